@@ -1,0 +1,108 @@
+"""The sandbox protocol shared by every backend.
+
+A sandbox owns one workspace (a copy of a task's repository, one git commit) and runs
+untrusted commands against it. ``run`` never raises on a timeout: it kills the whole
+process tree and reports ``timed_out``. ``close`` is explicit and idempotent; no backend
+relies on ``__del__``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+#: Where the workspace appears inside every backend.
+WORKSPACE = "/workspace"
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (not the command it ran). Reported as ``infra_error``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Resource limits applied to every command run in a sandbox.
+
+    Attributes:
+        timeout_s: Wall-clock limit per command; the whole process tree is killed after it.
+        cpu_s: CPU seconds per command (RLIMIT_CPU).
+        memory_mb: Memory per command (cgroup memory limit, else RLIMIT_AS).
+        pids: Processes per command (cgroup pids limit, else RLIMIT_NPROC).
+        file_size_mb: Largest file a command may write (RLIMIT_FSIZE).
+        output_bytes: Bytes of stdout+stderr kept; a command producing more is killed.
+        workspace_mb: Size cap of the writable workspace layer and of /tmp.
+    """
+
+    timeout_s: float = 60.0
+    cpu_s: int = 120
+    memory_mb: int = 2048
+    pids: int = 256
+    file_size_mb: int = 256
+    output_bytes: int = 4 * 1024 * 1024
+    workspace_mb: int = 1024
+
+
+@dataclasses.dataclass
+class ExecResult:
+    """What one command did."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: bool = False
+    duration_s: float = 0.0
+    output_truncated: bool = False
+
+    @property
+    def output(self) -> str:
+        """stdout and stderr joined the way a terminal would show them."""
+        if self.stderr and self.stdout:
+            return self.stdout.rstrip("\n") + "\n" + self.stderr
+        return self.stdout or self.stderr
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """A running, isolated workspace. Paths given to its methods are workspace-relative."""
+
+    backend: str
+
+    def run(
+        self, command: str, timeout_s: float | None = None, stdin: bytes | None = None
+    ) -> ExecResult:
+        """Run ``command`` with ``bash -c`` at the workspace root."""
+        ...
+
+    def read_file(self, path: str) -> str:
+        """Read a workspace file; raises ``FileNotFoundError`` with a clear message."""
+        ...
+
+    def write_file(self, path: str, content: str) -> None:
+        """Write a workspace file, creating parent folders."""
+        ...
+
+    def diff(self) -> str:
+        """The workspace's changes against its single commit, as a ``git apply`` patch."""
+        ...
+
+    def close(self) -> None:
+        """Stop everything and remove the workspace. Safe to call twice."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxSpec:
+    """How to build a sandbox for one episode.
+
+    Attributes:
+        template: A prepared repository folder (files + a one-commit ``.git``) to copy from.
+        limits: Resource limits for every command.
+        extra_ro_binds: Host folder -> sandbox path, read-only (used by the grader only).
+        extra_rw_binds: Host folder -> sandbox path, writable (used by the grader only).
+    """
+
+    template: Path
+    limits: Limits = Limits()
+    extra_ro_binds: tuple[tuple[Path, str], ...] = ()
+    extra_rw_binds: tuple[tuple[Path, str], ...] = ()
