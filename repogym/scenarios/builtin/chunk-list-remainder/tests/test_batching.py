@@ -1,0 +1,63 @@
+"""Hidden verifier tests for batching.py."""
+
+import pytest
+
+from batching import chunked, page_count, paginate
+
+
+def test_partial_last_chunk_is_kept():
+    assert chunked([1, 2, 3, 4, 5], 2) == [[1, 2], [3, 4], [5]]
+    assert chunked("abcdefg", 3) == [["a", "b", "c"], ["d", "e", "f"], ["g"]]
+
+
+def test_size_larger_than_input():
+    assert chunked([1, 2], 5) == [[1, 2]]
+    assert chunked(range(1), 1) == [[0]]
+
+
+def test_every_element_appears_once_in_order():
+    for n in range(0, 13):
+        for size in range(1, 6):
+            chunks = chunked(range(n), size)
+            assert [x for chunk in chunks for x in chunk] == list(range(n))
+            assert all(len(chunk) == size for chunk in chunks[:-1])
+            assert all(1 <= len(chunk) <= size for chunk in chunks)
+
+
+def test_page_count_rounds_up():
+    assert page_count(5, 2) == 3
+    assert page_count(1, 10) == 1
+    assert page_count(11, 5) == 3
+
+
+def test_last_partial_page_is_returned():
+    assert paginate(list(range(5)), 2, 3) == [4]
+    with pytest.raises(IndexError):
+        paginate(list(range(5)), 2, 4)
+
+
+def test_exact_multiple_has_no_empty_chunk():
+    assert chunked([1, 2, 3, 4], 2) == [[1, 2], [3, 4]]
+    assert chunked(range(6), 3) == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_empty_input_gives_no_chunks():
+    assert chunked([], 3) == []
+    assert page_count(0, 3) == 0
+
+
+def test_invalid_sizes_raise():
+    with pytest.raises(ValueError):
+        chunked([1, 2], 0)
+    with pytest.raises(ValueError):
+        page_count(3, 0)
+
+
+def test_accepts_one_shot_iterators():
+    assert chunked(iter([1, 2, 3, 4]), 2) == [[1, 2], [3, 4]]
+
+
+def test_full_pages():
+    assert paginate(list(range(6)), 3, 1) == [0, 1, 2]
+    assert paginate(list(range(6)), 3, 2) == [3, 4, 5]
+    assert page_count(10, 5) == 2
