@@ -74,6 +74,23 @@ class Sandbox(Protocol):
         """Run ``command`` with ``bash -c`` at the workspace root."""
         ...
 
+    def run_with_binds(
+        self,
+        command: str,
+        *,
+        ro: dict[str, Path] | None = None,
+        rw: dict[str, Path] | None = None,
+        timeout_s: float | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        """Run with host folders made visible for this command only (the grader's tool).
+
+        Each ``NAME -> host folder`` is visible at the path in ``$RG_NAME`` (upper-cased),
+        read-only for ``ro``; for ``rw``, what the command writes there is in the host
+        folder afterwards. Agents' commands never see these folders.
+        """
+        ...
+
     def read_file(self, path: str) -> str:
         """Read a workspace file; raises ``FileNotFoundError`` with a clear message."""
         ...
@@ -98,11 +115,7 @@ class SandboxSpec:
     Attributes:
         template: A prepared repository folder (files + a one-commit ``.git``) to copy from.
         limits: Resource limits for every command.
-        extra_ro_binds: Host folder -> sandbox path, read-only (used by the grader only).
-        extra_rw_binds: Host folder -> sandbox path, writable (used by the grader only).
     """
 
     template: Path
     limits: Limits = Limits()
-    extra_ro_binds: tuple[tuple[Path, str], ...] = ()
-    extra_rw_binds: tuple[tuple[Path, str], ...] = ()

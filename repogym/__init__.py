@@ -1,0 +1,16 @@
+"""repogym: Gymnasium environments over sandboxed bug-fix repositories, and RL trainers.
+
+``import repogym`` registers every built-in task (``repogym/<id>-v0``) and
+``repogym/Suite-v0`` with Gymnasium; it has no other side effect.
+"""
+
+from repogym.envs import RepoEnv, SuiteEnv
+from repogym.scenarios import Task, TaskError, builtin_tasks, load_task, register_task
+from repogym.scenarios.registry import register_builtins
+
+__version__ = "0.1.0"
+
+register_builtins()
+
+__all__ = ["RepoEnv", "SuiteEnv", "Task", "TaskError", "builtin_tasks", "load_task",
+           "register_task", "__version__"]

@@ -1,0 +1,333 @@
+"""RepoEnv and SuiteEnv: Gymnasium environments over a sandboxed buggy repository."""
+
+from __future__ import annotations
+
+import string
+import time
+from pathlib import Path
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from repogym.envs import grader
+from repogym.envs.actions import TOOL_HELP, ActionError, ToolCall, error_observation, parse_action
+from repogym.sandbox import Limits, Sandbox, SandboxError, SandboxSpec, make_sandbox
+from repogym.sandbox.base import ExecResult
+from repogym.sandbox.workspace import TemplateCache
+from repogym.scenarios.task import Task, load_task
+
+MAX_TEXT = 1_000_000
+
+
+class TextSpace(spaces.Text):
+    """``spaces.Text`` that contains any string (code and tool output use all of Unicode).
+
+    Sampling draws printable ASCII, which is enough for fuzzing actions.
+    """
+
+    def __init__(self, max_length: int = MAX_TEXT, seed: int | None = None) -> None:
+        super().__init__(max_length=max_length, min_length=0, charset=string.printable,
+                         seed=seed)
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        if mask is None and probability is None:
+            n = int(self.np_random.integers(0, 64))
+            idx = self.np_random.integers(0, len(string.printable), size=n)
+            return "".join(string.printable[i] for i in idx)
+        return super().sample(mask=mask, probability=probability)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and len(x) <= self.max_length
+
+    def __repr__(self) -> str:
+        return f"TextSpace(max_length={self.max_length})"
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, TextSpace) and other.max_length == self.max_length
+
+
+def clip_text(text: str, limit: int) -> str:
+    """Keep the head and tail of a long text, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    cut = len(text) - 2 * half
+    return f"{text[:half]}\n... [{cut} characters cut] ...\n{text[-half:]}"
+
+
+def format_exec(res: ExecResult, limit: int) -> str:
+    out = clip_text(res.output, limit)
+    notes = []
+    if res.timed_out:
+        notes.append(f"timed out after {res.duration_s:.0f}s; the command was killed")
+    if res.output_truncated:
+        notes.append("output limit reached; the command was killed")
+    notes.append(f"exit code: {res.exit_code}")
+    return (out.rstrip("\n") + "\n" if out else "") + "".join(f"[{n}]\n" for n in notes)
+
+
+class RepoEnv(gym.Env[str, str]):
+    """Fix a bug in a sandboxed repository.
+
+    ## Description
+    The agent gets a bug report (the task's statement) and a repository in a sandbox with
+    no network, no git history beyond one commit, no host secrets and resource limits. It
+    acts with tool calls (shell, read, write, edit) and submits; hidden verifier tests
+    grade the diff in a fresh sandbox.
+
+    ## Action Space
+    ``TextSpace``: the agent's raw text holding one tool call, JSON
+    ``{"tool": "bash", "args": {"command": "ls"}}`` (or OpenAI's ``{"name", "arguments"}``)
+    or a fenced ```` ```bash ```` block. Tools: bash, read, write, edit, submit. A malformed
+    action yields an observation explaining the expected form; it never raises.
+
+    ## Observation Space
+    ``TextSpace``: after ``reset``, the statement, the tool instructions and the top-level
+    files; after each step, the tool's output (clipped to ``max_obs_chars``).
+
+    ## Rewards
+    0 on every step but the last. The last step's reward comes from the hidden tests:
+    ``binary`` (1 iff every listed test passes), ``partial`` (weighted fraction passing),
+    ``f2p`` (fraction of fail_to_pass, 0 if any pass_to_pass breaks). Forged results
+    score 0.
+
+    ## Episode End
+    Terminated by ``submit`` (graded). Truncated at the step budget (graded too;
+    ``info["truncated"] == "max_steps"``) or when the sandbox fails
+    (``info["infra_error"]`` set: trainers must mask such episodes, not score them).
+
+    ## Arguments
+    ``task`` (Task or folder), ``sandbox`` ("bwrap", "docker", "process"),
+    ``reward_mode``, ``render_mode`` ("ansi"), ``max_steps``, ``limits``
+    (:class:`repogym.sandbox.Limits`), ``max_obs_chars``, ``sandbox_options``.
+
+    ## Version History
+    * v0: initial release.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self,
+        task: Task | str | Path,
+        *,
+        sandbox: str = "bwrap",
+        reward_mode: grader.RewardMode = "binary",
+        render_mode: str | None = None,
+        max_steps: int | None = None,
+        limits: Limits | None = None,
+        max_obs_chars: int = 16_000,
+        sandbox_options: dict[str, Any] | None = None,
+    ) -> None:
+        if reward_mode not in grader.REWARD_MODES:
+            raise ValueError(f"unknown reward_mode {reward_mode!r}. Fix: use one of "
+                             f"{grader.REWARD_MODES}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"unsupported render_mode {render_mode!r}. Fix: use 'ansi' or None")
+        self.task = task if isinstance(task, Task) else load_task(task)
+        self.sandbox_backend = sandbox
+        self.reward_mode = reward_mode
+        self.render_mode = render_mode
+        self.max_steps = max_steps
+        self.limits = limits or Limits()
+        self.max_obs_chars = max_obs_chars
+        self.sandbox_options = dict(sandbox_options or {})
+        self.observation_space = TextSpace()
+        self.action_space = TextSpace()
+        self._templates = TemplateCache()
+        self._sandbox: Sandbox | None = None
+        self._transcript: list[str] = []
+        self._steps = 0
+        self._done = False
+
+    # -- helpers -----------------------------------------------------------------------
+    def _make_sandbox(self, spec: SandboxSpec) -> Sandbox:
+        return make_sandbox(self.sandbox_backend, spec, **self.sandbox_options)
+
+    def _select_task(self, options: dict[str, Any] | None) -> Task:
+        return self.task
+
+    def _budget(self) -> int:
+        spec_steps = self.spec.max_episode_steps if self.spec is not None else None
+        return self.max_steps or spec_steps or self.task.max_steps
+
+    def _prompt(self, template: Path) -> str:
+        names = sorted(p.name + ("/" if p.is_dir() else "") for p in template.iterdir()
+                       if p.name != ".git")
+        listing = "\n".join(f"  {n}" for n in names[:60])
+        return (f"# Task: {self.task.id}\n\n{self.task.statement}\n"
+                f"The repository is checked out at the current folder. Top-level files:\n"
+                f"{listing}\n\n{TOOL_HELP}\n")
+
+    # -- Gymnasium API -------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._close_sandbox()
+        self.task = self._select_task(options)
+        self._template = self._templates.get(self.task.repo_dir)
+        spec = SandboxSpec(template=self._template, limits=self.limits)
+        self._sandbox = self._make_sandbox(spec)
+        self._steps, self._done = 0, False
+        obs = self._prompt(self._template)
+        self._transcript = [obs]
+        info = {"task": self.task.id, "env_id": self.task.env_id, "split": self.task.split,
+                "max_steps": self._budget(), "sandbox": self.sandbox_backend,
+                "reward_mode": self.reward_mode}
+        return obs, info
+
+    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        if self._sandbox is None or self._done:
+            raise gym.error.ResetNeeded("step() after the episode ended. Fix: call reset()")
+        self._steps += 1
+        start = time.monotonic()
+        info: dict[str, Any] = {"tool": None, "exit_code": None, "step": self._steps}
+        reward, terminated, truncated = 0.0, False, False
+        try:
+            call = parse_action(action)
+            info["tool"] = call.name
+            if call.name == "submit":
+                obs, reward = self._finish(info), info["reward"]
+                terminated = True
+            else:
+                obs = self._run_tool(call, info)
+        except ActionError as e:
+            obs = error_observation(e)
+            info["action_error"] = str(e)
+        except SandboxError as e:
+            obs, truncated = f"The sandbox failed: {e}\nThe episode ends here.\n", True
+            info.update(infra_error=str(e), truncated="infra_error", resolved=False,
+                        tests={}, hack_flags=[], diff="", reward_breakdown={})
+        if not (terminated or truncated) and self._steps >= self._budget():
+            obs += self._finish(info)
+            reward, truncated = info["reward"], True
+            info["truncated"] = "max_steps"
+        info["duration_s"] = time.monotonic() - start
+        self._done = terminated or truncated
+        self._transcript += [f"$ {action}", obs]
+        return obs, float(reward), terminated, truncated, info
+
+    def _run_tool(self, call: ToolCall, info: dict[str, Any]) -> str:
+        sb, a = self._sandbox, call.args
+        if call.name == "bash":
+            res = sb.run(a["command"], timeout_s=self.limits.timeout_s)
+            info.update(exit_code=res.exit_code, timed_out=res.timed_out)
+            return format_exec(res, self.max_obs_chars)
+        try:
+            if call.name == "read":
+                lines = sb.read_file(a["path"]).splitlines()
+                lo = max(1, a.get("start", 1))
+                hi = min(len(lines), a.get("end", len(lines)))
+                body = "\n".join(f"{i:6d}\t{lines[i - 1]}" for i in range(lo, hi + 1))
+                out = clip_text(body, self.max_obs_chars) + "\n" if body else "(empty)\n"
+            elif call.name == "write":
+                sb.write_file(a["path"], a["content"])
+                out = f"Wrote {len(a['content'])} characters to {a['path']}.\n"
+            else:
+                out = self._edit(a["path"], a["old"], a["new"])
+            info["exit_code"] = 0
+            return out
+        except (OSError, ValueError) as e:
+            info["exit_code"] = 1
+            return f"Error: {e}\n"
+
+    def _edit(self, path: str, old: str, new: str) -> str:
+        text = self._sandbox.read_file(path)
+        count = text.count(old) if old else 0
+        if count != 1:
+            raise ValueError(f"edit() needs `old` to occur exactly once in {path}; it occurs "
+                             f"{count} times. Fix: include more surrounding lines in `old`")
+        self._sandbox.write_file(path, text.replace(old, new, 1))
+        return f"Edited {path}.\n"
+
+    def _finish(self, info: dict[str, Any]) -> str:
+        diff, flags = grader.diff_or_flag(self._sandbox)
+        result = grader.grade(self.task, self._template, diff, mode=self.reward_mode,
+                              make_sandbox=self._make_sandbox, limits=self.limits,
+                              extra_flags=flags)
+        info.update(
+            reward=result.reward, tests=result.tests, reward_breakdown=result.reward_breakdown,
+            resolved=result.resolved, hack_flags=result.hack_flags, diff=result.diff,
+            infra_error=result.infra_error, verifier_exit_code=result.verifier_exit_code,
+            grade_duration_s=result.duration_s,
+        )
+        if result.infra_error:
+            return f"Grading failed (infrastructure): {result.infra_error}\n"
+        passed = sum(s == "passed" for s in result.tests.values())
+        return (f"Submitted. Hidden tests passed: {passed}/{len(result.tests)}. "
+                f"Reward: {result.reward:.3f}\n")
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return "\n".join(self._transcript)
+        return None
+
+    def _close_sandbox(self) -> None:
+        if self._sandbox is not None:
+            sb, self._sandbox = self._sandbox, None
+            sb.close()
+
+    def close(self) -> None:
+        """Stop the sandbox and delete every temp folder. Idempotent."""
+        try:
+            self._close_sandbox()
+        finally:
+            self._templates.close()
+        super().close()
+
+
+class SuiteEnv(RepoEnv):
+    """Many tasks behind one id: each ``reset`` draws a task from ``self.np_random``.
+
+    Arguments: ``tasks`` (Task objects, folders or ids), or filters ``split``, ``tags``
+    (any of) and ``task_ids`` over the registered tasks; plus every RepoEnv argument.
+    ``reset(options={"task": id})`` picks a task explicitly.
+    """
+
+    def __init__(self, tasks: list[Task | str | Path] | None = None, *, split: str | None = None,
+                 tags: list[str] | None = None, task_ids: list[str] | None = None,
+                 **kwargs: Any) -> None:
+        from repogym.scenarios.registry import registered_tasks
+
+        if tasks is None:
+            pool = list(registered_tasks().values())
+        else:
+            pool = [t if isinstance(t, Task) else _resolve(t) for t in tasks]
+        if split is not None:
+            pool = [t for t in pool if t.split == split]
+        if tags:
+            pool = [t for t in pool if set(tags) & set(t.tags)]
+        if task_ids is not None:
+            unknown = set(task_ids) - {t.id for t in pool}
+            if unknown:
+                raise ValueError(f"unknown task ids {sorted(unknown)}. Fix: pick from "
+                                 f"{sorted(t.id for t in pool)}")
+            pool = [t for t in pool if t.id in set(task_ids)]
+        if not pool:
+            raise ValueError("no task matches the given split/tags/task_ids. Fix: relax the "
+                             "filters (see `repogym tasks`)")
+        self.tasks = sorted(pool, key=lambda t: t.id)
+        super().__init__(self.tasks[0], **kwargs)
+
+    def _budget(self) -> int:
+        return self.max_steps or self.task.max_steps
+
+    def _select_task(self, options: dict[str, Any] | None) -> Task:
+        if options and "task" in options:
+            by_id = {t.id: t for t in self.tasks}
+            if options["task"] not in by_id:
+                raise ValueError(f"unknown task {options['task']!r}. Fix: pick from "
+                                 f"{sorted(by_id)}")
+            return by_id[options["task"]]
+        return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+
+
+def _resolve(ref: str | Path) -> Task:
+    from repogym.scenarios.registry import registered_tasks
+
+    tasks = registered_tasks()
+    if isinstance(ref, str) and ref in tasks:
+        return tasks[ref]
+    return load_task(ref)
+

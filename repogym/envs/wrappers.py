@@ -1,0 +1,116 @@
+"""Wrappers: TrajectoryLogger writes every episode as one JSONL file.
+
+Schema ``repogym.trajectory/1`` (documented in docs/trajectory-format.md): a ``header``
+record, one ``step`` record per step, and a ``summary`` record.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+
+SCHEMA = "repogym.trajectory/1"
+_SUMMARY_KEYS = ("tests", "reward_breakdown", "resolved", "hack_flags", "diff", "infra_error",
+                 "verifier_exit_code", "truncated")
+
+
+class TrajectoryLogger(gym.Wrapper[str, str, str, str]):
+    """Log each episode to ``log_dir/<task>-<n>-<id>.jsonl``.
+
+    Args:
+        env: A RepoEnv (possibly wrapped).
+        log_dir: Folder for the files (created).
+
+    Attributes:
+        path: The current episode's file (None before the first reset).
+    """
+
+    def __init__(self, env: gym.Env[str, str], log_dir: str | Path) -> None:
+        super().__init__(env)
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.path: Path | None = None
+        self._file = None
+        self._episode = 0
+        self._return = 0.0
+        self._steps = 0
+        self._start = 0.0
+
+    def _write(self, record: dict[str, Any]) -> None:
+        self._file.write(json.dumps(record, default=str) + "\n")
+        self._file.flush()
+
+    def _end(self, summary: dict[str, Any]) -> None:
+        if self._file is not None:
+            self._write({"type": "summary", "steps": self._steps, "return": self._return,
+                         "wall_s": round(time.monotonic() - self._start, 4), **summary})
+            self._file.close()
+            self._file = None
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        self._end({"abandoned": True})
+        obs, info = self.env.reset(seed=seed, options=options)
+        task = info.get("task", "episode")
+        self.path = self.log_dir / f"{task}-{self._episode:04d}-{uuid.uuid4().hex[:8]}.jsonl"
+        self._episode += 1
+        self._file = self.path.open("w")
+        self._return, self._steps, self._start = 0.0, 0, time.monotonic()
+        spec = self.env.spec
+        self._write({"type": "header", "schema": SCHEMA, "task": task,
+                     "env_id": info.get("env_id"), "env_version": getattr(spec, "version", None),
+                     "seed": seed, "options": options, "sandbox": info.get("sandbox"),
+                     "reward_mode": info.get("reward_mode"), "max_steps": info.get("max_steps"),
+                     "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                     "observation": obs})
+        return obs, info
+
+    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._steps += 1
+        self._return += float(reward)
+        if self._file is not None:
+            self._write({"type": "step", "t": self._steps, "action": action, "observation": obs,
+                         "reward": float(reward), "terminated": terminated,
+                         "truncated": truncated, "tool": info.get("tool"),
+                         "exit_code": info.get("exit_code"),
+                         "duration_s": round(info.get("duration_s", 0.0), 4),
+                         "flags": info.get("hack_flags", []),
+                         "action_error": info.get("action_error")})
+            if terminated or truncated:
+                self._end({"reward": float(reward), "abandoned": False,
+                           **{k: info.get(k) for k in _SUMMARY_KEYS}})
+        return obs, reward, terminated, truncated, info
+
+    def close(self) -> None:
+        self._end({"abandoned": True})
+        super().close()
+
+
+def read_trajectory(path: str | Path) -> dict[str, Any]:
+    """Load a trajectory file: ``{"header": {...}, "steps": [...], "summary": {...}|None}``."""
+    header, steps, summary = None, [], None
+    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        kind = rec.get("type")
+        if kind == "header":
+            if rec.get("schema") != SCHEMA:
+                raise ValueError(f"{path}:{n}: schema {rec.get('schema')!r} is not {SCHEMA!r}. "
+                                 "Fix: read it with the repogym version that wrote it")
+            header = rec
+        elif kind == "step":
+            steps.append(rec)
+        elif kind == "summary":
+            summary = rec
+        else:
+            raise ValueError(f"{path}:{n}: unknown record type {kind!r}")
+    if header is None:
+        raise ValueError(f"{path}: no header record. Fix: pass a file written by TrajectoryLogger")
+    return {"header": header, "steps": steps, "summary": summary}

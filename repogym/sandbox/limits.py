@@ -1,0 +1,118 @@
+"""Resource limits: rlimits for every command, cgroup v1 memory/pids where writable."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from repogym.sandbox.base import Limits
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+_CONTROLLERS = ("memory", "pids")
+
+
+def rlimit_preexec(limits: Limits, *, cgroup: Cgroup | None) -> Callable[[], None]:
+    """A ``preexec_fn`` that joins the cgroup and sets rlimits in the child."""
+    procs_files = cgroup.procs_files() if cgroup else []
+    mem = limits.memory_mb * 1024 * 1024
+    fsize = limits.file_size_mb * 1024 * 1024
+    # With a memory cgroup the kernel enforces memory precisely; RLIMIT_AS stays as a
+    # generous backstop because it breaks programs that reserve large virtual ranges.
+    as_limit = max(mem * 4, 8 << 30) if procs_files else mem
+    nproc = limits.pids * 8 if procs_files else limits.pids
+
+    def preexec() -> None:
+        pid = str(os.getpid()).encode()
+        for f in procs_files:
+            fd = os.open(f, os.O_WRONLY)
+            os.write(fd, pid)
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
+        resource.setrlimit(resource.RLIMIT_AS, (as_limit, as_limit))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    return preexec
+
+
+class Cgroup:
+    """One cgroup v1 group per sandbox under the memory and pids controllers.
+
+    ``Cgroup.create`` returns None where cgroup v1 is not writable (not root, cgroup v2
+    only): limits then rest on rlimits alone.
+    """
+
+    def __init__(self, dirs: list[Path]) -> None:
+        self.dirs = dirs
+
+    @classmethod
+    def create(cls, limits: Limits) -> Cgroup | None:
+        if os.geteuid() != 0:
+            return None
+        name = f"repogym-{uuid.uuid4().hex[:12]}"
+        dirs: list[Path] = []
+        try:
+            for ctl in _CONTROLLERS:
+                base = CGROUP_ROOT / ctl
+                if not (base / "cgroup.procs").exists():
+                    raise OSError(f"no cgroup v1 {ctl} controller")
+                d = base / name
+                d.mkdir()
+                dirs.append(d)
+            mem = str(limits.memory_mb * 1024 * 1024)
+            (dirs[0] / "memory.limit_in_bytes").write_text(mem)
+            swap = dirs[0] / "memory.memsw.limit_in_bytes"
+            if swap.exists():
+                swap.write_text(mem)
+            (dirs[1] / "pids.max").write_text(str(limits.pids))
+        except OSError:
+            cls(dirs).remove()
+            return None
+        return cls(dirs)
+
+    def procs_files(self) -> list[str]:
+        return [str(d / "cgroup.procs") for d in self.dirs]
+
+    def kill(self) -> None:
+        """SIGKILL every process still in the group (escaped process groups included)."""
+        for _ in range(20):
+            pids = set()
+            for d in self.dirs:
+                try:
+                    pids.update(int(p) for p in (d / "cgroup.procs").read_text().split())
+                except OSError:
+                    pass
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def oom_killed(self) -> bool:
+        """True if the memory controller had to kill something."""
+        try:
+            text = (self.dirs[0] / "memory.oom_control").read_text()
+        except (OSError, IndexError):
+            return False
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == "oom_kill":
+                return int(parts[1]) > 0
+        return False
+
+    def remove(self) -> None:
+        self.kill()
+        for d in self.dirs:
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+        self.dirs = []
+

@@ -1,0 +1,173 @@
+"""The Python runtime that sandboxed commands see.
+
+Sandboxed commands get the host's base interpreter (``sys.base_prefix``), bound read-only
+at ``/opt/python``, but never the host's site-packages: those hold repogym itself and its
+built-in tasks (hidden tests, gold patches). In their place the sandbox sees a small
+site-packages holding only pytest and its dependencies, copied once from the host
+environment into a cache folder. Files for a minimal ``/etc`` live beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import importlib.metadata as md
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+#: Distributions copied (with their dependencies) into the sandbox's site-packages.
+SANDBOX_DISTRIBUTIONS = ("pytest",)
+PYTHON_MOUNT = "/opt/python"
+
+_ETC_FILES = {
+    "passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/tmp:/bin/sh\n",
+    "group": "root:x:0:\nnogroup:x:65534:\n",
+    "hosts": "127.0.0.1 localhost\n::1 localhost\n",
+    "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+    "hostname": "sandbox\n",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Runtime:
+    """Host paths that make up the sandbox's Python and ``/etc``.
+
+    Attributes:
+        prefix: The host interpreter's base prefix (bound at ``/opt/python``).
+        site_packages: The prefix's own site-packages (masked inside the sandbox).
+        sandbox_site: The cache folder bound over ``site_packages``: pytest only.
+        etc: A folder of minimal ``/etc`` files (passwd, group, hosts).
+        python: Interpreter name inside ``/opt/python/bin``.
+    """
+
+    prefix: Path
+    site_packages: Path
+    sandbox_site: Path
+    etc: Path
+    python: str
+
+    def sandbox_path(self, host_path: Path) -> str:
+        """Where a host path under the prefix appears inside the sandbox."""
+        return PYTHON_MOUNT + "/" + str(host_path.relative_to(self.prefix))
+
+
+def cache_dir() -> Path:
+    """repogym's cache folder (``$REPOGYM_CACHE``, else ``$XDG_CACHE_HOME/repogym``)."""
+    if env := os.environ.get("REPOGYM_CACHE"):
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "repogym"
+
+
+def _dist_files(name: str) -> list[tuple[Path, str]]:
+    """(absolute source, path relative to site-packages) for one installed distribution."""
+    try:
+        dist = md.distribution(name)
+    except md.PackageNotFoundError as e:
+        raise RuntimeError(
+            f"'{name}' is not installed in {sys.prefix}; the sandbox needs it to run tests. "
+            f"Fix: pip install {name}"
+        ) from e
+    out = []
+    for f in dist.files or []:
+        if f.suffix == ".pyc" or str(f).startswith(".."):
+            continue
+        out.append((Path(dist.locate_file(f)).resolve(), str(f)))
+    return out
+
+
+def dependency_closure(names: tuple[str, ...]) -> list[str]:
+    """The named distributions and everything they require here (markers evaluated)."""
+    from packaging.requirements import Requirement
+
+    seen: dict[str, None] = {}
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        key = name.lower().replace("_", "-")
+        if key in seen:
+            continue
+        seen[key] = None
+        for spec in md.requires(name) or []:
+            req = Requirement(spec)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return sorted(seen)
+
+
+def _build_site(dest: Path) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix=".site-", dir=dest.parent))
+    try:
+        for name in dependency_closure(SANDBOX_DISTRIBUTIONS):
+            for src, rel in _dist_files(name):
+                if src.is_file():
+                    target = tmp / rel
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(src, target)
+        for root, dirs, files in os.walk(tmp):
+            os.chmod(root, 0o755)
+            for f in files:
+                os.chmod(os.path.join(root, f), 0o644)
+        try:
+            os.rename(tmp, dest)
+        except OSError:  # another process won the race
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _build_etc(dest: Path) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix=".etc-", dir=dest.parent))
+    for name, text in _ETC_FILES.items():
+        (tmp / name).write_text(text)
+        os.chmod(tmp / name, 0o644)
+    os.chmod(tmp, 0o755)
+    try:
+        os.rename(tmp, dest)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@functools.cache
+def runtime() -> Runtime:
+    """The sandbox runtime for this interpreter, built in the cache on first use."""
+    versions = "|".join(f"{n}={md.version(n)}" for n in dependency_closure(SANDBOX_DISTRIBUTIONS))
+    key = hashlib.sha256(f"{sys.version}|{versions}".encode()).hexdigest()[:12]
+    root = cache_dir() / "runtime" / key
+    root.mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o755)
+    for p in (cache_dir(), cache_dir() / "runtime"):
+        os.chmod(p, 0o755)
+    site = root / "site-packages"
+    if not site.is_dir():
+        _build_site(site)
+    etc = root / "etc"
+    if not etc.is_dir():
+        _build_etc(etc)
+    prefix = Path(sys.base_prefix).resolve()
+    purelib = Path(sysconfig.get_path("purelib", vars={"base": str(prefix)})).resolve()
+    return Runtime(
+        prefix=prefix,
+        site_packages=purelib,
+        sandbox_site=site,
+        etc=etc,
+        python=f"python{sys.version_info.major}.{sys.version_info.minor}",
+    )
+
+
+def package_data_dirs() -> list[Path]:
+    """Host folders that hold repogym's code and task data; never visible in a sandbox."""
+    import repogym
+
+    dirs = {Path(repogym.__file__).resolve().parent}
+    for entry in sys.path:
+        p = Path(entry or ".").resolve()
+        if p.is_dir() and (p / "repogym").is_dir():
+            dirs.add(p / "repogym")
+    return sorted(dirs)

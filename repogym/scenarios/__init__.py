@@ -1,0 +1,7 @@
+"""Tasks: the folder format, the loader and the registry; built-in tasks live in builtin/."""
+
+from repogym.scenarios.registry import builtin_tasks, register_task, registered_tasks
+from repogym.scenarios.task import Task, TaskError, Verifier, load_task, load_tasks
+
+__all__ = ["Task", "TaskError", "Verifier", "builtin_tasks", "load_task", "load_tasks",
+           "register_task", "registered_tasks"]

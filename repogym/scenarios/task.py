@@ -1,0 +1,243 @@
+"""The task folder format (DESIGN.md "Task format") and its loader.
+
+A task is a folder::
+
+    <task>/
+      task.toml            metadata and verifier
+      repo/                the starting repository, as the agent sees it
+      tests/               hidden verifier tests (never inside the agent's sandbox)
+      solution.patch       gold fix (git apply -p1 against repo/)
+      alternatives/*.patch other correct fixes (must earn full reward)
+      decoys/*.patch       wrong or test-gaming fixes (must not earn full reward)
+
+Every problem found while loading raises :class:`TaskError` naming the file, the key and
+the fix, so that a task written by someone else fails loudly and usefully.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+SPLITS = ("train", "test")
+
+
+class TaskError(ValueError):
+    """A task folder or its task.toml is malformed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Verifier:
+    """How a task is graded.
+
+    Attributes:
+        command: Test command run at the workspace root (the grader adds a junit XML report).
+        tests_dest: Workspace-relative folder the hidden tests are copied into (merged).
+        timeout_s: Wall-clock limit for the verifier run.
+        fail_to_pass: Node ids that fail before the fix and must pass after it.
+        pass_to_pass: Node ids that pass before and must still pass after.
+        weights: Optional per-node-id weights for partial credit (default 1.0).
+        log_parser: ``junit`` (default) or ``swebench`` (SWE-bench's pytest log parser).
+    """
+
+    command: str
+    tests_dest: str
+    timeout_s: float
+    fail_to_pass: tuple[str, ...]
+    pass_to_pass: tuple[str, ...]
+    weights: dict[str, float] = dataclasses.field(default_factory=dict)
+    log_parser: str = "junit"
+
+    @property
+    def all_tests(self) -> tuple[str, ...]:
+        """Every listed node id, fail_to_pass first."""
+        return self.fail_to_pass + self.pass_to_pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One bug-fix task loaded from a folder."""
+
+    id: str
+    version: int
+    path: Path
+    statement: str
+    split: str
+    tags: tuple[str, ...]
+    max_steps: int
+    verifier: Verifier
+
+    @property
+    def env_id(self) -> str:
+        """The Gymnasium id, ``repogym/<id>-v<version>``."""
+        return f"repogym/{self.id}-v{self.version}"
+
+    @property
+    def repo_dir(self) -> Path:
+        return self.path / "repo"
+
+    @property
+    def tests_dir(self) -> Path:
+        return self.path / "tests"
+
+    @property
+    def solution_patch(self) -> Path:
+        return self.path / "solution.patch"
+
+    @property
+    def alternatives(self) -> list[Path]:
+        return sorted((self.path / "alternatives").glob("*.patch"))
+
+    @property
+    def decoys(self) -> list[Path]:
+        return sorted((self.path / "decoys").glob("*.patch"))
+
+    def info(self) -> dict[str, Any]:
+        """What an agent may be told about the task (no hidden tests, no gold patch)."""
+        return {
+            "id": self.id,
+            "env_id": self.env_id,
+            "statement": self.statement,
+            "split": self.split,
+            "tags": list(self.tags),
+            "max_steps": self.max_steps,
+        }
+
+
+def _err(file: Path, key: str, problem: str, fix: str) -> TaskError:
+    return TaskError(f"{file}: key '{key}': {problem}. Fix: {fix}")
+
+
+def _get(data: dict, file: Path, key: str, typ: type | tuple, *, default: Any = ..., fix: str):
+    if key not in data:
+        if default is ...:
+            raise _err(file, key, "missing", fix)
+        return default
+    value = data[key]
+    if typ is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, typ) or (isinstance(value, bool) and typ is not bool):
+        name = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
+        raise _err(file, key, f"expected {name}, got {type(value).__name__} {value!r}", fix)
+    return value
+
+
+def _node_ids(data: dict, file: Path, key: str) -> tuple[str, ...]:
+    ids = _get(data, file, key, list, default=[], fix=f"set {key} = [\"tests/test_x.py::test_y\"]")
+    for node in ids:
+        if not isinstance(node, str) or "::" not in node:
+            raise _err(
+                file, f"verifier.{key}", f"{node!r} is not a pytest node id",
+                "write ids as 'path/to/test_file.py::test_name' relative to the repo root",
+            )
+    return tuple(ids)
+
+
+def _load_verifier(data: dict, file: Path) -> Verifier:
+    if "verifier" not in data or not isinstance(data["verifier"], dict):
+        raise _err(file, "verifier", "missing [verifier] table",
+                   "add a [verifier] table with command, fail_to_pass and pass_to_pass")
+    v = data["verifier"]
+    f2p = _node_ids(v, file, "fail_to_pass")
+    p2p = _node_ids(v, file, "pass_to_pass")
+    if not f2p and not p2p:
+        raise _err(file, "verifier.fail_to_pass", "no tests listed",
+                   "list at least one node id in fail_to_pass or pass_to_pass")
+    weights = _get(v, file, "weights", dict, default={}, fix="use a table of node id = number")
+    for node, w in weights.items():
+        if node not in f2p + p2p or not isinstance(w, int | float) or w < 0:
+            raise _err(file, f"verifier.weights.{node}", "unknown node id or negative weight",
+                       "weight only listed node ids, with numbers >= 0")
+    tests_dest = _get(v, file, "tests_dest", str, default="tests", fix='e.g. tests_dest = "tests"')
+    if tests_dest.startswith("/") or ".." in Path(tests_dest).parts:
+        raise _err(file, "verifier.tests_dest", f"{tests_dest!r} leaves the workspace",
+                   "use a relative path inside the repo, e.g. 'tests'")
+    parser = _get(v, file, "log_parser", str, default="junit", fix='"junit" or "swebench"')
+    if parser not in ("junit", "swebench"):
+        raise _err(file, "verifier.log_parser", f"unknown parser {parser!r}",
+                   'use "junit" or "swebench"')
+    return Verifier(
+        command=_get(v, file, "command", str, default="python -m pytest -q -p no:cacheprovider",
+                     fix='e.g. command = "python -m pytest -q"'),
+        tests_dest=tests_dest,
+        timeout_s=_get(v, file, "timeout_s", float, default=120.0, fix="a number of seconds"),
+        fail_to_pass=f2p,
+        pass_to_pass=p2p,
+        weights={k: float(w) for k, w in weights.items()},
+        log_parser=parser,
+    )
+
+
+def load_task(path: str | Path) -> Task:
+    """Load and check one task folder.
+
+    Raises:
+        TaskError: naming the file, the key and the fix.
+    """
+    path = Path(path).resolve()
+    file = path / "task.toml"
+    if not file.is_file():
+        raise TaskError(f"{path}: no task.toml. Fix: a task folder needs task.toml, repo/, "
+                        "tests/ and solution.patch (see docs/authoring.md)")
+    try:
+        data = tomllib.loads(file.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise TaskError(f"{file}: invalid TOML: {e}. Fix: correct the syntax") from e
+
+    task_id = _get(data, file, "id", str, default=path.name, fix='e.g. id = "retry-zero"')
+    if not _ID_RE.match(task_id):
+        raise _err(file, "id", f"{task_id!r} is not a valid id",
+                   "use lowercase letters, digits, '.', '_' and '-'")
+    statement = _get(data, file, "statement", str, default="", fix="a string")
+    if "statement_file" in data:
+        sfile = path / _get(data, file, "statement_file", str, fix="a file name in the task folder")
+        if not sfile.is_file():
+            raise _err(file, "statement_file", f"{sfile} does not exist", "create it or fix the name")
+        statement = sfile.read_text()
+    if not statement.strip():
+        raise _err(file, "statement", "missing or empty",
+                   'add statement = "..." or statement_file = "STATEMENT.md"')
+    split = _get(data, file, "split", str, default="train", fix='"train" or "test"')
+    if split not in SPLITS:
+        raise _err(file, "split", f"{split!r} is not a split", 'use "train" or "test"')
+    tags = _get(data, file, "tags", list, default=[], fix='e.g. tags = ["bugfix"]')
+    max_steps = _get(data, file, "max_steps", int, default=30, fix="a positive integer")
+    if max_steps < 1:
+        raise _err(file, "max_steps", f"{max_steps} is not positive", "use e.g. max_steps = 30")
+    version = _get(data, file, "version", int, default=0, fix="an integer >= 0")
+
+    for name, kind in (("repo", "folder"), ("tests", "folder"), ("solution.patch", "file")):
+        p = path / name
+        if not (p.is_dir() if kind == "folder" else p.is_file()):
+            raise TaskError(f"{path}: {name} {kind} missing. Fix: add {name} (see DESIGN.md)")
+    if (path / "repo" / ".git").exists():
+        raise TaskError(f"{path / 'repo' / '.git'}: repo/ must not contain .git. Fix: delete it; "
+                        "the environment makes a one-commit history itself")
+    return Task(
+        id=task_id, version=version, path=path, statement=statement.strip() + "\n",
+        split=split, tags=tuple(str(t) for t in tags), max_steps=max_steps,
+        verifier=_load_verifier(data, file),
+    )
+
+
+def find_task_dirs(path: str | Path) -> list[Path]:
+    """A task folder itself, or the task folders directly inside ``path``."""
+    path = Path(path)
+    if (path / "task.toml").is_file():
+        return [path]
+    if not path.is_dir():
+        raise TaskError(f"{path}: not a folder. Fix: pass a task folder or a folder of them")
+    dirs = sorted(p.parent for p in path.glob("*/task.toml"))
+    if not dirs:
+        raise TaskError(f"{path}: no task.toml here or in its sub-folders. Fix: pass a task "
+                        "folder (with task.toml) or a folder of task folders")
+    return dirs
+
+
+def load_tasks(path: str | Path) -> list[Task]:
+    """Load one task folder or every task folder inside ``path``."""
+    return [load_task(p) for p in find_task_dirs(path)]
