@@ -1,0 +1,40 @@
+# repogym — the README's commands. `make setup` is idempotent and re-runs only when
+# pyproject.toml changes.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# Run apt as root directly, otherwise through sudo.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup system-deps demo test bench lint clean
+
+setup: system-deps $(STAMP)
+
+system-deps:
+	@command -v bwrap >/dev/null 2>&1 || { echo "installing bubblewrap (apt)"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq bubblewrap >/dev/null; }
+	@command -v git >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+	  $(SUDO) apt-get install -y -qq git >/dev/null; }
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch is pinned in the same command so nothing pulls a CUDA build.
+	$(BIN)/pip install -q -e '.[dev]' 'torch==2.13.0'
+	@touch $(STAMP)
+
+demo: setup
+	$(BIN)/repogym demo
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python bench/env_latency.py
+
+lint: setup
+	$(BIN)/ruff check repogym tests bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,45 @@
+"""The ``repogym`` command line. Each sub-command lives in its own module.
+
+A module listed in ``SUBCOMMANDS`` defines ``register(subparsers)``, which adds its parser
+and sets ``func`` (taking the parsed args, returning an exit code) with
+``parser.set_defaults(func=...)``. Modules are imported only when the CLI runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS: list[str] = [
+    "repogym.harness.cmd_show",
+    "repogym.harness.cmd_tasks",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="repogym",
+        description="Gymnasium environments for coding agents: run, validate, train, inspect.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in SUBCOMMANDS:
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
