@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import string
+from collections.abc import Sequence
 import time
 from pathlib import Path
 from typing import Any, SupportsFloat
 
+import multiprocessing as mp
+
 import gymnasium as gym
+import numpy as np
 from gymnasium import spaces
+from gymnasium.vector.utils import (
+    create_shared_memory,
+    read_from_shared_memory,
+    write_to_shared_memory,
+)
 
 from repogym.envs import grader
 from repogym.envs.actions import TOOL_HELP, ActionError, ToolCall, error_observation, parse_action
@@ -17,7 +26,7 @@ from repogym.sandbox.base import ExecResult
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios.task import Task, load_task
 
-MAX_TEXT = 1_000_000
+MAX_TEXT = 262_144
 
 
 class TextSpace(spaces.Text):
@@ -45,6 +54,55 @@ class TextSpace(spaces.Text):
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, TextSpace) and other.max_length == self.max_length
+
+
+# Async vector envs pass observations through shared memory; Gymnasium's Text layout stores
+# indices into the space's charset, which would drop every character outside it. TextSpace
+# stores Unicode code points + 1 instead (0 pads).
+@create_shared_memory.register(TextSpace)
+def _create_shm(space: TextSpace, n: int = 1, ctx: Any = mp) -> Any:
+    return ctx.Array(np.dtype(np.int32).char, n * space.max_length)
+
+
+@write_to_shared_memory.register(TextSpace)
+def _write_shm(space: TextSpace, index: int, value: str, shm: Any) -> None:
+    size = space.max_length
+    codes = np.frombuffer(value[:size].encode("utf-32-le", "surrogatepass"), dtype=np.int32)
+    dest = np.frombuffer(shm.get_obj(), dtype=np.int32)[index * size:(index + 1) * size]
+    dest[: len(codes)] = codes + 1
+    dest[len(codes):] = 0
+
+
+class SharedTexts(Sequence[str]):
+    """A live view of the batch's observations in shared memory.
+
+    AsyncVectorEnv reads its shared buffer once and then relies on the result being a view
+    that workers update in place (as a numpy array is); a tuple of str would go stale.
+    ``copy.deepcopy`` (what AsyncVectorEnv returns with ``copy=True``) gives a plain tuple.
+    """
+
+    def __init__(self, space: TextSpace, shm: Any, n: int) -> None:
+        self._rows = np.frombuffer(shm.get_obj(), dtype=np.int32).reshape(n, space.max_length)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self))))
+        row = self._rows[i]
+        return (row[row > 0] - 1).tobytes().decode("utf-32-le", "surrogatepass")
+
+    def __deepcopy__(self, memo: dict) -> tuple[str, ...]:
+        return tuple(self)
+
+    def __repr__(self) -> str:
+        return f"SharedTexts({tuple(self)!r})"
+
+
+@read_from_shared_memory.register(TextSpace)
+def _read_shm(space: TextSpace, shm: Any, n: int = 1) -> SharedTexts:
+    return SharedTexts(space, shm, n)
 
 
 def clip_text(text: str, limit: int) -> str:
@@ -100,7 +158,10 @@ class RepoEnv(gym.Env[str, str]):
     ## Arguments
     ``task`` (Task or folder), ``sandbox`` ("bwrap", "docker", "process"),
     ``reward_mode``, ``render_mode`` ("ansi"), ``max_steps``, ``limits``
-    (:class:`repogym.sandbox.Limits`), ``max_obs_chars``, ``sandbox_options``.
+    (:class:`repogym.sandbox.Limits`), ``max_obs_chars``, ``sandbox_options``,
+    ``timings`` (add wall-clock ``duration_s``/``grade_duration_s`` to ``info``; off by
+    default because Gymnasium's determinism contract, checked by ``check_env``, compares
+    ``info`` across identically seeded steps; TrajectoryLogger always records timings).
 
     ## Version History
     * v0: initial release.
@@ -119,6 +180,7 @@ class RepoEnv(gym.Env[str, str]):
         limits: Limits | None = None,
         max_obs_chars: int = 16_000,
         sandbox_options: dict[str, Any] | None = None,
+        timings: bool = False,
     ) -> None:
         if reward_mode not in grader.REWARD_MODES:
             raise ValueError(f"unknown reward_mode {reward_mode!r}. Fix: use one of "
@@ -133,6 +195,7 @@ class RepoEnv(gym.Env[str, str]):
         self.limits = limits or Limits()
         self.max_obs_chars = max_obs_chars
         self.sandbox_options = dict(sandbox_options or {})
+        self.timings = timings
         self.observation_space = TextSpace()
         self.action_space = TextSpace()
         self._templates = TemplateCache()
@@ -203,7 +266,8 @@ class RepoEnv(gym.Env[str, str]):
             obs += self._finish(info)
             reward, truncated = info["reward"], True
             info["truncated"] = "max_steps"
-        info["duration_s"] = time.monotonic() - start
+        if self.timings:
+            info["duration_s"] = time.monotonic() - start
         self._done = terminated or truncated
         self._transcript += [f"$ {action}", obs]
         return obs, float(reward), terminated, truncated, info
@@ -250,8 +314,9 @@ class RepoEnv(gym.Env[str, str]):
             reward=result.reward, tests=result.tests, reward_breakdown=result.reward_breakdown,
             resolved=result.resolved, hack_flags=result.hack_flags, diff=result.diff,
             infra_error=result.infra_error, verifier_exit_code=result.verifier_exit_code,
-            grade_duration_s=result.duration_s,
         )
+        if self.timings:
+            info["grade_duration_s"] = result.duration_s
         if result.infra_error:
             return f"Grading failed (infrastructure): {result.infra_error}\n"
         passed = sum(s == "passed" for s in result.tests.values())

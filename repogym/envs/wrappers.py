@@ -71,7 +71,9 @@ class TrajectoryLogger(gym.Wrapper[str, str, str, str]):
         return obs, info
 
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        start = time.monotonic()
         obs, reward, terminated, truncated, info = self.env.step(action)
+        duration = time.monotonic() - start
         self._steps += 1
         self._return += float(reward)
         if self._file is not None:
@@ -79,7 +81,7 @@ class TrajectoryLogger(gym.Wrapper[str, str, str, str]):
                          "reward": float(reward), "terminated": terminated,
                          "truncated": truncated, "tool": info.get("tool"),
                          "exit_code": info.get("exit_code"),
-                         "duration_s": round(info.get("duration_s", 0.0), 4),
+                         "duration_s": round(duration, 4),
                          "flags": info.get("hack_flags", []),
                          "action_error": info.get("action_error")})
             if terminated or truncated:
