@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import string
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 import time
 from pathlib import Path
 from typing import Any, SupportsFloat
@@ -161,7 +161,10 @@ class RepoEnv(gym.Env[str, str]):
     (:class:`repogym.sandbox.Limits`), ``max_obs_chars``, ``sandbox_options``,
     ``timings`` (add wall-clock ``duration_s``/``grade_duration_s`` to ``info``; off by
     default because Gymnasium's determinism contract, checked by ``check_env``, compares
-    ``info`` across identically seeded steps; TrajectoryLogger always records timings).
+    ``info`` across identically seeded steps; TrajectoryLogger always records timings),
+    ``grade_cache`` (a dict shared across episodes: a result per (task, version, reward
+    mode, diff) is reused instead of grading the same diff again; trainers use it for speed;
+    infrastructure errors are never cached).
 
     ## Version History
     * v0: initial release.
@@ -181,6 +184,7 @@ class RepoEnv(gym.Env[str, str]):
         max_obs_chars: int = 16_000,
         sandbox_options: dict[str, Any] | None = None,
         timings: bool = False,
+        grade_cache: MutableMapping[tuple, grader.GradeResult] | None = None,
     ) -> None:
         if reward_mode not in grader.REWARD_MODES:
             raise ValueError(f"unknown reward_mode {reward_mode!r}. Fix: use one of "
@@ -196,6 +200,7 @@ class RepoEnv(gym.Env[str, str]):
         self.max_obs_chars = max_obs_chars
         self.sandbox_options = dict(sandbox_options or {})
         self.timings = timings
+        self.grade_cache = grade_cache
         self.observation_space = TextSpace()
         self.action_space = TextSpace()
         self._templates = TemplateCache()
@@ -307,9 +312,15 @@ class RepoEnv(gym.Env[str, str]):
 
     def _finish(self, info: dict[str, Any]) -> str:
         diff, flags = grader.diff_or_flag(self._sandbox)
-        result = grader.grade(self.task, self._template, diff, mode=self.reward_mode,
-                              make_sandbox=self._make_sandbox, limits=self.limits,
-                              extra_flags=flags)
+        key = (self.task.id, self.task.version, self.reward_mode, diff, tuple(flags))
+        cache = self.grade_cache if self.grade_cache is not None else {}
+        result = cache.get(key)
+        if result is None:
+            result = grader.grade(self.task, self._template, diff, mode=self.reward_mode,
+                                  make_sandbox=self._make_sandbox, limits=self.limits,
+                                  extra_flags=flags)
+            if not result.infra_error:
+                cache[key] = result
         info.update(
             reward=result.reward, tests=result.tests, reward_breakdown=result.reward_breakdown,
             resolved=result.resolved, hack_flags=result.hack_flags, diff=result.diff,
