@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import string
 from collections.abc import MutableMapping, Sequence
 import time
@@ -314,7 +315,7 @@ class RepoEnv(gym.Env[str, str]):
         diff, flags = grader.diff_or_flag(self._sandbox)
         key = (self.task.id, self.task.version, self.reward_mode, diff, tuple(flags))
         cache = self.grade_cache if self.grade_cache is not None else {}
-        result = cache.get(key)
+        result = copy.deepcopy(cache.get(key))  # a fresh info per step, as Gymnasium asks
         if result is None:
             result = grader.grade(self.task, self._template, diff, mode=self.reward_mode,
                                   make_sandbox=self._make_sandbox, limits=self.limits,
