@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import string
+import sys
 from collections.abc import MutableMapping, Sequence
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ import multiprocessing as mp
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from gymnasium.wrappers import TimeLimit
 from gymnasium.vector.utils import (
     create_shared_memory,
     read_from_shared_memory,
@@ -209,6 +211,7 @@ class RepoEnv(gym.Env[str, str]):
         self._transcript: list[str] = []
         self._steps = 0
         self._done = False
+        self._outer_limit: int | None = None
 
     # -- helpers -----------------------------------------------------------------------
     def _make_sandbox(self, spec: SandboxSpec) -> Sandbox:
@@ -218,8 +221,24 @@ class RepoEnv(gym.Env[str, str]):
         return self.task
 
     def _budget(self) -> int:
-        spec_steps = self.spec.max_episode_steps if self.spec is not None else None
-        return self.max_steps or spec_steps or self.task.max_steps
+        return min(b for b in (self.max_steps or self.task.max_steps, self._outer_limit) if b)
+
+    def _find_outer_limit(self) -> int | None:
+        """The step limit of a TimeLimit wrapping this env, if ``reset`` came through one.
+
+        ``gym.make(id, max_episode_steps=N)`` puts a TimeLimit outside the env, which would
+        truncate without grading. The wrapper's ``reset`` is on the call stack of ours, so
+        we read its limit there and grade at that step ourselves.
+        """
+        frame = sys._getframe(2)
+        for _ in range(12):
+            if frame is None:
+                break
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, TimeLimit) and owner.unwrapped is self:
+                return owner._max_episode_steps
+            frame = frame.f_back
+        return None
 
     def _prompt(self, template: Path) -> str:
         names = sorted(p.name + ("/" if p.is_dir() else "") for p in template.iterdir()
@@ -233,6 +252,7 @@ class RepoEnv(gym.Env[str, str]):
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
+        self._outer_limit = self._find_outer_limit()
         self._close_sandbox()
         self.task = self._select_task(options)
         self._template = self._templates.get(self.task.repo_dir)
@@ -386,9 +406,6 @@ class SuiteEnv(RepoEnv):
                              "filters (see `repogym tasks`)")
         self.tasks = sorted(pool, key=lambda t: t.id)
         super().__init__(self.tasks[0], **kwargs)
-
-    def _budget(self) -> int:
-        return self.max_steps or self.task.max_steps
 
     def _select_task(self, options: dict[str, Any] | None) -> Task:
         if options and "task" in options:

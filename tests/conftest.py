@@ -1,0 +1,113 @@
+"""Shared fixtures. Sandbox tests run the real bwrap sandbox: `make test` installs it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import repogym
+from repogym.scenarios.registry import registered_tasks
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"repogym {repogym.__version__}; bwrap: {shutil.which('bwrap') or 'MISSING'}"
+
+
+def call(tool: str, **args: object) -> str:
+    """A JSON tool-call action."""
+    return json.dumps({"tool": tool, "args": args})
+
+
+def apply_patch_actions(patch_text: str) -> list[str]:
+    """Actions that apply a patch through the env's tools (as the oracle agent does)."""
+    return [call("write", path="/tmp/fix.patch", content=patch_text),
+            call("bash", command="git apply /tmp/fix.patch")]
+
+
+@pytest.fixture(scope="session")
+def retry_task() -> repogym.Task:
+    return registered_tasks()["retry-zero"]
+
+
+@pytest.fixture
+def make_env():
+    """gym.make that closes every env it made at the end of the test."""
+    made: list[gym.Env] = []
+
+    def _make(env_id: str = "repogym/retry-zero-v0", **kwargs: object) -> gym.Env:
+        env = gym.make(env_id, **kwargs)
+        made.append(env)
+        return env
+
+    yield _make
+    for env in made:
+        env.close()
+
+
+@pytest.fixture(scope="module")
+def shell():
+    """One bwrap-sandboxed retry-zero env for a module of isolation tests: run(cmd) -> obs."""
+    env = gym.make("repogym/retry-zero-v0", max_episode_steps=1000)
+    env.reset(seed=0)
+
+    def run(command: str) -> str:
+        obs, *_ = env.step(call("bash", command=command))
+        return obs
+
+    run.env = env
+    yield run
+    env.close()
+
+
+def write_task(root: Path, task_id: str = "user-task") -> Path:
+    """A task folder written by 'someone else' to DESIGN.md's format."""
+    import subprocess
+
+    d = root / task_id
+    (d / "repo").mkdir(parents=True)
+    (d / "tests").mkdir()
+    (d / "alternatives").mkdir()
+    (d / "decoys").mkdir()
+    (d / "repo" / "clamp.py").write_text(
+        "def clamp(x, lo, hi):\n    \"\"\"Limit x to [lo, hi].\"\"\"\n"
+        "    if x < lo:\n        return lo\n    if x > hi:\n        return x\n    return x\n")
+    (d / "tests" / "test_clamp.py").write_text(
+        "from clamp import clamp\n\n\ndef test_above():\n    assert clamp(12, 0, 10) == 10\n\n\n"
+        "def test_below():\n    assert clamp(-3, 0, 10) == 0\n\n\n"
+        "def test_inside():\n    assert clamp(4, 0, 10) == 4\n\n\n"
+        "def test_far_above():\n    assert clamp(10**9, 0, 10) == 10\n")
+    (d / "task.toml").write_text(
+        f'id = "{task_id}"\nversion = 0\nstatement = "clamp(12, 0, 10) returns 12; it should '
+        'return 10."\nsplit = "test"\ntags = ["user"]\nmax_steps = 10\n\n[verifier]\n'
+        'tests_dest = "tests"\ncommand = "python -m pytest -q -p no:cacheprovider"\n'
+        'timeout_s = 60\nfail_to_pass = ["tests/test_clamp.py::test_above", '
+        '"tests/test_clamp.py::test_far_above"]\npass_to_pass = ["tests/test_clamp.py::test_below",'
+        ' "tests/test_clamp.py::test_inside"]\n')
+
+    def patch(old: str, new: str) -> str:
+        tmp = root / f".work-{task_id}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(d / "repo", tmp)
+        env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+               "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(tmp)}
+        for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
+            subprocess.run(["git", *args], cwd=tmp, env=env, check=True)
+        f = tmp / "clamp.py"
+        f.write_text(f.read_text().replace(old, new))
+        out = subprocess.run(["git", "diff"], cwd=tmp, env=env, check=True,
+                             capture_output=True, text=True).stdout
+        shutil.rmtree(tmp)
+        return out
+
+    (d / "solution.patch").write_text(patch("        return x\n    return x",
+                                            "        return hi\n    return x"))
+    (d / "alternatives" / "minmax.patch").write_text(patch(
+        "    if x < lo:\n        return lo\n    if x > hi:\n        return x\n    return x",
+        "    return max(lo, min(x, hi))"))
+    (d / "decoys" / "overfit.patch").write_text(patch(
+        "    if x < lo:", "    if x == 12:\n        return 10\n    if x < lo:"))
+    return d

@@ -1,0 +1,126 @@
+"""The two-role PettingZoo env (tester + fixer), with the real bwrap sandbox."""
+
+from __future__ import annotations
+
+import pytest
+from pettingzoo.test import parallel_api_test, parallel_seed_test
+
+from repogym.envs.multi import FIXER, TESTER, RepoDuelEnv
+from tests.conftest import apply_patch_actions, call
+
+REPRO = "tests/test_repro.py"
+VALID_TEST = '''from retry import retry
+
+
+def test_zero_retries_calls_once():
+    calls = []
+
+    def charge():
+        calls.append(1)
+        raise OSError("gateway timeout")
+
+    try:
+        retry(charge, retries=0, delay=0)
+    except OSError:
+        pass
+    assert len(calls) == 1
+'''
+# Fails on the original and on the gold fix: it asserts something the bug report never asked.
+WRONG_TEST = "import retry\n\n\ndef test_flag():\n    assert getattr(retry, 'PATCHED', False)\n"
+
+
+@pytest.fixture
+def duel():
+    made: list[RepoDuelEnv] = []
+
+    def _make(**kwargs) -> RepoDuelEnv:
+        env = RepoDuelEnv("retry-zero", **kwargs)
+        made.append(env)
+        return env
+
+    yield _make
+    for env in made:
+        env.close()
+
+
+def test_parallel_api(duel):
+    parallel_api_test(duel(max_steps=3), num_cycles=10)
+
+
+def test_parallel_seed():
+    parallel_seed_test(lambda: RepoDuelEnv(["retry-zero", "empty-mean"], max_steps=2))
+
+
+def test_roles_get_their_briefs(duel):
+    obs, infos = duel().reset(seed=0)
+    assert set(obs) == {TESTER, FIXER}
+    assert "TESTER" in obs[TESTER] and "FIXER" in obs[FIXER] and REPRO in obs[TESTER]
+    assert "retries=0" in obs[FIXER] and infos[TESTER]["role"] == TESTER
+
+
+def test_valid_test_and_gold_fix(duel, retry_task):
+    env = duel()
+    env.reset(seed=0)
+    fix = apply_patch_actions(retry_task.solution_patch.read_text())
+    obs, rew, term, trunc, info = env.step({TESTER: call("write", path=REPRO, content=VALID_TEST),
+                                            FIXER: fix[0]})
+    assert rew == {TESTER: 0.0, FIXER: 0.0} and not any(term.values())
+    obs, rew, term, trunc, info = env.step({TESTER: call("submit"), FIXER: fix[1]})
+    assert term[TESTER] and rew[TESTER] == 1.0, obs[TESTER]
+    assert info[TESTER]["repro"] == {"original": "failed", "gold": "passed"}
+    assert env.agents == [FIXER]
+    obs, rew, term, trunc, info = env.step({FIXER: call("submit")})
+    assert term == {FIXER: True} and env.agents == []
+    assert info[FIXER]["hidden_reward"] == 1.0 and info[FIXER]["repro_on_fix"] == "passed"
+    assert rew[FIXER] == pytest.approx(1.5)
+    # the tester's file is neither part of the fix nor taken for a hidden test
+    assert REPRO not in info[FIXER]["diff"] and info[FIXER]["hack_flags"] == []
+
+
+def test_fix_that_only_satisfies_a_wrong_test_earns_nothing_extra(duel, retry_task):
+    env = duel()
+    env.reset(seed=0)
+    env.step({TESTER: call("write", path=REPRO, content=WRONG_TEST),
+              FIXER: call("bash", command="echo 'PATCHED = True' >> retry.py")})
+    obs, rew, term, _, info = env.step({TESTER: call("submit"),
+                                        FIXER: call("bash", command=f"python -m pytest -q {REPRO}")})
+    assert rew[TESTER] == 0.0 and info[TESTER]["repro"] == {"original": "failed",
+                                                             "gold": "failed"}
+    assert "1 passed" in obs[FIXER]  # the fixer does satisfy the wrong test
+    obs, rew, *_, info = env.step({FIXER: call("submit")})
+    assert info[FIXER]["repro_on_fix"] == "passed" and info[FIXER]["repro_valid"] is False
+    assert info[FIXER]["repro_bonus"] == 0.0 and rew[FIXER] == info[FIXER]["hidden_reward"] == 0.0
+
+
+def test_budget_grades_the_tester_and_fixer_uses_the_current_file(duel, retry_task):
+    env = duel(max_steps=3)
+    env.reset(seed=0)
+    fix = apply_patch_actions(retry_task.solution_patch.read_text())
+    env.step({TESTER: call("write", path=REPRO, content=VALID_TEST), FIXER: fix[0]})
+    env.step({TESTER: call("bash", command="true"), FIXER: fix[1]})
+    obs, rew, term, trunc, info = env.step({TESTER: call("read", path=REPRO),
+                                            FIXER: call("submit")})
+    assert term == {TESTER: False, FIXER: True} and trunc[TESTER]
+    assert info[TESTER]["truncated"] == "max_steps" and rew[TESTER] == 1.0
+    assert rew[FIXER] == pytest.approx(1.5)  # graded with the file as it stood
+    assert env.agents == []
+
+
+def test_broken_test_is_an_error_not_a_failure(duel):
+    env = duel()
+    env.reset(seed=0)
+    env.step({TESTER: call("write", path=REPRO, content="def test_x(:\n"),
+              FIXER: call("bash", command="true")})
+    _, rew, *_, info = env.step({TESTER: call("submit"), FIXER: "not a tool call"})
+    assert rew[TESTER] == 0.0 and info[TESTER]["repro"] == {"original": "error",
+                                                             "gold": "error"}
+    assert "action_error" in info[FIXER]
+
+
+def test_missing_action_and_bad_repro_path(duel):
+    env = duel()
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="no action for live agent"):
+        env.step({TESTER: call("bash", command="true")})
+    with pytest.raises(ValueError, match="relative pytest file"):
+        RepoDuelEnv("retry-zero", repro_path="/abs/test_x.py")
