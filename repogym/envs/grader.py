@@ -94,7 +94,9 @@ def hack_flags_for(path: str, patch: FilePatch, tests_dest: str) -> set[str]:
     p = PurePosixPath(path)
     dest = PurePosixPath(tests_dest)
     flags = set()
-    if p == dest or dest in p.parents or is_test_file(path):
+    # tests_dest "." (imported tasks whose tests sit beside the code) guards test files only.
+    under_dest = dest != PurePosixPath(".") and (p == dest or dest in p.parents)
+    if under_dest or is_test_file(path):
         flags.add("tests_modified")
     if p.name == "conftest.py":
         flags.add("conftest")
@@ -242,6 +244,10 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
 
     statuses = _statuses(report)
     tests = {t: statuses.get(junit_key(t), "missing") for t in v.all_tests}
+    if v.log_parser == "swebench" and swebench_available():
+        tests, contradicted = swebench_tests(run.output, v, tests if report else None)
+        if contradicted:
+            flags = sorted(set(flags) | {"forged_results"})
     if report is not None and not run.timed_out and forged(run.exit_code, statuses):
         flags = sorted(set(flags) | {"forged_results"})
     if run.timed_out:
@@ -264,6 +270,54 @@ def _statuses(report: bytes | None) -> dict[tuple[str, str], Status]:
         return parse_junit(report)
     except ET.ParseError:
         return {}
+
+
+def swebench_available() -> bool:
+    """True when the optional ``swebench`` package (``repogym[swebench]``) imports."""
+    try:
+        import swebench.harness.grading
+        import swebench.harness.log_parsers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def swebench_tests(log: str, verifier: Verifier,
+                   junit: dict[str, str] | None) -> tuple[dict[str, str], bool]:
+    """Per-test outcomes as the official SWE-bench harness computes them from the log.
+
+    The verifier's output (pytest run with ``-rA``) goes through swebench's
+    ``parse_log_pytest`` and ``get_eval_tests_report``; a listed test counts as passed
+    exactly when the official report puts it under ``success`` (so a skipped
+    pass_to_pass test counts as kept, as in SWE-bench). Printed lines can fake a log, so
+    a pass that the junit report contradicts (failed, error, skipped, or absent from a
+    report that exists) is returned as ``contradicted``.
+
+    Returns:
+        (node id -> status, contradicted).
+    """
+    from swebench.harness.grading import get_eval_tests_report
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+
+    status_map = PARSER_REGISTRY["parse_log_pytest"](log, None)
+    report = get_eval_tests_report(status_map, {"FAIL_TO_PASS": list(verifier.fail_to_pass),
+                                                "PASS_TO_PASS": list(verifier.pass_to_pass)})
+    success = set(report["FAIL_TO_PASS"]["success"]) | set(report["PASS_TO_PASS"]["success"])
+    names = {"FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped"}
+    tests: dict[str, str] = {}
+    contradicted = False
+    for t in verifier.all_tests:
+        if t in success:
+            tests[t] = "passed"
+            truncated_id = t.count("[") > t.count("]")  # SWE-bench's prefix-matched ids
+            j = junit.get(t, "missing") if junit is not None else None
+            xfail = status_map.get(t) == "XFAIL"  # junit reports an xfail as skipped
+            if j in ("failed", "error") or (j == "missing" and not truncated_id) or (
+                    j == "skipped" and not xfail):
+                contradicted = True
+        else:
+            tests[t] = names.get(status_map.get(t, ""), "missing")
+    return tests, contradicted
 
 
 def diff_or_flag(sb: Sandbox) -> tuple[str, list[str]]:

@@ -14,6 +14,7 @@ import sys
 SUBCOMMANDS: list[str] = [
     "repogym.harness.cmd_show",
     "repogym.harness.cmd_tasks",
+    "repogym.harness.cmd_validate",
 ]
 
 
