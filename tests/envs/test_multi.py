@@ -62,14 +62,14 @@ def test_valid_test_and_gold_fix(duel, retry_task):
     env = duel()
     env.reset(seed=0)
     fix = apply_patch_actions(retry_task.solution_patch.read_text())
-    obs, rew, term, trunc, info = env.step({TESTER: call("write", path=REPRO, content=VALID_TEST),
-                                            FIXER: fix[0]})
-    assert rew == {TESTER: 0.0, FIXER: 0.0} and not any(term.values())
-    obs, rew, term, trunc, info = env.step({TESTER: call("submit"), FIXER: fix[1]})
+    _, rew, term, trunc, _ = env.step({TESTER: call("write", path=REPRO, content=VALID_TEST),
+                                       FIXER: fix[0]})
+    assert rew == {TESTER: 0.0, FIXER: 0.0} and not any(term.values()) and not any(trunc.values())
+    obs, rew, term, _, info = env.step({TESTER: call("submit"), FIXER: fix[1]})
     assert term[TESTER] and rew[TESTER] == 1.0, obs[TESTER]
     assert info[TESTER]["repro"] == {"original": "failed", "gold": "passed"}
     assert env.agents == [FIXER]
-    obs, rew, term, trunc, info = env.step({FIXER: call("submit")})
+    _, rew, term, _, info = env.step({FIXER: call("submit")})
     assert term == {FIXER: True} and env.agents == []
     assert info[FIXER]["hidden_reward"] == 1.0 and info[FIXER]["repro_on_fix"] == "passed"
     assert rew[FIXER] == pytest.approx(1.5)
@@ -82,8 +82,8 @@ def test_fix_that_only_satisfies_a_wrong_test_earns_nothing_extra(duel, retry_ta
     env.reset(seed=0)
     env.step({TESTER: call("write", path=REPRO, content=WRONG_TEST),
               FIXER: call("bash", command="echo 'PATCHED = True' >> retry.py")})
-    obs, rew, term, _, info = env.step({TESTER: call("submit"),
-                                        FIXER: call("bash", command=f"python -m pytest -q {REPRO}")})
+    obs, rew, *_, info = env.step({TESTER: call("submit"),
+                                   FIXER: call("bash", command=f"python -m pytest -q {REPRO}")})
     assert rew[TESTER] == 0.0 and info[TESTER]["repro"] == {"original": "failed",
                                                              "gold": "failed"}
     assert "1 passed" in obs[FIXER]  # the fixer does satisfy the wrong test
@@ -98,8 +98,8 @@ def test_budget_grades_the_tester_and_fixer_uses_the_current_file(duel, retry_ta
     fix = apply_patch_actions(retry_task.solution_patch.read_text())
     env.step({TESTER: call("write", path=REPRO, content=VALID_TEST), FIXER: fix[0]})
     env.step({TESTER: call("bash", command="true"), FIXER: fix[1]})
-    obs, rew, term, trunc, info = env.step({TESTER: call("read", path=REPRO),
-                                            FIXER: call("submit")})
+    _, rew, term, trunc, info = env.step({TESTER: call("read", path=REPRO),
+                                          FIXER: call("submit")})
     assert term == {TESTER: False, FIXER: True} and trunc[TESTER]
     assert info[TESTER]["truncated"] == "max_steps" and rew[TESTER] == 1.0
     assert rew[FIXER] == pytest.approx(1.5)  # graded with the file as it stood

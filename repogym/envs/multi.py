@@ -1,0 +1,390 @@
+"""A two-role PettingZoo environment: a tester reproduces the bug, a fixer fixes it.
+
+Install with the ``multiagent`` extra (``pip install repogym[multiagent]``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shlex
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any, ClassVar, Literal
+
+from gymnasium.utils import seeding
+from pettingzoo import ParallelEnv
+
+from repogym.envs import grader
+from repogym.envs.actions import TOOL_HELP, ActionError, error_observation, parse_action
+from repogym.envs.repo_env import SuiteEnv, TextSpace
+from repogym.sandbox import Limits, SandboxError, SandboxSpec
+from repogym.sandbox.workspace import SANDBOX_UID
+from repogym.scenarios.task import Task
+
+TESTER, FIXER = "tester", "fixer"
+ReproStatus = Literal["passed", "failed", "error", "missing"]
+
+TESTER_BRIEF = """\
+Your role: TESTER. Do not fix the bug. Write a pytest test file at `{path}` that reproduces
+the bug: it must FAIL on the repository as it is now and PASS once the bug is fixed. You share
+the workspace with a fixer who edits the code at the same time (your action runs first in each
+turn). Your test is graded when you submit: it runs in fresh sandboxes, once on the original
+repository and once with a correct fix applied."""
+
+FIXER_BRIEF = """\
+Your role: FIXER. Fix the bug in the code. You share the workspace with a tester who writes a
+reproducing test at `{path}` (run it with `python -m pytest -q {path}`; do not edit it: it
+is never part of your fix). When you submit, your changes (without that file) are graded by
+hidden tests, plus a bonus when the tester's test is a valid reproduction and your fix passes
+it."""
+
+
+@dataclasses.dataclass
+class ReproResult:
+    """What the tester's test did in one fresh sandbox."""
+
+    status: ReproStatus
+    exit_code: int | None = None
+    output: str = ""
+
+
+class RepoDuelEnv(ParallelEnv):
+    """Two agents, one sandboxed repository: ``tester`` writes a reproducing test, ``fixer`` fixes.
+
+    ## Description
+    On ``reset`` one task is drawn (from ``self.np_random``; one sandbox and workspace per
+    episode, built by an internal :class:`~repogym.envs.repo_env.SuiteEnv` whose tool
+    implementations both agents use). Each ``step`` takes one tool call per live agent and
+    runs the tester's first, then the fixer's, in the shared workspace. The tester's test
+    lives at ``repro_path`` (default ``tests/test_repro.py``); it is never part of the
+    fixer's diff and never mistaken for the hidden tests.
+
+    ## Action Space
+    Per agent, ``TextSpace``: raw text holding one tool call, exactly as in ``RepoEnv``
+    (bash, read, write, edit, submit). A malformed action yields an explanatory observation.
+
+    ## Observation Space
+    Per agent, ``TextSpace``: after ``reset`` the statement, the role's brief and the tool
+    instructions; after each step the tool's output.
+
+    ## Rewards
+    0 on every step but an agent's last.
+    * tester: 1.0 iff its test (the file at ``repro_path`` when it submits) fails (pytest
+      exit code 1) on the pristine repository and passes (exit code 0) with the gold patch,
+      each run in a fresh sandbox; else 0.
+    * fixer: the hidden tests' reward (``repogym.envs.grader.grade`` on its diff, in
+      ``reward_mode``) plus ``repro_weight`` when the tester's test is valid (as above) and
+      passes on the fixer's diff. The tester's test is its submitted version, or the file as
+      it stands when the fixer submits if the tester has not submitted yet. A fix that only
+      satisfies an invalid test earns nothing extra.
+
+    ## Episode End
+    An agent terminates when it submits (and is graded then). Both are truncated, and graded,
+    when ``max_steps`` turns have run, or when the sandbox fails (``info["infra_error"]``).
+
+    ## Arguments
+    ``task``: a Task, id or folder, or a sequence of them (one is drawn per reset;
+    ``reset(options={"task": id})`` picks one). ``repro_path``, ``repro_weight``,
+    ``max_steps`` (default: the task's), ``reward_mode``, ``sandbox``, ``limits``,
+    ``max_obs_chars``, ``sandbox_options``, ``render_mode`` ("ansi").
+
+    ## Version History
+    * v0: initial release.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"name": "repogym_duel_v0", "render_modes": ["ansi"], "is_parallelizable": True}
+
+    def __init__(
+        self,
+        task: Task | str | Path | Sequence[Task | str | Path],
+        *,
+        repro_path: str = "tests/test_repro.py",
+        repro_weight: float = 0.5,
+        max_steps: int | None = None,
+        reward_mode: grader.RewardMode = "binary",
+        sandbox: str = "bwrap",
+        limits: Limits | None = None,
+        max_obs_chars: int = 16_000,
+        sandbox_options: dict[str, Any] | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        _check_repro_path(repro_path)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"unsupported render_mode {render_mode!r}. Fix: use 'ansi' or None")
+        tasks = list(task) if isinstance(task, Sequence) and not isinstance(task, str) else [task]
+        self._env = SuiteEnv(tasks, sandbox=sandbox, reward_mode=reward_mode, limits=limits,
+                             max_obs_chars=max_obs_chars, sandbox_options=sandbox_options)
+        self.repro_path = repro_path
+        self.repro_weight = float(repro_weight)
+        self.max_steps = max_steps
+        self.render_mode = render_mode
+        self.possible_agents = [TESTER, FIXER]
+        self.agents: list[str] = []
+        self._spaces = {a: TextSpace() for a in self.possible_agents}
+        self._act_spaces = {a: TextSpace() for a in self.possible_agents}
+        self._np_random, _ = seeding.np_random()
+        self._steps = 0
+        self._tester_test: str | None = None
+        self._validity: dict[str, tuple[bool, dict[str, Any]]] = {}
+        self._transcript: list[str] = []
+
+    # -- PettingZoo API ------------------------------------------------------------------
+    def observation_space(self, agent: str) -> TextSpace:
+        return self._spaces[agent]
+
+    def action_space(self, agent: str) -> TextSpace:
+        return self._act_spaces[agent]
+
+    @property
+    def task(self) -> Task:
+        """The current episode's task."""
+        return self._env.task
+
+    def reset(self, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[dict[str, str], dict[str, dict]]:
+        if seed is not None:
+            self._np_random, _ = seeding.np_random(seed)
+        task_id = (options or {}).get("task")
+        if task_id is None:
+            pool = self._env.tasks
+            task_id = pool[int(self._np_random.integers(len(pool)))].id
+        self._env.reset(seed=seed, options={"task": task_id})
+        if (self._env._template / self.repro_path).exists():
+            raise ValueError(f"task {task_id!r} already has {self.repro_path}. Fix: pass "
+                             "another repro_path to RepoDuelEnv")
+        self.agents = list(self.possible_agents)
+        self._steps, self._tester_test, self._validity = 0, None, {}
+        base = self._env._prompt(self._env._template).replace(TOOL_HELP, "").rstrip()
+        briefs = {TESTER: TESTER_BRIEF, FIXER: FIXER_BRIEF}
+        obs = {a: f"{base}\n\n{briefs[a].format(path=self.repro_path)}\n\n{TOOL_HELP}\n"
+               for a in self.agents}
+        self._transcript = [obs[TESTER]]
+        info = {"task": task_id, "max_steps": self._budget(), "repro_path": self.repro_path}
+        return obs, {a: {**info, "role": a} for a in self.agents}
+
+    def step(self, actions: dict[str, str]) -> tuple[dict, dict, dict, dict, dict]:
+        if not self.agents:
+            raise RuntimeError("step() after the episode ended. Fix: call reset()")
+        missing = [a for a in self.agents if a not in actions]
+        if missing:
+            raise ValueError(f"no action for live agent(s) {missing}. Fix: pass one action "
+                             f"for every agent in env.agents ({self.agents})")
+        self._steps += 1
+        acting = list(self.agents)
+        obs = dict.fromkeys(acting, "")
+        rew = dict.fromkeys(acting, 0.0)
+        term = dict.fromkeys(acting, False)
+        trunc = dict.fromkeys(acting, False)
+        infos: dict[str, dict[str, Any]] = {a: {"tool": None, "exit_code": None,
+                                                "step": self._steps} for a in acting}
+        for agent in acting:
+            if self._env._sandbox is None:  # the other agent's turn broke the sandbox
+                obs[agent], trunc[agent] = "The episode ended: the sandbox failed.\n", True
+                infos[agent].update(infra_error="sandbox failed", truncated="infra_error")
+                continue
+            obs[agent], term[agent], trunc[agent] = self._act(agent, actions[agent],
+                                                              infos[agent])
+            self._transcript += [f"[{agent}] $ {actions[agent]}", obs[agent]]
+        if self._steps >= self._budget():
+            for agent in acting:
+                if not (term[agent] or trunc[agent]):
+                    obs[agent] += self._finish(agent, infos[agent])
+                    trunc[agent] = True
+                    infos[agent].setdefault("truncated", "max_steps")
+        for agent in acting:
+            rew[agent] = float(infos[agent].get("reward", 0.0))
+        self.agents = [a for a in acting if not (term[a] or trunc[a])]
+        if not self.agents:
+            self._env._close_sandbox()
+        return obs, rew, term, trunc, infos
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return "\n".join(self._transcript)
+        return None
+
+    def close(self) -> None:
+        """Stop the sandbox and delete every temp folder. Idempotent."""
+        self.agents = []
+        self._env.close()
+
+    # -- one agent's turn ----------------------------------------------------------------
+    def _budget(self) -> int:
+        return self.max_steps or self.task.max_steps
+
+    def _act(self, agent: str, action: str, info: dict[str, Any]) -> tuple[str, bool, bool]:
+        """Run one agent's action. Returns (observation, terminated, truncated)."""
+        try:
+            call = parse_action(action)
+            info["tool"] = call.name
+            if call.name == "submit":
+                obs = self._finish(agent, info)
+                return obs, "truncated" not in info, "truncated" in info
+            return self._env._run_tool(call, info), False, False
+        except ActionError as e:
+            info["action_error"] = str(e)
+            return error_observation(e), False, False
+        except SandboxError as e:
+            return self._infra_failure(e, info), False, True
+
+    def _infra_failure(self, err: SandboxError, info: dict[str, Any]) -> str:
+        self._env._close_sandbox()
+        info.update(infra_error=str(err), truncated="infra_error", reward=0.0)
+        return f"The sandbox failed: {err}\nThe episode ends here.\n"
+
+    def _finish(self, agent: str, info: dict[str, Any]) -> str:
+        """Grade ``agent`` (it submitted, or the step budget ran out)."""
+        try:
+            if agent == TESTER:
+                return self._finish_tester(info)
+            return self._finish_fixer(info)
+        except SandboxError as e:
+            return self._infra_failure(e, info)
+
+    def _current_test(self) -> str | None:
+        if self._tester_test is not None:
+            return self._tester_test
+        try:
+            return self._env._sandbox.read_file(self.repro_path)
+        except FileNotFoundError:
+            return None
+
+    def _finish_tester(self, info: dict[str, Any]) -> str:
+        test = self._current_test()
+        self._tester_test = test if test is not None else ""
+        valid, details = self.validate_test(self._tester_test)
+        info.update(reward=1.0 if valid else 0.0, repro_valid=valid, repro=details,
+                    repro_test=self._tester_test, infra_error=details.get("infra_error"))
+        if details.get("infra_error"):
+            return f"Grading failed (infrastructure): {details['infra_error']}\n"
+        return (f"Submitted. Your test on the original code: {details['original']}; with a "
+                f"correct fix: {details['gold']}. Reward: {info['reward']:.3f}\n")
+
+    def _finish_fixer(self, info: dict[str, Any]) -> str:
+        env = self._env
+        diff, flags = grader.diff_or_flag(env._sandbox)
+        diff = drop_path(diff, self.repro_path)
+        result = grader.grade(self.task, env._template, diff, mode=env.reward_mode,
+                              make_sandbox=env._make_sandbox, limits=env.limits,
+                              extra_flags=flags)
+        test = self._current_test() or ""
+        valid, details = self.validate_test(test)
+        on_fix = self.run_test(test, grader.filter_diff(diff, self.task.verifier)[0])
+        bonus = self.repro_weight if valid and on_fix.status == "passed" else 0.0
+        infra = result.infra_error or details.get("infra_error")
+        reward = 0.0 if infra else result.reward + bonus
+        info.update(
+            reward=reward, hidden_reward=result.reward, repro_bonus=bonus, repro_valid=valid,
+            repro_on_fix=on_fix.status, tests=result.tests,
+            reward_breakdown=result.reward_breakdown, resolved=result.resolved,
+            hack_flags=result.hack_flags, diff=result.diff, infra_error=infra,
+        )
+        if infra:
+            return f"Grading failed (infrastructure): {infra}\n"
+        passed = sum(s == "passed" for s in result.tests.values())
+        return (f"Submitted. Hidden tests passed: {passed}/{len(result.tests)}. The tester's "
+                f"test on your fix: {on_fix.status} (valid reproduction: {valid}). "
+                f"Reward: {reward:.3f}\n")
+
+    # -- running the tester's test -------------------------------------------------------
+    def validate_test(self, test: str) -> tuple[bool, dict[str, Any]]:
+        """Whether ``test`` fails on the pristine repo and passes with the gold patch.
+
+        Each run uses a fresh sandbox; results are cached per test text within an episode.
+        """
+        key = hashlib.sha256(test.encode()).hexdigest()
+        if key not in self._validity:
+            gold = self.task.solution_patch.read_text()
+            try:
+                original, fixed = self.run_test(test, ""), self.run_test(test, gold)
+            except SandboxError as e:
+                self._validity[key] = (False, {"original": "missing", "gold": "missing",
+                                               "infra_error": str(e)})
+            else:
+                ok = original.status == "failed" and fixed.status == "passed"
+                self._validity[key] = (ok, {"original": original.status,
+                                            "gold": fixed.status})
+        return self._validity[key]
+
+    def run_test(self, test: str, diff: str) -> ReproResult:
+        """Run ``test`` (the tester's file) in a fresh sandbox on pristine repo + ``diff``."""
+        if not test.strip():
+            return ReproResult("missing")
+        return run_repro(self.task, self._env._template, diff, test, self.repro_path,
+                         make_sandbox=self._env._make_sandbox, limits=self._env.limits)
+
+
+def _check_repro_path(path: str) -> None:
+    p = PurePosixPath(path)
+    if p.is_absolute() or ".." in p.parts or not grader.is_test_file(path):
+        raise ValueError(f"repro_path {path!r} must be a relative pytest file name like "
+                         "'tests/test_repro.py'. Fix: pass such a path")
+
+
+def drop_path(diff: str, path: str) -> str:
+    """``diff`` without the changes to ``path``."""
+    return "".join(p.text for p in grader.split_diff(diff) if path not in p.paths)
+
+
+def run_repro(task: Task, template: Path, diff: str, test: str, path: str, *,
+              make_sandbox: grader.SandboxFactory, limits: Limits) -> ReproResult:
+    """Apply ``diff`` to a fresh sandbox, write ``test`` at ``path`` and run only that file.
+
+    The outcome comes from a junit report written outside the workspace and cross-checked
+    with pytest's exit code (as the grader does): ``failed`` means tests ran and some failed
+    (exit code 1), ``passed`` means every test passed (exit code 0); a collection error,
+    no tests, a timeout, a patch that does not apply or a forged report is ``error``.
+
+    Raises:
+        SandboxError: the sandbox itself failed.
+    """
+    v = task.verifier
+    limits = dataclasses.replace(limits, timeout_s=v.timeout_s)
+    results = Path(tempfile.mkdtemp(prefix="repogym-repro-"))
+    if os.geteuid() == 0:
+        os.chown(results, SANDBOX_UID, SANDBOX_UID)
+    try:
+        sb = make_sandbox(SandboxSpec(template=template, limits=limits))
+        try:
+            if diff:
+                res = sb.run("git apply --whitespace=nowarn --binary -", stdin=diff.encode())
+                if res.exit_code != 0:
+                    return ReproResult("error", res.exit_code, res.output[-4000:])
+            sb.write_file(path, test)
+            cmd = f'{v.command} -rA {shlex.quote(path)} --junitxml="$RG_RESULTS/junit.xml"'
+            run = sb.run_with_binds(cmd, rw={"results": results}, timeout_s=v.timeout_s)
+        finally:
+            sb.close()
+        report = grader.read_report(results / "junit.xml")
+    finally:
+        shutil.rmtree(results, ignore_errors=True)
+    return ReproResult(_repro_status(run.exit_code, run.timed_out, report), run.exit_code,
+                       run.output[-4000:])
+
+
+def _repro_status(exit_code: int, timed_out: bool, report: bytes | None) -> ReproStatus:
+    if timed_out or not report:
+        return "error"
+    try:
+        statuses = grader.parse_junit(report)
+    except Exception:  # noqa: BLE001 - a malformed report is the test's fault
+        return "error"
+    if not statuses or grader.forged(exit_code, statuses):
+        return "error"
+    if exit_code == 0:
+        return "passed"
+    return "failed" if exit_code == 1 else "error"
+
+
+def parallel_env(task: Task | str | Path | Sequence[Task | str | Path],
+                 **kwargs: Any) -> RepoDuelEnv:
+    """PettingZoo-style constructor: ``repogym.envs.multi.parallel_env("retry-zero")``."""
+    return RepoDuelEnv(task, **kwargs)
+
+
+__all__ = ["FIXER", "TESTER", "RepoDuelEnv", "ReproResult", "drop_path", "parallel_env",
+           "run_repro"]
