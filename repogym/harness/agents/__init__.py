@@ -1,0 +1,17 @@
+"""Agents for the harness: the protocol, built-ins (oracle, noop, random, replay, hf, openai).
+
+``make_agent("oracle")`` or ``make_agent("my_pkg.agents:MyAgent", temperature=0.2)``.
+"""
+
+from repogym.harness.agents.base import (
+    AGENTS,
+    Agent,
+    AgentError,
+    make_agent,
+    parse_agent_args,
+    resolve_agent_class,
+    tool_call,
+)
+
+__all__ = ["AGENTS", "Agent", "AgentError", "make_agent", "parse_agent_args",
+           "resolve_agent_class", "tool_call"]
