@@ -15,6 +15,8 @@ SUBCOMMANDS: list[str] = [
     "repogym.harness.cmd_show",
     "repogym.harness.cmd_tasks",
     "repogym.harness.cmd_validate",
+    "repogym.harness.cmd_new_task",
+    "repogym.harness.cmd_import",
     "repogym.harness.cmd_run",
     "repogym.harness.cmd_leaderboard",
     "repogym.harness.cmd_demo",
