@@ -20,6 +20,7 @@ SUBCOMMANDS: list[str] = [
     "repogym.harness.cmd_run",
     "repogym.harness.cmd_leaderboard",
     "repogym.harness.cmd_demo",
+    "repogym.harness.cmd_train",
 ]
 
 
