@@ -77,7 +77,8 @@ def make_template(repo_dir: Path, dest: Path) -> None:
                                                          "--allow-empty", "-m", "Initial commit"]):
         subprocess.run(git + args, cwd=dest, env=env, check=True, capture_output=True)
     gitdir = dest / ".git"
-    for name in ("hooks", "logs", "description", "info", "COMMIT_EDITMSG", "ORIG_HEAD"):
+    for name in ("hooks", "logs", "description", "info", "branches", "COMMIT_EDITMSG",
+                 "ORIG_HEAD"):
         p = gitdir / name
         if p.is_dir():
             shutil.rmtree(p)

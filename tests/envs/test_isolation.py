@@ -1,0 +1,220 @@
+"""Escape attempts against the default bwrap sandbox. Every command here is 'the agent'."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import repogym
+from repogym.sandbox import Limits
+from tests.conftest import call
+
+HIDDEN_MARKER = "Hidden verifier tests for retry()"  # first line of the hidden test file
+
+
+def test_runs_as_unprivileged_uid(shell):
+    out = shell("id -u; id -g; grep Cap /proc/self/status")
+    lines = out.splitlines()
+    assert lines[0] == "65534" and lines[1] == "65534"
+    assert all(line.split()[-1] == "0000000000000000" for line in lines[2:7])
+
+
+def test_no_internet_and_no_host_loopback(shell):
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def accept() -> None:
+        try:
+            server.accept()
+        except OSError:  # closed at the end of the test
+            pass
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        probe = ("import socket,sys\n"
+                 "for host, port in [('1.1.1.1', 53), ('8.8.8.8', 443), "
+                 f"('127.0.0.1', {port})]:\n"
+                 "    try:\n"
+                 "        socket.create_connection((host, port), timeout=2); print('OPEN', host)\n"
+                 "    except OSError as e: print('blocked', host, e.errno)\n"
+                 "print(*[name for _, name in socket.if_nameindex()])\n")
+        out = shell(f"python3 -c \"{probe}\"")
+    finally:
+        server.close()
+    assert "OPEN" not in out and out.count("blocked") == 3
+    assert out.strip().splitlines()[-2] == "lo"  # loopback is the only interface
+
+
+def test_git_history_is_one_commit_and_nothing_else(shell):
+    out = shell("git log --all --oneline | wc -l; git reflog | wc -l; git tag | wc -l; "
+                "git remote | wc -l; git stash list | wc -l; ls .git; "
+                "git log -1 --format='%an %ad' --date=iso")
+    lines = out.splitlines()
+    assert lines[:5] == ["1", "0", "0", "0", "0"], out
+    listing = set(lines[5:-2])
+    assert listing <= {"HEAD", "config", "index", "objects", "refs", "packed-refs"}, listing
+    assert "repogym 2000-01-01" in lines[-2]
+
+
+def test_host_environment_is_invisible(monkeypatch):
+    monkeypatch.setenv("REPOGYM_SECRET_TOKEN", "s3cr3t-value-4242")
+    env = gym.make("repogym/retry-zero-v0")
+    try:
+        env.reset(seed=0)
+        obs, *_ = env.step(call("bash", command=(
+            "env; cat /proc/1/environ /proc/self/environ 2>/dev/null | tr '\\0' '\\n'; "
+            "grep -rs s3cr3t-value /proc/*/environ /tmp /etc 2>/dev/null; echo END")))
+    finally:
+        env.close()
+    assert "END" in obs and "s3cr3t-value-4242" not in obs
+    assert "REPOGYM_SECRET_TOKEN" not in obs
+
+
+def test_host_files_homes_and_checkout_are_unreadable(shell):
+    checkout = Path(repogym.__file__).resolve().parents[1]
+    out = shell(f"ls -a /root /home 2>&1; ls {checkout} 2>&1; cat /etc/shadow 2>&1; "
+                f"ls {Path.home()} 2>&1; ls /var /srv /mnt /boot 2>&1; echo END")
+    assert "No such file" in out and "END" in out
+    assert "pyproject.toml" not in out and "root:" not in out
+
+
+def test_hidden_tests_gold_and_task_files_are_not_findable(shell):
+    out = shell("find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o \\( "
+                "-name task.toml -o -name solution.patch -o -name loop_counter.patch \\) -print "
+                f"2>/dev/null; grep -rlsF '{HIDDEN_MARKER}' / --exclude-dir=proc "
+                "--exclude-dir=sys --exclude-dir=dev --exclude-dir=usr 2>/dev/null; "
+                "python3 -c 'import repogym' 2>&1 | tail -1; echo END")
+    lines = out.strip().splitlines()
+    assert len(lines) == 3 and lines[0].startswith("ModuleNotFoundError"), out  # nothing found
+    assert lines[1:] == ["END", "[exit code: 0]"]
+
+
+def test_writes_outside_workspace_fail(shell):
+    out = shell("for p in /usr/x /etc/x /opt/python/x /x /proc/x /opt/repogym/site/x; do "
+                "touch $p 2>/dev/null && echo WROTE $p; done; touch ok_here && echo inside-ok")
+    assert "WROTE" not in out and "inside-ok" in out
+
+
+def _fresh_env(**limits: object) -> gym.Env:
+    env = gym.make("repogym/retry-zero-v0", limits=Limits(**limits), max_episode_steps=100)
+    env.reset(seed=0)
+    return env
+
+
+def _alive(env: gym.Env) -> bool:
+    obs, *_ = env.step(call("bash", command="echo alive"))
+    return obs.startswith("alive")
+
+
+def test_fork_bomb_is_contained():
+    env = _fresh_env(timeout_s=10, pids=64)
+    try:
+        obs, _, _, _, info = env.step(call("bash", command=":(){ :|:& };: ; sleep 2; echo done"))
+        assert _alive(env)
+    finally:
+        env.close()
+
+
+def test_huge_allocation_is_contained():
+    env = _fresh_env(memory_mb=512, timeout_s=20)
+    try:
+        obs, _, _, _, info = env.step(call("bash", command=(
+            "python3 -c 'b = bytearray(16 * 1024**3); print(\"ALLOCATED\", len(b))'")))
+        assert "ALLOCATED" not in obs and info["exit_code"] != 0
+        assert _alive(env)
+    finally:
+        env.close()
+
+
+def test_huge_output_is_capped():
+    env = _fresh_env(output_bytes=1 << 20)
+    try:
+        obs, _, _, _, info = env.step(call("bash", command="head -c 50000000 /dev/zero | tr '\\0' a"))
+        assert len(obs) < 40_000 and "output limit reached" in obs
+        assert _alive(env)
+    finally:
+        env.close()
+
+
+def test_sleep_is_killed_and_background_processes_do_not_survive():
+    env = _fresh_env(timeout_s=2)
+    try:
+        obs, _, _, _, info = env.step(call("bash", command="sleep 100000"))
+        assert info["timed_out"] and "timed out" in obs
+        env.step(call("bash", command="(setsid sleep 99999 &) ; nohup sleep 99998 & echo bg"))
+        assert _alive(env)
+    finally:
+        env.close()
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "sleep 99999" not in ps and "sleep 99998" not in ps and "sleep 100000" not in ps
+
+
+def test_nothing_left_after_close():
+    env = gym.make("repogym/retry-zero-v0")
+    env.reset(seed=0)
+    env.step(call("bash", command="sleep 30 & echo started"))
+    inner = env.unwrapped
+    sandbox = inner._sandbox
+    paths = [sandbox.workspace.path, sandbox.workspace.path.parent, inner._template.parent]
+    cgroups = list(sandbox.cgroup.dirs) if sandbox.cgroup else []
+    mounts = Path("/proc/mounts").read_text()
+    assert os.geteuid() != 0 or str(sandbox.workspace.path) in mounts  # overlay as root
+    env.step(call("submit"))
+    env.close()
+    env.close()
+    mounts = Path("/proc/mounts").read_text()
+    for p in paths:
+        assert not p.exists() and str(p) not in mounts, p
+    assert not any(d.exists() for d in cgroups)
+    procs = subprocess.run(["ps", "-u", "65534", "-o", "args="], capture_output=True, text=True)
+    assert "sleep 30" not in procs.stdout
+
+
+def test_symlinks_out_of_the_workspace_leak_nothing(make_env, tmp_path):
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("host-only-content-777")
+    secret.chmod(0o644)
+    tmp_path.chmod(0o755)
+    env = make_env()
+    env.reset(seed=0)
+    env.step(call("bash", command=f"ln -s {secret} leak.txt; ln -s /etc/shadow shadow"))
+    obs, *_ = env.step(call("read", path="leak.txt"))
+    assert "host-only-content-777" not in obs
+    obs, *_ = env.step(call("bash", command="cat leak.txt shadow 2>&1"))
+    assert "host-only-content-777" not in obs and "root:" not in obs
+    _, _, _, _, info = env.step(call("submit"))
+    assert "host-only-content-777" not in info["diff"]
+    assert f"+{secret}" in info["diff"] or str(secret) in info["diff"]  # the link, not the file
+
+
+def test_workspace_writes_never_reach_the_template(make_env, retry_task):
+    env = make_env()
+    env.reset(seed=0)
+    env.step(call("bash", command="echo CORRUPTED > retry.py; rm -rf .git"))
+    template = env.unwrapped._template
+    assert "CORRUPTED" not in (template / "retry.py").read_text()
+    assert (template / ".git").is_dir()
+    env.reset(seed=0)
+    obs, *_ = env.step(call("bash", command="head -c 200 retry.py; git status --short"))
+    assert "CORRUPTED" not in obs
+    assert retry_task.repo_dir.joinpath("retry.py").read_text().startswith(
+        (template / "retry.py").read_text()[:50])
+
+
+@pytest.mark.parametrize("backend", ["process"])
+def test_process_backend_is_opt_in_and_warns(backend):
+    with pytest.warns(RuntimeWarning, match="NO isolation"):
+        env = gym.make("repogym/retry-zero-v0", sandbox=backend)
+        env.reset(seed=0)
+    try:
+        obs, *_ = env.step(call("bash", command="echo hi"))
+        assert "hi" in obs
+    finally:
+        env.close()
+    assert gym.make("repogym/retry-zero-v0").unwrapped.sandbox_backend == "bwrap"
