@@ -13,6 +13,7 @@ from repogym.sandbox.base import Limits
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _CONTROLLERS = ("memory", "pids")
+CGROUP_PREFIX = "repogym-"
 
 
 def rlimit_preexec(limits: Limits, *, cgroup: Cgroup | None) -> Callable[[], None]:
@@ -54,7 +55,7 @@ class Cgroup:
     def create(cls, limits: Limits) -> Cgroup | None:
         if os.geteuid() != 0:
             return None
-        name = f"repogym-{uuid.uuid4().hex[:12]}"
+        name = f"{CGROUP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         dirs: list[Path] = []
         try:
             for ctl in _CONTROLLERS:
@@ -116,3 +117,16 @@ class Cgroup:
                 pass
         self.dirs = []
 
+
+
+def collect_stale_cgroups() -> list[Path]:
+    """Kill and remove cgroups left by dead repogym processes (their names carry the pid)."""
+    removed = []
+    for ctl in _CONTROLLERS:
+        for d in (CGROUP_ROOT / ctl).glob(CGROUP_PREFIX + "*"):
+            pid = d.name[len(CGROUP_PREFIX):].split("-", 1)[0]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                group = Cgroup([d])
+                group.remove()
+                removed.append(d)
+    return removed

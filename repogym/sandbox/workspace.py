@@ -23,6 +23,8 @@ import threading
 from pathlib import Path
 
 SANDBOX_UID = 65534
+TEMPLATE_PREFIX = "repogym-tpl-"
+WORKSPACE_PREFIX = "repogym-ws-"
 _GIT_ENV = {
     "GIT_AUTHOR_NAME": "repogym",
     "GIT_AUTHOR_EMAIL": "repogym@localhost",
@@ -111,7 +113,8 @@ class TemplateCache:
         with self._lock:
             if repo_dir not in self._templates:
                 if self._root is None:
-                    self._root = Path(tempfile.mkdtemp(prefix="repogym-tpl-", dir=temp_root()))
+                    self._root = Path(tempfile.mkdtemp(prefix=f"{TEMPLATE_PREFIX}{os.getpid()}-",
+                                                       dir=temp_root()))
                     os.chmod(self._root, 0o755)
                 dest = self._root / str(len(self._templates))
                 make_template(repo_dir, dest)
@@ -137,7 +140,8 @@ class Workspace:
 
     def __init__(self, template: Path, size_mb: int = 1024) -> None:
         self.template = template
-        self._root = Path(tempfile.mkdtemp(prefix="repogym-ws-", dir=temp_root()))
+        self._root = Path(tempfile.mkdtemp(prefix=f"{WORKSPACE_PREFIX}{os.getpid()}-",
+                                           dir=temp_root()))
         self._mounts: list[Path] = []
         self.overlay = os.geteuid() == 0
         try:
@@ -179,3 +183,35 @@ class Workspace:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _owner_alive(name: str, prefix: str) -> bool:
+    pid = name[len(prefix):].split("-", 1)[0]
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def collect_garbage() -> list[Path]:
+    """Unmount and delete workspaces and templates whose owning process is gone.
+
+    A process killed with SIGKILL cannot run ``close()``; its folders carry its pid, so
+    ``repogym gc`` can find them. Returns what was removed.
+    """
+    removed = []
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    for prefix in (WORKSPACE_PREFIX, TEMPLATE_PREFIX):
+        for root in temp_root().glob(prefix + "*"):
+            if _owner_alive(root.name, prefix):
+                continue
+            for m in sorted((m for m in mounts if m.startswith(str(root))), reverse=True):
+                _umount(Path(m))
+            shutil.rmtree(root, ignore_errors=True)
+            removed.append(root)
+    return removed
