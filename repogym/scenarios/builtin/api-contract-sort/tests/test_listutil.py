@@ -1,0 +1,48 @@
+"""Hidden verifier tests for sorted_unique()."""
+
+from listutil import chunked, sorted_unique
+
+
+def test_input_list_is_not_modified():
+    data = [3, 1, 2, 3, 1]
+    assert sorted_unique(data) == [1, 2, 3]
+    assert data == [3, 1, 2, 3, 1]
+    words = ["b", "A", "a", "B"]
+    sorted_unique(words, key=str.lower, reverse=True)
+    assert words == ["b", "A", "a", "B"]
+
+
+def test_reverse_keeps_first_occurrence_of_duplicates():
+    assert sorted_unique(["b", "A", "a", "B"], key=str.lower, reverse=True) == ["b", "A"]
+    rows = [("ann", 2), ("bob", 1), ("cy", 2), ("dee", 1), ("eve", 3)]
+    assert sorted_unique(rows, key=lambda r: r[1], reverse=True) == [
+        ("eve", 3),
+        ("ann", 2),
+        ("bob", 1),
+    ]
+
+
+def test_accepts_any_iterable():
+    assert sorted_unique((5, 4, 5)) == [4, 5]
+    assert sorted_unique(x % 3 for x in range(10)) == [0, 1, 2]
+    assert sorted_unique({"b": 1, "a": 2}) == ["a", "b"]
+
+
+def test_sorted_and_deduplicated():
+    assert sorted_unique([3, 1, 2, 3, 1]) == [1, 2, 3]
+    assert sorted_unique([]) == []
+
+
+def test_key_keeps_first_occurrence_ascending():
+    assert sorted_unique(["b", "A", "a", "B"], key=str.lower) == ["A", "b"]
+    rows = [("ann", 2), ("bob", 1), ("cy", 2), ("dee", 1)]
+    assert sorted_unique(rows, key=lambda r: r[1]) == [("bob", 1), ("ann", 2)]
+
+
+def test_reverse_without_duplicates():
+    assert sorted_unique([1, 3, 2], reverse=True) == [3, 2, 1]
+    assert sorted_unique(["pear", "fig", "apple"], key=len, reverse=True) == ["apple", "pear", "fig"]
+
+
+def test_chunked():
+    assert chunked([1, 2, 3, 4, 5], 2) == [[1, 2], [3, 4], [5]]
