@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -109,13 +110,21 @@ class Cgroup:
         return False
 
     def remove(self) -> None:
-        self.kill()
-        for d in self.dirs:
-            try:
-                d.rmdir()
-            except OSError:
-                pass
-        self.dirs = []
+        """Kill what is left and delete the group (waiting briefly for the kernel to reap)."""
+        for attempt in range(100):
+            self.kill()
+            left = []
+            for d in self.dirs:
+                try:
+                    d.rmdir()
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    left.append(d)
+            self.dirs = left
+            if not left:
+                return
+            time.sleep(0.01 * min(attempt + 1, 10))
 
 
 
