@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 from repogym.sandbox._exec import run_process
@@ -151,13 +152,7 @@ class BwrapSandbox(ShellSandbox):
             raise SandboxError("the sandbox is closed. Fix: call env.reset() first")
         r, w = os.pipe()
         try:
-            res = run_process(
-                self._argv_for(command, w, binds), env={},
-                timeout_s=timeout_s or self.limits.timeout_s,
-                output_bytes=self.limits.output_bytes, stdin=stdin, pass_fds=(w,),
-                preexec_fn=rlimit_preexec(self.limits, cgroup=self.cgroup),
-                on_kill=self.cgroup.kill if self.cgroup else None,
-            )
+            res = self._launch(command, timeout_s, stdin, binds, w)
             os.close(w)
             w = -1
             status = _read_all(r)
@@ -168,6 +163,19 @@ class BwrapSandbox(ShellSandbox):
         if not res.timed_out and not _started(status):
             raise SandboxError(f"bwrap failed to start the sandbox: {res.stderr.strip()}")
         return res
+
+    def _launch(self, command: str, timeout_s: float | None, stdin: bytes | None,
+                binds: list[str], status_fd: int) -> ExecResult:
+        try:
+            return run_process(
+                self._argv_for(command, status_fd, binds), env={},
+                timeout_s=timeout_s or self.limits.timeout_s,
+                output_bytes=self.limits.output_bytes, stdin=stdin, pass_fds=(status_fd,),
+                preexec_fn=rlimit_preexec(self.limits, cgroup=self.cgroup),
+                on_kill=self.cgroup.kill if self.cgroup else None,
+            )
+        except (OSError, subprocess.SubprocessError) as e:
+            raise SandboxError(f"could not launch bwrap: {e}") from e
 
     def close(self) -> None:
         if self._closed:
