@@ -261,6 +261,8 @@ class RepoDuelEnv(ParallelEnv):
                     repro_test=self._tester_test, infra_error=details.get("infra_error"))
         if details.get("infra_error"):
             return f"Grading failed (infrastructure): {details['infra_error']}\n"
+        if not self._tester_test.strip():
+            return f"Submitted without a test at {self.repro_path}. Reward: 0.000\n"
         return (f"Submitted. Your test on the original code: {details['original']}; with a "
                 f"correct fix: {details['gold']}. Reward: {info['reward']:.3f}\n")
 
