@@ -16,6 +16,10 @@ system-deps:
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq bubblewrap >/dev/null; }
 	@command -v git >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 	  $(SUDO) apt-get install -y -qq git >/dev/null; }
+	@# Headless Chromium renders the leaderboard page in the tests (only for `make test`).
+	@[ "$(BROWSER)" != 1 ] || command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing chromium (apt)"; $(SUDO) apt-get update -qq && \
+	  $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,11 +31,13 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/repogym demo
 
+test: BROWSER := 1
 test: setup
 	$(BIN)/python -m pytest -q
 
 bench: setup
 	$(BIN)/python bench/env_latency.py
+	$(BIN)/python bench/throughput.py
 
 lint: setup
 	$(BIN)/ruff check repogym tests bench
