@@ -1,8 +1,9 @@
 """``repogym demo``: the reference agents over the built-in suite, then the leaderboard.
 
 Runs oracle, noop, random and a replayed scripted agent (``repogym/harness/data/
-demo_replay.jsonl``) with the default bwrap sandbox, writes ``OUT/<agent>/`` result folders
-and ``OUT/leaderboard/`` (HTML, Markdown, PNGs), and prints the table. Re-running resumes.
+demo_replay.jsonl``) with the default bwrap sandbox, writes ``OUT/results/<agent>/`` result
+folders and the leaderboard into ``OUT/`` (index.html, leaderboard.md, PNGs), and prints the
+table. Re-running resumes. ``repogym demo --out leaderboard`` regenerates the committed one.
 """
 
 from __future__ import annotations
@@ -41,11 +42,11 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(args.out)
     dirs = []
     for label, agent, agent_args in reference_agents():
-        cfg = RunConfig(agent=agent, agent_args=agent_args, label=label, out=args.out / label,
+        cfg = RunConfig(agent=agent, agent_args=agent_args, label=label, out=args.out / "results" / label,
                         split=args.split, workers=args.workers)
         run_with_progress(cfg, console, show=not args.no_progress)
         dirs.append(cfg.out)
-    summaries = build(dirs, args.out / "leaderboard")
+    summaries = build(dirs, args.out)
     console.print(summary_table(summaries, title="repogym demo: reference agents, built-in suite"))
-    console.print(f"leaderboard: {args.out / 'leaderboard' / 'index.html'}")
+    console.print(f"leaderboard: {args.out / 'index.html'}")
     return 0

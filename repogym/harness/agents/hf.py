@@ -46,7 +46,7 @@ class HFAgent:
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
             self.model = AutoModelForCausalLM.from_pretrained(model, local_files_only=True)
-        except OSError as e:
+        except (OSError, ValueError) as e:
             raise AgentError(f"cannot load a model from {model!r}: {e}. Fix: pass a folder "
                              "with config.json, weights and tokenizer files") from e
         self.model.to(self.device).eval()

@@ -1,0 +1,129 @@
+"""The runner and ``repogym run`` with real sandboxes, real processes and real agents."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from repogym.harness.runner import RunConfig, read_results, run
+
+from .conftest import TASKS, cli_env, rows_of, run_cli
+
+
+def test_cli_oracle_resolves_every_task_with_two_workers(tmp_path: Path) -> None:
+    out = tmp_path / "oracle"
+    proc = run_cli("run", "--agent", "oracle", "--suite", "builtin", "--workers", "2",
+                   "--tasks", ",".join(TASKS), "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = rows_of(out)
+    assert sorted(r["task"] for r in rows) == TASKS
+    assert all(r["resolved"] and r["reward"] == 1.0 for r in rows), rows
+    assert all(r["agent_error"] is None and r["infra_error"] is None for r in rows)
+    for r in rows:  # trajectories are complete TrajectoryLogger files
+        lines = (out / r["trajectory"]).read_text().splitlines()
+        assert json.loads(lines[0])["type"] == "header"
+        assert json.loads(lines[-1])["type"] == "summary"
+        assert r["tokens"] == 0 and r["steps"] == 3
+    assert "100.0%" in proc.stdout and "oracle" in proc.stdout
+
+
+def test_cli_noop_resolves_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "noop"
+    proc = run_cli("run", "--agent", "noop", "--workers", "2", "--tasks", ",".join(TASKS),
+                   "--out", str(out), "--no-progress")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = rows_of(out)
+    assert len(rows) == 2 and not any(r["resolved"] for r in rows)
+    assert all(r["steps"] == 1 and r["reward"] == 0.0 for r in rows)
+
+
+def test_unknown_agent_and_bad_agent_arg_fail_with_a_fix(tmp_path: Path) -> None:
+    proc = run_cli("run", "--agent", "nosuch", "--out", str(tmp_path / "x"))
+    assert proc.returncode == 2 and "unknown agent 'nosuch'" in proc.stdout
+    proc = run_cli("run", "--agent", "noop", "--agent-arg", "oops", "--out", str(tmp_path / "y"))
+    assert proc.returncode == 2 and "KEY=VALUE" in proc.stdout
+    proc = run_cli("run", "--agent", "noop", "--tasks", "nope", "--out", str(tmp_path / "z"))
+    assert proc.returncode == 2 and "unknown task ids ['nope']" in proc.stdout
+
+
+def test_resume_skips_recorded_episodes_and_retries_infra_errors(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    run(RunConfig(agent="noop", out=out, task_ids=TASKS[:1]))
+    assert len(rows_of(out)) == 1
+    # Fake an infra error on the recorded episode: resume must re-run it, and add retry-zero.
+    row = rows_of(out)[0]
+    (out / "results.jsonl").write_text(json.dumps({**row, "infra_error": "sandbox died"}) + "\n")
+    rows = run(RunConfig(agent="noop", out=out, task_ids=TASKS))
+    assert len(rows_of(out)) == 3  # the infra-error row stays in the log, superseded
+    assert sorted(r["task"] for r in rows) == TASKS
+    assert all(r["infra_error"] is None for r in rows)
+    # Everything is recorded now: a third run adds nothing.
+    run(RunConfig(agent="noop", out=out, task_ids=TASKS))
+    assert len(rows_of(out)) == 3
+    with pytest.raises(ValueError, match="holds results of agent"):
+        run(RunConfig(agent="oracle", out=out, task_ids=TASKS))
+
+
+def test_agent_that_raises_or_hangs_is_an_agent_error_and_the_run_goes_on(
+        tmp_path: Path, helper_agents: str) -> None:
+    out = tmp_path / "faulty"
+    cfg = RunConfig(agent=f"{helper_agents}:FaultyAgent", out=out, workers=2,
+                    task_ids=[*TASKS, "empty-mean"], act_timeout_s=2.0)
+    rows = {r["task"]: r for r in run(cfg)}
+    assert "RuntimeError in act: agent exploded" in rows["retry-zero"]["agent_error"]
+    assert "did not return within 2s" in rows["paginate-off-by-one"]["agent_error"]
+    assert rows["empty-mean"]["agent_error"] is None and rows["empty-mean"]["steps"] == 1
+    assert all(not r["resolved"] and r["infra_error"] is None for r in rows.values())
+
+
+def test_agent_with_wrong_arguments_is_an_agent_error(tmp_path: Path, helper_agents: str) -> None:
+    rows = run(RunConfig(agent=f"{helper_agents}:BrokenInit", out=tmp_path / "b",
+                         task_ids=TASKS[:1]))
+    assert "rejected its arguments" in rows[0]["agent_error"]
+
+
+def _mounts() -> str:
+    return Path("/proc/mounts").read_text()
+
+
+def test_ctrl_c_leaves_no_sandbox_behind(tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    out = tmp_path / "int"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "repogym.harness.cli", "run", "--agent",
+         "rg_test_agents:HangAndReportAgent", "--workers", "2", "--tasks", ",".join(TASKS),
+         "--out", str(out), "--no-progress"],
+        env=cli_env(RG_TEST_MARK_DIR=str(marks)), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(marks.glob("*.json"))) < 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read()
+            time.sleep(0.2)
+        roots = [p for f in marks.glob("*.json") for p in json.loads(f.read_text())]
+        assert len(roots) >= 4, roots  # a workspace and a template cache per worker
+        assert all(Path(p).exists() for p in roots)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group
+        output, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0
+    for p in roots:
+        assert not Path(p).exists(), f"left behind: {p}\n{output}"
+        assert p not in _mounts(), f"still mounted: {p}"
+    workers = [int(f.stem) for f in marks.glob("*.json")]
+    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()], "worker survived"
+
+
+def test_read_results_explains_a_missing_folder(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="repogym run --out DIR"):
+        read_results(tmp_path)
