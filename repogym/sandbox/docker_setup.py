@@ -69,7 +69,7 @@ def default_base_url() -> str | None:
     return os.environ.get("DOCKER_HOST") or None
 
 
-def client(base_url: str | None = None, timeout: int = 120):  # noqa: ANN201 (docker type)
+def client(base_url: str | None = None, timeout: int = 120):
     """A ``docker.DockerClient`` for ``base_url`` (default: :func:`default_base_url`)."""
     import docker
 
@@ -186,8 +186,8 @@ def debian_mirror(apt_dir: Path = Path("/etc/apt")) -> str:
             continue
         if f.suffix == ".sources":
             for stanza in re.split(r"\n\s*\n", text):
-                uris = re.search(r"^URIs:\s*(.+)$", stanza, re.M)
-                suites = re.search(r"^Suites:\s*(.+)$", stanza, re.M)
+                uris = re.search(r"^URIs:\s*(.+)$", stanza, re.MULTILINE)
+                suites = re.search(r"^Suites:\s*(.+)$", stanza, re.MULTILINE)
                 if uris and suites and SUITE in suites.group(1).split():
                     return uris.group(1).split()[0]
         else:
@@ -225,7 +225,8 @@ def build_image(name: str = DEFAULT_IMAGE, base_url: str | None = None,
     try:
         rootfs, tar = work / "rootfs", work / "rootfs.tar"
         res = subprocess.run([debootstrap, "--variant=minbase", f"--include={','.join(PACKAGES)}",
-                              SUITE, str(rootfs), mirror], capture_output=True, text=True)
+                              SUITE, str(rootfs), mirror], check=False, capture_output=True,
+                             text=True)
         if res.returncode != 0:
             raise DockerSetupError(f"debootstrap failed (mirror {mirror}): "
                                    f"{(res.stdout + res.stderr)[-2000:]}")

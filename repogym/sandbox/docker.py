@@ -1,0 +1,443 @@
+"""The docker backend: one container per sandbox, one ``exec`` per command.
+
+The container runs a Debian-like image that has ``python`` (with pytest), ``bash`` and
+``git`` (default ``repogym/python:bookworm``, built offline by
+:mod:`repogym.sandbox.docker_setup`). It has no network (``network_mode="none"``), no
+capabilities, no-new-privileges, pids/memory/CPU limits and rlimits, a read-only root
+filesystem, a size-capped ``/tmp`` tmpfs and the per-episode workspace (the same
+overlay/tmpfs :class:`~repogym.sandbox.workspace.Workspace` bwrap uses) bind-mounted at
+``/workspace``. Commands run as uid 65534 with an environment built here (no host
+variable reaches the container). PID 1 is docker's init reaping orphans, with an idle
+root-owned ``sleep`` the sandbox user cannot signal.
+
+As with bwrap, nothing outlives a command: each one runs under a small bash wrapper that
+SIGKILLs every process of the sandbox user (``kill -9 -1``, a builtin, so it works even
+when the pids limit is reached) before and after it. A timeout or the output cap freezes
+the container, kills the user's processes from the host and thaws it; if any survive the
+container is restarted (the workspace survives, ``/tmp`` does not).
+
+Containers carry the label ``repogym.sandbox`` (and the owner's host and pid) and are
+removed by ``close()``, on a failed start and on interrupt; ``repogym gc`` removes those
+a crashed process left behind. The engine must run on this machine (bind mounts).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import socket
+import stat
+import struct
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Self
+
+import docker
+import docker.errors
+from docker.types import Mount, Ulimit
+
+from repogym.sandbox._exec import TIMEOUT_EXIT
+from repogym.sandbox.base import WORKSPACE, ExecResult, SandboxError, SandboxSpec
+from repogym.sandbox.docker_setup import DEFAULT_IMAGE, LABEL, client, default_base_url
+from repogym.sandbox.shell import ShellSandbox
+from repogym.sandbox.workspace import SANDBOX_UID, Workspace
+
+BIND_ROOT = "/run/repogym"
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: Runs the command ($1) with every other process of the sandbox user killed before and after.
+WRAPPER = 'kill -9 -1 2>/dev/null; /bin/bash -c "$1"; rc=$?; kill -9 -1 2>/dev/null; exit $rc'
+_SETUP_HINT = ("Fix: run `python -m repogym.sandbox.docker_setup up` (as root: starts a private "
+               "dockerd and builds repogym/python:bookworm offline), or set REPOGYM_DOCKER_HOST "
+               "to a running Docker engine")
+_CHECK = "command -v python >/dev/null && command -v git >/dev/null && python -c 'import pytest'"
+_checked: set[tuple[str, str]] = set()
+_checked_lock = threading.Lock()
+
+
+def container_env() -> dict[str, str]:
+    """The whole environment a command starts with (docker adds only HOSTNAME)."""
+    return {"PATH": PATH, "HOME": "/tmp", "USER": "nobody", "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8", "TERM": "dumb", "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat",
+            "PAGER": "cat"}
+
+
+def owner_label() -> str:
+    """``host:pid`` of this process, stored on every container for ``repogym gc``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class DockerSandbox(ShellSandbox):
+    """A Docker container over one workspace. See the module docstring.
+
+    Args:
+        spec: Template and limits.
+        image: An image with ``python`` (+ pytest), ``bash`` and ``git``.
+        base_url: The engine (default: :func:`~repogym.sandbox.docker_setup.default_base_url`).
+        cpus: CPU quota in cores (``nano_cpus``).
+    """
+
+    backend = "docker"
+
+    def __init__(self, spec: SandboxSpec, *, image: str = DEFAULT_IMAGE,
+                 base_url: str | None = None, cpus: float = 1.0) -> None:
+        self.spec, self.template, self.limits = spec, spec.template, spec.limits
+        self.image = image
+        self.base_url = base_url or default_base_url()
+        self.uid = SANDBOX_UID if os.geteuid() == 0 else os.getuid()
+        self._closed = False
+        self._client: Any = None
+        self.workspace: Workspace | None = None
+        self._xfer: Path | None = None
+        self.name = f"repogym-{uuid.uuid4().hex[:12]}"
+        self.container_id: str | None = None
+        try:
+            self._client = self._connect()
+            self.workspace = Workspace(spec.template, spec.limits.workspace_mb)
+            self._xfer = self._make_xfer()
+            self._start_container(cpus)
+            self._check_image()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- start-up ------------------------------------------------------------------------
+    def _connect(self) -> Any:
+        try:
+            c = client(self.base_url)
+            c.ping()
+        except docker.errors.DockerException as e:
+            raise SandboxError(f"the Docker engine ({self.base_url or 'docker default'}) is "
+                               f"not reachable: {e}. {_SETUP_HINT}") from e
+        return c
+
+    def _make_xfer(self) -> Path:
+        # Beside the workspace (same pid-tagged, size-capped folder): gc and close() see it.
+        assert self.workspace is not None
+        xfer = self.workspace.tmp.parent / "xfer"
+        for d in (xfer, xfer / "ro", xfer / "rw"):
+            d.mkdir(exist_ok=True)
+            os.chmod(d, 0o755)
+        return xfer
+
+    def _host_config(self, cpus: float) -> dict[str, Any]:
+        lim = self.limits
+        mem = f"{lim.memory_mb}m"
+        fsize = lim.file_size_mb * 1024 * 1024
+        # As in bwrap: the cgroup limit is exact; RLIMIT_AS is a generous backstop that
+        # refuses absurd reservations (a 16 GB calloc) that the cgroup would never see.
+        as_limit = max(lim.memory_mb * 4 << 20, 8 << 30)
+        assert self.workspace is not None and self._xfer is not None
+        return self._client.api.create_host_config(
+            network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
+            read_only=True, init=True, pids_limit=lim.pids, mem_limit=mem, memswap_limit=mem,
+            nano_cpus=int(cpus * 1e9),
+            ulimits=[Ulimit(name="fsize", soft=fsize, hard=fsize),
+                     Ulimit(name="cpu", soft=lim.cpu_s, hard=lim.cpu_s + 5),
+                     Ulimit(name="as", soft=as_limit, hard=as_limit),
+                     Ulimit(name="core", soft=0, hard=0)],
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={lim.workspace_mb}m,mode=1777"},
+            mounts=[Mount(WORKSPACE, str(self.workspace.path), type="bind"),
+                    Mount(f"{BIND_ROOT}/ro", str(self._xfer / "ro"), type="bind",
+                          read_only=True),
+                    Mount(f"{BIND_ROOT}/rw", str(self._xfer / "rw"), type="bind")],
+        )
+
+    def _start_container(self, cpus: float) -> None:
+        api = self._client.api
+        try:
+            created = api.create_container(
+                self.image, ["sleep", "infinity"], name=self.name, user="0:0",
+                hostname="sandbox", working_dir=WORKSPACE, environment=container_env(),
+                labels={LABEL: "1", f"{LABEL}.owner": owner_label(),
+                        f"{LABEL}.created": str(int(time.time()))},
+                host_config=self._host_config(cpus), network_disabled=True,
+            )
+            self.container_id = created["Id"]
+            api.start(self.container_id)
+        except docker.errors.ImageNotFound as e:
+            raise SandboxError(f"docker image {self.image!r} not found. {_SETUP_HINT}; or "
+                               "give image= an image with python+pytest, bash and git") from e
+        except docker.errors.APIError as e:
+            raise SandboxError(f"docker could not start the sandbox container: {e}") from e
+
+    def _check_image(self) -> None:
+        key = (self.base_url or "", self.image)
+        with _checked_lock:
+            if key in _checked:
+                return
+        res = self.run(_CHECK, timeout_s=60)
+        if res.exit_code != 0:
+            raise SandboxError(f"docker image {self.image!r} lacks python, pytest or git "
+                               f"({res.output.strip()[:300]}). Fix: use an image with the "
+                               f"task's Python, pytest, bash and git (see docs/sandboxes.md)")
+        with _checked_lock:
+            _checked.add(key)
+
+    # -- running -------------------------------------------------------------------------
+    def run(self, command: str, timeout_s: float | None = None,
+            stdin: bytes | None = None) -> ExecResult:
+        return self._exec(command, timeout_s, stdin, {})
+
+    def run_with_binds(self, command: str, *, ro: dict[str, Path] | None = None,
+                       rw: dict[str, Path] | None = None, timeout_s: float | None = None,
+                       stdin: bytes | None = None) -> ExecResult:
+        """Copy ``ro`` folders in (read-only inside), run, copy ``rw`` folders back out."""
+        self._check_open()
+        assert self._xfer is not None
+        env: dict[str, str] = {}
+        staged: list[Path] = []
+        try:
+            for kind, table in (("ro", ro or {}), ("rw", rw or {})):
+                for name, host in table.items():
+                    if not name.isidentifier():
+                        raise ValueError(f"bind name {name!r} must be an identifier "
+                                         "(it becomes $RG_<NAME>)")
+                    stage = self._xfer / kind / name
+                    staged.append(stage)
+                    if kind == "ro":
+                        shutil.copytree(host, stage, symlinks=True)
+                    else:
+                        stage.mkdir()
+                        os.chmod(stage, 0o755)
+                        if os.geteuid() == 0:
+                            os.chown(stage, self.uid, self.uid)
+                    env[f"RG_{name.upper()}"] = f"{BIND_ROOT}/{kind}/{name}"
+            res = self._exec(command, timeout_s, stdin, env)
+            for name, host in (rw or {}).items():
+                copy_back(self._xfer / "rw" / name, Path(host))
+            return res
+        finally:
+            for stage in staged:
+                shutil.rmtree(stage, ignore_errors=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxError("the sandbox is closed. Fix: call env.reset() first")
+
+    def _exec(self, command: str, timeout_s: float | None, stdin: bytes | None,
+              env: dict[str, str]) -> ExecResult:
+        self._check_open()
+        api = self._client.api
+        start = time.monotonic()
+        try:
+            ex = api.exec_create(self.container_id, ["/bin/bash", "-c", WRAPPER, "rg", command],
+                                 stdin=stdin is not None, user=f"{self.uid}:{self.uid}",
+                                 environment=env or None, workdir=WORKSPACE)["Id"]
+            sock = api.exec_start(ex, socket=True)
+        except docker.errors.DockerException as e:
+            raise SandboxError(f"docker exec failed: {e}") from e
+        raw = getattr(sock, "_sock", sock)
+        done = False
+        try:
+            out, err, timed_out, truncated = _pump(raw, stdin, start + (timeout_s or
+                                                                        self.limits.timeout_s),
+                                                   self.limits.output_bytes)
+            if timed_out or truncated:
+                self._kill_all()
+            code = TIMEOUT_EXIT if timed_out else self._exit_code(ex)
+            done = True
+        finally:
+            if not done:  # interrupted: leave no process running in the container
+                self._kill_all()
+            sock.close()
+            raw.close()
+        return ExecResult(stdout=out.decode("utf-8", "replace"),
+                          stderr=err.decode("utf-8", "replace"), exit_code=code,
+                          timed_out=timed_out, duration_s=time.monotonic() - start,
+                          output_truncated=truncated)
+
+    def _exit_code(self, exec_id: str) -> int:
+        for _ in range(200):
+            info = self._client.api.exec_inspect(exec_id)
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                return int(info["ExitCode"])
+            time.sleep(0.01)
+        raise SandboxError("docker exec did not report an exit code")
+
+    # -- killing ---------------------------------------------------------------------------
+    def _user_pids(self) -> list[int]:
+        """Host pids of the sandbox user's processes in the container (not init or sleep)."""
+        top = self._client.api.top(self.container_id, ps_args="-eo pid,uid")
+        titles = [t.upper() for t in top.get("Titles") or []]
+        ip, iu = titles.index("PID"), titles.index("UID")
+        return [int(p[ip]) for p in top.get("Processes") or [] if p[iu].strip() != "0"]
+
+    def _kill_all(self) -> None:
+        """SIGKILL every sandbox-user process; restart the container if any survive."""
+        api = self._client.api
+        local = (self.base_url or "unix://").startswith("unix://")
+        try:
+            api.pause(self.container_id)  # frozen: a fork bomb cannot outrun the kills
+            try:
+                for pid in self._user_pids() if local else []:
+                    if self.container_id in _read(f"/proc/{pid}/cgroup"):
+                        try:
+                            os.kill(pid, 9)
+                        except (ProcessLookupError, PermissionError):
+                            pass
+            finally:
+                api.unpause(self.container_id)
+            for _ in range(50):
+                if not self._user_pids():
+                    return
+                time.sleep(0.02)
+            api.restart(self.container_id, timeout=0)
+        except docker.errors.DockerException as e:
+            raise SandboxError(f"could not stop the command's processes: {e}") from e
+
+    # -- closing -----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Remove the container, then the workspace. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._client is not None:
+                try:
+                    self._client.api.remove_container(self.container_id or self.name,
+                                                      force=True, v=True)
+                except docker.errors.NotFound:
+                    pass
+                finally:
+                    self._client.close()
+        finally:
+            if self.workspace is not None:
+                self.workspace.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _pump(sock: socket.socket, stdin: bytes | None, deadline: float,
+          limit: int) -> tuple[bytes, bytes, bool, bool]:
+    """Feed stdin and demultiplex docker's framed stdout/stderr until EOF, deadline or cap.
+
+    Returns:
+        (stdout, stderr, timed_out, truncated).
+    """
+    sock.setblocking(False)
+    pending = memoryview(stdin or b"")
+    sel = selectors.DefaultSelector()
+    events = selectors.EVENT_READ | (selectors.EVENT_WRITE if stdin is not None else 0)
+    sel.register(sock, events)
+    if stdin is not None and not pending:
+        sock.shutdown(socket.SHUT_WR)
+        sel.modify(sock, selectors.EVENT_READ)
+    buf = bytearray()
+    outs = (bytearray(), bytearray())
+    total = 0
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return bytes(outs[0]), bytes(outs[1]), True, False
+            for _key, mask in sel.select(min(remaining, 0.5)):
+                if mask & selectors.EVENT_WRITE and pending:
+                    try:
+                        pending = pending[sock.send(pending[:65536]):]
+                    except (BlockingIOError, InterruptedError):
+                        pass
+                    except OSError:
+                        pending = pending[:0]
+                    if not pending:
+                        sock.shutdown(socket.SHUT_WR)
+                        sel.modify(sock, selectors.EVENT_READ)
+                if mask & selectors.EVENT_READ:
+                    try:
+                        chunk = sock.recv(65536)
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    if not chunk:
+                        return bytes(outs[0]), bytes(outs[1]), False, False
+                    buf += chunk
+                    total = _demux(buf, outs, total, limit)
+                    if total > limit:
+                        return bytes(outs[0]), bytes(outs[1]), False, True
+    finally:
+        sel.close()
+
+
+def _demux(buf: bytearray, outs: tuple[bytearray, bytearray], total: int, limit: int) -> int:
+    """Move complete frames from ``buf`` into stdout/stderr; returns bytes seen so far."""
+    while len(buf) >= 8:
+        kind, size = buf[0], struct.unpack(">I", buf[4:8])[0]
+        if len(buf) < 8 + size:
+            break
+        payload = bytes(buf[8:8 + size])
+        del buf[:8 + size]
+        keep = max(0, limit - total)
+        outs[1 if kind == 2 else 0].extend(payload[:keep])
+        total += size
+    return total
+
+
+def copy_back(src: Path, dst: Path) -> None:
+    """Copy regular files and folders from ``src`` into ``dst``; never follow a link.
+
+    What a sandboxed command wrote is untrusted: symlinks, fifos and devices are skipped.
+    """
+    for dirpath, dirnames, filenames in os.walk(src):
+        rel = Path(dirpath).relative_to(src)
+        (dst / rel).mkdir(parents=True, exist_ok=True)
+        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    continue
+                with open(dst / rel / name, "wb") as out:
+                    shutil.copyfileobj(f, out)
+
+
+def _owner_gone(owner: str) -> bool:
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another machine's container: only --all removes it
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def remove_leftovers(everything: bool = False, base_url: str | None = None) -> list[str]:
+    """Remove repogym containers whose owning process is gone (all of them if ``everything``).
+
+    Returns:
+        The names of the containers removed.
+    """
+    c = client(base_url)
+    removed = []
+    try:
+        for ctr in c.api.containers(all=True, filters={"label": LABEL}):
+            owner = (ctr.get("Labels") or {}).get(f"{LABEL}.owner", "")
+            if everything or _owner_gone(owner):
+                try:
+                    c.api.remove_container(ctr["Id"], force=True, v=True)
+                except docker.errors.NotFound:
+                    continue
+                removed.append((ctr.get("Names") or [ctr["Id"][:12]])[0].lstrip("/"))
+    finally:
+        c.close()
+    return removed

@@ -1,0 +1,311 @@
+"""The docker backend against the same escape attempts as bwrap, plus its own plumbing."""
+
+from __future__ import annotations
+
+import _thread
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import repogym
+from repogym.harness.cli import main as cli_main
+from repogym.sandbox import Limits, SandboxError, SandboxSpec, make_sandbox
+from repogym.sandbox.docker_setup import LABEL, client
+from repogym.sandbox.workspace import TemplateCache
+from tests.conftest import apply_patch_actions, call
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
+HIDDEN_MARKER = "Hidden verifier tests for retry()"
+
+
+@pytest.fixture(scope="module")
+def dshell(docker_engine):
+    """One docker-sandboxed retry-zero env for a module of tests: run(cmd) -> obs."""
+    import gymnasium as gym
+
+    env = gym.make("repogym/retry-zero-v0", sandbox="docker", max_episode_steps=1000)
+    env.reset(seed=0)
+
+    def run(command: str) -> str:
+        obs, *_ = env.step(call("bash", command=command))
+        return obs
+
+    run.env = env
+    yield run
+    env.close()
+
+
+@pytest.fixture
+def sandbox(docker_engine, retry_task):
+    """A bare DockerSandbox over retry-zero's template, closed at the end."""
+    cache = TemplateCache()
+    made = []
+
+    def _make(**limits: object):
+        sb = make_sandbox("docker", SandboxSpec(cache.get(retry_task.repo_dir),
+                                                Limits(**limits)))
+        made.append(sb)
+        return sb
+
+    yield _make
+    for sb in made:
+        sb.close()
+    cache.close()
+
+
+def _containers(**filters: str) -> list[dict]:
+    c = client()
+    try:
+        return c.api.containers(all=True, filters={"label": LABEL, **filters})
+    finally:
+        c.close()
+
+
+def _alive(env) -> bool:
+    obs, *_ = env.step(call("bash", command="echo alive"))
+    return obs.startswith("alive")
+
+
+# -- isolation (mirrors tests/envs/test_isolation.py) -------------------------------------------
+def test_runs_as_unprivileged_uid_without_capabilities(dshell):
+    out = dshell("id -u; id -g; grep -E '^(Cap|NoNewPrivs)' /proc/self/status")
+    lines = out.splitlines()
+    assert lines[0] == "65534" and lines[1] == "65534"
+    assert all(line.split()[-1] == "0000000000000000" for line in lines[2:7]), out
+    assert lines[7].split()[-1] == "1"  # no-new-privileges
+
+
+def test_no_internet_and_no_host_loopback(dshell):
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    threading.Thread(target=lambda: _accept(server), daemon=True).start()
+    try:
+        probe = ("import socket\n"
+                 "for host, port in [('1.1.1.1', 53), ('8.8.8.8', 443), "
+                 f"('127.0.0.1', {port})]:\n"
+                 "    try:\n"
+                 "        socket.create_connection((host, port), timeout=2); print('OPEN', host)\n"
+                 "    except OSError as e: print('blocked', host, e.errno)\n"
+                 "print(*[name for _, name in socket.if_nameindex()])\n")
+        out = dshell(f"python3 -c \"{probe}\"")
+    finally:
+        server.close()
+    assert "OPEN" not in out and out.count("blocked") == 3, out
+    assert out.strip().splitlines()[-2] == "lo"
+
+
+def _accept(server: socket.socket) -> None:
+    try:
+        server.accept()
+    except OSError:
+        pass
+
+
+def test_git_history_is_one_commit_and_nothing_else(dshell):
+    out = dshell("git log --all --oneline | wc -l; git reflog | wc -l; git tag | wc -l; "
+                 "git remote | wc -l; git stash list | wc -l; ls .git; "
+                 "git log -1 --format='%an %ad' --date=iso")
+    lines = out.splitlines()
+    assert lines[:5] == ["1", "0", "0", "0", "0"], out
+    assert set(lines[5:-2]) <= {"HEAD", "config", "index", "objects", "refs", "packed-refs"}
+    assert "repogym 2000-01-01" in lines[-2]
+
+
+def test_host_environment_is_invisible(docker_env, monkeypatch):
+    monkeypatch.setenv("REPOGYM_SECRET_TOKEN", "s3cr3t-value-4242")
+    env = docker_env()
+    env.reset(seed=0)
+    obs, *_ = env.step(call("bash", command=(
+        "env; cat /proc/1/environ /proc/self/environ 2>/dev/null | tr '\\0' '\\n'; "
+        "grep -rs s3cr3t-value /proc/*/environ /tmp /etc 2>/dev/null; echo END")))
+    assert "END" in obs and "s3cr3t-value-4242" not in obs
+    assert "REPOGYM_SECRET_TOKEN" not in obs
+
+
+def test_hidden_tests_gold_and_task_files_are_not_findable(dshell):
+    checkout = Path(repogym.__file__).resolve().parents[1]
+    out = dshell("find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o \\( "
+                 "-name task.toml -o -name solution.patch -o -name loop_counter.patch \\) "
+                 f"-print 2>/dev/null; grep -rlsF '{HIDDEN_MARKER}' / --exclude-dir=proc "
+                 "--exclude-dir=sys --exclude-dir=dev --exclude-dir=usr 2>/dev/null; "
+                 f"ls {checkout} 2>&1 | grep -c pyproject; cat /etc/shadow 2>&1 | grep -c root:; "
+                 "python3 -c 'import repogym' 2>&1 | tail -1; echo END")
+    lines = out.strip().splitlines()
+    assert lines[:3] == ["0", "0", lines[2]] and lines[2].startswith("ModuleNotFoundError"), out
+    assert lines[3:] == ["END", "[exit code: 0]"]
+
+
+def test_writes_outside_workspace_fail(dshell):
+    out = dshell("for p in /usr/x /etc/x /x /var/x /run/repogym/ro/x /run/repogym/rw/x /proc/x; "
+                 "do touch $p 2>/dev/null && echo WROTE $p; done; touch ok_here && echo inside-ok;"
+                 " touch /tmp/ok && echo tmp-ok")
+    assert "WROTE" not in out and "inside-ok" in out and "tmp-ok" in out, out
+
+
+def test_tmp_is_size_capped(docker_env):
+    env = docker_env(limits=Limits(workspace_mb=32), max_episode_steps=10)
+    env.reset(seed=0)
+    obs, _, _, _, info = env.step(call("bash", command="head -c 100017000 /dev/zero > /tmp/big"))
+    assert info["exit_code"] != 0 and "No space left" in obs
+
+
+def test_fork_bomb_is_contained(docker_env):
+    env = docker_env(limits=Limits(timeout_s=10, pids=64), max_episode_steps=10)
+    env.reset(seed=0)
+    env.step(call("bash", command=":(){ :|:& };: ; sleep 2; echo done"))
+    assert _alive(env)
+
+
+@pytest.mark.parametrize("alloc", ["bytearray(16 * 1024**3)", "b'x' * (2 * 1024**3)"])
+def test_huge_allocation_is_contained(docker_env, alloc):
+    env = docker_env(limits=Limits(memory_mb=512, timeout_s=30), max_episode_steps=10)
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(call("bash", command=(
+        f"python3 -c 'b = {alloc}; print(\"ALLOCATED\", len(b))'")))
+    obs = env.unwrapped._transcript[-1]
+    assert "ALLOCATED" not in obs and info["exit_code"] != 0
+    assert _alive(env)
+
+
+def test_huge_output_is_capped(docker_env):
+    env = docker_env(limits=Limits(output_bytes=1 << 20), max_episode_steps=10)
+    env.reset(seed=0)
+    obs, *_ = env.step(call("bash", command="head -c 50000000 /dev/zero | tr '\\0' a"))
+    assert len(obs) < 40_000 and "output limit reached" in obs
+    assert _alive(env)
+
+
+def test_sleep_is_killed_and_background_processes_do_not_survive(docker_env):
+    env = docker_env(limits=Limits(timeout_s=2), max_episode_steps=10)
+    env.reset(seed=0)
+    obs, _, _, _, info = env.step(call("bash", command="sleep 100017"))
+    assert info["timed_out"] and "timed out" in obs
+    env.step(call("bash", command="(setsid sleep 99917 &) ; nohup sleep 99918 >/dev/null 2>&1 &"
+                                  " echo bg"))
+    obs, *_ = env.step(call("bash", command="cat /proc/[0-9]*/cmdline | tr '\\0' ' '; echo"))
+    assert "sleep 999" not in obs and "sleep 100017" not in obs, obs
+    ps = subprocess.run(["ps", "-eo", "args"], check=False, capture_output=True,
+                        text=True).stdout
+    assert "sleep 99917" not in ps and "sleep 99918" not in ps and "sleep 100017" not in ps
+
+
+def test_nothing_left_after_close(docker_env):
+    before = {c["Id"] for c in _containers()}
+    env = docker_env()
+    env.reset(seed=0)
+    env.step(call("bash", command="sleep 3017 & echo started"))
+    sb = env.unwrapped._sandbox
+    paths = [sb.workspace.path, sb.workspace.path.parent]
+    assert _containers(name=sb.name)
+    env.step(call("submit"))
+    env.close()
+    env.close()
+    assert not _containers(name=sb.name)
+    mounts = Path("/proc/mounts").read_text()
+    for p in paths:
+        assert not p.exists() and str(p) not in mounts, p
+    procs = subprocess.run(["ps", "-eo", "args="], check=False, capture_output=True,
+                           text=True).stdout
+    assert "sleep 3017" not in procs
+    assert {c["Id"] for c in _containers()} <= before  # the grader's containers are gone too
+
+
+# -- backend plumbing ----------------------------------------------------------------------------
+def test_run_with_binds_exposes_folders_and_copies_rw_back(sandbox, tmp_path):
+    ro, rw = tmp_path / "ro", tmp_path / "rw"
+    ro.mkdir()
+    rw.mkdir()
+    (ro / "data.txt").write_text("from-the-host\n")
+    sb = sandbox()
+    res = sb.run_with_binds('cat "$RG_INPUT/data.txt"; echo x > "$RG_INPUT/new" || echo RO-OK; '
+                            'echo result > "$RG_OUT/r.xml"; mkdir "$RG_OUT/d"; echo y > '
+                            '"$RG_OUT/d/f"; ln -s /etc/passwd "$RG_OUT/link"',
+                            ro={"input": ro}, rw={"out": rw})
+    assert res.stdout.startswith("from-the-host\nRO-OK"), res
+    assert (rw / "r.xml").read_text() == "result\n" and (rw / "d" / "f").read_text() == "y\n"
+    assert not (rw / "link").exists() and not (ro / "new").exists()
+    later = sb.run('ls /run/repogym/ro /run/repogym/rw; echo "${RG_INPUT:-unset}"')
+    assert later.stdout.split() == ["/run/repogym/ro:", "/run/repogym/rw:", "unset"]
+
+
+def test_stdin_exit_codes_and_streams(sandbox):
+    sb = sandbox()
+    res = sb.run("cat; echo err >&2; exit 3", stdin=b"x" * 300_000)
+    assert (len(res.stdout), res.stderr, res.exit_code) == (300_000, "err\n", 3)
+    assert sb.run("kill -9 $$").exit_code == 137
+    sb.write_file("deep/dir/f.txt", "héllo\n")
+    assert sb.read_file("deep/dir/f.txt") == "héllo\n"
+    assert "+héllo" in sb.diff()
+    with pytest.raises(FileNotFoundError):
+        sb.read_file("missing.txt")
+
+
+def test_file_size_limit(sandbox):
+    sb = sandbox(file_size_mb=1)
+    res = sb.run("head -c 3000000 /dev/zero > big; echo rc=$?; stat -c %s big")
+    assert res.stdout.split() == ["rc=153", "1048576"], res  # 128 + SIGXFSZ, file capped
+
+
+def test_interrupt_kills_the_command_and_close_removes_the_container(sandbox):
+    sb = sandbox(timeout_s=60)
+    threading.Timer(1.5, _thread.interrupt_main).start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        sb.run("sleep 45; echo finished")
+    assert time.monotonic() - start < 40
+    assert "sleep 45" not in sb.run("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").stdout
+    sb.close()
+    assert not _containers(name=sb.name)
+
+
+def test_bad_image_is_a_clear_error(docker_engine, retry_task):
+    cache = TemplateCache()
+    try:
+        with pytest.raises(SandboxError, match="not found.*Fix"):
+            make_sandbox("docker", SandboxSpec(cache.get(retry_task.repo_dir)),
+                         image="repogym/no-such-image:0")
+    finally:
+        cache.close()
+    assert not [c for c in _containers() if c["Image"] == "repogym/no-such-image:0"]
+
+
+def test_gold_patch_grades_in_docker(docker_env, retry_task):
+    env = docker_env(sandbox_options={"image": "repogym/python:bookworm"})
+    env.reset(seed=0)
+    for action in apply_patch_actions(retry_task.solution_patch.read_text()):
+        env.step(action)
+    _, reward, terminated, _, info = env.step(call("submit"))
+    assert terminated and reward == 1.0 and info["resolved"] and not info["infra_error"]
+    assert set(info["tests"].values()) == {"passed"}
+
+
+_ORPHAN = """
+import os, sys, time
+from repogym.sandbox import SandboxSpec, make_sandbox
+from repogym.sandbox.workspace import TemplateCache
+from repogym.scenarios.registry import registered_tasks
+import repogym
+sb = make_sandbox("docker", SandboxSpec(TemplateCache().get(
+    registered_tasks()["retry-zero"].repo_dir)))
+print(sb.name, sb.workspace.path, flush=True)
+time.sleep(600)
+"""
+
+
+def test_gc_removes_containers_of_killed_processes(docker_engine, capsys):
+    proc = subprocess.Popen([sys.executable, "-c", _ORPHAN], stdout=subprocess.PIPE, text=True)
+    try:
+        name, ws = proc.stdout.readline().split()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert _containers(name=name) and Path(ws).exists()
+    assert cli_main(["gc"]) == 0
+    assert not _containers(name=name) and not Path(ws).exists()
+    assert "removed" in capsys.readouterr().out
