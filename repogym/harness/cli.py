@@ -21,6 +21,7 @@ SUBCOMMANDS: list[str] = [
     "repogym.harness.cmd_leaderboard",
     "repogym.harness.cmd_demo",
     "repogym.harness.cmd_train",
+    "repogym.harness.cmd_gc",
 ]
 
 
