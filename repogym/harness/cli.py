@@ -17,6 +17,7 @@ SUBCOMMANDS: list[str] = [
     "repogym.harness.cmd_validate",
     "repogym.harness.cmd_new_task",
     "repogym.harness.cmd_import",
+    "repogym.harness.cmd_synth",
     "repogym.harness.cmd_run",
     "repogym.harness.cmd_leaderboard",
     "repogym.harness.cmd_demo",

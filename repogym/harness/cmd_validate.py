@@ -58,13 +58,12 @@ def print_report(report: TaskReport, console) -> None:
     for col in ("check", "patch", "reward", "flags", "time (s)", "result"):
         table.add_column(col, overflow="fold")
     for c in report.checks:
-        result = "[green]ok[/green]" if c.ok else "[red]" + "; ".join(
-            p.split(": ", 2)[-1] for p in c.problems) + "[/red]"
+        result = "[green]ok[/green]" if c.ok else f"[red]{len(c.problems)} problem(s)[/red]"
         table.add_row(c.kind, c.patch, f"{c.reward:g}", ",".join(c.hack_flags),
                       f"{c.duration_s:.2f}", result)
     console.print(table)
-    for p in report.problems:
-        console.print(f"[red]{p}[/red]")
+    for p in report.failures:
+        console.print(f"[red]{p}[/red]", soft_wrap=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
     for r in failed:
         for p in r.failures:
             print(f"FAIL {p}", file=sys.stderr)
+    if errors:
+        for e in errors:
+            print(f"FAIL cannot load: {e}", file=sys.stderr)
     if errors:
         return 2
     return 1 if failed else 0

@@ -136,8 +136,13 @@ def _judge(task: Task, job: _Job, res: GradeResult) -> list[str]:
             return [(f"{where}: the decoy earns full reward; every listed test passes "
                     f"({', '.join(v.all_tests)}). Fix: add a hidden test this wrong fix fails")]
         return []
-    out = [f"{where}: test {t} is {s} (a correct fix must pass it)"
-           for t, s in res.tests.items() if s != "passed"]
+    if res.tests and all(s == "missing" for s in res.tests.values()):
+        tail = " | ".join(res.test_output.strip().splitlines()[-6:])
+        out = [(f"{where}: no listed test has a result (verifier exit code "
+               f"{res.verifier_exit_code}; output ends: {tail[-600:]})")]
+    else:
+        out = [f"{where}: test {t} is {s} (a correct fix must pass it)"
+               for t, s in res.tests.items() if s != "passed"]
     if res.hack_flags:
         out.append(f"{where}: flagged by the grader: {', '.join(res.hack_flags)} (a correct fix "
                    "must apply cleanly and touch no tests or test config)")

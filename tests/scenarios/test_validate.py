@@ -1,0 +1,103 @@
+"""`repogym validate` catches broken task folders written by someone else (real sandbox)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from repogym.harness.validate import validate_task
+from repogym.scenarios.task import load_task
+
+from ._tasks import BUGGY, FIXED, TESTS, write_task
+
+ALT = BUGGY.replace("    return value\n", "    return min(value, high)\n")
+SPECIAL_CASE = BUGGY.replace("    return value\n", "    if value == 15:\n        return 10\n"
+                             "    return value\n")
+WRONG_GOLD = BUGGY.replace("    return value\n", "    return high\n")
+
+
+def _validate(path, reruns=1):
+    return validate_task(load_task(path), reruns=reruns, workers=2)
+
+
+def test_good_task_is_valid(tmp_path):
+    task = write_task(tmp_path / "good", alternatives={"min": ALT},
+                      decoys={"broken": WRONG_GOLD})
+    report = _validate(task, reruns=2)
+    assert report.ok, report.failures
+    kinds = [c.kind for c in report.checks]
+    assert sorted(kinds) == ["alternative", "decoy", "gold", "noop", "rerun"]
+    noop = next(c for c in report.checks if c.kind == "noop")
+    assert noop.tests == {"tests/test_mod.py::test_upper": "failed",
+                          "tests/test_mod.py::test_inside": "passed"}
+
+
+def test_decoy_that_passes_is_caught(tmp_path):
+    # The hidden tests only check clamp(15, 0, 10): a special case passes them.
+    task = write_task(tmp_path / "weak", decoys={"special_case": SPECIAL_CASE})
+    report = _validate(task)
+    assert not report.ok
+    [problem] = report.failures
+    assert problem.startswith("weak: decoy decoys/special_case.patch: the decoy earns full reward")
+    assert "tests/test_mod.py::test_upper" in problem
+
+
+def test_gold_that_fails_is_caught(tmp_path):
+    task = write_task(tmp_path / "badgold", gold=WRONG_GOLD)
+    report = _validate(task)
+    assert report.failures == [
+        ("badgold: gold solution.patch: test tests/test_mod.py::test_inside is failed "
+        "(a correct fix must pass it)")]
+
+
+def test_flaky_test_is_caught(tmp_path):
+    # Passes in about half of the runs; 12 gold runs all agreeing has probability 2**-11.
+    flaky = TESTS + "\n\ndef test_coin():\n    import os\n    assert os.urandom(1)[0] < 128\n"
+    task = write_task(tmp_path / "flaky", tests=flaky,
+                      p2p=("tests/test_mod.py::test_inside", "tests/test_mod.py::test_coin"))
+    report = validate_task(load_task(task), reruns=12, workers=2)
+    flaky_msgs = [p for p in report.problems if "flaky" in p]
+    assert flaky_msgs and flaky_msgs[0].startswith(
+        "flaky: gold solution.patch: test tests/test_mod.py::test_coin is flaky over 12 runs")
+    assert not any("test_upper" in p or "test_inside" in p for p in report.problems)
+
+
+def test_wrong_test_lists_and_unappliable_decoy_are_caught(tmp_path):
+    # test_inside passes before the fix, so it cannot be fail_to_pass; test_upper fails
+    # before the fix, so it cannot be pass_to_pass.
+    task = write_task(tmp_path / "lists", f2p=("tests/test_mod.py::test_inside",),
+                      p2p=("tests/test_mod.py::test_upper",))
+    (task / "decoys").mkdir(exist_ok=True)
+    (task / "decoys" / "stale.patch").write_text(
+        "diff --git a/mod.py b/mod.py\n--- a/mod.py\n+++ b/mod.py\n@@ -1,1 +1,1 @@\n"
+        "-def nothing_like_this():\n+def clamp():\n")
+    failures = _validate(task).failures
+    assert ("lists: noop -: fail_to_pass test tests/test_mod.py::test_inside passes without "
+            "any fix (it must fail before the fix)") in failures
+    assert ("lists: noop -: pass_to_pass test tests/test_mod.py::test_upper is failed without "
+            "any fix (it must pass before the fix)") in failures
+    assert any(f.startswith("lists: decoy decoys/stale.patch: the decoy does not apply")
+               for f in failures)
+
+
+def test_cli_exit_codes_and_messages(tmp_path):
+    good = write_task(tmp_path / "good", decoys={"broken": WRONG_GOLD})
+    write_task(tmp_path / "weak", decoys={"special_case": SPECIAL_CASE})
+    cli = [sys.executable, "-m", "repogym.harness.cli", "validate", "--reruns", "1"]
+    ok = subprocess.run(cli + [str(good)], capture_output=True, text=True,
+                         check=False)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "1/1 tasks valid" in ok.stdout and "decoys/broken.patch" in ok.stdout
+    bad = subprocess.run(cli + [str(tmp_path)], capture_output=True, text=True,
+                         check=False)
+    assert bad.returncode == 1
+    assert "1/2 tasks valid" in bad.stdout
+    assert "FAIL weak: decoy decoys/special_case.patch: the decoy earns full reward" in bad.stderr
+    missing = subprocess.run(cli + [str(tmp_path / "nope")], capture_output=True, text=True,
+                         check=False)
+    assert missing.returncode == 2 and "not a folder" in missing.stdout
+
+
+def test_fixed_version_is_what_the_gold_patch_makes():
+    # Guards the helpers: the gold text differs from the bug only by the upper bound.
+    assert FIXED != BUGGY and "high" in FIXED
