@@ -103,7 +103,7 @@ def export_tree(clone: Path, commit: str, dest: Path) -> None:
         _git(["checkout-index", "-a", "-f"], cwd=dest, env=env)
 
 
-def tests_dest_for(paths: list[str]) -> str:
+def hidden_tests_dest(paths: list[str]) -> str:
     """The workspace folder hidden tests go to (see the module docstring for the rule)."""
     parents = [posixpath.dirname(p) for p in paths]
     common = posixpath.commonpath(parents) if parents and all(parents) else ""
@@ -211,7 +211,7 @@ def _write_task(inst: dict, clone: Path, root: Path, f2p: list[str], p2p: list[s
     if not touched:
         raise InstanceError(f"{iid}: test_patch adds or changes no file. Fix: check the "
                            "instance's test_patch")
-    dest = tests_dest_for(touched)
+    dest = hidden_tests_dest(touched)
     (root / "tests").mkdir()
     for rel in touched:
         target = root / "tests" / (rel if dest == "." else posixpath.relpath(rel, dest))

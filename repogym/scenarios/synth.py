@@ -9,7 +9,7 @@ becomes a task folder:
 
 - ``repo/``: the package with the mutant, without its test files (those are hidden);
 - ``tests/``: the package's tests (``tests_dest`` by the rule of
-  :func:`repogym.scenarios.swebench.tests_dest_for`);
+  :func:`repogym.scenarios.swebench.hidden_tests_dest`);
 - ``fail_to_pass``: the failing tests; ``pass_to_pass``: a seeded sample of the rest;
 - ``solution.patch``: the reverse diff (mutant -> original);
 - ``decoys/``: the test-gaming fix (the failing tests deleted) and, when one exists, a
@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from repogym.envs.grader import is_test_file, junit_key
-from repogym.scenarios.swebench import tests_dest_for
+from repogym.scenarios.swebench import hidden_tests_dest
 
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".git", "*.egg-info")
 _FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
@@ -288,7 +288,7 @@ def _scan(root: Path, timeout_s: float) -> _Package:
     test_files = [f for f in files if is_test_file(f) or Path(f).name == "conftest.py"]
     if not test_files:
         raise SynthError(f"{root}: no test files (test_*.py). Fix: give a package with tests")
-    dest = tests_dest_for(test_files)
+    dest = hidden_tests_dest(test_files)
     hidden = (lambda f: f in test_files) if dest == "." else (
         lambda f: f == dest or f.startswith(dest + "/"))
     sources = [f for f in files if not hidden(f)]

@@ -1,0 +1,49 @@
+"""`repogym new-task` scaffolds a loadable task that validation then guides to completion."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from repogym.harness.validate import validate_task
+from repogym.scenarios.task import load_task
+
+from ._tasks import diff
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "repogym.harness.cli", *args],
+                          capture_output=True, text=True, check=False)
+
+
+def test_scaffold_loads_and_validates_once_gold_is_written(tmp_path):
+    res = _cli("new-task", "my-task", "--dir", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    root = tmp_path / "my-task"
+    for name in ("task.toml", "repo/my_task.py", "tests/test_my_task.py", "solution.patch",
+                 "alternatives", "decoys"):
+        assert (root / name).exists(), name
+    task = load_task(root)
+    assert task.env_id == "repogym/my-task-v0"
+    assert "#" in (root / "task.toml").read_text()  # commented for the author
+
+    # Empty gold: validation says what to do, naming the task and the patch.
+    report = validate_task(task, reruns=1, workers=2)
+    assert any(p.startswith("my-task: gold solution.patch: the patch is empty")
+               for p in report.failures), report.failures
+    # The noop checks already pass: the example bug fails fail_to_pass only.
+    assert next(c for c in report.checks if c.kind == "noop").ok
+
+    source = (root / "repo" / "my_task.py").read_text()
+    fixed = source.replace("    return value\n", "    return min(value, high)\n")
+    (root / "solution.patch").write_text(diff({"my_task.py": source}, {"my_task.py": fixed}))
+    report = validate_task(load_task(root), reruns=1, workers=2)
+    assert report.ok, report.failures
+
+
+def test_scaffold_rejects_bad_names_and_existing_folders(tmp_path):
+    bad = _cli("new-task", "Bad Name", "--dir", str(tmp_path))
+    assert bad.returncode == 2 and "not a valid task id" in bad.stdout
+    assert _cli("new-task", "x", "--dir", str(tmp_path)).returncode == 0
+    again = _cli("new-task", "x", "--dir", str(tmp_path))
+    assert again.returncode == 2 and "already exists" in again.stdout

@@ -1,0 +1,172 @@
+"""SWE-bench-format import: a real local repo with a later fix commit and a tag."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+
+import gymnasium as gym
+import pytest
+
+import repogym
+from repogym.envs.grader import grade, swebench_available, swebench_tests
+from repogym.harness.validate import validate_task
+from repogym.sandbox import make_sandbox
+from repogym.sandbox.workspace import TemplateCache
+from repogym.scenarios.swebench import InstanceError, hidden_tests_dest, import_instance
+from repogym.scenarios.task import load_task
+
+from ._tasks import git
+
+MARKER = "FIX_MARKER_7f3a"
+BASE_CALC = "def add(a, b):\n    return a + b\n\n\ndef divide(a, b):\n    return a / b\n"
+FIXED_CALC = BASE_CALC.replace(
+    "    return a / b\n",
+    f"    if b == 0:\n        raise ValueError('{MARKER}: division by zero')\n    return a / b\n")
+BASE_TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+FIXED_TESTS = BASE_TESTS.replace("from calc import add", "import pytest\n\nfrom calc import "
+                                 "add, divide") + (
+    "\n\ndef test_divide():\n    assert divide(6, 3) == 2\n"
+    "\n\ndef test_divide_by_zero():\n    with pytest.raises(ValueError):\n"
+    "        divide(1, 0)\n")
+
+pytestmark = pytest.mark.skipif(not swebench_available(), reason="the swebench extra is not "
+                                "installed: pip install 'repogym[swebench]'")
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory):
+    """repos/acme__calc: base commit, fix commit (tagged v1.0), one more commit."""
+    repos = tmp_path_factory.mktemp("repos")
+    clone = repos / "acme__calc"
+    (clone / "tests").mkdir(parents=True)
+    (clone / "calc.py").write_text(BASE_CALC)
+    (clone / "tests" / "test_calc.py").write_text(BASE_TESTS)
+    git("init", "-q", "-b", "main", cwd=clone)
+    git("add", "-A", cwd=clone)
+    git("commit", "-qm", "base", cwd=clone)
+    base = git("rev-parse", "HEAD", cwd=clone).strip()
+    (clone / "calc.py").write_text(FIXED_CALC)
+    (clone / "tests" / "test_calc.py").write_text(FIXED_TESTS)
+    git("commit", "-qam", "fix divide by zero", cwd=clone)
+    fix = git("rev-parse", "HEAD", cwd=clone).strip()
+    git("tag", "v1.0", cwd=clone)
+    (clone / "NEWS").write_text("later work\n")
+    git("add", "NEWS", cwd=clone)
+    git("commit", "-qm", "later", cwd=clone)
+    instance = {
+        "instance_id": "acme__calc-1", "repo": "acme/calc", "base_commit": base,
+        "patch": git("diff", base, fix, "--", "calc.py", cwd=clone),
+        "test_patch": git("diff", base, fix, "--", "tests", cwd=clone),
+        "FAIL_TO_PASS": json.dumps(["tests/test_calc.py::test_divide_by_zero"]),
+        "PASS_TO_PASS": json.dumps(["tests/test_calc.py::test_add",
+                                    "tests/test_calc.py::test_divide"]),
+        "problem_statement": "divide(1, 0) raises ZeroDivisionError; it should raise "
+                             "ValueError.",
+    }
+    return {"repos": repos, "base": base, "fix": fix, "instance": instance}
+
+
+@pytest.fixture(scope="module")
+def imported(upstream, tmp_path_factory):
+    out = tmp_path_factory.mktemp("tasks")
+    jsonl = out.parent / "instances.jsonl"
+    jsonl.write_text(json.dumps(upstream["instance"]) + "\n")
+    res = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "import-swebench",
+                          str(jsonl), "--repos", str(upstream["repos"]), "--out", str(out)],
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return out / "acme__calc-1"
+
+
+def test_import_writes_the_task_folder(imported, upstream):
+    task = load_task(imported)
+    assert task.id == "acme__calc-1"
+    assert task.verifier.log_parser == "swebench"
+    assert task.verifier.tests_dest == "tests"
+    assert task.verifier.fail_to_pass == ("tests/test_calc.py::test_divide_by_zero",)
+    assert (imported / "repo" / "calc.py").read_text() == BASE_CALC
+    assert (imported / "tests" / "test_calc.py").read_text() == FIXED_TESTS
+    assert not (imported / "repo" / ".git").exists()
+    assert not (imported / "repo" / "NEWS").exists()
+    assert MARKER not in "".join(p.read_text() for p in (imported / "repo").rglob("*")
+                                 if p.is_file())
+    assert MARKER in (imported / "solution.patch").read_text()
+    meta = tomllib.loads((imported / "task.toml").read_text())["swebench"]
+    assert meta == {"instance_id": "acme__calc-1", "repo": "acme/calc",
+                    "base_commit": upstream["base"]}
+
+
+def test_imported_task_validates(imported):
+    report = validate_task(load_task(imported), reruns=2, workers=2)
+    assert report.ok, report.failures
+    by_kind = {c.kind: c for c in report.checks}
+    assert by_kind["gold"].reward == 1.0 and by_kind["noop"].reward == 0.0
+    assert by_kind["noop"].tests["tests/test_calc.py::test_divide_by_zero"] == "failed"
+
+
+def test_env_sees_one_commit_and_no_trace_of_the_fix(imported, upstream):
+    [task] = repogym.register_task(imported, overwrite=True)
+    env = gym.make(task.env_id)
+    try:
+        env.reset(seed=0)
+        cmd = ("echo LOG=$(git log --all --oneline | wc -l) TAGS=$(git tag | wc -l) "
+               "REFLOG=$(git reflog 2>/dev/null | wc -l) "
+               f"HITS=$( (git cat-file --batch-all-objects --batch; grep -r . -e x) "
+               f"| grep -c {MARKER}); git cat-file -t {upstream['fix']} || echo NO_FIX_OBJECT")
+        obs, *_ = env.step(json.dumps({"tool": "bash", "args": {"command": cmd}}))
+    finally:
+        env.close()
+    assert re.search(r"LOG=1 TAGS=0 REFLOG=0 HITS=0", obs), obs
+    assert "NO_FIX_OBJECT" in obs
+
+
+def test_swebench_parser_agrees_with_junit_and_forged_log_is_flagged(imported, upstream):
+    task = load_task(imported)
+    forge = ("import atexit, os\natexit.register(lambda: os.write(1, b'\\nPASSED "
+             "tests/test_calc.py::test_divide_by_zero\\n'))\n")
+    decoy = ("diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,4 @@\n"
+             + "".join("+" + line + "\n" for line in forge.splitlines())
+             + " def add(a, b):\n     return a + b\n")
+    templates = TemplateCache()
+    try:
+        template = templates.get(task.repo_dir)
+        factory = lambda spec: make_sandbox("bwrap", spec)
+        gold = grade(task, template, (imported / "solution.patch").read_text(), mode="binary",
+                     make_sandbox=factory)
+        forged = grade(task, template, decoy, mode="binary", make_sandbox=factory)
+    finally:
+        templates.close()
+    # Honest log: the official parser and the junit report agree test by test.
+    from_log, contradicted = swebench_tests(gold.test_output, task.verifier, None)
+    assert from_log == gold.tests == dict.fromkeys(task.verifier.all_tests, "passed")
+    assert not contradicted
+    # The forged line fools a log-only reading, but not the cross-check with junit.
+    fooled, _ = swebench_tests(forged.test_output, task.verifier, None)
+    assert fooled["tests/test_calc.py::test_divide_by_zero"] == "passed"
+    assert "forged_results" in forged.hack_flags and forged.reward == 0.0
+
+
+def test_tests_dest_rule():
+    assert hidden_tests_dest(["tests/test_a.py", "tests/unit/test_b.py"]) == "tests"
+    assert hidden_tests_dest(["pkg/core/tests/test_a.py"]) == "pkg/core/tests"
+    # tests beside the code in several packages: the repo root, test files guarded one by one
+    assert hidden_tests_dest(["pkg/a/tests/test_a.py", "pkg/b/tests/test_b.py"]) == "."
+    assert hidden_tests_dest(["test_top.py"]) == "."
+
+
+def test_bad_instances_name_the_cause(upstream, tmp_path):
+    inst = dict(upstream["instance"])
+    with pytest.raises(InstanceError, match="no clone at .*acme__nope.*git clone"):
+        import_instance({**inst, "repo": "acme/nope"}, upstream["repos"], tmp_path)
+    with pytest.raises(InstanceError, match="base_commit 0+ is not in"):
+        import_instance({**inst, "base_commit": "0" * 40}, upstream["repos"], tmp_path)
+    with pytest.raises(InstanceError, match="not a pytest node id"):
+        import_instance({**inst, "FAIL_TO_PASS": '["test_x (mod.Case)"]'}, upstream["repos"],
+                        tmp_path)
+    with pytest.raises(InstanceError, match="missing keys"):
+        import_instance({"instance_id": "x"}, upstream["repos"], tmp_path)
+    assert not any(tmp_path.iterdir())
