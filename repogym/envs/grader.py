@@ -311,9 +311,10 @@ def swebench_tests(log: str, verifier: Verifier,
             tests[t] = "passed"
             truncated_id = t.count("[") > t.count("]")  # SWE-bench's prefix-matched ids
             j = junit.get(t, "missing") if junit is not None else None
-            xfail = status_map.get(t) == "XFAIL"  # junit reports an xfail as skipped
+            # junit reports xfail and skip as skipped; only a claimed PASSED contradicts it
+            claimed = status_map.get(t) == "PASSED"
             if j in ("failed", "error") or (j == "missing" and not truncated_id) or (
-                    j == "skipped" and not xfail):
+                    j == "skipped" and claimed):
                 contradicted = True
         else:
             tests[t] = names.get(status_map.get(t, ""), "missing")
