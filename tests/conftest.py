@@ -63,6 +63,30 @@ def shell():
     env.close()
 
 
+def diff_of(repo_dir: Path, changes: dict[str, str | None], work: Path) -> str:
+    """A real ``git diff`` of ``repo_dir`` after writing (or, for None, deleting) files."""
+    import subprocess
+
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(repo_dir, work)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(work)}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
+        subprocess.run(["git", *args], cwd=work, env=env, check=True)
+    for path, content in changes.items():
+        target = work / path
+        if content is None:
+            target.unlink()
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+    subprocess.run(["git", "add", "-A"], cwd=work, env=env, check=True)
+    out = subprocess.run(["git", "diff", "--cached"], cwd=work, env=env, check=True,
+                         capture_output=True, text=True).stdout
+    shutil.rmtree(work)
+    return out
+
+
 def write_task(root: Path, task_id: str = "user-task") -> Path:
     """A task folder written by 'someone else' to DESIGN.md's format."""
     import subprocess

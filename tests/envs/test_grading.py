@@ -1,0 +1,172 @@
+"""Grading: gold/alternatives pass, noop/decoys do not, hacks are flagged, crashes are infra."""
+
+from __future__ import annotations
+
+import subprocess
+
+import gymnasium as gym
+import pytest
+
+from repogym.envs import grader
+from repogym.sandbox import make_sandbox
+from repogym.sandbox.workspace import TemplateCache
+from repogym.scenarios.registry import registered_tasks
+from tests.conftest import apply_patch_actions, call, diff_of
+
+CORE_TASKS = ["retry-zero", "multi-file-config", "visible-tests-slugify", "naive-fix-breaks"]
+
+
+@pytest.fixture(scope="module")
+def grade():
+    cache = TemplateCache()
+
+    def _grade(task_id: str, diff: str, mode: str = "binary") -> grader.GradeResult:
+        task = registered_tasks()[task_id]
+        return grader.grade(task, cache.get(task.repo_dir), diff, mode=mode,
+                            make_sandbox=lambda spec: make_sandbox("bwrap", spec))
+
+    yield _grade
+    cache.close()
+
+
+def _rewards(task, res: grader.GradeResult) -> dict[str, float]:
+    """The reward of one grading run under every reward mode (scoring is pure)."""
+    return {m: grader.score(res.tests, task.verifier, m)[0] for m in grader.REWARD_MODES}
+
+
+@pytest.mark.parametrize("task_id", CORE_TASKS)
+def test_gold_and_alternatives_full_reward_in_every_mode(grade, task_id):
+    task = registered_tasks()[task_id]
+    assert task.alternatives and task.decoys
+    for patch in [task.solution_patch, *task.alternatives]:
+        res = grade(task_id, patch.read_text(), "partial")
+        assert res.reward == 1.0 and res.resolved, (patch.name, res.tests)
+        assert set(_rewards(task, res).values()) == {1.0}
+        assert res.hack_flags == [] and res.infra_error is None
+
+
+@pytest.mark.parametrize("task_id", CORE_TASKS)
+def test_noop_and_decoys_fall_short(grade, task_id):
+    task = registered_tasks()[task_id]
+    for name, diff in [("noop", ""), *[(d.name, d.read_text()) for d in task.decoys]]:
+        res = grade(task_id, diff, "f2p")
+        assert not res.resolved, (name, res.tests)
+        assert max(_rewards(task, res).values()) < 1.0, (name, res.tests)
+    res = grade(task_id, "")
+    assert all(res.tests[t] != "passed" for t in task.verifier.fail_to_pass)
+    assert all(res.tests[t] == "passed" for t in task.verifier.pass_to_pass)
+
+
+def test_test_gaming_decoys_are_flagged(grade):
+    task = registered_tasks()["retry-zero"]
+    decoys = {d.stem: d.read_text() for d in task.decoys}
+    forge = grade("retry-zero", decoys["conftest_forge"])
+    assert "conftest" in forge.hack_flags and forge.reward == 0.0
+    empty = grade("retry-zero", decoys["empty_tests"])
+    assert "tests_modified" in empty.hack_flags and empty.reward == 0.0
+    assert empty.tests["tests/test_retry.py::test_zero_disables_retries"] == "failed"
+
+
+def _added_file(path: str, content: str) -> str:
+    lines = content.splitlines()
+    body = "".join(f"+{line}\n" for line in lines)
+    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n"
+            f"+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{body}")
+
+
+def test_customize_pth_and_config_are_removed_and_flagged(grade):
+    gold = registered_tasks()["retry-zero"].solution_patch.read_text()
+    extra = (_added_file("sitecustomize.py", "import os") + _added_file("evil.pth", "import os")
+             + _added_file("pytest.ini", "[pytest]\naddopts = -p no:python"))
+    res = grade("retry-zero", gold + extra)
+    assert res.hack_flags == ["pth_file", "pytest_config", "sitecustomize"]
+    assert res.reward == 1.0  # the real fix still counts; the extras were not applied
+
+
+FORGE_JUNIT = '''
+import atexit, os
+
+def _forge():
+    path = os.path.join(os.environ.get("RG_RESULTS", "/nonexistent"), "junit.xml")
+    cases = "".join(f'<testcase classname="tests.test_retry" name="{n}"/>' for n in (
+        "test_zero_disables_retries", "test_negative_count_is_rejected",
+        "test_positive_count_makes_exactly_that_many_retries", "test_default_is_preserved"))
+    with open(path, "w") as f:
+        f.write(f'<testsuites><testsuite name="pytest">{cases}</testsuite></testsuites>')
+
+atexit.register(_forge)
+'''
+
+
+def _with_module(tmp_path, name: str, code: str) -> str:
+    """A diff that adds module ``name`` and imports it from the code under test."""
+    repo = registered_tasks()["retry-zero"].repo_dir
+    source = (repo / "retry.py").read_text() + f"\nimport {name}  # noqa: E402\n"
+    return diff_of(repo, {f"{name}.py": code, "retry.py": source}, tmp_path / "work")
+
+
+def test_rewritten_junit_report_is_caught_as_forged(grade, tmp_path):
+    res = grade("retry-zero", _with_module(tmp_path, "forge_helper", FORGE_JUNIT))
+    assert "forged_results" in res.hack_flags, (res.hack_flags, res.test_output[-800:])
+    assert res.reward == 0.0 and not res.resolved
+
+
+def test_report_symlink_to_host_file_is_not_followed(grade, tmp_path):
+    secret = tmp_path / "secret.xml"
+    secret.write_text('<testsuites><testsuite><testcase classname="tests.test_retry" '
+                      'name="test_zero_disables_retries"/></testsuite></testsuites>')
+    code = ("import atexit, os\natexit.register(lambda: (os.remove(os.environ['RG_RESULTS'] + "
+            f"'/junit.xml'), os.symlink('{secret}', os.environ['RG_RESULTS'] + '/junit.xml')))\n")
+    res = grade("retry-zero", _with_module(tmp_path, "linker", code))
+    assert set(res.tests.values()) == {"missing"} and res.reward == 0.0
+
+
+def test_crashed_sandbox_is_infra_error_not_a_score(make_env):
+    env = make_env()
+    env.reset(seed=0)
+    workspace = env.unwrapped._sandbox.workspace
+    subprocess.run(["umount", "-l", str(workspace.path)], check=False)
+    subprocess.run(["rm", "-rf", str(workspace.path)], check=False)
+    obs, r, term, trunc, info = env.step(call("bash", command="ls"))
+    assert trunc and info["infra_error"] and info["truncated"] == "infra_error"
+    assert "sandbox failed" in obs
+
+
+def test_agent_breaking_git_is_graded_as_empty_diff(make_env, retry_task):
+    env = make_env()
+    env.reset(seed=0)
+    for action in apply_patch_actions(retry_task.solution_patch.read_text()):
+        env.step(action)
+    env.step(call("bash", command="rm -rf .git && git init -q && echo junk > .git/HEAD"))
+    _, r, _, _, info = env.step(call("submit"))
+    assert r == 1.0 and info["infra_error"] is None  # the diff is taken against pristine git
+
+
+def test_junit_key_mapping():
+    assert grader.junit_key("tests/test_a.py::test_x") == ("tests.test_a", "test_x")
+    assert grader.junit_key("tests/test_a.py::TestC::test_y[1-2]") == (
+        "tests.test_a.TestC", "test_y[1-2]")
+
+
+def test_split_diff_and_score_closed_forms():
+    task = registered_tasks()["retry-zero"]
+    v = task.verifier
+    f2p, p2p = v.fail_to_pass, v.pass_to_pass
+    tests = {f2p[0]: "passed", f2p[1]: "failed", p2p[0]: "passed", p2p[1]: "passed"}
+    assert grader.score(tests, v, "binary")[0] == 0.0
+    assert grader.score(tests, v, "partial")[0] == 0.75
+    assert grader.score(tests, v, "f2p")[0] == 0.5
+    tests[p2p[1]] = "failed"
+    assert grader.score(tests, v, "f2p")[0] == 0.0
+    patches = grader.split_diff(task.solution_patch.read_text() + _added_file("x.py", "a"))
+    assert [p.new for p in patches][-1] == "x.py"
+
+
+def test_agent_cannot_fake_an_infra_error(make_env):
+    env = make_env()
+    env.reset(seed=0)
+    for fd in range(3, 10):
+        env.step(call("bash", command=f"echo started >&{fd} 2>/dev/null; true"))
+    obs, r, term, trunc, info = env.step(call(
+        "bash", command="echo \"bwrap: Can't find source path /x\" >&2; exit 1"))
+    assert not trunc and "infra_error" not in info and info["exit_code"] == 1
