@@ -1,7 +1,6 @@
 """Hidden verifier tests for format_duration()."""
 
 import pytest
-
 from durations import format_duration, parse_duration
 
 

@@ -1,7 +1,6 @@
 """Hidden verifier tests for LRUCache and memoize."""
 
 import pytest
-
 from lru import LRUCache, memoize
 
 

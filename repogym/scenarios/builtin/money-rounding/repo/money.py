@@ -8,10 +8,10 @@ and it happens once, on the exact result, never on intermediate values.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from decimal import Decimal
-from typing import Iterable, Union
 
-Amount = Union[str, int, Decimal]
+Amount = str | int | Decimal
 
 
 def _number(value: Amount) -> float:

@@ -3,7 +3,6 @@
 from decimal import Decimal
 
 import pytest
-
 from money import apply_tax, round_amount, total
 
 

@@ -3,7 +3,6 @@
 import copy
 
 import pytest
-
 from confkit import ConfigError, load
 
 DEFAULTS = {

@@ -27,7 +27,7 @@ def test_summarize_with_missing_data():
 
 def test_average_of_numbers():
     assert average([1, 2, 3]) == 2.0
-    assert average((x for x in (2, 4, 9))) == 5.0
+    assert average(x for x in (2, 4, 9)) == 5.0
     assert average([0, 0], default=None) == 0.0
     assert average([-2.5]) == -2.5
 

@@ -1,7 +1,6 @@
 """Hidden verifier tests for Paginator."""
 
 import pytest
-
 from paginate import Paginator
 
 

@@ -3,7 +3,6 @@
 from datetime import date
 
 import pytest
-
 from windows import date_range, inclusive_range
 
 

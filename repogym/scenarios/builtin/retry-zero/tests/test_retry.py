@@ -1,7 +1,6 @@
 """Hidden verifier tests for retry()."""
 
 import pytest
-
 from retry import retry
 
 

@@ -1,7 +1,6 @@
 """Hidden verifier tests for Tokenizer."""
 
 import pytest
-
 from tokenizer import TokenizeError, Tokenizer
 
 

@@ -8,7 +8,7 @@ small regular expression so the accepted format is exactly what is documented he
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 _TIMESTAMP = re.compile(
     r"^(?P<date>\d{4}-\d{2}-\d{2})[T ](?P<time>\d{2}:\d{2}:\d{2})(?P<fraction>\.\d{1,6})?"
@@ -36,9 +36,9 @@ def parse_timestamp(text: str) -> datetime:
     offset = match["offset"]
     sign = 1 if offset[0] == "+" else -1
     hours = int(offset[1:3])
-    return (local + sign * timedelta(hours=hours)).replace(tzinfo=timezone.utc)
+    return (local + sign * timedelta(hours=hours)).replace(tzinfo=UTC)
 
 
 def to_iso_utc(moment: datetime) -> str:
     """Format an aware datetime as ``YYYY-MM-DDTHH:MM:SSZ`` in UTC (fractions dropped)."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,12 +1,9 @@
 """Hidden verifier tests for parse_timestamp()."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-
 from timestamps import parse_timestamp, to_iso_utc
-
-UTC = timezone.utc
 
 
 def test_positive_offset_is_subtracted():
