@@ -22,6 +22,7 @@ SUBCOMMANDS: list[str] = [
     "repogym.harness.cmd_leaderboard",
     "repogym.harness.cmd_demo",
     "repogym.harness.cmd_train",
+    "repogym.harness.cmd_plot",
     "repogym.harness.cmd_gc",
 ]
 

@@ -20,6 +20,12 @@ from typing import Any, TypeVar
 #: Algorithm name -> "module:main". Add a trainer by adding a line.
 ALGOS: dict[str, str] = {
     "sb3-ppo": "repogym.agents.sb3_ppo:main",
+    "ppo": "repogym.agents.train_cli:ppo",
+    "grpo": "repogym.agents.train_cli:grpo",
+    "gspo": "repogym.agents.train_cli:gspo",
+    "dapo": "repogym.agents.train_cli:dapo",
+    "cispo": "repogym.agents.train_cli:cispo",
+    "dr_grpo": "repogym.agents.train_cli:dr_grpo",
 }
 
 C = TypeVar("C")
