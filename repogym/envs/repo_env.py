@@ -221,7 +221,8 @@ class RepoEnv(gym.Env[str, str]):
         return self.task
 
     def _budget(self) -> int:
-        return min(b for b in (self.max_steps or self.task.max_steps, self._outer_limit) if b)
+        limits = [b for b in (self.max_steps, self._outer_limit) if b]
+        return min(limits) if limits else self.task.max_steps
 
     def _find_outer_limit(self) -> int | None:
         """The step limit of a TimeLimit wrapping this env, if ``reset`` came through one.

@@ -1,0 +1,141 @@
+"""Median reset / step / grade latency: bwrap, docker, process backends vs a plain subprocess.
+
+Usage: python bench/env_latency.py [--n 20] [--task retry-zero] [--backends bwrap,docker,process]
+
+The docker column starts the private dockerd and builds its image if needed (see
+repogym/sandbox/docker_setup.py, root only) and is left out, with the reason, otherwise.
+
+Prints one table with medians (ms) and ratios to the plain-subprocess baseline. Targets:
+reset <= 50 ms; bwrap step overhead <= 25 ms over a plain subprocess; grading <= 1.5x plain
+pytest on the same tests. Machines here are shared and noisy: read medians and ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import gymnasium as gym
+
+import repogym
+from repogym.scenarios.registry import registered_tasks
+
+STEP_COMMANDS = {"step `true`": "true", "step `python3 -c pass`": "python3 -c pass"}
+
+
+def median_ms(fn: Callable[[], object], n: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+def bash(command: str) -> str:
+    return json.dumps({"tool": "bash", "args": {"command": command}})
+
+
+def measure_backend(task: repogym.Task, backend: str, n: int) -> dict[str, float]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = gym.make(task.env_id, sandbox=backend, max_episode_steps=10**6)
+    try:
+        row = {"reset": median_ms(lambda: env.reset(seed=0), n)}
+        for name, cmd in STEP_COMMANDS.items():
+            row[name] = median_ms(lambda c=cmd: env.step(bash(c)), n)
+        gold = task.solution_patch.read_text()
+        inner = env.unwrapped
+
+        def grade() -> None:
+            repogym.envs.grader.grade(task, inner._template, gold, mode="binary",
+                                      make_sandbox=inner._make_sandbox)
+
+        row["grade (gold)"] = median_ms(grade, max(3, n // 4))
+        return row
+    finally:
+        env.close()
+
+
+def measure_plain(task: repogym.Task, n: int) -> dict[str, float]:
+    """The baseline: copy the repo, run commands and pytest as plain host subprocesses."""
+    root = Path(tempfile.mkdtemp(prefix="bench-plain-"))
+    try:
+        work = root / "w"
+
+        def reset() -> None:
+            shutil.rmtree(work, ignore_errors=True)
+            shutil.copytree(task.repo_dir, work)
+
+        row = {"reset": median_ms(reset, n)}
+        for name, cmd in STEP_COMMANDS.items():
+            host_cmd = cmd.replace("python3", sys.executable)  # not a pyenv shim
+            row[name] = median_ms(
+                lambda c=host_cmd: subprocess.run(["bash", "-c", c], cwd=work), n)
+        subprocess.run(["git", "apply", str(task.solution_patch)], cwd=work, check=True)
+        shutil.copytree(task.tests_dir, work / task.verifier.tests_dest, dirs_exist_ok=True)
+        cmd = task.verifier.command.replace("python ", f"{sys.executable} ", 1) + " -rA"
+        row["grade (gold)"] = median_ms(
+            lambda: subprocess.run(cmd, shell=True, cwd=work, capture_output=True),
+            max(3, n // 4))
+        return row
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def docker_ready() -> bool | None:
+    """Start an engine and build the image if needed: True if started here, None if none."""
+    try:
+        from repogym.sandbox import docker_setup
+
+        return docker_setup.ensure().started
+    except Exception as e:  # noqa: BLE001 - report why the column is missing, then go on
+        print(f"docker column left out: {e}", file=sys.stderr)
+        return None
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=20, help="repetitions per measurement")
+    p.add_argument("--task", default="retry-zero")
+    p.add_argument("--backends", default="bwrap,docker,process")
+    args = p.parse_args()
+    task = registered_tasks()[args.task]
+    columns = {"plain subprocess": measure_plain(task, args.n)}
+    for backend in args.backends.split(","):
+        if backend == "docker":
+            started = docker_ready()
+            if started is None:
+                continue
+        columns[backend] = measure_backend(task, backend, args.n)
+        if backend == "docker" and started:
+            from repogym.sandbox import docker_setup
+
+            docker_setup.stop_daemon()
+    base = columns["plain subprocess"]
+    names = list(base)
+    print(f"task {task.id}, n={args.n}, medians in ms (ratio to plain subprocess)")
+    print(f"{'':26}" + "".join(f"{c:>24}" for c in columns))
+    for name in names:
+        cells = "".join(f"{col[name]:>12.1f} ({col[name] / base[name]:5.2f}x)"
+                        for col in columns.values())
+        print(f"{name:26}{cells}")
+    for backend in columns:
+        if backend != "plain subprocess":
+            over = columns[backend]["step `true`"] - base["step `true`"]
+            print(f"{backend}: step overhead over plain = {over:.1f} ms; "
+                  f"grade / plain pytest = {columns[backend]['grade (gold)'] / base['grade (gold)']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
