@@ -81,12 +81,12 @@ def measure_plain(task: repogym.Task, n: int) -> dict[str, float]:
         for name, cmd in STEP_COMMANDS.items():
             host_cmd = cmd.replace("python3", sys.executable)  # not a pyenv shim
             row[name] = median_ms(
-                lambda c=host_cmd: subprocess.run(["bash", "-c", c], cwd=work), n)
+                lambda c=host_cmd: subprocess.run(["bash", "-c", c], cwd=work, check=False), n)
         subprocess.run(["git", "apply", str(task.solution_patch)], cwd=work, check=True)
         shutil.copytree(task.tests_dir, work / task.verifier.tests_dest, dirs_exist_ok=True)
         cmd = task.verifier.command.replace("python ", f"{sys.executable} ", 1) + " -rA"
         row["grade (gold)"] = median_ms(
-            lambda: subprocess.run(cmd, shell=True, cwd=work, capture_output=True),
+            lambda: subprocess.run(cmd, shell=True, cwd=work, capture_output=True, check=False),
             max(3, n // 4))
         return row
     finally:

@@ -126,7 +126,7 @@ def filter_diff(diff: str, verifier: Verifier) -> tuple[str, list[str]]:
 def junit_key(node_id: str) -> tuple[str, str]:
     """(classname, name) that pytest's junit XML uses for a node id."""
     parts = node_id.split("::")
-    path = parts[0][:-3] if parts[0].endswith(".py") else parts[0]
+    path = parts[0].removesuffix(".py")
     classname = ".".join([path.replace("/", ".")] + parts[1:-1])
     return classname, parts[-1]
 

@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import copy
+import multiprocessing as mp
 import string
 import sys
-from collections.abc import MutableMapping, Sequence
 import time
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, SupportsFloat
-
-import multiprocessing as mp
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from gymnasium.wrappers import TimeLimit
 from gymnasium.vector.utils import (
     create_shared_memory,
     read_from_shared_memory,
     write_to_shared_memory,
 )
+from gymnasium.wrappers import TimeLimit
 
 from repogym.envs import grader
 from repogym.envs.actions import TOOL_HELP, ActionError, ToolCall, error_observation, parse_action
@@ -55,7 +54,7 @@ class TextSpace(spaces.Text):
     def __repr__(self) -> str:
         return f"TextSpace(max_length={self.max_length})"
 
-    def __eq__(self, other: Any) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, TextSpace) and other.max_length == self.max_length
 
 
@@ -173,7 +172,7 @@ class RepoEnv(gym.Env[str, str]):
     * v0: initial release.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012 (Gymnasium convention)
 
     def __init__(
         self,

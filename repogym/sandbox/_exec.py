@@ -51,7 +51,7 @@ def run_process(
     proc = subprocess.Popen(
         argv, env=env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, start_new_session=True, pass_fds=pass_fds,
-        preexec_fn=preexec_fn, close_fds=True,
+        preexec_fn=preexec_fn, close_fds=True,  # noqa: PLW1509 (only os.write + setrlimit)
     )
     bufs: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
     pending = memoryview(stdin or b"")

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Self
 
 from repogym.sandbox._exec import run_process
 from repogym.sandbox.base import WORKSPACE, ExecResult, SandboxError, SandboxSpec
@@ -189,7 +190,7 @@ class BwrapSandbox(ShellSandbox):
         finally:
             self.workspace.close()
 
-    def __enter__(self) -> BwrapSandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

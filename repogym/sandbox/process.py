@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
+from typing import Self
 
 from repogym.sandbox._exec import run_process
 from repogym.sandbox.base import ExecResult, SandboxError, SandboxSpec
@@ -62,7 +63,7 @@ class ProcessSandbox(ShellSandbox):
             self._closed = True
             self.workspace.close()
 
-    def __enter__(self) -> ProcessSandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

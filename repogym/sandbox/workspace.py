@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
+from typing import Self
 
 SANDBOX_UID = 65534
 TEMPLATE_PREFIX = "repogym-tpl-"
@@ -178,7 +179,7 @@ class Workspace:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None  # type: ignore[assignment]
 
-    def __enter__(self) -> Workspace:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

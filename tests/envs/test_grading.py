@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 
-import gymnasium as gym
 import pytest
 
 from repogym.envs import grader
@@ -127,7 +126,7 @@ def test_crashed_sandbox_is_infra_error_not_a_score(make_env):
     workspace = env.unwrapped._sandbox.workspace
     subprocess.run(["umount", "-l", str(workspace.path)], check=False)
     subprocess.run(["rm", "-rf", str(workspace.path)], check=False)
-    obs, r, term, trunc, info = env.step(call("bash", command="ls"))
+    obs, _r, _term, trunc, info = env.step(call("bash", command="ls"))
     assert trunc and info["infra_error"] and info["truncated"] == "infra_error"
     assert "sandbox failed" in obs
 
@@ -167,6 +166,6 @@ def test_agent_cannot_fake_an_infra_error(make_env):
     env.reset(seed=0)
     for fd in range(3, 10):
         env.step(call("bash", command=f"echo started >&{fd} 2>/dev/null; true"))
-    obs, r, term, trunc, info = env.step(call(
+    _obs, _r, _term, trunc, info = env.step(call(
         "bash", command="echo \"bwrap: Can't find source path /x\" >&2; exit 1"))
     assert not trunc and "infra_error" not in info and info["exit_code"] == 1

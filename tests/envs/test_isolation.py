@@ -115,7 +115,7 @@ def _alive(env: gym.Env) -> bool:
 def test_fork_bomb_is_contained():
     env = _fresh_env(timeout_s=10, pids=64)
     try:
-        obs, _, _, _, info = env.step(call("bash", command=":(){ :|:& };: ; sleep 2; echo done"))
+        _obs, _, _, _, _info = env.step(call("bash", command=":(){ :|:& };: ; sleep 2; echo done"))
         assert _alive(env)
     finally:
         env.close()
@@ -135,7 +135,7 @@ def test_huge_allocation_is_contained():
 def test_huge_output_is_capped():
     env = _fresh_env(output_bytes=1 << 20)
     try:
-        obs, _, _, _, info = env.step(call("bash", command="head -c 50000000 /dev/zero | tr '\\0' a"))
+        obs, _, _, _, _info = env.step(call("bash", command="head -c 50000000 /dev/zero | tr '\\0' a"))
         assert len(obs) < 40_000 and "output limit reached" in obs
         assert _alive(env)
     finally:
@@ -151,7 +151,7 @@ def test_sleep_is_killed_and_background_processes_do_not_survive():
         assert _alive(env)
     finally:
         env.close()
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
     assert "sleep 99999" not in ps and "sleep 99998" not in ps and "sleep 100000" not in ps
 
 
@@ -172,7 +172,8 @@ def test_nothing_left_after_close():
     for p in paths:
         assert not p.exists() and str(p) not in mounts, p
     assert not any(d.exists() for d in cgroups)
-    procs = subprocess.run(["ps", "-u", "65534", "-o", "args="], capture_output=True, text=True)
+    procs = subprocess.run(["ps", "-u", "65534", "-o", "args="], capture_output=True, text=True,
+                           check=False)
     assert "sleep 30" not in procs.stdout
 
 
@@ -209,7 +210,7 @@ def test_workspace_writes_never_reach_the_template(make_env, retry_task):
 
 @pytest.mark.parametrize("backend", ["process"])
 def test_process_backend_is_opt_in_and_warns(backend):
-    with pytest.warns(RuntimeWarning, match="NO isolation"):
+    with pytest.warns(RuntimeWarning, match="NO isolation"):  # noqa: PT031
         env = gym.make("repogym/retry-zero-v0", sandbox=backend)
         env.reset(seed=0)
     try:
