@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,7 @@ class Sb3PpoConfig:
     ent_coef: float = 0.01
     gamma: float = 0.99
     torch_threads: int = 1
+    prefill_workers: int = 2  # grade every train menu choice up front in N processes (0: lazily)
     verbose: int = 0
 
 
@@ -69,26 +72,63 @@ def split_tasks(split: str, task_ids: list[str] | None) -> list[Task]:
     unknown = sorted(set(task_ids or ()) - set(tasks))
     if unknown:
         raise ValueError(f"unknown task ids {unknown}. Fix: see `repogym tasks`")
-    return sorted((t for t in tasks.values()
-                   if t.split == split and (task_ids is None or t.id in task_ids)),
-                  key=lambda t: t.id)
+    return sorted(
+        (t for t in tasks.values() if t.split == split and (task_ids is None or t.id in task_ids)),
+        key=lambda t: t.id,
+    )
 
 
-def make_menu_env(tasks: list[Task], cfg: Sb3PpoConfig, n_slots: int,
-                  cache: dict | None = None) -> MenuEnv:
+def make_menu_env(
+    tasks: list[Task], cfg: Sb3PpoConfig, n_slots: int, cache: dict | None = None
+) -> MenuEnv:
     """A MenuEnv over a SuiteEnv of ``tasks``."""
     from repogym.envs.repo_env import SuiteEnv
 
     suite = SuiteEnv(tasks, sandbox=cfg.sandbox, reward_mode=cfg.reward_mode)
-    return MenuEnv(suite, n_slots=n_slots, menu_seed=cfg.menu_seed,
-                   statement_dim=cfg.statement_dim, slot_dim=cfg.slot_dim, reward_cache=cache)
+    return MenuEnv(
+        suite,
+        n_slots=n_slots,
+        menu_seed=cfg.menu_seed,
+        statement_dim=cfg.statement_dim,
+        slot_dim=cfg.slot_dim,
+        reward_cache=cache,
+    )
+
+
+def _grade_menu(job: tuple[Task, dict[str, Any], int]) -> dict[tuple[str, str], tuple]:
+    """Worker: grade every choice of one task's menu (one real episode each)."""
+    task, cfg_fields, n_slots = job
+    env = make_menu_env([task], Sb3PpoConfig(**cfg_fields), n_slots)
+    try:
+        for choice in {c.name: c for c in env.menus[task.id]}.values():
+            env.evaluate(task, choice)
+        return dict(env.reward_cache)
+    finally:
+        env.close()
+
+
+def prefill(tasks: list[Task], cfg: Sb3PpoConfig, n_slots: int) -> dict:
+    """The reward cache for every choice of ``tasks``' menus, graded in parallel processes.
+
+    Infra errors are not cached (their choices are graded again, lazily, during training).
+    """
+    if cfg.prefill_workers <= 0:
+        return {}
+    jobs = [(t, dataclasses.asdict(cfg), n_slots) for t in tasks]
+    ctx = multiprocessing.get_context("spawn")  # the parent has torch loaded: no fork
+    cache: dict = {}
+    with ProcessPoolExecutor(min(cfg.prefill_workers, len(jobs)), mp_context=ctx) as pool:
+        for part in pool.map(_grade_menu, jobs):
+            cache.update(part)
+    return cache
 
 
 def chance_rate(env: MenuEnv) -> float:
     """Resolve rate of a uniform random pick if gold and alternatives (only) resolve."""
     menus = env.menus.values()
-    return float(np.mean([sum(c.kind in ("gold", "alternative") for c in m) / len(m)
-                          for m in menus]))
+    return float(
+        np.mean([sum(c.kind in ("gold", "alternative") for c in m) / len(m) for m in menus])
+    )
 
 
 def evaluate(model: Any, env: MenuEnv) -> dict[str, Any]:
@@ -102,9 +142,14 @@ def evaluate(model: Any, env: MenuEnv) -> dict[str, Any]:
         rewards.append(reward)
         resolved.append(info["resolved"])
         infra += info["infra_error"] is not None
-    return {"tasks": len(env.tasks), "resolve_rate": float(np.mean(resolved)),
-            "reward/mean": float(np.mean(rewards)), "chance": chance_rate(env),
-            "infra_errors": infra, "per_task": per_task}
+    return {
+        "tasks": len(env.tasks),
+        "resolve_rate": float(np.mean(resolved)),
+        "reward/mean": float(np.mean(rewards)),
+        "chance": chance_rate(env),
+        "infra_errors": infra,
+        "per_task": per_task,
+    }
 
 
 def _callbacks_and_logger(out: Path) -> tuple[Any, Any]:
@@ -118,8 +163,11 @@ def _callbacks_and_logger(out: Path) -> tuple[Any, Any]:
             self.file = path.open("a")
 
         def write(self, key_values: dict, key_excluded: dict, step: int = 0) -> None:
-            row = {METRIC_NAMES.get(k, k): v for k, v in key_values.items()
-                   if isinstance(v, int | float)}
+            row = {
+                METRIC_NAMES.get(k, k): v
+                for k, v in key_values.items()
+                if isinstance(v, int | float)
+            }
             self.file.write(json.dumps({"step": step, **row}) + "\n")
             self.file.flush()
 
@@ -162,25 +210,36 @@ def train(cfg: Sb3PpoConfig) -> dict[str, Any]:
     train_tasks = split_tasks(cfg.train_split, cfg.task_ids)
     test_tasks = split_tasks(cfg.test_split, cfg.task_ids)
     if not train_tasks:
-        raise ValueError(f"no {cfg.train_split!r} task matches task_ids={cfg.task_ids}. "
-                         "Fix: include at least one train task")
+        raise ValueError(
+            f"no {cfg.train_split!r} task matches task_ids={cfg.task_ids}. "
+            "Fix: include at least one train task"
+        )
     n_slots = max(len(candidates(t)) for t in train_tasks + test_tasks)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    env = make_menu_env(train_tasks, cfg, n_slots)
+    env = make_menu_env(train_tasks, cfg, n_slots, prefill(train_tasks, cfg, n_slots))
     try:
-        model = PPO("MlpPolicy", env, n_steps=cfg.n_steps, batch_size=cfg.batch_size,
-                    n_epochs=cfg.n_epochs, learning_rate=cfg.learning_rate,
-                    ent_coef=cfg.ent_coef, gamma=cfg.gamma, seed=cfg.seed,
-                    verbose=cfg.verbose, device="cpu")
+        model = PPO(
+            "MlpPolicy",
+            env,
+            n_steps=cfg.n_steps,
+            batch_size=cfg.batch_size,
+            n_epochs=cfg.n_epochs,
+            learning_rate=cfg.learning_rate,
+            ent_coef=cfg.ent_coef,
+            gamma=cfg.gamma,
+            seed=cfg.seed,
+            verbose=cfg.verbose,
+            device="cpu",
+        )
         callback, logger = _callbacks_and_logger(out)
         model.set_logger(logger)
         model.learn(total_timesteps=cfg.steps, callback=callback)
         logger.close()
         model.save(out / "model.zip")
         results = {"train": evaluate(model, env)}
-        results["train"]["episodes_run"] = env.episodes_run
+        results["train"]["cached_choices"] = len(env.reward_cache)
     finally:
         env.close()
     if test_tasks:
@@ -189,24 +248,31 @@ def train(cfg: Sb3PpoConfig) -> dict[str, Any]:
             results["test"] = evaluate(model, test_env)
         finally:
             test_env.close()
-    results.update(steps=cfg.steps, n_slots=n_slots, wall_s=time.monotonic() - start,
-                   config=dataclasses.asdict(cfg))
+    results.update(
+        steps=cfg.steps,
+        n_slots=n_slots,
+        wall_s=time.monotonic() - start,
+        config=dataclasses.asdict(cfg),
+    )
     (out / "results.json").write_text(json.dumps(results, indent=2))
     return results
 
 
 def report(results: dict[str, Any]) -> str:
     """A short table: split, tasks, greedy resolve rate, chance level."""
-    lines = [(f"sb3-ppo: {results['steps']} steps, {results['n_slots']} menu slots, "
-              f"{results['wall_s']:.0f}s"),
-             f"{'split':<6} {'tasks':>5} {'resolve rate':>12} {'chance':>7}"]
+    lines = [
+        (
+            f"sb3-ppo: {results['steps']} steps, {results['n_slots']} menu slots, "
+            f"{results['wall_s']:.0f}s"
+        ),
+        f"{'split':<6} {'tasks':>5} {'resolve rate':>12} {'chance':>7}",
+    ]
     for split in ("train", "test"):
         r = results.get(split)
         if r is None:
             lines.append(f"{split:<6} {0:>5} {'-':>12} {'-':>7}")
             continue
-        lines.append(f"{split:<6} {r['tasks']:>5} {r['resolve_rate']:>12.1%} "
-                     f"{r['chance']:>7.1%}")
+        lines.append(f"{split:<6} {r['tasks']:>5} {r['resolve_rate']:>12.1%} {r['chance']:>7.1%}")
     return "\n".join(lines)
 
 

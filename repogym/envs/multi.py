@@ -61,7 +61,8 @@ class RepoDuelEnv(ParallelEnv):
     implementations both agents use). Each ``step`` takes one tool call per live agent and
     runs the tester's first, then the fixer's, in the shared workspace. The tester's test
     lives at ``repro_path`` (default ``tests/test_repro.py``); it is never part of the
-    fixer's diff and never mistaken for the hidden tests.
+    fixer's diff and never mistaken for the hidden tests. Every other change in the shared
+    workspace, whoever made it, is part of the fixer's diff.
 
     ## Action Space
     Per agent, ``TextSpace``: raw text holding one tool call, exactly as in ``RepoEnv``
