@@ -16,7 +16,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, Literal
 
 from gymnasium.utils import seeding
-from pettingzoo import ParallelEnv
+
+try:
+    from pettingzoo import ParallelEnv
+except ImportError as e:  # pragma: no cover - depends on the installed extras
+    raise ImportError("repogym.envs.multi needs PettingZoo. Fix: pip install "
+                      "'repogym[multiagent]'") from e
 
 from repogym.envs import grader
 from repogym.envs.actions import TOOL_HELP, ActionError, error_observation, parse_action
