@@ -20,6 +20,13 @@ system-deps:
 	@[ "$(BROWSER)" != 1 ] || command -v chromium >/dev/null 2>&1 || { \
 	  echo "installing chromium (apt)"; $(SUDO) apt-get update -qq && \
 	  $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+	@# The docker tests start their own dockerd and build an image with debootstrap
+	@# (tests/sandbox/conftest.py); without them those tests skip and say why.
+	@[ "$(DOCKER)" != 1 ] || { command -v dockerd >/dev/null 2>&1 && \
+	  command -v debootstrap >/dev/null 2>&1; } || { \
+	  echo "installing docker.io and debootstrap (apt)"; $(SUDO) apt-get update -qq && \
+	  $(SUDO) apt-get install -y -qq docker.io debootstrap >/dev/null || \
+	  echo "docker.io/debootstrap could not be installed: the docker tests will skip"; }
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +39,7 @@ demo: setup
 	$(BIN)/repogym demo
 
 test: BROWSER := 1
+test: DOCKER := 1
 test: setup
 	$(BIN)/python -m pytest -q
 
