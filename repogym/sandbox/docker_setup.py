@@ -272,7 +272,11 @@ def ensure(image: str = DEFAULT_IMAGE) -> Setup:
     """
     started = False
     url = default_base_url()
-    if ping(url) is not None:
+    why = ping(url)
+    if why and os.environ.get("REPOGYM_DOCKER_HOST"):
+        raise DockerSetupError(f"REPOGYM_DOCKER_HOST={url} does not answer ({why}). Fix: start "
+                               "that engine, or unset REPOGYM_DOCKER_HOST to use a private one")
+    if why:
         started = start_daemon()
         url = f"unix://{socket_path()}"
     assert url is not None
