@@ -12,5 +12,13 @@ __version__ = "0.1.0"
 
 register_builtins()
 
-__all__ = ["RepoEnv", "SuiteEnv", "Task", "TaskError", "builtin_tasks", "load_task",
-           "register_task", "__version__"]
+__all__ = [
+           "RepoEnv",
+           "SuiteEnv",
+           "Task",
+           "TaskError",
+           "__version__",
+           "builtin_tasks",
+           "load_task",
+           "register_task",
+]
