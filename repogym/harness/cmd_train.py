@@ -26,6 +26,10 @@ ALGOS: dict[str, str] = {
     "dapo": "repogym.agents.train_cli:dapo",
     "cispo": "repogym.agents.train_cli:cispo",
     "dr_grpo": "repogym.agents.train_cli:dr_grpo",
+    "async": "repogym.agents.async_rl:main",
+    "distill": "repogym.agents.distill:main_distill",
+    "opd": "repogym.agents.distill:main_opd",
+    "echo": "repogym.agents.echo:main",
 }
 
 C = TypeVar("C")
@@ -43,6 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="restrict to this task id (repeatable)")
     p.add_argument("--set", action="append", default=[], dest="overrides",
                    metavar="FIELD=VALUE", help="set a field of the trainer's config (repeatable)")
+    p.add_argument("--ray", metavar="local|ADDRESS",
+                   help="--algo async: rollout workers as Ray actors ('local' starts Ray here)")
     p.set_defaults(func=run)
 
 
