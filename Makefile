@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Run apt as root directly, otherwise through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps demo test bench lint clean
+.PHONY: setup system-deps demo test bench lint clean train-demo
 
 setup: system-deps $(STAMP)
 
@@ -37,6 +37,11 @@ $(STAMP): pyproject.toml
 
 demo: setup
 	$(BIN)/repogym demo
+
+# A tiny model learns by GRPO in real RepoEnv episodes on a CPU (a few minutes); prints
+# `resolve_rate before=X after=Y`. PASSIVE: spinning OpenMP threads crawl on a busy machine.
+train-demo: setup
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m repogym.agents.demo --seed $${SEED:-0} --out runs/train-demo
 
 test: BROWSER := 1
 test: DOCKER := 1
