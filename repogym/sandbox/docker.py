@@ -37,6 +37,7 @@ from typing import Any, Self
 
 import docker
 import docker.errors
+import requests
 from docker.types import Mount, Ulimit
 
 from repogym.sandbox._exec import TIMEOUT_EXIT
@@ -53,6 +54,8 @@ _SETUP_HINT = ("Fix: run `python -m repogym.sandbox.docker_setup up` (as root: s
                "dockerd and builds repogym/python:bookworm offline), or set REPOGYM_DOCKER_HOST "
                "to a running Docker engine")
 _CHECK = "command -v python >/dev/null && command -v git >/dev/null && python -c 'import pytest'"
+#: What a dead or unreachable engine raises through the SDK.
+_ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 _checked: set[tuple[str, str]] = set()
 _checked_lock = threading.Lock()
 
@@ -109,7 +112,7 @@ class DockerSandbox(ShellSandbox):
         try:
             c = client(self.base_url)
             c.ping()
-        except docker.errors.DockerException as e:
+        except _ENGINE_ERRORS as e:
             raise SandboxError(f"the Docker engine ({self.base_url or 'docker default'}) is "
                                f"not reachable: {e}. {_SETUP_HINT}") from e
         return c
@@ -161,7 +164,7 @@ class DockerSandbox(ShellSandbox):
         except docker.errors.ImageNotFound as e:
             raise SandboxError(f"docker image {self.image!r} not found. {_SETUP_HINT}; or "
                                "give image= an image with python+pytest, bash and git") from e
-        except docker.errors.APIError as e:
+        except _ENGINE_ERRORS as e:
             raise SandboxError(f"docker could not start the sandbox container: {e}") from e
 
     def _check_image(self) -> None:
@@ -228,7 +231,7 @@ class DockerSandbox(ShellSandbox):
                                  stdin=stdin is not None, user=f"{self.uid}:{self.uid}",
                                  environment=env or None, workdir=WORKSPACE)["Id"]
             sock = api.exec_start(ex, socket=True)
-        except docker.errors.DockerException as e:
+        except _ENGINE_ERRORS as e:
             raise SandboxError(f"docker exec failed: {e}") from e
         raw = getattr(sock, "_sock", sock)
         done = False
@@ -252,7 +255,10 @@ class DockerSandbox(ShellSandbox):
 
     def _exit_code(self, exec_id: str) -> int:
         for _ in range(200):
-            info = self._client.api.exec_inspect(exec_id)
+            try:
+                info = self._client.api.exec_inspect(exec_id)
+            except _ENGINE_ERRORS as e:
+                raise SandboxError(f"docker exec_inspect failed: {e}") from e
             if not info.get("Running") and info.get("ExitCode") is not None:
                 return int(info["ExitCode"])
             time.sleep(0.01)
@@ -286,7 +292,7 @@ class DockerSandbox(ShellSandbox):
                     return
                 time.sleep(0.02)
             api.restart(self.container_id, timeout=0)
-        except docker.errors.DockerException as e:
+        except _ENGINE_ERRORS as e:
             raise SandboxError(f"could not stop the command's processes: {e}") from e
 
     # -- closing -----------------------------------------------------------------------------
@@ -302,6 +308,9 @@ class DockerSandbox(ShellSandbox):
                                                       force=True, v=True)
                 except docker.errors.NotFound:
                     pass
+                except _ENGINE_ERRORS as e:
+                    raise SandboxError(f"could not remove container {self.name} ({e}). Fix: "
+                                       "`repogym gc --all` once the engine answers") from e
                 finally:
                     self._client.close()
         finally:
@@ -336,7 +345,7 @@ def _pump(sock: socket.socket, stdin: bytes | None, deadline: float,
     events = selectors.EVENT_READ | (selectors.EVENT_WRITE if stdin is not None else 0)
     sel.register(sock, events)
     if stdin is not None and not pending:
-        sock.shutdown(socket.SHUT_WR)
+        _close_write(sock)
         sel.modify(sock, selectors.EVENT_READ)
     buf = bytearray()
     outs = (bytearray(), bytearray())
@@ -355,7 +364,7 @@ def _pump(sock: socket.socket, stdin: bytes | None, deadline: float,
                     except OSError:
                         pending = pending[:0]
                     if not pending:
-                        sock.shutdown(socket.SHUT_WR)
+                        _close_write(sock)
                         sel.modify(sock, selectors.EVENT_READ)
                 if mask & selectors.EVENT_READ:
                     try:
@@ -370,6 +379,14 @@ def _pump(sock: socket.socket, stdin: bytes | None, deadline: float,
                         return bytes(outs[0]), bytes(outs[1]), False, True
     finally:
         sel.close()
+
+
+def _close_write(sock: socket.socket) -> None:
+    """End the command's stdin (the engine forwards the half-close as EOF)."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
 
 
 def _demux(buf: bytearray, outs: tuple[bytearray, bytearray], total: int, limit: int) -> int:

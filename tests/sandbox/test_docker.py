@@ -309,3 +309,15 @@ def test_gc_removes_containers_of_killed_processes(docker_engine, capsys):
     assert cli_main(["gc"]) == 0
     assert not _containers(name=name) and not Path(ws).exists()
     assert "removed" in capsys.readouterr().out
+
+
+def test_unreachable_engine_is_a_clear_error(tmp_path):
+    import gymnasium as gym
+
+    env = gym.make("repogym/retry-zero-v0", sandbox="docker",
+                   sandbox_options={"base_url": f"unix://{tmp_path}/no.sock"})
+    try:
+        with pytest.raises(SandboxError, match="not reachable.*Fix"):
+            env.reset(seed=0)
+    finally:
+        env.close()
