@@ -140,11 +140,14 @@ def call_with_timeout(fn: Callable[..., Any], *args: Any, timeout_s: float) -> A
     """Call ``fn(*args)`` in a daemon thread; raise AgentTimeout if it runs past ``timeout_s``.
 
     A hung call cannot be killed from Python: its thread is abandoned (daemon) and the caller
-    drops the agent, building a fresh one for the next episode.
+    drops the agent, building a fresh one for the next episode. SIGINT/SIGTERM are blocked in
+    the agent's thread and the wait polls, so Ctrl-C always reaches the caller at once (a
+    signal delivered to another thread would not wake a long ``join``).
     """
     box: dict[str, Any] = {}
 
     def target() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
             box["value"] = fn(*args)
         except BaseException as e:  # noqa: BLE001 - handed to the caller
@@ -152,7 +155,9 @@ def call_with_timeout(fn: Callable[..., Any], *args: Any, timeout_s: float) -> A
 
     thread = threading.Thread(target=target, daemon=True, name="repogym-agent")
     thread.start()
-    thread.join(timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while thread.is_alive() and time.monotonic() < deadline:
+        thread.join(min(0.2, max(0.0, deadline - time.monotonic())))
     if thread.is_alive():
         raise AgentTimeout(f"{getattr(fn, '__qualname__', fn)} did not return within "
                            f"{timeout_s:g}s")
@@ -312,13 +317,22 @@ _WORKER: EpisodeWorker | None = None
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
+    """First SIGINT/SIGTERM: interrupt the episode; later ones are ignored so that the
+    clean-up the first one started (closing the env) is not itself interrupted."""
+    signal.signal(signal.SIGINT, _ignore_signal)
+    signal.signal(signal.SIGTERM, _ignore_signal)
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _ignore_signal(signum: int, frame: Any) -> None:
+    """A Python-level no-op (SIG_IGN would race with a signal already pending)."""
 
 
 def _pool_init(cfg: RunConfig, refs: list[str]) -> None:
     global _WORKER
     _WORKER = EpisodeWorker(cfg, refs)
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, _raise_interrupt)
     atexit.register(_WORKER.close)
     from multiprocessing import util
 

@@ -45,7 +45,7 @@ class HangAndReportAgent:
         roots = [str(o._root) for o in gc.get_objects()
                  if isinstance(o, Workspace | TemplateCache) and o._root is not None]
         mark_dir = os.environ["RG_TEST_MARK_DIR"]
-        tmp = os.path.join(mark_dir, f".{os.getpid()}.json")
+        tmp = os.path.join(mark_dir, f"{os.getpid()}.tmp")
         with open(tmp, "w") as f:
             json.dump(roots, f)
         os.rename(tmp, os.path.join(mark_dir, f"{os.getpid()}.json"))
