@@ -370,11 +370,24 @@ def _stop_pool(pool: Any, futures: list[Any]) -> None:
         if p.is_alive():
             p.terminate()
     deadline = time.monotonic() + 30
+    killed = False
     for p in procs:
         p.join(max(0.0, deadline - time.monotonic()))
         if p.is_alive():
             p.kill()
             p.join(5)
+            killed = True
+    if killed:
+        _collect_garbage()
+
+
+def _collect_garbage() -> None:
+    """Remove sandbox folders of killed processes (they carry the dead owner's pid)."""
+    try:
+        from repogym.sandbox.workspace import collect_garbage
+    except ImportError:
+        return
+    collect_garbage()
 
 
 def _run_ray(cfg: RunConfig, refs: list[str], todo: list[Episode]) -> Iterator[dict]:
@@ -417,6 +430,7 @@ def _stop_ray(ray: Any, actors: list[Any], pending: list[Any], started: bool) ->
         ray.kill(actor)
     if started:
         ray.shutdown()
+        _collect_garbage()  # local actors that had to be killed left their folders
 
 
 def iter_episodes(cfg: RunConfig, tasks: list[Task], todo: list[Episode]) -> Iterator[dict]:
