@@ -67,6 +67,10 @@ class TrainConfig:
         gradient_checkpointing: Recompute activations in the backward pass.
         temperature: Sampling (and scoring) temperature.
         save_every: Save a checkpoint every this many steps (0: only at the end).
+        warm_start_steps: Supervised steps on one real scripted trajectory per menu entry
+            before RL (menu interface only); None means 60 for the tiny model with the menu
+            interface (from random weights nothing is learned: every reward is 0), else 0.
+        warm_start_lr: Learning rate of the warm start.
         rollout: Group size, step budget, sandbox, dynamic sampling, ...
     """
 
@@ -84,6 +88,8 @@ class TrainConfig:
     gradient_checkpointing: bool = False
     temperature: float = 1.0
     save_every: int = 0
+    warm_start_steps: int | None = None
+    warm_start_lr: float = 1e-3
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
 
     def __post_init__(self) -> None:
@@ -297,6 +303,36 @@ class Trainer:
         self.pool = pool or make_pool(config)
         self.extra_terms = dict(extra_terms or {})
         self.device = self.policy.device
+        self.warm_started = False
+
+    def warm_start(self, steps: int | None = None) -> float | None:
+        """Supervised steps on one real trajectory per menu entry; returns the last loss.
+
+        Every entry (gold fix, alternatives, decoys, no change) appears once, so the policy
+        learns the action format and picks uniformly; its rewards come from real grading.
+        A no-op (returning None) without a menu interface or with 0 steps.
+        """
+        from repogym.agents.menu import PatchMenu, scripted_episodes
+        from repogym.agents.policy import collate
+
+        if steps is None:
+            steps = self.config.warm_start_steps
+            if steps is None:
+                steps = 60 if self.config.model == "tiny" else 0
+        self.warm_started = True
+        if not steps or not isinstance(self.interface, PatchMenu):
+            return None
+        tok = self.policy.tokenizer
+        episodes = scripted_episodes(self.interface, tok, self.pool, self.config.rollout)
+        batch = collate(tok, episodes)
+        params = [p for p in self.policy.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=self.config.warm_start_lr, weight_decay=0.0)
+        loss = 0.0
+        for _ in range(steps):
+            loss = sft_update(
+                self.policy, optimizer, batch, max_grad_norm=self.config.max_grad_norm
+            )
+        return loss
 
     def update(self, batch: Batch) -> dict[str, float]:
         """Optimise on one batch; returns metrics."""
@@ -347,6 +383,8 @@ class Trainer:
         if log:
             write_config(self.config, self.config.out)
         history = []
+        if not self.warm_started:
+            self.warm_start()
         try:
             for step in range(1, steps + 1):
                 metrics = self.train_step(step)

@@ -30,11 +30,8 @@ from repogym.agents.common import (
     build_policy,
     evaluate,
     make_pool,
-    sft_update,
 )
 from repogym.agents.grpo import GRPOConfig, GRPOTrainer
-from repogym.agents.menu import scripted_episodes
-from repogym.agents.policy import collate
 from repogym.agents.rollout import RolloutConfig
 
 
@@ -52,19 +49,6 @@ def demo_config(seed: int, out: str, steps: int) -> GRPOConfig:
         micro_batch=64,
         rollout=RolloutConfig(group_size=8, max_steps=4, max_new_tokens=6),
     )
-
-
-def warm_start(trainer: GRPOTrainer, steps: int, lr: float) -> float:
-    """Supervised steps on one real trajectory per menu entry; returns the last loss."""
-    episodes = scripted_episodes(
-        trainer.interface, trainer.policy.tokenizer, trainer.pool, trainer.config.rollout
-    )
-    batch = collate(trainer.policy.tokenizer, episodes)
-    optimizer = torch.optim.AdamW(trainer.policy.parameters(), lr=lr, weight_decay=0.0)
-    loss = 0.0
-    for _ in range(steps):
-        loss = sft_update(trainer.policy, optimizer, batch)
-    return loss
 
 
 def _print_step(step: int, m: dict[str, float]) -> None:
@@ -92,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     policy = build_policy(config, interface, value_head=False)
     trainer = GRPOTrainer(config, policy=policy, interface=interface, pool=make_pool(config))
     try:
-        loss = warm_start(trainer, args.sft_steps, lr=1e-3)
+        loss = trainer.warm_start(args.sft_steps)
         print(f"warm start: {args.sft_steps} steps, loss {loss:.3f}", flush=True)
         before = evaluate(policy, interface, trainer.pool, config, args.eval_samples)
         print(f"before: resolve_rate {before:.3f}", flush=True)

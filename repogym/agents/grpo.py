@@ -188,7 +188,11 @@ class GRPOTrainer(Trainer):
         for mb in batch.split(cfg.micro_batch):
             with autocast(self.device, cfg.bf16):
                 if cfg.recompute_old_logp:
-                    olds.append(self.policy.score(mb.input_ids, mb.attention_mask).logp)
+                    olds.append(
+                        self.policy.score(
+                            mb.input_ids, mb.attention_mask, keep_from=_first_action(mb)
+                        ).logp
+                    )
                 if self.ref is not None:
                     refs.append(self.ref.score(mb.input_ids, mb.attention_mask).logp)
         if olds:
@@ -200,7 +204,13 @@ class GRPOTrainer(Trainer):
         """Forward and backward of one micro-batch; returns its metrics."""
         cfg = self.config
         with autocast(self.device, cfg.bf16):
-            scores = self.policy.score(mb.input_ids, mb.attention_mask, with_entropy=True)
+            scores = self.policy.score(
+                mb.input_ids,
+                mb.attention_mask,
+                with_entropy=True,
+                keep_from=_first_action(mb),
+                entropy_grad=bool(cfg.ent_coef),
+            )
         mask = mb.action_mask
         pl, metrics = policy_loss(
             scores.logp, mb.extras["old_logp"], mb.extras["advantages"], mask,
@@ -214,7 +224,7 @@ class GRPOTrainer(Trainer):
         total, loss_metrics = assemble_loss(terms)
         total.backward()
         masked = mask.bool()
-        metrics["entropy"] = float(scores.entropy[masked].mean()) if masked.any() else 0.0
+        metrics["entropy"] = float(scores.entropy.detach()[masked].mean()) if masked.any() else 0.0
         return {**metrics, **loss_metrics}
 
     def _kl(self, scores: Scores, mb: Batch, norm: Mapping[str, Any]) -> torch.Tensor:
@@ -223,6 +233,12 @@ class GRPOTrainer(Trainer):
             return scores.logp.new_zeros(())
         per_token = kl(scores.logp, mb.extras["ref_logp"], self.config.kl_kind)
         return aggregate(per_token, mb.action_mask, self.config.agg, **norm)
+
+
+def _first_action(batch: Batch) -> int:
+    """The first position holding an action token in any row (logits before it are skipped)."""
+    cols = batch.action_mask.any(0).nonzero()
+    return int(cols[0]) if cols.numel() else 1
 
 
 def _extra(

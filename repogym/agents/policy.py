@@ -29,8 +29,6 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from repogym.agents.losses import entropy_from_logits
-
 __all__ = [
     "Batch",
     "Episode",
@@ -123,6 +121,8 @@ class Policy(nn.Module):
         # transformers 5.x renamed ``past_key_values`` to ``cache``; accept both.
         params = inspect.signature(model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
+        keep = [k for k in ("logits_to_keep", "num_logits_to_keep") if k in params]
+        self._keep_kwarg = keep[0] if keep else None
 
     @property
     def device(self) -> torch.device:
@@ -214,6 +214,8 @@ class Policy(nn.Module):
         *,
         with_entropy: bool = False,
         with_values: bool = False,
+        keep_from: int = 1,
+        entropy_grad: bool = True,
     ) -> Scores:
         """Log-probabilities (and entropies, values) of right-padded sequences.
 
@@ -222,6 +224,10 @@ class Policy(nn.Module):
             attention_mask: ``[B, T]``, 1 on real tokens.
             with_entropy: Also return the entropy of the next-token distribution.
             with_values: Also return the value head's output (needs ``value_head=True``).
+            keep_from: First position whose logprob is needed (e.g. the first action token);
+                logits of earlier positions are not computed (their outputs are 0).
+            entropy_grad: Keep the entropy's graph (for an entropy bonus); False computes
+                it as a detached metric, which saves a backward pass over the vocabulary.
 
         Returns:
             :class:`Scores` with ``[B, T]`` tensors aligned with ``input_ids``.
@@ -231,15 +237,23 @@ class Policy(nn.Module):
         """
         if with_values and self.value_head is None:
             raise ValueError("with_values=True needs a value head: build Policy(value_head=True)")
+        first = min(max(keep_from, 1), input_ids.shape[1])
+        extra = {}
+        if self._keep_kwarg is not None:
+            extra[self._keep_kwarg] = input_ids.shape[1] - first + 1
         out = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=with_values
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            output_hidden_states=with_values,
+            **extra,
         )
-        logits = out.logits[:, :-1].float() / self.temperature
-        target = input_ids[:, 1:]
-        logp = logits.gather(-1, target[..., None]).squeeze(-1) - logits.logsumexp(-1)
-        scores = Scores(logp=_shift_right(logp))
+        logits = out.logits[:, -(input_ids.shape[1] - first + 1) : -1].float() / self.temperature
+        logp_all = torch.log_softmax(logits, dim=-1)
+        logp = logp_all.gather(-1, input_ids[:, first:, None]).squeeze(-1)
+        scores = Scores(logp=_pad_left(logp, first))
         if with_entropy:
-            scores.entropy = _shift_right(entropy_from_logits(logits))
+            with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+                scores.entropy = _pad_left(-(logp_all.exp() * logp_all).sum(-1), first)
         if with_values:
             hidden = out.hidden_states[-1]
             scores.values = self.value_head(hidden.to(self.value_head.weight.dtype)).squeeze(-1)
@@ -267,9 +281,9 @@ def _left_pad(
     return ids.to(device), mask.to(device)
 
 
-def _shift_right(x: torch.Tensor) -> torch.Tensor:
-    """Prepend a zero column so that ``x[:, t]`` refers to token ``t``."""
-    return torch.cat([torch.zeros_like(x[:, :1]), x], dim=1)
+def _pad_left(x: torch.Tensor, n: int) -> torch.Tensor:
+    """Prepend ``n`` zero columns so that ``x[:, t]`` refers to token ``t``."""
+    return torch.cat([x.new_zeros(x.shape[0], n), x], dim=1)
 
 
 def load_policy(

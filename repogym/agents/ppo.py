@@ -35,7 +35,7 @@ from repogym.agents.common import (
     clip_and_step,
     mean_metrics,
 )
-from repogym.agents.grpo import _extra, _sum_losses
+from repogym.agents.grpo import _extra, _first_action, _sum_losses
 from repogym.agents.losses import AggMode, aggregate, gae, policy_loss
 from repogym.agents.policy import Batch, Policy
 
@@ -196,7 +196,8 @@ class PPOTrainer(Trainer):
         for mb in batch.split(cfg.micro_batch):
             with autocast(self.device, cfg.bf16):
                 s = self.policy.score(mb.input_ids, mb.attention_mask,
-                                      with_values=self.critic is None)  # fmt: skip
+                                      with_values=self.critic is None,
+                                      keep_from=_first_action(mb))  # fmt: skip
                 logps.append(s.logp)
                 values.append(self._values(mb, s.values).float())
         old_values = torch.cat(values)
@@ -225,7 +226,8 @@ class PPOTrainer(Trainer):
         with autocast(self.device, cfg.bf16):
             scores = self.policy.score(
                 mb.input_ids, mb.attention_mask, with_entropy=True,
-                with_values=self.critic is None,
+                with_values=self.critic is None, keep_from=_first_action(mb),
+                entropy_grad=bool(cfg.ent_coef),
             )  # fmt: skip
             values = self._values(mb, scores.values).float()
         mask = mb.action_mask
@@ -250,5 +252,5 @@ class PPOTrainer(Trainer):
         total, loss_metrics = assemble_loss(terms)
         total.backward()
         masked = mask.bool()
-        metrics["entropy"] = float(scores.entropy[masked].mean()) if masked.any() else 0.0
+        metrics["entropy"] = float(scores.entropy.detach()[masked].mean()) if masked.any() else 0.0
         return {**metrics, **loss_metrics}

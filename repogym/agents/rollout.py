@@ -40,6 +40,10 @@ __all__ = [
 
 SUBMIT_ACTION = json.dumps({"tool": "submit", "args": {}})
 
+GRADE_CACHE: dict = {}
+"""The process-wide grading cache that pools use by default (``cache_grades=True``): one
+real grading per (task, version, reward mode, diff) per process."""
+
 
 class Actor(Protocol):
     """What a rollout needs from a policy (:class:`repogym.agents.policy.Policy` is one)."""
@@ -188,7 +192,7 @@ class EnvPool:
 
     Args:
         config: Sandbox backend, reward mode, step budget and grade caching.
-        grade_cache: Shared grading cache (a new dict by default when caching is on).
+        grade_cache: Grading cache (default: the process-wide :data:`GRADE_CACHE`).
         env_kwargs: Extra keyword arguments for ``gym.make``.
     """
 
@@ -199,7 +203,7 @@ class EnvPool:
         env_kwargs: dict[str, Any] | None = None,
     ) -> None:
         self.config = config
-        self.grade_cache = grade_cache if grade_cache is not None else {}
+        self.grade_cache = grade_cache if grade_cache is not None else GRADE_CACHE
         self.env_kwargs = dict(env_kwargs or {})
         self._envs: dict[tuple[str, int], gym.Env] = {}
         self._seeded: set[tuple[str, int]] = set()

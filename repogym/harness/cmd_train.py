@@ -68,6 +68,8 @@ def _coerce(cls: type, field: dataclasses.Field, text: str) -> Any:
         return text.lower() in ("1", "true", "yes")
     if hint in (int, float, str):
         return hint(text)
+    if typing.get_origin(hint) is typing.Literal and text in map(str, typing.get_args(hint)):
+        return text  # a Literal of strings: the choice itself
     return json.loads(text)  # lists, dicts, unions: JSON
 
 
