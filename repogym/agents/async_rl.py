@@ -1028,11 +1028,10 @@ def train_from_args(
     config_cls: type,
     trainer_cls: type,
     args: argparse.Namespace,
-    **forced: Any,
 ) -> int:
     """Build ``config_cls`` from the train CLI's flags, train, plot; shared by the entry points
     of ``async``, ``distill``, ``opd`` and ``echo``. ``rollout.FIELD=VALUE`` pairs of ``--set``
-    set rollout fields; ``forced`` are config fields this algorithm fixes."""
+    set rollout fields; ``--ray`` sets the config's ``ray`` field."""
     from repogym.agents.rollout import RolloutConfig
     from repogym.harness.cmd_train import _coerce, config_from_args
 
@@ -1047,7 +1046,7 @@ def train_from_args(
         else:
             raise SystemExit(f"--set {pair!r}: unknown rollout field. Fix: use rollout.FIELD="
                              f"VALUE with FIELD one of {sorted(rollout_fields)}")  # fmt: skip
-    args.overrides = rest + [f"{k}={v}" for k, v in forced.items()]
+    args.overrides = rest
     if getattr(args, "ray", None) and "ray" in {f.name for f in dataclasses.fields(config_cls)}:
         args.overrides.append(f"ray={args.ray}")
     config = config_from_args(config_cls, args)

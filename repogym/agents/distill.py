@@ -7,7 +7,7 @@ Two trainers on one :class:`DistillConfig`:
   from a teacher model (``trajectories="teacher"``) -- plus the token-level KL between the
   teacher's full next-token distribution and the student's on every action token
   (``kl_direction="forward"``: ``KL(teacher || student)``, GKD's supervised form):
-  ``loss = sft_coef * CE(actions) + kl_coef * mean_t KL_t``.
+  ``loss = sft_coef * CE(actions) + kl_coef * mean_t KL_t`` (``loss/policy`` + ``loss/kl``).
 - ``--algo opd`` (``mode="opd"``): on-policy distillation (Agarwal et al. 2024; Thinking
   Machines 2025). The student samples episodes in the environment; the teacher scores every
   sampled token; the per-token reverse KL estimate ``log pi_S(a_t) - log pi_T(a_t)`` is the
@@ -23,7 +23,8 @@ entry's label (``gold fix 3``). The teacher's sequence then has a longer prompt;
 distributions are aligned to the student's tokens by the prompt-length offset
 (:func:`aligned_teacher_logprobs`).
 
-Metrics: ``loss/sft``, ``loss/kl``, ``loss/policy`` (opd), ``distill/reverse_kl``,
+Metrics: ``loss/policy`` (distill: the cross-entropy on the teacher's actions; opd: the
+policy-gradient loss), ``loss/kl``, ``distill/reverse_kl``,
 ``distill/forward_kl`` (token means over the action tokens), ``reward/mean``, ...
 
 Run it: ``repogym train --algo distill --model tiny --steps 20 --out runs/distill`` or
@@ -54,6 +55,7 @@ from repogym.agents.rollout import SUBMIT_ACTION, ScriptedActor, run_episodes
 __all__ = [
     "DistillConfig",
     "DistillTrainer",
+    "OPDConfig",
     "Teacher",
     "aligned_teacher_logprobs",
     "full_kl",
@@ -199,7 +201,8 @@ class DistillConfig(TrainConfig):
         sft_coef: Weight of the cross-entropy on the teacher trajectories' actions.
         kl_coef: Weight of the full-distribution KL (None: 1 for distill; for opd 0, so
             ``loss/kl`` is reported and the policy-gradient term does the work).
-        kl_direction: ``forward`` (KL(teacher || student)) or ``reverse``.
+        kl_direction: ``forward`` (KL(teacher || student)) or ``reverse`` (None: forward for
+            distill, reverse for opd).
         epochs: Optimiser steps per batch.
     """
 
@@ -209,7 +212,7 @@ class DistillConfig(TrainConfig):
     trajectories: Literal["oracle", "teacher"] = "oracle"
     sft_coef: float = 1.0
     kl_coef: float | None = None
-    kl_direction: Literal["forward", "reverse"] = "forward"
+    kl_direction: Literal["forward", "reverse"] | None = None
     epochs: int = 1
 
     def __post_init__(self) -> None:
@@ -217,12 +220,17 @@ class DistillConfig(TrainConfig):
         for name, value, allowed in (
             ("mode", self.mode, ("distill", "opd")),
             ("trajectories", self.trajectories, ("oracle", "teacher")),
-            ("kl_direction", self.kl_direction, ("forward", "reverse")),
         ):
             if value not in allowed:
                 raise ValueError(f"unknown {name} {value!r}; expected one of {allowed}")
         if self.kl_coef is None:
             self.kl_coef = 1.0 if self.mode == "distill" else 0.0
+        if self.kl_direction is None:
+            self.kl_direction = "forward" if self.mode == "distill" else "reverse"
+        if self.kl_direction not in ("forward", "reverse"):
+            raise ValueError(
+                f"unknown kl_direction {self.kl_direction!r}; expected 'forward' or 'reverse'"
+            )
         if self.privileged is None:
             self.privileged = self.teacher == "self"
         if self.warm_start_steps is None and self.mode == "distill":
@@ -256,8 +264,12 @@ class DistillTrainer(Trainer):
             if cfg.teacher == "self":
                 policy = self.policy.frozen_copy()
             else:
-                policy = load_policy(cfg.teacher, device=str(self.device),
-                                     temperature=cfg.temperature, stop=self.interface.stop)
+                policy = load_policy(
+                    cfg.teacher,
+                    device=str(self.device),
+                    temperature=cfg.temperature,
+                    stop=self.interface.stop,
+                )
                 policy.requires_grad_(False).eval()  # fmt: skip
                 _check_vocab(self.policy, policy, cfg.teacher)
             hints = gold_hints(self.interface, cfg.tasks) if cfg.privileged else {}
@@ -338,7 +350,8 @@ class DistillTrainer(Trainer):
         terms = {"kl": (cfg.kl_coef, aggregate(kl_t, mask, "token_mean", **norm))}
         metrics: dict[str, float] = {}
         if cfg.mode == "distill":
-            terms["sft"] = (cfg.sft_coef, aggregate(-token_logp, mask, "token_mean", **norm))
+            # The policy's loss on the teacher's actions is their cross-entropy (SFT).
+            terms["policy"] = (cfg.sft_coef, aggregate(-token_logp, mask, "token_mean", **norm))
         else:
             teacher_token = t_logp.gather(-1, mb.input_ids[..., None]).squeeze(-1)
             adv = opd_advantages(token_logp, teacher_token) * mask
@@ -402,16 +415,22 @@ def _script(texts: list[str]) -> Any:
     return script
 
 
+@dataclass
+class OPDConfig(DistillConfig):
+    """:class:`DistillConfig` with ``mode="opd"`` (on-policy distillation) by default."""
+
+    mode: Literal["distill", "opd"] = "opd"
+
+
 def main_distill(args: argparse.Namespace) -> int:
     """``repogym train --algo distill``."""
     from repogym.agents.async_rl import train_from_args
 
-    return train_from_args("distill", DistillConfig, DistillTrainer, args, mode="distill")
+    return train_from_args("distill", DistillConfig, DistillTrainer, args)
 
 
 def main_opd(args: argparse.Namespace) -> int:
     """``repogym train --algo opd``."""
     from repogym.agents.async_rl import train_from_args
 
-    return train_from_args("opd", DistillConfig, DistillTrainer, args, mode="opd")
-
+    return train_from_args("opd", OPDConfig, DistillTrainer, args)
