@@ -215,7 +215,7 @@ def test_cli_async_real_env(tmp_path) -> None:
     out = tmp_path / "async"
     cmd = [sys.executable, "-m", "repogym.harness.cli", "train", "--algo", "async", "--model",
            "tiny", "--steps", "2", "--out", str(out), "--task", "retry-zero",
-           "--set", "warm_start_steps=2", "--set", "rollout.group_size=2",
+           "--set", "warm_start_steps=0", "--set", "rollout.group_size=2",
            "--set", "rollout.max_steps=2", "--set", "correction=tis"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
