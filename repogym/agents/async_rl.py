@@ -85,6 +85,7 @@ __all__ = [
     "sequence_ratio",
     "token_is_weights",
     "train_async",
+    "train_async_option",
     "weight_metrics",
 ]
 
@@ -860,6 +861,24 @@ def train_async(
     return history
 
 
+def train_async_option(
+    trainer: Trainer, steps: int | None = None, **kwargs: Any
+) -> list[dict[str, float]]:
+    """The ``async_`` option of the GRPO and PPO trainers: :func:`train_async` with the
+    :class:`AsyncOptions` in ``trainer.config.async_`` (True: the defaults)."""
+    value = trainer.config.async_  # type: ignore[attr-defined]
+    opts = AsyncOptions() if value is True else AsyncOptions(**dict(value))
+    if opts.correction == "product":
+        raise ValueError("async_ correction 'product' is unsafe. Fix: use 'tis', 'seq' or "
+                         "'decoupled'")  # fmt: skip
+    if not getattr(trainer.config, "recompute_old_logp", True):
+        raise ValueError(
+            "async_ needs recompute_old_logp=True: the trainer's clipped ratio is taken to the "
+            "recomputed (proximal) policy and the behaviour weight corrects for staleness"
+        )
+    return train_async(trainer, opts, steps=steps, **kwargs)
+
+
 def _weighted(trainer: Trainer, opts: AsyncOptions) -> Callable[[Batch], dict[str, float]]:
     """``trainer.update`` with the behaviour weights of ``opts.correction`` in the batch."""
 
@@ -960,6 +979,10 @@ class AsyncTrainer(GRPOTrainer):
         cfg = self.config
         start = time.monotonic()
         batch.extras["advantages"] = batch_advantages(batch, cfg.adv_mode)
+        if cfg.echo_lambda:
+            from repogym.agents.echo import with_echo_norm
+
+            with_echo_norm(batch)
         if cfg.correction == "decoupled":
             batch.extras["prox_logp"] = _score(self.policy, batch, cfg)
         if self.ref is not None:

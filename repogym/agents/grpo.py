@@ -95,6 +95,9 @@ class GRPOConfig(TrainConfig):
         recompute_old_logp: Score the batch before the first pass and use that as the old
             policy (exact on-policy ratios); False uses the sampler's logprobs (what an
             asynchronous actor has).
+        echo_lambda: Weight of the Echo observation loss (:mod:`repogym.agents.echo`); 0: off.
+        async_: Train with asynchronous rollout workers: True, or a dict of
+            :class:`repogym.agents.async_rl.AsyncOptions` fields; None/False: synchronous.
     """
 
     variant: Variant = "grpo"
@@ -110,6 +113,8 @@ class GRPOConfig(TrainConfig):
     dynamic_sampling: bool | None = None
     dual_clip: float | None = None
     recompute_old_logp: bool = True
+    echo_lambda: float = 0.0
+    async_: bool | dict | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -155,12 +160,28 @@ class GRPOTrainer(Trainer):
         params = [p for p in self.policy.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
         self.ref: Policy | None = self.policy.frozen_copy() if config.beta else None
+        if config.echo_lambda:  # the Echo observation loss, see repogym.agents.echo
+            from repogym.agents.echo import echo_term
+
+            self.extra_terms.setdefault("echo", (config.echo_lambda, echo_term))
+
+    def train(self, steps: int | None = None, **kwargs: Any) -> list[dict[str, float]]:
+        """:meth:`Trainer.train`, or with ``config.async_`` the asynchronous actor/learner."""
+        if self.config.async_:
+            from repogym.agents.async_rl import train_async_option
+
+            return train_async_option(self, steps, **kwargs)
+        return super().train(steps, **kwargs)
 
     def update(self, batch: Batch) -> dict[str, float]:
         """``epochs`` optimiser steps on ``batch``; returns the metrics of the step."""
         cfg = self.config
         start = time.monotonic()
         batch.extras["advantages"] = batch_advantages(batch, cfg.adv_mode)
+        if cfg.echo_lambda:  # normalise the Echo term by the whole batch's observation tokens
+            from repogym.agents.echo import with_echo_norm
+
+            with_echo_norm(batch)
         batch = batch.to(self.device)
         self._prepare(batch)
         norm = {
@@ -212,8 +233,11 @@ class GRPOTrainer(Trainer):
                 entropy_grad=bool(cfg.ent_coef),
             )
         mask = mb.action_mask
+        adv = mb.extras["advantages"]
+        if "behaviour_weight" in mb.extras:  # async_: decoupled correction (async_rl)
+            adv = adv.reshape(len(adv), -1) * mb.extras["behaviour_weight"]
         pl, metrics = policy_loss(
-            scores.logp, mb.extras["old_logp"], mb.extras["advantages"], mask,
+            scores.logp, mb.extras["old_logp"], adv, mask,
             kind=cfg.loss_kind, eps_low=cfg.eps_low, eps_high=cfg.eps_high, agg=cfg.agg,
             dual_clip=cfg.dual_clip, **norm,
         )  # fmt: skip

@@ -58,6 +58,8 @@ class PPOConfig(TrainConfig):
         norm_adv: Normalise advantages over the batch's valid turns.
         agg: Policy loss aggregation.
         critic_lr: Learning rate of a separate critic (default ``lr``).
+        async_: Train with asynchronous rollout workers: True, or a dict of
+            :class:`repogym.agents.async_rl.AsyncOptions` fields; None/False: synchronous.
     """
 
     critic: Literal["head", "separate"] = "head"
@@ -71,6 +73,7 @@ class PPOConfig(TrainConfig):
     norm_adv: bool = True
     agg: AggMode = "token_mean"
     critic_lr: float | None = None
+    async_: bool | dict | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -163,6 +166,14 @@ class PPOTrainer(Trainer):
             )
         self.optimizer = torch.optim.AdamW(groups, lr=config.lr, weight_decay=0.0)
 
+    def train(self, steps: int | None = None, **kwargs: Any) -> list[dict[str, float]]:
+        """:meth:`Trainer.train`, or with ``config.async_`` the asynchronous actor/learner."""
+        if self.config.async_:
+            from repogym.agents.async_rl import train_async_option
+
+            return train_async_option(self, steps, **kwargs)
+        return super().train(steps, **kwargs)
+
     def _values(self, mb: Batch, scores_values: torch.Tensor | None) -> torch.Tensor:
         """``[B, T]`` values from the value head or the separate critic."""
         if self.critic is None:
@@ -231,8 +242,11 @@ class PPOTrainer(Trainer):
             )  # fmt: skip
             values = self._values(mb, scores.values).float()
         mask = mb.action_mask
+        adv = mb.extras["advantages"]
+        if "behaviour_weight" in mb.extras:  # async_: decoupled correction (async_rl)
+            adv = adv * mb.extras["behaviour_weight"]
         pl, metrics = policy_loss(
-            scores.logp, mb.extras["old_logp"], mb.extras["advantages"], mask,
+            scores.logp, mb.extras["old_logp"], adv, mask,
             kind="ppo", eps_low=cfg.clip, eps_high=cfg.clip, agg=cfg.agg, **norm,
         )  # fmt: skip
         pos = mb.state_pos.clamp(min=0)

@@ -224,3 +224,52 @@ def test_cli_async_real_env(tmp_path) -> None:
     for key in ("loss/policy", "loss/kl", "is_weight/max", "is_weight/mean", "staleness/mean",
                 "staleness/max", "staleness/dropped", "reward/mean"):  # fmt: skip
         assert key in rows[-1], key
+
+
+def test_behaviour_weight_hook_scales_grpo_and_ppo_policy_terms(tmp_path) -> None:
+    """The ``async_`` correction enters GRPO/PPO as a per-token weight on the advantages: at
+    ratio 1 (first epoch) a weight of 2 doubles the policy loss."""
+    from repogym.agents.grpo import GRPOConfig, GRPOTrainer
+    from repogym.agents.ppo import PPOConfig, PPOTrainer
+    from tests.agents._episodes import group_batch_episodes, tiny_policy
+
+    for cfg_cls, trainer_cls, value_head in ((GRPOConfig, GRPOTrainer, False),
+                                            (PPOConfig, PPOTrainer, True)):  # fmt: skip
+        losses = []
+        for weight in (None, 2.0):
+            policy = tiny_policy(value_head=value_head)
+            config = cfg_cls(tasks=("t",), out=str(tmp_path), epochs=1, device="cpu")
+            trainer = trainer_cls(config, policy=policy, interface=TextInterface())
+            batch = collate(policy.tokenizer, group_batch_episodes(policy))
+            if weight is not None:
+                batch.extras["behaviour_weight"] = torch.full(batch.input_ids.shape, weight)
+            losses.append(trainer.update(batch)["loss/policy"])
+        assert losses[1] == pytest.approx(2 * losses[0], rel=1e-5), cfg_cls.__name__
+
+
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_async_option_of_grpo_and_ppo(tmp_path, algo: str) -> None:
+    from repogym.agents.grpo import GRPOConfig, GRPOTrainer
+    from repogym.agents.ppo import PPOConfig, PPOTrainer
+
+    factory = SimulatedWorkerFactory(median_s=0.02, sigma=0.5, group_size=4)
+    policy = factory.build_policy()
+    options = {"num_workers": 2, "max_staleness": 2, "correction": "seq", "groups_per_step": 2}
+    if algo == "grpo":
+        config = GRPOConfig(tasks=("sim",), out=str(tmp_path), lr=1e-3, device="cpu",
+                            async_=options)  # fmt: skip
+        trainer = GRPOTrainer(config, policy=policy, interface=TextInterface())
+    else:
+        policy.value_head = torch.nn.Linear(policy.model.config.hidden_size, 1)
+        config = PPOConfig(tasks=("sim",), out=str(tmp_path), lr=1e-3, device="cpu",
+                           async_=options)  # fmt: skip
+        trainer = PPOTrainer(config, policy=policy, interface=TextInterface())
+    before = [p.detach().clone() for p in policy.model.parameters()]
+    history = trainer.train(2, factory=factory, log=False)
+    trainer.close()
+    assert [m["async/policy_version"] for m in history] == [1.0, 2.0]
+    for key in ("staleness/mean", "staleness/max", "is_weight/max", "is_weight/ess",
+                "loss/policy"):  # fmt: skip
+        assert key in history[-1]
+    after = list(policy.model.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))

@@ -116,3 +116,15 @@ def test_cli_echo_with_shaping_real_env(tmp_path) -> None:
         assert key in rows[-1], key
     shares = [v for k, v in rows[-1].items() if k.endswith("/share")]
     assert sum(shares) == pytest.approx(1.0) or sum(shares) == 0.0
+
+
+def test_grpo_echo_lambda_field_equals_echo_trainer(tmp_path) -> None:
+    kw = {"tasks": ("t0", "t1"), "out": str(tmp_path), "lr": 1e-3, "micro_batch": 3,
+          "device": "cpu", "echo_lambda": 0.5}  # fmt: skip
+    grpo = GRPOTrainer(GRPOConfig(**kw), policy=tiny_policy(), interface=TextInterface())
+    echo = EchoTrainer(EchoConfig(**kw), policy=tiny_policy(), interface=TextInterface())
+    batch = collate(grpo.policy.tokenizer, group_batch_episodes(grpo.policy))
+    m_grpo, m_echo = grpo.update(batch.select(slice(None))), echo.update(batch.select(slice(None)))
+    assert m_grpo["loss/echo"] == m_echo["loss/echo"] > 0
+    for a, b in zip(grpo.policy.parameters(), echo.policy.parameters(), strict=True):
+        assert torch.equal(a, b)
