@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="runs/train-demo")
-    parser.add_argument("--steps", type=int, default=25, help="GRPO steps")
+    parser.add_argument("--steps", type=int, default=40, help="GRPO steps")
     parser.add_argument("--sft-steps", type=int, default=60)
     parser.add_argument("--eval-samples", type=int, default=16, help="episodes per task")
     args = parser.parse_args(argv)
