@@ -51,6 +51,7 @@ test: setup
 bench: setup
 	$(BIN)/python bench/env_latency.py
 	$(BIN)/python bench/throughput.py
+	$(BIN)/python bench/async_vs_sync.py
 
 lint: setup
 	$(BIN)/ruff check repogym tests bench
