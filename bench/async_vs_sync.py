@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from repogym.agents.async_rl import AsyncConfig, AsyncTrainer, SimulatedWorkerFactory, _weights
+from repogym.agents.async_rl import AsyncConfig, AsyncTrainer, SimulatedWorkerFactory, model_weights
 from repogym.agents.policy import collate
 from repogym.agents.rollout import TextInterface
 
@@ -57,7 +57,7 @@ def run_sync(factory: SimulatedWorkerFactory, args: argparse.Namespace) -> dict[
     with ThreadPoolExecutor(args.workers) as pool:
         for step in range(args.steps):
             start = time.monotonic()
-            weights = _weights(trainer.policy)
+            weights = model_weights(trainer.policy)
             for w in workers:
                 w.policy.model.load_state_dict(weights)
             groups = [g for g, _ in pool.map(lambda w, i=step: w.run(i), workers)]

@@ -82,6 +82,7 @@ __all__ = [
     "async_policy_loss",
     "behaviour_weights",
     "filter_stale",
+    "model_weights",
     "sequence_ratio",
     "token_is_weights",
     "train_async",
@@ -473,7 +474,7 @@ class SimulatedWorkerFactory:
         return _SimulatedWorker(policy.eval(), self, np.random.default_rng(self.seed + worker_id))
 
 
-def _weights(policy: Policy) -> dict[str, torch.Tensor]:
+def model_weights(policy: Policy) -> dict[str, torch.Tensor]:
     """A CPU copy of the model's weights (the value head stays with the learner)."""
     return {k: v.detach().to("cpu", copy=True) for k, v in policy.model.state_dict().items()}
 
@@ -757,7 +758,7 @@ def iterate_async(
     workers = _make_workers(opts, factory, policy)
     version, dropped_total = 0, 0
     try:
-        workers.publish(version, _weights(policy))
+        workers.publish(version, model_weights(policy))
         for _ in range(steps):
             start = time.monotonic()
             kept, ages, dropped = [], [], 0
@@ -776,7 +777,7 @@ def iterate_async(
                 metrics.update(update(batch))
             version += 1
             if version % opts.sync_every == 0:
-                workers.publish(version, _weights(policy))
+                workers.publish(version, model_weights(policy))
             dropped_total += dropped
             elapsed = max(time.monotonic() - start, 1e-9)
             metrics.update({
