@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import torch
 
@@ -36,8 +36,12 @@ __all__ = [
     "assemble_loss",
     "autocast",
     "build_interface",
+    "check_choice",
+    "optimise_epochs",
+    "run_logged",
     "save_checkpoint",
     "sft_update",
+    "sum_losses",
 ]
 
 DEMO_TASKS = ("retry-zero", "chunk-list-remainder", "float-isclose")
@@ -130,6 +134,24 @@ def mean_metrics(rows: Sequence[Mapping[str, float]]) -> dict[str, float]:
         values = [r[key] for r in rows if key in r]
         out[key] = max(values) if key.endswith("/max") else sum(values) / len(values)
     return out
+
+
+def sum_losses(rows: list[dict[str, float]]) -> dict[str, float]:
+    """One optimiser step's micro-batch metrics: ``loss/*`` summed (global normalisers make the
+    sum the batch loss), the rest averaged (``*/max``: maximum)."""
+    out = mean_metrics(rows)
+    for key in out:
+        if key.startswith("loss/"):
+            out[key] = sum(r[key] for r in rows if key in r)
+    return out
+
+
+def check_choice(name: str, value: str, literal: object) -> None:
+    """Raise ValueError naming the choices when ``value`` is not one of ``Literal`` ``literal``."""
+    if value not in get_args(literal):
+        raise ValueError(
+            f"unknown {name} {value!r}; expected one of {', '.join(map(repr, get_args(literal)))}"
+        )
 
 
 class MetricsLogger:
@@ -245,6 +267,88 @@ def clip_and_step(
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return float(norm)
+
+
+def optimise_epochs(
+    batch: Batch,
+    micro_step: Callable[[Batch], dict[str, float]],
+    params: Sequence[torch.nn.Parameter],
+    optimizer: torch.optim.Optimizer,
+    *,
+    epochs: int,
+    micro_batch: int,
+    max_grad_norm: float,
+    start: float,
+) -> dict[str, float]:
+    """``epochs`` passes over ``batch``, one optimiser step each, gradients accumulated over
+    its micro-batches.
+
+    Args:
+        batch: The batch (on the policy's device).
+        micro_step: Forward and backward of one micro-batch; returns its metrics.
+        params: The parameters to clip and step.
+        optimizer: Their optimiser.
+        epochs: Passes (optimiser steps).
+        micro_batch: Micro-batch size.
+        max_grad_norm: Gradient clipping norm.
+        start: ``time.monotonic()`` when the update began (for ``throughput/tokens_per_s``).
+
+    Returns:
+        The passes' metrics averaged (``loss/*`` summed over micro-batches, ``grad_norm``) and
+        ``throughput/tokens_per_s``.
+    """
+    rows_per_epoch = []
+    for _ in range(epochs):
+        rows = [micro_step(mb) for mb in batch.split(micro_batch)]
+        grad_norm = clip_and_step(params, optimizer, max_grad_norm)
+        rows_per_epoch.append({**sum_losses(rows), "grad_norm": grad_norm})
+    metrics = mean_metrics(rows_per_epoch)
+    tokens = int(batch.attention_mask.sum()) * epochs
+    metrics["throughput/tokens_per_s"] = tokens / max(time.monotonic() - start, 1e-9)
+    return metrics
+
+
+def run_logged(
+    config: TrainConfig,
+    policy: Policy,
+    steps: int,
+    step_metrics: Iterable[dict[str, float]],
+    *,
+    log: bool = True,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+) -> list[dict[str, float]]:
+    """Consume ``steps`` steps' metrics: log them, call ``on_step``, save checkpoints.
+
+    Args:
+        config: The trainer's config (``out``, ``save_every``).
+        policy: The policy to checkpoint.
+        steps: The number of steps (the final checkpoint's name).
+        step_metrics: Runs one step per item and yields its metrics.
+        log: Write ``OUT/metrics.jsonl``, ``OUT/config.json`` and checkpoints.
+        on_step: Called with ``(step, metrics)`` after each step.
+
+    Returns:
+        Every step's metrics.
+    """
+    logger = MetricsLogger(config.out) if log else None
+    if log:
+        write_config(config, config.out)
+    history = []
+    try:
+        for step, metrics in enumerate(step_metrics, start=1):
+            history.append(metrics)
+            if logger is not None:
+                logger.log(step, metrics)
+            if on_step is not None:
+                on_step(step, metrics)
+            if log and config.save_every and step % config.save_every == 0:
+                save_checkpoint(policy, config.out, step)
+        if log:
+            save_checkpoint(policy, config.out, steps)
+    finally:
+        if logger is not None:
+            logger.close()
+    return history
 
 
 def sft_update(
@@ -373,34 +477,52 @@ class Trainer:
         *,
         log: bool = True,
         on_step: Callable[[int, dict[str, float]], None] | None = None,
+        **worker_options: Any,
     ) -> list[dict[str, float]]:
         """Run ``steps`` (default ``config.steps``) steps; log metrics and save checkpoints.
 
-        ``on_step(step, metrics)`` is called after each step (e.g. to print progress).
+        ``on_step(step, metrics)`` is called after each step (e.g. to print progress). With
+        ``config.async_`` set (the GRPO and PPO trainers' option) the steps run with
+        asynchronous rollout workers (:func:`repogym.agents.async_rl.train_async_option`, which
+        takes ``worker_options`` such as ``factory``).
         """
+        if getattr(self.config, "async_", None):
+            from repogym.agents.async_rl import train_async_option
+
+            return train_async_option(self, steps, log=log, on_step=on_step, **worker_options)
+        if worker_options:
+            raise TypeError(f"train() got unexpected keyword arguments {sorted(worker_options)} "
+                            "(they apply only with config.async_)")  # fmt: skip
         steps = self.config.steps if steps is None else steps
-        logger = MetricsLogger(self.config.out) if log else None
-        if log:
-            write_config(self.config, self.config.out)
-        history = []
+        loop = self._steps(steps)
+        return run_logged(self.config, self.policy, steps, loop, log=log, on_step=on_step)
+
+    def _steps(self, steps: int) -> Iterator[dict[str, float]]:
+        """Warm start (once), then yield the metrics of ``steps`` training steps."""
         if not self.warm_started:
             self.warm_start()
-        try:
-            for step in range(1, steps + 1):
-                metrics = self.train_step(step)
-                history.append(metrics)
-                if logger is not None:
-                    logger.log(step, metrics)
-                if on_step is not None:
-                    on_step(step, metrics)
-                if log and self.config.save_every and step % self.config.save_every == 0:
-                    save_checkpoint(self.policy, self.config.out, step)
-            if log:
-                save_checkpoint(self.policy, self.config.out, steps)
-        finally:
-            if logger is not None:
-                logger.close()
-        return history
+        for step in range(1, steps + 1):
+            yield self.train_step(step)
+
+    def _backward(
+        self,
+        terms: dict[str, tuple[float, torch.Tensor]],
+        mb: Batch,
+        scores: Scores,
+        metrics: dict[str, float],
+    ) -> dict[str, float]:
+        """Add the extra terms to ``terms``, backpropagate their weighted sum (one micro-batch).
+
+        Returns:
+            ``metrics`` with ``entropy`` (mean over the action tokens) and ``loss/<name>``.
+        """
+        for name, (weight, fn) in self.extra_terms.items():
+            terms[name] = (weight, fn(self.policy, mb, scores))
+        total, loss_metrics = assemble_loss(terms)
+        total.backward()
+        masked = mb.action_mask.bool()
+        metrics["entropy"] = float(scores.entropy.detach()[masked].mean()) if masked.any() else 0.0
+        return {**metrics, **loss_metrics}
 
     def evaluate(self, samples: int, *, greedy: bool = False, seed: int = 12345) -> float:
         """Resolve rate over ``samples`` sampled episodes per task (valid episodes only)."""

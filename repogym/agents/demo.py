@@ -20,6 +20,7 @@ Run: ``python -m repogym.agents.demo --seed 0 --out runs/train-demo``.
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import torch
@@ -33,6 +34,7 @@ from repogym.agents.common import (
 )
 from repogym.agents.grpo import GRPOConfig, GRPOTrainer
 from repogym.agents.rollout import RolloutConfig
+from repogym.agents.train_cli import print_step
 
 
 def demo_config(seed: int, out: str, steps: int) -> GRPOConfig:
@@ -48,15 +50,6 @@ def demo_config(seed: int, out: str, steps: int) -> GRPOConfig:
         epochs=2,
         micro_batch=64,
         rollout=RolloutConfig(group_size=8, max_steps=4, max_new_tokens=6),
-    )
-
-
-def _print_step(step: int, m: dict[str, float]) -> None:
-    print(
-        f"step {step}: reward/mean {m['reward/mean']:.2f} resolve_rate {m['resolve_rate']:.2f} "
-        f"loss/policy {m.get('loss/policy', 0.0):+.3f} entropy {m.get('entropy', 0.0):.3f} "
-        f"({m['time/step_s']:.1f}s)",
-        flush=True,
     )
 
 
@@ -80,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warm start: {args.sft_steps} steps, loss {loss:.3f}", flush=True)
         before = evaluate(policy, interface, trainer.pool, config, args.eval_samples)
         print(f"before: resolve_rate {before:.3f}", flush=True)
-        trainer.train(on_step=_print_step)
+        trainer.train(on_step=functools.partial(print_step, digits=2))
         after = evaluate(policy, interface, trainer.pool, config, args.eval_samples)
     finally:
         trainer.close()

@@ -424,13 +424,13 @@ class OPDConfig(DistillConfig):
 
 def main_distill(args: argparse.Namespace) -> int:
     """``repogym train --algo distill``."""
-    from repogym.agents.async_rl import train_from_args
+    from repogym.agents.train_cli import train_from_args
 
     return train_from_args("distill", DistillConfig, DistillTrainer, args)
 
 
 def main_opd(args: argparse.Namespace) -> int:
     """``repogym train --algo opd``."""
-    from repogym.agents.async_rl import train_from_args
+    from repogym.agents.train_cli import train_from_args
 
     return train_from_args("opd", OPDConfig, DistillTrainer, args)

@@ -120,6 +120,6 @@ class EchoTrainer(GRPOTrainer):
 
 def main(args: argparse.Namespace) -> int:
     """``repogym train --algo echo``."""
-    from repogym.agents.async_rl import train_from_args
+    from repogym.agents.train_cli import train_from_args
 
     return train_from_args("echo", EchoConfig, EchoTrainer, args)

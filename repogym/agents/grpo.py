@@ -36,13 +36,10 @@ from typing import Any, Literal, get_args
 import torch
 
 from repogym.agents.common import (
-    ExtraTerm,
     TrainConfig,
     Trainer,
-    assemble_loss,
     autocast,
-    clip_and_step,
-    mean_metrics,
+    optimise_epochs,
 )
 from repogym.agents.losses import (
     AggMode,
@@ -165,14 +162,6 @@ class GRPOTrainer(Trainer):
 
             self.extra_terms.setdefault("echo", (config.echo_lambda, echo_term))
 
-    def train(self, steps: int | None = None, **kwargs: Any) -> list[dict[str, float]]:
-        """:meth:`Trainer.train`, or with ``config.async_`` the asynchronous actor/learner."""
-        if self.config.async_:
-            from repogym.agents.async_rl import train_async_option
-
-            return train_async_option(self, steps, **kwargs)
-        return super().train(steps, **kwargs)
-
     def update(self, batch: Batch) -> dict[str, float]:
         """``epochs`` optimiser steps on ``batch``; returns the metrics of the step."""
         cfg = self.config
@@ -189,15 +178,11 @@ class GRPOTrainer(Trainer):
             "global_num_seqs": (batch.action_mask.sum(-1) > 0).sum(),
             "norm_len": float(cfg.rollout.max_new_tokens * (cfg.rollout.max_steps or 1)),
         }
-        epochs = []
-        for _ in range(cfg.epochs):
-            rows = [self._micro_step(mb, norm) for mb in batch.split(cfg.micro_batch)]
-            grad_norm = clip_and_step(self.policy.parameters(), self.optimizer, cfg.max_grad_norm)
-            epochs.append({**_sum_losses(rows), "grad_norm": grad_norm})
-        metrics = mean_metrics(epochs)
-        tokens = int(batch.attention_mask.sum()) * cfg.epochs
-        metrics["throughput/tokens_per_s"] = tokens / max(time.monotonic() - start, 1e-9)
-        return metrics
+        return optimise_epochs(
+            batch, lambda mb: self._micro_step(mb, norm), list(self.policy.parameters()),
+            self.optimizer, epochs=cfg.epochs, micro_batch=cfg.micro_batch,
+            max_grad_norm=cfg.max_grad_norm, start=start,
+        )  # fmt: skip
 
     @torch.no_grad()
     def _prepare(self, batch: Batch) -> None:
@@ -244,12 +229,7 @@ class GRPOTrainer(Trainer):
         entropy = aggregate(scores.entropy, mask, cfg.agg, **norm)
         terms = {"policy": (1.0, pl), "entropy": (cfg.ent_coef, -entropy)}
         terms["kl"] = (cfg.beta, self._kl(scores, mb, norm))
-        terms.update(_extra(self.extra_terms, self.policy, mb, scores))
-        total, loss_metrics = assemble_loss(terms)
-        total.backward()
-        masked = mask.bool()
-        metrics["entropy"] = float(scores.entropy.detach()[masked].mean()) if masked.any() else 0.0
-        return {**metrics, **loss_metrics}
+        return self._backward(terms, mb, scores, metrics)
 
     def _kl(self, scores: Scores, mb: Batch, norm: Mapping[str, Any]) -> torch.Tensor:
         """Aggregated KL(policy || reference) on action tokens (0 without a reference)."""
@@ -264,19 +244,3 @@ def _first_action(batch: Batch) -> int:
     cols = batch.action_mask.any(0).nonzero()
     return int(cols[0]) if cols.numel() else 1
 
-
-def _extra(
-    terms: Mapping[str, tuple[float, ExtraTerm]], policy: Policy, mb: Batch, scores: Scores
-) -> dict[str, tuple[float, torch.Tensor]]:
-    """Evaluate the extra loss terms on a micro-batch."""
-    return {name: (w, fn(policy, mb, scores)) for name, (w, fn) in terms.items()}
-
-
-def _sum_losses(rows: list[dict[str, float]]) -> dict[str, float]:
-    """Micro-batch metrics of one optimiser step: ``loss/*`` summed (global normalisers make
-    the sum the batch loss), the rest averaged (``*/max``: maximum)."""
-    out = mean_metrics(rows)
-    for key in out:
-        if key.startswith("loss/"):
-            out[key] = sum(r[key] for r in rows if key in r)
-    return out

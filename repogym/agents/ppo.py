@@ -27,15 +27,8 @@ from typing import Any, Literal
 
 import torch
 
-from repogym.agents.common import (
-    TrainConfig,
-    Trainer,
-    assemble_loss,
-    autocast,
-    clip_and_step,
-    mean_metrics,
-)
-from repogym.agents.grpo import _extra, _first_action, _sum_losses
+from repogym.agents.common import TrainConfig, Trainer, autocast, optimise_epochs
+from repogym.agents.grpo import _first_action
 from repogym.agents.losses import AggMode, aggregate, gae, policy_loss
 from repogym.agents.policy import Batch, Policy
 
@@ -166,14 +159,6 @@ class PPOTrainer(Trainer):
             )
         self.optimizer = torch.optim.AdamW(groups, lr=config.lr, weight_decay=0.0)
 
-    def train(self, steps: int | None = None, **kwargs: Any) -> list[dict[str, float]]:
-        """:meth:`Trainer.train`, or with ``config.async_`` the asynchronous actor/learner."""
-        if self.config.async_:
-            from repogym.agents.async_rl import train_async_option
-
-            return train_async_option(self, steps, **kwargs)
-        return super().train(steps, **kwargs)
-
     def _values(self, mb: Batch, scores_values: torch.Tensor | None) -> torch.Tensor:
         """``[B, T]`` values from the value head or the separate critic."""
         if self.critic is None:
@@ -188,16 +173,12 @@ class PPOTrainer(Trainer):
         self._prepare(batch)
         norm = {"global_num_tokens": batch.action_mask.sum()}
         num_turns = batch.extras["turn_mask"].sum()
-        epochs = []
-        for _ in range(cfg.epochs):
-            rows = [self._micro_step(mb, norm, num_turns) for mb in batch.split(cfg.micro_batch)]
-            params = [p for group in self.optimizer.param_groups for p in group["params"]]
-            grad_norm = clip_and_step(params, self.optimizer, cfg.max_grad_norm)
-            epochs.append({**_sum_losses(rows), "grad_norm": grad_norm})
-        metrics = mean_metrics(epochs)
-        tokens = int(batch.attention_mask.sum()) * cfg.epochs
-        metrics["throughput/tokens_per_s"] = tokens / max(time.monotonic() - start, 1e-9)
-        return metrics
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        return optimise_epochs(
+            batch, lambda mb: self._micro_step(mb, norm, num_turns), params, self.optimizer,
+            epochs=cfg.epochs, micro_batch=cfg.micro_batch, max_grad_norm=cfg.max_grad_norm,
+            start=start,
+        )  # fmt: skip
 
     @torch.no_grad()
     def _prepare(self, batch: Batch) -> None:
@@ -262,9 +243,4 @@ class PPOTrainer(Trainer):
             "entropy": (cfg.ent_coef, -entropy),
             "kl": (0.0, scores.logp.new_zeros(())),
         }
-        terms.update(_extra(self.extra_terms, self.policy, mb, scores))
-        total, loss_metrics = assemble_loss(terms)
-        total.backward()
-        masked = mask.bool()
-        metrics["entropy"] = float(scores.entropy.detach()[masked].mean()) if masked.any() else 0.0
-        return {**metrics, **loss_metrics}
+        return self._backward(terms, mb, scores, metrics)

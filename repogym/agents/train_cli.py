@@ -14,11 +14,23 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from repogym.agents.rollout import RolloutConfig
 
-__all__ = ["cispo", "dapo", "dr_grpo", "grpo", "gspo", "ppo", "run_algo"]
+__all__ = [
+    "cispo",
+    "dapo",
+    "dr_grpo",
+    "grpo",
+    "gspo",
+    "ppo",
+    "print_progress",
+    "print_step",
+    "run_algo",
+    "train_from_args",
+]
 
 
 def _split_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -46,9 +58,6 @@ def _split_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_algo(algo: str, args: argparse.Namespace) -> int:
     """Build the config of ``algo`` from ``args``, train, plot; returns 0."""
-    from repogym.harness.cmd_train import config_from_args
-
-    rollout = _split_overrides(args)
     if algo == "ppo":
         from repogym.agents.ppo import PPOConfig as cls
         from repogym.agents.ppo import PPOTrainer as trainer_cls
@@ -56,18 +65,50 @@ def run_algo(algo: str, args: argparse.Namespace) -> int:
         from repogym.agents.grpo import GRPOConfig as cls
         from repogym.agents.grpo import GRPOTrainer as trainer_cls
 
-        args.overrides = [f"variant={algo}", *args.overrides]
-    config = config_from_args(cls, args)
+        args.overrides = [f"variant={algo}", *(getattr(args, "overrides", None) or [])]
+    return train_from_args(algo, cls, trainer_cls, args, on_step=print_step)
+
+
+def train_from_args(
+    algo: str,
+    config_cls: type,
+    trainer_cls: type,
+    args: argparse.Namespace,
+    *,
+    on_step: Callable[[int, Mapping[str, float]], None] | None = None,
+) -> int:
+    """Build ``config_cls`` from the train CLI's flags, train with ``trainer_cls``, plot.
+
+    The entry point of every LM trainer (``grpo``, ``ppo``, ..., ``async``, ``distill``,
+    ``opd``, ``echo``). ``rollout.FIELD=VALUE`` pairs of ``--set`` set rollout fields;
+    ``--task`` sets ``tasks``; ``--ray`` sets the config's ``ray`` field where it has one.
+
+    Args:
+        algo: The ``--algo`` name (the default output folder is ``runs/<algo>``).
+        config_cls: The trainer's config dataclass.
+        trainer_cls: The trainer.
+        args: The parsed ``repogym train`` flags.
+        on_step: Progress printer (default :func:`print_progress`).
+
+    Returns:
+        0.
+    """
+    from repogym.harness.cmd_train import config_from_args
+
+    rollout = _split_overrides(args)
+    if getattr(args, "ray", None) and "ray" in {f.name for f in dataclasses.fields(config_cls)}:
+        args.overrides.append(f"ray={args.ray}")
+    config = config_from_args(config_cls, args)
     if getattr(args, "task_ids", None):
         config.tasks = tuple(args.task_ids)
     if rollout:
         config.rollout = dataclasses.replace(config.rollout, **rollout)
         config.__post_init__()
-    if args.out is None:
+    if getattr(args, "out", None) is None:
         config.out = f"runs/{algo}"
     trainer = trainer_cls(config)
     try:
-        trainer.train(on_step=_print_step)
+        trainer.train(on_step=on_step or print_progress)
     finally:
         trainer.close()
     from repogym.harness.cmd_plot import plot_metrics
@@ -76,13 +117,23 @@ def run_algo(algo: str, args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_step(step: int, m: dict[str, float]) -> None:
+def print_step(step: int, m: Mapping[str, float], *, digits: int = 3) -> None:
+    """Print reward, resolve rate, policy loss and entropy of a step (GRPO, PPO, the demo)."""
+    d = digits
     print(
-        f"step {step}: reward/mean {m['reward/mean']:.3f} resolve_rate {m['resolve_rate']:.3f} "
-        f"loss/policy {m.get('loss/policy', 0.0):+.4f} entropy {m.get('entropy', 0.0):.3f} "
-        f"({m['time/step_s']:.1f}s)",
+        f"step {step}: reward/mean {m['reward/mean']:.{d}f} resolve_rate "
+        f"{m['resolve_rate']:.{d}f} loss/policy {m.get('loss/policy', 0.0):+.{d + 1}f} "
+        f"entropy {m.get('entropy', 0.0):.3f} ({m['time/step_s']:.1f}s)",
         flush=True,
     )
+
+
+def print_progress(step: int, m: Mapping[str, float]) -> None:
+    """Print the metrics of a step that it has among reward, losses, IS weight and staleness."""
+    keys = ("reward/mean", "loss/policy", "loss/kl", "loss/echo", "is_weight/max",
+            "staleness/mean")  # fmt: skip
+    shown = " ".join(f"{k} {m[k]:.4g}" for k in keys if k in m)
+    print(f"step {step}: {shown} ({m.get('time/step_s', 0.0):.1f}s)", flush=True)
 
 
 def ppo(args: argparse.Namespace) -> int:
