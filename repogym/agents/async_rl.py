@@ -15,7 +15,8 @@ policy version ``v`` while the learner updates:
 - the learner pushes its weights to the workers every ``sync_every`` updates.
 
 Workers run as threads (``backend="thread"``), processes (``"process"``) or Ray actors
-(``ray="local"`` or a cluster address). The learner's loss corrects for the gap between the
+(``ray="local"`` or a cluster address); they live in :mod:`repogym.agents.async_workers`
+(their names are re-exported here). The learner's loss corrects for the gap between the
 behaviour policy ``mu`` (the worker's version) and the policy being trained, with ``r_t =
 pi(a_t) / mu(a_t)`` (:func:`async_policy_loss`, ``correction=``):
 
@@ -43,67 +44,78 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import queue
-import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, get_args
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
+from repogym.agents.async_workers import (
+    Backend,
+    EnvWorkerFactory,
+    LocalWorkers,
+    RayWorkers,
+    RolloutResult,
+    RolloutWorker,
+    SimulatedWorkerFactory,
+    WorkerFactory,
+    make_workers,
+    model_weights,
+)
 from repogym.agents.common import (
     TrainConfig,
     Trainer,
-    assemble_loss,
     autocast,
-    build_interface,
-    build_policy,
-    clip_and_step,
-    make_pool,
+    check_choice,
     mean_metrics,
+    run_logged,
+    sum_losses,
 )
-from repogym.agents.grpo import GRPOConfig, GRPOTrainer, batch_advantages
-from repogym.agents.losses import LOG_RATIO_CLAMP, aggregate, kl, policy_loss
-from repogym.agents.policy import Batch, Episode, Policy, Scores, Turn, collate
-from repogym.agents.rollout import collect
-from repogym.agents.shaping import ShapingConfig, default_max_len, shape_episodes
+from repogym.agents.grpo import GRPOConfig, GRPOTrainer
+from repogym.agents.losses import LOG_RATIO_CLAMP, aggregate, policy_loss
+from repogym.agents.policy import Batch, Episode, Policy, collate
+from repogym.agents.shaping import ShapingConfig
+from repogym.agents.train_cli import train_from_args
 
 __all__ = [
     "AsyncConfig",
     "AsyncOptions",
     "AsyncTrainer",
     "Correction",
-    "EnvWorkerFactory",
-    "RolloutResult",
-    "SimulatedWorkerFactory",
     "async_policy_loss",
     "behaviour_weights",
     "filter_stale",
-    "model_weights",
+    "iterate_async",
+    "main",
     "sequence_ratio",
     "token_is_weights",
     "train_async",
     "train_async_option",
     "weight_metrics",
 ]
+# Re-exported from async_workers, common and train_cli (their old home was this module):
+__all__ += [
+    "Backend",
+    "EnvWorkerFactory",
+    "LocalWorkers",
+    "RayWorkers",
+    "RolloutResult",
+    "RolloutWorker",
+    "SimulatedWorkerFactory",
+    "WorkerFactory",
+    "model_weights",
+    "sum_losses",
+    "train_from_args",
+]
 
 Correction = Literal["tis", "seq", "decoupled", "product", "none"]
-Backend = Literal["thread", "process"]
 
 
 # --------------------------------------------------------------------------------------------
 # Corrections (pure functions)
 # --------------------------------------------------------------------------------------------
-
-
-def _check(name: str, value: str, literal: object) -> None:
-    if value not in get_args(literal):
-        raise ValueError(
-            f"unknown {name} {value!r}; expected one of {', '.join(map(repr, get_args(literal)))}"
-        )
 
 
 def token_is_weights(
@@ -183,7 +195,7 @@ def behaviour_weights(
     Returns:
         ``[B, T]`` weights, 0 outside ``mask``.
     """
-    _check("correction", correction, Correction)
+    check_choice("correction", correction, Correction)
     if correction == "product":
         raise ValueError(
             "correction 'product' is the unsafe reference for the loss demo only. Fix: use "
@@ -246,7 +258,7 @@ def async_policy_loss(
     Raises:
         ValueError: For an unknown correction, or ``decoupled`` without ``prox_logp``.
     """
-    _check("correction", correction, Correction)
+    check_choice("correction", correction, Correction)
     adv = advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages
     adv = adv.expand_as(logp)
     m = mask.bool()
@@ -287,26 +299,6 @@ def async_policy_loss(
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class RolloutResult:
-    """One group of episodes from a worker.
-
-    Attributes:
-        episodes: The episodes (each with ``info["policy_version"]``).
-        version: Policy version the worker generated them with.
-        worker: Worker index.
-        seconds: Wall time of the rollout.
-        metrics: The rollout's metrics (``reward/mean``, ``resolve_rate``, ...).
-        error: A worker's traceback, if it failed (the learner raises it).
-    """
-
-    episodes: list[Episode]
-    version: int
-    worker: int
-    seconds: float = 0.0
-    metrics: dict[str, float] = field(default_factory=dict)
-    error: str | None = None
-
 
 def filter_stale(
     results: list[RolloutResult], version: int, max_staleness: int
@@ -333,372 +325,27 @@ def filter_stale(
 
 
 # --------------------------------------------------------------------------------------------
-# Workers
-# --------------------------------------------------------------------------------------------
-
-
-class RolloutWorker(Protocol):
-    """What runs inside a worker: a policy to load weights into, and one group per call."""
-
-    policy: Policy
-
-    def run(self, index: int) -> tuple[list[Episode], dict[str, float]]:
-        """Run the ``index``-th group of this worker; returns episodes and metrics."""
-        ...
-
-
-WorkerFactory = Callable[[int, "Policy | None"], RolloutWorker]
-"""``(worker_id, policy or None) -> worker``: the worker owns the given policy (a copy of the
-learner's, for threads) or builds its own (processes, Ray). Picklable for processes and Ray."""
-
-
-@dataclass
-class _EnvWorker:
-    """A worker that samples real episodes in its own environments."""
-
-    policy: Policy
-    interface: Any
-    pool: Any
-    config: TrainConfig
-    worker_id: int
-
-    def run(self, index: int) -> tuple[list[Episode], dict[str, float]]:
-        tasks = list(self.config.tasks)
-        task = tasks[index % len(tasks)]
-        self.policy.eval()
-        rollout = collect(self.policy, self.interface, self.pool, [task], self.config.rollout,
-                          seed=self.config.seed + 7919 * self.worker_id + 1000 * index)  # fmt: skip
-        metrics = rollout.metrics()
-        shaping = getattr(self.config, "shaping", None)
-        if shaping is not None:
-            metrics.update(shape_episodes(rollout.episodes, shaping,
-                                          default_max_len(self.config.rollout)))  # fmt: skip
-        return rollout.episodes, metrics
-
-    def close(self) -> None:
-        """Close the worker's environments."""
-        self.pool.close()
-
-
-@dataclass
-class EnvWorkerFactory:
-    """Builds workers that run real RepoEnv episodes (picklable: rebuilt in processes/actors).
-
-    Attributes:
-        config: The trainer's config (model, tasks, interface, rollout settings).
-    """
-
-    config: TrainConfig
-
-    def __call__(self, worker_id: int, template: Policy | None = None) -> _EnvWorker:
-        interface = build_interface(self.config)
-        if template is not None:
-            policy = template
-        else:
-            policy = build_policy(self.config, interface, value_head=False).requires_grad_(False)
-        policy.value_head = None
-        return _EnvWorker(policy.eval(), interface, make_pool(self.config), self.config, worker_id)
-
-
-@dataclass
-class _SimulatedWorker:
-    policy: Policy
-    factory: SimulatedWorkerFactory
-    rng: np.random.Generator
-
-    def run(self, index: int) -> tuple[list[Episode], dict[str, float]]:
-        f = self.factory
-        time.sleep(f.median_s * float(self.rng.lognormal(0.0, f.sigma)))
-        episodes = []
-        for g in range(f.group_size):
-            actions = f.actions[int(self.rng.integers(len(f.actions)))]
-            ids = self.policy.encode(actions)
-            ep = Episode(task="sim", prompt=f.prompt, reward=float(self.rng.integers(2)))
-            ep.turns.append(Turn(ids, [0.0] * len(ids), f.observation))
-            episodes.append(ep)
-        _score_behaviour(self.policy, episodes)
-        reward = sum(e.reward for e in episodes) / len(episodes)
-        return episodes, {"reward/mean": reward, "resolve_rate": reward}
-
-
-@torch.no_grad()
-def _score_behaviour(policy: Policy, episodes: list[Episode]) -> None:
-    """Fill the episodes' action logprobs with the policy's (the behaviour logprobs)."""
-    batch = collate(policy.tokenizer, episodes).to(policy.device)
-    logp = policy.score(batch.input_ids, batch.attention_mask).logp.cpu()
-    for b, ep in enumerate(episodes):
-        pos = torch.nonzero(batch.action_mask[b].cpu()).squeeze(-1).tolist()
-        ep.turns[0].action_logprobs = [float(logp[b, p]) for p in pos]
-
-
-@dataclass
-class SimulatedWorkerFactory:
-    """Workers whose episode *durations* are simulated (benchmarks and tests).
-
-    Each group sleeps a log-normal time (``median_s * exp(N(0, sigma))``: with ``sigma = 0.8``
-    about 1 episode in 20 takes over 4x the median), then returns ``group_size`` one-turn
-    episodes with a random action string from ``actions`` and a random 0/1 reward. The
-    behaviour logprobs are real: the worker scores the tokens with its own (possibly stale)
-    copy of the policy. No environment runs.
-
-    Attributes:
-        median_s: Median episode duration in seconds.
-        sigma: Log-normal shape (0 gives a constant duration).
-        group_size: Episodes per group.
-        actions: Candidate action texts.
-        prompt: The prompt text.
-        observation: The observation after the action.
-        seed: Seeds the durations, actions and rewards (offset by the worker id).
-        model_seed: Seed of the tiny model built when no template policy is given.
-    """
-
-    median_s: float = 0.2
-    sigma: float = 0.8
-    group_size: int = 4
-    actions: tuple[str, ...] = ("fix 1\n", "fix 2\n", "fix 3\n", "submit\n")
-    prompt: str = "task sim\n"
-    observation: str = "Wrote 10 characters to a.py.\n"
-    seed: int = 0
-    model_seed: int = 0
-
-    def build_policy(self) -> Policy:
-        """The tiny policy the workers build (use it for the learner too: same tokenizer)."""
-        from repogym.agents.policy import load_policy
-
-        return load_policy("tiny", device="cpu", stop=["\n"], tiny_corpus=list(self.actions),
-                           seed=self.model_seed)  # fmt: skip
-
-    def __call__(self, worker_id: int, template: Policy | None = None) -> _SimulatedWorker:
-        policy = template if template is not None else self.build_policy().requires_grad_(False)
-        policy.value_head = None
-        return _SimulatedWorker(policy.eval(), self, np.random.default_rng(self.seed + worker_id))
-
-
-def model_weights(policy: Policy) -> dict[str, torch.Tensor]:
-    """A CPU copy of the model's weights (the value head stays with the learner)."""
-    return {k: v.detach().to("cpu", copy=True) for k, v in policy.model.state_dict().items()}
-
-
-def _worker_loop(
-    factory: WorkerFactory,
-    worker_id: int,
-    template: Policy | None,
-    inbox: Any,
-    outbox: Any,
-    stop: Any,
-) -> None:
-    """Body of a thread or process worker: newest weights, one group, repeat until ``stop``."""
-    try:
-        worker = factory(worker_id, template)
-    except Exception:  # noqa: BLE001 - reported to the learner, which raises it
-        outbox.put(RolloutResult([], -1, worker_id, error=traceback.format_exc()))
-        return
-    try:
-        _serve(worker, worker_id, inbox, outbox, stop)
-    finally:
-        getattr(worker, "close", lambda: None)()
-
-
-def _serve(worker: RolloutWorker, worker_id: int, inbox: Any, outbox: Any, stop: Any) -> None:
-    """Newest weights, one group, repeat until ``stop``."""
-    version, index = -1, 0
-    while not stop.is_set():
-        try:
-            item = inbox.get(timeout=0.05 if version >= 0 else 0.5)
-            while True:  # drain to the newest weights
-                try:
-                    item = inbox.get_nowait()
-                except queue.Empty:
-                    break
-            version = item[0]
-            worker.policy.model.load_state_dict(item[1])
-        except queue.Empty:
-            pass
-        if version < 0:
-            continue
-        outbox.put(_run_one(worker, worker_id, version, index))
-        index += 1
-
-
-def _run_one(worker: RolloutWorker, worker_id: int, version: int, index: int) -> RolloutResult:
-    """Run one group and tag it with ``version``; failures become an ``error`` result."""
-    start = time.monotonic()
-    try:
-        episodes, metrics = worker.run(index)
-    except Exception:  # noqa: BLE001 - reported to the learner, which raises it
-        return RolloutResult([], version, worker_id, error=traceback.format_exc())
-    for ep in episodes:
-        ep.info["policy_version"] = version
-    return RolloutResult(episodes, version, worker_id, time.monotonic() - start, metrics)
-
-
-class LocalWorkers:
-    """Rollout workers as threads or (spawned) processes, fed through queues.
-
-    Args:
-        factory: Builds each worker (must be picklable for processes).
-        num_workers: How many.
-        backend: ``thread`` or ``process``.
-        template: A policy the thread workers copy (processes build their own).
-    """
-
-    def __init__(
-        self, factory: WorkerFactory, num_workers: int, backend: Backend, template: Policy | None
-    ) -> None:
-        _check("backend", backend, Backend)
-        if backend == "thread":
-            ctx: Any = None
-            self.outbox: Any = queue.Queue()
-            self.stop: Any = threading.Event()
-            self.inboxes: list[Any] = [queue.Queue() for _ in range(num_workers)]
-        else:
-            import torch.multiprocessing as tmp
-
-            ctx = tmp.get_context("spawn")
-            self.outbox, self.stop = ctx.Queue(), ctx.Event()
-            self.inboxes = [ctx.Queue() for _ in range(num_workers)]
-            template = None
-        self.workers: list[Any] = []
-        for i in range(num_workers):
-            own = template.frozen_copy() if template is not None else None
-            target_args = (factory, i, own, self.inboxes[i], self.outbox, self.stop)
-            maker = threading.Thread if ctx is None else ctx.Process
-            w = maker(target=_worker_loop, args=target_args, daemon=True, name=f"rollout-{i}")
-            w.start()
-            self.workers.append(w)
-
-    def publish(self, version: int, weights: dict[str, torch.Tensor]) -> None:
-        """Send weights of ``version`` to every worker."""
-        for inbox in self.inboxes:
-            inbox.put((version, weights))
-
-    def get(self, timeout: float = 600.0) -> RolloutResult:
-        """The next finished group (raises a worker's error, or TimeoutError)."""
-        try:
-            result = self.outbox.get(timeout=timeout)
-        except queue.Empty as e:
-            raise TimeoutError(f"no rollout finished within {timeout:.0f}s") from e
-        return _raise_error(result)
-
-    def close(self) -> None:
-        """Stop and join the workers (processes that do not stop are terminated)."""
-        self.stop.set()
-        deadline = time.monotonic() + 30
-        for w in self.workers:
-            while w.is_alive() and time.monotonic() < deadline:
-                _drain(self.outbox)
-                w.join(timeout=0.1)
-            if w.is_alive() and hasattr(w, "terminate"):
-                w.terminate()
-                w.join(timeout=5)
-        _drain(self.outbox)
-
-
-def _drain(q: Any) -> None:
-    try:
-        while True:
-            q.get_nowait()
-    except (queue.Empty, OSError, ValueError):
-        pass
-
-
-def _raise_error(result: RolloutResult) -> RolloutResult:
-    if result.error:
-        raise RuntimeError(f"rollout worker {result.worker} failed:\n{result.error}")
-    return result
-
-
-class _RayActor:
-    """A rollout worker as a Ray actor; calls run in order, so weights land between groups."""
-
-    def __init__(self, factory: WorkerFactory, worker_id: int) -> None:
-        self.worker = factory(worker_id, None)
-        self.worker_id = worker_id
-        self.version = -1
-
-    def set_weights(self, version: int, weights: dict[str, torch.Tensor]) -> None:
-        self.worker.policy.model.load_state_dict(weights)
-        self.version = version
-
-    def run(self, index: int) -> RolloutResult:
-        return _run_one(self.worker, self.worker_id, self.version, index)
-
-    def close(self) -> None:
-        getattr(self.worker, "close", lambda: None)()
-
-
-class RayWorkers:
-    """Rollout workers as Ray actors, one group in flight per actor.
-
-    Args:
-        factory: Builds each worker inside its actor (picklable).
-        num_workers: How many actors.
-        address: ``local`` starts Ray here (``num_cpus=max(2, num_workers)``), else a cluster
-            address.
-    """
-
-    def __init__(self, factory: WorkerFactory, num_workers: int, address: str) -> None:
-        try:
-            import ray
-        except ImportError as e:
-            raise RuntimeError("--ray needs Ray. Fix: pip install 'repogym[ray]'") from e
-        self.ray = ray
-        self.started = not ray.is_initialized()
-        if self.started:
-            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-            if address == "local":
-                ray.init(num_cpus=max(2, num_workers), **kwargs)
-            else:
-                ray.init(address=address, **kwargs)
-        actor_cls = ray.remote(num_cpus=0)(_RayActor)
-        self.actors = [actor_cls.remote(factory, i) for i in range(num_workers)]
-        self.pending: dict[Any, int] = {}
-        self.index = 0
-
-    def publish(self, version: int, weights: dict[str, torch.Tensor]) -> None:
-        """Queue the weights on every actor (they apply between groups), then keep each busy."""
-        ref = self.ray.put(weights)
-        for actor in self.actors:
-            actor.set_weights.remote(version, ref)
-        busy = set(self.pending.values())
-        for i, actor in enumerate(self.actors):
-            if i not in busy:
-                self._submit(i)
-
-    def _submit(self, i: int) -> None:
-        self.pending[self.actors[i].run.remote(self.index)] = i
-        self.index += 1
-
-    def get(self, timeout: float = 600.0) -> RolloutResult:
-        """The next finished group; its actor starts the next one."""
-        done, _ = self.ray.wait(list(self.pending), num_returns=1, timeout=timeout)
-        if not done:
-            raise TimeoutError(f"no rollout finished within {timeout:.0f}s")
-        i = self.pending.pop(done[0])
-        result = self.ray.get(done[0])
-        self._submit(i)
-        return _raise_error(result)
-
-    def close(self) -> None:
-        """Close the actors' environments, kill them; shut Ray down if this object started it."""
-        if self.pending:
-            self.ray.wait(list(self.pending), num_returns=len(self.pending), timeout=60)
-        closing = [actor.close.remote() for actor in self.actors]
-        self.ray.wait(closing, num_returns=len(closing), timeout=60)
-        for actor in self.actors:
-            self.ray.kill(actor)
-        self.pending.clear()
-        if self.started:
-            self.ray.shutdown()
-
-
-# --------------------------------------------------------------------------------------------
 # The learner loop
 # --------------------------------------------------------------------------------------------
 
 
 @dataclass
-class AsyncOptions:
+class _ActorLearnerFields:
+    """The actor/learner fields (and defaults) that :class:`AsyncOptions` and
+    :class:`AsyncConfig` share."""
+
+    num_workers: int = 2
+    backend: Backend = "thread"
+    ray: str | None = None
+    sync_every: int = 1
+    max_staleness: int = 2
+    correction: Correction = "decoupled"
+    is_cap: float | None = 2.0
+    groups_per_step: int | None = None
+
+
+@dataclass
+class AsyncOptions(_ActorLearnerFields):
     """Actor/learner settings (the ``async_`` option of the GRPO and PPO trainers).
 
     Attributes:
@@ -713,32 +360,16 @@ class AsyncOptions:
         timeout_s: Longest wait for one group before failing.
     """
 
-    num_workers: int = 2
-    backend: Backend = "thread"
-    ray: str | None = None
-    sync_every: int = 1
-    max_staleness: int = 2
-    correction: Correction = "decoupled"
-    is_cap: float | None = 2.0
-    groups_per_step: int | None = None
     timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
-        _check("correction", self.correction, Correction)
-        _check("backend", self.backend, Backend)
+        check_choice("correction", self.correction, Correction)
+        check_choice("backend", self.backend, Backend)
         if self.num_workers < 1 or self.sync_every < 1 or self.max_staleness < 0:
             raise ValueError(
                 f"need num_workers >= 1, sync_every >= 1, max_staleness >= 0; got "
                 f"{self.num_workers}, {self.sync_every}, {self.max_staleness}"
             )
-
-
-def _make_workers(
-    opts: AsyncOptions, factory: WorkerFactory, template: Policy
-) -> LocalWorkers | RayWorkers:
-    if opts.ray:
-        return RayWorkers(factory, opts.num_workers, opts.ray)
-    return LocalWorkers(factory, opts.num_workers, opts.backend, template)
 
 
 def iterate_async(
@@ -755,7 +386,7 @@ def iterate_async(
     older ones (counted), collates them (behaviour logprobs in ``Batch.old_logp``), calls
     ``update`` and pushes new weights every ``sync_every`` updates.
     """
-    workers = _make_workers(opts, factory, policy)
+    workers = make_workers(factory, opts.num_workers, opts.backend, opts.ray, policy)
     version, dropped_total = 0, 0
     try:
         workers.publish(version, model_weights(policy))
@@ -827,14 +458,13 @@ def train_async(
         opts: Actor/learner settings.
         steps: Updates (default ``trainer.config.steps``).
         factory: Builds the workers (default: real environments, :class:`EnvWorkerFactory`).
-        log: Write ``OUT/metrics.jsonl``, ``OUT/config.json`` and a final checkpoint.
+        log: Write ``OUT/metrics.jsonl``, ``OUT/config.json`` and checkpoints (every
+            ``config.save_every`` updates if set, and a final one).
         on_step: Called with ``(step, metrics)`` after each update.
 
     Returns:
         Every step's metrics.
     """
-    from repogym.agents.common import MetricsLogger, save_checkpoint, write_config
-
     config = trainer.config
     steps = config.steps if steps is None else steps
     factory = factory or EnvWorkerFactory(config)
@@ -842,24 +472,8 @@ def train_async(
     if not trainer.warm_started:
         trainer.warm_start()
     update = trainer.update if isinstance(trainer, AsyncTrainer) else _weighted(trainer, opts)
-    logger = MetricsLogger(config.out) if log else None
-    if log:
-        write_config(config, config.out)
-    history: list[dict[str, float]] = []
-    try:
-        loop = iterate_async(trainer.policy, opts, factory, update, steps, groups)
-        for step, metrics in enumerate(loop, start=1):
-            history.append(metrics)
-            if logger is not None:
-                logger.log(step, metrics)
-            if on_step is not None:
-                on_step(step, metrics)
-        if log:
-            save_checkpoint(trainer.policy, config.out, steps)
-    finally:
-        if logger is not None:
-            logger.close()
-    return history
+    loop = iterate_async(trainer.policy, opts, factory, update, steps, groups)
+    return run_logged(config, trainer.policy, steps, loop, log=log, on_step=on_step)
 
 
 def train_async_option(
@@ -913,31 +527,18 @@ def _score(policy: Policy, batch: Batch, config: TrainConfig) -> torch.Tensor:
 
 
 @dataclass
-class AsyncConfig(GRPOConfig):
+class AsyncConfig(_ActorLearnerFields, GRPOConfig):
     """``--algo async``: GRPO-style advantages, asynchronous workers, corrected loss.
 
-    Attributes (besides :class:`repogym.agents.grpo.GRPOConfig`'s; see :class:`AsyncOptions`):
-        num_workers: Rollout workers.
-        backend: ``thread`` or ``process``.
-        ray: None, ``local`` or a Ray cluster address.
-        sync_every: Weight push interval K in updates.
-        max_staleness: Oldest usable group in updates.
-        correction: ``tis``, ``seq``, ``decoupled``, ``product`` or ``none``.
-        is_cap: Truncation C.
-        groups_per_step: Groups per update (None: one per task).
+    Attributes (besides :class:`repogym.agents.grpo.GRPOConfig`'s):
+        num_workers, backend, ray, sync_every, max_staleness, correction, is_cap,
+            groups_per_step: As in :class:`AsyncOptions`.
+        epochs: Optimisation passes per batch (default 1 here).
         shaping: Reward shaping applied by the workers
             (:class:`repogym.agents.shaping.ShapingConfig` or its dict; None: the env's reward).
     """
 
     epochs: int = 1
-    num_workers: int = 2
-    backend: Backend = "thread"
-    ray: str | None = None
-    sync_every: int = 1
-    max_staleness: int = 2
-    correction: Correction = "decoupled"
-    is_cap: float | None = 2.0
-    groups_per_step: int | None = None
     shaping: ShapingConfig | dict | None = None
 
     def options(self) -> AsyncOptions:
@@ -975,36 +576,21 @@ class AsyncTrainer(GRPOTrainer):
         return train_async(self, self.config.options(), steps=steps, factory=self.factory,
                            log=log, on_step=on_step)  # fmt: skip
 
-    def update(self, batch: Batch) -> dict[str, float]:
-        """``epochs`` optimiser steps of the corrected loss on ``batch``."""
+    @torch.no_grad()
+    def _prepare(self, batch: Batch) -> None:
+        """Proximal (``decoupled``) and reference logprobs, with the weights before the update.
+
+        The loss takes its behaviour logprobs from the workers (``Batch.old_logp``).
+        """
         cfg = self.config
-        start = time.monotonic()
-        batch.extras["advantages"] = batch_advantages(batch, cfg.adv_mode)
-        if cfg.echo_lambda:
-            from repogym.agents.echo import with_echo_norm
-
-            with_echo_norm(batch)
         if cfg.correction == "decoupled":
-            batch.extras["prox_logp"] = _score(self.policy, batch, cfg)
+            batch.extras["prox_logp"] = _score(self.policy, batch, cfg).to(self.device)
         if self.ref is not None:
-            batch.extras["ref_logp"] = _score(self.ref, batch, cfg)
-        batch = batch.to(self.device)
-        norm = {
-            "global_num_tokens": batch.action_mask.sum(),
-            "global_num_seqs": (batch.action_mask.sum(-1) > 0).sum(),
-            "norm_len": float(cfg.rollout.max_new_tokens * (cfg.rollout.max_steps or 1)),
-        }
-        epochs = []
-        for _ in range(cfg.epochs):
-            rows = [self._corrected_step(mb, norm) for mb in batch.split(cfg.micro_batch)]
-            grad_norm = clip_and_step(self.policy.parameters(), self.optimizer, cfg.max_grad_norm)
-            epochs.append({**sum_losses(rows), "grad_norm": grad_norm})
-        metrics = mean_metrics(epochs)
-        tokens = int(batch.attention_mask.sum()) * cfg.epochs
-        metrics["throughput/tokens_per_s"] = tokens / max(time.monotonic() - start, 1e-9)
-        return metrics
+            batch.extras["ref_logp"] = _score(self.ref, batch, cfg).to(self.device)
 
-    def _corrected_step(self, mb: Batch, norm: Mapping[str, Any]) -> dict[str, float]:
+    def _micro_step(self, mb: Batch, norm: Mapping[str, Any]) -> dict[str, float]:
+        """Forward and backward of the corrected loss (:func:`async_policy_loss`) on one
+        micro-batch; returns its metrics."""
         cfg = self.config
         with autocast(self.device, cfg.bf16):
             scores = self.policy.score(mb.input_ids, mb.attention_mask, with_entropy=True)
@@ -1016,85 +602,13 @@ class AsyncTrainer(GRPOTrainer):
         )  # fmt: skip
         entropy = aggregate(scores.entropy, mask, cfg.agg, **norm)
         terms = {"policy": (1.0, pl), "entropy": (cfg.ent_coef, -entropy),
-                 "kl": (cfg.beta, self._ref_kl(scores, mb, norm))}  # fmt: skip
-        for name, (weight, fn) in self.extra_terms.items():
-            terms[name] = (weight, fn(self.policy, mb, scores))
-        total, loss_metrics = assemble_loss(terms)
-        total.backward()
-        masked = mask.bool()
-        metrics["entropy"] = float(scores.entropy.detach()[masked].mean()) if masked.any() else 0.0
-        return {**metrics, **loss_metrics}
-
-    def _ref_kl(self, scores: Scores, mb: Batch, norm: Mapping[str, Any]) -> torch.Tensor:
-        if "ref_logp" not in mb.extras:
-            return scores.logp.new_zeros(())
-        per_token = kl(scores.logp, mb.extras["ref_logp"], self.config.kl_kind)
-        return aggregate(per_token, mb.action_mask, self.config.agg, **norm)
-
-
-def sum_losses(rows: list[dict[str, float]]) -> dict[str, float]:
-    """One optimiser step's micro-batch metrics: ``loss/*`` summed (global normalisers make the
-    sum the batch loss), the rest averaged (``*/max``: maximum)."""
-    out = mean_metrics(rows)
-    for key in out:
-        if key.startswith("loss/"):
-            out[key] = sum(r[key] for r in rows if key in r)
-    return out
+                 "kl": (cfg.beta, self._kl(scores, mb, norm))}  # fmt: skip
+        return self._backward(terms, mb, scores, metrics)
 
 
 # --------------------------------------------------------------------------------------------
 # CLI
 # --------------------------------------------------------------------------------------------
-
-
-def train_from_args(
-    algo: str,
-    config_cls: type,
-    trainer_cls: type,
-    args: argparse.Namespace,
-) -> int:
-    """Build ``config_cls`` from the train CLI's flags, train, plot; shared by the entry points
-    of ``async``, ``distill``, ``opd`` and ``echo``. ``rollout.FIELD=VALUE`` pairs of ``--set``
-    set rollout fields; ``--ray`` sets the config's ``ray`` field."""
-    from repogym.agents.rollout import RolloutConfig
-    from repogym.harness.cmd_train import _coerce, config_from_args
-
-    rollout_fields = {f.name: f for f in dataclasses.fields(RolloutConfig)}
-    rollout, rest = {}, []
-    for pair in list(getattr(args, "overrides", None) or []):
-        key, sep, text = pair.partition("=")
-        if not key.startswith("rollout."):
-            rest.append(pair)
-        elif sep and key[8:] in rollout_fields:
-            rollout[key[8:]] = _coerce(RolloutConfig, rollout_fields[key[8:]], text)
-        else:
-            raise SystemExit(f"--set {pair!r}: unknown rollout field. Fix: use rollout.FIELD="
-                             f"VALUE with FIELD one of {sorted(rollout_fields)}")  # fmt: skip
-    args.overrides = rest
-    if getattr(args, "ray", None) and "ray" in {f.name for f in dataclasses.fields(config_cls)}:
-        args.overrides.append(f"ray={args.ray}")
-    config = config_from_args(config_cls, args)
-    if rollout:
-        config.rollout = dataclasses.replace(config.rollout, **rollout)
-        config.__post_init__()
-    if getattr(args, "out", None) is None:
-        config.out = f"runs/{algo}"
-    trainer = trainer_cls(config)
-    try:
-        trainer.train(on_step=_print_step)
-    finally:
-        trainer.close()
-    from repogym.harness.cmd_plot import plot_metrics
-
-    print(f"metrics: {config.out}/metrics.jsonl; curves: {plot_metrics(config.out)}")
-    return 0
-
-
-def _print_step(step: int, m: Mapping[str, float]) -> None:
-    keys = ("reward/mean", "loss/policy", "loss/kl", "loss/echo", "is_weight/max",
-            "staleness/mean")  # fmt: skip
-    shown = " ".join(f"{k} {m[k]:.4g}" for k in keys if k in m)
-    print(f"step {step}: {shown} ({m.get('time/step_s', 0.0):.1f}s)", flush=True)
 
 
 def main(args: argparse.Namespace) -> int:
