@@ -6,6 +6,11 @@ template, applies the agent's diff minus every change to test files, pytest conf
 ``hack_flags``), copies the hidden tests over ``tests_dest``, runs the verifier with a junit
 XML report written outside the workspace, and cross-checks the report with the
 verifier's exit code: a disagreement is flagged ``forged_results`` and scores 0.
+
+Known limit: the agent's code runs inside the pytest process it is judged by. A patch that
+both writes a passing report and forces exit code 0 (``os._exit(0)`` after rewriting the
+junit file) is not detected; closing that needs the verifier's report to come from a process
+the code under test cannot reach.
 """
 
 from __future__ import annotations
