@@ -15,6 +15,7 @@ one file with its own ``@dataclass`` config. What they share is here:
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import json
 import time
@@ -376,7 +377,7 @@ def sft_update(
     return loss_sum
 
 
-class Trainer:
+class Trainer(abc.ABC):
     """The loop every trainer shares: collect a batch, update, log, checkpoint.
 
     Subclasses set ``value_head`` and implement :meth:`update` (the algorithm). The pieces
@@ -438,9 +439,9 @@ class Trainer:
             )
         return loss
 
+    @abc.abstractmethod
     def update(self, batch: Batch) -> dict[str, float]:
         """Optimise on one batch; returns metrics."""
-        raise NotImplementedError
 
     def collect(self, step: int) -> tuple[Batch | None, dict[str, float]]:
         """Roll out one group per task; returns the batch (None if empty) and its metrics."""

@@ -7,6 +7,7 @@ where a symlink can only reach what the sandbox can already see.
 
 from __future__ import annotations
 
+import abc
 import shlex
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def _check_rel(path: str) -> str:
     return path
 
 
-class ShellSandbox:
+class ShellSandbox(abc.ABC):
     """Mixin: ``read_file``/``write_file``/``diff`` on top of a backend's ``run``.
 
     Subclasses implement ``run`` and ``run_with_binds`` and set ``template``. The diff is
@@ -36,14 +37,16 @@ class ShellSandbox:
 
     template: Path
 
+    @abc.abstractmethod
     def run(self, command: str, timeout_s: float | None = None,
-            stdin: bytes | None = None) -> ExecResult:  # pragma: no cover - protocol
-        raise NotImplementedError
+            stdin: bytes | None = None) -> ExecResult:
+        """Run ``command`` at the workspace root (see :class:`repogym.sandbox.Sandbox`)."""
 
+    @abc.abstractmethod
     def run_with_binds(self, command: str, *, ro: dict[str, Path] | None = None,
                        rw: dict[str, Path] | None = None, timeout_s: float | None = None,
-                       stdin: bytes | None = None) -> ExecResult:  # pragma: no cover
-        raise NotImplementedError
+                       stdin: bytes | None = None) -> ExecResult:
+        """Run with host folders visible for this command only."""
 
     def read_file(self, path: str) -> str:
         p = shlex.quote(_check_rel(path))
