@@ -15,6 +15,7 @@ the code under test cannot reach.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -23,11 +24,11 @@ import stat
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from repogym.sandbox.base import Limits, Sandbox, SandboxError, SandboxSpec
+from repogym.sandbox.base import ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.sandbox.shell import DiffError
 from repogym.sandbox.workspace import SANDBOX_UID
 from repogym.scenarios.task import Task, Verifier
@@ -209,6 +210,34 @@ def forged(exit_code: int, statuses: dict[tuple[str, str], Status]) -> bool:
 SandboxFactory = Callable[[SandboxSpec], Sandbox]
 
 
+@contextlib.contextmanager
+def report_dir(prefix: str = "repogym-grade-") -> Iterator[Path]:
+    """A host folder the sandbox uid may write a report into; removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        if os.geteuid() == 0:
+            os.chown(path, SANDBOX_UID, SANDBOX_UID)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def apply_diff(sb: Sandbox, diff: str) -> ExecResult | None:
+    """``git apply`` a diff in the sandbox (None when there is nothing to apply)."""
+    if not diff:
+        return None
+    return sb.run("git apply --whitespace=nowarn --binary -", stdin=diff.encode())
+
+
+def run_reported(sb: Sandbox, command: str, results: Path,
+                 timeout_s: float) -> tuple[ExecResult, bytes | None]:
+    """Run a pytest command with a junit report written to ``results`` (outside the
+    workspace); returns the run and the report's bytes (None if absent or unsafe)."""
+    run = sb.run_with_binds(f'{command} --junitxml="$RG_RESULTS/junit.xml"',
+                            rw={"results": results}, timeout_s=timeout_s)
+    return run, read_report(results / "junit.xml")
+
+
 def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
           make_sandbox: SandboxFactory, limits: Limits | None = None,
           extra_flags: list[str] = ()) -> GradeResult:
@@ -218,34 +247,27 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
     kept, flags = filter_diff(diff, v)
     flags = sorted(set(flags) | set(extra_flags))
     limits = dataclasses.replace(limits or Limits(), timeout_s=v.timeout_s)
-    results = Path(tempfile.mkdtemp(prefix="repogym-grade-"))
-    if os.geteuid() == 0:
-        os.chown(results, SANDBOX_UID, SANDBOX_UID)
     try:
-        sb = make_sandbox(SandboxSpec(template=template, limits=limits))
-        try:
-            if kept:
-                res = sb.run("git apply --whitespace=nowarn --binary -", stdin=kept.encode())
-                if res.exit_code != 0:
+        with report_dir() as results:
+            sb = make_sandbox(SandboxSpec(template=template, limits=limits))
+            try:
+                applied = apply_diff(sb, kept)
+                if applied is not None and applied.exit_code != 0:
                     flags = sorted(set(flags) | {"diff_apply_failed"})
-            dest = v.tests_dest.rstrip("/")
-            setup = sb.run_with_binds(
-                f"rm -f -- '{dest}' 2>/dev/null; mkdir -p -- '{dest}' && "
-                f"cp -R \"$RG_HIDDEN\"/. '{dest}'/",
-                ro={"hidden": task.tests_dir},
-            )
-            if setup.exit_code != 0:
-                raise SandboxError(f"could not install the hidden tests: {setup.output}")
-            cmd = f'{v.command} -rA --junitxml="$RG_RESULTS/junit.xml"'
-            run = sb.run_with_binds(cmd, rw={"results": results}, timeout_s=v.timeout_s)
-        finally:
-            sb.close()
-        report = read_report(results / "junit.xml")
+                dest = v.tests_dest.rstrip("/")
+                setup = sb.run_with_binds(
+                    f"rm -f -- '{dest}' 2>/dev/null; mkdir -p -- '{dest}' && "
+                    f"cp -R \"$RG_HIDDEN\"/. '{dest}'/",
+                    ro={"hidden": task.tests_dir},
+                )
+                if setup.exit_code != 0:
+                    raise SandboxError(f"could not install the hidden tests: {setup.output}")
+                run, report = run_reported(sb, f"{v.command} -rA", results, v.timeout_s)
+            finally:
+                sb.close()
     except SandboxError as e:
         return GradeResult(0.0, False, {t: "missing" for t in v.all_tests}, {}, flags, diff,
                            infra_error=str(e), duration_s=time.monotonic() - start)
-    finally:
-        shutil.rmtree(results, ignore_errors=True)
 
     statuses = _statuses(report)
     tests = {t: statuses.get(junit_key(t), "missing") for t in v.all_tests}

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import shlex
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, Literal
@@ -27,7 +24,6 @@ from repogym.envs import grader
 from repogym.envs.actions import TOOL_HELP, ActionError, error_observation, parse_action
 from repogym.envs.repo_env import SuiteEnv, TextSpace
 from repogym.sandbox import Limits, SandboxError, SandboxSpec
-from repogym.sandbox.workspace import SANDBOX_UID
 from repogym.scenarios.task import Task
 
 TESTER, FIXER = "tester", "fixer"
@@ -352,24 +348,17 @@ def run_repro(task: Task, template: Path, diff: str, test: str, path: str, *,
     """
     v = task.verifier
     limits = dataclasses.replace(limits, timeout_s=v.timeout_s)
-    results = Path(tempfile.mkdtemp(prefix="repogym-repro-"))
-    if os.geteuid() == 0:
-        os.chown(results, SANDBOX_UID, SANDBOX_UID)
-    try:
+    with grader.report_dir("repogym-repro-") as results:
         sb = make_sandbox(SandboxSpec(template=template, limits=limits))
         try:
-            if diff:
-                res = sb.run("git apply --whitespace=nowarn --binary -", stdin=diff.encode())
-                if res.exit_code != 0:
-                    return ReproResult("error", res.exit_code, res.output[-4000:])
+            applied = grader.apply_diff(sb, diff)
+            if applied is not None and applied.exit_code != 0:
+                return ReproResult("error", applied.exit_code, applied.output[-4000:])
             sb.write_file(path, test)
-            cmd = f'{v.command} -rA {shlex.quote(path)} --junitxml="$RG_RESULTS/junit.xml"'
-            run = sb.run_with_binds(cmd, rw={"results": results}, timeout_s=v.timeout_s)
+            run, report = grader.run_reported(sb, f"{v.command} -rA {shlex.quote(path)}",
+                                              results, v.timeout_s)
         finally:
             sb.close()
-        report = grader.read_report(results / "junit.xml")
-    finally:
-        shutil.rmtree(results, ignore_errors=True)
     return ReproResult(_repro_status(run.exit_code, run.timed_out, report), run.exit_code,
                        run.output[-4000:])
 
