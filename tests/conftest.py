@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -48,19 +49,28 @@ def make_env():
         env.close()
 
 
+@contextlib.contextmanager
+def env_shell(**make_kwargs: object):
+    """A retry-zero env kept open for many commands: ``run(cmd) -> obs`` (``run.env``)."""
+    env = gym.make("repogym/retry-zero-v0", max_episode_steps=1000, **make_kwargs)
+    try:
+        env.reset(seed=0)
+
+        def run(command: str) -> str:
+            obs, *_ = env.step(call("bash", command=command))
+            return obs
+
+        run.env = env
+        yield run
+    finally:
+        env.close()
+
+
 @pytest.fixture(scope="module")
 def shell():
-    """One bwrap-sandboxed retry-zero env for a module of isolation tests: run(cmd) -> obs."""
-    env = gym.make("repogym/retry-zero-v0", max_episode_steps=1000)
-    env.reset(seed=0)
-
-    def run(command: str) -> str:
-        obs, *_ = env.step(call("bash", command=command))
-        return obs
-
-    run.env = env
-    yield run
-    env.close()
+    """One bwrap-sandboxed env for a module of isolation tests."""
+    with env_shell() as run:
+        yield run
 
 
 def diff_of(repo_dir: Path, changes: dict[str, str | None], work: Path) -> str:

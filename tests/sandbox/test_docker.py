@@ -18,7 +18,7 @@ from repogym.harness.cli import main as cli_main
 from repogym.sandbox import Limits, SandboxError, SandboxSpec, make_sandbox
 from repogym.sandbox.docker_setup import LABEL, client
 from repogym.sandbox.workspace import TemplateCache
-from tests.conftest import apply_patch_actions, call
+from tests.conftest import apply_patch_actions, call, env_shell
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
 HIDDEN_MARKER = "Hidden verifier tests for retry()"
@@ -27,18 +27,8 @@ HIDDEN_MARKER = "Hidden verifier tests for retry()"
 @pytest.fixture(scope="module")
 def dshell(docker_engine):
     """One docker-sandboxed retry-zero env for a module of tests: run(cmd) -> obs."""
-    import gymnasium as gym
-
-    env = gym.make("repogym/retry-zero-v0", sandbox="docker", max_episode_steps=1000)
-    env.reset(seed=0)
-
-    def run(command: str) -> str:
-        obs, *_ = env.step(call("bash", command=command))
-        return obs
-
-    run.env = env
-    yield run
-    env.close()
+    with env_shell(sandbox="docker") as run:
+        yield run
 
 
 @pytest.fixture
