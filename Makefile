@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Run apt as root directly, otherwise through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# apt must never wait for an answer (CI has no standard input).
+export DEBIAN_FRONTEND := noninteractive
 
 .PHONY: setup system-deps demo test bench lint clean train-demo
 
