@@ -49,6 +49,35 @@ def make_env():
         env.close()
 
 
+def probe_network(run) -> str:
+    """From inside a sandbox (``run(cmd) -> obs``), try the internet and a server listening on
+    the host's loopback; prints ``blocked``/``OPEN`` per target, then the interface names."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def accept() -> None:
+        try:
+            server.accept()
+        except OSError:  # closed at the end of the probe
+            pass
+
+    threading.Thread(target=accept, daemon=True).start()
+    probe = ("import socket\n"
+             "for host, port in [('1.1.1.1', 53), ('8.8.8.8', 443), "
+             f"('127.0.0.1', {port})]:\n"
+             "    try:\n"
+             "        socket.create_connection((host, port), timeout=2); print('OPEN', host)\n"
+             "    except OSError as e: print('blocked', host, e.errno)\n"
+             "print(*[name for _, name in socket.if_nameindex()])\n")
+    try:
+        return run(f"python3 -c \"{probe}\"")
+    finally:
+        server.close()
+
+
 @contextlib.contextmanager
 def env_shell(**make_kwargs: object):
     """A retry-zero env kept open for many commands: ``run(cmd) -> obs`` (``run.env``)."""

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import threading
 from pathlib import Path
 
 import gymnasium as gym
@@ -13,7 +11,7 @@ import pytest
 
 import repogym
 from repogym.sandbox import Limits
-from tests.conftest import call
+from tests.conftest import call, probe_network
 
 HIDDEN_MARKER = "Hidden verifier tests for retry()"  # first line of the hidden test file
 
@@ -26,27 +24,7 @@ def test_runs_as_unprivileged_uid(shell):
 
 
 def test_no_internet_and_no_host_loopback(shell):
-    server = socket.create_server(("127.0.0.1", 0))
-    port = server.getsockname()[1]
-
-    def accept() -> None:
-        try:
-            server.accept()
-        except OSError:  # closed at the end of the test
-            pass
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        probe = ("import socket,sys\n"
-                 "for host, port in [('1.1.1.1', 53), ('8.8.8.8', 443), "
-                 f"('127.0.0.1', {port})]:\n"
-                 "    try:\n"
-                 "        socket.create_connection((host, port), timeout=2); print('OPEN', host)\n"
-                 "    except OSError as e: print('blocked', host, e.errno)\n"
-                 "print(*[name for _, name in socket.if_nameindex()])\n")
-        out = shell(f"python3 -c \"{probe}\"")
-    finally:
-        server.close()
+    out = probe_network(shell)
     assert "OPEN" not in out and out.count("blocked") == 3
     assert out.strip().splitlines()[-2] == "lo"  # loopback is the only interface
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import _thread
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,7 +17,7 @@ from repogym.harness.cli import main as cli_main
 from repogym.sandbox import Limits, SandboxError, SandboxSpec, make_sandbox
 from repogym.sandbox.docker_setup import LABEL, client
 from repogym.sandbox.workspace import TemplateCache
-from tests.conftest import apply_patch_actions, call, env_shell
+from tests.conftest import apply_patch_actions, call, env_shell, probe_network
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine")]
 HIDDEN_MARKER = "Hidden verifier tests for retry()"
@@ -72,29 +71,9 @@ def test_runs_as_unprivileged_uid_without_capabilities(dshell):
 
 
 def test_no_internet_and_no_host_loopback(dshell):
-    server = socket.create_server(("127.0.0.1", 0))
-    port = server.getsockname()[1]
-    threading.Thread(target=lambda: _accept(server), daemon=True).start()
-    try:
-        probe = ("import socket\n"
-                 "for host, port in [('1.1.1.1', 53), ('8.8.8.8', 443), "
-                 f"('127.0.0.1', {port})]:\n"
-                 "    try:\n"
-                 "        socket.create_connection((host, port), timeout=2); print('OPEN', host)\n"
-                 "    except OSError as e: print('blocked', host, e.errno)\n"
-                 "print(*[name for _, name in socket.if_nameindex()])\n")
-        out = dshell(f"python3 -c \"{probe}\"")
-    finally:
-        server.close()
+    out = probe_network(dshell)
     assert "OPEN" not in out and out.count("blocked") == 3, out
     assert out.strip().splitlines()[-2] == "lo"
-
-
-def _accept(server: socket.socket) -> None:
-    try:
-        server.accept()
-    except OSError:
-        pass
 
 
 def test_git_history_is_one_commit_and_nothing_else(dshell):
