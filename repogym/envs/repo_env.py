@@ -26,7 +26,7 @@ from repogym.envs.actions import TOOL_HELP, ActionError, ToolCall, error_observa
 from repogym.sandbox import Limits, Sandbox, SandboxError, SandboxSpec, make_sandbox
 from repogym.sandbox.base import ExecResult
 from repogym.sandbox.workspace import TemplateCache
-from repogym.scenarios.task import Task, load_task
+from repogym.scenarios.task import Task, load_task, select_tasks
 
 MAX_TEXT = 262_144
 
@@ -391,20 +391,7 @@ class SuiteEnv(RepoEnv):
             pool = list(registered_tasks().values())
         else:
             pool = [t if isinstance(t, Task) else _resolve(t) for t in tasks]
-        if split is not None:
-            pool = [t for t in pool if t.split == split]
-        if tags:
-            pool = [t for t in pool if set(tags) & set(t.tags)]
-        if task_ids is not None:
-            unknown = set(task_ids) - {t.id for t in pool}
-            if unknown:
-                raise ValueError(f"unknown task ids {sorted(unknown)}. Fix: pick from "
-                                 f"{sorted(t.id for t in pool)}")
-            pool = [t for t in pool if t.id in set(task_ids)]
-        if not pool:
-            raise ValueError("no task matches the given split/tags/task_ids. Fix: relax the "
-                             "filters (see `repogym tasks`)")
-        self.tasks = sorted(pool, key=lambda t: t.id)
+        self.tasks = select_tasks(pool, split=split, tags=tags, task_ids=task_ids)
         super().__init__(self.tasks[0], **kwargs)
 
     def _select_task(self, options: dict[str, Any] | None) -> Task:

@@ -17,13 +17,16 @@ the fix, so that a task written by someone else fails loudly and usefully.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 SPLITS = ("train", "test")
+CandidateKind = Literal["gold", "alternative", "decoy"]
 
 
 class TaskError(ValueError):
@@ -56,6 +59,30 @@ class Verifier:
     def all_tests(self) -> tuple[str, ...]:
         """Every listed node id, fail_to_pass first."""
         return self.fail_to_pass + self.pass_to_pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One of a task's own patches: the gold fix, another correct fix, or a decoy.
+
+    Attributes:
+        kind: ``gold`` (solution.patch), ``alternative`` (must earn full reward) or ``decoy``
+            (wrong or test-gaming: must not earn full reward).
+        path: The patch file.
+        name: Its path relative to the task folder (e.g. ``decoys/overfit.patch``).
+    """
+
+    kind: CandidateKind
+    path: Path
+    name: str
+
+    @property
+    def correct(self) -> bool:
+        """True for the fixes that must earn full reward (gold and alternatives)."""
+        return self.kind != "decoy"
+
+    def read(self) -> str:
+        return self.path.read_text(encoding="utf-8")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +122,15 @@ class Task:
     @property
     def decoys(self) -> list[Path]:
         return sorted((self.path / "decoys").glob("*.patch"))
+
+    def candidates(self) -> list[Candidate]:
+        """Every patch the task ships (gold first, then alternatives, then decoys)."""
+        def make(kind: CandidateKind, p: Path) -> Candidate:
+            return Candidate(kind, p, str(p.relative_to(self.path)))
+
+        return ([make("gold", self.solution_patch)]
+                + [make("alternative", p) for p in self.alternatives]
+                + [make("decoy", p) for p in self.decoys])
 
     def info(self) -> dict[str, Any]:
         """What an agent may be told about the task (no hidden tests, no gold patch)."""
@@ -241,3 +277,42 @@ def find_task_dirs(path: str | Path) -> list[Path]:
 def load_tasks(path: str | Path) -> list[Task]:
     """Load one task folder or every task folder inside ``path``."""
     return [load_task(p) for p in find_task_dirs(path)]
+
+
+def select_tasks(tasks: Iterable[Task], *, split: str | None = None,
+                 tags: Iterable[str] | None = None,
+                 task_ids: Iterable[str] | None = None) -> list[Task]:
+    """The one task filter (env, runner, trainers and CLI all use it), sorted by id.
+
+    Args:
+        tasks: The pool to choose from.
+        split: Keep only tasks of this split (``train``/``test``); None keeps every split.
+        tags: Keep tasks that have any of these tags; None or empty keeps every task.
+        task_ids: Keep exactly these ids; each must be in the pool (after ``split``/``tags``).
+
+    Raises:
+        ValueError: an unknown split or task id, or nothing left (the message says the fix).
+    """
+    pool = sorted(tasks, key=lambda t: t.id)
+    if split is not None and split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}. Fix: use one of {SPLITS}")
+    if split is not None:
+        pool = [t for t in pool if t.split == split]
+    tags = set(tags or ())
+    if tags:
+        pool = [t for t in pool if tags & set(t.tags)]
+    if task_ids is not None:
+        wanted = list(dict.fromkeys(task_ids))
+        by_id = {t.id: t for t in pool}
+        unknown = [i for i in wanted if i not in by_id]
+        if unknown:
+            hints = [m for u in unknown for m in difflib.get_close_matches(u, by_id, n=1)]
+            near = f" (did you mean {', '.join(hints)}?)" if hints else ""
+            raise ValueError(f"unknown task ids {unknown}{near} among the "
+                             f"{len(by_id)} tasks left after split={split!r}, "
+                             f"tags={sorted(tags) or None}. Fix: pick from `repogym tasks`")
+        pool = [by_id[i] for i in sorted(wanted)]
+    if not pool:
+        raise ValueError(f"no task matches split={split!r}, tags={sorted(tags) or None}, "
+                         f"task_ids={task_ids}. Fix: relax the filters (see `repogym tasks`)")
+    return pool

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from repogym.harness.validate import validate_task
 from repogym.scenarios.task import load_task
 
@@ -47,3 +49,22 @@ def test_scaffold_rejects_bad_names_and_existing_folders(tmp_path):
     assert _cli("new-task", "x", "--dir", str(tmp_path)).returncode == 0
     again = _cli("new-task", "x", "--dir", str(tmp_path))
     assert again.returncode == 2 and "already exists" in again.stdout
+
+
+def test_candidates_and_select_tasks_are_the_one_definition():
+    from repogym.scenarios import registered_tasks, select_tasks
+
+    task = registered_tasks()["retry-zero"]
+    kinds = [c.kind for c in task.candidates()]
+    assert kinds[0] == "gold" and kinds.count("gold") == 1
+    assert {c.name for c in task.candidates() if c.kind == "decoy"} == {
+        str(p.relative_to(task.path)) for p in task.decoys}
+    assert all(c.correct == (c.kind != "decoy") for c in task.candidates())
+    pool = registered_tasks().values()
+    test_split = select_tasks(pool, split="test")
+    assert test_split and all(t.split == "test" for t in test_split)
+    assert [t.id for t in select_tasks(pool, task_ids=["retry-zero"])] == ["retry-zero"]
+    with pytest.raises(ValueError, match="did you mean retry-zero"):
+        select_tasks(pool, task_ids=["retry-zer"])
+    with pytest.raises(ValueError, match="unknown split"):
+        select_tasks(pool, split="dev")
