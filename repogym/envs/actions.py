@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import difflib
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 #: Longest action (in characters) the parser reads; also the env's action-space bound.
@@ -180,6 +182,13 @@ class ToolCall:
     ignored: tuple[str, ...] = dataclasses.field(default=(), compare=False)
 
 
+def _did_you_mean(name: Any, choices: Iterable[str]) -> str:
+    if not isinstance(name, str) or len(name) > _MAX_PREVIEW:
+        return ""
+    near = difflib.get_close_matches(name.lower(), list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
 def _preview(value: Any) -> str:
     """A short, printable rendering of agent-supplied text (escapes NUL and surrogates)."""
     if isinstance(value, str):
@@ -329,12 +338,13 @@ def validate(call: ToolCall) -> ToolCall:
     """
     tool = TOOLS.get(call.name) if isinstance(call.name, str) else None
     if tool is None:
-        raise ActionError(f"unknown tool {_preview(call.name)}; the tools are "
-                          f"{', '.join(TOOLS)}.")
+        raise ActionError(f"unknown tool {_preview(call.name)}{_did_you_mean(call.name, TOOLS)}; "
+                          f"the tools are {', '.join(TOOLS)}.")
     unknown = [k for k in call.args if tool.arg(k) is None]
     if unknown:
         shown = ", ".join(_preview(k) for k in unknown[:5])
-        raise ActionError(f"{tool.name}() got unknown argument(s) {shown}; it is "
+        near = _did_you_mean(unknown[0], [a.name for a in tool.args])
+        raise ActionError(f"{tool.name}() got unknown argument(s) {shown}{near}; it is "
                           f"{tool.signature}. Fix: e.g. {tool.example_call()}")
     missing = [a.name for a in tool.args if a.required and a.name not in call.args]
     if missing:
@@ -491,8 +501,9 @@ def parse_action(text: str) -> ToolCall:
         ActionError: with a message that explains the expected form.
     """
     if not isinstance(text, str):
+        how = "json.dumps() of it" if isinstance(text, dict) else "the reply's text"
         raise ActionError(f"the action must be a string, got {type(text).__name__}. Fix: pass "
-                          f"the reply's text, e.g. {TOOLS['bash'].example_call()}")
+                          f"{how}, e.g. {TOOLS['bash'].example_call()}")
     if len(text) > MAX_ACTION_CHARS:
         raise ActionError(f"the action is {len(text)} characters; the limit is "
                           f"{MAX_ACTION_CHARS}. Fix: write a long file in parts (write, then "

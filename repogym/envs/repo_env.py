@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 import multiprocessing as mp
+import shlex
 import string
 import sys
 import time
@@ -325,6 +327,13 @@ class RepoEnv(gym.Env[str, str]):
                 out = self._edit(a["path"], a["old"], a["new"])
             info["exit_code"] = 0
             return out
+        except FileNotFoundError as e:
+            info["exit_code"] = 1
+            folder = shlex.quote(a["path"])
+            if sb.run(f"test -d {folder}").exit_code == 0:
+                ls = json.dumps({"tool": "bash", "args": {"command": f"ls {folder}"}})
+                return f"Error: {a['path']} is a folder, not a file. Fix: list it: {ls}\n"
+            return f"Error: {e}\n"
         except (OSError, ValueError) as e:  # ValueError: an argument the sandbox cannot take
             info["exit_code"] = 1
             return f"Error: {e}\n"

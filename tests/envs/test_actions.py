@@ -212,6 +212,9 @@ def test_unknown_tools_and_arguments_are_shown_safely():
     assert "unknown tool" in msg and len(msg) < 400 and "\x00" not in msg
     assert "it is read(path, start?, end?)" in error_of(call("read", path="a", colour=1))
     assert "unknown tool" in error_of('{"tool": {"nested": 1}, "args": {}}')
+    assert "(did you mean 'bash'?)" in error_of(call("Bash", command="ls"))
+    assert "(did you mean 'path'?)" in error_of(call("read", paht="a"))
+    assert "json.dumps() of it" in str(pytest.raises(ActionError, parse_action, {"tool": "x"}).value)
 
 
 @pytest.mark.parametrize("text", [

@@ -131,3 +131,25 @@ def test_files_with_nul_and_non_utf8_bytes_round_trip(env):
     env.step(json.dumps({"tool": "bash", "args": {"command": "printf '\\xff\\xfe\\n' > raw"}}))
     obs, *_, info = env.step(json.dumps({"tool": "read", "args": {"path": "raw"}}))
     assert info["exit_code"] == 0 and "\ufffd" in obs and obs.encode("utf-8")
+
+
+def obs_of(env: RepoEnv, tool: str, **args: object) -> tuple[str, dict]:
+    obs, *_, info = env.step(json.dumps({"tool": tool, "args": args}))
+    assert info.get("infra_error") is None
+    return obs, info
+
+
+def test_file_tool_mistakes_get_specific_messages(env):
+    obs, info = obs_of(env, "read", path="retry.py", start=9, end=2)
+    assert "start=9 after end=2" in obs and info["exit_code"] == 1
+    obs, _ = obs_of(env, "read", path="retry.py", start=100_000)
+    assert "is past the end" in obs and "lines" in obs
+    obs_of(env, "bash", command=": > empty.txt")
+    assert "empty.txt is empty (0 lines)" in obs_of(env, "read", path="empty.txt")[0]
+    assert "is a folder, not a file" in obs_of(env, "read", path="tests")[0]
+    obs, info = obs_of(env, "edit", path="retry.py", old="", new="x")
+    assert "got an empty `old`" in obs and "write(path, content)" in obs and info["exit_code"] == 1
+    assert "did not find `old`" in obs_of(env, "edit", path="retry.py", old="@@", new="x")[0]
+    obs, *_, info = env.step(json.dumps({"tool": "bash", "args": {"command": "echo one"}})
+                             + json.dumps({"tool": "bash", "args": {"command": "echo two"}}))
+    assert "one" in obs and "two" not in obs and "the others (bash) were ignored" in obs
