@@ -40,6 +40,7 @@ MAX_PATH_BYTES = 4_095
 MAX_INT_DIGITS = 18
 _MAX_PREVIEW = 60
 _WINDOW = 4_096
+_TOKEN_MARGIN = 16  # longer than any JSON token that a window can cut (-Infinity, \uXXXX)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,6 +258,9 @@ def _decode(text: str, start: int) -> tuple[Any, int]:
             return _decode_window(text[start:start + _WINDOW], start)
         except _Incomplete:
             pass
+        except _BadJSON as e:  # a cut through a token (an escape, "true") is not an error
+            if e.pos < start + _WINDOW - _TOKEN_MARGIN:
+                raise
     return _decode_window(text[start:], start)
 
 
@@ -285,7 +289,7 @@ def _check_int(tool: Tool, arg: Arg, value: Any) -> int:
     where = f"{tool.name}() argument {arg.name!r}"
     if isinstance(value, str) and value.strip():
         s = value.strip()
-        if not (s.isascii() and s.lstrip("-").isdigit()):
+        if not _INT_TEXT.fullmatch(s):
             raise ActionError(f"{where} must be an integer written with the digits 0-9, got "
                               f"{_preview(value)}. Fix: e.g. {tool.example_call()}")
         value = _parse_int(s)
@@ -336,7 +340,10 @@ def validate(call: ToolCall) -> ToolCall:
     Raises:
         ActionError: naming the problem and showing a valid call.
     """
-    tool = TOOLS.get(call.name) if isinstance(call.name, str) else None
+    if not isinstance(call.name, str):
+        raise ActionError(f"the tool name must be a string, got {_preview(call.name)}. Fix: "
+                          f"e.g. {TOOLS['bash'].example_call()}")
+    tool = TOOLS.get(call.name)
     if tool is None:
         raise ActionError(f"unknown tool {_preview(call.name)}{_did_you_mean(call.name, TOOLS)}; "
                           f"the tools are {', '.join(TOOLS)}.")
@@ -363,6 +370,7 @@ _FENCE = re.compile(r"```([A-Za-z]*)[ \t]*\n(.*?)```", re.DOTALL)
 _OPEN_BASH_FENCE = re.compile(r"```(bash|sh|shell)?[ \t]*\n")
 _BASH_LANGS = ("bash", "sh", "shell", "")
 _TOOL_KEY = re.compile(r'"(tool|name|function)"\s*:')
+_INT_TEXT = re.compile(r"-?[0-9]+")
 _OBJECT_START = re.compile(r'\{\s*["}]')
 _MAX_FAILED_DECODES = 2_000
 

@@ -95,6 +95,21 @@ def test_parser_and_json_schema_agree_on_valid_calls(named):
     assert parse_action(f"Sure.\n```json\n{wrapped}\n```") == ToolCall(name, args)
 
 
+@given(st.text(st.sampled_from("aé\\\"\n\t\u2028\U0001f600"), min_size=1, max_size=40)
+       .map(lambda unit: unit * (6000 // len(unit))), st.integers(0, 200), st.booleans())
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+def test_long_calls_decode_whatever_falls_on_the_window_edge(content, pad, ascii_only):
+    """Escapes, keywords and numbers cut by the first decoding window still parse."""
+    args = {"path": "a.txt", "content": content}
+    for action in (" " * pad + json.dumps({"tool": "write", "args": args},
+                                          ensure_ascii=ascii_only),
+                   " " * pad + '{"tool": "read", "args": {"path": "' + "x" * max(0, 4080 - pad)
+                   + '", "start": 1234567, "end": 12345678}}'):  # the numbers straddle the edge
+        parsed = parse_action(action)
+        assert parsed.args == (args if parsed.name == "write" else parsed.args)
+        assert parsed.name == "write" or parsed.args["end"] == 12345678
+
+
 @given(st.text(ANY_CHAR, max_size=400))
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 def test_any_text_gives_a_call_or_an_action_error(text):
@@ -160,6 +175,7 @@ def test_prose_json_before_a_fence_does_not_block_it():
     ('"²"', "digits 0-9"), ('"١٢"', "digits 0-9"), ("9" * 5000, "5000-digit number"),
     ('"' + "9" * 5000 + '"', "5000-digit number"), ("0", "at least 1"), ("-3", "at least 1"),
     ("1.5", "must be int"), ("true", "must be int"), ("[1]", "must be int"), ("1e999", "int"),
+    ('"--5"', "digits 0-9"), ('"-"', "digits 0-9"), ('"+5"', "digits 0-9"),
 ])
 def test_read_line_numbers(start, expect):
     assert expect in error_of('{"tool": "read", "args": {"path": "a", "start": ' + start + "}}")
@@ -211,7 +227,8 @@ def test_unknown_tools_and_arguments_are_shown_safely():
     msg = error_of(json.dumps({"tool": "\x00" * 500, "args": {}}))
     assert "unknown tool" in msg and len(msg) < 400 and "\x00" not in msg
     assert "it is read(path, start?, end?)" in error_of(call("read", path="a", colour=1))
-    assert "unknown tool" in error_of('{"tool": {"nested": 1}, "args": {}}')
+    assert "name must be a string, got dict" in error_of('{"tool": {"nested": 1}, "args": {}}')
+    assert "name must be a string, got NoneType" in error_of('{"name": null, "args": {}}')
     assert "(did you mean 'bash'?)" in error_of(call("Bash", command="ls"))
     assert "(did you mean 'path'?)" in error_of(call("read", paht="a"))
     assert "json.dumps() of it" in str(pytest.raises(ActionError, parse_action, {"tool": "x"}).value)
