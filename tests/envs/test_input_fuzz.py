@@ -3,7 +3,8 @@
 Whatever the agent sends (random Unicode with lone surrogates and NUL bytes, huge or
 non-ASCII numbers, deep nesting, huge payloads, wrong types, in any tool's arguments), the
 answer is an observation: no exception, no ``infra_error``, and the env keeps working (a
-normal command still runs afterwards). One env is reused for every example.
+normal command still runs afterwards). One env is reused for every example (reset per
+test).
 """
 
 from __future__ import annotations
@@ -26,11 +27,17 @@ ALIVE = json.dumps({"tool": "bash", "args": {"command": "echo still-alive"}})
 
 
 @pytest.fixture(scope="module")
-def env(retry_task):
+def shared_env(retry_task):
     env = RepoEnv(retry_task, max_steps=100_000, limits=Limits(timeout_s=5, cpu_s=5))
-    env.reset(seed=0)
     yield env
     env.close()
+
+
+@pytest.fixture
+def env(shared_env):
+    """The shared env, reset (a few ms) so that one test's failure cannot end the next's."""
+    shared_env.reset(seed=0)
+    return shared_env
 
 
 def json_string(text: str, ascii_only: bool) -> str:
