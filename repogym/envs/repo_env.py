@@ -149,8 +149,12 @@ class RepoEnv(gym.Env[str, str]):
     ## Action Space
     ``TextSpace``: the agent's raw text holding one tool call, JSON
     ``{"tool": "bash", "args": {"command": "ls"}}`` (or OpenAI's ``{"name", "arguments"}``)
-    or a fenced ```` ```bash ```` block. Tools: bash, read, write, edit, submit. A malformed
-    action yields an observation explaining the expected form; it never raises.
+    or a fenced ```` ```bash ```` block. Tools: bash, read, write, edit, submit (declared in
+    :data:`repogym.envs.actions.TOOLS`). One call runs per step: of several in one reply, the
+    first runs and the observation says the others were ignored. A malformed or hostile
+    action (or one the sandbox cannot take, e.g. a NUL byte in a command) yields an
+    observation explaining the expected form; it never raises and never sets
+    ``infra_error``.
 
     ## Observation Space
     ``TextSpace``: after ``reset``, the statement, the tool instructions and the top-level
@@ -329,14 +333,17 @@ class RepoEnv(gym.Env[str, str]):
             return out
         except FileNotFoundError as e:
             info["exit_code"] = 1
-            folder = shlex.quote(a["path"])
-            if sb.run(f"test -d {folder}").exit_code == 0:
-                ls = json.dumps({"tool": "bash", "args": {"command": f"ls {folder}"}})
-                return f"Error: {a['path']} is a folder, not a file. Fix: list it: {ls}\n"
-            return f"Error: {e}\n"
+            return self._not_a_file(a["path"], e)
         except (OSError, ValueError) as e:  # ValueError: an argument the sandbox cannot take
             info["exit_code"] = 1
             return f"Error: {e}\n"
+
+    def _not_a_file(self, path: str, err: FileNotFoundError) -> str:
+        folder = shlex.quote(path)
+        if self._sandbox.run(f"test -d {folder}").exit_code == 0:
+            ls = json.dumps({"tool": "bash", "args": {"command": f"ls {folder}"}})
+            return f"Error: {path} is a folder, not a file. Fix: list it: {ls}\n"
+        return f"Error: {err}\n"
 
     def _read(self, path: str, start: int | None, end: int | None) -> str:
         if start is not None and end is not None and start > end:
