@@ -336,14 +336,14 @@ class RepoEnv(gym.Env[str, str]):
             return self._not_a_file(a["path"], e)
         except (OSError, ValueError) as e:  # ValueError: an argument the sandbox cannot take
             info["exit_code"] = 1
-            return f"Error: {e}\n"
+            return clip_text(f"Error: {e}", self.max_obs_chars) + "\n"
 
     def _not_a_file(self, path: str, err: FileNotFoundError) -> str:
         folder = shlex.quote(path)
         if self._sandbox.run(f"test -d {folder}").exit_code == 0:
             ls = json.dumps({"tool": "bash", "args": {"command": f"ls {folder}"}})
             return f"Error: {path} is a folder, not a file. Fix: list it: {ls}\n"
-        return f"Error: {err}\n"
+        return clip_text(f"Error: {err}", self.max_obs_chars) + "\n"
 
     def _read(self, path: str, start: int | None, end: int | None) -> str:
         if start is not None and end is not None and start > end:

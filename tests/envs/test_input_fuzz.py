@@ -131,6 +131,15 @@ def test_attack_inputs_from_the_report(env, action):
     check_step(env, action)
 
 
+def test_errors_are_clipped_like_any_observation(env):
+    size = env.limits.output_bytes * 2  # the sandbox's failed read carries the partial output
+    env.step(json.dumps({"tool": "bash", "args": {
+        "command": f"head -c {size} /dev/zero | tr '\\0' a > big.txt"}}))
+    obs, *_, info = env.step(json.dumps({"tool": "read", "args": {"path": "big.txt"}}))
+    assert obs.startswith("Error: big.txt") and info["exit_code"] == 1
+    assert len(obs) <= env.max_obs_chars + 100 and env.observation_space.contains(obs)
+
+
 def test_files_with_nul_and_non_utf8_bytes_round_trip(env):
     env.step(json.dumps({"tool": "write", "args": {"path": "bin.dat", "content": "a\x00b\n"}}))
     obs, *_ = env.step(json.dumps({"tool": "read", "args": {"path": "bin.dat"}}))
