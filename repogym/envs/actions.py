@@ -105,14 +105,17 @@ class Tool:
         """A valid call of this tool in the JSON form."""
         return json.dumps({"tool": self.name, "args": self.example})
 
+    def parameters(self) -> dict[str, Any]:
+        """The arguments as one JSON-schema object."""
+        return {"type": "object", "properties": {a.name: a.json_schema() for a in self.args},
+                "required": [a.name for a in self.args if a.required],
+                "additionalProperties": False}
+
     def openai_tool(self) -> dict[str, Any]:
-        """The tool as an OpenAI chat-completions ``tools`` entry (JSON schema parameters)."""
+        """The tool as an OpenAI chat-completions ``tools`` entry."""
         return {"type": "function", "function": {
             "name": self.name, "description": self.description,
-            "parameters": {"type": "object",
-                           "properties": {a.name: a.json_schema() for a in self.args},
-                           "required": [a.name for a in self.args if a.required],
-                           "additionalProperties": False}}}
+            "parameters": self.parameters()}}
 
 
 _PATH = Arg("path", str, "File path relative to the repository root.", allow_nul=False,
