@@ -34,7 +34,7 @@ SPLITS = ("train", "test")
 TASK_KEYS: dict[str, tuple[str, ...] | None] = {
     "": ("id", "version", "statement", "statement_file", "split", "tags", "max_steps"),
     "verifier": ("tests_dest", "command", "timeout_s", "fail_to_pass", "pass_to_pass",
-                 "weights", "log_parser"),
+                 "weights", "log_parser", "ini_options"),
     "environment": None,  # the task's own interpreter and packages (checked where it is built)
     "mutation": None,     # reviewed equivalent mutants (checked where they are used)
     "swebench": ("instance_id", "repo", "base_commit"),  # provenance of imported tasks
