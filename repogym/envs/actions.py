@@ -26,6 +26,7 @@ import bisect
 import dataclasses
 import difflib
 import json
+import math
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -440,6 +441,12 @@ class _Scan:
     calls: list[_Found] = dataclasses.field(default_factory=list)
     plain: bool = False  # a JSON object that is not a tool call (e.g. a bare "args")
     broken: ActionError | None = None  # the first tool call that is not valid JSON
+    spans: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # decoded objects
+
+    def covers(self, pos: int) -> bool:
+        """Whether ``pos`` is inside a decoded JSON object (e.g. a fence in a file's content)."""
+        k = bisect.bisect_right(self.spans, (pos, math.inf)) - 1
+        return k >= 0 and self.spans[k][0] <= pos < self.spans[k][1]
 
 
 def _scan_json(text: str, spans: list[tuple[int, int]]) -> _Scan:
@@ -478,6 +485,7 @@ def _scan_json(text: str, spans: list[tuple[int, int]]) -> _Scan:
             m = _OBJECT_START.search(text, i + 1)
             continue
         budget -= end - i
+        scan.spans.append((i, end))
         if isinstance(obj, dict) and _tool_like(obj):
             try:
                 call = _from_json(obj)
@@ -524,6 +532,7 @@ def parse_action(text: str) -> ToolCall:
                           f"{TOOLS['bash'].example_call()}")
     fenced, spans = _bash_fences(text)
     scan = _scan_json(text, spans)
+    fenced = [f for f in fenced if not scan.covers(f.start)]
     found = sorted(fenced + scan.calls, key=lambda f: f.start)
     if not found:
         raise _nothing_found(text, scan)

@@ -152,6 +152,14 @@ def test_several_calls_run_the_first_and_name_the_others():
     assert fenced.args == {"command": "ls"} and fenced.ignored == ("bash",)
 
 
+def test_fences_inside_a_json_call_are_its_content():
+    readme = "# Use\n```bash\npip install x\n```\n"
+    raw = '{"tool": "write", "args": {"path": "README.md", "content": "' + readme + '"}}'
+    for written in (call("write", path="README.md", content=readme), raw):  # raw line breaks
+        parsed = parse_action(f"Writing it.\n{written}\n```bash\ncat README.md\n```")
+        assert parsed.args["content"] == readme and parsed.ignored == ("bash",)
+
+
 def test_first_call_malformed_runs_nothing():
     msg = error_of(call("bash") + call("submit"))
     assert "missing argument" in msg and "1 more tool call(s); none ran" in msg
