@@ -24,6 +24,7 @@ SUBCOMMANDS: list[str] = [
     "repogym.harness.cmd_train",
     "repogym.harness.cmd_plot",
     "repogym.harness.cmd_gc",
+    "repogym.harness.cmd_serve",
 ]
 
 
