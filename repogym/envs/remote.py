@@ -99,8 +99,9 @@ class RemoteEnv(gym.Env[str, str]):
     serves; None lets the server draw one per reset), ``token`` (bearer token of a server
     started with ``--token``), ``reward_mode`` and ``max_steps`` (per-session overrides),
     ``render_mode`` ("ansi"), ``connect_timeout_s``, ``step_timeout_s`` (per message).
-    Under ``gym.make(id, remote=url, max_episode_steps=N)`` the budget N is sent to the
-    server, so the last step is graded there.
+    The budget must be given as ``max_steps`` (sent to the server, which grades the last
+    step); a ``TimeLimit`` outside the env (``max_episode_steps=``) truncates on the client
+    only, without grading.
 
     ## Version History
     * v0: initial release.
@@ -125,6 +126,7 @@ class RemoteEnv(gym.Env[str, str]):
         self.observation_space = TextSpace()
         self.action_space = TextSpace()
         self._ws: Any = None
+        self._stack: contextlib.ExitStack | None = None
         self._done = True
         self._transcript: list[str] = []
 
@@ -147,9 +149,11 @@ class RemoteEnv(gym.Env[str, str]):
             raise RemoteEnvError("RemoteEnv needs the websockets package. Fix: pip install "
                                  "'repogym[serve]'") from e
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        stack = contextlib.ExitStack()
         try:
-            self._ws = connect(self._ws_url(), additional_headers=headers,
-                               open_timeout=self.connect_timeout_s, max_size=None)
+            self._ws = stack.enter_context(connect(
+                self._ws_url(), additional_headers=headers, open_timeout=self.connect_timeout_s,
+                max_size=None))
         except InvalidStatus as e:
             status = e.response.status_code
             body = e.response.body.decode(errors="replace").strip() if e.response.body else ""
@@ -159,6 +163,7 @@ class RemoteEnv(gym.Env[str, str]):
         except OSError as e:
             raise RemoteEnvError(f"cannot reach {self.url}: {e}. Fix: start the server with "
                                  "`repogym serve --port PORT` and check the address") from e
+        self._stack = stack
         return self._ws
 
     def _request(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -169,7 +174,7 @@ class RemoteEnv(gym.Env[str, str]):
             ws.send(json.dumps(message))
             reply = json.loads(ws.recv(timeout=self.step_timeout_s))
         except ConnectionClosed as e:
-            self._ws = None
+            self._disconnect()
             reason = e.rcvd.reason if e.rcvd is not None else "no reason given"
             raise RemoteEnvError(f"the server closed the session ({reason}). Fix: call "
                                  "reset() to start a new one", SESSION_ERROR) from e
@@ -192,9 +197,8 @@ class RemoteEnv(gym.Env[str, str]):
             data["task"] = task
         if options:
             data["options"] = options
-        budget = self.max_steps or getattr(self.spec, "max_episode_steps", None)
-        if budget:
-            data["max_steps"] = budget
+        if self.max_steps:
+            data["max_steps"] = self.max_steps
         if self.reward_mode:
             data["reward_mode"] = self.reward_mode
         try:
@@ -229,9 +233,14 @@ class RemoteEnv(gym.Env[str, str]):
 
     def close(self) -> None:
         """End the session (the server deletes its sandbox). Idempotent."""
-        ws, self._ws = self._ws, None
-        if ws is not None:
+        if self._ws is not None:
             with contextlib.suppress(Exception):  # the connection may already be gone
-                ws.send(json.dumps({"type": "close"}))
-            ws.close()
+                self._ws.send(json.dumps({"type": "close"}))
+        self._disconnect()
         super().close()
+
+    def _disconnect(self) -> None:
+        self._ws = None
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.close()

@@ -112,11 +112,13 @@ class SessionManager:
         if session.closed:
             return
         session.closed = True
-        self.sessions.pop(session.id, None)
         env, session.env = session.env, None
-        if env is not None:
-            await asyncio.get_running_loop().run_in_executor(session.executor, env.close)
-        session.executor.shutdown(wait=False)
+        try:  # counted (and refused at the cap) until its sandbox is gone
+            if env is not None:
+                await asyncio.get_running_loop().run_in_executor(session.executor, env.close)
+        finally:
+            self.sessions.pop(session.id, None)
+            session.executor.shutdown(wait=False)
 
     async def close_all(self) -> None:
         """Close every session (server shutdown)."""
