@@ -25,6 +25,7 @@ SUBCOMMANDS: list[str] = [
     "repogym.harness.cmd_plot",
     "repogym.harness.cmd_gc",
     "repogym.harness.cmd_serve",
+    "repogym.harness.cmd_harbor",
 ]
 
 
