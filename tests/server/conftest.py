@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from repogym.sandbox.workspace import TEMPLATE_PREFIX, WORKSPACE_PREFIX, temp_root
+from repogym.sandbox.leases import temp_root
 
 
 def free_port() -> int:
@@ -100,12 +100,16 @@ def descendants(pid: int) -> set[int]:
 
 
 def leftovers(pid: int) -> list[str]:
-    """Workspaces, templates and mounts that process ``pid`` created and did not remove."""
-    names = [p.name for p in temp_root().iterdir()
-             if p.name.startswith((f"{WORKSPACE_PREFIX}{pid}-", f"{TEMPLATE_PREFIX}{pid}-"))]
+    """Sandbox folders (leases) process ``pid`` holds or left, and the mounts inside them."""
+    root = temp_root()
+    folders = []
+    for lock in (root / ".locks").glob("u*"):
+        with contextlib.suppress(OSError):
+            if lock.read_text().strip() == str(pid) and (root / lock.name).exists():
+                folders.append(str(root / lock.name))
     mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
-              if f"{WORKSPACE_PREFIX}{pid}-" in line]
-    return names + mounts
+              if any(line.split()[1].startswith(f + "/") for f in folders)]
+    return folders + mounts
 
 
 def alive(pids: set[int]) -> set[int]:
