@@ -153,7 +153,8 @@ class RemoteEnv(gym.Env[str, str]):
         try:
             self._ws = stack.enter_context(connect(
                 self._ws_url(), additional_headers=headers, open_timeout=self.connect_timeout_s,
-                max_size=None))
+                max_size=None, ping_interval=None))  # a busy server answers late; step_timeout_s
+                                                     # bounds the wait instead of keepalives
         except InvalidStatus as e:
             status = e.response.status_code
             body = e.response.body.decode(errors="replace").strip() if e.response.body else ""
