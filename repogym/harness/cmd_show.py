@@ -1,9 +1,10 @@
 """``repogym show FILE``: render a trajectory JSONL file written by TrajectoryLogger.
 
 Everything shown comes from the file as plain text (tool output may hold anything, rich
-markup such as ``[/]`` included); long ids wrap instead of being cut. ``--json`` prints the
-parsed file instead. A path that is not a trajectory (missing, a folder, a run's
-results.jsonl) gets a message saying what to pass, and exit code 2.
+markup such as ``[/]`` included); long ids wrap instead of being cut. ``--format json``
+(``--json``) prints the parsed file instead, ``--format atif`` Harbor's ATIF form. A path
+that is not a trajectory (missing, a folder, a run's results.jsonl) gets a message saying
+what to pass, and exit code 2.
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("show", help="render a trajectory file (.jsonl)")
     p.add_argument("file", help="a trajectory file written by TrajectoryLogger / log_dir=")
     p.add_argument("--max-chars", type=int, default=4000, help="clip each observation")
-    p.add_argument("--json", action="store_true", help="print the parsed file as JSON")
+    p.add_argument("--format", choices=["rich", "json", "atif"], default="rich",
+                   help="rich (default): a terminal view; json: the parsed file; atif: "
+                        "Harbor's ATIF JSON on stdout")
+    p.add_argument("--json", dest="format", action="store_const", const="json",
+                   help="the same as --format json")
     p.set_defaults(func=run)
 
 
@@ -95,8 +100,13 @@ def run(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"repogym show: {problem}", file=sys.stderr)
         return 2
-    if args.json:
+    if args.format == "json":
         print(json.dumps(traj, indent=2, default=str))
+        return 0
+    if args.format == "atif":
+        from repogym.integrations.atif import to_atif
+
+        print(json.dumps(to_atif(traj), indent=1))
         return 0
     _render(Console(), traj, args.max_chars)
     return 0
