@@ -7,7 +7,9 @@ message says what was wrong.
 
 from __future__ import annotations
 
+import inspect
 import json
+import typing
 
 import jsonschema
 import pytest
@@ -69,6 +71,22 @@ def test_openai_agent_offers_the_schema():
     agent = OpenAIAgent(base_url="http://127.0.0.1:9/v1", model="m")
     agent.reset({})
     assert json.loads(agent._body())["tools"] == openai_tools()
+
+
+def test_server_schema_and_trl_tool_methods_follow_the_schema():
+    from repogym.integrations.trl import RepoGymToolEnv
+    from repogym.server.schema import tool_specs
+
+    assert [(s["name"], s["parameters"]) for s in tool_specs()] == [
+        (t.name, t.parameters()) for t in TOOLS.values()]
+    for tool in TOOLS.values():
+        method = getattr(RepoGymToolEnv, tool.name)
+        params = list(inspect.signature(method).parameters.values())[1:]
+        hints = typing.get_type_hints(method)
+        assert [p.name for p in params] == [a.name for a in tool.args], tool.name
+        for p, a in zip(params, tool.args, strict=True):
+            assert (p.default is inspect.Parameter.empty) == a.required, (tool.name, a.name)
+            assert hints[p.name] == (a.type if a.required else a.type | None)
 
 
 _ARG_VALUES = {str: st.text(st.characters(codec="utf-8", exclude_characters="\x00"),
