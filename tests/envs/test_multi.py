@@ -157,5 +157,5 @@ def test_fixer_bonus_needs_a_resolving_fix(duel, retry_task):
     good = (retry_task.tests_dir / "test_retry.py").read_text()
     env.step({TESTER: call("write", path=REPRO, content=good),
               FIXER: call("bash", command="echo note >> README.md")})
-    _, rew, *_rest, infos = env.step({TESTER: call("submit"), FIXER: call("submit")})
+    *_, infos = env.step({TESTER: call("submit"), FIXER: call("submit")})
     assert infos[FIXER]["hidden_reward"] < 1.0 and infos[FIXER]["repro_bonus"] == 0.0
