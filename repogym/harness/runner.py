@@ -384,7 +384,7 @@ def _stop_pool(pool: Any, futures: list[Any]) -> None:
 def _collect_garbage() -> None:
     """Remove sandbox folders of killed processes (they carry the dead owner's pid)."""
     try:
-        from repogym.sandbox.workspace import collect_garbage
+        from repogym.sandbox.leases import collect_garbage
     except ImportError:
         return
     collect_garbage()
