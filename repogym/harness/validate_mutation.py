@@ -6,7 +6,8 @@ their direct callers, and grades each one, as the diff "gold + mutation" against
 with the real grader in the real sandbox (:class:`~repogym.harness.validate.PatchGrader`),
 several at a time, within a time budget. How each mutant counts:
 
-- ``killed``: some listed test did not pass (failed, error, missing, or the run timed out);
+- ``killed``: the grader did not give full reward: some listed test did not pass (failed,
+  error, missing), or the run was not trusted (timed out, exhausted its limits, ...);
 - ``survived``: every listed test passed: a wrong fix the verifier accepts;
 - ``equivalent``: trivially the same program (same AST or bytecode), not graded;
 - ``reviewed``: survived, and the task argues it equivalent in task.toml
@@ -253,8 +254,9 @@ def _grade_mutant(task: Task, grader: PatchGrader, diff: str, deadline: float,
         why = res.infra_error or "the mutant's diff did not apply"
         return MutantResult(mutant_id, "error", fixed_diff, note=why, duration_s=took)
     failed = [t for t, s in res.tests.items() if s != "passed"]
-    if failed:
-        note = "verifier timed out" if "verifier_timeout" in res.hack_flags else ""
+    if failed or res.reward < 1.0:
+        note = res.untrusted or ("verifier timed out" if "verifier_timeout" in res.hack_flags
+                                 else "")
         return MutantResult(mutant_id, "killed", fixed_diff, failed, note, took)
     if mutant_id in reviewed:
         return MutantResult(mutant_id, "reviewed", fixed_diff, note=reviewed[mutant_id],
@@ -268,8 +270,8 @@ def _baseline(task: Task, grader: PatchGrader) -> tuple[float, list[str]]:
     res = grader.grade(task, task.solution_patch.read_text())
     took = time.monotonic() - start
     bad = {t: s for t, s in res.tests.items() if s != "passed"}
-    if res.infra_error or bad or res.hack_flags:
-        why = res.infra_error or bad or res.hack_flags
+    if res.infra_error or bad or res.hack_flags or res.untrusted or res.reward < 1.0:
+        why = res.infra_error or bad or res.hack_flags or res.untrusted or res.reward
         return took, [(f"{task.id}: mutation: gold does not pass cleanly ({why}), so mutants "
                        "cannot be judged. Fix: make `repogym validate` pass first")]
     return took, []
@@ -365,8 +367,9 @@ def _judge(task: Task, report: MutationReport, reviewed: dict[str, str],
                    "validate --mutation` prints now")
     for m in report.mutants:
         if m.status == "killed" and m.id in reviewed:
-            out.append(f"{where}: [mutation] equivalent lists {m.id}, but {m.failed[0]} kills "
-                       "it, so it is not equivalent. Fix: remove it from the list")
+            by = m.failed[0] if m.failed else f"the grader ({m.note})"
+            out.append(f"{where}: [mutation] equivalent lists {m.id}, but {by} kills it, so it "
+                       "is not equivalent. Fix: remove it from the list")
         if m.status == "error":
             out.append(f"{where}: mutant {m.id} could not be graded: {m.note}")
     score = report.score
