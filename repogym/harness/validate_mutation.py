@@ -12,8 +12,8 @@ several at a time, within a time budget. How each mutant counts:
 - ``equivalent``: trivially the same program (same AST or bytecode), not graded;
 - ``reviewed``: survived, and the task argues it equivalent in task.toml
   (``[mutation] equivalent = [{ mutant = "<id>", why = "..." }]``);
-- ``error``: the sandbox or grader failed on it; ``not_run``: left out by ``max_mutants``
-  or the time budget.
+- ``error``: the sandbox or grader failed on it (twice: an infrastructure error is
+  retried once); ``not_run``: left out by ``max_mutants`` or the time budget.
 
 The score is killed / (killed + survived); the others do not count. The check fails when
 the score is below ``min_score``, when an entry of ``[mutation] equivalent`` names no
@@ -249,6 +249,8 @@ def _grade_mutant(task: Task, grader: PatchGrader, diff: str, deadline: float,
         return MutantResult(mutant_id, "not_run", fixed_diff, note="time budget spent")
     start = time.monotonic()
     res = grader.grade(task, diff)
+    if res.infra_error:  # a transient fault of the machine (fork, mount) gets one more try
+        res = grader.grade(task, diff)
     took = time.monotonic() - start
     if res.infra_error or "diff_apply_failed" in res.hack_flags:
         why = res.infra_error or "the mutant's diff did not apply"
