@@ -159,10 +159,18 @@ def run_mutation(tasks: list[Task], args: argparse.Namespace, console, *,
     out = {}
     with PatchGrader(args.sandbox) as grader:
         for task in tasks:
-            out[task.id] = mutation_check(task, grader, workers=args.workers,
-                                          budget_s=args.mutation_budget,
-                                          max_mutants=args.max_mutants,
-                                          min_score=args.min_score)
+            with console.status(f"{task.id}: grading mutants") as status:
+                done = []
+
+                def tick(result, task=task, status=status, done=done) -> None:
+                    done.append(result.status)
+                    status.update(f"{task.id}: {len(done)} mutants graded, "
+                                  f"{done.count('survived')} survived")
+
+                out[task.id] = mutation_check(task, grader, workers=args.workers,
+                                              budget_s=args.mutation_budget,
+                                              max_mutants=args.max_mutants,
+                                              min_score=args.min_score, on_mutant=tick)
             if not quiet or not out[task.id].ok:
                 print_mutation(out[task.id], console, diffs=diffs)
     return out
