@@ -269,7 +269,8 @@ class RepoEnv(gym.Env[str, str]):
         self._outer_limit = self._find_outer_limit()
         self._close_sandbox()
         self.task = self._select_task(options)
-        self._template = self._templates.get(self.task.repo_dir)
+        self._template = self._templates.get(self.task.repo_dir,
+                                             self.task.sandbox_environment())
         spec = SandboxSpec(template=self._template, limits=self.limits)
         self._sandbox = self._make_sandbox(spec)
         self._steps, self._done = 0, False

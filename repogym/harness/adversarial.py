@@ -283,7 +283,7 @@ def check_task(task: Task, *, attacks: Iterable[Attack] = ATTACKS, sandbox: str 
     attacks = list(attacks)
     templates = TemplateCache()
     try:
-        template = templates.get(task.repo_dir)
+        template = templates.get(task.repo_dir, task.sandbox_environment())
         noop = _grade(task, template, "", factory, limits, None)
         if noop.infra_error:
             raise RuntimeError(f"{task.id}: grading the unpatched repository failed: "

@@ -178,7 +178,8 @@ class PatchGrader:
 
     def grade(self, task: Task, diff: str) -> GradeResult:
         """Binary-reward grading of ``diff`` (against ``task``'s repo/)."""
-        return grade(task, self._templates.get(task.repo_dir), diff, mode="binary",
+        template = self._templates.get(task.repo_dir, task.sandbox_environment())
+        return grade(task, template, diff, mode="binary",
                      make_sandbox=self._factory, limits=self.limits)
 
     def close(self) -> None:

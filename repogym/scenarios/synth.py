@@ -21,6 +21,11 @@ The task id is ``<package>-<hash of the mutant's id>`` and the only tag is ``syn
 agents see both, so neither names the function or the mutation.
 
 Emitted tasks should then be checked with ``repogym validate`` (real sandbox).
+
+The tests run through a :class:`TestRunner`: by default :class:`HostRunner` (plain host
+subprocesses, for a package that is your own code); ``repogym synth --pypi`` passes one
+that runs them in the sandbox with the package's environment, and the task's
+``[environment]`` and pytest settings (``ini_options``) are written into task.toml.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+import json
 import os
 import random
 import re
@@ -36,9 +42,12 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Collection
 from pathlib import Path
+from typing import Protocol
 
 from repogym.envs.grader import is_test_file, junit_key
+from repogym.scenarios.environment import EnvironmentSpec
 from repogym.scenarios.mutation import Mutant, file_diff, mutants
 from repogym.scenarios.swebench import hidden_tests_dest
 
@@ -98,6 +107,30 @@ def collect(root: Path, timeout_s: float) -> list[str]:
     return ids
 
 
+class TestRunner(Protocol):
+    """How synthesis runs a package's tests (see :class:`HostRunner`)."""
+
+    def collect(self, root: Path, timeout_s: float) -> list[str]:
+        """The node ids to use (every one must pass on the unmutated package)."""
+        ...
+
+    def run(self, root: Path, node_ids: list[str],
+            timeout_s: float) -> tuple[dict[str, str], dict[str, str]]:
+        """(node id -> status, node id -> failure message) for the package as it is now."""
+        ...
+
+
+class HostRunner:
+    """Plain host subprocesses (:func:`collect`, :func:`run_tests`): trusted code only."""
+
+    def collect(self, root: Path, timeout_s: float) -> list[str]:
+        return collect(root, timeout_s)
+
+    def run(self, root: Path, node_ids: list[str],
+            timeout_s: float) -> tuple[dict[str, str], dict[str, str]]:
+        return run_tests(root, node_ids, timeout_s)
+
+
 # -- writing tasks ------------------------------------------------------------------------
 def _clean(message: str, pkg: _Package, fix_lines: set[str]) -> str:
     """A failure message without memory addresses, temporary paths or the fix's code."""
@@ -148,8 +181,14 @@ def _statement(pkg: _Package, failing: list[str], messages: dict[str, str],
     return "\n".join(lines) + "\n"
 
 
-def _toml(task_id: str, mutant: Mutant, dest: str, f2p: list[str], p2p: list[str]) -> str:
+def _toml(task_id: str, mutant: Mutant, pkg: _Package, f2p: list[str], p2p: list[str]) -> str:
     q = '", "'
+    dest = pkg.dest
+    ini = ""
+    if pkg.ini_options:
+        ini = "\n[verifier.ini_options]\n" + "".join(
+            f"{k} = {json.dumps(v)}\n" for k, v in sorted(pkg.ini_options.items()))
+    env = "\n" + pkg.environment.to_toml() if pkg.environment else ""
     return f"""# Synthesised by `repogym synth`: mutant {mutant.id}
 # (the id and tags are shown to agents, so they do not name the function or the operator).
 id = "{task_id}"
@@ -165,7 +204,7 @@ command = "python -m pytest -q -p no:cacheprovider"
 timeout_s = 120
 fail_to_pass = ["{q.join(f2p)}"]
 pass_to_pass = [{('"' + q.join(p2p) + '"') if p2p else ""}]
-"""
+{ini}{env}"""
 
 
 @dataclasses.dataclass
@@ -176,9 +215,12 @@ class _Package:
     test_files: list[str]
     dest: str
     sources: list[str]
+    runner: TestRunner = dataclasses.field(default_factory=HostRunner)
+    environment: EnvironmentSpec | None = None
+    ini_options: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
-def _scan(root: Path, timeout_s: float) -> _Package:
+def _scan(root: Path, timeout_s: float, runner: TestRunner) -> _Package:
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                    if "__pycache__" not in p.parts)
     test_files = [f for f in files if is_test_file(f) or Path(f).name == "conftest.py"]
@@ -188,13 +230,16 @@ def _scan(root: Path, timeout_s: float) -> _Package:
     hidden = (lambda f: f in test_files) if dest == "." else (
         lambda f: f == dest or f.startswith(dest + "/"))
     sources = [f for f in files if not hidden(f)]
-    return _Package(root, root.name, collect(root, timeout_s), test_files if dest == "." else
-                    [f for f in files if hidden(f)], dest, sources)
+    return _Package(root, root.name, runner.collect(root, timeout_s), test_files if dest == "."
+                    else [f for f in files if hidden(f)], dest, sources, runner)
 
 
 def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
                seed: int = 0, p2p_sample: int = 20, max_trials: int | None = None,
-               timeout_s: float = 120.0) -> list[Path]:
+               timeout_s: float = 120.0, runner: TestRunner | None = None,
+               name: str | None = None, only: Collection[str] | None = None,
+               environment: EnvironmentSpec | None = None,
+               ini_options: dict[str, str] | None = None) -> list[Path]:
     """Write up to ``max_tasks`` task folders made by mutating ``package_dir``.
 
     Args:
@@ -205,6 +250,12 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
         p2p_sample: Largest pass_to_pass list.
         max_trials: Mutants to try at most (default ``20 * max_tasks``).
         timeout_s: Limit for one test run.
+        runner: Runs the tests (default :class:`HostRunner`).
+        name: The package's name in task ids and statements (default: the folder's).
+        only: Mutate only these files or the files under these folders (repository
+            paths, e.g. ``src/pkg``; default: every file that is not a test).
+        environment: Written as the tasks' ``[environment]``.
+        ini_options: Written as the tasks' ``[verifier] ini_options``.
 
     Returns:
         The task folders written.
@@ -216,9 +267,13 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
     work = Path(tempfile.mkdtemp(prefix="repogym-synth-"))
     try:
         shutil.copytree(Path(package_dir).resolve(), work / "pkg", ignore=_IGNORE)
-        pkg = _scan(work / "pkg", timeout_s)
-        pkg.name = Path(package_dir).resolve().name
-        base, _ = run_tests(pkg.root, pkg.node_ids, timeout_s)
+        pkg = _scan(work / "pkg", timeout_s, runner or HostRunner())
+        pkg.name = name or Path(package_dir).resolve().name
+        pkg.environment, pkg.ini_options = environment, dict(ini_options or {})
+        if only is not None:
+            pkg.sources = [f for f in pkg.sources
+                           if any(f == o or f.startswith(o.rstrip("/") + "/") for o in only)]
+        base, _ = pkg.runner.run(pkg.root, pkg.node_ids, timeout_s)
         broken = [t for t, s in base.items() if s != "passed"]
         if broken:
             raise SynthError(f"{package_dir}: tests fail before any mutation: {broken[:5]}. "
@@ -236,7 +291,7 @@ def _try(pkg: _Package, m: Mutant, timeout_s: float) -> tuple[dict[str, str], di
     original = path.read_text()
     path.write_text(m.source)
     try:
-        return run_tests(pkg.root, pkg.node_ids, timeout_s)
+        return pkg.runner.run(pkg.root, pkg.node_ids, timeout_s)
     finally:
         path.write_text(original)
 
@@ -287,7 +342,7 @@ def _write(pkg: _Package, m: Mutant, out: Path, f2p: list[str], p2p: list[str],
                  if line[:1] in "+-" and line[:3] not in ("+++", "---")}
     (root / "STATEMENT.md").write_text(_statement(pkg, f2p, messages,
                                                   {x for x in fix_lines if len(x) >= 6}))
-    (root / "task.toml").write_text(_toml(task_id, m, pkg.dest, f2p, p2p))
+    (root / "task.toml").write_text(_toml(task_id, m, pkg, f2p, p2p))
     return root
 
 
