@@ -7,10 +7,18 @@ with the package's environment, plugin auto-loading off and the grader's configu
 (only ``ini_options``, as the grader writes it), so what synthesis sees is what grading
 will see. Per-test outcomes and failure messages come from a small plugin
 (``probe/rg_probe.py``) as JSON lines; paths inside the sandbox are removed from messages.
+
+The first run (:meth:`SandboxRunner.collect`) also records which functions each test calls.
+A later run with changed files reruns only the tests that called a function whose lines
+changed (every test when a change lies outside any function): a test that never reaches
+the change passes as it did on the pristine package, and is reported so without running.
+Candidates found this way are then graded for real by ``repogym validate``.
 """
 
 from __future__ import annotations
 
+import ast
+import difflib
 import json
 import shlex
 import shutil
@@ -23,10 +31,14 @@ from repogym.envs.verifier import ini_text
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.base import WORKSPACE, Environment, Sandbox, SandboxError
 from repogym.sandbox.workspace import TemplateCache
+from repogym.scenarios.synth import SynthError
 
 PROBE_DIR = Path(__file__).parent / "probe"
 _OUT = "/tmp/rg-probe.jsonl"
 _LOG = "/tmp/rg-probe.log"
+#: Past this many selected tests, their files are run instead of their ids (one shell word
+#: is limited to 128 KiB).
+_MAX_IDS = 800
 _SKIP_DIRS = {".git", ".tox", ".nox", "build", "dist", "docs", "doc", "__pycache__", ".venv",
               "venv", "node_modules", "benchmarks", "bench"}
 
@@ -88,20 +100,63 @@ class SandboxRunner:
         self._probe.chmod(0o755)
         #: The log tail of the latest run (for error messages).
         self.log = ""
+        #: The tests that passed on the pristine package (set by :meth:`collect`).
+        self.collected: list[str] = []
+        self._calls: dict[str, list[tuple[str, int, int]]] = {}
 
     def collect(self, root: Path, timeout_s: float) -> list[str]:
         """Take ``root`` as the pristine package; the ids of the tests that pass there."""
         self._template = self._templates.get(root, self.environment)
         self._snapshot = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*.py")}
         self._files = test_files(root)
-        found, _ = self._run(root, timeout_s)
-        return sorted(t for t, s in found.items() if s == "passed")
+        if not self._files:
+            raise SynthError(f"{root.name}: no test files (test_*.py or *_test.py). Fix: "
+                             "synthesise from a package that ships its tests")
+        records = self._sandboxed({}, self._files, timeout_s, trace=True)
+        found, _ = statuses(records)
+        self.collected = sorted(t for t, s in found.items() if s == "passed")
+        self._calls = {r["trace"]: [tuple(x) for x in r.get("spans", [])]
+                       for r in records if isinstance(r.get("trace"), str)}
+        if not self.collected:
+            raise SynthError(f"{root.name}: none of its {len(found)} tests passes in the "
+                             f"sandbox. Last run:\n{self.log}\nFix: add the missing test "
+                             "requirements (--requirement) or pick another package")
+        return self.collected
 
     def run(self, root: Path, node_ids: list[str],
             timeout_s: float) -> tuple[dict[str, str], dict[str, str]]:
-        found, messages = self._run(root, timeout_s)
+        if self._template is None:
+            raise RuntimeError("SandboxRunner.run before collect. Fix: call collect() first")
+        changes = self._changes(root)
+        selected = self.selected(changes) if changes else None
+        found = dict.fromkeys(self.collected, "passed")
+        messages: dict[str, str] = {}
+        if selected is None or selected:
+            args = self._files if selected is None else sorted(selected)
+            if len(args) > _MAX_IDS:
+                args = sorted({t.split("::", 1)[0] for t in args})
+            records = self._sandboxed(changes, args, timeout_s)
+            ran, messages = statuses(records)
+            if selected is not None:
+                ran = {t: ran.get(t, "missing") for t in selected}
+            found.update(ran)
         return ({t: found.get(t, "missing") for t in node_ids},
                 {t: messages.get(t, "") for t in node_ids})
+
+    def selected(self, changes: dict[str, str]) -> set[str] | None:
+        """The collected tests that called a function a change touches (None: all of them,
+        for a change outside every function)."""
+        out: set[str] = set()
+        for rel, text in changes.items():
+            old = self._snapshot[rel].decode("utf-8")
+            lines = _changed_lines(old, text)
+            inside = _function_lines(old)
+            if not lines or any(n not in inside for n in lines):
+                return None
+            for test, spans in self._calls.items():
+                if any(f == rel and a <= n <= b for f, a, b in spans for n in lines):
+                    out.add(test)
+        return out & set(self.collected)
 
     def _changes(self, root: Path) -> dict[str, str]:
         out = {}
@@ -111,42 +166,46 @@ class SandboxRunner:
                 out[rel] = now.decode("utf-8")
         return out
 
-    def _command(self, sb: Sandbox) -> str:
+    def _command(self, sb: Sandbox, args: list[str], trace: bool) -> str:
         py = shlex.quote(sb.interpreter.executable)
-        files = " ".join(shlex.quote(f) for f in self._files)
+        words = " ".join(shlex.quote(a) for a in args)
         return (f'PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONPATH="$RG_PROBE:$PYTHONPATH" '
-                f"RG_PROBE_OUT={_OUT} {py} -m pytest -c \"$RG_PROBE/pytest.ini\" --rootdir=. "
-                f"-p no:cacheprovider -p rg_probe -q --tb=short {files} > {_LOG} 2>&1; "
-                f"echo exit=$?")
+                f"RG_PROBE_TRACE={int(trace)} RG_PROBE_OUT={_OUT} {py} -m pytest "
+                f'-c "$RG_PROBE/pytest.ini" --rootdir=. -p no:cacheprovider -p rg_probe -q '
+                f"--tb=short {words} > {_LOG} 2>&1; echo exit=$?")
 
-    def _run(self, root: Path, timeout_s: float) -> tuple[dict[str, str], dict[str, str]]:
-        if self._template is None:
-            raise RuntimeError("SandboxRunner.run before collect. Fix: call collect() first")
+    def _sandboxed(self, changes: dict[str, str], args: list[str], timeout_s: float,
+                   trace: bool = False) -> list[dict]:
+        """Probe records of one pytest run over ``args`` with ``changes`` written in."""
+        assert self._template is not None
         limits = Limits(**{**self.limits.__dict__, "timeout_s": timeout_s})
         sb = make_sandbox(self.backend, SandboxSpec(self._template, limits), **self.options)
         try:
-            for rel, text in self._changes(root).items():
+            for rel, text in changes.items():
                 sb.write_file(rel, text)
-            res = sb.run_with_binds(self._command(sb), ro={"probe": self._probe},
+            res = sb.run_with_binds(self._command(sb, args, trace), ro={"probe": self._probe},
                                     timeout_s=timeout_s)
             if res.timed_out:
                 self.log = f"timed out after {timeout_s}s"
-                return {}, {}
-            out = sb.run(f"cat {_OUT} 2>/dev/null; true", timeout_s=60)
+                return []
+            out = sb.run(f"cat {_OUT} 2>/dev/null; true", timeout_s=60).stdout
             self.log = sb.run(f"tail -c 3000 {_LOG}", timeout_s=60).stdout
         except SandboxError as e:
             self.log = str(e)
-            return {}, {}
+            return []
         finally:
             sb.close()
         records = []
-        for line in out.stdout.splitlines():
+        for line in out.splitlines():
             try:
-                records.append(json.loads(line))
+                rec = json.loads(line)
             except ValueError:
                 continue
-        found, messages = statuses(records)
-        return found, {t: m.replace(WORKSPACE + "/", "") for t, m in messages.items()}
+            if isinstance(rec, dict):
+                if isinstance(rec.get("message"), str):
+                    rec["message"] = rec["message"].replace(WORKSPACE + "/", "")
+                records.append(rec)
+        return records
 
     def close(self) -> None:
         self._templates.close()
@@ -157,3 +216,22 @@ class SandboxRunner:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _changed_lines(old: str, new: str) -> set[int]:
+    """Lines of ``old`` (1-based) that ``new`` replaces or deletes, or next to an insertion."""
+    a, b = old.splitlines(), new.splitlines()
+    out: set[int] = set()
+    for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            out.update(range(i1 + 1, i2 + 1) if i2 > i1 else (i1, i1 + 1))
+    return out
+
+
+def _function_lines(source: str) -> set[int]:
+    """Lines inside a function (its ``def`` line, signature included, to its end)."""
+    out: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            out.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return out

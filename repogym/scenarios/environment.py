@@ -434,10 +434,28 @@ def build(spec: EnvironmentSpec, *, force: bool = False,
     return BuiltEnvironment(root, info), True
 
 
+def lock(env: BuiltEnvironment, spec: EnvironmentSpec) -> EnvironmentSpec:
+    """``spec`` with its requirements replaced by exact pins of everything ``env`` (its build)
+    installed, so a later build installs the same versions. The existing build is registered
+    under the pinned spec's key too (no second install)."""
+    pins = tuple(f"{name}=={version}" for name, version in sorted(env.distributions.items())
+                 if name not in spec.exclude)
+    pinned = dataclasses.replace(spec, requirements=pins)
+    alias = envs_dir() / pinned.key
+    if not alias.exists() and alias.resolve() != env.root.resolve():
+        tmp = envs_dir() / f".{pinned.key}.link"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(env.root.name)
+        os.replace(tmp, alias)
+    return pinned
+
+
 def list_built() -> list[BuiltEnvironment]:
     """Every environment built here, newest first."""
     out = []
     for env_json in envs_dir().glob("*/env.json") if envs_dir().is_dir() else []:
+        if env_json.parent.is_symlink():
+            continue  # a pinned spec's alias of another build
         try:
             out.append(BuiltEnvironment(env_json.parent, json.loads(env_json.read_text())))
         except ValueError:

@@ -409,3 +409,34 @@ def pytest_ini_options(repo: Path) -> dict[str, str]:
         if "src" not in paths:
             out["pythonpath"] = " ".join([*paths, "src"])
     return out
+
+
+# -- the package's own code --------------------------------------------------------------
+_NOT_CODE = {"setup", "conftest", "tests", "test", "testing", "docs", "doc", "examples",
+             "example", "benchmarks", "bench", "noxfile", "fabfile", "versioneer", "tasks",
+             "scripts", "tools", "build", "dist"}
+
+
+def code_paths(repo: Path, name: str) -> list[str]:
+    """Repository paths of the project's importable code (what synthesis mutates): the
+    names of its ``top_level.txt`` when it ships one, else the package named like the
+    project, else every top-level package or module that is not tests, docs or tooling."""
+    roots = [repo, repo / "src"]
+    found: dict[str, str] = {}
+    for base in roots:
+        for p in base.iterdir() if base.is_dir() else []:
+            stem = p.name.removesuffix(".py")
+            if stem in _NOT_CODE or stem.startswith(("test_", ".", "_")) or \
+                    not stem.isidentifier():
+                continue
+            if (p.is_dir() and (p / "__init__.py").is_file()) or p.suffix == ".py":
+                found.setdefault(stem, str(p.relative_to(repo)))
+    listed = [line.strip() for f in [*repo.glob("*.egg-info/top_level.txt"),
+                                    *repo.glob("src/*.egg-info/top_level.txt")]
+              for line in f.read_text().splitlines() if line.strip()]
+    if picked := [found[n] for n in listed if n in found]:
+        return sorted(set(picked))
+    own = canonicalize_name(name).replace("-", "_")
+    if own in found:
+        return [found[own]]
+    return sorted(found.values())
