@@ -17,22 +17,25 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    import repogym
+    from repogym.envs import register_task
+    from repogym.harness.report import make_console
     from repogym.scenarios.registry import registered_tasks
+    from repogym.scenarios.task import select_tasks
 
     for d in args.dir:
-        repogym.register_task(d, overwrite=True)
-    tasks = sorted(registered_tasks().values(), key=lambda t: (t.split, t.id))
-    if args.split:
-        tasks = [t for t in tasks if t.split == args.split]
-    if args.tag:
-        tasks = [t for t in tasks if set(args.tag) & set(t.tags)]
+        register_task(d, overwrite=True)
+    try:
+        tasks = select_tasks(registered_tasks().values(), split=args.split, tags=args.tag)
+    except ValueError as e:
+        Console(stderr=True).print(f"[red]error:[/] {e}")
+        return 2
+    tasks.sort(key=lambda t: (t.split, t.id))
     table = Table(title=f"{len(tasks)} tasks")
     for col in ("env id", "split", "tags", "tests (f2p/p2p)", "max steps"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for t in tasks:
         v = t.verifier
         table.add_row(t.env_id, t.split, ", ".join(t.tags),
                       f"{len(v.fail_to_pass)}/{len(v.pass_to_pass)}", str(t.max_steps))
-    Console().print(table)
+    make_console().print(table)
     return 0

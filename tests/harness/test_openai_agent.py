@@ -11,7 +11,8 @@ from typing import Any, Self
 import pytest
 
 from repogym.harness.agents import AgentError, make_agent
-from repogym.harness.runner import RunConfig, run
+from repogym.harness.config import RunConfig
+from repogym.harness.runner import run
 
 
 def _tool_reply(name: str, arguments: str, call_id: str) -> dict:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from repogym.harness.runner import default_ks, pass_at_k, summarize
+from repogym.harness.metrics import default_ks, pass_at_k, summarize
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 10])

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from repogym.harness.runner import RunConfig, read_results, run
+from repogym.harness.config import RunConfig
+from repogym.harness.results import read_results
+from repogym.harness.runner import run
 
 from .conftest import TASKS, cli_env, rows_of, run_cli
 
