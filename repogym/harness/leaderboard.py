@@ -41,7 +41,7 @@ max-width:1200px;color:#1b1f24;padding:0 1rem}
 h1{font-size:1.6rem;margin-bottom:.2rem}.sub{color:#57606a;margin-top:0}
 table{border-collapse:collapse;margin:1rem 0 2rem;font-size:.9rem}
 th,td{border-bottom:1px solid #d0d7de;padding:.4rem .55rem;text-align:right}
-th:first-child,td:first-child{text-align:left;overflow-wrap:anywhere}th{background:#f6f8fa}
+th:first-child,td:first-child{text-align:left;overflow-wrap:break-word;max-width:40rem}th{background:#f6f8fa}
 tr:hover td{background:#f6f8fa}.plots{display:flex;flex-wrap:wrap;gap:1rem}
 .plots figure{margin:0;flex:1 1 320px}.plots img{width:100%;border:1px solid #d0d7de}
 figcaption{color:#57606a;font-size:.85rem}
@@ -189,8 +189,8 @@ def table_rows(board: Board) -> list[list[str]]:
 def footnote(k: int) -> str:
     """How the numbers are defined (shown under the tables)."""
     kdef = (f"pass@{k} uses k = {k} for every agent (the fewest samples any agent has of any "
-            "task)" if k > 1 else "every agent has one sample of some task, so only pass@1 "
-            "is shown")
+            "task)" if k > 1 else "some agent has a single sample of some task, so only "
+            "pass@1 is shown")
     return ("Resolve rate, mean reward and pass@k exclude infra-error episodes; agent errors "
             "count as failures. pass@k is the unbiased estimator of Chen et al. (2021), "
             f"averaged over tasks; {kdef}. Tokens are prompt + completion tokens; wall time is "
@@ -303,6 +303,14 @@ def _breakdown_rows(entries: list[Entry], cols: list[str], table: dict) -> list[
     return [[e.name, *(_fmt(table[e.name].get(c), "pct") for c in cols)] for e in entries]
 
 
+def _tag_rows(entries: list[Entry], cols: list[str], table: dict) -> list[list[str]]:
+    """One row per tag (with its number of tasks), one column per entry."""
+    n_tasks = {c: len({r["task"] for e in entries for r in e.rows if c in _task_tags(r)})
+               for c in cols}
+    return [[c, str(n_tasks[c]), *(_fmt(table[e.name].get(c), "pct") for e in entries)]
+            for c in cols]
+
+
 def _matrix_html(entries: list[Entry], links: dict[int, str]) -> str:
     esc = html.escape
     tasks, cells = matrix(entries)
@@ -342,10 +350,10 @@ def html_page(board: Board, images: dict[str, Path], links: dict[int, str],
             + f"<p class=\"sub\">{esc(footnote(board.k))}</p><h2>Resolve rate by split</h2>"
             + _html_table("splits", ["agent", *split_cols],
                           _breakdown_rows(board.entries, split_cols, splits))
-            + "<h2>Resolve rate by tag</h2>"
-            + _html_table("tags", ["agent", *tag_cols],
-                          _breakdown_rows(board.entries, tag_cols, tags))
-            + _matrix_html(board.entries, links) + f"<div class=\"plots\">{figs}</div>")
+            + _matrix_html(board.entries, links) + "<h2>Resolve rate by tag</h2>"
+            + _html_table("tags", ["tag", "tasks", *(e.name for e in board.entries)],
+                          _tag_rows(board.entries, tag_cols, tags))
+            + f"<div class=\"plots\">{figs}</div>")
     return _page("repogym leaderboard", body)
 
 
@@ -357,10 +365,13 @@ def markdown(board: Board, links: dict[int, str]) -> str:
 
     lines = ["# repogym leaderboard", ""] + md_table(columns(board.k), table_rows(board))
     lines += ["", footnote(board.k), ""] + [f"Note: {n}" for n in board.notes]
-    for title, key in (("split", "split"), ("tag", "tags")):
-        cols, table = breakdown(board.entries, key)
-        lines += ["", f"## Resolve rate by {title}", ""]
-        lines += md_table(["agent", *cols], _breakdown_rows(board.entries, cols, table))
+    cols, table = breakdown(board.entries, "split")
+    lines += ["", "## Resolve rate by split", ""]
+    lines += md_table(["agent", *cols], _breakdown_rows(board.entries, cols, table))
+    cols, table = breakdown(board.entries, "tags")
+    lines += ["", "## Resolve rate by tag", ""]
+    lines += md_table(["tag", "tasks", *(e.name for e in board.entries)],
+                      _tag_rows(board.entries, cols, table))
     tasks, cells = matrix(board.entries)
     rows = [[task, split, *(" ".join(f"[{STATUS_MARK[status(r)]}]({links[id(r)]})"
                                      for r in cells.get((task, e.name), [])) or "·"

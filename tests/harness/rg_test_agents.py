@@ -58,3 +58,25 @@ class BrokenInit:
 
     def __init__(self, required: str) -> None:
         self.required = required
+
+
+class FlakyOracle:
+    """The oracle, but ``act`` raises while ``$RG_TEST_FAIL`` is set (a transient bug)."""
+
+    wants_gold_patch = True
+
+    def __init__(self) -> None:
+        from repogym.harness.agents.scripted import OracleAgent
+
+        self.oracle = OracleAgent()
+
+    def set_gold_patch(self, patch: str) -> None:
+        self.oracle.set_gold_patch(patch)
+
+    def reset(self, task_info: dict[str, Any]) -> None:
+        self.oracle.reset(task_info)
+
+    def act(self, observation: str) -> str:
+        if os.environ.get("RG_TEST_FAIL"):
+            raise RuntimeError("flaky failure")
+        return self.oracle.act(observation)
