@@ -3,21 +3,23 @@
 Each backend is a generator ``(cfg, task_refs, todo) -> rows``, yielding one results row per
 finished episode, in completion order. Each worker (the calling process, a ``spawn`` pool
 process, a Ray actor) owns one :class:`~repogym.harness.worker.EpisodeWorker`. Whatever ends
-the generator (the last row, an exception, ``close()`` of the generator on Ctrl-C) stops the
-workers, closes every env and leaves no worker process behind.
+the generator (the last row, an exception, ``close()`` of the generator on Ctrl-C or
+SIGTERM) stops the workers within :data:`STOP_GRACE_S`, closes every env and leaves no
+worker process behind; episodes it interrupted are not recorded (a resume runs them).
 """
 
 from __future__ import annotations
 
-import atexit
-import signal
+import contextlib
 import time
 from collections.abc import Iterator
+from multiprocessing.connection import Connection
 from typing import Any
 
-from repogym.harness.agents import Agent
+from repogym.harness.agents import Agent, AgentConfigError
 from repogym.harness.config import RunConfig
 from repogym.harness.worker import Episode, EpisodeWorker
+from repogym.sandbox import cleanup
 
 
 def run_inline(cfg: RunConfig, refs: list[str], todo: list[Episode],
@@ -32,83 +34,167 @@ def run_inline(cfg: RunConfig, refs: list[str], todo: list[Episode],
 
 
 # -- process pool --------------------------------------------------------------------------
-_WORKER: EpisodeWorker | None = None
+#: Seconds the workers get to close their envs after the driver asks them to stop.
+STOP_GRACE_S = 5.0
+#: Seconds busy workers get to stop by themselves when a signal is stopping the run.
+SELF_STOP_S = 1.0
 
 
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    """First SIGINT/SIGTERM: refuse new episodes and interrupt this one; later signals are
-    ignored so that the clean-up the first one started (closing the env) is not itself
-    interrupted."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _ignore_signal)
-    if _WORKER is not None:
-        _WORKER.stop()
-    raise KeyboardInterrupt(f"signal {signum}")
+def _worker_main(cfg: RunConfig, refs: list[str], conn: Connection) -> None:
+    """A pool process: run the episodes the driver sends, one at a time, until told to stop.
+
+    The first SIGTERM/SIGINT/SIGHUP interrupts the episode (its env is closed) and ends the
+    process; a second one forces the exit, still removing every sandbox first.
+    """
+    with cleanup.graceful_signals():
+        _serve_episodes(EpisodeWorker(cfg, refs), conn)
 
 
-def _ignore_signal(signum: int, frame: Any) -> None:
-    """A Python-level no-op (SIG_IGN would race with a signal already pending)."""
+def _serve_episodes(worker: EpisodeWorker, conn: Connection) -> None:
+    try:
+        while not cleanup.stopping():
+            try:
+                job = conn.recv()
+            except EOFError:
+                break
+            if job is None:
+                break
+            try:
+                conn.send(("row", worker.run(*job)))
+            except AgentConfigError as e:
+                conn.send(("fatal", e))
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        worker.close()
+        conn.close()
 
 
-def _pool_init(cfg: RunConfig, refs: list[str]) -> None:
-    global _WORKER
-    _WORKER = EpisodeWorker(cfg, refs)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_interrupt)
-    atexit.register(_WORKER.close)
-    from multiprocessing import util
+class _Worker:
+    """The driver's handle on one pool process and the episode it is running."""
 
-    util.Finalize(None, _WORKER.close, exitpriority=100)
+    def __init__(self, ctx: Any, cfg: RunConfig, refs: list[str]) -> None:
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(cfg, refs, child), daemon=True,
+                                name="repogym-worker")
+        self.proc.start()
+        child.close()
+        self.episode: Episode | None = None
+
+    def send(self, episode: Episode | None) -> None:
+        self.episode = episode
+        self.conn.send(episode)
 
 
-def _pool_run(task_id: str, sample: int) -> dict[str, Any]:
-    assert _WORKER is not None, "worker not initialised"
-    return _WORKER.run(task_id, sample)
+def _died_row(cfg: RunConfig, episode: Episode, exitcode: int | None) -> dict[str, Any]:
+    """The row of an episode whose worker process died under it (an infrastructure fault)."""
+    from repogym.harness.results import ROW_KEYS
+
+    row: dict[str, Any] = dict.fromkeys(ROW_KEYS)
+    row.update(agent=cfg.label, task=episode[0], sample=episode[1], reward=0.0, resolved=False,
+               steps=0, tokens=0, hack_flags=[],
+               infra_error=f"the worker process died (exit code {exitcode})")
+    return row
 
 
 def run_pool(cfg: RunConfig, refs: list[str], todo: list[Episode]) -> Iterator[dict[str, Any]]:
-    """Episodes on ``cfg.workers`` spawned processes, each owning an env and an agent."""
-    import concurrent.futures as cf
+    """Episodes on ``cfg.workers`` spawned processes, each owning an env and an agent.
+
+    The driver hands out one episode at a time to an idle worker, so nothing is queued in a
+    worker: once the driver stops (the last row, an error, Ctrl-C/SIGTERM), no episode
+    starts anywhere. A worker that dies mid-episode yields an ``infra_error`` row for it and
+    is replaced.
+    """
     import multiprocessing as mp
+    from multiprocessing.connection import wait
 
-    pool = cf.ProcessPoolExecutor(max_workers=min(cfg.workers, len(todo)),
-                                  mp_context=mp.get_context("spawn"),
-                                  initializer=_pool_init, initargs=(cfg, refs))
-    futures = [pool.submit(_pool_run, t, s) for t, s in todo]
+    ctx = mp.get_context("spawn")
+    queue = list(todo)
+    workers = [_Worker(ctx, cfg, refs) for _ in range(min(cfg.workers, len(todo)))]
     try:
-        for fut in cf.as_completed(futures):
-            yield fut.result()
-        pool.shutdown(wait=True)
+        for w in workers:
+            w.send(queue.pop(0))
+        while any(w.episode is not None for w in workers):
+            busy = {w.conn: w for w in workers if w.episode is not None}
+            sentinels = {w.proc.sentinel: w for w in busy.values()}
+            for ready in wait([*busy, *sentinels]):
+                w = busy.get(ready) or sentinels[ready]
+                if w.episode is None:
+                    continue
+                row = _receive(w, cfg)
+                if w.proc.is_alive():
+                    w.send(queue.pop(0) if queue else None)
+                else:
+                    _replace(workers, w, ctx, cfg, refs, queue)
+                yield row
     finally:
-        _stop_pool(pool, futures)
+        _stop_pool(workers)
 
 
-def _stop_pool(pool: Any, futures: list[Any]) -> None:
-    """Cancel queued episodes; SIGTERM the workers (their handler closes the env), then kill."""
-    for fut in futures:
-        fut.cancel()
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-    deadline = time.monotonic() + 30
+def _receive(w: _Worker, cfg: RunConfig) -> dict[str, Any]:
+    """The finished episode's row (raising the worker's fatal error), or a died row."""
+    assert w.episode is not None
+    try:
+        if w.conn.poll():
+            kind, value = w.conn.recv()
+            if kind == "fatal":
+                raise value
+            return value
+    except (EOFError, OSError):
+        pass
+    w.proc.join(5.0)
+    return _died_row(cfg, w.episode, w.proc.exitcode)
+
+
+def _replace(workers: list[_Worker], dead: _Worker, ctx: Any, cfg: RunConfig,
+             refs: list[str], queue: list[Episode]) -> None:
+    workers.remove(dead)
+    _collect_garbage()  # what the dead process left behind
+    if queue:
+        fresh = _Worker(ctx, cfg, refs)
+        fresh.send(queue.pop(0))
+        workers.append(fresh)
+
+
+def _stop_pool(workers: list[_Worker]) -> None:
+    """Stop every worker: idle ones by message, busy ones by SIGTERM; kill what lingers.
+
+    Busy workers first get :data:`SELF_STOP_S` to exit on their own: a Ctrl-C in the
+    terminal reaches the whole process group, and a SIGTERM on top of it would turn their
+    graceful stop into a forced one.
+    """
+    for w in workers:
+        if w.proc.is_alive() and w.episode is None:
+            with contextlib.suppress(OSError):
+                w.conn.send(None)
+    busy = [w for w in workers if w.episode is not None]
+    deadline = time.monotonic() + (SELF_STOP_S if cleanup.stopping() else 0.0)
+    for w in busy:
+        w.proc.join(max(0.0, deadline - time.monotonic()))
+    for w in busy:
+        if w.proc.is_alive():
+            w.proc.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
     killed = False
-    for p in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
-        if p.is_alive():
-            p.kill()
-            p.join(5)
+    for w in workers:
+        w.proc.join(max(0.0, deadline - time.monotonic()))
+        if w.proc.is_alive():
+            w.proc.kill()
+            w.proc.join(5)
             killed = True
+        w.conn.close()
     if killed:
         _collect_garbage()
 
 
 def _collect_garbage() -> None:
-    """Remove sandbox folders of killed processes (they carry the dead owner's pid)."""
+    """Remove what killed worker processes left behind (workspaces, templates, cgroups)."""
+    from repogym.sandbox.limits import collect_stale_cgroups
     from repogym.sandbox.workspace import collect_garbage
 
     collect_garbage()
+    collect_stale_cgroups()
 
 
 # -- Ray -------------------------------------------------------------------------------------

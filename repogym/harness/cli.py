@@ -3,13 +3,20 @@
 A module listed in ``SUBCOMMANDS`` defines ``register(subparsers)``, which adds its parser
 and sets ``func`` (taking the parsed args, returning an exit code) with
 ``parser.set_defaults(func=...)``. Modules are imported only when the CLI runs.
+
+Every command runs under :func:`repogym.sandbox.cleanup.graceful_signals`: the first
+SIGTERM, SIGINT or SIGHUP stops it like Ctrl-C (what it holds is closed, what it recorded is
+kept), a second one forces the exit after removing every sandbox.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+
+from repogym.sandbox import cleanup
 
 SUBCOMMANDS: list[str] = [
     "repogym.harness.cmd_show",
@@ -46,11 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    with cleanup.graceful_signals():
+        try:
+            return int(args.func(args) or 0)
+        except KeyboardInterrupt:
+            signum = cleanup.stop_signal() or signal.SIGINT
+            print(f"interrupted ({signal.Signals(signum).name}); what was recorded is kept: "
+                  "run the same command again to resume", file=sys.stderr)
+            return 128 + signum
 
 
 if __name__ == "__main__":
