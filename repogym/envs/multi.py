@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import shlex
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, Literal
@@ -338,43 +337,47 @@ def run_repro(task: Task, template: Path, diff: str, test: str, path: str, *,
               make_sandbox: grader.SandboxFactory, limits: Limits) -> ReproResult:
     """Apply ``diff`` to a fresh sandbox, write ``test`` at ``path`` and run only that file.
 
-    The outcome comes from a junit report written outside the workspace and cross-checked
-    with pytest's exit code (as the grader does): ``failed`` means tests ran and some failed
-    (exit code 1), ``passed`` means every test passed (exit code 0); a collection error,
-    no tests, a timeout, a patch that does not apply or a forged report is ``error``.
+    The file runs through the grader's launcher (isolated interpreter, the grader's pytest
+    configuration, results on the launcher's channel): ``failed`` means tests ran and some
+    failed (exit code 1), ``passed`` means every test passed (exit code 0); a collection
+    error, no tests, a timeout, a patch that does not apply or a channel that disagrees with
+    the exit code is ``error``.
 
     Raises:
         SandboxError: the sandbox itself failed.
     """
     v = task.verifier
     limits = dataclasses.replace(limits, timeout_s=v.timeout_s)
-    with grader.report_dir("repogym-repro-") as results:
+    with grader.grading_dir(template) as gdir:
+        (gdir / "tests" / path).parent.mkdir(parents=True, exist_ok=True)
+        (gdir / "tests" / path).write_text(test, encoding="utf-8", errors="surrogateescape")
         sb = make_sandbox(SandboxSpec(template=template, limits=limits))
         try:
             applied = grader.apply_diff(sb, diff)
             if applied is not None and applied.exit_code != 0:
                 return ReproResult("error", applied.exit_code, applied.output[-4000:])
-            sb.write_file(path, test)
-            run, report = grader.run_reported(sb, f"{v.command} -rA {shlex.quote(path)}",
-                                              results, v.timeout_s)
+            installed = grader.install_tests(sb, gdir)
+            if installed.exit_code != 0:
+                return ReproResult("error", installed.exit_code, installed.output[-4000:])
+            run = grader.run_verifier(sb, gdir, v.pytest_args(), [], v.timeout_s,
+                                      v.ini_options, extra_files=[path])
         finally:
             sb.close()
-    return ReproResult(_repro_status(run.exit_code, run.timed_out, report), run.exit_code,
-                       run.output[-4000:])
+    return ReproResult(_repro_status(run), run.exec.exit_code, run.exec.stderr[-4000:])
 
 
-def _repro_status(exit_code: int, timed_out: bool, report: bytes | None) -> ReproStatus:
-    if timed_out or not report:
+def _repro_status(run: grader.VerifierRun) -> ReproStatus:
+    ch, ex = run.channel, run.exec
+    if ch is None or ex.timed_out or ex.output_truncated or ch.exit != ex.exit_code:
         return "error"
-    try:
-        statuses = grader.parse_junit(report)
-    except Exception:  # noqa: BLE001 - a malformed report is the test's fault
+    outcomes = {ch.status(n) for n in ch.phases}
+    if ch.collected or not outcomes or ch.refused:
         return "error"
-    if not statuses or grader.forged(exit_code, statuses):
-        return "error"
-    if exit_code == 0:
+    if ex.exit_code == 0 and outcomes == {"passed"}:
         return "passed"
-    return "failed" if exit_code == 1 else "error"
+    if ex.exit_code == 1 and outcomes & {"failed", "error"}:
+        return "failed"
+    return "error"
 
 
 def parallel_env(task: Task | str | Path | Sequence[Task | str | Path],

@@ -189,12 +189,11 @@ def _stop_pool(workers: list[_Worker]) -> None:
 
 
 def _collect_garbage() -> None:
-    """Remove what killed worker processes left behind (workspaces, templates, cgroups)."""
-    from repogym.sandbox.limits import collect_stale_cgroups
-    from repogym.sandbox.workspace import collect_garbage
+    """Remove what killed worker processes left behind (their leases: workspaces, templates,
+    cgroups)."""
+    from repogym.sandbox.leases import collect_garbage
 
     collect_garbage()
-    collect_stale_cgroups()
 
 
 # -- Ray -------------------------------------------------------------------------------------

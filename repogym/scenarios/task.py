@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+import shlex
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
@@ -27,6 +28,46 @@ from typing import Any, Literal
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 SPLITS = ("train", "test")
 CandidateKind = Literal["gold", "alternative", "decoy"]
+#: Options a verifier command may not carry: they would select or stop the tests the grader
+#: runs (its canaries included) or replace the grader's own configuration.
+FORBIDDEN_OPTIONS = ("-k", "-m", "-x", "--exitfirst", "--maxfail", "--lf", "--last-failed",
+                     "--ff", "--failed-first", "--sw", "--stepwise", "--sw-skip",
+                     "--stepwise-skip", "--deselect", "--co", "--collect-only", "-c",
+                     "--config-file", "--rootdir", "--confcutdir", "--noconftest",
+                     "--pyargs", "-n", "--numprocesses", "--inifile")
+_PYTEST_PREFIXES = (("python", "-m", "pytest"), ("python3", "-m", "pytest"), ("pytest",),
+                    ("py.test",))
+
+
+def pytest_args(command: str) -> list[str]:
+    """The pytest arguments of a ``python -m pytest ...`` / ``pytest ...`` command.
+
+    Raises:
+        ValueError: not a pytest invocation, or an option the grader cannot allow (the
+            message says the fix).
+    """
+    try:
+        words = shlex.split(command)
+    except ValueError as e:
+        raise ValueError(f"cannot be parsed as a shell command ({e})") from e
+    for prefix in _PYTEST_PREFIXES:
+        if tuple(words[:len(prefix)]) == prefix:
+            args = words[len(prefix):]
+            break
+    else:
+        raise ValueError(f"{command!r} does not run pytest. Fix: write it as 'python -m pytest "
+                         "[options] [test paths]'; the grader runs it with an isolated "
+                         "interpreter and its own configuration")
+    for a in args:
+        name = a.split("=", 1)[0]
+        short = any(len(o) == 2 and a.startswith(o) for o in FORBIDDEN_OPTIONS)
+        if name in FORBIDDEN_OPTIONS or (short and not a.startswith("--")):
+            raise ValueError(f"option {a!r} would select, stop or reconfigure the tests the "
+                             "grader runs. Fix: remove it; list the tests in fail_to_pass/"
+                             "pass_to_pass, and put pytest settings in [verifier] ini_options")
+        if any(ch in a for ch in ";|&$`<>\n"):
+            raise ValueError(f"argument {a!r} has shell syntax. Fix: give pytest arguments only")
+    return args
 
 
 class TaskError(ValueError):
@@ -44,7 +85,10 @@ class Verifier:
         fail_to_pass: Node ids that fail before the fix and must pass after it.
         pass_to_pass: Node ids that pass before and must still pass after.
         weights: Optional per-node-id weights for partial credit (default 1.0).
-        log_parser: ``junit`` (default) or ``swebench`` (SWE-bench's pytest log parser).
+        log_parser: ``junit`` (default: the grader's result channel) or ``swebench``
+            (SWE-bench's pytest log parser, cross-checked with the channel).
+        ini_options: pytest settings (``[pytest]`` ini keys) the tests need; the grader
+            writes them into its own configuration, the only one pytest reads.
     """
 
     command: str
@@ -54,6 +98,11 @@ class Verifier:
     pass_to_pass: tuple[str, ...]
     weights: dict[str, float] = dataclasses.field(default_factory=dict)
     log_parser: str = "junit"
+    ini_options: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def pytest_args(self) -> list[str]:
+        """The command's pytest arguments (checked when the task was loaded)."""
+        return pytest_args(self.command)
 
     @property
     def all_tests(self) -> tuple[str, ...]:
@@ -196,15 +245,30 @@ def _load_verifier(data: dict, file: Path) -> Verifier:
     if parser not in ("junit", "swebench"):
         raise _err(file, "verifier.log_parser", f"unknown parser {parser!r}",
                    'use "junit" or "swebench"')
+    command = _get(v, file, "command", str, default="python -m pytest -q -p no:cacheprovider",
+                   fix='e.g. command = "python -m pytest -q"')
+    try:
+        pytest_args(command)
+    except ValueError as e:
+        raise _err(file, "verifier.command", str(e).split(". Fix: ")[0],
+                   str(e).split(". Fix: ")[-1]) from e
+    ini = _get(v, file, "ini_options", dict, default={},
+               fix='a table of pytest ini keys, e.g. ini_options = { markers = "slow" }')
+    for key, value in ini.items():
+        if not isinstance(value, str | int | float | bool | list) or key == "addopts":
+            raise _err(file, f"verifier.ini_options.{key}", "not a pytest setting the grader "
+                       "can write (addopts is the grader's)", "use a string, number, boolean "
+                       "or list of strings; put options in the command instead of addopts")
     return Verifier(
-        command=_get(v, file, "command", str, default="python -m pytest -q -p no:cacheprovider",
-                     fix='e.g. command = "python -m pytest -q"'),
+        command=command,
         tests_dest=tests_dest,
         timeout_s=_get(v, file, "timeout_s", float, default=120.0, fix="a number of seconds"),
         fail_to_pass=f2p,
         pass_to_pass=p2p,
         weights={k: float(w) for k, w in weights.items()},
         log_parser=parser,
+        ini_options={k: "\n".join(map(str, x)) if isinstance(x, list) else str(x)
+                     for k, x in ini.items()},
     )
 
 
