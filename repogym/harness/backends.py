@@ -98,6 +98,61 @@ def _died_row(cfg: RunConfig, episode: Episode, exitcode: int | None) -> dict[st
     return row
 
 
+class _Pool:
+    """The worker processes of one run, registered with :mod:`repogym.sandbox.cleanup` so a
+    forced exit of the driver still stops them and removes what they leave behind."""
+
+    def __init__(self, cfg: RunConfig, refs: list[str], n: int) -> None:
+        import multiprocessing as mp
+
+        self.ctx, self.cfg, self.refs = mp.get_context("spawn"), cfg, refs
+        self.procs: list[Any] = []  # every process ever started (shared with the clean-up)
+        self.workers: list[_Worker] = []
+        self.reap = cleanup.register(self, _reap, self.procs)
+        for _ in range(n):
+            self.add()
+
+    def add(self) -> _Worker:
+        w = _Worker(self.ctx, self.cfg, self.refs)
+        self.procs.append(w.proc)
+        self.workers.append(w)
+        return w
+
+    def stop(self) -> None:
+        """Idle workers by message; busy ones get :data:`SELF_STOP_S` if a signal is stopping
+        the run (a Ctrl-C in the terminal reaches them too, and a SIGTERM on top would turn
+        their graceful stop into a forced one), then SIGTERM; what lingers is killed."""
+        for w in self.workers:
+            if w.proc.is_alive() and w.episode is None:
+                with contextlib.suppress(OSError):
+                    w.conn.send(None)
+        deadline = time.monotonic() + (SELF_STOP_S if cleanup.stopping() else 0.0)
+        for w in self.workers:
+            if w.episode is not None:
+                w.proc.join(max(0.0, deadline - time.monotonic()))
+        self.reap()
+        for w in self.workers:
+            w.conn.close()
+
+
+def _reap(procs: list[Any]) -> None:
+    """SIGTERM the live workers (they close their envs), kill those that outlast
+    :data:`STOP_GRACE_S`, and remove what killed ones left behind."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
+    killed = False
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(5)
+            killed = True
+    if killed:
+        _collect_garbage()
+
+
 def run_pool(cfg: RunConfig, refs: list[str], todo: list[Episode]) -> Iterator[dict[str, Any]]:
     """Episodes on ``cfg.workers`` spawned processes, each owning an env and an agent.
 
@@ -106,17 +161,15 @@ def run_pool(cfg: RunConfig, refs: list[str], todo: list[Episode]) -> Iterator[d
     starts anywhere. A worker that dies mid-episode yields an ``infra_error`` row for it and
     is replaced.
     """
-    import multiprocessing as mp
     from multiprocessing.connection import wait
 
-    ctx = mp.get_context("spawn")
     queue = list(todo)
-    workers = [_Worker(ctx, cfg, refs) for _ in range(min(cfg.workers, len(todo)))]
+    pool = _Pool(cfg, refs, min(cfg.workers, len(todo)))
     try:
-        for w in workers:
+        for w in pool.workers:
             w.send(queue.pop(0))
-        while any(w.episode is not None for w in workers):
-            busy = {w.conn: w for w in workers if w.episode is not None}
+        while any(w.episode is not None for w in pool.workers):
+            busy = {w.conn: w for w in pool.workers if w.episode is not None}
             sentinels = {w.proc.sentinel: w for w in busy.values()}
             for ready in wait([*busy, *sentinels]):
                 w = busy.get(ready) or sentinels[ready]
@@ -126,10 +179,13 @@ def run_pool(cfg: RunConfig, refs: list[str], todo: list[Episode]) -> Iterator[d
                 if w.proc.is_alive():
                     w.send(queue.pop(0) if queue else None)
                 else:
-                    _replace(workers, w, ctx, cfg, refs, queue)
+                    pool.workers.remove(w)
+                    _collect_garbage()  # what the dead process left behind
+                    if queue:
+                        pool.add().send(queue.pop(0))
                 yield row
     finally:
-        _stop_pool(workers)
+        pool.stop()
 
 
 def _receive(w: _Worker, cfg: RunConfig) -> dict[str, Any]:
@@ -145,47 +201,6 @@ def _receive(w: _Worker, cfg: RunConfig) -> dict[str, Any]:
         pass
     w.proc.join(5.0)
     return _died_row(cfg, w.episode, w.proc.exitcode)
-
-
-def _replace(workers: list[_Worker], dead: _Worker, ctx: Any, cfg: RunConfig,
-             refs: list[str], queue: list[Episode]) -> None:
-    workers.remove(dead)
-    _collect_garbage()  # what the dead process left behind
-    if queue:
-        fresh = _Worker(ctx, cfg, refs)
-        fresh.send(queue.pop(0))
-        workers.append(fresh)
-
-
-def _stop_pool(workers: list[_Worker]) -> None:
-    """Stop every worker: idle ones by message, busy ones by SIGTERM; kill what lingers.
-
-    Busy workers first get :data:`SELF_STOP_S` to exit on their own: a Ctrl-C in the
-    terminal reaches the whole process group, and a SIGTERM on top of it would turn their
-    graceful stop into a forced one.
-    """
-    for w in workers:
-        if w.proc.is_alive() and w.episode is None:
-            with contextlib.suppress(OSError):
-                w.conn.send(None)
-    busy = [w for w in workers if w.episode is not None]
-    deadline = time.monotonic() + (SELF_STOP_S if cleanup.stopping() else 0.0)
-    for w in busy:
-        w.proc.join(max(0.0, deadline - time.monotonic()))
-    for w in busy:
-        if w.proc.is_alive():
-            w.proc.terminate()
-    deadline = time.monotonic() + STOP_GRACE_S
-    killed = False
-    for w in workers:
-        w.proc.join(max(0.0, deadline - time.monotonic()))
-        if w.proc.is_alive():
-            w.proc.kill()
-            w.proc.join(5)
-            killed = True
-        w.conn.close()
-    if killed:
-        _collect_garbage()
 
 
 def _collect_garbage() -> None:
@@ -209,6 +224,9 @@ def run_ray(cfg: RunConfig, refs: list[str], todo: list[Episode]) -> Iterator[di
             ray.init(num_cpus=cfg.workers, include_dashboard=False, log_to_driver=False)
         else:
             ray.init(address=cfg.ray, log_to_driver=False)
+    token = _RayToken()
+    if started:  # a forced exit must still stop the Ray we started (and its actors)
+        token.shutdown = cleanup.register(token, _shutdown_ray, ray)
     actor_cls = ray.remote(num_cpus=1, max_concurrency=2)(EpisodeWorker)
     actors = [actor_cls.remote(cfg, refs) for _ in range(min(cfg.workers, len(todo)))]
     queue, pending = list(todo), {}
@@ -223,22 +241,32 @@ def run_ray(cfg: RunConfig, refs: list[str], todo: list[Episode]) -> Iterator[di
             if queue:
                 pending[actor.run.remote(*queue.pop(0))] = actor
     finally:
-        _stop_ray(ray, actors, list(pending), started)
+        _stop_ray(ray, actors, list(pending), token)
 
 
-def _stop_ray(ray: Any, actors: list[Any], pending: list[Any], started: bool) -> None:
+class _RayToken:
+    """Holds the clean-up of a Ray instance this run started (None when it did not)."""
+
+    shutdown: Any = None
+
+
+def _shutdown_ray(ray: Any) -> None:
+    ray.shutdown()
+    _collect_garbage()  # local actors that had to be killed left their folders
+
+
+def _stop_ray(ray: Any, actors: list[Any], pending: list[Any], token: _RayToken) -> None:
     """Stop running episodes, close every actor's env, then release the actors."""
     for actor in actors:
         actor.stop.remote()
     if pending:
-        ray.wait(pending, num_returns=len(pending), timeout=60)
+        ray.wait(pending, num_returns=len(pending), timeout=STOP_GRACE_S)
     closing = [actor.close.remote() for actor in actors]
-    ray.wait(closing, num_returns=len(closing), timeout=60)
+    ray.wait(closing, num_returns=len(closing), timeout=STOP_GRACE_S)
     for actor in actors:
         ray.kill(actor)
-    if started:
-        ray.shutdown()
-        _collect_garbage()  # local actors that had to be killed left their folders
+    if token.shutdown is not None:
+        token.shutdown()
 
 
 def iter_episodes(cfg: RunConfig, refs: list[str], todo: list[Episode],

@@ -41,7 +41,7 @@ import docker.errors
 import requests
 from docker.types import Mount, Ulimit
 
-from repogym.sandbox import seccomp
+from repogym.sandbox import cleanup, seccomp
 from repogym.sandbox._exec import TIMEOUT_EXIT
 from repogym.sandbox.base import WORKSPACE, ExecResult, Interpreter, SandboxError, SandboxSpec
 from repogym.sandbox.docker_setup import DEFAULT_IMAGE, LABEL, client, default_base_url
@@ -100,6 +100,7 @@ class DockerSandbox(ShellSandbox):
         self._xfer: Path | None = None
         self.name = f"repogym-{uuid.uuid4().hex[:12]}"
         self.container_id: str | None = None
+        self._cleanup: Any = None
         try:
             self._client = self._connect()
             self.workspace = Workspace(spec.template, spec.limits.workspace_mb,
@@ -107,6 +108,8 @@ class DockerSandbox(ShellSandbox):
             self.uid = self.workspace.uid
             self._xfer = self._make_xfer()
             self._start_container(cpus)
+            # Removed by close(), or at exit / on a fatal signal if close() never runs.
+            self._cleanup = cleanup.register(self, _remove_container, self.base_url, self.name)
             self._check_image()
         except BaseException:
             self.close()
@@ -311,6 +314,8 @@ class DockerSandbox(ShellSandbox):
         if self._closed:
             return
         self._closed = True
+        if self._cleanup is not None:
+            self._cleanup.detach()
         try:
             if self._client is not None:
                 try:
@@ -433,6 +438,17 @@ def copy_back(src: Path, dst: Path) -> None:
                     continue
                 with open(dst / rel / name, "wb") as out:
                     shutil.copyfileobj(f, out)
+
+
+def _remove_container(base_url: str | None, name: str) -> None:
+    """Force-remove one container (the clean-up of a sandbox whose close() never ran)."""
+    c = client(base_url)
+    try:
+        c.api.remove_container(name, force=True, v=True)
+    except docker.errors.NotFound:
+        pass
+    finally:
+        c.close()
 
 
 def _owner_gone(owner: str) -> bool:

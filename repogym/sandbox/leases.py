@@ -19,6 +19,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from repogym.sandbox import cleanup
 from repogym.sandbox.limits import collect_cgroups, remove_cgroups
 
 #: Group of every sandboxed process and of every template file (``nogroup``).
@@ -82,10 +83,12 @@ class Lease:
 
     def __init__(self, number: int, fd: int) -> None:
         self.number = number
-        self._fd: int | None = fd
+        self._fd: list[int] = [fd]  # shared with the clean-up, which closes it once
         self.path = temp_root() / f"u{number}"
         self.uid = UID_BASE + number if os.geteuid() == 0 else os.getuid()
         self.name = f"u{number}"
+        # Released on release(), garbage collection, interpreter exit or a fatal signal.
+        self._release = cleanup.register(self, _release, self._fd, self.path, self.name)
 
     @classmethod
     def acquire(cls) -> Lease:
@@ -116,18 +119,11 @@ class Lease:
 
     @property
     def held(self) -> bool:
-        return self._fd is not None
+        return bool(self._fd)
 
     def release(self) -> None:
         """Delete the folder and drop the lock. Idempotent."""
-        if self._fd is None:
-            return
-        try:
-            _remove_tree(self.path)
-            remove_cgroups(self.name)
-        finally:
-            os.close(self._fd)
-            self._fd = None
+        self._release()
 
     def passwd(self) -> Path:
         """An ``/etc/passwd`` naming the lease's uid (git and ``id`` want a name)."""
@@ -138,6 +134,20 @@ class Lease:
                             f"nobody:x:65534:{SANDBOX_GID}:nobody:/nonexistent:/bin/sh\n")
             os.chmod(path, 0o644)
         return path
+
+
+def _release(fd: list[int], path: Path, name: str) -> None:
+    """Remove a lease's folder (with its mounts) and cgroups, then drop its lock.
+
+    Idempotent (it may run again after a signal interrupted it); the lock goes last, so
+    nobody takes the lease while its leftovers are still there.
+    """
+    try:
+        _remove_tree(path)
+        remove_cgroups(name)
+    finally:
+        if fd:
+            os.close(fd.pop())
 
 
 def lease_of(template: Path) -> tuple[Path, int]:
