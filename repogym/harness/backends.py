@@ -108,7 +108,7 @@ class _Pool:
         self.ctx, self.cfg, self.refs = mp.get_context("spawn"), cfg, refs
         self.procs: list[Any] = []  # every process ever started (shared with the clean-up)
         self.workers: list[_Worker] = []
-        self.reap = cleanup.register(self, _reap, self.procs)
+        self.forced_stop = cleanup.register(self, _reap, self.procs)
         for _ in range(n):
             self.add()
 
@@ -119,31 +119,34 @@ class _Pool:
         return w
 
     def stop(self) -> None:
-        """Idle workers by message; busy ones get :data:`SELF_STOP_S` if a signal is stopping
-        the run (a Ctrl-C in the terminal reaches them too, and a SIGTERM on top would turn
-        their graceful stop into a forced one), then SIGTERM; what lingers is killed."""
+        """Idle workers get a stop message and exit after closing their env; busy ones get
+        :data:`SELF_STOP_S` if a signal is stopping the run (a Ctrl-C in the terminal reaches
+        them too, and a SIGTERM on top would turn their graceful stop into a forced one),
+        then SIGTERM. What outlasts :data:`STOP_GRACE_S` is killed and its leftovers reaped.
+        """
+        busy = [w for w in self.workers if w.episode is not None]
         for w in self.workers:
             if w.proc.is_alive() and w.episode is None:
                 with contextlib.suppress(OSError):
                     w.conn.send(None)
         deadline = time.monotonic() + (SELF_STOP_S if cleanup.stopping() else 0.0)
-        for w in self.workers:
-            if w.episode is not None:
-                w.proc.join(max(0.0, deadline - time.monotonic()))
-        self.reap()
+        for w in busy:
+            w.proc.join(max(0.0, deadline - time.monotonic()))
+        _reap([w.proc for w in busy], [w.proc for w in self.workers])
+        self.forced_stop.detach()
         for w in self.workers:
             w.conn.close()
 
 
-def _reap(procs: list[Any]) -> None:
-    """SIGTERM the live workers (they close their envs), kill those that outlast
-    :data:`STOP_GRACE_S`, and remove what killed ones left behind."""
-    for p in procs:
+def _reap(terminate: list[Any], wait: list[Any] | None = None) -> None:
+    """SIGTERM the live ``terminate`` processes (they close their envs), give them and the
+    ``wait`` ones :data:`STOP_GRACE_S` to exit, kill the rest and remove their leftovers."""
+    for p in terminate:
         if p.is_alive():
             p.terminate()
     deadline = time.monotonic() + STOP_GRACE_S
     killed = False
-    for p in procs:
+    for p in [*terminate, *(wait or [])]:
         p.join(max(0.0, deadline - time.monotonic()))
         if p.is_alive():
             p.kill()

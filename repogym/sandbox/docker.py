@@ -46,6 +46,7 @@ from repogym.sandbox._exec import TIMEOUT_EXIT
 from repogym.sandbox.base import WORKSPACE, ExecResult, Interpreter, SandboxError, SandboxSpec
 from repogym.sandbox.docker_setup import DEFAULT_IMAGE, LABEL, client, default_base_url
 from repogym.sandbox.leases import SANDBOX_GID
+from repogym.sandbox.owners import owner_gone
 from repogym.sandbox.shell import ShellSandbox
 from repogym.sandbox.workspace import Workspace
 
@@ -451,21 +452,18 @@ def _remove_container(base_url: str | None, name: str) -> None:
         c.close()
 
 
-def _owner_gone(owner: str) -> bool:
-    host, _, pid = owner.rpartition(":")
+def _owner_gone(labels: dict[str, str]) -> bool:
+    """True when the container's owner is gone: dead, a reused pid, or exec'd away."""
+    host, _, pid = labels.get(f"{LABEL}.owner", "").rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return False  # another machine's container: only --all removes it
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    created = labels.get(f"{LABEL}.created", "")
+    return owner_gone(int(pid), float(created) if created.isdigit() else float("inf"))
 
 
 def remove_leftovers(everything: bool = False, base_url: str | None = None) -> list[str]:
-    """Remove repogym containers whose owning process is gone (all of them if ``everything``).
+    """Remove repogym containers whose owning process is gone (all of them if ``everything``);
+    a live pid that is not the owner any more counts as gone (:func:`owners.owner_gone`).
 
     Returns:
         The names of the containers removed.
@@ -474,8 +472,7 @@ def remove_leftovers(everything: bool = False, base_url: str | None = None) -> l
     removed = []
     try:
         for ctr in c.api.containers(all=True, filters={"label": LABEL}):
-            owner = (ctr.get("Labels") or {}).get(f"{LABEL}.owner", "")
-            if everything or _owner_gone(owner):
+            if everything or _owner_gone(ctr.get("Labels") or {}):
                 try:
                     c.api.remove_container(ctr["Id"], force=True, v=True)
                 except docker.errors.NotFound:

@@ -17,10 +17,11 @@ import fcntl
 import os
 import shutil
 import tempfile
+import weakref
 from pathlib import Path
 
 from repogym.sandbox import cleanup
-from repogym.sandbox.limits import collect_cgroups, remove_cgroups
+from repogym.sandbox.limits import remove_cgroups
 
 #: Group of every sandboxed process and of every template file (``nogroup``).
 SANDBOX_GID = 65534
@@ -59,7 +60,7 @@ def umount(target: Path) -> None:
             raise OSError(err, f"umount {target}: {os.strerror(err)}")
 
 
-def _remove_tree(root: Path) -> None:
+def remove_tree(root: Path) -> None:
     """Unmount everything mounted below ``root`` (deepest first), then delete it."""
     prefix = str(root) + "/"
     try:
@@ -89,6 +90,7 @@ class Lease:
         self.name = f"u{number}"
         # Released on release(), garbage collection, interpreter exit or a fatal signal.
         self._release = cleanup.register(self, _release, self._fd, self.path, self.name)
+        _LEASES.add(self)
 
     @classmethod
     def acquire(cls) -> Lease:
@@ -105,7 +107,7 @@ class Lease:
             try:
                 os.ftruncate(fd, 0)
                 os.write(fd, f"{os.getpid()}\n".encode())
-                _remove_tree(lease.path)  # what a dead previous holder left
+                remove_tree(lease.path)  # what a dead previous holder left
                 remove_cgroups(lease.name)
                 lease.path.mkdir(mode=0o755)
                 if os.geteuid() == 0:
@@ -136,6 +138,20 @@ class Lease:
         return path
 
 
+_LEASES: weakref.WeakSet[Lease] = weakref.WeakSet()
+
+
+def _close_inherited_locks() -> None:
+    """A forked child owns none of its parent's leases: close its copies of their locks, so
+    the child never keeps a lease looking held after the owner died."""
+    for lease in list(_LEASES):
+        while lease._fd:
+            os.close(lease._fd.pop())
+
+
+os.register_at_fork(after_in_child=_close_inherited_locks)
+
+
 def _release(fd: list[int], path: Path, name: str) -> None:
     """Remove a lease's folder (with its mounts) and cgroups, then drop its lock.
 
@@ -143,7 +159,7 @@ def _release(fd: list[int], path: Path, name: str) -> None:
     nobody takes the lease while its leftovers are still there.
     """
     try:
-        _remove_tree(path)
+        remove_tree(path)
         remove_cgroups(name)
     finally:
         if fd:
@@ -162,11 +178,11 @@ def collect_garbage() -> list[Path]:
 
     A process killed with SIGKILL cannot run ``close()``, but the kernel drops its lock:
     every lease whose lock can be taken now is left over. The lock is held while its
-    leftovers are removed, so a new owner cannot take the lease half-way.
+    leftovers are removed, so a new owner cannot take the lease half-way; only the cgroups of
+    leases locked here are touched, so a lease taken meanwhile keeps its own.
     """
     root = temp_root()
     removed: list[Path] = []
-    held: set[str] = set()
     free: list[int] = []
     try:
         for lock in sorted((root / ".locks").glob("u*")):
@@ -174,15 +190,14 @@ def collect_garbage() -> list[Path]:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                held.add(lock.name)
                 os.close(fd)
                 continue
             free.append(fd)
             folder = root / lock.name
             if folder.exists():
-                _remove_tree(folder)
+                remove_tree(folder)
                 removed.append(folder)
-        removed += collect_cgroups(keep=held)
+            removed += remove_cgroups(lock.name)
     finally:
         for fd in free:
             os.close(fd)

@@ -19,6 +19,8 @@ from repogym.sandbox.leases import temp_root
 
 from .conftest import HERE, TASKS, cli_env, rows_of, run_cli
 
+#: More tasks than workers, so that a new episode would start if the stop let it.
+RUN_TASKS = [*TASKS, "empty-mean"]
 #: The acceptance bound: the run is over, and everything removed, within this many seconds.
 STOP_BOUND_S = 10.0
 
@@ -105,7 +107,7 @@ def _start_run(tmp_path: Path, *extra: str, workers: int = 2,
     proc = subprocess.Popen(
         [sys.executable, "-m", "repogym.harness.cli", "run", "--agent",
          "rg_test_agents:HangOrOracle", "--workers", str(workers), "--tasks",
-         ",".join([*TASKS, "empty-mean", "csv-quoted-fields"]), "--out", str(out),
+         ",".join(RUN_TASKS), "--out", str(out),
          "--no-progress", *extra],
         env=cli_env(RG_TEST_MARK_DIR=str(marks), RG_TEST_HANG=hang), stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -153,11 +155,11 @@ def test_a_signal_to_run_stops_it_cleanly_and_a_resume_completes(
     assert rows_of(out) == []  # interrupted episodes are not recorded
     if sig == signal.SIGTERM:
         proc = run_cli("run", "--agent", "rg_test_agents:HangOrOracle", "--workers", "2",
-                       "--tasks", ",".join([*TASKS, "empty-mean", "csv-quoted-fields"]),
+                       "--tasks", ",".join(RUN_TASKS),
                        "--out", str(out), "--no-progress")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         rows = rows_of(out)
-        assert len(rows) == 4 and all(r["resolved"] for r in rows)
+        assert len(rows) == len(RUN_TASKS) and all(r["resolved"] for r in rows)
 
 
 def test_ctrl_c_reaches_the_whole_group_and_leaves_nothing(tmp_path: Path) -> None:
