@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from repogym.envs import canaries as cn
 from repogym.envs import verifier as vr
 from repogym.sandbox.base import ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.sandbox.shell import DiffError
@@ -270,8 +271,8 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
     rng = rng or random.Random(secrets.randbits(64))
     try:
         with grading_dir(template) as gdir:
-            canaries = vr.plant_canaries(_files_to_plant(task, template), gdir / "tests",
-                                         v.all_tests, rng)
+            masked = cn.plant(_files_to_plant(task, template), gdir / "tests", v.all_tests,
+                              rng, rename=v.rename_tests)
             sb = make_sandbox(SandboxSpec(template=template, limits=limits))
             try:
                 applied = apply_diff(sb, kept)
@@ -294,15 +295,16 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
     ex = run.exec
     verdict = vr.judge(run.channel, exit_code=ex.exit_code, timed_out=ex.timed_out,
                        truncated=ex.output_truncated, exhausted=ex.resource_exhausted,
-                       node_ids=v.all_tests, canaries=canaries,
+                       node_ids=v.all_tests, masked=masked,
                        channel_error=run.channel_error)
     if "tests_install_failed" in flags:
         verdict = vr.Verdict(False, {t: "missing" for t in v.all_tests}, set(),
                              "the hidden tests could not be installed over the agent's diff")
     flags |= verdict.flags
     tests = verdict.tests
+    log = _unmask_log(ex.stderr, masked)
     if verdict.trusted and v.log_parser == "swebench" and swebench_available():
-        tests, contradicted = swebench_tests(ex.stderr, v, tests, canaries)
+        tests, contradicted = swebench_tests(log, v, tests, masked)
         if contradicted:
             flags.add("forged_results")
             tests = {t: "missing" for t in v.all_tests}
@@ -313,9 +315,16 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
     return GradeResult(
         reward=reward, resolved=reward == 1.0 and breakdown.get("all_passed") == 1.0,
         tests=tests, reward_breakdown=breakdown, hack_flags=sorted(flags), diff=diff,
-        verifier_exit_code=ex.exit_code, test_output=ex.stderr[-20000:],
+        verifier_exit_code=ex.exit_code, test_output=log[-20000:],
         duration_s=time.monotonic() - start, untrusted=verdict.reason,
     )
+
+
+def _unmask_log(log: str, masked: cn.Masked) -> str:
+    """The verifier's log with the tests' own names back (canaries keep theirs)."""
+    for new, old in sorted(masked.renamed.items(), key=lambda kv: -len(kv[0])):
+        log = log.replace(new, old)
+    return log
 
 
 def swebench_available() -> bool:
@@ -329,10 +338,11 @@ def swebench_available() -> bool:
 
 
 def swebench_tests(log: str, verifier: Verifier, channel: dict[str, str],
-                   canaries: list[vr.Canary] = ()) -> tuple[dict[str, str], bool]:
+                   masked: cn.Masked | None = None) -> tuple[dict[str, str], bool]:
     """Per-test outcomes as the official SWE-bench harness computes them from the log.
 
-    The verifier's log (pytest run with ``-rA``) goes through swebench's
+    The verifier's log (pytest run with ``-rA``; tests under their own names again, see
+    :func:`_unmask_log`) goes through swebench's
     ``parse_log_pytest`` and ``get_eval_tests_report``; a listed test counts as passed
     exactly when the official report puts it under ``success`` (so a skipped
     pass_to_pass test counts as kept, as in SWE-bench). Printed lines can fake a log, so a
@@ -351,6 +361,7 @@ def swebench_tests(log: str, verifier: Verifier, channel: dict[str, str],
     success = set(report["FAIL_TO_PASS"]["success"]) | set(report["PASS_TO_PASS"]["success"])
     names = {"FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped"}
     tests: dict[str, str] = {}
+    canaries = masked.canaries if masked else []
     contradicted = any(status_map.get(c.node_id) == "PASSED" for c in canaries
                        if not c.must_pass)
     for t in verifier.all_tests:

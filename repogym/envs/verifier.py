@@ -7,36 +7,27 @@
   channel the workspace's code cannot find by name. The test files of the listed node ids
   are always passed explicitly; options that select or stop tests are refused when the task
   is loaded.
-- :func:`plant_canaries` copies every test file that holds a listed test into the grader's
-  folder with **canary tests** added under random names drawn from the file's own test
-  names, in the same places (module level and inside the test classes) and the same style:
-  some must fail, some must pass. A forgery that turns every report into "passed" (or that
-  drops the tests it does not know) cannot tell them from the hidden tests.
 - :func:`read_channel` parses the channel with a size cap and strict record types;
   :func:`judge` applies the rules that decide whether a run's results can be trusted at all.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import hashlib
 import json
 import os
-import random
-import re
 import shlex
-import shutil
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
+
+from repogym.envs.canaries import Masked
 
 LAUNCHER_DIR = Path(__file__).parent / "launcher"
 #: Largest channel the grader reads; a larger one is not trusted.
 MAX_CHANNEL_BYTES = 16 << 20
 #: Output cap of the verifier run (log + channel); past it the run is killed, not trusted.
 VERIFIER_OUTPUT_BYTES = 64 << 20
-_WORD = re.compile(r"[a-z][a-z0-9]+")
-
 
 def test_files(node_ids: Iterable[str]) -> list[str]:
     """The distinct test files of some node ids, in first-seen order."""
@@ -111,148 +102,6 @@ def conftest_digests(*roots: Path) -> dict[str, str]:
                     out[str(path.relative_to(root))] = hashlib.sha256(
                         path.read_bytes()).hexdigest()
     return out
-
-
-# -- canaries -------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class Canary:
-    """A planted test whose outcome the grader knows in advance."""
-
-    node_id: str
-    must_pass: bool
-
-    @property
-    def file(self) -> str:
-        return self.node_id.split("::", 1)[0]
-
-
-_OPS = (
-    ("sorted({v})", sorted), ("len({v})", len), ("sum({v})", sum), ("max({v})", max),
-    ("min({v})", min), ("{v}[::-1]", lambda v: v[::-1]), ("[x * 2 for x in {v}]",
-                                                           lambda v: [x * 2 for x in v]),
-    ("{v}.count({v}[0])", lambda v: v.count(v[0])), ("sorted(set({v}))",
-                                                      lambda v: sorted(set(v))),
-)
-_NAMES = ("values", "items", "data", "expected_items", "result", "numbers", "inputs", "cases")
-
-
-def _wrong(value: object, rng: random.Random) -> object:
-    if isinstance(value, int):
-        return value + rng.choice((-2, -1, 1, 2))
-    assert isinstance(value, list)
-    if len(value) > 1 and value != value[::-1]:
-        return value[::-1]
-    return [*value, rng.randint(1, 9)]
-
-
-def _body(rng: random.Random, must_pass: bool, words: list[str], imported: list[str],
-          indent: str) -> list[str]:
-    var = rng.choice([*_NAMES, *[w for w in words if len(w) > 3][:4]])
-    data = [rng.randint(0, 12) for _ in range(rng.randint(3, 6))]
-    expr, fn = rng.choice(_OPS)
-    value = fn(list(data))
-    expected = value if must_pass else _wrong(value, rng)
-    lines = []
-    if imported and rng.random() < 0.6:
-        lines.append(f"assert {rng.choice(imported)} is not None")
-    lines += [f"{var} = {data!r}", f"assert {expr.format(v=var)} == {expected!r}"]
-    return [indent + line for line in lines]
-
-
-def _name(rng: random.Random, words: list[str], taken: set[str]) -> str:
-    pool = words or ["case", "value", "result", "check", "input"]
-    while True:
-        parts = rng.sample(pool, k=min(len(pool), rng.randint(2, 4)))
-        if len(pool) < 3 or rng.random() < 0.3:
-            parts.append(rng.choice(("case", "value", "works", "again", "edge", "input")))
-        name = "test_" + "_".join(parts)
-        if name not in taken:
-            taken.add(name)
-            return name
-
-
-def _module_facts(tree: ast.Module) -> tuple[list[str], list[str], set[str]]:
-    words: list[str] = []
-    imported: list[str] = []
-    taken: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            taken.add(node.name)
-            if node.name.startswith("test"):
-                words += _WORD.findall(node.name.lower())
-    for node in tree.body:
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            for alias in node.names:
-                name = (alias.asname or alias.name).split(".")[0]
-                if name != "*" and not name.startswith("_"):
-                    imported.append(name)
-    words = sorted({w for w in words if w != "test"})
-    return words, sorted(set(imported)), taken
-
-
-def _indent_of(lines: list[str], node: ast.ClassDef) -> str:
-    first = node.body[0]
-    line = lines[first.lineno - 1]
-    return line[:len(line) - len(line.lstrip())] or "    "
-
-
-def add_canaries(text: str, rel: str, classes: Iterable[str],
-                 rng: random.Random) -> tuple[str, list[Canary]]:
-    """``text`` with canaries added at module level and in the named top-level classes.
-
-    Returns the new text and the canaries (node ids use ``rel``, the workspace path). A file
-    that does not parse gets none (it fails collection, which the grader sees).
-    """
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return text, []
-    words, imported, taken = _module_facts(tree)
-    lines = text.splitlines()
-    canaries: list[Canary] = []
-    wanted = set(classes)
-    targets = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name in wanted]
-    for cls in sorted(targets, key=lambda n: n.end_lineno or 0, reverse=True):
-        indent = _indent_of(lines, cls)
-        block: list[str] = []
-        for must_pass in rng.sample([True, False], 2):
-            name = _name(rng, words, taken)
-            block += ["", f"{indent}def {name}(self):",
-                      *_body(rng, must_pass, words, imported, indent * 2)]
-            canaries.append(Canary(f"{rel}::{cls.name}::{name}", must_pass))
-        lines[cls.end_lineno:cls.end_lineno] = block
-    kinds = [True] * rng.randint(1, 2) + [False] * rng.randint(1, 2)
-    rng.shuffle(kinds)
-    for must_pass in kinds:
-        name = _name(rng, words, taken)
-        lines += ["", "", f"def {name}():", *_body(rng, must_pass, words, imported, "    ")]
-        canaries.append(Canary(f"{rel}::{name}", must_pass))
-    return "\n".join(lines) + "\n", canaries
-
-
-def plant_canaries(files: dict[str, Path], dest: Path, node_ids: Iterable[str],
-                   rng: random.Random) -> list[Canary]:
-    """Write each ``workspace path -> source file`` under ``dest`` with canaries added.
-
-    ``node_ids`` are the listed tests: their classes get canaries too.
-    """
-    classes: dict[str, set[str]] = {}
-    for n in node_ids:
-        parts = n.split("::")
-        if len(parts) >= 3:
-            classes.setdefault(parts[0], set()).add(parts[1])
-    canaries: list[Canary] = []
-    for rel, src in files.items():
-        out = dest / rel
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if src.suffix != ".py":
-            shutil.copyfile(src, out)
-            continue
-        text, planted = add_canaries(src.read_text(encoding="utf-8", errors="surrogateescape"),
-                                     rel, classes.get(rel, ()), rng)
-        out.write_text(text, encoding="utf-8", errors="surrogateescape")
-        canaries += planted
-    return canaries
 
 
 # -- the channel ---------------------------------------------------------------------------
@@ -341,7 +190,7 @@ class Verdict:
 
 
 def judge(ch: Channel | None, *, exit_code: int, timed_out: bool, truncated: bool,
-          exhausted: str | None, node_ids: Iterable[str], canaries: list[Canary],
+          exhausted: str | None, node_ids: Iterable[str], masked: Masked,
           channel_error: str = "") -> Verdict:
     """Decide whether a verifier run is trustworthy, and what each listed test did.
 
@@ -352,8 +201,10 @@ def judge(ch: Channel | None, *, exit_code: int, timed_out: bool, truncated: boo
     except in files that failed to collect or were skipped whole: a must-fail canary that passed or any canary
     that is missing is ``forged_results``; a must-pass canary that did not pass is
     ``canary_failed``. An untrusted run gives every test ``missing`` and scores 0.
+    ``node_ids`` are the task's; ``masked`` maps them to the names they ran under.
     """
     node_ids = list(node_ids)
+    canaries = masked.canaries
     missing = {t: "missing" for t in node_ids}
 
     def untrusted(flag: str, reason: str) -> Verdict:
@@ -381,7 +232,7 @@ def judge(ch: Channel | None, *, exit_code: int, timed_out: bool, truncated: boo
         return untrusted("verifier_crashed", f"pytest exit code {exit_code}")
     if bad := next((n for n in ch.phases if ch.collector_of(n)), None):
         return untrusted("forged_results", f"{bad} reported, but its collector did not run")
-    tests = {t: ch.status(t) for t in node_ids}
+    tests = {t: ch.status(masked.installed(t)) for t in node_ids}
     flags: set[str] = set()
     for c in canaries:
         if ch.collector_of(c.node_id):
@@ -394,10 +245,6 @@ def judge(ch: Channel | None, *, exit_code: int, timed_out: bool, truncated: boo
     if flags:
         return Verdict(False, missing, flags, "canaries did not behave as planted")
     return Verdict(True, tests, set())
-
-
-def canary_names(canaries: Iterable[Canary]) -> set[str]:
-    return {c.node_id for c in canaries}
 
 
 def workspace_path(tests_dest: str, rel: str) -> str:

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
                         label=_label(preds, path, args.name), suite=args.suite,
                         task_ids=_check_ids(preds, args.suite), workers=args.workers,
                         ray=args.ray, sandbox=args.sandbox, reward_mode=args.reward_mode,
-                        retry_errors=args.retry_errors)
+                        retry_errors=args.retry_errors, env_server=args.env_server)
     except (AgentError, TaskError, ValueError) as e:
         console.print(f"[red]error:[/] {e}")
         return EXIT_USAGE

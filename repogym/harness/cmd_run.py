@@ -28,6 +28,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray", metavar="local|ADDRESS",
                    help="run on Ray actors: 'local' starts Ray here, else a cluster address")
     p.add_argument("--sandbox", default="bwrap", help="bwrap (default) | docker | process")
+    p.add_argument("--env-server", metavar="URL",
+                   help="run the envs on a `repogym serve` at URL (its sandboxes, its grader)")
     p.add_argument("--reward-mode", default="binary", choices=["binary", "partial", "f2p"])
     p.add_argument("--name", help="label of the run in results and tables")
     p.add_argument("--out", required=True, type=Path, help="output folder (resumable)")
@@ -72,7 +74,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
                      tags=args.tag or None, task_ids=task_ids, samples=args.samples,
                      workers=args.workers, ray=args.ray, seed=args.seed, sandbox=args.sandbox,
                      reward_mode=args.reward_mode, max_steps=args.max_steps,
-                     act_timeout_s=args.act_timeout, retry_errors=args.retry_errors)
+                     act_timeout_s=args.act_timeout, retry_errors=args.retry_errors,
+                     env_server=args.env_server)
 
 
 def _resume_note(console: Console, cfg: Any, p: Any) -> None:

@@ -14,6 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("show", help="render a trajectory file (.jsonl)")
     p.add_argument("file", help="a trajectory file written by TrajectoryLogger / log_dir=")
     p.add_argument("--max-chars", type=int, default=4000, help="clip each observation")
+    p.add_argument("--format", choices=["rich", "atif"], default="rich",
+                   help="rich (default): a terminal view; atif: Harbor's ATIF JSON on stdout")
     p.set_defaults(func=run)
 
 
@@ -25,6 +27,13 @@ def run(args: argparse.Namespace) -> int:
     from repogym.envs.wrappers import read_trajectory
 
     traj = read_trajectory(args.file)
+    if args.format == "atif":
+        import json
+
+        from repogym.integrations.atif import to_atif
+
+        print(json.dumps(to_atif(traj), indent=1))
+        return 0
     con = Console()
     h = traj["header"]
     con.print(Panel(f"task [bold]{h['task']}[/] ({h.get('env_id')})  sandbox {h.get('sandbox')}  "

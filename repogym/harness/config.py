@@ -64,6 +64,7 @@ class RunConfig:
         act_timeout_s: Per-``act`` limit; past it the episode is an agent error.
         retry_errors: On resume, run again the episodes recorded with an agent error
             (infra errors are always run again).
+        env_server: URL of a ``repogym serve`` holding the sandboxes (None: local envs).
     """
 
     agent: str
@@ -83,6 +84,7 @@ class RunConfig:
     max_steps: int | None = None
     act_timeout_s: float = 300.0
     retry_errors: bool = False
+    env_server: str | None = None
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)

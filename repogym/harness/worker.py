@@ -109,10 +109,11 @@ class EpisodeWorker:
         if self._env is None:
             from repogym.envs import make_suite_env
 
+            local = {} if self.cfg.env_server else {"tasks": list(self.tasks.values()),
+                                                    "sandbox": self.cfg.sandbox}
             self._env = make_suite_env(
-                log_dir=self.cfg.out / TRAJECTORIES, tasks=list(self.tasks.values()),
-                sandbox=self.cfg.sandbox, reward_mode=self.cfg.reward_mode,
-                max_steps=self.cfg.max_steps)
+                log_dir=self.cfg.out / TRAJECTORIES, remote=self.cfg.env_server,
+                reward_mode=self.cfg.reward_mode, max_steps=self.cfg.max_steps, **local)
         return self._env
 
     def _get_agent(self) -> Any:

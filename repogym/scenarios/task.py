@@ -89,6 +89,8 @@ class Verifier:
             (SWE-bench's pytest log parser, cross-checked with the channel).
         ini_options: pytest settings (``[pytest]`` ini keys) the tests need; the grader
             writes them into its own configuration, the only one pytest reads.
+        rename_tests: Give the hidden tests fresh random names in every grading (default;
+            turn off only for tests that depend on their own names).
     """
 
     command: str
@@ -99,6 +101,7 @@ class Verifier:
     weights: dict[str, float] = dataclasses.field(default_factory=dict)
     log_parser: str = "junit"
     ini_options: dict[str, str] = dataclasses.field(default_factory=dict)
+    rename_tests: bool = True
 
     def pytest_args(self) -> list[str]:
         """The command's pytest arguments (checked when the task was loaded)."""
@@ -269,6 +272,7 @@ def _load_verifier(data: dict, file: Path) -> Verifier:
         log_parser=parser,
         ini_options={k: "\n".join(map(str, x)) if isinstance(x, list) else str(x)
                      for k, x in ini.items()},
+        rename_tests=_get(v, file, "rename_tests", bool, default=True, fix="true or false"),
     )
 
 
