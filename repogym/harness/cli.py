@@ -6,7 +6,8 @@ and sets ``func`` (taking the parsed args, returning an exit code) with
 
 Every command runs under :func:`repogym.sandbox.cleanup.graceful_signals`: the first
 SIGTERM, SIGINT or SIGHUP stops it like Ctrl-C (what it holds is closed, what it recorded is
-kept), a second one forces the exit after removing every sandbox.
+kept) and the process then dies of that signal, as without repogym; a second one forces the
+exit after removing every sandbox.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
             signum = cleanup.stop_signal() or signal.SIGINT
             print(f"interrupted ({signal.Signals(signum).name}); what was recorded is kept: "
                   "run the same command again to resume", file=sys.stderr)
-            return 128 + signum
+            cleanup.die_of(signum)  # what is still open goes, then the signal's own exit
+            return 128 + signum  # not reached
 
 
 if __name__ == "__main__":

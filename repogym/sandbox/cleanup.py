@@ -23,7 +23,8 @@ what they hold and the rest is removed at exit.
 Commands that want a graceful stop (``repogym run``, ``train``, ``serve``) call
 :func:`graceful_signals` instead: the first SIGTERM, SIGINT or SIGHUP raises
 KeyboardInterrupt in the main thread (the command stops starting new work, closes what it
-holds and exits); a second one forces the exit, still removing every live resource first.
+holds, then :func:`die_of` the signal); a second one forces the exit, still removing every
+live resource first.
 """
 
 from __future__ import annotations
@@ -167,10 +168,18 @@ def _ensure_handlers() -> None:
 
 
 def _terminate(signum: int, frame: Any) -> None:
-    """Remove every resource, stop worker children, then die of ``signum`` as by default."""
     _stopping.set()
+    die_of(signum)
+
+
+def die_of(signum: int, children_s: float = 5.0) -> None:
+    """Remove every resource, stop worker children (waiting ``children_s``), then die of
+    ``signum`` as by default (so the parent sees the signal, as it would without repogym)."""
     close_all(interrupted=True)
-    stop_children()
+    stop_children(children_s)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
 
@@ -215,12 +224,9 @@ def stop_signal() -> int | None:
 
 
 def force_exit(signum: int) -> None:
-    """Remove every resource and worker child, then exit at once with ``128 + signum``."""
+    """Remove every resource and worker child, then die of ``signum`` at once."""
     for sig in GRACEFUL:  # a third signal must not interrupt the clean-up itself
         signal.signal(sig, signal.SIG_IGN)
     print(f"repogym: {signal.Signals(signum).name} again: cleaning up and exiting now",
           file=sys.stderr)
-    close_all(interrupted=True)
-    stop_children(timeout_s=2.0)
-    sys.stderr.flush()
-    os._exit(128 + signum)
+    die_of(signum, children_s=2.0)
