@@ -90,7 +90,7 @@ class Lease:
         self.name = f"u{number}"
         # Released on release(), garbage collection, interpreter exit or a fatal signal.
         self._release = cleanup.register(self, _release, self._fd, self.path, self.name)
-        _LEASES.add(self)
+        _LEASES[self.path] = self
 
     @classmethod
     def acquire(cls) -> Lease:
@@ -138,13 +138,23 @@ class Lease:
         return path
 
 
-_LEASES: weakref.WeakSet[Lease] = weakref.WeakSet()
+#: Live leases by folder (what keeps a lease alive while something still uses its folder).
+_LEASES: weakref.WeakValueDictionary[Path, Lease] = weakref.WeakValueDictionary()
+
+
+def lease_at(folder: Path) -> Lease | None:
+    """The live lease of this process whose folder is ``folder`` (None if there is none).
+
+    A workspace keeps its template's lease alive with it, so that dropping the cache that
+    took the lease cannot remove a template a sandbox still uses.
+    """
+    return _LEASES.get(Path(folder))
 
 
 def _close_inherited_locks() -> None:
     """A forked child owns none of its parent's leases: close its copies of their locks, so
     the child never keeps a lease looking held after the owner died."""
-    for lease in list(_LEASES):
+    for lease in list(_LEASES.values()):
         while lease._fd:
             os.close(lease._fd.pop())
 
