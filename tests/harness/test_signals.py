@@ -72,16 +72,20 @@ def _wait_for_marks(proc: subprocess.Popen, marks: Path, n: int) -> None:
         time.sleep(0.1)
 
 
+def _assert_gone(pids: set[int]) -> None:
+    deadline = time.monotonic() + 2.0  # the kernel may take a moment to reap
+    while [p for p in pids if _alive(p)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    survivors = {p: _cmdline(p) for p in pids if _alive(p)}
+    assert not survivors, f"processes survived: {survivors}"
+
+
 def assert_released(held: dict[str, list[str]], pids: set[int],
                     running: frozenset[int] = frozenset()) -> None:
     """No process, mount, workspace, lease lock or cgroup of ``pids`` is left (processes in
     ``running`` may still live, holding nothing)."""
     assert held["paths"] and held["cgroups"], held  # the check has something to check
-    deadline = time.monotonic() + 2.0  # the kernel may take a moment to reap
-    while [p for p in pids - running if _alive(p)] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    survivors = {p: _cmdline(p) for p in pids - running if _alive(p)}
-    assert not survivors, f"processes survived: {survivors}"
+    _assert_gone(pids - running)
     mounts = Path("/proc/mounts").read_text()
     root = temp_root()
     for path in held["paths"]:
@@ -242,3 +246,40 @@ def test_an_env_dropped_without_close_is_cleaned_when_collected(tmp_path: Path) 
     assert_released(_held(marks), {proc.pid}, running=frozenset({proc.pid}))
     proc.kill()
     proc.wait()
+
+
+def _leases_held_by(pids: set[int]) -> list[Path]:
+    """Lease folders whose lock one of ``pids`` holds (from /proc/locks)."""
+    root = temp_root()
+    by_inode = {(os.stat(p).st_dev, os.stat(p).st_ino): root / p.name
+                for p in (root / ".locks").glob("u*")}
+    held = []
+    for line in Path("/proc/locks").read_text().splitlines():
+        parts = line.split()
+        if len(parts) > 5 and parts[1] == "FLOCK" and parts[4].isdigit() and int(parts[4]) in pids:
+            major, minor, ino = parts[5].split(":")
+            key = (os.makedev(int(major, 16), int(minor, 16)), int(ino))
+            if key in by_inode:
+                held.append(by_inode[key])
+    return held
+
+
+def test_a_signal_to_train_stops_it_cleanly(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "repogym.harness.cli", "train", "--algo", "grpo", "--model",
+         "tiny", "--steps", "500", "--task", "retry-zero", "--out", str(tmp_path / "t")],
+        env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)
+    deadline, workspaces = time.monotonic() + 240, []
+    while not workspaces:  # episodes are running: a lease with a workspace in it
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, "training never started an episode"
+        time.sleep(0.2)
+        pids = descendants(proc.pid)
+        workspaces = [w for lease in _leases_held_by(pids) for w in lease.glob("w/*")]
+    os.kill(proc.pid, signal.SIGTERM)
+    output, took = _finish(proc)
+    assert proc.returncode == -signal.SIGTERM, output
+    assert took < STOP_BOUND_S, f"took {took:.1f}s\n{output}"
+    _assert_gone(pids)
+    assert _leases_held_by(pids) == [] and not [w for w in workspaces if w.exists()]
