@@ -1,12 +1,13 @@
 """Process-wide clean-up of sandbox resources: on close, garbage collection, exit and signals.
 
-Every resource that must not outlive its process (a workspace's mounts and folders, a
-template folder, a cgroup, a container) registers a clean-up function when it is created::
+Every resource that must not outlive its process registers a clean-up function when it is
+created: a sandbox lease (its templates, workspaces, mounts and cgroups), a Docker
+container, the worker pool of a run, a Ray instance a run started::
 
-    self._cleanup = cleanup.register(self, remove_fn, *args)   # a weakref.finalize
+    self._release = cleanup.register(self, release_fn, *args)  # a weakref.finalize
     ...
-    def close(self):
-        self._cleanup()                                          # runs remove_fn once
+    def release(self):
+        self._release()                                          # runs release_fn once
 
 The function then runs once, whichever comes first: the explicit ``close()``, the object
 being garbage-collected, interpreter exit (``atexit``), or a terminating signal. It must not
