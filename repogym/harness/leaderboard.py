@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from repogym.envs.wrappers import read_trajectory
-from repogym.harness.metrics import common_k, summarize, summarize_groups
+from repogym.harness.metrics import common_k, jsonable, summarize, summarize_groups
 from repogym.harness.results import find_run_dirs, read_results
 from repogym.scenarios.registry import registered_tasks
 
@@ -443,7 +443,5 @@ def build(result_dirs: list[str | Path], out: str | Path) -> Board:
     (out / "leaderboard.md").write_text(markdown(board, links))
     (out / "index.html").write_text(html_page(board, images, links, sources))
     (out / "summary.json").write_text(json.dumps(
-        {"k": k, "notes": notes, "runs": {
-            n: {**s, "pass_at_k": {str(kk): v for kk, v in s["pass_at_k"].items()}}
-            for n, s in board.summaries.items()}}, indent=2) + "\n")
+        {"k": k, "notes": notes, "runs": jsonable(board.summaries)}, indent=2) + "\n")
     return board

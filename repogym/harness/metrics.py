@@ -110,6 +110,12 @@ def summarize(rows: Iterable[dict[str, Any]], ks: list[int] | None = None) -> di
     }
 
 
+def jsonable(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Summaries with their pass@k keys as strings, as JSON wants them."""
+    return {name: {**s, "pass_at_k": {str(k): v for k, v in s["pass_at_k"].items()}}
+            for name, s in summaries.items()}
+
+
 def summarize_groups(groups: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     """:func:`summarize` per named group (a run, an agent), with one set of pass@k budgets."""
     ks = common_ks(groups.values())

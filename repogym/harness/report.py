@@ -13,6 +13,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from repogym.harness.metrics import jsonable
+
 
 def make_console(stderr: bool = False) -> Console:
     """The terminal's console (on stderr when stdout carries JSON); 200 columns wide when
@@ -51,16 +53,10 @@ def summary_table(summaries: dict[str, dict[str, Any]], title: str = "results") 
     return table
 
 
-def summaries_json(summaries: dict[str, dict[str, Any]]) -> str:
-    """The summaries as JSON (pass@k keys as strings)."""
-    return json.dumps({a: {**s, "pass_at_k": {str(k): v for k, v in s["pass_at_k"].items()}}
-                       for a, s in summaries.items()}, indent=2)
-
-
 def print_summaries(console: Console, summaries: dict[str, dict[str, Any]], title: str,
                     as_json: bool = False) -> None:
     """Print the table, or the JSON when ``as_json``."""
     if as_json:
-        print(summaries_json(summaries))
+        print(json.dumps(jsonable(summaries), indent=2))
     else:
         console.print(summary_table(summaries, title=title))
