@@ -26,11 +26,11 @@ import tempfile
 from pathlib import Path
 from typing import Self
 
-from repogym.envs.grader import is_test_file
 from repogym.envs.verifier import ini_text
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.base import WORKSPACE, Environment, Sandbox, SandboxError
 from repogym.sandbox.workspace import TemplateCache
+from repogym.scenarios.patches import is_test_file
 from repogym.scenarios.synth import SynthError
 
 PROBE_DIR = Path(__file__).parent / "probe"

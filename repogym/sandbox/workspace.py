@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Self
 
 from repogym.sandbox.base import Environment
-from repogym.sandbox.leases import SANDBOX_GID, Lease, lease_of, mount, umount
+from repogym.sandbox.leases import SANDBOX_GID, Lease, lease_at, lease_of, mount, umount
 
 #: File changes for :func:`make_diff`: path -> new text, None (delete) or "->target" (symlink).
 Changes = dict[str, str | None]
@@ -192,6 +192,7 @@ class Workspace:
         self.template = Path(template)
         self.lease_dir, self.uid = lease_of(self.template)
         self.environment = template_environment(self.template)
+        self._lease = lease_at(self.lease_dir)  # kept alive as long as this workspace
         self._mounts: list[Path] = []
         self.overlay = os.geteuid() == 0
         self._root: Path | None = self.lease_dir / "w" / secrets.token_hex(4)
