@@ -47,11 +47,13 @@ from pathlib import Path
 from typing import Protocol
 
 from repogym.scenarios.environment import EnvironmentSpec
-from repogym.scenarios.mutation import Mutant, file_diff, mutants
+from repogym.scenarios.mutation import Mutant, file_diff, function_names, mutants
 from repogym.scenarios.patches import is_test_file, junit_key
 from repogym.scenarios.swebench import hidden_tests_dest
 
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".git", "*.egg-info")
+#: Mutants of one function tried before synthesis moves on to another function.
+TRIALS_PER_FUNCTION = 4
 # CPython's default repr shows a memory address, different on every run.
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+|\b0x[0-9a-fA-F]{8,}\b")
 
@@ -278,9 +280,10 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
         if broken:
             raise SynthError(f"{package_dir}: tests fail before any mutation: {broken[:5]}. "
                              "Fix: synthesise from a package whose tests all pass")
-        candidates = [m for f in pkg.sources for m in mutants((pkg.root / f).read_text(), f)]
-        rng.shuffle(candidates)
-        return _keep(pkg, candidates, Path(out), rng, max_tasks, p2p_sample,
+        functions = [(f, q) for f in pkg.sources
+                     for q in function_names((pkg.root / f).read_text())]
+        rng.shuffle(functions)
+        return _keep(pkg, functions, Path(out), rng, max_tasks, p2p_sample,
                      max_trials or 20 * max_tasks, timeout_s)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -296,23 +299,28 @@ def _try(pkg: _Package, m: Mutant, timeout_s: float) -> tuple[dict[str, str], di
         path.write_text(original)
 
 
-def _keep(pkg: _Package, candidates: list[Mutant], out: Path, rng: random.Random,
+def _keep(pkg: _Package, functions: list[tuple[str, str]], out: Path, rng: random.Random,
           max_tasks: int, p2p_sample: int, max_trials: int, timeout_s: float) -> list[Path]:
+    """At most one task per function: functions in ``rng``'s order, each with up to
+    :data:`TRIALS_PER_FUNCTION` of its mutants (made only when the function is reached)."""
     written: list[Path] = []
-    used: set[tuple[str, str]] = set()
-    for m in candidates[:max_trials]:
-        if len(written) >= max_tasks:
+    trials = 0
+    for file, function in functions:
+        if len(written) >= max_tasks or trials >= max_trials:
             break
-        if (m.file, m.function) in used:
-            continue
-        result, messages = _try(pkg, m, timeout_s)
-        failing = [t for t, s in result.items() if s != "passed"]
-        passing = [t for t, s in result.items() if s == "passed"]
-        if not failing or not passing or any(result[t] == "missing" for t in failing):
-            continue
-        used.add((m.file, m.function))
-        p2p = sorted(rng.sample(passing, min(p2p_sample, len(passing))))
-        written.append(_write(pkg, m, out, failing, p2p, messages, candidates, timeout_s))
+        own = [m for m in mutants((pkg.root / file).read_text(), file, functions={function})
+               if m.function == function]
+        rng.shuffle(own)
+        for m in own[:min(TRIALS_PER_FUNCTION, max_trials - trials)]:
+            trials += 1
+            result, messages = _try(pkg, m, timeout_s)
+            failing = [t for t, s in result.items() if s != "passed"]
+            passing = [t for t, s in result.items() if s == "passed"]
+            if not failing or not passing or any(result[t] == "missing" for t in failing):
+                continue
+            p2p = sorted(rng.sample(passing, min(p2p_sample, len(passing))))
+            written.append(_write(pkg, m, out, failing, p2p, messages, own, timeout_s))
+            break
     return written
 
 
