@@ -146,7 +146,8 @@ def build_entry(project: str, *, split: str, kind: str, max_tasks: int, seed: in
                 id=f"{name.lower()}-{n}", gold=t.solution_patch.read_text(),
                 fail_to_pass=t.verifier.fail_to_pass, pass_to_pass=t.verifier.pass_to_pass,
                 statement=t.statement,
-                decoys={p.name: p.read_text() for p in t.decoys})
+                decoys={p.name: p.read_text() for p in t.decoys
+                        if not p.name.startswith("delete_failing_tests_")})
             for n, t in enumerate(tasks, 1))
         return suites.PackageEntry(
             name=name.lower(), version=res.sdist.version, sdist=res.sdist.path.name,

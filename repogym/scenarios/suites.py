@@ -30,7 +30,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 
 from repogym.sandbox.runtime import cache_dir
-from repogym.scenarios import pypi
 from repogym.scenarios.environment import EnvironmentSpec, parse_spec
 from repogym.scenarios.task import SPLITS, Task, load_task
 
@@ -48,7 +47,8 @@ class SuiteError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class TaskEntry:
-    """One task of a package: ``gold`` fixes the bug (``git apply -R`` makes it)."""
+    """One task of a package: ``gold`` fixes the bug (``git apply -R`` makes it); ``decoys``
+    besides the test-deletion ones, which are made from the sdist when materialising."""
 
     id: str
     gold: str
@@ -180,6 +180,8 @@ def suite_root(name: str, root: Path | None = None) -> Path:
 
 def _source(entry: PackageEntry, folder: Path) -> Path:
     """The unpacked sdist (downloaded and hash-checked on first use)."""
+    from repogym.scenarios import pypi  # tarfile, zipfile, email: only when materialising
+
     src = folder / ".src"
     stamp = folder / ".src.sha256"
     if src.is_dir() and stamp.is_file() and stamp.read_text().strip() == entry.sha256:
@@ -238,6 +240,8 @@ def _task_toml(entry: PackageEntry, task: TaskEntry) -> str:
 
 
 def _write_task(entry: PackageEntry, task: TaskEntry, src: Path, dest: Path) -> None:
+    from repogym.scenarios.synth import deletion_decoys  # libcst: only when writing tasks
+
     tmp = Path(tempfile.mkdtemp(prefix=f".{task.id}-", dir=dest.parent))
     try:
         _link_tree(src, tmp / "repo", set(entry.hidden))
@@ -256,7 +260,8 @@ def _write_task(entry: PackageEntry, task: TaskEntry, src: Path, dest: Path) -> 
         (tmp / "tests").mkdir(exist_ok=True)
         (tmp / "solution.patch").write_text(task.gold)
         (tmp / "decoys").mkdir()
-        for name, patch in sorted(task.decoys.items()):
+        decoys = {**deletion_decoys(src, list(task.fail_to_pass)), **task.decoys}
+        for name, patch in sorted(decoys.items()):
             (tmp / "decoys" / name).write_text(patch)
         (tmp / "STATEMENT.md").write_text(task.statement)
         (tmp / "task.toml").write_text(_task_toml(entry, task))

@@ -357,13 +357,8 @@ def _write(pkg: _Package, m: Mutant, out: Path, f2p: list[str], p2p: list[str],
 def _write_decoys(pkg: _Package, m: Mutant, root: Path, f2p: list[str], listed: list[str],
                   candidates: list[Mutant], timeout_s: float) -> None:
     """The failing tests deleted (test gaming), and a wrong fix at the same place if any."""
-    by_file: dict[str, set[str]] = {}
-    for t in f2p:
-        by_file.setdefault(t.split("::")[0], set()).add(t.split("::")[1].split("[")[0])
-    for n, (file, names) in enumerate(sorted(by_file.items())):
-        text = (pkg.root / file).read_text()
-        (root / "decoys" / f"delete_failing_tests_{n}.patch").write_text(
-            file_diff(file, text, _without(text, names)))
+    for name, patch in deletion_decoys(pkg.root, f2p).items():
+        (root / "decoys" / name).write_text(patch)
     for other in candidates:
         if (other.file, other.function, other.line) != (m.file, m.function, m.line) \
                 or other.source == m.source:
@@ -373,6 +368,19 @@ def _write_decoys(pkg: _Package, m: Mutant, root: Path, f2p: list[str], listed: 
             (root / "decoys" / "wrong_fix.patch").write_text(
                 file_diff(m.file, m.source, other.source))
             return
+
+
+def deletion_decoys(root: Path, f2p: list[str]) -> dict[str, str]:
+    """``delete_failing_tests_<n>.patch`` -> a patch deleting the failing tests of one test file
+    under ``root`` (the test-gaming decoy)."""
+    by_file: dict[str, set[str]] = {}
+    for t in f2p:
+        by_file.setdefault(t.split("::")[0], set()).add(t.split("::")[1].split("[")[0])
+    out = {}
+    for n, (file, names) in enumerate(sorted(by_file.items())):
+        text = (root / file).read_text()
+        out[f"delete_failing_tests_{n}.patch"] = file_diff(file, text, _without(text, names))
+    return out
 
 
 def _without(text: str, names: set[str]) -> str:
