@@ -14,6 +14,7 @@ validated tasks (numbered ``<package>-<n>``).
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import tempfile
 import time
@@ -163,8 +164,11 @@ def write_entry(entry: suites.PackageEntry, folder: Path, *, suite: str, env_id:
     path = folder / f"{entry.name}.json"
     path.write_text(json.dumps(entry.to_json(), indent=1, ensure_ascii=False) + "\n")
     meta_path = folder / "suite.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {
-        "name": suite, "env_id": env_id, "description": description, "packages": []}
-    meta["packages"] = sorted(set(meta["packages"]) | {entry.name})
-    meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+    with open(folder / ".suite.lock", "w") as lock:  # builds of several packages at once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {
+            "name": suite, "env_id": env_id, "description": description, "packages": []}
+        meta["packages"] = sorted(set(meta["packages"]) | {entry.name})
+        meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+    (folder / ".suite.lock").unlink(missing_ok=True)
     return path

@@ -49,7 +49,7 @@ TOOLS = re.compile(
     r"^(coverage|pytest-cov|codecov|coveralls|flake8.*|pycodestyle|pyflakes|pylint|mypy.*|"
     r"types-.*|black|isort|ruff|pre-commit.*|tox.*|nox|sphinx.*|twine|build|wheel|"
     r"setuptools.*|check-manifest|bump2?version|towncrier|pyright|pytest-xdist|pytest-sugar|"
-    r"pytest-benchmark|pytest-randomly|pytest-mypy.*|pytest-flake8|ipython|ipdb|jupyter.*|"
+    r"pytest-benchmark|pytest-codspeed|pytest-randomly|pytest-mypy.*|pytest-flake8|ipython|ipdb|jupyter.*|"
     r"readme-renderer|docutils|furo|myst-.*|flit.*|hatch.*|poetry.*|pip|uv|virtualenv)$")
 #: pytest settings carried into the grader's configuration (``[verifier] ini_options``).
 INI_KEYS = ("markers", "filterwarnings", "xfail_strict", "python_files", "python_classes",
