@@ -200,7 +200,8 @@ class SandboxRunner:
         return (f'PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONPATH="$RG_PROBE:$PYTHONPATH" '
                 f"RG_PROBE_TRACE={int(trace)} RG_PROBE_OUT={_OUT} {py} -m pytest "
                 f'-c "$RG_PROBE/pytest.ini" --rootdir=. -p no:cacheprovider -p rg_probe -q '
-                f"--tb=short {words} > {_LOG} 2>&1; echo exit=$?")
+                f"--continue-on-collection-errors --tb=short {words} > {_LOG} 2>&1; "
+                f"echo exit=$?")
 
     def _sandboxed(self, changes: dict[str, str], args: list[str], timeout_s: float,
                    trace: bool = False) -> list[dict]:

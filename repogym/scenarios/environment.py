@@ -44,14 +44,14 @@ import sysconfig
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
-from repogym.sandbox.base import Environment
+from repogym.sandbox.base import WORKSPACE, Environment
 from repogym.sandbox.runtime import cache_dir
 
 #: The keys ``[environment]`` may hold.
@@ -490,13 +490,15 @@ def _owner(site: Path, name: str) -> str:
 def check_conflicts(env: BuiltEnvironment, repo_dir: Path, paths: Iterable[str] = (),
                     what: str = "the task") -> None:
     """Refuse an environment that installs a top-level module the repository itself has
-    (at its root or under ``paths``, e.g. ``src``): the verifier would import the installed
-    copy and never test the repository's code.
+    (at its root or under ``paths``, e.g. ``src`` or ``/workspace/src``): the verifier would
+    import the installed copy and never test the repository's code.
 
     Raises:
         EnvironmentUnavailable: naming the module, the distribution and the fix.
     """
-    key = (env.root, Path(repo_dir), tuple(paths))
+    paths = tuple(str(PurePosixPath(p).relative_to(WORKSPACE)) if p.startswith(WORKSPACE + "/")
+                  else p for p in paths)
+    key = (env.root, Path(repo_dir), paths)
     if key in _NO_CONFLICT:
         return
     ours = top_level_names(repo_dir)

@@ -39,6 +39,7 @@ from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename
 
+from repogym.sandbox.base import WORKSPACE
 from repogym.sandbox.runtime import cache_dir
 from repogym.scenarios.environment import EnvironmentSpec
 
@@ -400,14 +401,20 @@ def _ini_value(value: object) -> str:
 
 
 def pytest_ini_options(repo: Path) -> dict[str, str]:
-    """The project's pytest settings the grader should write (keys of :data:`INI_KEYS`);
-    ``pythonpath`` gains ``src`` for a src layout."""
+    """The project's pytest settings the grader should write (keys of :data:`INI_KEYS`).
+
+    ``pythonpath`` gains ``src`` for a src layout, and its folders are written as absolute
+    paths in the workspace (``/workspace/src``): pytest reads them relative to the
+    configuration file, which is the grader's, outside the workspace.
+    """
     out = {k: _ini_value(v) for k, v in _raw_ini(repo).items() if k in INI_KEYS}
+    paths = out.get("pythonpath", "").split()
     src = repo / "src"
-    if src.is_dir() and any((p / "__init__.py").is_file() for p in src.iterdir()):
-        paths = out.get("pythonpath", "").split()
-        if "src" not in paths:
-            out["pythonpath"] = " ".join([*paths, "src"])
+    if src.is_dir() and any((p / "__init__.py").is_file() for p in src.iterdir()) and \
+            "src" not in paths:
+        paths.append("src")
+    if paths:
+        out["pythonpath"] = " ".join(str(PurePosixPath(WORKSPACE) / p) for p in paths)
     return out
 
 
