@@ -146,9 +146,13 @@ class SandboxRunner:
         self._calls = {r["trace"]: [tuple(x) for x in r.get("spans", [])]
                        for r in records if isinstance(r.get("trace"), str)}
         if not self.collected:
-            raise SynthError(f"{root.name}: none of its {len(found)} tests passes in the "
-                             f"sandbox. Last run:\n{self.log}\nFix: add the missing test "
-                             "requirements (--requirement) or pick another package")
+            passed = sum(s == "passed" for s in found.values())
+            raise SynthError(
+                f"{root.name}: of its {len(found)} tests {passed} pass in the sandbox, and "
+                "none of those is a module-level test function or a method written in a "
+                "module-level Test* class (the only tests the grader can list). Last run:\n"
+                f"{self.log}\nFix: add missing test requirements (--requirement), or pick "
+                "another package")
         return self.collected
 
     def run(self, root: Path, node_ids: list[str],

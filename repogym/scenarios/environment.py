@@ -370,9 +370,11 @@ def _run_setup(spec: EnvironmentSpec, work: Path, log: list[str]) -> None:
 
 def _finish(spec: EnvironmentSpec, work: Path, seconds: float) -> dict:
     site = work / "site"
+    excluded = []
     for name in spec.exclude:
         if info := _dist_infos(site).get(name):
             _remove_distribution(site, info)
+            excluded.append(name)
     _fix_scripts(site)
     for dirpath, dirnames, filenames in os.walk(work):
         dirnames[:] = [d for d in dirnames if d != "__pycache__"]
@@ -388,6 +390,7 @@ def _finish(spec: EnvironmentSpec, work: Path, seconds: float) -> dict:
     return {"key": spec.key, "layout": LAYOUT, "python": python_version(),
             "interpreter": interpreter_tag(), "spec": dataclasses.asdict(spec),
             "requirements": list(spec.effective_requirements()), "distributions": dists,
+            "excluded": excluded,
             "build_s": round(seconds, 2), "built_at": int(time.time())}
 
 
@@ -436,11 +439,13 @@ def build(spec: EnvironmentSpec, *, force: bool = False,
 
 def lock(env: BuiltEnvironment, spec: EnvironmentSpec) -> EnvironmentSpec:
     """``spec`` with its requirements replaced by exact pins of everything ``env`` (its build)
-    installed, so a later build installs the same versions. The existing build is registered
-    under the pinned spec's key too (no second install)."""
+    installed, so a later build installs the same versions, and ``exclude`` kept only for
+    what the build had to remove (so packages with the same pins share one environment).
+    The existing build is registered under the pinned spec's key too (no second install)."""
     pins = tuple(f"{name}=={version}" for name, version in sorted(env.distributions.items())
                  if name not in spec.exclude)
-    pinned = dataclasses.replace(spec, requirements=pins)
+    removed = tuple(x for x in spec.exclude if x in env.info.get("excluded", spec.exclude))
+    pinned = dataclasses.replace(spec, requirements=pins, exclude=removed)
     alias = envs_dir() / pinned.key
     if not alias.exists() and alias.resolve() != env.root.resolve():
         tmp = envs_dir() / f".{pinned.key}.link"
