@@ -97,6 +97,10 @@ def synthesize_pypi(project: str, out: Path, *, max_tasks: int = 10, seed: int =
                 raise SynthError(f"{e}\nlast test run (in the sandbox):\n{runner.log[-1500:]}"
                                  ) from e
             passing = len(runner.collected)
+        if hint := pypi.path_hint(ini):
+            for folder in folders:
+                statement = folder / "STATEMENT.md"
+                statement.write_text(statement.read_text() + hint)
         say(f"{len(folders)} candidate tasks; validating them in the sandbox")
         reports = validate_tasks([load_task(f) for f in folders], sandbox=sandbox,
                                  reruns=reruns, workers=workers, on_report=on_report)

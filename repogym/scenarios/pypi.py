@@ -447,3 +447,14 @@ def code_paths(repo: Path, name: str) -> list[str]:
     if own in found:
         return [found[own]]
     return sorted(found.values())
+
+
+def path_hint(ini_options: dict[str, str]) -> str:
+    """A statement's note on where the package's code is imported from ("" for the root)."""
+    paths = [str(PurePosixPath(x).relative_to(WORKSPACE)) for x in
+             ini_options.get("pythonpath", "").split() if x.startswith(WORKSPACE + "/")]
+    if not paths:
+        return ""
+    joined = ":".join(paths)
+    return (f"\nThe tests import the package with {', '.join(f'`{x}/`' for x in paths)} on "
+            f"`sys.path`: run Python as `PYTHONPATH={joined} python ...` to do the same.\n")
