@@ -18,6 +18,7 @@ Candidates found this way are then graded for real by ``repogym validate``.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import json
 import shlex
@@ -37,6 +38,8 @@ from repogym.scenarios.synth import SynthError
 PROBE_DIR = Path(__file__).parent / "probe"
 _OUT = "/tmp/rg-probe.jsonl"
 _LOG = "/tmp/rg-probe.log"
+#: The first run (profiled) may take this many times the timeout of a plain run.
+TRACE_SLOWDOWN = 4
 #: Past this many selected tests, their files are run instead of their ids (one shell word
 #: is limited to 128 KiB).
 _MAX_IDS = 800
@@ -139,7 +142,8 @@ class SandboxRunner:
         if not self._files:
             raise SynthError(f"{root.name}: no test files (test_*.py or *_test.py). Fix: "
                              "synthesise from a package that ships its tests")
-        records = self._sandboxed({}, self._files, timeout_s, trace=True)
+        # Profiling every call makes this run several times slower than the later ones.
+        records = self._sandboxed({}, self._files, TRACE_SLOWDOWN * timeout_s, trace=True)
         found, _ = statuses(records)
         named = renameable(root, found)
         self.collected = sorted(t for t, s in found.items() if s == "passed" and t in named)
@@ -211,7 +215,8 @@ class SandboxRunner:
                    trace: bool = False) -> list[dict]:
         """Probe records of one pytest run over ``args`` with ``changes`` written in."""
         assert self._template is not None
-        limits = Limits(**{**self.limits.__dict__, "timeout_s": timeout_s})
+        limits = dataclasses.replace(self.limits, timeout_s=timeout_s,
+                                     cpu_s=max(self.limits.cpu_s, int(timeout_s)))
         sb = make_sandbox(self.backend, SandboxSpec(self._template, limits), **self.options)
         try:
             for rel, text in changes.items():

@@ -184,7 +184,6 @@ def _statement(pkg: _Package, failing: list[str], messages: dict[str, str],
 
 
 def _toml(task_id: str, mutant: Mutant, pkg: _Package, f2p: list[str], p2p: list[str]) -> str:
-    q = '", "'
     dest = pkg.dest
     ini = ""
     if pkg.ini_options:
@@ -204,8 +203,8 @@ max_steps = 30
 tests_dest = "{dest}"
 command = "python -m pytest -q -p no:cacheprovider"
 timeout_s = 120
-fail_to_pass = ["{q.join(f2p)}"]
-pass_to_pass = [{('"' + q.join(p2p) + '"') if p2p else ""}]
+fail_to_pass = {json.dumps(f2p)}
+pass_to_pass = {json.dumps(p2p)}
 {ini}{env}"""
 
 
