@@ -30,6 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --pypi: drop a derived requirement")
     p.add_argument("--reruns", type=int, default=3,
                    help="with --pypi: gold runs per task when validating (default 3)")
+    p.add_argument("--adversarial", action="store_true",
+                   help="with --pypi: also drop tasks that an attack of `repogym validate "
+                        "--adversarial` games")
     p.add_argument("--out", required=True, help="folder to write task folders into")
     p.add_argument("--max-tasks", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
@@ -78,12 +81,16 @@ def _run_pypi(args: argparse.Namespace) -> int:
     from repogym.scenarios.task import load_task
 
     console = Console(stderr=True)
+
+    def say(message: str) -> None:
+        console.print(message, markup=False, highlight=False)
+
     try:
         res = synthesize_pypi(args.pypi, Path(args.out), max_tasks=args.max_tasks,
                               seed=args.seed, p2p_sample=args.p2p_sample,
                               extra=args.requirement, drop=args.no_requirement,
                               sandbox=args.sandbox, workers=args.workers, reruns=args.reruns,
-                              say=lambda m: console.print(m, markup=False, highlight=False))
+                              adversarial=args.adversarial, say=say)
     except (PypiError, EnvironmentUnavailable, SynthError, OSError) as e:
         print(e, file=sys.stderr)
         return 2

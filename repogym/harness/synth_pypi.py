@@ -72,9 +72,12 @@ def synthesize_pypi(project: str, out: Path, *, max_tasks: int = 10, seed: int =
                     p2p_sample: int = 20, max_trials: int | None = None,
                     extra: Iterable[str] = (), drop: Iterable[str] = (),
                     sandbox: str = "bwrap", workers: int = 1, reruns: int = 3,
-                    timeout_s: float = 300.0, say: Callable[[str], None] = print,
+                    timeout_s: float = 300.0, adversarial: bool = False,
+                    say: Callable[[str], None] = print,
                     on_report: Callable[[TaskReport], None] | None = None) -> PypiSynthesis:
-    """Make validated tasks from a PyPI project (see the module docstring).
+    """Make validated tasks from a PyPI project (see the module docstring); with
+    ``adversarial``, a task is also dropped when an attack of
+    :mod:`repogym.harness.adversarial` earns more than doing nothing.
 
     Raises:
         PypiError: the sdist cannot be fetched or unpacked.
@@ -104,11 +107,13 @@ def synthesize_pypi(project: str, out: Path, *, max_tasks: int = 10, seed: int =
         say(f"{len(folders)} candidate tasks; validating them in the sandbox")
         reports = validate_tasks([load_task(f) for f in folders], sandbox=sandbox,
                                  reruns=reruns, workers=workers, on_report=on_report)
+        holes = _adversarial([load_task(f) for f, r in zip(folders, reports, strict=True)
+                              if r.ok], sandbox, workers) if adversarial else {}
         written, dropped = [], {}
         out.mkdir(parents=True, exist_ok=True)
         for folder, report in zip(folders, reports, strict=True):
-            if not report.ok:
-                dropped[report.task_id] = report.failures
+            if not report.ok or report.task_id in holes:
+                dropped[report.task_id] = report.failures or holes[report.task_id]
                 continue
             dest = out / folder.name
             if dest.exists():
@@ -118,3 +123,19 @@ def synthesize_pypi(project: str, out: Path, *, max_tasks: int = 10, seed: int =
         return PypiSynthesis(sdist, spec, written, dropped, passing)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _adversarial(tasks: list, sandbox: str, workers: int) -> dict[str, list[str]]:
+    """Task id -> the attacks that beat noop, for the tasks with such holes."""
+    from repogym.harness.adversarial import check_task
+    from repogym.harness.validate import PatchGrader
+
+    holes = {}
+    with PatchGrader(sandbox) as grader:
+        for task in tasks:
+            report = check_task(task, grader, workers=workers)
+            if not report.ok:
+                holes[task.id] = [f"{task.id}: attack {r.attack} beats noop"
+                                  f"{' (' + r.error + ')' if r.error else ''}"
+                                  for r in report.holes]
+    return holes
