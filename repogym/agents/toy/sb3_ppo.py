@@ -1,4 +1,4 @@
-"""Stable-Baselines3 PPO on the candidate-patch menu (:class:`repogym.envs.menu.MenuEnv`).
+"""The CPU toy's Stable-Baselines3 baseline: PPO on the menu (:class:`MenuEnv`).
 
 A baseline, not a coding agent: the policy picks one of each task's candidate patches
 (gold, alternatives, decoys, noop; shuffled per task) from a hashed bag of words of the
@@ -23,8 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from repogym.envs.menu import MenuEnv, candidates
-from repogym.scenarios.task import Task
+from repogym.agents.cli import config_from_args
+from repogym.agents.toy.menu import menu_entries
+from repogym.agents.toy.menu_env import MenuEnv
+from repogym.envs.repo_env import SuiteEnv
+from repogym.scenarios import Task, registered_tasks, select_tasks
 
 #: SB3 logger keys -> repogym's metric vocabulary (DESIGN.md "Metrics").
 METRIC_NAMES = {
@@ -66,24 +69,16 @@ class Sb3PpoConfig:
 
 def split_tasks(split: str, task_ids: list[str] | None) -> list[Task]:
     """Registered tasks of ``split`` (restricted to ``task_ids`` when given), by id."""
-    from repogym.scenarios.registry import registered_tasks
-
-    tasks = registered_tasks()
-    unknown = sorted(set(task_ids or ()) - set(tasks))
-    if unknown:
-        raise ValueError(f"unknown task ids {unknown}. Fix: see `repogym tasks`")
-    return sorted(
-        (t for t in tasks.values() if t.split == split and (task_ids is None or t.id in task_ids)),
-        key=lambda t: t.id,
-    )
+    pool = registered_tasks().values()
+    if task_ids is not None:
+        pool = select_tasks(pool, task_ids=task_ids)
+    return [t for t in pool if t.split == split]
 
 
 def make_menu_env(
     tasks: list[Task], cfg: Sb3PpoConfig, n_slots: int, cache: dict | None = None
 ) -> MenuEnv:
     """A MenuEnv over a SuiteEnv of ``tasks``."""
-    from repogym.envs.repo_env import SuiteEnv
-
     suite = SuiteEnv(tasks, sandbox=cfg.sandbox, reward_mode=cfg.reward_mode)
     return MenuEnv(
         suite,
@@ -100,8 +95,8 @@ def _grade_menu(job: tuple[Task, dict[str, Any], int]) -> dict[tuple[str, str], 
     task, cfg_fields, n_slots = job
     env = make_menu_env([task], Sb3PpoConfig(**cfg_fields), n_slots)
     try:
-        for choice in {c.name: c for c in env.menus[task.id]}.values():
-            env.evaluate(task, choice)
+        for entry in {e.name: e for e in env.menus[task.id]}.values():
+            env.evaluate(task, entry)
         return dict(env.reward_cache)
     finally:
         env.close()
@@ -218,7 +213,7 @@ def train(cfg: Sb3PpoConfig) -> dict[str, Any]:
             f"no {cfg.train_split!r} task matches task_ids={cfg.task_ids}. "
             "Fix: include at least one train task"
         )
-    n_slots = max(len(candidates(t)) for t in train_tasks + test_tasks)
+    n_slots = max(len(menu_entries(t, cfg.menu_seed)) for t in train_tasks + test_tasks)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -282,8 +277,6 @@ def report(results: dict[str, Any]) -> str:
 
 def main(args: argparse.Namespace) -> int:
     """``repogym train --algo sb3-ppo``: common flags plus ``--set field=value``."""
-    from repogym.harness.cmd_train import config_from_args
-
     cfg = config_from_args(Sb3PpoConfig, args)
     results = train(cfg)
     print(report(results))

@@ -1,4 +1,7 @@
-"""A tiny causal LM and byte-level BPE tokenizer built offline, for tests and CPU runs.
+"""A tiny causal LM and byte-level BPE tokenizer built offline: the CPU toy's model.
+
+Saved with :func:`save_tiny` it is also a real Qwen2-style checkpoint with a ChatML chat
+template (random init), which is how the tests train "real" models without the hub.
 
 No hub access: the tokenizer is trained with ``tokenizers`` on a few Python standard-library
 sources, a built-in sample of shell/git/pytest text, and any strings the caller passes (so
