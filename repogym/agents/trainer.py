@@ -41,6 +41,7 @@ from repogym.agents.losses import (
     aggregate,
     async_policy_loss,
     check_choice,
+    kl,
     kl_loss,
     policy_loss,
 )
@@ -407,11 +408,14 @@ class Trainer(abc.ABC):
                   if k in norm}  # fmt: skip
         entropy = aggregate(scores.entropy, mb.action_mask, agg, **counts)
         terms = {"entropy": (self.config.ent_coef, -entropy)}
-        kl = scores.logp.new_zeros(())
-        if "ref_logp" in mb.extras:
-            per_token = kl_loss(scores.logp, mb.extras["ref_logp"], self.config.kl_kind)
-            kl = aggregate(per_token, mb.action_mask, agg, **counts)
-        terms["kl"] = (self.config.beta if self.config.kl_mode == "loss" else 0.0, kl)
+        kl_value = scores.logp.new_zeros(())
+        as_loss = self.config.kl_mode == "loss"
+        if "ref_logp" in mb.extras:  # in reward mode the k1 value is reported, not added
+            ref = mb.extras["ref_logp"]
+            per_token = (kl_loss(scores.logp, ref, self.config.kl_kind) if as_loss
+                         else kl(scores.logp.detach(), ref, "k1"))  # fmt: skip
+            kl_value = aggregate(per_token, mb.action_mask, agg, **counts)
+        terms["kl"] = (self.config.beta if as_loss else 0.0, kl_value)
         for name, term in self.extra_terms.items():
             terms[name] = (term.weight, term.fn(scores, mb, norm))
         return terms

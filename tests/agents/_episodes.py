@@ -45,3 +45,10 @@ def group_batch_episodes(policy: Policy) -> list[Episode]:
             eps.append(episode(policy, [ACTIONS[i % 2], "submit\n"], r, task=f"t{g}", group=g))
     eps[-1].infra_error = "sandbox died"
     return eps
+
+
+def collate_eps(policy: Policy, episodes: list[Episode]):
+    """Collate with the policy's pad id."""
+    from repogym.agents.episode import collate
+
+    return collate(episodes, policy.tokenizer.pad_token_id)

@@ -23,8 +23,7 @@ from repogym.agents.async_rl import (
     weight_metrics,
 )
 from repogym.agents.common import sft_update
-from repogym.agents.policy import Episode, Turn, collate, load_policy
-from repogym.agents.rollout import TextInterface
+from repogym.agents.episode import Episode, Turn, load_policy
 
 LN = math.log
 
@@ -146,7 +145,7 @@ def test_product_of_token_ratios_explodes_on_long_stale_sequences() -> None:
     behaviour = load_policy("tiny", device="cpu", seed=0).eval()
     gens = behaviour.generate([behaviour.encode("task t\n")] * 6, max_new_tokens=48)
     eps = [Episode("t", "task t\n", [Turn(g.token_ids, g.logprobs, "")]) for g in gens]
-    batch = collate(behaviour.tokenizer, eps)
+    batch = collate_eps(behaviour, eps)
     learner = behaviour.frozen_copy().requires_grad_(True).train()
     optimizer = torch.optim.AdamW(learner.parameters(), lr=1e-3)
     for _ in range(3):
@@ -174,10 +173,10 @@ def test_product_of_token_ratios_explodes_on_long_stale_sequences() -> None:
 
 def _sim_trainer(tmp_path, **kw) -> tuple[AsyncTrainer, SimulatedWorkerFactory]:
     factory = SimulatedWorkerFactory(median_s=0.02, sigma=0.5, group_size=4)
-    config = AsyncConfig(tasks=("sim",), steps=3, out=str(tmp_path / "run"), lr=1e-3,
+    config = AsyncConfig(tasks=("sim"), steps=3, out=str(tmp_path / "run"), lr=1e-3,
                          groups_per_step=2, device="cpu", **kw)  # fmt: skip
     policy = factory.build_policy()
-    return AsyncTrainer(config, policy=policy, interface=TextInterface(), factory=factory), factory
+    return AsyncTrainer(config, policy=policy, , factory=factory), factory
 
 
 @pytest.mark.parametrize("backend", ["thread", "process"])
@@ -238,9 +237,9 @@ def test_behaviour_weight_hook_scales_grpo_and_ppo_policy_terms(tmp_path) -> Non
         losses = []
         for weight in (None, 2.0):
             policy = tiny_policy(value_head=value_head)
-            config = cfg_cls(tasks=("t",), out=str(tmp_path), epochs=1, device="cpu")
-            trainer = trainer_cls(config, policy=policy, interface=TextInterface())
-            batch = collate(policy.tokenizer, group_batch_episodes(policy))
+            config = cfg_cls(tasks=("t"), out=str(tmp_path), epochs=1, device="cpu")
+            trainer = trainer_cls(config, policy=policy)
+            batch = collate_eps(policy, group_batch_episodes(policy))
             if weight is not None:
                 batch.extras["behaviour_weight"] = torch.full(batch.input_ids.shape, weight)
             losses.append(trainer.update(batch)["loss/policy"])
@@ -256,14 +255,14 @@ def test_async_option_of_grpo_and_ppo(tmp_path, algo: str) -> None:
     policy = factory.build_policy()
     options = {"num_workers": 2, "max_staleness": 2, "correction": "seq", "groups_per_step": 2}
     if algo == "grpo":
-        config = GRPOConfig(tasks=("sim",), out=str(tmp_path), lr=1e-3, device="cpu",
+        config = GRPOConfig(tasks=("sim"), out=str(tmp_path), lr=1e-3, device="cpu",
                             async_=options)  # fmt: skip
-        trainer = GRPOTrainer(config, policy=policy, interface=TextInterface())
+        trainer = GRPOTrainer(config, policy=policy)
     else:
         policy.value_head = torch.nn.Linear(policy.model.config.hidden_size, 1)
-        config = PPOConfig(tasks=("sim",), out=str(tmp_path), lr=1e-3, device="cpu",
+        config = PPOConfig(tasks=("sim"), out=str(tmp_path), lr=1e-3, device="cpu",
                            async_=options)  # fmt: skip
-        trainer = PPOTrainer(config, policy=policy, interface=TextInterface())
+        trainer = PPOTrainer(config, policy=policy)
     before = [p.detach().clone() for p in policy.model.parameters()]
     history = trainer.train(2, factory=factory, log=False)
     trainer.close()

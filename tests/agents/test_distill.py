@@ -21,8 +21,7 @@ from repogym.agents.distill import (
     opd_advantages,
     student_logprobs,
 )
-from repogym.agents.policy import Episode, Turn, collate
-from repogym.agents.rollout import TextInterface
+from repogym.agents.episode import Episode, Turn
 from tests.agents._episodes import ACTIONS, episode, tiny_policy
 
 
@@ -47,8 +46,8 @@ def test_opd_advantage_is_negative_per_token_reverse_kl() -> None:
 
 def _trainer(student, teacher_obj: Teacher | None, tmp_path, **kw) -> DistillTrainer:
     cfg_cls = OPDConfig if kw.pop("opd", False) else DistillConfig
-    config = cfg_cls(tasks=("t",), out=str(tmp_path), device="cpu", **kw)
-    return DistillTrainer(config, policy=student, interface=TextInterface(), teacher=teacher_obj)
+    config = cfg_cls(tasks=("t"), out=str(tmp_path), device="cpu", **kw)
+    return DistillTrainer(config, policy=student, , teacher=teacher_obj)
 
 
 def _teacher_episodes(policy) -> list[Episode]:
@@ -58,7 +57,7 @@ def _teacher_episodes(policy) -> list[Episode]:
 def test_teacher_alignment_with_privileged_context() -> None:
     student = tiny_policy(seed=0)
     eps = _teacher_episodes(student)
-    batch = collate(student.tokenizer, eps)
+    batch = collate_eps(student, eps)
     s_logp = student_logprobs(student, batch.input_ids, batch.attention_mask).detach()
     # The same model without privilege: aligned distributions are the student's own, KL = 0.
     same = Teacher(student.frozen_copy(), {})
@@ -70,7 +69,7 @@ def test_teacher_alignment_with_privileged_context() -> None:
     hint = "gold fix 1\n"
     privileged = Teacher(student.frozen_copy(), {"t": hint})
     t_logp = privileged.logprobs(student.tokenizer, eps, batch.input_ids.shape[1])
-    t_batch = collate(student.tokenizer, [privileged.episode(e) for e in eps])
+    t_batch = collate_eps(student, [privileged.episode(e) for e in eps])
     own = student_logprobs(privileged.policy, t_batch.input_ids, t_batch.attention_mask)
     shift = len(student.encode("task t\n" + hint)) - len(student.encode("task t\n"))
     assert shift > 0
@@ -90,7 +89,7 @@ def test_distill_student_kl_to_teacher_falls(tmp_path) -> None:
     them by SFT + forward KL to the teacher's full distribution."""
     student, other = tiny_policy(seed=0), tiny_policy(seed=1)
     eps = _teacher_episodes(student)
-    batch = collate(student.tokenizer, eps)
+    batch = collate_eps(student, eps)
     optimizer = torch.optim.AdamW(other.parameters(), lr=3e-3)
     for _ in range(15):
         sft_update(other, optimizer, batch)
@@ -111,7 +110,7 @@ def _samples(policy, n: int) -> list[Episode]:
 
 def _sft(policy, episodes: list[Episode], steps: int = 15) -> None:
     optimizer = torch.optim.AdamW(policy.parameters(), lr=3e-3)
-    batch = collate(policy.tokenizer, episodes)
+    batch = collate_eps(policy, episodes)
     for _ in range(steps):
         sft_update(policy, optimizer, batch)
 
@@ -128,7 +127,7 @@ def test_on_policy_distillation_reverse_kl_falls(tmp_path) -> None:
     kls = []
     for _ in range(6):
         eps = _samples(student, 16)
-        metrics = trainer.update(collate(student.tokenizer, eps), eps)
+        metrics = trainer.update(collate_eps(student, eps), eps)
         kls.append(metrics["loss/kl"])
         assert metrics["loss/kl"] == metrics["distill/reverse_kl"]
     assert _falls(kls), kls
@@ -153,7 +152,7 @@ def test_self_distillation_with_gold_fix_in_context(tmp_path) -> None:
     kls = []
     for _ in range(6):
         eps = _samples(student, 16)
-        kls.append(trainer.update(collate(student.tokenizer, eps), eps)["loss/kl"])
+        kls.append(trainer.update(collate_eps(student, eps), eps)["loss/kl"])
     assert _falls(kls), kls
 
 

@@ -12,8 +12,7 @@ import torch
 
 from repogym.agents.echo import EchoConfig, EchoTrainer, echo_loss, with_echo_norm
 from repogym.agents.grpo import GRPOConfig, GRPOTrainer
-from repogym.agents.policy import Episode, Turn, collate
-from repogym.agents.rollout import TextInterface
+from repogym.agents.episode import Episode, Turn
 from tests.agents._episodes import group_batch_episodes, tiny_policy
 
 
@@ -27,7 +26,7 @@ def test_obs_mask_selects_exactly_the_observation_tokens() -> None:
     broken = Episode("t", "task t\n", [Turn(policy.encode("fix 2\n"), [0.0] * 3, "boom\n")],
                      infra_error="sandbox died")  # fmt: skip
     broken.turns[0].action_logprobs = [0.0] * len(broken.turns[0].action_ids)
-    batch = collate(policy.tokenizer, [ep, broken])
+    batch = collate_eps(policy, [ep, broken])
     ids, obs = batch.input_ids[0], batch.obs_mask[0].bool()
     assert policy.tokenizer.decode(ids[obs].tolist()) == "".join(observations)
     assert not (obs & batch.prompt_mask[0].bool()).any()
@@ -52,9 +51,9 @@ def test_echo_loss_closed_form() -> None:
 def _pair(echo_lambda: float, tmp_path) -> tuple[GRPOTrainer, EchoTrainer]:
     kw = {"tasks": ("t0", "t1"), "out": str(tmp_path), "lr": 1e-3, "micro_batch": 3,
           "device": "cpu"}  # fmt: skip
-    base = GRPOTrainer(GRPOConfig(**kw), policy=tiny_policy(), interface=TextInterface())
+    base = GRPOTrainer(GRPOConfig(**kw), policy=tiny_policy())
     echo = EchoTrainer(EchoConfig(echo_lambda=echo_lambda, **kw), policy=tiny_policy(),
-                       interface=TextInterface())  # fmt: skip
+                       )  # fmt: skip
     return base, echo
 
 
@@ -62,7 +61,7 @@ def test_lambda_zero_reproduces_grpo_exactly(tmp_path) -> None:
     base, echo = _pair(0.0, tmp_path)
     for a, b in zip(base.policy.parameters(), echo.policy.parameters(), strict=True):
         assert torch.equal(a, b)
-    batch = collate(base.policy.tokenizer, group_batch_episodes(base.policy))
+    batch = collate_eps(base.policy, group_batch_episodes(base.policy))
     m_base = base.update(batch.select(slice(None)))
     m_echo = echo.update(batch.select(slice(None)))
     assert m_echo["loss/policy"] == m_base["loss/policy"]
@@ -77,7 +76,7 @@ def test_lambda_zero_reproduces_grpo_exactly(tmp_path) -> None:
 
 def test_lambda_positive_changes_the_update_and_the_observation_loss_falls(tmp_path) -> None:
     base, echo = _pair(1.0, tmp_path)
-    batch = collate(base.policy.tokenizer, group_batch_episodes(base.policy))
+    batch = collate_eps(base.policy, group_batch_episodes(base.policy))
     base.update(batch.select(slice(None)))
     losses = [echo.update(batch.select(slice(None)))["loss/echo"] for _ in range(6)]
     assert losses[-1] < 0.8 * losses[0], losses
@@ -87,7 +86,7 @@ def test_lambda_positive_changes_the_update_and_the_observation_loss_falls(tmp_p
 
 def test_echo_term_sums_over_micro_batches_to_the_batch_loss(tmp_path) -> None:
     _, echo = _pair(1.0, tmp_path)
-    batch = with_echo_norm(collate(echo.policy.tokenizer, group_batch_episodes(echo.policy)))
+    batch = with_echo_norm(collate_eps(echo.policy, group_batch_episodes(echo.policy)))
     with torch.no_grad():
         whole = echo.policy.score(batch.input_ids, batch.attention_mask).logp
         expected = float(echo_loss(whole, batch.obs_mask))
@@ -121,9 +120,9 @@ def test_cli_echo_with_shaping_real_env(tmp_path) -> None:
 def test_grpo_echo_lambda_field_equals_echo_trainer(tmp_path) -> None:
     kw = {"tasks": ("t0", "t1"), "out": str(tmp_path), "lr": 1e-3, "micro_batch": 3,
           "device": "cpu", "echo_lambda": 0.5}  # fmt: skip
-    grpo = GRPOTrainer(GRPOConfig(**kw), policy=tiny_policy(), interface=TextInterface())
-    echo = EchoTrainer(EchoConfig(**kw), policy=tiny_policy(), interface=TextInterface())
-    batch = collate(grpo.policy.tokenizer, group_batch_episodes(grpo.policy))
+    grpo = GRPOTrainer(GRPOConfig(**kw), policy=tiny_policy())
+    echo = EchoTrainer(EchoConfig(**kw), policy=tiny_policy())
+    batch = collate_eps(grpo.policy, group_batch_episodes(grpo.policy))
     m_grpo, m_echo = grpo.update(batch.select(slice(None))), echo.update(batch.select(slice(None)))
     assert m_grpo["loss/echo"] == m_echo["loss/echo"] > 0
     for a, b in zip(grpo.policy.parameters(), echo.policy.parameters(), strict=True):

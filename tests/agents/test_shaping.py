@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from repogym.agents.policy import Episode, Turn
+from repogym.agents.episode import Episode, Turn
 from repogym.agents.shaping import (
     ShapingConfig,
     component_metrics,
