@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 
+from repogym.agents.chat import ChatFormat
 from repogym.agents.episode import Episode, Turn
 from repogym.agents.policy import Policy, load_policy
 
@@ -27,7 +28,7 @@ def episode(policy: Policy, actions: list[str], reward: float, *, task: str = "t
     ep = Episode(task=task, prompt=f"task {task}\n", reward=reward, group=group,
                  terminated=terminated, truncated=truncated, infra_error=infra_error,
                  graded=terminated if graded is None else graded)  # fmt: skip
-    prompt = policy.encode(f"task {task}\n")
+    prompt = ChatFormat(policy.tokenizer).start(ep.prompt).pending  # as the rollouts render it
     for text in actions:
         ids = policy.encode(text)
         ep.turns.append(Turn(prompt, ids, [0.0] * len(ids), [0] * len(prompt) if not ep.turns
