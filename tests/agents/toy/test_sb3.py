@@ -1,4 +1,4 @@
-"""The candidate-patch MenuEnv (SB3's check_env, real graded episodes) and `repogym train
+"""The CPU toy's menu env (SB3's check_env, real graded episodes) and `repogym train
 --algo sb3-ppo` from the command line."""
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ import pytest
 from stable_baselines3.common.env_checker import check_env
 
 import repogym
-from repogym.agents.sb3_ppo import Sb3PpoConfig
-from repogym.envs.menu import MenuEnv, build_menu, candidates, hashed_bow
-from repogym.harness.cmd_train import ALGOS, config_from_args
+from repogym.agents.cli import config_from_args
+from repogym.agents.toy.menu import menu_entries
+from repogym.agents.toy.menu_env import MenuEnv, build_menu, hashed_bow
+from repogym.agents.toy.sb3_ppo import Sb3PpoConfig
+from repogym.harness.cmd_train import ALGOS
 
 RESOLVING = {"gold", "alternative"}
 
@@ -42,7 +44,7 @@ def test_sb3_check_env(menu_env):
 def test_each_choice_earns_what_its_kind_should_then_is_cached(menu_env, retry_task):
     menu = menu_env.menus["retry-zero"]
     names = sorted(c.name for c in menu)
-    assert names == sorted(c.name for c in candidates(retry_task))
+    assert names == sorted(e.name for e in menu_entries(retry_task))
     for i, choice in enumerate(menu):
         obs, _ = menu_env.reset(options={"task": "retry-zero"})
         assert menu_env.observation_space.contains(obs)
@@ -59,7 +61,7 @@ def test_each_choice_earns_what_its_kind_should_then_is_cached(menu_env, retry_t
 
 def test_menus_are_shuffled_per_task_from_the_seed():
     tasks = repogym.builtin_tasks()
-    n = max(len(candidates(t)) for t in tasks)
+    n = max(len(menu_entries(t)) for t in tasks)
     first = [build_menu(t, n, menu_seed=0) for t in tasks]
     assert first == [build_menu(t, n, menu_seed=0) for t in tasks]  # deterministic
     assert first != [build_menu(t, n, menu_seed=1) for t in tasks]
@@ -84,7 +86,7 @@ def test_config_from_args():
     assert (cfg.steps, cfg.seed, cfg.learning_rate, cfg.task_ids) == (64, 3, 0.003, ["b"])
     with pytest.raises(SystemExit, match="unknown field"):
         config_from_args(Sb3PpoConfig, argparse.Namespace(overrides=["nope=1"]))
-    assert ALGOS["sb3-ppo"] == "repogym.agents.sb3_ppo:main"
+    assert ALGOS["sb3-ppo"] == "repogym.agents.toy.sb3_ppo:main"
 
 
 def test_cli_ppo_learns_the_train_menus(tmp_path):
