@@ -43,7 +43,7 @@ def test_privileged_teacher_positions_are_shifted_by_the_hint(qwen_dir) -> None:
     eps = [episode(student, [a, "submit\n"], 1.0) for a in ACTIONS[:2]]
     same = _trainer(student, Teacher(student.frozen_copy(), {}))
     same.episodes = eps
-    t_batch, offsets = same.teacher_batch(same.teacher, eps)
+    _t_batch, offsets = same.teacher_batch(same.teacher, eps)
     assert offsets.tolist() == [0, 0]
     m = same.update(collate_eps(student, eps))
     assert m["loss/kl"] == pytest.approx(0.0, abs=1e-6)

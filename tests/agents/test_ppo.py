@@ -8,8 +8,8 @@ import copy
 import pytest
 import torch
 
-from repogym.agents.policy import Policy
 from repogym.agents.losses import value_loss
+from repogym.agents.policy import Policy
 from repogym.agents.ppo import PPOConfig, PPOTrainer, turn_advantages
 from tests.agents._episodes import collate_eps, episode, group_batch_episodes, tiny_policy
 

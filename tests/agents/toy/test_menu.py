@@ -124,7 +124,7 @@ def test_the_context_budget_submits_the_episode_with_a_notice(pool, qwen_dir) ->
     tok = AutoTokenizer.from_pretrained(qwen_dir, local_files_only=True)
     chat = ChatFormat(tok)
     actor = ScriptedEngine(tok, lambda i, r: '{"tool": "bash", "args": {"command": "ls"}}')
-    env, obs, _ = pool.reset(TASK, 0, 0)
+    _env, obs, _ = pool.reset(TASK, 0, 0)
     budget = len(chat.start(obs).pending) + 120  # room for about two turns
     cfg = RolloutConfig(group_size=1, max_steps=10, max_context=budget, max_new_tokens=64)
     (ep,) = run_episodes(actor, chat, pool, [TASK], cfg, max_context=4096)
