@@ -18,6 +18,7 @@ and are masked out of every loss.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -187,7 +188,7 @@ class _Live:
 def run_episodes(
     engine: Engine, fmt: EpisodeFormat, pool: EnvPool, tasks: Sequence[str],
     config: RolloutConfig, *, seed: int = 0, max_context: int | None = None,
-    on_episode: Callable[[Episode], None] | None = None,
+    on_episode: Callable[[Episode], None] | None = None, stats: dict[str, float] | None = None,
 ) -> list[Episode]:  # fmt: skip
     """Run one episode per entry of ``tasks``, in lockstep with batched generation.
 
@@ -201,6 +202,7 @@ def run_episodes(
         max_context: The model's context length (the budget is the smaller of it and
             ``config.max_context``).
         on_episode: Called with each finished episode (progress).
+        stats: Accumulates ``gen_s`` (seconds in the engine) and ``gen_tokens``.
 
     Returns:
         The finished episodes, in the order of ``tasks``.
@@ -217,13 +219,16 @@ def run_episodes(
         started = list(threads.map(lambda k: pool.reset(k[0], k[1], seed + k[1]), keys))
         live = [_Live(Episode(task=task, prompt=obs), env, fmt.start(obs, info))
                 for (task, _), (env, obs, info) in zip(keys, started, strict=True)]  # fmt: skip
+        stats = {} if stats is None else stats
         while not all(x.done for x in live):
-            _turn([x for x in live if not x.done], engine, config, budget, threads, on_episode)
+            _turn([x for x in live if not x.done], engine, config, budget, threads, on_episode,
+                  stats)  # fmt: skip
     return [x.episode for x in live]
 
 
 def _turn(active: list[_Live], engine: Engine, config: RolloutConfig, budget: int,
-          threads: ThreadPoolExecutor, on_episode: Callable | None) -> None:  # fmt: skip
+          threads: ThreadPoolExecutor, on_episode: Callable | None,
+          stats: dict[str, float]) -> None:  # fmt: skip
     """One completion for every active episode, then its environment steps."""
     contexts = [x.episode.context_ids() + x.dialogue.pending for x in active]
     rooms = [budget - len(c) for c in contexts]
@@ -232,7 +237,10 @@ def _turn(active: list[_Live], engine: Engine, config: RolloutConfig, budget: in
     todo = [(i, x) for i, x in enumerate(active) if not x.done]
     requests = [Request(id(x), contexts[i], min(config.max_new_tokens, rooms[i]))
                 for i, x in todo]  # fmt: skip
+    start = time.monotonic()
     gens = engine.generate(requests, greedy=config.greedy) if requests else []
+    stats["gen_s"] = stats.get("gen_s", 0.0) + time.monotonic() - start
+    stats["gen_tokens"] = stats.get("gen_tokens", 0) + sum(len(g.token_ids) for g in gens)
     jobs = [(x, gen) for (_, x), gen in zip(todo, gens, strict=True)]
     list(threads.map(lambda job: _act(*job, budget), jobs))
     for x in active:
@@ -301,6 +309,7 @@ class Rollout:
         zero_std_groups: Sampled groups whose valid rewards all agreed.
         dropped_groups: Groups left out by dynamic sampling.
         all_episodes: Every episode sampled (for reward and resolve-rate metrics).
+        stats: ``gen_s`` (seconds in the engine) and ``gen_tokens`` (tokens generated).
     """
 
     episodes: list[Episode]
@@ -308,6 +317,7 @@ class Rollout:
     zero_std_groups: int = 0
     dropped_groups: int = 0
     all_episodes: list[Episode] = field(default_factory=list)
+    stats: dict[str, float] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, float]:
         """``frac_zero_std_groups``, ``reward/mean``, ``resolve_rate``, ``infra_error_frac``."""
@@ -321,6 +331,8 @@ class Rollout:
             "infra_error_frac": (len(eps) - len(valid)) / max(len(eps), 1),
             "context_full_frac": sum(bool(e.info.get("context_full")) for e in eps)
             / max(len(eps), 1),
+            "throughput/gen_tokens_per_s": self.stats.get("gen_tokens", 0)
+            / max(self.stats.get("gen_s", 0.0), 1e-9),
         }
 
 
@@ -348,7 +360,8 @@ def collect(
     for round_ in range(rounds):
         flat = [t for t in pending for _ in range(g)]
         episodes = run_episodes(engine, fmt, pool, flat, config, seed=seed + 7 * round_,
-                                max_context=max_context, on_episode=on_episode)  # fmt: skip
+                                max_context=max_context, on_episode=on_episode,
+                                stats=result.stats)  # fmt: skip
         result.all_episodes += episodes
         retry = []
         for i, task in enumerate(pending):

@@ -289,14 +289,11 @@ class Trainer(abc.ABC):
             done[0] += 1
             self.report("episode", done=done[0], total=total)
 
-        start = time.monotonic()
         rollout = collect(self.engine, self.fmt, self.pool, list(cfg.tasks), cfg.rollout,
                           seed=cfg.seed + 1000 * step, max_context=self.policy.max_len,
                           on_episode=on_episode)  # fmt: skip
         self.engine.release()
         metrics = rollout.metrics()
-        gen_tokens = sum(len(t.completion_ids) for e in rollout.all_episodes for t in e.turns)
-        metrics["throughput/gen_tokens_per_s"] = gen_tokens / max(time.monotonic() - start, 1e-9)
         if cfg.shaping is not None:
             metrics.update(shape_episodes(rollout.episodes, cfg.shaping,
                                           default_max_len(cfg.rollout)))  # fmt: skip
