@@ -264,6 +264,7 @@ class DistillTrainer(Trainer):
                 for k, v in stats.items()}  # fmt: skip
         kl = stats["kl"].sum() / n
         metrics: dict[str, float] = {
+            "entropy": float(stats["entropy"].mean()) if len(stats["entropy"]) else 0.0,
             f"distill/{cfg.kl_direction}_kl": float(kl.detach()),
             f"distill/{'reverse' if cfg.kl_direction == 'forward' else 'forward'}_kl":
                 float(stats["kl_other"].sum() / n),

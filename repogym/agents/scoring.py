@@ -97,7 +97,8 @@ def _distill_chunk(
     loss_kl = full_kl(s, t, direction)  # type: ignore[arg-type]
     with torch.no_grad():
         other = full_kl(s, t, "reverse" if direction == "forward" else "forward")
-    return s.gather(-1, pick).squeeze(-1), t.gather(-1, pick).squeeze(-1), loss_kl, other
+        entropy = -(s.exp() * s).sum(-1)
+    return s.gather(-1, pick).squeeze(-1), t.gather(-1, pick).squeeze(-1), loss_kl, other, entropy
 
 
 def distill_stats(
@@ -118,11 +119,12 @@ def distill_stats(
         chunk: Rows at once.
 
     Returns:
-        ``logp``, ``teacher_logp``, ``kl`` (of ``direction``, with gradient) and ``kl_other``.
+        ``logp``, ``teacher_logp``, ``kl`` (of ``direction``, with gradient), ``kl_other`` and
+        ``entropy`` (the student's, without gradient).
     """
     out = chunked(
         lambda h, th, t, w, b, tw, tb: _distill_chunk(h, th, t, w, b, tw, tb, temperature,
                                                       direction),
         (hidden, teacher_hidden, targets), (*head, *teacher_head), chunk,
     )  # fmt: skip
-    return dict(zip(("logp", "teacher_logp", "kl", "kl_other"), out, strict=True))
+    return dict(zip(("logp", "teacher_logp", "kl", "kl_other", "entropy"), out, strict=True))

@@ -29,7 +29,7 @@ from repogym.agents.toy.menu_env import MenuEnv
 from repogym.envs.repo_env import SuiteEnv
 from repogym.scenarios import Task, registered_tasks, select_tasks
 
-#: SB3 logger keys -> repogym's metric vocabulary (DESIGN.md "Metrics").
+#: SB3 logger keys -> repogym's metric vocabulary (the names every trainer logs).
 METRIC_NAMES = {
     "train/policy_gradient_loss": "loss/policy",
     "train/value_loss": "loss/value",
