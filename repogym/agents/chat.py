@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from repogym.envs.actions import TOOL_HELP
+from repogym.envs.actions import TOOL_HELP, openai_tools
 
 __all__ = [
     "FALLBACK_TEMPLATE",
@@ -97,7 +97,8 @@ class ChatFormat:
     Args:
         tokenizer: A Hugging Face tokenizer (fast tokenizers also give observation masks).
         system_prompt: The system message.
-        tools: OpenAI-style tool schemas, passed to templates that render ``tools``.
+        tools: OpenAI-style tool schemas, passed to templates that render ``tools`` (default:
+            the environment's tools; None renders none).
         max_obs_chars: Observations (and the task text) are clipped to this many characters.
         stop_strings: Multi-token stop strings.
         closing_fence: Also stop at the end of a closed fenced block.
@@ -106,7 +107,7 @@ class ChatFormat:
 
     tokenizer: Any
     system_prompt: str = SYSTEM_PROMPT
-    tools: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = field(default_factory=openai_tools)
     max_obs_chars: int = 8000
     stop_strings: tuple[str, ...] = ("</tool_call>",)
     closing_fence: bool = True

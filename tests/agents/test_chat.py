@@ -110,3 +110,13 @@ def test_hf_agent_renders_exactly_the_trainers_prompt(qwen_dir: Path, tok) -> No
     dlg.add_completion(first[len(dlg.pending):])
     dlg.observe("retry.py\n")
     assert agent.dialogue.ids[: len(dlg.ids) + len(dlg.pending)] == dlg.ids + dlg.pending
+
+
+def test_tool_schemas_reach_templates_that_render_tools(tok) -> None:
+    tok = AutoTokenizer.from_pretrained(tok.name_or_path, local_files_only=True)
+    tok.chat_template = ("{% if tools %}<tools>{% for t in tools %}{{ t['function']['name'] }} "
+                         "{% endfor %}</tools>\n{% endif %}" + tok.chat_template)
+    fmt = ChatFormat(tok)
+    text = fmt.decode(fmt.start("task").pending)
+    assert text.startswith("<tools>bash read write edit submit </tools>\n<|im_start|>system")
+    assert "<tools>" not in fmt.decode(ChatFormat(tok, tools=None).start("task").pending)
