@@ -30,8 +30,8 @@ from repogym.agents.chat import Stops
 from repogym.agents.engines import Request, ScriptedEngine
 from repogym.agents.episode import Episode
 from repogym.agents.rollout import SUBMIT_ACTION, EnvPool, RolloutConfig, run_episodes
-from repogym.envs.grader import split_diff
 from repogym.scenarios import Candidate, Task
+from repogym.scenarios.patches import split_diff
 
 __all__ = ["NOOP", "MenuEntry", "MenuFormat", "menu_entries", "scripted_episodes"]
 
