@@ -37,7 +37,7 @@ from repogym.agents.rollout import RolloutConfig
 from repogym.agents.toy.menu import scripted_episodes
 from repogym.agents.toy.setup import FormatFactory, toy_model
 from repogym.agents.trainer import Trainer
-from repogym.scenarios import register_task
+from repogym.envs import register_task
 
 __all__ = ["ALGOS", "config_from_args", "main", "print_progress"]
 
