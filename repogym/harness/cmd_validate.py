@@ -38,9 +38,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sandbox", default="bwrap", help="sandbox backend (default bwrap)")
     p.add_argument("--json", metavar="FILE", help="also write the reports as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="print only failures")
-    m = p.add_argument_group("mutation check (--mutation)")
-    m.add_argument("--mutation", action="store_true",
-                   help="also grade mutants of the gold fix: the hidden tests must reject them")
+    add_mutation_options(p, gate=False)
+    p.set_defaults(func=run)
+
+
+def add_mutation_options(p: argparse.ArgumentParser, *, gate: bool) -> None:
+    """The mutation check's options, for ``validate`` (``--mutation`` computes it) or, with
+    ``gate``, for a command that writes tasks and scores them unless ``--no-mutation``."""
+    m = p.add_argument_group("mutation check")
+    if gate:
+        m.add_argument("--no-mutation", action="store_true",
+                       help="do not compute the mutation score of the tasks written")
+        m.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                       help="mutants graded in parallel (default: CPU count)")
+        m.add_argument("--sandbox", default="bwrap", help="sandbox backend (default bwrap)")
+    else:
+        m.add_argument("--mutation", action="store_true",
+                       help="also grade mutants of the gold fix: the hidden tests must reject "
+                            "them")
     m.add_argument("--min-score", type=float, default=None,
                    help="lowest passing mutation score (default: MIN_SCORE of "
                         "repogym.harness.validate_mutation, 0.9)")
@@ -48,7 +63,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="grade at most this many mutants per task (a fixed sample; default all)")
     m.add_argument("--mutation-budget", type=float, default=600.0, metavar="SECONDS",
                    help="stop starting mutants of a task after this long (default 600)")
-    p.set_defaults(func=run)
 
 
 def _load(paths: list[str]) -> tuple[list[Task], list[str]]:
@@ -83,8 +97,9 @@ def print_report(report: TaskReport, console) -> None:
         console.print(f"[red]{p}[/red]", soft_wrap=True)
 
 
-def print_mutation(report: MutationReport, console) -> None:
-    """The mutation score of one task, each surviving mutant as a diff, and problems."""
+def print_mutation(report: MutationReport, console, *, diffs: bool = True) -> None:
+    """The mutation score of one task, each surviving mutant (as a diff unless ``diffs`` is
+    False), and problems."""
     from rich.markup import escape
 
     mark = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
@@ -92,7 +107,8 @@ def print_mutation(report: MutationReport, console) -> None:
                   f"in {report.duration_s:.1f}s")
     for m in report.survivors:
         console.print(f"[yellow]survived[/yellow] {escape(m.id)}", highlight=False)
-        console.print(m.diff.rstrip("\n"), markup=False, highlight=False)
+        if diffs:
+            console.print(m.diff.rstrip("\n"), markup=False, highlight=False)
     for p in report.problems:
         console.print(f"[red]{escape(p)}[/red]", soft_wrap=True)
 
@@ -117,7 +133,8 @@ def _summary(tasks: list[Task], reports: list[TaskReport],
     console.print(table)
 
 
-def _mutation_args_error(args: argparse.Namespace) -> str | None:
+def mutation_args_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the mutation options (fills in the default --min-score), or None."""
     from repogym.harness.validate_mutation import MIN_SCORE
 
     if args.min_score is None:
@@ -128,23 +145,34 @@ def _mutation_args_error(args: argparse.Namespace) -> str | None:
         return "--max-mutants must be >= 1"
     if args.mutation_budget <= 0:
         return "--mutation-budget must be > 0 seconds"
+    if args.workers < 1:
+        return "--workers must be >= 1"
     return None
 
 
-def run_mutation(tasks: list[Task], args: argparse.Namespace,
-                 console) -> dict[str, MutationReport]:
-    """The mutation check of each task, printed as each finishes."""
+def run_mutation(tasks: list[Task], args: argparse.Namespace, console, *,
+                 diffs: bool = True, quiet: bool = False) -> dict[str, MutationReport]:
+    """The mutation check of each task, printed as each finishes (only failures if
+    ``quiet``; survivors as diffs if ``diffs``)."""
     from repogym.harness.validate_mutation import mutation_check
 
     out = {}
     with PatchGrader(args.sandbox) as grader:
         for task in tasks:
-            out[task.id] = mutation_check(task, grader, workers=args.workers,
-                                          budget_s=args.mutation_budget,
-                                          max_mutants=args.max_mutants,
-                                          min_score=args.min_score)
-            if not args.quiet or not out[task.id].ok:
-                print_mutation(out[task.id], console)
+            with console.status(f"{task.id}: grading mutants") as status:
+                done = []
+
+                def tick(result, task=task, status=status, done=done) -> None:
+                    done.append(result.status)
+                    status.update(f"{task.id}: {len(done)} mutants graded, "
+                                  f"{done.count('survived')} survived")
+
+                out[task.id] = mutation_check(task, grader, workers=args.workers,
+                                              budget_s=args.mutation_budget,
+                                              max_mutants=args.max_mutants,
+                                              min_score=args.min_score, on_mutant=tick)
+            if not quiet or not out[task.id].ok:
+                print_mutation(out[task.id], console, diffs=diffs)
     return out
 
 
@@ -155,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     if args.reruns < 1:
         console.print("--reruns must be >= 1 (the number of gold runs)")
         return 2
-    if problem := _mutation_args_error(args):
+    if problem := mutation_args_error(args):
         console.print(problem)
         return 2
     tasks, errors = _load(args.tasks)
@@ -171,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
 
     reports = validate_tasks(tasks, sandbox=args.sandbox, reruns=args.reruns,
                              workers=args.workers, on_report=show)
-    mutations = run_mutation(tasks, args, console) if args.mutation else {}
+    mutations = run_mutation(tasks, args, console, quiet=args.quiet) if args.mutation else {}
     if args.json:
         Path(args.json).write_text(json.dumps(
             [{**r.to_dict(), "mutation": mutations[t.id].to_dict() if t.id in mutations

@@ -6,13 +6,14 @@ their direct callers, and grades each one, as the diff "gold + mutation" against
 with the real grader in the real sandbox (:class:`~repogym.harness.validate.PatchGrader`),
 several at a time, within a time budget. How each mutant counts:
 
-- ``killed``: some listed test did not pass (failed, error, missing, or the run timed out);
+- ``killed``: the grader did not give full reward: some listed test did not pass (failed,
+  error, missing), or the run was not trusted (timed out, exhausted its limits, ...);
 - ``survived``: every listed test passed: a wrong fix the verifier accepts;
 - ``equivalent``: trivially the same program (same AST or bytecode), not graded;
 - ``reviewed``: survived, and the task argues it equivalent in task.toml
   (``[mutation] equivalent = [{ mutant = "<id>", why = "..." }]``);
-- ``error``: the sandbox or grader failed on it; ``not_run``: left out by ``max_mutants``
-  or the time budget.
+- ``error``: the sandbox or grader failed on it (twice: an infrastructure error is
+  retried once); ``not_run``: left out by ``max_mutants`` or the time budget.
 
 The score is killed / (killed + survived); the others do not count. The check fails when
 the score is below ``min_score``, when an entry of ``[mutation] equivalent`` names no
@@ -46,6 +47,7 @@ MIN_SCORE = 0.9
 #: A mutant's verifier run may take this many times gold's (at least 10 s, at most the
 #: task's own timeout_s): a mutant that loops forever is killed by the timeout.
 TIMEOUT_FACTOR = 10.0
+#: Version of how mutants are judged and stored; part of the cache key.
 _CACHE_FORMAT = 1
 
 
@@ -113,11 +115,12 @@ class MutationReport:
 
     def summary(self) -> str:
         """``0.93 (28/30 killed; 2 survived, 1 equivalent, ...)``."""
-        score = "n/a" if self.score is None else f"{self.score:.2f}"
         killed, counted = self.count("killed"), self.count("killed") + self.count("survived")
+        head = "n/a (no mutant graded" if self.score is None else (
+            f"{self.score:.2f} ({killed}/{counted} killed")
         rest = [f"{self.count(s)} {s.replace('_', ' ')}" for s in
                 ("survived", "equivalent", "reviewed", "error", "not_run") if self.count(s)]
-        return f"{score} ({killed}/{counted} killed" + (f"; {', '.join(rest)})" if rest else ")")
+        return head + (f"; {', '.join(rest)})" if rest else ")")
 
     def to_dict(self) -> dict:
         return {"format": _CACHE_FORMAT, "score": self.score, **dataclasses.asdict(self)}
@@ -132,13 +135,13 @@ class MutationReport:
 
 # -- the cache ----------------------------------------------------------------------------
 def fingerprint(task: Task) -> str:
-    """Hash of every file in the task folder and of the code that makes and judges mutants."""
-    h = hashlib.sha256()
+    """Hash of every file in the task folder, of the code that makes the mutants and of the
+    format of the stored results (:data:`_CACHE_FORMAT`, bumped when judging changes)."""
+    h = hashlib.sha256(f"format {_CACHE_FORMAT}\0".encode())
     for p in sorted(task.path.rglob("*")):
         if p.is_file() and "__pycache__" not in p.parts:
             h.update(p.relative_to(task.path).as_posix().encode() + b"\0" + p.read_bytes())
-    for code in (mutation.__file__, __file__):
-        h.update(Path(code).read_bytes())
+    h.update(Path(mutation.__file__).read_bytes())
     return h.hexdigest()
 
 
@@ -246,13 +249,16 @@ def _grade_mutant(task: Task, grader: PatchGrader, diff: str, deadline: float,
         return MutantResult(mutant_id, "not_run", fixed_diff, note="time budget spent")
     start = time.monotonic()
     res = grader.grade(task, diff)
+    if res.infra_error:  # a transient fault of the machine (fork, mount) gets one more try
+        res = grader.grade(task, diff)
     took = time.monotonic() - start
     if res.infra_error or "diff_apply_failed" in res.hack_flags:
         why = res.infra_error or "the mutant's diff did not apply"
         return MutantResult(mutant_id, "error", fixed_diff, note=why, duration_s=took)
     failed = [t for t, s in res.tests.items() if s != "passed"]
-    if failed:
-        note = "verifier timed out" if "verifier_timeout" in res.hack_flags else ""
+    if failed or res.reward < 1.0:
+        note = res.untrusted or ("verifier timed out" if "verifier_timeout" in res.hack_flags
+                                 else "")
         return MutantResult(mutant_id, "killed", fixed_diff, failed, note, took)
     if mutant_id in reviewed:
         return MutantResult(mutant_id, "reviewed", fixed_diff, note=reviewed[mutant_id],
@@ -260,19 +266,17 @@ def _grade_mutant(task: Task, grader: PatchGrader, diff: str, deadline: float,
     return MutantResult(mutant_id, "survived", fixed_diff, duration_s=took)
 
 
-def _baseline(task: Task, grader: PatchGrader) -> tuple[float, list[str], bool]:
-    """Gold's grading time, problems if gold does not pass every listed test, and whether
-    the infrastructure failed."""
+def _baseline(task: Task, grader: PatchGrader) -> tuple[float, list[str]]:
+    """Gold's grading time, and problems if gold does not pass every listed test."""
     start = time.monotonic()
     res = grader.grade(task, task.solution_patch.read_text())
     took = time.monotonic() - start
     bad = {t: s for t, s in res.tests.items() if s != "passed"}
-    if res.infra_error or bad or res.hack_flags:
-        why = res.infra_error or bad or res.hack_flags
+    if res.infra_error or bad or res.hack_flags or res.untrusted or res.reward < 1.0:
+        why = res.infra_error or bad or res.hack_flags or res.untrusted or res.reward
         return took, [(f"{task.id}: mutation: gold does not pass cleanly ({why}), so mutants "
-                       "cannot be judged. Fix: make `repogym validate` pass first")], \
-            bool(res.infra_error)
-    return took, [], False
+                       "cannot be judged. Fix: make `repogym validate` pass first")]
+    return took, []
 
 
 def mutation_check(task: Task, grader: PatchGrader, *, workers: int = 1,
@@ -309,10 +313,10 @@ def mutation_check(task: Task, grader: PatchGrader, *, workers: int = 1,
             "touches (or their callers). Fix: check that the gold fix changes Python "
             "functions in repo/")
         return _done(task, report, start)
-    gold_s, problems, infra = _baseline(task, grader)
+    gold_s, problems = _baseline(task, grader)
     if problems:
         report.problems += problems
-        return _done(task, report, start, store=not infra)
+        return _done(task, report, start)
     limit = min(task.verifier.timeout_s, max(10.0, TIMEOUT_FACTOR * gold_s))
     quick = dataclasses.replace(task, verifier=dataclasses.replace(task.verifier,
                                                                    timeout_s=limit))
@@ -365,8 +369,9 @@ def _judge(task: Task, report: MutationReport, reviewed: dict[str, str],
                    "validate --mutation` prints now")
     for m in report.mutants:
         if m.status == "killed" and m.id in reviewed:
-            out.append(f"{where}: [mutation] equivalent lists {m.id}, but {m.failed[0]} kills "
-                       "it, so it is not equivalent. Fix: remove it from the list")
+            by = m.failed[0] if m.failed else f"the grader ({m.note})"
+            out.append(f"{where}: [mutation] equivalent lists {m.id}, but {by} kills it, so it "
+                       "is not equivalent. Fix: remove it from the list")
         if m.status == "error":
             out.append(f"{where}: mutant {m.id} could not be graded: {m.note}")
     score = report.score
@@ -381,10 +386,9 @@ def _judge(task: Task, report: MutationReport, reviewed: dict[str, str],
     return out
 
 
-def _done(task: Task, report: MutationReport, start: float, *,
-          store: bool = True) -> MutationReport:
-    """Finish the report; store it unless the infrastructure failed somewhere in it."""
+def _done(task: Task, report: MutationReport, start: float) -> MutationReport:
+    """Finish the report; store it if mutants were graded and the infrastructure held."""
     report.duration_s = time.monotonic() - start
-    if store and not report.count("error"):
+    if report.mutants and not report.count("error"):
         _store(task, report)
     return report

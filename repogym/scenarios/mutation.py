@@ -81,6 +81,7 @@ _EXCEPTIONS = {"ValueError": "TypeError", "TypeError": "ValueError", "KeyError":
 _NOT_EXCEPTIONS = {"StopIteration", "StopAsyncIteration", "GeneratorExit", "KeyboardInterrupt",
                    "SystemExit", "BaseException", "Exception"}
 _NO_UNWRAP = {"super", "print"}
+_SELF_NEGATING = (cst.Is, cst.IsNot, cst.In, cst.NotIn, cst.Equal, cst.NotEqual)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,7 +196,7 @@ class _Finder(cst.CSTVisitor):
         self.fn_stack: list[tuple[str, int, bool, dict[str, int]]] = []
         self.skip = 0  # inside annotations and decorators
         self.defaults: set[int] = set()
-        self.statement_calls: set[int] = set()
+        self.kept_calls: set[int] = set()  # calls never unwrapped to their argument
 
     # scope bookkeeping
     def _current(self) -> tuple[str, int, bool, dict[str, int]] | None:
@@ -317,7 +318,7 @@ class _Finder(cst.CSTVisitor):
         name = func.value if isinstance(func, cst.Name) else (
             func.attr.value if isinstance(func, cst.Attribute) else None)
         if (len(node.args) == 1 and positional and name not in (None, *_NO_UNWRAP)
-                and id(node) not in self.statement_calls):
+                and id(node) not in self.kept_calls):
             arg = _parens(node.args[0].value)
             new = arg.with_changes(lpar=[*node.lpar, *arg.lpar], rpar=[*arg.rpar, *node.rpar])
             self._add(node, new, "remove_call", "arg", anchor=node.args[0])
@@ -330,8 +331,9 @@ class _Finder(cst.CSTVisitor):
 
     def visit_Raise(self, node: cst.Raise) -> None:
         exc = node.exc
-        name = exc.func if isinstance(exc, cst.Call) else exc
-        self._exception(name)
+        if isinstance(exc, cst.Call):
+            self.kept_calls.add(id(exc))  # `raise "message"` is no plausible bug
+        self._exception(exc.func if isinstance(exc, cst.Call) else exc)
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         t = node.type
@@ -344,18 +346,25 @@ class _Finder(cst.CSTVisitor):
             if new:
                 self._add(name, name.with_changes(value=new), "exception_type", new)
 
+    def _invert(self, test: cst.BaseExpression) -> None:
+        # `a is b`, `a in b`, `a == b` are negated by `compare` already, in their own style
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
+                test.comparisons[0].operator, _SELF_NEGATING):
+            return
+        self._add(test, _negate(test), "invert_condition", "not")
+
     def visit_If(self, node: cst.If) -> None:
-        self._add(node.test, _negate(node.test), "invert_condition", "not")
+        self._invert(node.test)
 
     def visit_While(self, node: cst.While) -> None:
-        self._add(node.test, _negate(node.test), "invert_condition", "not")
+        self._invert(node.test)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        self._add(node.test, _negate(node.test), "invert_condition", "not")
+        self._invert(node.test)
 
     def visit_Expr(self, node: cst.Expr) -> None:
         if isinstance(node.value, cst.Call):
-            self.statement_calls.add(id(node.value))
+            self.kept_calls.add(id(node.value))  # removed whole by `remove_call(statement)`
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         body = list(node.body)
