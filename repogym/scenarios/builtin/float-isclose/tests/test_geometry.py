@@ -58,6 +58,12 @@ def test_same_point_needs_both_coordinates_equal():
     assert same_point((2.5, -1.0), (2.5, -1.0))
 
 
+def test_vertical_lines():
+    assert is_collinear((2, 0), (2, 1), (2, 5))
+    assert not is_collinear((0, 0), (0, 1), (1, 5))
+    assert not is_collinear((0, 0), (1, 5), (0, 1))
+
+
 def test_almost_equal_rejects_different_values():
     assert not almost_equal(1.0, 1.001)
     assert not almost_equal(1e-7, 2e-7)
