@@ -35,6 +35,12 @@ def test_rounding_uses_the_exact_amount():
     assert total(["9007199254740993.00", "0.01"]) == "9007199254740993.01"
 
 
+def test_tax_is_rounded_once_on_the_exact_result():
+    # 1.004 * 1.5 = 1.506 -> 1.51; rounding the tax (0.502 -> 0.50) first would give 1.50.
+    assert apply_tax("1.004", "50") == "1.51"
+    assert apply_tax("0.333", "50") == "0.50"
+
+
 def test_plain_rounding():
     assert round_amount("3.14159") == "3.14"
     assert round_amount("2") == "2.00"
