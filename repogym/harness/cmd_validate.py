@@ -178,6 +178,7 @@ def run_mutation(tasks: list[Task], args: argparse.Namespace, console, *,
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
     if args.reruns < 1:
@@ -188,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     tasks, errors = _load(args.tasks)
     for e in errors:
-        console.print(f"[red]cannot load: {e}[/red]")
+        console.print(f"[red]cannot load: {escape(e)}[/red]", soft_wrap=True)
     if not tasks and not errors:
         console.print("no tasks to validate")
         return 2
@@ -204,7 +205,8 @@ def run(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(
             [{**r.to_dict(), "mutation": mutations[t.id].to_dict() if t.id in mutations
               else None} for t, r in zip(tasks, reports, strict=True)], indent=1))
-    _summary(tasks, reports, mutations, console)
+    if tasks:
+        _summary(tasks, reports, mutations, console)
     failures = {t.id: r.failures + (mutations[t.id].problems if t.id in mutations else [])
                 for t, r in zip(tasks, reports, strict=True)}
     failed = [t for t, f in failures.items() if f]
