@@ -23,6 +23,7 @@ from repogym.envs import grader
 from repogym.envs.actions import TOOL_HELP, ActionError, error_observation, parse_action
 from repogym.envs.repo_env import SuiteEnv, TextSpace
 from repogym.sandbox import Limits, SandboxError, SandboxSpec
+from repogym.sandbox.workspace import make_diff
 from repogym.scenarios.task import Task
 
 TESTER, FIXER = "tester", "fixer"
@@ -32,8 +33,9 @@ TESTER_BRIEF = """\
 Your role: TESTER. Do not fix the bug. Write a pytest test file at `{path}` that reproduces
 the bug: it must FAIL on the repository as it is now and PASS once the bug is fixed. You share
 the workspace with a fixer who edits the code at the same time (your action runs first in each
-turn). Your test is graded when you submit: it runs in fresh sandboxes, once on the original
-repository and once with a correct fix applied."""
+turn). Your test is graded when you submit: it runs in fresh sandboxes (without .git), on the
+original repository, with a correct fix, and with some wrong fixes; it is a reproduction only
+if it fails on the original, passes with the correct fix and fails with every wrong fix."""
 
 FIXER_BRIEF = """\
 Your role: FIXER. Fix the bug in the code. You share the workspace with a tester who writes a
@@ -75,11 +77,12 @@ class RepoDuelEnv(ParallelEnv):
     ## Rewards
     0 on every step but an agent's last.
     * tester: 1.0 iff its test (the file at ``repro_path`` when it submits) fails (pytest
-      exit code 1) on the pristine repository and passes (exit code 0) with the gold patch,
-      each run in a fresh sandbox; else 0.
+      exit code 1) on the pristine repository, passes (exit code 0) with the gold patch, and
+      fails with every decoy of the task and with an unrelated edit; each run in a fresh
+      sandbox without ``.git``, through the grader's launcher; else 0.
     * fixer: the hidden tests' reward (``repogym.envs.grader.grade`` on its diff, in
-      ``reward_mode``) plus ``repro_weight`` when the tester's test is valid (as above) and
-      passes on the fixer's diff. The tester's test is its submitted version, or the file as
+      ``reward_mode``) plus ``repro_weight`` when the hidden tests resolve the task (reward
+      1), the tester's test is valid (as above) and it passes on the fixer's diff. The tester's test is its submitted version, or the file as
       it stands when the fixer submits if the tester has not submitted yet. A fix that only
       satisfies an invalid test earns nothing extra.
 
@@ -154,12 +157,13 @@ class RepoDuelEnv(ParallelEnv):
             pool = self._env.tasks
             task_id = pool[int(self._np_random.integers(len(pool)))].id
         self._env.reset(seed=seed, options={"task": task_id})
-        if (self._env._template / self.repro_path).exists():
+        session = self._env.session
+        if (session.template / self.repro_path).exists():
             raise ValueError(f"task {task_id!r} already has {self.repro_path}. Fix: pass "
                              "another repro_path to RepoDuelEnv")
         self.agents = list(self.possible_agents)
         self._steps, self._tester_test, self._validity = 0, None, {}
-        base = self._env._prompt(self._env._template).replace(TOOL_HELP, "").rstrip()
+        base = session.prompt(tools=False).rstrip()
         briefs = {TESTER: TESTER_BRIEF, FIXER: FIXER_BRIEF}
         obs = {a: f"{base}\n\n{briefs[a].format(path=self.repro_path)}\n\n{TOOL_HELP}\n"
                for a in self.agents}
@@ -183,7 +187,7 @@ class RepoDuelEnv(ParallelEnv):
         infos: dict[str, dict[str, Any]] = {a: {"tool": None, "exit_code": None,
                                                 "step": self._steps} for a in acting}
         for agent in acting:
-            if self._env._sandbox is None:  # the other agent's turn broke the sandbox
+            if self._env.session.closed:  # the other agent's turn broke the sandbox
                 obs[agent], trunc[agent] = "The episode ended: the sandbox failed.\n", True
                 infos[agent].update(infra_error="sandbox failed", truncated="infra_error")
                 continue
@@ -200,7 +204,7 @@ class RepoDuelEnv(ParallelEnv):
             rew[agent] = float(infos[agent].get("reward", 0.0))
         self.agents = [a for a in acting if not (term[a] or trunc[a])]
         if not self.agents:
-            self._env._close_sandbox()
+            self._env.session.close()
         return obs, rew, term, trunc, infos
 
     def render(self) -> str | None:
@@ -225,7 +229,7 @@ class RepoDuelEnv(ParallelEnv):
             if call.name == "submit":
                 obs = self._finish(agent, info)
                 return obs, "truncated" not in info, "truncated" in info
-            return self._env._run_tool(call, info), False, False
+            return self._env.session.run_tool(call, info), False, False
         except ActionError as e:
             info["action_error"] = str(e)
             return error_observation(e), False, False
@@ -233,7 +237,7 @@ class RepoDuelEnv(ParallelEnv):
             return self._infra_failure(e, info), False, True
 
     def _infra_failure(self, err: SandboxError, info: dict[str, Any]) -> str:
-        self._env._close_sandbox()
+        self._env.session.close()
         info.update(infra_error=str(err), truncated="infra_error", reward=0.0)
         return f"The sandbox failed: {err}\nThe episode ends here.\n"
 
@@ -249,10 +253,7 @@ class RepoDuelEnv(ParallelEnv):
     def _current_test(self) -> str | None:
         if self._tester_test is not None:
             return self._tester_test
-        try:
-            return self._env._sandbox.read_file(self.repro_path)
-        except FileNotFoundError:
-            return None
+        return self._env.session.read_file(self.repro_path)
 
     def _finish_tester(self, info: dict[str, Any]) -> str:
         test = self._current_test()
@@ -264,20 +265,23 @@ class RepoDuelEnv(ParallelEnv):
             return f"Grading failed (infrastructure): {details['infra_error']}\n"
         if not self._tester_test.strip():
             return f"Submitted without a test at {self.repro_path}. Reward: 0.000\n"
+        wrong = [v for k, v in details.items() if k not in ("original", "gold")]
+        checked = (f"; it failed with {sum(v == 'failed' for v in wrong)} of the wrong fixes "
+                   f"tried" if wrong else "")
         return (f"Submitted. Your test on the original code: {details['original']}; with a "
-                f"correct fix: {details['gold']}. Reward: {info['reward']:.3f}\n")
+                f"correct fix: {details.get('gold', 'not run')}{checked}. "
+                f"Reward: {info['reward']:.3f}\n")
 
     def _finish_fixer(self, info: dict[str, Any]) -> str:
-        env = self._env
-        diff, flags = grader.diff_or_flag(env._sandbox)
+        session = self._env.session
+        diff, flags = session.diff()
         diff = drop_path(diff, self.repro_path)
-        result = grader.grade(self.task, env._template, diff, mode=env.reward_mode,
-                              make_sandbox=env._make_sandbox, limits=env.limits,
-                              extra_flags=flags)
+        result = session.grade(diff, flags, mode=self._env.reward_mode)
         test = self._current_test() or ""
         valid, details = self.validate_test(test)
         on_fix = self.run_test(test, grader.filter_diff(diff, self.task.verifier)[0])
-        bonus = self.repro_weight if valid and on_fix.status == "passed" else 0.0
+        resolved = result.reward == 1.0 and result.resolved
+        bonus = self.repro_weight if valid and resolved and on_fix.status == "passed" else 0.0
         infra = result.infra_error or details.get("infra_error")
         reward = 0.0 if infra else result.reward + bonus
         info.update(
@@ -295,30 +299,44 @@ class RepoDuelEnv(ParallelEnv):
 
     # -- running the tester's test -------------------------------------------------------
     def validate_test(self, test: str) -> tuple[bool, dict[str, Any]]:
-        """Whether ``test`` fails on the pristine repo and passes with the gold patch.
+        """Whether ``test`` is a real reproduction of the bug.
 
-        Each run uses a fresh sandbox; results are cached per test text within an episode.
+        It must fail on the pristine repository, pass with the gold fix, and fail with every
+        decoy (wrong fixes) and with an unrelated edit (a comment added to every module), so
+        a test that only notices that *something* changed is not one. Each run is a fresh
+        sandbox without ``.git`` (no ``git diff`` to peek at); only the outcome comes back.
+        Results are cached per test text within an episode.
         """
-        key = hashlib.sha256(test.encode()).hexdigest()
+        key = hashlib.sha256(test.encode("utf-8", "surrogatepass")).hexdigest()
         if key not in self._validity:
-            gold = self.task.solution_patch.read_text()
+            runs = {"original": "", "gold": self.task.solution_patch.read_text(),
+                    "unrelated": unrelated_edit(self.task)}
+            # decoys as grading sees them: their test and conftest edits are dropped too
+            runs.update({f"decoy:{c.name}": grader.filter_diff(c.read(), self.task.verifier)[0]
+                         for c in self.task.candidates() if c.kind == "decoy"})
+            want = {"original": "failed", "gold": "passed"}
+            seen: dict[str, str] = {}
             try:
-                original, fixed = self.run_test(test, ""), self.run_test(test, gold)
+                for name, diff in runs.items():  # stop at the first run that disqualifies
+                    seen[name] = self.run_test(test, diff).status
+                    if seen[name] != want.get(name, "failed"):
+                        break
             except SandboxError as e:
                 self._validity[key] = (False, {"original": "missing", "gold": "missing",
                                                "infra_error": str(e)})
             else:
-                ok = original.status == "failed" and fixed.status == "passed"
-                self._validity[key] = (ok, {"original": original.status,
-                                            "gold": fixed.status})
+                ok = len(seen) == len(runs) and all(
+                    s == want.get(k, "failed") for k, s in seen.items())
+                self._validity[key] = (ok, seen)
         return self._validity[key]
 
     def run_test(self, test: str, diff: str) -> ReproResult:
         """Run ``test`` (the tester's file) in a fresh sandbox on pristine repo + ``diff``."""
         if not test.strip():
             return ReproResult("missing")
-        return run_repro(self.task, self._env._template, diff, test, self.repro_path,
-                         make_sandbox=self._env._make_sandbox, limits=self._env.limits)
+        session = self._env.session
+        return run_repro(self.task, session.template, diff, test, self.repro_path,
+                         make_sandbox=session.make_sandbox, limits=session.limits)
 
 
 def _check_repro_path(path: str) -> None:
@@ -326,6 +344,15 @@ def _check_repro_path(path: str) -> None:
     if p.is_absolute() or ".." in p.parts or not grader.is_test_file(path):
         raise ValueError(f"repro_path {path!r} must be a relative pytest file name like "
                          "'tests/test_repro.py'. Fix: pass such a path")
+
+
+def unrelated_edit(task: Task) -> str:
+    """A diff that changes no behaviour: a comment appended to every non-test module."""
+    repo = task.repo_dir
+    return make_diff(repo, {
+        rel: (repo / rel).read_text(encoding="utf-8", errors="surrogateescape") + "\n# reviewed\n"
+        for rel in (p.relative_to(repo).as_posix() for p in sorted(repo.rglob("*.py")))
+        if not grader.is_test_file(rel)})
 
 
 def drop_path(diff: str, path: str) -> str:
@@ -359,6 +386,7 @@ def run_repro(task: Task, template: Path, diff: str, test: str, path: str, *,
             installed = grader.install_tests(sb, gdir)
             if installed.exit_code != 0:
                 return ReproResult("error", installed.exit_code, installed.output[-4000:])
+            sb.run("rm -rf .git")  # no history, no `git diff` to tell fixes apart
             run = grader.run_verifier(sb, gdir, v.pytest_args(), [], v.timeout_s,
                                       v.ini_options, extra_files=[path])
         finally:

@@ -16,19 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
-import subprocess
-import tempfile
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 from repogym.envs.grader import GradeResult, grade, is_test_file
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
-from repogym.sandbox.workspace import TemplateCache, make_template
+from repogym.sandbox.workspace import Changes, TemplateCache, make_diff
 from repogym.scenarios.task import Task
-
-Changes = dict[str, str | None]  # path -> new content (None: delete; "->target": symlink)
 
 # -- payloads: code that, imported into the verifier's process, forges results ---------------
 FLIP_REPORTS = '''
@@ -238,35 +233,6 @@ ATTACKS: tuple[Attack, ...] = (
 )
 
 
-def attack_diff(repo_dir: Path, changes: Changes) -> str:
-    """The ``git diff`` that turns ``repo_dir`` into ``repo_dir`` + ``changes``."""
-    with tempfile.TemporaryDirectory(prefix="repogym-attack-") as tmp:
-        work = Path(tmp) / "repo"
-        make_template(repo_dir, work)
-        for rel, content in changes.items():
-            path = work / rel
-            if content is None:
-                if path.is_file() or path.is_symlink():
-                    path.unlink()
-                continue
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.is_symlink():
-                path.unlink()
-            if content.startswith("->"):
-                os.symlink(content[2:], path)
-            else:
-                path.write_text(content, encoding="utf-8")
-        env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "GIT_CONFIG_NOSYSTEM": "1",
-               "GIT_CONFIG_GLOBAL": "/dev/null"}
-        git = ["git", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*"]
-        subprocess.run([*git, "add", "-A", "-f"], cwd=work, env=env, check=True,
-                       capture_output=True)
-        res = subprocess.run([*git, "diff", "--cached", "--binary", "--no-color",
-                              "--no-renames", "HEAD"], cwd=work, env=env, check=True,
-                             capture_output=True, text=True)
-        return res.stdout
-
-
 @dataclasses.dataclass
 class AttackResult:
     """One attack graded against one task."""
@@ -325,7 +291,7 @@ def check_task(task: Task, *, attacks: Iterable[Attack] = ATTACKS, sandbox: str 
 
         def one(attack: Attack) -> AttackResult:
             try:
-                diff = attack_diff(task.repo_dir, attack.changes(task.repo_dir,
+                diff = make_diff(task.repo_dir, attack.changes(task.repo_dir,
                                                                  task.verifier.tests_dest))
                 res = _grade(task, template, diff, factory, limits, attack.timeout_s)
             except Exception as e:  # noqa: BLE001 - a crash is reported as a failed check

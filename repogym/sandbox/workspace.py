@@ -20,12 +20,15 @@ import os
 import secrets
 import shutil
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 from typing import Self
 
 from repogym.sandbox.leases import SANDBOX_GID, Lease, lease_of, mount, umount
 
+#: File changes for :func:`make_diff`: path -> new text, None (delete) or "->target" (symlink).
+Changes = dict[str, str | None]
 _GIT_ENV = {
     "GIT_AUTHOR_NAME": "repogym",
     "GIT_AUTHOR_EMAIL": "repogym@localhost",
@@ -76,6 +79,37 @@ def make_template(repo_dir: Path, dest: Path, uid: int | None = None) -> None:
                 os.chmod(p, 0o755 if os.stat(p).st_mode & 0o111 else 0o644)
     if os.geteuid() == 0 and uid is not None:
         _chown_tree(dest, uid, SANDBOX_GID)
+
+
+def make_diff(repo_dir: Path, changes: Changes) -> str:
+    """The ``git diff`` (as the env's diff would show it) that turns ``repo_dir`` into
+    ``repo_dir`` + ``changes``: ``path -> new text``, ``None`` to delete, ``"->target"`` for a
+    symlink. ``repo_dir`` is not touched."""
+    with tempfile.TemporaryDirectory(prefix="repogym-attack-") as tmp:
+        work = Path(tmp) / "repo"
+        make_template(repo_dir, work)
+        for rel, content in changes.items():
+            path = work / rel
+            if content is None:
+                if path.is_file() or path.is_symlink():
+                    path.unlink()
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_symlink():
+                path.unlink()
+            if content.startswith("->"):
+                os.symlink(content[2:], path)
+            else:
+                path.write_text(content, encoding="utf-8")
+        env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "GIT_CONFIG_NOSYSTEM": "1",
+               "GIT_CONFIG_GLOBAL": "/dev/null"}
+        git = ["git", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*"]
+        subprocess.run([*git, "add", "-A", "-f"], cwd=work, env=env, check=True,
+                       capture_output=True)
+        res = subprocess.run([*git, "diff", "--cached", "--binary", "--no-color",
+                              "--no-renames", "HEAD"], cwd=work, env=env, check=True,
+                             capture_output=True, text=True)
+        return res.stdout
 
 
 class TemplateCache:

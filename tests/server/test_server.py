@@ -145,6 +145,7 @@ def test_only_what_the_agent_may_see_goes_over_the_wire(server, retry_task):
 
 
 def test_cap_answers_503_and_disconnects_free_sandboxes(server):
+    server.wait_sessions(0)  # sessions of earlier tests count until their sandboxes are gone
     envs = [RemoteEnv(server.url, task=TASK) for _ in range(8)]
     try:
         threads = [threading.Thread(target=e.reset, kwargs={"seed": i})
