@@ -1,7 +1,7 @@
 """The adversarial suite's shared set-up: attacks graded the way an agent's diff is graded.
 
 Every attack is "the agent": a diff handed to :func:`repogym.envs.grader.grade` (built with
-:func:`repogym.harness.adversarial.attack_diff` from file changes), or JSON tool calls
+:func:`repogym.sandbox.workspace.make_diff` from file changes), or JSON tool calls
 through ``gym.make``. Gradings share one :class:`TemplateCache` (one lease) for the session,
 and one noop grading per backend and task, so that the suite stays within a few minutes.
 After every grading the lease must hold nothing of it: no grading folder, no workspace,
@@ -22,11 +22,10 @@ from pathlib import Path
 import pytest
 
 from repogym.envs import grader
-from repogym.harness.adversarial import attack_diff
 from repogym.sandbox import make_sandbox
 from repogym.sandbox.leases import Lease
 from repogym.sandbox.limits import CGROUP_PREFIX, CGROUP_ROOT
-from repogym.sandbox.workspace import TemplateCache
+from repogym.sandbox.workspace import TemplateCache, make_diff
 from repogym.scenarios.registry import registered_tasks
 from repogym.scenarios.task import Task
 
@@ -123,7 +122,7 @@ class Attacker:
         return (self.task(task_id).repo_dir / path).read_text()
 
     def diff(self, changes: dict[str, str | None], task_id: str = TASK) -> str:
-        return attack_diff(self.task(task_id).repo_dir, changes)
+        return make_diff(self.task(task_id).repo_dir, changes)
 
     def grade(self, backend: str, changes: dict[str, str | None] | None = None, *,
               diff: str | None = None, task_id: str = TASK, timeout_s: float | None = None,

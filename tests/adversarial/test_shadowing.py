@@ -8,7 +8,8 @@ exactly like noop's (exit code 1, same per-test outcomes) proves none of them ra
 
 from __future__ import annotations
 
-from repogym.harness.adversarial import ATTACKS, attack_diff
+from repogym.harness.adversarial import ATTACKS
+from repogym.sandbox.workspace import make_diff
 from tests.adversarial.conftest import RAN, assert_as_noop, assert_no_gain
 
 #: ``posix`` is built in (never looked up on sys.path), so the payload cannot shadow itself.
@@ -53,7 +54,7 @@ def test_library_shadow_attack_earns_no_more_than_noop(attacker, backend):
     """The task-independent library attack (shadows carrying a report-flipping plugin)."""
     attack = next(a for a in ATTACKS if a.name == "shadow-stdlib-and-pytest")
     task = attacker.task()
-    diff = attack_diff(task.repo_dir, attack.changes(task.repo_dir, task.verifier.tests_dest))
+    diff = make_diff(task.repo_dir, attack.changes(task.repo_dir, task.verifier.tests_dest))
     res = attacker.grade(backend, diff=diff)
     assert_as_noop(res, attacker.noop(backend))
     assert_no_gain(res, attacker.noop(backend), "shadows_module")
