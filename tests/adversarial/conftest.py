@@ -14,16 +14,18 @@ Docker engine can be had (``docker_engine`` in tests/conftest.py).
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import re
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 
 from repogym.envs import grader
 from repogym.sandbox import make_sandbox
-from repogym.sandbox.leases import Lease
+from repogym.sandbox.leases import Lease, temp_root
 from repogym.sandbox.limits import CGROUP_PREFIX, CGROUP_ROOT
 from repogym.sandbox.workspace import TemplateCache, make_diff
 from repogym.scenarios.registry import registered_tasks
@@ -96,6 +98,30 @@ def leftovers(lease: Lease, *, templates_kept: bool = True) -> list[str]:
     return found
 
 
+def close_and_check(owner: TemplateCache | gym.Env) -> None:
+    """Close an env (or a template cache) and assert that its lease left nothing.
+
+    Leases are shared by every repogym process on the machine: once released, the same
+    number may be taken again at once by another owner. The check holds the lease's lock
+    while it looks; if another owner holds it already, its folder must be a new one.
+    """
+    cache = owner if isinstance(owner, TemplateCache) else owner.unwrapped._templates
+    lease = cache.lease
+    ino = lease.path.stat().st_ino
+    owner.close()
+    fd = os.open(temp_root() / ".locks" / lease.name, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # taken again since: nothing of ours may remain in it
+            assert not lease.path.exists() or lease.path.stat().st_ino != ino
+            return
+        left = leftovers(lease, templates_kept=False)
+        assert not left, f"{type(owner).__name__} left {left}"
+    finally:
+        os.close(fd)
+
+
 def probe(res: grader.GradeResult) -> dict:
     """The JSON a payload raised as ``RuntimeError("RGPROBE {...}")`` at import time."""
     m = _PROBE.search(res.test_output)
@@ -159,10 +185,8 @@ class Attacker:
 def attacker():
     cache = TemplateCache()
     atk = Attacker(cache)
-    lease = cache.lease
     yield atk
-    cache.close()
-    assert not leftovers(lease, templates_kept=False)
+    close_and_check(cache)
 
 
 def assert_no_gain(res: grader.GradeResult, noop: grader.GradeResult, *flags: str) -> None:

@@ -16,7 +16,7 @@ import textwrap
 import gymnasium as gym
 
 from repogym.envs.verifier import MAX_CHANNEL_BYTES, VERIFIER_OUTPUT_BYTES
-from tests.adversarial.conftest import assert_as_noop, assert_no_gain
+from tests.adversarial.conftest import assert_as_noop, assert_no_gain, close_and_check
 from tests.conftest import call
 
 FLOOD = '''
@@ -138,7 +138,6 @@ def test_deep_trees_in_the_grading_and_the_episode_leave_nothing(attacker, backe
     env = gym.make("repogym/retry-zero-v0", sandbox=backend)
     try:
         env.reset(seed=0)
-        lease = env.unwrapped._templates.lease
         script = DEEP_TREE.replace("3000", "4000")
         env.step(call("write", path="/tmp/deep.py", content=script))
         *_, info = env.step(call("bash", command="python3 /tmp/deep.py; echo made"))
@@ -146,6 +145,4 @@ def test_deep_trees_in_the_grading_and_the_episode_leave_nothing(attacker, backe
         *_, info = env.step(call("submit"))
         assert info["infra_error"] is None and info["reward"] == 0.0
     finally:
-        env.close()
-    from tests.adversarial.conftest import leftovers
-    assert not leftovers(lease, templates_kept=False)
+        close_and_check(env)
