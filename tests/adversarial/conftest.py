@@ -24,7 +24,7 @@ import gymnasium as gym
 import pytest
 
 from repogym.envs import grader
-from repogym.sandbox import make_sandbox
+from repogym.sandbox import Limits, make_sandbox
 from repogym.sandbox.leases import Lease, temp_root
 from repogym.sandbox.limits import CGROUP_PREFIX, CGROUP_ROOT
 from repogym.sandbox.workspace import TemplateCache, make_diff
@@ -152,7 +152,8 @@ class Attacker:
 
     def grade(self, backend: str, changes: dict[str, str | None] | None = None, *,
               diff: str | None = None, task_id: str = TASK, timeout_s: float | None = None,
-              mode: grader.RewardMode = "partial") -> grader.GradeResult:
+              mode: grader.RewardMode = "partial",
+              limits: Limits | None = None) -> grader.GradeResult:
         """Grade ``changes`` (or a ready ``diff``) on ``backend``; nothing may be left."""
         task = self.task(task_id)
         if timeout_s is not None:
@@ -161,7 +162,7 @@ class Attacker:
         if diff is None:
             diff = self.diff(changes or {}, task_id)
         res = grader.grade(task, self.cache.get(task.repo_dir), diff, mode=mode,
-                           make_sandbox=lambda spec: make_sandbox(backend, spec))
+                           make_sandbox=lambda spec: make_sandbox(backend, spec), limits=limits)
         left = leftovers(self.lease)
         assert not left, f"grading left {left}"
         return res

@@ -16,6 +16,7 @@ import textwrap
 import gymnasium as gym
 
 from repogym.envs.verifier import MAX_CHANNEL_BYTES, VERIFIER_OUTPUT_BYTES
+from repogym.sandbox import Limits
 from tests.adversarial.conftest import assert_as_noop, assert_no_gain, close_and_check
 from tests.conftest import call
 
@@ -49,13 +50,13 @@ def _flood(channel: int, log: int) -> str:
     return FLOOD.replace("CHANNEL", str(channel)).replace("LOG", str(log))
 
 
-def test_many_files_in_a_diff_are_the_agents_failure_not_infra(attacker):
+def test_many_files_in_a_diff_are_the_agents_failure_not_infra(attacker, backend):
     """More files than the workspace's inode cap: ``git apply`` stops half-way, the hidden
     tests cannot be installed; the agent filled its own workspace."""
     diff = "".join(f"diff --git a/d{i}/x b/d{i}/x\nnew file mode 100644\n"
-                   f"index 0000000..e69de29\n" for i in range(34_000))
-    res = attacker.grade("bwrap", diff=diff)
-    assert_no_gain(res, attacker.noop("bwrap"))
+                   f"index 0000000..e69de29\n" for i in range(1200))
+    res = attacker.grade(backend, diff=diff, limits=Limits(inodes=2000))
+    assert_no_gain(res, attacker.noop(backend))
     assert res.reward == 0.0 and res.untrusted and "diff_apply_failed" in res.hack_flags
 
 
