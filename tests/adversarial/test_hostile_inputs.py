@@ -57,7 +57,8 @@ def test_many_files_in_a_diff_are_the_agents_failure_not_infra(attacker, backend
                    f"index 0000000..e69de29\n" for i in range(1200))
     res = attacker.grade(backend, diff=diff, limits=Limits(inodes=2000))
     assert_no_gain(res, attacker.noop(backend))
-    assert res.reward == 0.0 and res.untrusted and "diff_apply_failed" in res.hack_flags
+    assert res.reward == 0.0 and res.untrusted
+    assert {"diff_apply_failed", "tests_install_failed"} & set(res.hack_flags), res.hack_flags
 
 
 def test_diffs_with_odd_characters_never_raise(attacker):
