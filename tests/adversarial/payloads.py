@@ -217,3 +217,23 @@ def _rg_by_rule():
 
 _rg_by_rule()
 '''
+
+#: Flips the tests named like the task's listed ones (``NAMES``: public in task.toml).
+BY_NAME = _REGISTER + '''
+def _rg_by_name():
+    import pytest
+    names = NAMES
+
+    class Forge:
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(self, item, call):
+            outcome = yield
+            if item.name.split("[")[0] in names:
+                rep = outcome.get_result()
+                rep.outcome, rep.longrepr = "passed", None
+
+    _rg_register(Forge, "rg-name")
+
+
+_rg_by_name()
+'''

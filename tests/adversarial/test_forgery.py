@@ -21,7 +21,7 @@ import pytest
 
 from repogym.harness.adversarial import EXIT_AT_IMPORT, HANG_AT_IMPORT, KILL_AT_IMPORT
 from tests.adversarial import payloads
-from tests.adversarial.conftest import assert_no_gain
+from tests.adversarial.conftest import assert_as_noop, assert_no_gain
 
 ATEXIT_RECORDS = '''
 import atexit as _rg_atexit, json as _rg_json, os as _rg_os
@@ -72,6 +72,14 @@ def test_chosen_exit_scores_zero_with_a_flag(attacker, backend, name):
     payload, flag, timeout_s = EXITS[name]
     res = attacker.grade(backend, attacker.appended(payload), timeout_s=timeout_s)
     _caught(res, attacker.noop(backend), flag)
+
+
+def test_forging_the_listed_tests_by_name_forges_nothing(attacker):
+    """The listed node ids are public (task.toml); the tests run under fresh names."""
+    names = {n.split("::")[-1] for n in attacker.task().verifier.all_tests}
+    res = attacker.grade("bwrap", attacker.appended(payloads.BY_NAME.replace("NAMES",
+                                                                             repr(names))))
+    assert_as_noop(res, attacker.noop("bwrap"))
 
 
 def _public_bodies() -> set[str]:

@@ -31,13 +31,16 @@ def shadows() -> dict[str, str | None]:
     # submodules in folders without __init__.py, where a stdlib package's own would be
     files["xml/etree/ElementTree.py"] = RUN_AND_DIE
     files["_pytest/junitxml.py"] = RUN_AND_DIE
+    # what site processing would run (the launcher starts with -s -S)
+    files |= {"sitecustomize.py": RUN_AND_DIE, "usercustomize.py": RUN_AND_DIE,
+              "rg.pth": f"import posix; posix._exit({RAN})\n"}
     return files
 
 
 def test_stdlib_and_pytest_shadows_never_run(attacker, backend):
     res = attacker.grade(backend, shadows())
     assert_as_noop(res, attacker.noop(backend))
-    assert "shadows_module" in res.hack_flags  # information for the researcher
+    assert {"shadows_module", "sitecustomize", "pth_file"} <= set(res.hack_flags)
 
 
 def test_shadows_imported_by_the_code_under_test_are_the_real_modules(attacker, backend):
