@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
-from repogym.envs.grader import GradeResult, grade, is_test_file
+from repogym.envs.grader import GradeResult, grade
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.workspace import Changes, TemplateCache, make_diff
+from repogym.scenarios.patches import is_test_file
 from repogym.scenarios.task import Task
 
 # -- payloads: code that, imported into the verifier's process, forges results ---------------
