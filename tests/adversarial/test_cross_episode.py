@@ -107,7 +107,7 @@ def test_writes_past_the_cap_stay_in_capped_space(backend):
         _, info = _bash(env, "echo alive")
         assert info["exit_code"] == 0
     finally:
-        env.close()
+        close_and_check(env)
     for point, (fstype, opts) in seen["mounts"].items():
         assert fstype in ("tmpfs", "overlay", "mqueue"), (point, fstype)  # never the disk
         assert point in ("/workspace", "/tmp", "/dev/shm", "/dev/mqueue", "/dev"), point
@@ -131,7 +131,7 @@ def test_a_concurrent_grading_cannot_be_found_from_another_episode(attacker, bac
             "/run/repogym/*/* /dev/shm/* 2>/dev/null; sleep 1; done; echo END"))
         grading.join()
     finally:
-        env.close()
+        close_and_check(env)
     found = [line for line in obs.splitlines() if line.strip() and line != "END" and
              not line.startswith("[exit code")]
     assert found == [], found

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from tests.adversarial.conftest import probe
+from tests.adversarial.conftest import close_and_check, probe
 from tests.conftest import call
 
 MOUNTS = r'''
@@ -74,7 +74,7 @@ def test_an_episodes_mount_table_names_only_neutral_or_listed_host_paths(backend
         env.reset(seed=0)
         obs, *_ = env.step(call("bash", command="cat /proc/self/mountinfo"))
     finally:
-        env.close()
+        close_and_check(env)
     lines = [x for x in obs.splitlines() if " - " in x]
     assert len(lines) > 5, obs
     _check(lines)

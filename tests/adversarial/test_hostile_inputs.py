@@ -112,8 +112,8 @@ def test_host_memory_per_flooded_grading_is_bounded():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True, timeout=600).stdout
     got = json.loads(out.strip().splitlines()[-1])
-    print(f"host RSS growth for a grading with {VERIFIER_OUTPUT_BYTES >> 20} MB of output: "
-          f"{got['mb']:.0f} MB")
+    print(f"host RSS growth for a grading with {(MAX_CHANNEL_BYTES >> 20) - 1} MB of records "
+          f"and {VERIFIER_OUTPUT_BYTES >> 21} MB of log: {got['mb']:.0f} MB")
     assert got["mb"] < 4 * (VERIFIER_OUTPUT_BYTES >> 20), got
 
 

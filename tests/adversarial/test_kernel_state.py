@@ -19,7 +19,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-from tests.adversarial.conftest import probe
+from tests.adversarial.conftest import close_and_check, probe
 from tests.conftest import call
 
 pytestmark = pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"),
@@ -116,7 +116,7 @@ def test_an_episode_reaches_no_kernel_state(backend):
                       content=_script("hidden") + "print(json.dumps(out))\n"))
         obs, *_ = env.step(call("bash", command="python3 /tmp/probe.py"))
     finally:
-        env.close()
+        close_and_check(env)
     import json
 
     seen = json.loads(obs.splitlines()[0])

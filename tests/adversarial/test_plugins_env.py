@@ -12,7 +12,7 @@ from __future__ import annotations
 import gymnasium as gym
 
 from repogym.envs.verifier import verifier_env
-from tests.adversarial.conftest import RAN, assert_as_noop, probe
+from tests.adversarial.conftest import RAN, assert_as_noop, close_and_check, probe
 from tests.conftest import call
 
 PLUGIN = f"import posix\nposix._exit({RAN})\n"
@@ -45,7 +45,7 @@ def test_variables_and_shell_files_from_the_episode_do_not_reach_the_verifier(at
             "ENV=/workspace/rc.sh PYTHONUSERBASE=/workspace")))
         *_, info = env.step(call("submit"))
     finally:
-        env.close()
+        close_and_check(env)
     noop = attacker.noop(backend)
     assert info["infra_error"] is None and info["verifier_exit_code"] == 1
     assert info["tests"] == noop.tests and info["reward"] == 0.0
