@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     tasks.sort(key=lambda t: (t.split, t.id))
     table = Table(title=f"{len(tasks)} tasks")
-    cols = (["env id", "split", "tests (f2p/p2p)", "decoys", "mutation score"] if args.quality
+    cols = (["env id", "split", "tests (f2p/p2p)", "decoys", "mutation score", "adversarial"]
+            if args.quality
             else ["env id", "split", "tags", "tests (f2p/p2p)", "max steps"])
     for col in cols:
         table.add_column(col, overflow="fold")
@@ -65,12 +66,15 @@ def run(args: argparse.Namespace) -> int:
         if not args.quality:
             table.add_row(t.env_id, t.split, ", ".join(t.tags), tests, str(t.max_steps))
             continue
+        from repogym.harness import adversarial
+        from repogym.harness.cmd_validate import adversarial_summary
         from repogym.harness.validate_mutation import cached_report
 
         report = cached_report(t)
         scores[t.id] = None if report is None else report.score
         table.add_row(t.env_id, t.split, tests, str(len(t.decoys)),
-                      "-" if report is None else escape(report.summary()))
+                      "-" if report is None else escape(report.summary()),
+                      escape(adversarial_summary(adversarial.cached_report(t))))
     console = make_console()
     console.print(table)
     if args.quality:
