@@ -6,11 +6,12 @@ the stack or ``gc``, write records on the launcher's channel, end the process wi
 exit code or signal, hang) must score no more than noop, with a flag: the canaries, the
 exit-code rule and the timeout see it.
 
-Three forgeries that tell canaries from the task's tests are **not** caught (they are
+Forgeries that tell canaries from the task's tests are **not** caught (they are
 ``xfail(strict=True)``: the day one is caught, the test turns red and docs/grading.md's
 "what remains" table must change): flipping every test that is neither literal-only nor a
-near-duplicate of another, forging the whole channel with canaries run honestly, and
-flipping exactly the tests whose bodies are the task's public hidden tests.
+near-duplicate of another (also hex-encoded, which leaves no flag at all), forging the whole
+channel with canaries run honestly, and flipping exactly the tests whose bodies are the
+task's public hidden tests.
 """
 
 from __future__ import annotations
@@ -92,6 +93,9 @@ def _public_bodies() -> set[str]:
 
 REMAINS = {
     "selective-flip": payloads.SELECTIVE,
+    # the same, hex-encoded: not even the information-only flag pytest_internals shows
+    "selective-flip-hex-encoded": f"exec(bytes.fromhex({payloads.SELECTIVE.encode().hex()!r})"
+                                  ".decode())\n",
     "forged-channel-with-canaries-run": payloads.FORGED_RECORDS,
     "flip-public-test-bodies": payloads.BODY_MATCH.replace("KNOWN", repr(_public_bodies())),
 }
