@@ -24,6 +24,7 @@ import dataclasses
 import random
 import re
 import shutil
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -36,6 +37,10 @@ _OPS = (
 )
 _VARS = ("values", "items", "data", "expected", "result", "numbers", "inputs", "cases")
 _FILLERS = ("case", "value", "works", "again", "edge", "input", "basic", "other")
+#: CPython 3.11 keeps the depth counter of its AST conversion per interpreter, not per
+#: thread: gradings running in threads have raised "SystemError: AST constructor recursion
+#: depth mismatch" (CPython gh-106905). Parsing is cheap; it is done one at a time.
+_PARSE_LOCK = threading.Lock()
 #: A listed test is cloned into a must-fail canary only if it cannot end early or skip.
 _NO_CLONE = re.compile(r"\b(skip|xfail|importorskip|return|yield|exit|sys\.exit)\b")
 
@@ -91,6 +96,11 @@ class _Names:
             if name not in self.taken:
                 self.taken.add(name)
                 return name
+
+
+def _parse(text: str) -> ast.Module:
+    with _PARSE_LOCK:
+        return ast.parse(text)
 
 
 def _facts(tree: ast.Module) -> tuple[list[str], list[str], set[str]]:
@@ -232,14 +242,14 @@ def add_canaries(text: str, rel: str, rng: random.Random, *,
     """
     masked = Masked()
     try:
-        tree = ast.parse(text)
+        tree = _parse(text)
     except SyntaxError:
         return text, masked
     words, imported, taken = _facts(tree)
     names = _Names(rng, words, taken)
     if rename:
         text, masked.renamed = _rename(text, tree, rel, names)
-        tree = ast.parse(text)
+        tree = _parse(text)
     lines = text.splitlines()
     classes = _test_classes(tree)
     for cls in sorted(classes, key=lambda n: n.end_lineno or 0, reverse=True):

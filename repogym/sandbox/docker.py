@@ -98,7 +98,7 @@ class DockerSandbox(ShellSandbox):
         self._closed = False
         self._client: Any = None
         self.workspace: Workspace | None = None
-        self._xfer: Path | None = None
+        self._xfer: dict[str, Path] | None = None
         self.name = f"repogym-{uuid.uuid4().hex[:12]}"
         self.container_id: str | None = None
         self._cleanup: Any = None
@@ -126,12 +126,13 @@ class DockerSandbox(ShellSandbox):
                                f"not reachable: {e}. {_SETUP_HINT}") from e
         return c
 
-    def _make_xfer(self) -> Path:
-        # Beside the workspace (same lease, same size-capped tmpfs): gc and close() see it.
+    def _make_xfer(self) -> dict[str, Path]:
+        # In the lease (gc and close() see them). What the container writes (rw) lies on the
+        # workspace's capped tmpfs; what the host copies in (ro) lies outside it, so an agent
+        # that filled its workspace cannot make the grader's copies fail.
         assert self.workspace is not None
-        xfer = self.workspace.scratch("xfer")
-        for d in (xfer / "ro", xfer / "rw"):
-            d.mkdir(exist_ok=True)
+        xfer = {"ro": self.workspace.beside("ro"), "rw": self.workspace.scratch("xfer")}
+        for d in xfer.values():
             os.chmod(d, 0o755)
         return xfer
 
@@ -145,8 +146,8 @@ class DockerSandbox(ShellSandbox):
         assert self.workspace is not None and self._xfer is not None
         mounts = [Mount(WORKSPACE, str(self.workspace.path), type="bind"),
                   Mount("/tmp", str(self.workspace.tmp), type="bind"),
-                  Mount(f"{BIND_ROOT}/ro", str(self._xfer / "ro"), type="bind", read_only=True),
-                  Mount(f"{BIND_ROOT}/rw", str(self._xfer / "rw"), type="bind")]
+                  Mount(f"{BIND_ROOT}/ro", str(self._xfer["ro"]), type="bind", read_only=True),
+                  Mount(f"{BIND_ROOT}/rw", str(self._xfer["rw"]), type="bind")]
         passwd = self.workspace.lease_dir / "passwd"
         if passwd.is_file():
             mounts.append(Mount("/etc/passwd", str(passwd), type="bind", read_only=True))
@@ -213,7 +214,7 @@ class DockerSandbox(ShellSandbox):
                     if not name.isidentifier():
                         raise ValueError(f"bind name {name!r} must be an identifier "
                                          "(it becomes $RG_<NAME>)")
-                    stage = self._xfer / kind / name
+                    stage = self._xfer[kind] / name
                     staged.append(stage)
                     if kind == "ro":
                         shutil.copytree(host, stage, symlinks=True)
@@ -225,7 +226,7 @@ class DockerSandbox(ShellSandbox):
                     env[f"RG_{name.upper()}"] = f"{BIND_ROOT}/{kind}/{name}"
             res = self._exec(command, timeout_s, stdin, env, output_bytes)
             for name, host in (rw or {}).items():
-                copy_back(self._xfer / "rw" / name, Path(host))
+                copy_back(self._xfer["rw"] / name, Path(host))
             return res
         finally:
             for stage in staged:
