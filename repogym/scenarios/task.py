@@ -1,4 +1,4 @@
-"""The task folder format (DESIGN.md "Task format") and its loader.
+"""The task folder format (docs/authoring.md) and its loader.
 
 A task is a folder::
 
@@ -27,6 +27,18 @@ from typing import Any, Literal
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 SPLITS = ("train", "test")
+
+#: Every key task.toml may hold, table by table ("" is the top level). A table mapped to
+#: None is accepted as it is: its contents are checked by the part that reads it. To add a
+#: key, add it here (and document it in docs/authoring.md).
+TASK_KEYS: dict[str, tuple[str, ...] | None] = {
+    "": ("id", "version", "statement", "statement_file", "split", "tags", "max_steps"),
+    "verifier": ("tests_dest", "command", "timeout_s", "fail_to_pass", "pass_to_pass",
+                 "weights", "log_parser", "ini_options"),
+    "environment": None,  # the task's own interpreter and packages (checked where it is built)
+    "mutation": None,     # reviewed equivalent mutants (checked where they are used)
+    "swebench": ("instance_id", "repo", "base_commit"),  # provenance of imported tasks
+}
 CandidateKind = Literal["gold", "alternative", "decoy"]
 #: Options a verifier command may not carry: they would select or stop the tests the grader
 #: runs (its canaries included) or replace the grader's own configuration.
@@ -200,6 +212,34 @@ def _err(file: Path, key: str, problem: str, fix: str) -> TaskError:
     return TaskError(f"{file}: key '{key}': {problem}. Fix: {fix}")
 
 
+def _unknown_key(file: Path, table: str, key: str, allowed: Iterable[str]) -> TaskError:
+    where = f"{table}.{key}" if table else key
+    owner = next((t for t, keys in TASK_KEYS.items() if t != table and keys and key in keys),
+                 None)
+    if owner is not None:
+        place = f"the [{owner}] table" if owner else "the top level (before any [table])"
+        fix = f"move {key!r} to {place}"
+    else:
+        near = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        known = ", ".join(sorted(allowed))
+        fix = (f"did you mean {near[0]!r}? " if near else "") + (
+            f"The known keys {'in [' + table + ']' if table else 'at the top level'} are: "
+            f"{known}")
+    return _err(file, where, "unknown key", fix)
+
+
+def _check_keys(data: dict, file: Path) -> None:
+    """Refuse keys that :data:`TASK_KEYS` does not know (typos would be silently ignored)."""
+    for table, known in TASK_KEYS.items():
+        section = data if table == "" else data.get(table)
+        if known is None or not isinstance(section, dict):
+            continue
+        allowed = known + tuple(t for t in TASK_KEYS if t) if table == "" else known
+        for key in section:
+            if key not in allowed:
+                raise _unknown_key(file, table, key, allowed)
+
+
 def _get(data: dict, file: Path, key: str, typ: type | tuple, *, default: Any = ..., fix: str):
     if key not in data:
         if default is ...:
@@ -291,6 +331,7 @@ def load_task(path: str | Path) -> Task:
         data = tomllib.loads(file.read_text())
     except tomllib.TOMLDecodeError as e:
         raise TaskError(f"{file}: invalid TOML: {e}. Fix: correct the syntax") from e
+    _check_keys(data, file)
 
     task_id = _get(data, file, "id", str, default=path.name, fix='e.g. id = "retry-zero"')
     if not _ID_RE.match(task_id):
@@ -317,7 +358,8 @@ def load_task(path: str | Path) -> Task:
     for name, kind in (("repo", "folder"), ("tests", "folder"), ("solution.patch", "file")):
         p = path / name
         if not (p.is_dir() if kind == "folder" else p.is_file()):
-            raise TaskError(f"{path}: {name} {kind} missing. Fix: add {name} (see DESIGN.md)")
+            raise TaskError(f"{path}: {name} {kind} missing. Fix: add {name} (see "
+                            "docs/authoring.md)")
     if (path / "repo" / ".git").exists():
         raise TaskError(f"{path / 'repo' / '.git'}: repo/ must not contain .git. Fix: delete it; "
                         "the environment makes a one-commit history itself")

@@ -10,17 +10,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from repogym.envs.actions import REQUIRED, TOOLS
+from repogym.envs.actions import TOOLS
 
 
 def tool_specs() -> list[dict[str, Any]]:
-    """The env's tools as JSON-schema function specs (name, parameters, required)."""
-    kinds = {str: "string", int: "integer"}
-    return [{"name": name,
-             "parameters": {"type": "object",
-                            "properties": {a: {"type": kinds[t]} for a, t in args.items()},
-                            "required": list(REQUIRED[name])}}
-            for name, args in TOOLS.items()]
+    """The env's tools as JSON-schema function specs (name, description, parameters)."""
+    return [{"name": t.name, "description": t.description, "parameters": t.parameters()}
+            for t in TOOLS.values()]
 
 
 class RepoAction(BaseModel):

@@ -121,7 +121,7 @@ def test_records_forged_on_every_pipe_then_exit_0_are_not_trusted(grade, tmp_pat
 def test_crashed_sandbox_is_infra_error_not_a_score(make_env):
     env = make_env()
     env.reset(seed=0)
-    workspace = env.unwrapped._sandbox.workspace
+    workspace = env.unwrapped.session.sandbox.workspace
     subprocess.run(["umount", "-l", str(workspace.path)], check=False)
     subprocess.run(["rm", "-rf", str(workspace.path)], check=False)
     obs, _r, _term, trunc, info = env.step(call("bash", command="ls"))

@@ -171,7 +171,7 @@ def test_nothing_left_after_close(docker_env):
     env = docker_env()
     env.reset(seed=0)
     env.step(call("bash", command="sleep 3017 & echo started"))
-    sb = env.unwrapped._sandbox
+    sb = env.unwrapped.session.sandbox
     paths = [sb.workspace.path, sb.workspace.path.parent]
     assert _containers(name=sb.name)
     env.step(call("submit"))
