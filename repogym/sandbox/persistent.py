@@ -375,7 +375,7 @@ class PersistentShell:
             sel.register(proc.stdin, selectors.EVENT_WRITE, "in")
         try:
             while (remaining := deadline - time.monotonic()) > 0:
-                for key, _ in sel.select(remaining):
+                for key, _ in sel.select(min(remaining, 0.5)):
                     if key.data == "in":
                         try:
                             pending = pending[os.write(proc.stdin, pending[:65536]):]
