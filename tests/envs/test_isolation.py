@@ -124,17 +124,50 @@ def test_huge_output_is_capped():
         env.close()
 
 
-def test_sleep_is_killed_and_background_processes_do_not_survive():
+def _host_sleeps(marker: str = "sleep 9999") -> list[str]:
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
+    return [line for line in ps.splitlines() if marker in line]
+
+
+def test_sleep_is_killed_and_background_processes_end_with_the_episode(monkeypatch):
+    alive_at_grading: list[list[str]] = []
+    grade = repogym.envs.grader.grade
+
+    def watched_grade(*args: object, **kwargs: object):
+        alive_at_grading.append(_host_sleeps())
+        return grade(*args, **kwargs)
+
+    monkeypatch.setattr(repogym.envs.grader, "grade", watched_grade)
     env = _fresh_env(timeout_s=2)
     try:
-        obs, _, _, _, info = env.step(call("bash", command="sleep 100000"))
+        obs, _, _, _, info = env.step(call("bash", command="cd /tmp; sleep 100000"))
         assert info["timed_out"] and "timed out" in obs
         env.step(call("bash", command="(setsid sleep 99999 &) ; nohup sleep 99998 & echo bg"))
         assert _alive(env)
+        assert len(_host_sleeps()) == 2  # background jobs live on between steps, as in a
+        obs, *_ = env.step(call("bash", command="pwd"))  # terminal, and so does the shell
+        assert obs.startswith("/tmp\n")
+        env.step(call("submit"))
     finally:
         env.close()
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
-    assert "sleep 99999" not in ps and "sleep 99998" not in ps and "sleep 100000" not in ps
+    assert alive_at_grading == [[]]  # ...but nothing of the episode runs while it is graded
+    assert _host_sleeps() == [] and _host_sleeps("sleep 100000") == []
+
+
+def test_fresh_shell_lets_nothing_outlive_a_command():
+    env = gym.make("repogym/retry-zero-v0", shell="fresh", limits=Limits(timeout_s=2),
+                   max_episode_steps=100)
+    try:
+        env.reset(seed=0)
+        obs, _, _, _, info = env.step(call("bash", command="sleep 100000"))
+        assert info["timed_out"] and "timed out" in obs
+        env.step(call("bash", command="cd /tmp; export X=1; (setsid sleep 99997 &) ; "
+                                      "nohup sleep 99996 & echo bg"))
+        assert _host_sleeps("sleep 9999") == []
+        obs, *_ = env.step(call("bash", command="pwd; echo X=${X:-unset}"))
+        assert obs.startswith("/workspace\nX=unset\n")
+    finally:
+        env.close()
 
 
 def test_nothing_left_after_close():
