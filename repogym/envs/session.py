@@ -45,9 +45,7 @@ def format_exec(res: ExecResult, limit: int) -> str:
         notes.append(f"the sandbox's {res.resource_exhausted} limit is used up; free some "
                      "(delete files in /tmp or the workspace, stop background processes)")
     if res.shell_reset:
-        notes.append(f"{res.shell_reset}; the next command runs in a new shell at the "
-                     "repository root: working folder, variables, functions and background "
-                     "jobs are reset")
+        notes.append(res.shell_reset)
     notes.append(f"exit code: {res.exit_code}")
     return (out.rstrip("\n") + "\n" if out else "") + "".join(f"[{n}]\n" for n in notes)
 

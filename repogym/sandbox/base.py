@@ -75,9 +75,9 @@ class ExecResult:
     output_truncated: bool = False
     #: ``memory`` or ``pids`` when the sandbox's own limit stopped the command (its doing).
     resource_exhausted: str | None = None
-    #: Set by a persistent shell when the shell itself ended or was stopped during this
-    #: command (why, e.g. "the shell exited (exit code 1)"); the next command starts a new
-    #: shell at the workspace root, with a fresh environment and no background jobs.
+    #: Set by a persistent shell when its state was lost: the shell ended or was stopped
+    #: during this command (the next one starts a new shell), or had ended before it (this
+    #: one ran in a new shell). A note for the agent that says which and why.
     shell_reset: str | None = None
 
     @property

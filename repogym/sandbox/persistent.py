@@ -22,7 +22,9 @@ second later is killed. Processes started by earlier commands keep running. The 
 sends "sync" lines until the shell answers one. A shell that does not answer within a few
 seconds (it ignores SIGINT, it ``exec``-ed into something else) is stopped. A shell that
 ended (``exit``, ``exec``, a failing ``set -e``, a kill) is replaced by a new one at the
-next command; the result of the command that ended it says so in ``shell_reset``.
+next command; the result of the command that ended it says so in ``shell_reset`` (and so
+does the result of a command that found the shell gone, e.g. killed for memory by what a
+background job did, and ran in a new one).
 
 Backends provide a :class:`ShellProcess`: the three pipes and a view of the shell's
 processes (see :mod:`repogym.sandbox.bwrap`, :mod:`repogym.sandbox.docker`,
@@ -58,6 +60,8 @@ GRACE_S = 0.5
 #: How long an interrupted shell has to answer before it is stopped.
 RECOVER_S = 3.0
 _SYNC_EVERY_S = 0.25
+_FRESH = ("workspace root (working folder, variables, functions and background jobs are "
+          "reset)")
 _SETUP = (r"set +o history +H; unset HISTFILE PROMPT_COMMAND MAILCHECK; PS1= PS2= PS0=; ")
 _RECORD = re.compile(rb"([0-9a-f]{32}) (\d{1,10})")
 _MAX_RECORD = 256
@@ -262,6 +266,8 @@ class PersistentShell:
         start = time.monotonic()
         if "\x00" in command:
             return ExecResult(stdout="", stderr=NUL_ERROR + "\n", exit_code=2)
+        gone = (self._ended(self._proc)[1]
+                if self._proc is not None and self._gone(self._proc) else None)
         if self._proc is None and (failed := self._launch()) is not None:
             return failed
         kills = self._oom_kills() if self._oom_kills else 0
@@ -272,6 +278,9 @@ class PersistentShell:
             raise
         if self._oom_kills and self._oom_kills() > kills:
             res.resource_exhausted = "memory"
+        if gone and res.shell_reset is None:
+            res.shell_reset = (f"the shell had ended since the last command ({gone}), so "
+                               f"this command ran in a new shell at the {_FRESH}")
         return res
 
     def close(self) -> None:
@@ -295,9 +304,10 @@ class PersistentShell:
         else:
             code = TIMEOUT_EXIT if event.kind == "deadline" else CAPPED_EXIT
             reset = self._recover(proc, before, out)
+        note = f"{reset}; the next command runs in a new shell at the {_FRESH}" if reset else None
         return ExecResult(stdout=out.text(), stderr="", exit_code=code,
                           timed_out=event.kind == "deadline", duration_s=time.monotonic() - start,
-                          output_truncated=out.truncated, shell_reset=reset)
+                          output_truncated=out.truncated, shell_reset=note)
 
     def _recover(self, proc: ShellProcess, before: set[int] | None, out: _Output) -> str | None:
         """Interrupt the running command; returns why the shell had to go, or None."""
@@ -335,6 +345,17 @@ class PersistentShell:
         if code > 128:
             return code, f"the shell was killed (signal {code - 128})"
         return code, f"the shell exited (exit code {code})"
+
+    def _gone(self, proc: ShellProcess) -> bool:
+        """True if the shell ended since its last command (its control pipe is at EOF)."""
+        while True:
+            try:
+                chunk = os.read(proc.control, 4096)
+            except BlockingIOError:
+                return False
+            if not chunk:
+                return True
+            self._records += chunk  # stale records: parsed (and ignored) with the next ones
 
     # -- start and stop ---------------------------------------------------------------------
     def _launch(self) -> ExecResult | None:
