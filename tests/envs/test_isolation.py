@@ -235,3 +235,18 @@ def test_process_backend_is_opt_in_and_warns(backend):
     finally:
         env.close()
     assert gym.make("repogym/retry-zero-v0").unwrapped.sandbox_backend == "bwrap"
+
+
+@pytest.mark.parametrize("shell", ["persistent", "fresh"])
+def test_check_env_and_shell_argument(shell):
+    from gymnasium.utils.env_checker import check_env
+
+    env = gym.make("repogym/retry-zero-v0", shell=shell)
+    try:
+        check_env(env.unwrapped)
+        _, info = env.reset(seed=0)
+        assert info["shell"] == shell
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="unknown shell 'tty'.*Fix"):
+        gym.make("repogym/retry-zero-v0", shell="tty")
