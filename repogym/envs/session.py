@@ -76,6 +76,11 @@ class Session:
         self.shell_mode = shell
         self._shell: Shell | None = None
         self.sandbox: Sandbox | None = make_sandbox(SandboxSpec(template=template, limits=limits))
+        if shell == "persistent" and not callable(getattr(self.sandbox, "shell", None)):
+            self.close()
+            raise ValueError(f"the {getattr(self.sandbox, 'backend', '?')!r} sandbox has no "
+                             "persistent shell (Sandbox.shell()). Fix: pass shell='fresh', or "
+                             "give the backend a shell() method")
 
     @property
     def closed(self) -> bool:
