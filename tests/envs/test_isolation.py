@@ -10,8 +10,9 @@ import gymnasium as gym
 import pytest
 
 import repogym
-from repogym.sandbox import Limits
+from repogym.sandbox import BACKENDS, Limits
 from repogym.sandbox.leases import MAX_LEASES, UID_BASE
+from repogym.sandbox.process import ProcessSandbox
 from tests.conftest import call, probe_network
 
 HIDDEN_MARKER = "Hidden verifier tests for retry()"  # first line of the hidden test file
@@ -250,3 +251,27 @@ def test_check_env_and_shell_argument(shell):
         env.close()
     with pytest.raises(ValueError, match="unknown shell 'tty'.*Fix"):
         gym.make("repogym/retry-zero-v0", shell="tty")
+
+
+class _NoShellSandbox(ProcessSandbox):
+    """A backend from before ``Sandbox.shell()`` (no persistent shell)."""
+
+    shell = None
+
+
+def test_a_backend_without_a_shell_says_to_use_fresh(monkeypatch):
+    monkeypatch.setitem(BACKENDS, "noshell", f"{__name__}:_NoShellSandbox")
+    env = gym.make("repogym/retry-zero-v0", sandbox="noshell")
+    try:
+        with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match="shell='fresh'"):
+            env.reset(seed=0)
+    finally:
+        env.close()
+    env = gym.make("repogym/retry-zero-v0", sandbox="noshell", shell="fresh")
+    try:
+        with pytest.warns(RuntimeWarning):
+            env.reset(seed=0)
+        obs, *_ = env.step(call("bash", command="echo fresh-ok"))
+        assert obs.startswith("fresh-ok")
+    finally:
+        env.close()
