@@ -155,9 +155,10 @@ class RepoEnv(gym.Env[str, str]):
     as in a terminal; a timeout interrupts the command like Ctrl-C and keeps the shell; if
     the shell ends (``exit``, ``exec``, ``set -e``) the observation says so and the next
     command gets a new one; everything stops before grading. "fresh": each command runs in
-    a new process at the repository root, as in v0), ``timings`` (add wall-clock ``duration_s``/``grade_duration_s`` to ``info``; off by
-    default because Gymnasium's determinism contract, checked by ``check_env``, compares
-    ``info`` across identically seeded steps; TrajectoryLogger always records timings),
+    a new process at the repository root, as at first; see docs/sandboxes.md), ``timings``
+    (add wall-clock ``duration_s``/``grade_duration_s`` to ``info``; off by default because
+    Gymnasium's determinism contract, checked by ``check_env``, compares ``info`` across
+    identically seeded steps; TrajectoryLogger always records timings),
     ``grade_cache`` (a dict shared across episodes: a result per (task, version, reward
     mode, diff) is reused instead of grading the same diff again; trainers use it for speed;
     infrastructure errors are never cached).

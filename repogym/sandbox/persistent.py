@@ -60,6 +60,8 @@ GRACE_S = 0.5
 #: How long an interrupted shell has to answer before it is stopped.
 RECOVER_S = 3.0
 _SYNC_EVERY_S = 0.25
+#: Reads of 64 KiB per look at the output pipe: its largest possible buffer (1 MiB).
+_READS = 16
 _FRESH = ("workspace root (working folder, variables, functions and background jobs are "
           "reset)")
 _SETUP = (r"set +o history +H; unset HISTFILE PROMPT_COMMAND MAILCHECK; PS1= PS2= PS0=; ")
@@ -67,12 +69,13 @@ _RECORD = re.compile(rb"([0-9a-f]{32}) (\d{1,10})")
 _MAX_RECORD = 256
 #: Interactive bash without a terminal reports a failed tcsetattr after a child dies of a
 #: signal; that line is bash's own noise, not the command's output.
-_TTY_NOISE = re.compile(rb"bash: \[\d+: \d+ \(\d+\)\] tcsetattr: Inappropriate ioctl for device\n")
+_TTY_NOISE = re.compile(
+    rb"bash: \[\d+: \d+ \(\d+\)\] tcsetattr: Inappropriate ioctl for device\n")
 _PLAIN = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
                    b" _-+=.,:;/@%^&*()[]{}<>|?~#`\"$")
 _QUOTED = [chr(b) if b in _PLAIN else f"\\x{b:02x}" for b in range(256)]
 NUL_ERROR = ("the command contains a NUL character, which bash cannot run. Fix: remove it "
-             "(write binary data with printf '\\0' or a file tool)")
+             "(printf '\\0' writes one)")
 
 
 def quote(text: str) -> str:
@@ -126,7 +129,7 @@ class ShellProcess(abc.ABC):
         stdin: Host end the command lines are written to.
         output: Host end of the shell's stdout and stderr.
         control: Host end of the shell's fd 3.
-        shell_pid: The shell's pid, as the shell reports it (``$$``) once it is ready.
+        shell_pid: The shell's own id among :meth:`processes` (set once it is ready).
     """
 
     def __init__(self, stdin: int, output: int, control: int) -> None:
@@ -419,8 +422,9 @@ class PersistentShell:
 
     @staticmethod
     def _read_output(proc: ShellProcess, out: _Output) -> bool:
-        """Read what the output pipe holds now; False at end of file."""
-        while True:
+        """Read what the output pipe holds now (at most a full pipe's worth, so that a
+        flood cannot keep this loop from its deadline); False at end of file."""
+        for _ in range(_READS):
             try:
                 chunk = os.read(proc.output, 65536)
             except BlockingIOError:
@@ -428,6 +432,7 @@ class PersistentShell:
             if not chunk:
                 return False
             out.add(chunk)
+        return True
 
     def _read_control(self, proc: ShellProcess, want: set[str], out: _Output) -> _Event | None:
         try:
