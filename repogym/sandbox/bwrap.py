@@ -364,7 +364,15 @@ class _BwrapShell(PopenShell):
         return super().start_failed(output)
 
     def terminate(self) -> None:
-        super().terminate()  # bwrap's PID 1 dies with it (--die-with-parent), and with it
+        if self.popen.poll() is None:
+            # Kill the namespace's PID 1: the kernel kills the rest, and bwrap reaps it and
+            # exits (no orphan is left for the host's init). bwrap itself if that fails.
+            self.signal({1}, signal.SIGKILL)
+            try:
+                self.popen.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        super().terminate()
         for _ in range(200):  # every process of the namespace: wait until they are gone
             if not (left := self.processes()):
                 break
