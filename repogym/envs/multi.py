@@ -24,6 +24,7 @@ from repogym.envs.actions import TOOL_HELP, ActionError, error_observation, pars
 from repogym.envs.repo_env import SuiteEnv, TextSpace
 from repogym.sandbox import Limits, SandboxError, SandboxSpec
 from repogym.sandbox.workspace import make_diff
+from repogym.scenarios.patches import is_test_file, split_diff
 from repogym.scenarios.task import Task
 
 TESTER, FIXER = "tester", "fixer"
@@ -341,7 +342,7 @@ class RepoDuelEnv(ParallelEnv):
 
 def _check_repro_path(path: str) -> None:
     p = PurePosixPath(path)
-    if p.is_absolute() or ".." in p.parts or not grader.is_test_file(path):
+    if p.is_absolute() or ".." in p.parts or not is_test_file(path):
         raise ValueError(f"repro_path {path!r} must be a relative pytest file name like "
                          "'tests/test_repro.py'. Fix: pass such a path")
 
@@ -352,12 +353,12 @@ def unrelated_edit(task: Task) -> str:
     return make_diff(repo, {
         rel: (repo / rel).read_text(encoding="utf-8", errors="surrogateescape") + "\n# reviewed\n"
         for rel in (p.relative_to(repo).as_posix() for p in sorted(repo.rglob("*.py")))
-        if not grader.is_test_file(rel)})
+        if not is_test_file(rel)})
 
 
 def drop_path(diff: str, path: str) -> str:
     """``diff`` without the changes to ``path``."""
-    return "".join(p.text for p in grader.split_diff(diff) if path not in p.paths)
+    return "".join(p.text for p in split_diff(diff) if path not in p.paths)
 
 
 def run_repro(task: Task, template: Path, diff: str, test: str, path: str, *,

@@ -313,8 +313,8 @@ from repogym.sandbox import SandboxSpec, make_sandbox
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios.registry import registered_tasks
 import repogym
-sb = make_sandbox("docker", SandboxSpec(TemplateCache().get(
-    registered_tasks()["retry-zero"].repo_dir)))
+cache = TemplateCache()  # kept: a collected cache releases its lease and templates
+sb = make_sandbox("docker", SandboxSpec(cache.get(registered_tasks()["retry-zero"].repo_dir)))
 print(sb.name, sb.workspace.path, flush=True)
 time.sleep(600)
 """
