@@ -45,6 +45,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from repogym.sandbox import cleanup
 from repogym.sandbox._exec import TIMEOUT_EXIT
 from repogym.sandbox.base import ExecResult, Limits, SandboxError
 
@@ -179,23 +180,37 @@ class ShellProcess(abc.ABC):
 
 
 class PopenShell(ShellProcess):
-    """A shell that is (a descendant of) a host subprocess in its own session."""
+    """A shell that is (a descendant of) a host subprocess in its own session.
+
+    It cannot outlive this process: a terminating signal, interpreter exit or garbage
+    collection kills its session (:mod:`repogym.sandbox.cleanup`), and if this process is
+    SIGKILLed, the shell reads the end of its standard input and exits once idle.
+    """
 
     def __init__(self, popen: subprocess.Popen, stdin: int, output: int, control: int) -> None:
         super().__init__(stdin, output, control)
         self.popen = popen
+        self._kill_session = cleanup.register(self, _kill_session, popen.pid)
 
     def returncode(self) -> int | None:
         rc = self.popen.poll()
-        return None if rc is None else (128 - rc if rc < 0 else rc)
+        if rc is None:
+            return None
+        self._kill_session.detach()  # reaped: the pid may belong to someone else now
+        return 128 - rc if rc < 0 else rc
 
     def terminate(self) -> None:
         if self.popen.poll() is None:
-            try:
-                os.killpg(self.popen.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _kill_session(self.popen.pid)
         self.popen.wait()
+        self._kill_session.detach()
+
+
+def _kill_session(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 @dataclasses.dataclass

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import _thread
 import os
+import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 
 from repogym.sandbox import Limits, SandboxError, SandboxSpec, make_sandbox
 from repogym.sandbox.bwrap import sandbox_env
+from repogym.sandbox.leases import collect_garbage
 from repogym.sandbox.persistent import RECOVER_S
 from repogym.sandbox.runtime import runtime
 from repogym.sandbox.workspace import TemplateCache
@@ -237,3 +240,35 @@ def test_interrupt_leaves_nothing_running(sandbox):
     assert time.monotonic() - start < 30
     assert _host_processes("sleep 31341") == []
     assert sh.run("echo next").stdout == "next\n"  # a new shell
+
+
+_OWNER = """
+import time
+from repogym.sandbox import SandboxSpec, make_sandbox
+from repogym.sandbox.workspace import TemplateCache
+from repogym.scenarios.registry import registered_tasks
+cache = TemplateCache()
+sb = make_sandbox("bwrap", SandboxSpec(cache.get(registered_tasks()["retry-zero"].repo_dir)))
+sh = sb.shell()
+sh.run("sleep 31343 >/dev/null 2>&1 &")
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_owner_leaves_no_shell_behind(sig):
+    """SIGTERM: the clean-up handler kills the shell; SIGKILL: the shell reads the end of
+    its input and exits, and its PID namespace with it."""
+    proc = subprocess.Popen([sys.executable, "-c", _OWNER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        assert len(_host_processes("sleep 31343")) == 1
+    finally:
+        proc.send_signal(sig)
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while _host_processes("sleep 31343") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _host_processes("sleep 31343") == []
+    collect_garbage()  # the lease folder a SIGKILLed owner leaves is `repogym gc`'s job
