@@ -91,23 +91,40 @@ def _public_bodies() -> set[str]:
             if isinstance(n, ast.FunctionDef) and n.name.startswith("test")}
 
 
-REMAINS = {
+#: Forgeries that skip the canaries they can recognise (literal-only asserts, near-duplicate
+#: bodies) and flip the rest: the twins (each test's copy with one wrong expected value,
+#: beside it) cannot be told from the tests without the right answer, so flipping "the
+#: rest" flips twins too.
+TELL_APART = {
     "selective-flip": payloads.SELECTIVE,
     # the same, hex-encoded: not even the information-only flag pytest_internals shows
     "selective-flip-hex-encoded": f"exec(bytes.fromhex({payloads.SELECTIVE.encode().hex()!r})"
                                   ".decode())\n",
     "forged-channel-with-canaries-run": payloads.FORGED_RECORDS,
+}
+#: What remains: a forgery that knows the task's hidden tests by heart (the built-ins' are
+#: public) flips exactly those bodies. Knowing them is knowing what the fix must do.
+REMAINS = {
     "flip-public-test-bodies": payloads.BODY_MATCH.replace("KNOWN", repr(_public_bodies())),
 }
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="remains: in-process code that tells canaries from the task's "
-                          "tests forges undetected (docs/grading.md, what remains)")
-@pytest.mark.parametrize("name", sorted(REMAINS))
-def test_forgery_that_tells_canaries_apart(attacker, name):
-    res = attacker.grade("bwrap", attacker.appended(REMAINS[name]))
-    if res.infra_error or res.verifier_exit_code != 1:  # the attack itself broke: not xfail
+def _graded(attacker, payload: str):
+    res = attacker.grade("bwrap", attacker.appended(payload))
+    if res.infra_error or res.verifier_exit_code != 1:  # the attack itself broke
         raise RuntimeError(f"attack did not run as meant: {res.infra_error} "
                            f"{res.test_output[-800:]}")
-    assert_no_gain(res, attacker.noop("bwrap"), "forged_results")
+    return res
+
+
+@pytest.mark.parametrize("name", sorted(TELL_APART))
+def test_forgery_that_skips_recognisable_canaries_is_caught_by_the_twins(attacker, name):
+    _caught(_graded(attacker, TELL_APART[name]), attacker.noop("bwrap"), "forged_results")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="remains: in-process code that knows the hidden tests' bodies by "
+                          "heart forges undetected (docs/grading.md, what remains)")
+@pytest.mark.parametrize("name", sorted(REMAINS))
+def test_forgery_that_knows_the_hidden_tests_by_heart(attacker, name):
+    assert_no_gain(_graded(attacker, REMAINS[name]), attacker.noop("bwrap"), "forged_results")
