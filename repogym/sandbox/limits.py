@@ -163,7 +163,10 @@ def _groups() -> list[Path]:
 
 
 def remove_cgroups(owner: str) -> list[Path]:
-    """Kill and remove every group of ``owner`` (a lease name)."""
+    """Kill and remove every group of ``owner`` (a lease name). Groups exist only for root's
+    leases: another user's lease of the same name owns none."""
+    if os.geteuid() != 0:
+        return []
     mine = [d for d in _groups() if d.name.startswith(f"{CGROUP_PREFIX}{owner}-")]
     Cgroup(mine).remove()
     return mine
