@@ -344,7 +344,7 @@ class DockerSandbox(ShellSandbox):
     def _start_shell(self) -> DockerShell:
         self._check_open()
         assert self._xfer is not None
-        folder = self._xfer / "ro" / f".shell-{uuid.uuid4().hex[:12]}"
+        folder = self._xfer["ro"] / f".shell-{uuid.uuid4().hex[:12]}"
         folder.mkdir(mode=0o755)
         fds: list[int] = []
         try:
