@@ -59,3 +59,32 @@ def test_negative_count_is_rejected():
     with pytest.raises(ValueError):
         retry(fn, retries=-1, sleep=no_sleep)
     assert fn.calls == 0
+
+
+def test_last_error_is_raised_when_every_attempt_fails():
+    always = Flaky(failures=100)
+    with pytest.raises(OSError, match="attempt 3 failed"):
+        retry(always, retries=2, sleep=no_sleep)
+
+
+def test_waits_grow_by_backoff_from_delay():
+    waits = []
+    with pytest.raises(OSError):
+        retry(Flaky(failures=100), retries=3, delay=0.5, backoff=3.0, sleep=waits.append)
+    assert waits == [0.5, 1.5, 4.5]
+    no_delay = []
+    with pytest.raises(OSError):
+        retry(Flaky(failures=100), retries=2, sleep=no_delay.append)
+    assert no_delay == [0.0, 0.0]
+
+
+def test_unlisted_exception_propagates_at_once():
+    calls = []
+
+    def fn():
+        calls.append(1)
+        raise KeyError("not retried")
+
+    with pytest.raises(KeyError):
+        retry(fn, retries=3, exceptions=(OSError,), sleep=no_sleep)
+    assert len(calls) == 1
