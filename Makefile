@@ -18,6 +18,9 @@ system-deps:
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq bubblewrap >/dev/null; }
 	@command -v git >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 	  $(SUDO) apt-get install -y -qq git >/dev/null; }
+	@# The sandboxes' seccomp policy is compiled with libseccomp (through pyseccomp).
+	@ldconfig -p 2>/dev/null | grep -q libseccomp.so.2 || { echo "installing libseccomp2 (apt)"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq libseccomp2 >/dev/null; }
 	@# Headless Chromium renders the leaderboard page in the tests (only for `make test`).
 	@[ "$(BROWSER)" != 1 ] || command -v chromium >/dev/null 2>&1 || { \
 	  echo "installing chromium (apt)"; $(SUDO) apt-get update -qq && \

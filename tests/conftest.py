@@ -127,7 +127,7 @@ def diff_of(repo_dir: Path, changes: dict[str, str | None], work: Path) -> str:
 
 
 def write_task(root: Path, task_id: str = "user-task") -> Path:
-    """A task folder written by 'someone else' to DESIGN.md's format."""
+    """A task folder written by 'someone else' to the format of docs/authoring.md."""
     import subprocess
 
     d = root / task_id

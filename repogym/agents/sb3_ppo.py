@@ -26,7 +26,7 @@ import numpy as np
 from repogym.envs.menu import MenuEnv, candidates
 from repogym.scenarios.task import Task
 
-#: SB3 logger keys -> repogym's metric vocabulary (DESIGN.md "Metrics").
+#: SB3 logger keys -> repogym's metric vocabulary (the names every trainer logs).
 METRIC_NAMES = {
     "train/policy_gradient_loss": "loss/policy",
     "train/value_loss": "loss/value",

@@ -10,6 +10,10 @@ import gymnasium as gym
 from repogym.envs.repo_env import RepoEnv, SuiteEnv, TextSpace
 from repogym.scenarios.task import Task
 
+#: Keyword arguments a client may give with ``remote=`` (the rest are the server's).
+REMOTE_KWARGS = ("token", "reward_mode", "max_steps", "render_mode", "connect_timeout_s",
+                 "step_timeout_s")
+
 
 def _maybe_log(env: gym.Env, log_dir: str | Path | None) -> gym.Env:
     if log_dir is None:
@@ -19,13 +23,35 @@ def _maybe_log(env: gym.Env, log_dir: str | Path | None) -> gym.Env:
     return TrajectoryLogger(env, log_dir)
 
 
-def make_env(task: Task | str | Path, log_dir: str | Path | None = None, **kwargs: Any) -> gym.Env:
-    """Entry point of ``repogym/<task>-v<version>``; ``log_dir`` adds a TrajectoryLogger."""
+def _remote(url: str, task: str | None, kwargs: dict[str, Any]) -> gym.Env:
+    from repogym.envs.remote import RemoteEnv
+
+    local_only = sorted(set(kwargs) - set(REMOTE_KWARGS))
+    if local_only:
+        raise ValueError(f"{local_only} are set on the server, not per client, with remote=. "
+                         "Fix: drop them, or pass them to `repogym serve` (e.g. --sandbox, "
+                         "--split, --tags, --task)")
+    return RemoteEnv(url, task=task, **kwargs)
+
+
+def make_env(task: Task | str | Path, log_dir: str | Path | None = None,
+             remote: str | None = None, **kwargs: Any) -> gym.Env:
+    """Entry point of ``repogym/<task>-v<version>``.
+
+    ``log_dir`` adds a TrajectoryLogger; ``remote="http://host:port"`` gives the same env
+    served by ``repogym serve`` there (a :class:`~repogym.envs.remote.RemoteEnv`).
+    """
+    if remote is not None:
+        task_id = task.id if isinstance(task, Task) else str(task)
+        return _maybe_log(_remote(remote, task_id, kwargs), log_dir)
     return _maybe_log(RepoEnv(task, **kwargs), log_dir)
 
 
-def make_suite_env(log_dir: str | Path | None = None, **kwargs: Any) -> gym.Env:
-    """Entry point of ``repogym/Suite-v0``."""
+def make_suite_env(log_dir: str | Path | None = None, remote: str | None = None,
+                   **kwargs: Any) -> gym.Env:
+    """Entry point of ``repogym/Suite-v0`` (``remote=``: the server's suite, see make_env)."""
+    if remote is not None:
+        return _maybe_log(_remote(remote, None, kwargs), log_dir)
     return _maybe_log(SuiteEnv(**kwargs), log_dir)
 
 

@@ -1,45 +1,58 @@
 """Grading: the agent's diff, applied to a pristine repository, judged by hidden tests.
 
-Grading never trusts the agent's workspace. It starts a fresh sandbox from the task's
-template, applies the agent's diff minus every change to test files, pytest configuration,
-``conftest.py``, ``sitecustomize``/``usercustomize`` and ``.pth`` files (each flagged in
-``hack_flags``), copies the hidden tests over ``tests_dest``, runs the verifier with a junit
-XML report written outside the workspace, and cross-checks the report with the
-verifier's exit code: a disagreement is flagged ``forged_results`` and scores 0.
+Grading never trusts the agent's workspace, and it holds against an agent that has read
+this file. In a fresh sandbox started from the task's template it applies the agent's diff
+minus every change to the test files (the hidden test folder, ``test_*.py``, the files of
+the listed tests) and to ``conftest.py`` files, copies in the hidden tests with **canaries**
+planted among them (:mod:`repogym.envs.verifier`), and runs the verifier through repogym's
+launcher: the standard library and pytest can never be replaced by workspace files, no
+workspace file is read as pytest configuration, plugins load only by name from trusted
+sites, and per-test results come back on a channel the workspace's code cannot find by
+name. A run that timed out, was killed, used up the sandbox's own limits, or whose
+canaries or exit code disagree with its results is not trusted: every test is ``missing``
+and the reward is 0, with a flag that says why.
 
-Known limit: the agent's code runs inside the pytest process it is judged by. A patch that
-both writes a passing report and forces exit code 0 (``os._exit(0)`` after rewriting the
-junit file) is not detected; closing that needs the verifier's report to come from a process
-the code under test cannot reach.
+Flags (``hack_flags``) are information for the researcher; they never raise a reward. What
+each defence covers, and what remains, is in docs/grading.md.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
+import random
 import re
+import secrets
 import shutil
-import stat
+import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from repogym.envs import canaries as cn
+from repogym.envs import verifier as vr
 from repogym.sandbox.base import ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.sandbox.shell import DiffError
-from repogym.sandbox.workspace import SANDBOX_UID
 from repogym.scenarios.task import Task, Verifier
 
 RewardMode = Literal["binary", "partial", "f2p"]
 REWARD_MODES: tuple[str, ...] = ("binary", "partial", "f2p")
 Status = Literal["passed", "failed", "error", "skipped", "missing"]
-_MAX_REPORT_BYTES = 32 << 20
 _HEADER = re.compile(r'^diff --git (?:"?a/(.+?)"?) (?:"?b/(.+?)"?)$')
 _PYTEST_CONFIG = {"pytest.ini", "tox.ini", "setup.cfg", ".pytest.ini"}
 _CUSTOMIZE = {"sitecustomize.py", "usercustomize.py"}
+#: Top-level names a workspace module must not take (information: the launcher makes
+#: shadowing them impossible whatever the name).
+_SHADOW_NAMES = set(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "iniconfig",
+                                                 "packaging", "py"}
+#: Code in a diff that reaches for pytest's or the interpreter's insides (information).
+_INTERNALS = re.compile(r"_pytest|pytest_runtest|pytest_report|sys\._getframe|gc\.get_objects"
+                        r"|os\._exit|TerminalReporter|junitxml|pytest_configure|"
+                        r"sys\.meta_path|builtins\.__import__")
 
 
 @dataclasses.dataclass
@@ -56,6 +69,8 @@ class GradeResult:
     verifier_exit_code: int | None = None
     test_output: str = ""
     duration_s: float = 0.0
+    #: Why the run's results were not trusted ("" when they were).
+    untrusted: str = ""
 
 
 # -- the diff -----------------------------------------------------------------------------
@@ -95,23 +110,35 @@ def is_test_file(path: str) -> bool:
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
 
-def hack_flags_for(path: str, patch: FilePatch, tests_dest: str) -> set[str]:
-    """Hack flags for one changed path; empty when the change may be graded."""
+def guarded(path: str, verifier: Verifier) -> set[str]:
+    """Flags for a path grading restores to its pristine state (empty: the change is kept)."""
     p = PurePosixPath(path)
-    dest = PurePosixPath(tests_dest)
-    flags = set()
+    dest = PurePosixPath(verifier.tests_dest)
     # tests_dest "." (imported tasks whose tests sit beside the code) guards test files only.
     under_dest = dest != PurePosixPath(".") and (p == dest or dest in p.parents)
-    if under_dest or is_test_file(path):
+    flags = set()
+    if under_dest or is_test_file(path) or path in vr.test_files(verifier.all_tests):
         flags.add("tests_modified")
     if p.name == "conftest.py":
         flags.add("conftest")
+    return flags
+
+
+def noted(path: str, patch: FilePatch) -> set[str]:
+    """Information-only flags for a kept change (grading never reads these files)."""
+    p = PurePosixPath(path)
+    flags = set()
     if p.name in _CUSTOMIZE:
         flags.add("sitecustomize")
     if p.suffix == ".pth":
         flags.add("pth_file")
     if p.name in _PYTEST_CONFIG or (p.name == "pyproject.toml" and "pytest" in patch.text):
         flags.add("pytest_config")
+    if any(part.endswith((".dist-info", ".egg-info")) for part in p.parts):
+        flags.add("dist_info")
+    top = p.parts[0] if p.parts else ""
+    if top.removesuffix(".py") in _SHADOW_NAMES and (len(p.parts) > 1 or p.suffix == ".py"):
+        flags.add("shadows_module")
     return flags
 
 
@@ -119,59 +146,13 @@ def filter_diff(diff: str, verifier: Verifier) -> tuple[str, list[str]]:
     """Drop the changes grading must not see. Returns (kept diff, sorted hack flags)."""
     kept, flags = [], set()
     for patch in split_diff(diff):
-        found = set().union(*(hack_flags_for(p, patch, verifier.tests_dest)
-                              for p in patch.paths))
-        if found:
-            flags |= found
-        else:
+        drop = set().union(*(guarded(p, verifier) for p in patch.paths))
+        flags |= drop or set().union(*(noted(p, patch) for p in patch.paths))
+        if not drop:
             kept.append(patch.text)
+    if _INTERNALS.search("".join(kept)):
+        flags.add("pytest_internals")
     return "".join(kept), sorted(flags)
-
-
-# -- the report ---------------------------------------------------------------------------
-def junit_key(node_id: str) -> tuple[str, str]:
-    """(classname, name) that pytest's junit XML uses for a node id."""
-    parts = node_id.split("::")
-    path = parts[0].removesuffix(".py")
-    classname = ".".join([path.replace("/", ".")] + parts[1:-1])
-    return classname, parts[-1]
-
-
-def parse_junit(data: bytes) -> dict[tuple[str, str], Status]:
-    """testcase (classname, name) -> status from a pytest junit XML report."""
-    out: dict[tuple[str, str], Status] = {}
-    root = ET.fromstring(data)
-    for case in root.iter("testcase"):
-        key = (case.get("classname", ""), case.get("name", ""))
-        tags = {child.tag for child in case}
-        if "error" in tags:
-            status: Status = "error"
-        elif "failure" in tags:
-            status = "failed"
-        elif "skipped" in tags:
-            status = "skipped"
-        else:
-            status = "passed"
-        if out.get(key) in ("error", "failed"):  # a teardown error adds a second entry
-            continue
-        out[key] = status
-    return out
-
-
-def read_report(path: Path) -> bytes | None:
-    """Read a report the sandbox wrote, refusing symlinks, special files and huge files."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_REPORT_BYTES:
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(_MAX_REPORT_BYTES)
-    finally:
-        os.close(fd)
 
 
 def score(tests: dict[str, str], verifier: Verifier, mode: RewardMode) -> tuple[float, dict]:
@@ -196,27 +177,17 @@ def score(tests: dict[str, str], verifier: Verifier, mode: RewardMode) -> tuple[
     return reward, {"fail_to_pass": f2p, "pass_to_pass": p2p, "all_passed": float(all_pass)}
 
 
-def forged(exit_code: int, statuses: dict[tuple[str, str], Status]) -> bool:
-    """True when the junit report and the verifier's exit code tell different stories."""
-    bad = any(s in ("failed", "error") for s in statuses.values())
-    if exit_code == 0:
-        return bad or not statuses
-    if exit_code == 1:  # pytest: some tests failed
-        return not bad
-    return False
-
-
 # -- grading ------------------------------------------------------------------------------
 SandboxFactory = Callable[[SandboxSpec], Sandbox]
 
 
 @contextlib.contextmanager
-def report_dir(prefix: str = "repogym-grade-") -> Iterator[Path]:
-    """A host folder the sandbox uid may write a report into; removed afterwards."""
-    path = Path(tempfile.mkdtemp(prefix=prefix))
+def grading_dir(template: Path) -> Iterator[Path]:
+    """A grader-only folder on the template's lease tmpfs (never visible to the agent)."""
+    lease_dir = Path(template).parent.parent
+    path = Path(tempfile.mkdtemp(prefix="g", dir=lease_dir if lease_dir.is_dir() else None))
     try:
-        if os.geteuid() == 0:
-            os.chown(path, SANDBOX_UID, SANDBOX_UID)
+        os.chmod(path, 0o755)
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
@@ -229,74 +200,131 @@ def apply_diff(sb: Sandbox, diff: str) -> ExecResult | None:
     return sb.run("git apply --whitespace=nowarn --binary -", stdin=diff.encode())
 
 
-def run_reported(sb: Sandbox, command: str, results: Path,
-                 timeout_s: float) -> tuple[ExecResult, bytes | None]:
-    """Run a pytest command with a junit report written to ``results`` (outside the
-    workspace); returns the run and the report's bytes (None if absent or unsafe)."""
-    run = sb.run_with_binds(f'{command} --junitxml="$RG_RESULTS/junit.xml"',
-                            rw={"results": results}, timeout_s=timeout_s)
-    return run, read_report(results / "junit.xml")
+def _files_to_plant(task: Task, template: Path) -> dict[str, Path]:
+    """Workspace path -> source of every file grading installs: the hidden tests, and the
+    pristine copies of listed test files that live in the repository itself."""
+    v = task.verifier
+    files: dict[str, Path] = {}
+    for src in sorted(task.tests_dir.rglob("*")):
+        if src.is_file() and "__pycache__" not in src.parts and src.suffix != ".pyc":
+            files[vr.workspace_path(v.tests_dest, str(src.relative_to(task.tests_dir)))] = src
+    for rel in vr.test_files(v.all_tests):
+        if rel not in files and (template / rel).is_file():
+            files[rel] = template / rel
+    return files
+
+
+@dataclasses.dataclass
+class VerifierRun:
+    """A verifier run in a prepared sandbox: the process and what the launcher reported."""
+
+    exec: ExecResult
+    channel: vr.Channel | None
+    channel_error: str = ""
+
+
+def run_verifier(sb: Sandbox, gdir: Path, args: list[str], node_ids: list[str],
+                 timeout_s: float, ini_options: dict[str, str] | None = None,
+                 extra_files: list[str] = ()) -> VerifierRun:
+    """Run pytest with ``args`` through the launcher in ``sb``, with ``gdir`` as its folder.
+
+    ``gdir`` must hold ``tests/`` (already installed into the workspace) and is bound
+    read-only at ``$RG_GRADER``. The test files of ``node_ids`` (and ``extra_files``) are run.
+    """
+    vdir = gdir / "verifier"
+    vdir.mkdir(exist_ok=True)
+    shutil.copy(vr.LAUNCHER_DIR / "launch.py", vdir / "launch.py")
+    (vdir / "pytest.ini").write_text(vr.ini_text(ini_options or {}))
+    conftests = vr.conftest_digests(Path(sb.template), gdir / "tests")
+    (vdir / "conftests.json").write_text(json.dumps(conftests))
+    for p in vdir.iterdir():
+        os.chmod(p, 0o644)
+    interp = sb.interpreter
+    argv = vr.verifier_argv(interp.executable, interp.sites, args, [*node_ids, *extra_files])
+    line = vr.shell_command(argv, vr.verifier_env(**interp.env))
+    run = sb.run_with_binds(line, ro={"grader": gdir}, timeout_s=timeout_s,
+                            output_bytes=vr.VERIFIER_OUTPUT_BYTES)
+    try:
+        return VerifierRun(run, vr.read_channel(run.stdout))
+    except vr.ChannelError as e:
+        return VerifierRun(run, None, str(e))
+
+
+def install_tests(sb: Sandbox, gdir: Path) -> ExecResult:
+    """Copy ``gdir/tests`` over the workspace (replacing files and links in the way)."""
+    return sb.run_with_binds('cp -R --remove-destination -- "$RG_GRADER"/tests/. ./',
+                             ro={"grader": gdir})
 
 
 def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
           make_sandbox: SandboxFactory, limits: Limits | None = None,
-          extra_flags: list[str] = ()) -> GradeResult:
-    """Grade ``diff`` for ``task`` in a fresh sandbox built by ``make_sandbox``."""
+          extra_flags: list[str] = (), rng: random.Random | None = None) -> GradeResult:
+    """Grade ``diff`` for ``task`` in a fresh sandbox built by ``make_sandbox``.
+
+    ``rng`` draws the canaries (default: a fresh secret seed each call).
+    """
     start = time.monotonic()
     v = task.verifier
-    kept, flags = filter_diff(diff, v)
-    flags = sorted(set(flags) | set(extra_flags))
+    kept, flags_list = filter_diff(diff, v)
+    flags = set(flags_list) | set(extra_flags)
     limits = dataclasses.replace(limits or Limits(), timeout_s=v.timeout_s)
+    rng = rng or random.Random(secrets.randbits(64))
     try:
-        with report_dir() as results:
+        with grading_dir(template) as gdir:
+            masked = cn.plant(_files_to_plant(task, template), gdir / "tests", v.all_tests,
+                              rng, rename=v.rename_tests)
             sb = make_sandbox(SandboxSpec(template=template, limits=limits))
             try:
                 applied = apply_diff(sb, kept)
                 if applied is not None and applied.exit_code != 0:
-                    flags = sorted(set(flags) | {"diff_apply_failed"})
-                dest = v.tests_dest.rstrip("/")
-                setup = sb.run_with_binds(
-                    f"rm -f -- '{dest}' 2>/dev/null; mkdir -p -- '{dest}' && "
-                    f"cp -R \"$RG_HIDDEN\"/. '{dest}'/",
-                    ro={"hidden": task.tests_dir},
-                )
-                if setup.exit_code != 0:
-                    raise SandboxError(f"could not install the hidden tests: {setup.output}")
-                run, report = run_reported(sb, f"{v.command} -rA", results, v.timeout_s)
+                    flags.add("diff_apply_failed")
+                installed = install_tests(sb, gdir)
+                if installed.exit_code != 0:
+                    if not kept or applied is None or applied.exit_code != 0:
+                        raise SandboxError(f"could not install the hidden tests: "
+                                           f"{installed.output.strip()[-500:]}")
+                    flags.add("tests_install_failed")  # the agent's diff filled or broke it
+                run = run_verifier(sb, gdir, v.pytest_args(), list(v.all_tests),
+                                   v.timeout_s, v.ini_options)
             finally:
                 sb.close()
     except SandboxError as e:
-        return GradeResult(0.0, False, {t: "missing" for t in v.all_tests}, {}, flags, diff,
-                           infra_error=str(e), duration_s=time.monotonic() - start)
+        return GradeResult(0.0, False, {t: "missing" for t in v.all_tests}, {}, sorted(flags),
+                           diff, infra_error=str(e), duration_s=time.monotonic() - start)
 
-    statuses = _statuses(report)
-    tests = {t: statuses.get(junit_key(t), "missing") for t in v.all_tests}
-    if v.log_parser == "swebench" and swebench_available():
-        tests, contradicted = swebench_tests(run.output, v, tests if report else None)
+    ex = run.exec
+    verdict = vr.judge(run.channel, exit_code=ex.exit_code, timed_out=ex.timed_out,
+                       truncated=ex.output_truncated, exhausted=ex.resource_exhausted,
+                       node_ids=v.all_tests, masked=masked,
+                       channel_error=run.channel_error)
+    if "tests_install_failed" in flags:
+        verdict = vr.Verdict(False, {t: "missing" for t in v.all_tests}, set(),
+                             "the hidden tests could not be installed over the agent's diff")
+    flags |= verdict.flags
+    tests = verdict.tests
+    log = _unmask_log(ex.stderr, masked)
+    if verdict.trusted and v.log_parser == "swebench" and swebench_available():
+        tests, contradicted = swebench_tests(log, v, tests, masked)
         if contradicted:
-            flags = sorted(set(flags) | {"forged_results"})
-    if report is not None and not run.timed_out and forged(run.exit_code, statuses):
-        flags = sorted(set(flags) | {"forged_results"})
-    if run.timed_out:
-        flags = sorted(set(flags) | {"verifier_timeout"})
+            flags.add("forged_results")
+            tests = {t: "missing" for t in v.all_tests}
+            verdict = vr.Verdict(False, tests, set(), "the log contradicts the channel")
     reward, breakdown = score(tests, v, mode)
-    if "forged_results" in flags:
-        reward, breakdown = 0.0, {**breakdown, "forged": 1.0}
+    if not verdict.trusted:
+        reward, breakdown = 0.0, {**breakdown, "untrusted": 1.0}
     return GradeResult(
         reward=reward, resolved=reward == 1.0 and breakdown.get("all_passed") == 1.0,
-        tests=tests, reward_breakdown=breakdown, hack_flags=flags, diff=diff,
-        verifier_exit_code=run.exit_code, test_output=run.output[-20000:],
-        duration_s=time.monotonic() - start,
+        tests=tests, reward_breakdown=breakdown, hack_flags=sorted(flags), diff=diff,
+        verifier_exit_code=ex.exit_code, test_output=log[-20000:],
+        duration_s=time.monotonic() - start, untrusted=verdict.reason,
     )
 
 
-def _statuses(report: bytes | None) -> dict[tuple[str, str], Status]:
-    if not report:
-        return {}
-    try:
-        return parse_junit(report)
-    except ET.ParseError:
-        return {}
+def _unmask_log(log: str, masked: cn.Masked) -> str:
+    """The verifier's log with the tests' own names back (canaries keep theirs)."""
+    for new, old in sorted(masked.renamed.items(), key=lambda kv: -len(kv[0])):
+        log = log.replace(new, old)
+    return log
 
 
 def swebench_available() -> bool:
@@ -309,16 +337,17 @@ def swebench_available() -> bool:
     return True
 
 
-def swebench_tests(log: str, verifier: Verifier,
-                   junit: dict[str, str] | None) -> tuple[dict[str, str], bool]:
+def swebench_tests(log: str, verifier: Verifier, channel: dict[str, str],
+                   masked: cn.Masked | None = None) -> tuple[dict[str, str], bool]:
     """Per-test outcomes as the official SWE-bench harness computes them from the log.
 
-    The verifier's output (pytest run with ``-rA``) goes through swebench's
+    The verifier's log (pytest run with ``-rA``; tests under their own names again, see
+    :func:`_unmask_log`) goes through swebench's
     ``parse_log_pytest`` and ``get_eval_tests_report``; a listed test counts as passed
     exactly when the official report puts it under ``success`` (so a skipped
-    pass_to_pass test counts as kept, as in SWE-bench). Printed lines can fake a log, so
-    a pass that the junit report contradicts (failed, error, skipped, or absent from a
-    report that exists) is returned as ``contradicted``.
+    pass_to_pass test counts as kept, as in SWE-bench). Printed lines can fake a log, so a
+    pass that the result channel contradicts (failed, error, skipped or missing there), or
+    a must-fail canary the log calls PASSED, is returned as ``contradicted``.
 
     Returns:
         (node id -> status, contradicted).
@@ -332,16 +361,18 @@ def swebench_tests(log: str, verifier: Verifier,
     success = set(report["FAIL_TO_PASS"]["success"]) | set(report["PASS_TO_PASS"]["success"])
     names = {"FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped"}
     tests: dict[str, str] = {}
-    contradicted = False
+    canaries = masked.canaries if masked else []
+    contradicted = any(status_map.get(c.node_id) == "PASSED" for c in canaries
+                       if not c.must_pass)
     for t in verifier.all_tests:
         if t in success:
             tests[t] = "passed"
             truncated_id = t.count("[") > t.count("]")  # SWE-bench's prefix-matched ids
-            j = junit.get(t, "missing") if junit is not None else None
-            # junit reports xfail and skip as skipped; only a claimed PASSED contradicts it
+            seen = channel.get(t, "missing")
             claimed = status_map.get(t) == "PASSED"
-            if j in ("failed", "error") or (j == "missing" and not truncated_id) or (
-                    j == "skipped" and claimed):
+            # the channel reports xfail and skip as skipped; only a claimed PASSED contradicts
+            if seen in ("failed", "error") or (seen == "missing" and not truncated_id) or (
+                    seen == "skipped" and claimed):
                 contradicted = True
         else:
             tests[t] = names.get(status_map.get(t, ""), "missing")
@@ -354,3 +385,12 @@ def diff_or_flag(sb: Sandbox) -> tuple[str, list[str]]:
         return sb.diff(), []
     except DiffError:
         return "", ["diff_failed"]
+
+
+def junit_key(node_id: str) -> tuple[str, str]:
+    """(classname, name) that pytest's junit XML uses for a node id."""
+    parts = node_id.split("::")
+    path = parts[0].removesuffix(".py")
+    classname = ".".join([path.replace("/", ".")] + parts[1:-1])
+    return classname, parts[-1]
+

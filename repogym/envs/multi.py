@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import shlex
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, Literal
@@ -24,6 +23,7 @@ from repogym.envs import grader
 from repogym.envs.actions import TOOL_HELP, ActionError, error_observation, parse_action
 from repogym.envs.repo_env import SuiteEnv, TextSpace
 from repogym.sandbox import Limits, SandboxError, SandboxSpec
+from repogym.sandbox.workspace import make_diff
 from repogym.scenarios.task import Task
 
 TESTER, FIXER = "tester", "fixer"
@@ -33,8 +33,9 @@ TESTER_BRIEF = """\
 Your role: TESTER. Do not fix the bug. Write a pytest test file at `{path}` that reproduces
 the bug: it must FAIL on the repository as it is now and PASS once the bug is fixed. You share
 the workspace with a fixer who edits the code at the same time (your action runs first in each
-turn). Your test is graded when you submit: it runs in fresh sandboxes, once on the original
-repository and once with a correct fix applied."""
+turn). Your test is graded when you submit: it runs in fresh sandboxes (without .git), on the
+original repository, with a correct fix, and with some wrong fixes; it is a reproduction only
+if it fails on the original, passes with the correct fix and fails with every wrong fix."""
 
 FIXER_BRIEF = """\
 Your role: FIXER. Fix the bug in the code. You share the workspace with a tester who writes a
@@ -76,11 +77,12 @@ class RepoDuelEnv(ParallelEnv):
     ## Rewards
     0 on every step but an agent's last.
     * tester: 1.0 iff its test (the file at ``repro_path`` when it submits) fails (pytest
-      exit code 1) on the pristine repository and passes (exit code 0) with the gold patch,
-      each run in a fresh sandbox; else 0.
+      exit code 1) on the pristine repository, passes (exit code 0) with the gold patch, and
+      fails with every decoy of the task and with an unrelated edit; each run in a fresh
+      sandbox without ``.git``, through the grader's launcher; else 0.
     * fixer: the hidden tests' reward (``repogym.envs.grader.grade`` on its diff, in
-      ``reward_mode``) plus ``repro_weight`` when the tester's test is valid (as above) and
-      passes on the fixer's diff. The tester's test is its submitted version, or the file as
+      ``reward_mode``) plus ``repro_weight`` when the hidden tests resolve the task (reward
+      1), the tester's test is valid (as above) and it passes on the fixer's diff. The tester's test is its submitted version, or the file as
       it stands when the fixer submits if the tester has not submitted yet. A fix that only
       satisfies an invalid test earns nothing extra.
 
@@ -265,8 +267,12 @@ class RepoDuelEnv(ParallelEnv):
             return f"Grading failed (infrastructure): {details['infra_error']}\n"
         if not self._tester_test.strip():
             return f"Submitted without a test at {self.repro_path}. Reward: 0.000\n"
+        wrong = [v for k, v in details.items() if k not in ("original", "gold")]
+        checked = (f"; it failed with {sum(v == 'failed' for v in wrong)} of the wrong fixes "
+                   f"tried" if wrong else "")
         return (f"Submitted. Your test on the original code: {details['original']}; with a "
-                f"correct fix: {details['gold']}. Reward: {info['reward']:.3f}\n")
+                f"correct fix: {details.get('gold', 'not run')}{checked}. "
+                f"Reward: {info['reward']:.3f}\n")
 
     def _finish_fixer(self, info: dict[str, Any]) -> str:
         env = self._env
@@ -278,7 +284,8 @@ class RepoDuelEnv(ParallelEnv):
         test = self._current_test() or ""
         valid, details = self.validate_test(test)
         on_fix = self.run_test(test, grader.filter_diff(diff, self.task.verifier)[0])
-        bonus = self.repro_weight if valid and on_fix.status == "passed" else 0.0
+        resolved = result.reward == 1.0 and result.resolved
+        bonus = self.repro_weight if valid and resolved and on_fix.status == "passed" else 0.0
         infra = result.infra_error or details.get("infra_error")
         reward = 0.0 if infra else result.reward + bonus
         info.update(
@@ -296,22 +303,35 @@ class RepoDuelEnv(ParallelEnv):
 
     # -- running the tester's test -------------------------------------------------------
     def validate_test(self, test: str) -> tuple[bool, dict[str, Any]]:
-        """Whether ``test`` fails on the pristine repo and passes with the gold patch.
+        """Whether ``test`` is a real reproduction of the bug.
 
-        Each run uses a fresh sandbox; results are cached per test text within an episode.
+        It must fail on the pristine repository, pass with the gold fix, and fail with every
+        decoy (wrong fixes) and with an unrelated edit (a comment added to every module), so
+        a test that only notices that *something* changed is not one. Each run is a fresh
+        sandbox without ``.git`` (no ``git diff`` to peek at); only the outcome comes back.
+        Results are cached per test text within an episode.
         """
-        key = hashlib.sha256(test.encode()).hexdigest()
+        key = hashlib.sha256(test.encode("utf-8", "surrogatepass")).hexdigest()
         if key not in self._validity:
-            gold = self.task.solution_patch.read_text()
+            runs = {"original": "", "gold": self.task.solution_patch.read_text(),
+                    "unrelated": unrelated_edit(self.task)}
+            # decoys as grading sees them: their test and conftest edits are dropped too
+            runs.update({f"decoy:{c.name}": grader.filter_diff(c.read(), self.task.verifier)[0]
+                         for c in self.task.candidates() if c.kind == "decoy"})
+            want = {"original": "failed", "gold": "passed"}
+            seen: dict[str, str] = {}
             try:
-                original, fixed = self.run_test(test, ""), self.run_test(test, gold)
+                for name, diff in runs.items():  # stop at the first run that disqualifies
+                    seen[name] = self.run_test(test, diff).status
+                    if seen[name] != want.get(name, "failed"):
+                        break
             except SandboxError as e:
                 self._validity[key] = (False, {"original": "missing", "gold": "missing",
                                                "infra_error": str(e)})
             else:
-                ok = original.status == "failed" and fixed.status == "passed"
-                self._validity[key] = (ok, {"original": original.status,
-                                            "gold": fixed.status})
+                ok = len(seen) == len(runs) and all(
+                    s == want.get(k, "failed") for k, s in seen.items())
+                self._validity[key] = (ok, seen)
         return self._validity[key]
 
     def run_test(self, test: str, diff: str) -> ReproResult:
@@ -329,6 +349,15 @@ def _check_repro_path(path: str) -> None:
                          "'tests/test_repro.py'. Fix: pass such a path")
 
 
+def unrelated_edit(task: Task) -> str:
+    """A diff that changes no behaviour: a comment appended to every non-test module."""
+    repo = task.repo_dir
+    return make_diff(repo, {
+        rel: (repo / rel).read_text(encoding="utf-8", errors="surrogateescape") + "\n# reviewed\n"
+        for rel in (p.relative_to(repo).as_posix() for p in sorted(repo.rglob("*.py")))
+        if not grader.is_test_file(rel)})
+
+
 def drop_path(diff: str, path: str) -> str:
     """``diff`` without the changes to ``path``."""
     return "".join(p.text for p in grader.split_diff(diff) if path not in p.paths)
@@ -338,43 +367,48 @@ def run_repro(task: Task, template: Path, diff: str, test: str, path: str, *,
               make_sandbox: grader.SandboxFactory, limits: Limits) -> ReproResult:
     """Apply ``diff`` to a fresh sandbox, write ``test`` at ``path`` and run only that file.
 
-    The outcome comes from a junit report written outside the workspace and cross-checked
-    with pytest's exit code (as the grader does): ``failed`` means tests ran and some failed
-    (exit code 1), ``passed`` means every test passed (exit code 0); a collection error,
-    no tests, a timeout, a patch that does not apply or a forged report is ``error``.
+    The file runs through the grader's launcher (isolated interpreter, the grader's pytest
+    configuration, results on the launcher's channel): ``failed`` means tests ran and some
+    failed (exit code 1), ``passed`` means every test passed (exit code 0); a collection
+    error, no tests, a timeout, a patch that does not apply or a channel that disagrees with
+    the exit code is ``error``.
 
     Raises:
         SandboxError: the sandbox itself failed.
     """
     v = task.verifier
     limits = dataclasses.replace(limits, timeout_s=v.timeout_s)
-    with grader.report_dir("repogym-repro-") as results:
+    with grader.grading_dir(template) as gdir:
+        (gdir / "tests" / path).parent.mkdir(parents=True, exist_ok=True)
+        (gdir / "tests" / path).write_text(test, encoding="utf-8", errors="surrogateescape")
         sb = make_sandbox(SandboxSpec(template=template, limits=limits))
         try:
             applied = grader.apply_diff(sb, diff)
             if applied is not None and applied.exit_code != 0:
                 return ReproResult("error", applied.exit_code, applied.output[-4000:])
-            sb.write_file(path, test)
-            run, report = grader.run_reported(sb, f"{v.command} -rA {shlex.quote(path)}",
-                                              results, v.timeout_s)
+            installed = grader.install_tests(sb, gdir)
+            if installed.exit_code != 0:
+                return ReproResult("error", installed.exit_code, installed.output[-4000:])
+            sb.run("rm -rf .git")  # no history, no `git diff` to tell fixes apart
+            run = grader.run_verifier(sb, gdir, v.pytest_args(), [], v.timeout_s,
+                                      v.ini_options, extra_files=[path])
         finally:
             sb.close()
-    return ReproResult(_repro_status(run.exit_code, run.timed_out, report), run.exit_code,
-                       run.output[-4000:])
+    return ReproResult(_repro_status(run), run.exec.exit_code, run.exec.stderr[-4000:])
 
 
-def _repro_status(exit_code: int, timed_out: bool, report: bytes | None) -> ReproStatus:
-    if timed_out or not report:
+def _repro_status(run: grader.VerifierRun) -> ReproStatus:
+    ch, ex = run.channel, run.exec
+    if ch is None or ex.timed_out or ex.output_truncated or ch.exit != ex.exit_code:
         return "error"
-    try:
-        statuses = grader.parse_junit(report)
-    except Exception:  # noqa: BLE001 - a malformed report is the test's fault
+    outcomes = {ch.status(n) for n in ch.phases}
+    if ch.collected or not outcomes or ch.refused:
         return "error"
-    if not statuses or grader.forged(exit_code, statuses):
-        return "error"
-    if exit_code == 0:
+    if ex.exit_code == 0 and outcomes == {"passed"}:
         return "passed"
-    return "failed" if exit_code == 1 else "error"
+    if ex.exit_code == 1 and outcomes & {"failed", "error"}:
+        return "failed"
+    return "error"
 
 
 def parallel_env(task: Task | str | Path | Sequence[Task | str | Path],

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 import multiprocessing as mp
+import shlex
 import string
 import sys
 import time
@@ -22,7 +24,15 @@ from gymnasium.vector.utils import (
 from gymnasium.wrappers import TimeLimit
 
 from repogym.envs import grader
-from repogym.envs.actions import TOOL_HELP, ActionError, ToolCall, error_observation, parse_action
+from repogym.envs.actions import (
+    MAX_ACTION_CHARS,
+    TOOL_HELP,
+    ActionError,
+    ToolCall,
+    error_observation,
+    ignored_note,
+    parse_action,
+)
 from repogym.sandbox import Limits, Sandbox, SandboxError, SandboxSpec, make_sandbox
 from repogym.sandbox.base import ExecResult
 from repogym.sandbox.workspace import TemplateCache
@@ -139,8 +149,12 @@ class RepoEnv(gym.Env[str, str]):
     ## Action Space
     ``TextSpace``: the agent's raw text holding one tool call, JSON
     ``{"tool": "bash", "args": {"command": "ls"}}`` (or OpenAI's ``{"name", "arguments"}``)
-    or a fenced ```` ```bash ```` block. Tools: bash, read, write, edit, submit. A malformed
-    action yields an observation explaining the expected form; it never raises.
+    or a fenced ```` ```bash ```` block. Tools: bash, read, write, edit, submit (declared in
+    :data:`repogym.envs.actions.TOOLS`). One call runs per step: of several in one reply, the
+    first runs and the observation says the others were ignored. A malformed or hostile
+    action (or one the sandbox cannot take, e.g. a NUL byte in a command) yields an
+    observation explaining the expected form; it never raises and never sets
+    ``infra_error``.
 
     ## Observation Space
     ``TextSpace``: after ``reset``, the statement, the tool instructions and the top-level
@@ -204,7 +218,7 @@ class RepoEnv(gym.Env[str, str]):
         self.timings = timings
         self.grade_cache = grade_cache
         self.observation_space = TextSpace()
-        self.action_space = TextSpace()
+        self.action_space = TextSpace(MAX_ACTION_CHARS)
         self._templates = TemplateCache()
         self._sandbox: Sandbox | None = None
         self._transcript: list[str] = []
@@ -281,6 +295,7 @@ class RepoEnv(gym.Env[str, str]):
                 terminated = True
             else:
                 obs = self._run_tool(call, info)
+            obs += ignored_note(call)
         except ActionError as e:
             obs = error_observation(e)
             info["action_error"] = str(e)
@@ -299,18 +314,16 @@ class RepoEnv(gym.Env[str, str]):
         return obs, float(reward), terminated, truncated, info
 
     def _run_tool(self, call: ToolCall, info: dict[str, Any]) -> str:
+        """Run a validated non-submit call. What the agent got wrong becomes the observation
+        (``exit_code`` 1); only a :class:`SandboxError` (the infrastructure) propagates."""
         sb, a = self._sandbox, call.args
-        if call.name == "bash":
-            res = sb.run(a["command"], timeout_s=self.limits.timeout_s)
-            info.update(exit_code=res.exit_code, timed_out=res.timed_out)
-            return format_exec(res, self.max_obs_chars)
         try:
+            if call.name == "bash":
+                res = sb.run(a["command"], timeout_s=self.limits.timeout_s)
+                info.update(exit_code=res.exit_code, timed_out=res.timed_out)
+                return format_exec(res, self.max_obs_chars)
             if call.name == "read":
-                lines = sb.read_file(a["path"]).splitlines()
-                lo = max(1, a.get("start", 1))
-                hi = min(len(lines), a.get("end", len(lines)))
-                body = "\n".join(f"{i:6d}\t{lines[i - 1]}" for i in range(lo, hi + 1))
-                out = clip_text(body, self.max_obs_chars) + "\n" if body else "(empty)\n"
+                out = self._read(a["path"], a.get("start"), a.get("end"))
             elif call.name == "write":
                 sb.write_file(a["path"], a["content"])
                 out = f"Wrote {len(a['content'])} characters to {a['path']}.\n"
@@ -318,14 +331,48 @@ class RepoEnv(gym.Env[str, str]):
                 out = self._edit(a["path"], a["old"], a["new"])
             info["exit_code"] = 0
             return out
-        except (OSError, ValueError) as e:
+        except FileNotFoundError as e:
             info["exit_code"] = 1
-            return f"Error: {e}\n"
+            return self._not_a_file(a["path"], e)
+        except (OSError, ValueError) as e:  # ValueError: an argument the sandbox cannot take
+            info["exit_code"] = 1
+            return clip_text(f"Error: {e}", self.max_obs_chars) + "\n"
+
+    def _not_a_file(self, path: str, err: FileNotFoundError) -> str:
+        folder = shlex.quote(path)
+        if self._sandbox.run(f"test -d {folder}").exit_code == 0:
+            ls = json.dumps({"tool": "bash", "args": {"command": f"ls {folder}"}})
+            return f"Error: {path} is a folder, not a file. Fix: list it: {ls}\n"
+        return clip_text(f"Error: {err}", self.max_obs_chars) + "\n"
+
+    def _read(self, path: str, start: int | None, end: int | None) -> str:
+        if start is not None and end is not None and start > end:
+            raise ValueError(f"read() got start={start} after end={end}. Fix: give "
+                             f"start <= end, e.g. start={end}, end={start}")
+        lines = self._sandbox.read_file(path).splitlines()
+        if not lines:
+            return f"{path} is empty (0 lines).\n"
+        lo = start or 1
+        if lo > len(lines):
+            raise ValueError(f"{path} has {len(lines)} lines; start={lo} is past the end. Fix: "
+                             f"use start <= {len(lines)}")
+        hi = min(len(lines), end or len(lines))
+        body = "\n".join(f"{i:6d}\t{lines[i - 1]}" for i in range(lo, hi + 1))
+        return clip_text(body, self.max_obs_chars) + "\n"
 
     def _edit(self, path: str, old: str, new: str) -> str:
+        if not old:
+            raise ValueError("edit() got an empty `old`; it must be the exact text to replace, "
+                             "copied from the file. Fix: to create or overwrite a whole file, "
+                             "use write(path, content); to insert text, put a neighbouring "
+                             "line in both `old` and `new`")
         text = self._sandbox.read_file(path)
-        count = text.count(old) if old else 0
-        if count != 1:
+        count = text.count(old)
+        if count == 0:
+            raise ValueError(f"edit() did not find `old` in {path} (it occurs 0 times). Fix: "
+                             "copy it exactly from the file (read it first: spaces, tabs and "
+                             "line breaks must match)")
+        if count > 1:
             raise ValueError(f"edit() needs `old` to occur exactly once in {path}; it occurs "
                              f"{count} times. Fix: include more surrounding lines in `old`")
         self._sandbox.write_file(path, text.replace(old, new, 1))

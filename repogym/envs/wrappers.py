@@ -95,13 +95,23 @@ class TrajectoryLogger(gym.Wrapper[str, str, str, str]):
 
 
 def read_trajectory(path: str | Path) -> dict[str, Any]:
-    """Load a trajectory file: ``{"header": {...}, "steps": [...], "summary": {...}|None}``."""
+    """Load a trajectory file: ``{"header": {...}, "steps": [...], "summary": {...}|None}``.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: it is not a trajectory file of this schema (the message names the line).
+    """
     header, steps, summary = None, [], None
-    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+    text = Path(path).read_text(encoding="utf-8")
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        rec = json.loads(line)
-        kind = rec.get("type")
+        try:
+            rec = json.loads(line)
+        except ValueError as e:
+            raise ValueError(f"{path}:{n}: not JSON ({e}). Fix: pass a file written by "
+                             "TrajectoryLogger (one JSON object per line)") from e
+        kind = rec.get("type") if isinstance(rec, dict) else None
         if kind == "header":
             if rec.get("schema") != SCHEMA:
                 raise ValueError(f"{path}:{n}: schema {rec.get('schema')!r} is not {SCHEMA!r}. "
@@ -112,7 +122,8 @@ def read_trajectory(path: str | Path) -> dict[str, Any]:
         elif kind == "summary":
             summary = rec
         else:
-            raise ValueError(f"{path}:{n}: unknown record type {kind!r}")
+            raise ValueError(f"{path}:{n}: not a trajectory record (no \"type\" of header, "
+                             "step or summary). Fix: pass a file written by TrajectoryLogger")
     if header is None:
         raise ValueError(f"{path}: no header record. Fix: pass a file written by TrajectoryLogger")
     return {"header": header, "steps": steps, "summary": summary}

@@ -24,6 +24,8 @@ SUBCOMMANDS: list[str] = [
     "repogym.harness.cmd_train",
     "repogym.harness.cmd_plot",
     "repogym.harness.cmd_gc",
+    "repogym.harness.cmd_serve",
+    "repogym.harness.cmd_harbor",
 ]
 
 

@@ -1,9 +1,10 @@
 """``repogym gc``: remove what killed processes left behind.
 
 A process killed with SIGKILL cannot run ``close()``. Its docker containers (labelled
-``repogym.sandbox`` with the owner's host and pid), workspaces and templates (temp
-folders tagged with its pid) and cgroups are found and removed here. Only leftovers whose
-owning process is gone are touched, unless ``--all`` is given for containers.
+``repogym.sandbox`` with the owner's host and pid), its lease folders (templates and
+workspaces, whose lock the kernel released when it died) and its cgroups are found and
+removed here. Only leftovers of owners that are gone are touched, unless ``--all`` is given
+for containers.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from repogym.sandbox.limits import collect_stale_cgroups
-    from repogym.sandbox.workspace import collect_garbage
+    from repogym.sandbox.leases import collect_garbage
 
-    folders = collect_garbage()
-    cgroups = collect_stale_cgroups()
-    print(f"removed {len(folders)} workspace/template folders, {len(cgroups)} cgroups")
+    removed = collect_garbage()
+    cgroups = sum(1 for p in removed if p.parts[:3] == ("/", "sys", "fs"))
+    print(f"removed {len(removed) - cgroups} lease folders (templates and workspaces), "
+          f"{cgroups} cgroups")
     try:
         from repogym.sandbox.docker_setup import default_base_url, ping
 

@@ -38,6 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-steps", type=int, help="override every task's step budget")
     p.add_argument("--act-timeout", type=float, default=300.0,
                    help="seconds per agent act() before the episode is an agent error")
+    p.add_argument("--env-server", metavar="URL",
+                   help="run the envs on a `repogym serve` at URL (its sandboxes, its grader)")
     p.add_argument("--out", required=True, type=Path, help="output folder (resumable)")
     p.add_argument("--no-progress", action="store_true", help="no live progress bar")
     p.set_defaults(func=run)
@@ -53,7 +55,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
                      label=args.name, suite=args.suite, split=args.split, task_ids=task_ids,
                      samples=args.samples, workers=args.workers, ray=args.ray, seed=args.seed,
                      sandbox=args.sandbox, reward_mode=args.reward_mode,
-                     max_steps=args.max_steps, act_timeout_s=args.act_timeout)
+                     max_steps=args.max_steps, act_timeout_s=args.act_timeout,
+                     env_server=args.env_server)
 
 
 def make_console() -> Console:

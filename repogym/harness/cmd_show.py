@@ -1,56 +1,152 @@
-"""``repogym show FILE``: render a trajectory JSONL file written by TrajectoryLogger."""
+"""``repogym show FILE``: render a trajectory JSONL file written by TrajectoryLogger.
+
+Everything shown comes from the file as plain text (tool output may hold anything, rich
+markup such as ``[/]`` included); long ids wrap instead of being cut. ``--format json``
+(``--json``) prints the parsed file instead, ``--format atif`` Harbor's ATIF form. A path
+that is not a trajectory (missing, a folder, a run's results.jsonl) gets a message saying
+what to pass, and exit code 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
+
+from repogym.envs.wrappers import read_trajectory
+
+_EXAMPLES = 3
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("show", help="render a trajectory file (.jsonl)")
     p.add_argument("file", help="a trajectory file written by TrajectoryLogger / log_dir=")
     p.add_argument("--max-chars", type=int, default=4000, help="clip each observation")
+    p.add_argument("--format", choices=["rich", "json", "atif"], default="rich",
+                   help="rich (default): a terminal view; json: the parsed file; atif: "
+                        "Harbor's ATIF JSON on stdout")
+    p.add_argument("--json", dest="format", action="store_const", const="json",
+                   help="the same as --format json")
     p.set_defaults(func=run)
 
 
-def _clip(text: str, n: int) -> str:
+def _clip(text: Any, n: int) -> str:
+    text = "" if text is None else str(text)
     return text if len(text) <= n else text[:n] + f"\n... [{len(text) - n} more characters]"
 
 
-def run(args: argparse.Namespace) -> int:
-    from repogym.envs.wrappers import read_trajectory
+def _examples(paths: list[str]) -> str:
+    shown = ", ".join(paths[:_EXAMPLES])
+    return shown + (f" (and {len(paths) - _EXAMPLES} more)" if len(paths) > _EXAMPLES else "")
 
-    traj = read_trajectory(args.file)
-    con = Console()
+
+def _results_rows(path: Path) -> list[dict] | None:
+    """The rows of a run's results.jsonl, or None if ``path`` is not one."""
+    try:
+        with path.open(encoding="utf-8") as f:
+            first = json.loads(f.readline() or "null")
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(first, dict) and "type" not in first and "task" in first):
+        return None
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return [r for r in rows if isinstance(r, dict)]
+
+
+def _not_a_trajectory(path: Path) -> str | None:
+    """Why ``path`` cannot be shown (a message with the fix), or None if it may be a file."""
+    if not path.exists():
+        return f"{path} does not exist. Fix: pass a trajectory file (.jsonl) written by log_dir="
+    if path.is_dir():
+        run = path / "trajectories"
+        files = sorted(str(p) for p in (run if run.is_dir() else path).glob("*.jsonl")
+                       if p.name != "results.jsonl")
+        if not files:
+            return (f"{path} is a folder with no trajectory files. Fix: pass one .jsonl file "
+                    "written by log_dir= (a run keeps them in OUT/trajectories/)")
+        return f"{path} is a folder. Fix: pass one of its trajectory files: {_examples(files)}"
+    rows = _results_rows(path)
+    if rows is not None:
+        trajs = [str(path.parent / r["trajectory"]) for r in rows
+                 if isinstance(r.get("trajectory"), str)]
+        fix = (f"show one episode: {_examples(trajs)}" if trajs
+               else "pass a trajectory file from the run's trajectories/ folder")
+        return (f"{path} is a run's results file (one row per episode), not a trajectory. "
+                f"Fix: {fix}")
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    problem = _not_a_trajectory(path)
+    if problem is None:
+        try:
+            traj = read_trajectory(path)
+        except (OSError, ValueError) as e:
+            problem = str(e)
+    if problem is not None:
+        print(f"repogym show: {problem}", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        print(json.dumps(traj, indent=2, default=str))
+        return 0
+    if args.format == "atif":
+        from repogym.integrations.atif import to_atif
+
+        print(json.dumps(to_atif(traj), indent=1))
+        return 0
+    _render(Console(), traj, args.max_chars)
+    return 0
+
+
+def _render(con: Console, traj: dict[str, Any], max_chars: int) -> None:
     h = traj["header"]
-    con.print(Panel(f"task [bold]{h['task']}[/] ({h.get('env_id')})  sandbox {h.get('sandbox')}  "
-                    f"seed {h.get('seed')}  reward_mode {h.get('reward_mode')}  "
-                    f"started {h.get('started_at')}", title=h["schema"]))
-    con.print(Panel(_clip(h.get("observation", ""), args.max_chars), title="observation 0"))
+    con.print(Panel(Text(f"task {h.get('task')} ({h.get('env_id')})  sandbox "
+                         f"{h.get('sandbox')}  seed {h.get('seed')}  reward_mode "
+                         f"{h.get('reward_mode')}  started {h.get('started_at')}"),
+                    title=Text(str(h.get("schema")))))
+    con.print(Panel(Text(_clip(h.get("observation"), max_chars)), title="observation 0"))
     for s in traj["steps"]:
-        con.print(Panel(s["action"], title=f"action {s['t']} ({s.get('tool')})",
+        con.print(Panel(Text(_clip(s.get("action"), max_chars)),
+                        title=Text(f"action {s.get('t')} ({s.get('tool')})"),
                         border_style="cyan"))
-        con.print(Panel(_clip(s["observation"], args.max_chars),
-                        title=f"observation {s['t']}  exit {s.get('exit_code')}  "
-                              f"{s.get('duration_s', 0):.3f}s", border_style="dim"))
+        duration = s.get("duration_s")
+        took = f"{duration:.3f}s" if isinstance(duration, int | float) else ""
+        con.print(Panel(Text(_clip(s.get("observation"), max_chars)),
+                        title=Text(f"observation {s.get('t')}  exit {s.get('exit_code')}  "
+                                   f"{took}"), border_style="dim"))
     summary = traj["summary"]
     if summary is None:
-        con.print("[yellow]no summary: the episode did not finish[/]")
-        return 0
-    table = Table(title=f"reward {summary.get('reward')}  resolved {summary.get('resolved')}  "
-                        f"steps {summary.get('steps')}  hack flags {summary.get('hack_flags')}")
-    table.add_column("test")
-    table.add_column("outcome")
-    for test, outcome in (summary.get("tests") or {}).items():
-        color = "green" if outcome == "passed" else "red"
-        table.add_row(test, f"[{color}]{outcome}[/]")
+        con.print(Text("no summary: the episode did not finish", style="yellow"))
+        return
+    _render_summary(con, summary)
+
+
+def _render_summary(con: Console, summary: dict[str, Any]) -> None:
+    table = Table(title=Text(f"reward {summary.get('reward')}  resolved "
+                             f"{summary.get('resolved')}  steps {summary.get('steps')}  hack "
+                             f"flags {summary.get('hack_flags')}"))
+    table.add_column("test", overflow="fold")
+    table.add_column("outcome", no_wrap=True)
+    tests = summary.get("tests")
+    for test, outcome in (tests.items() if isinstance(tests, dict) else ()):
+        table.add_row(Text(str(test)),
+                      Text(str(outcome), style="green" if outcome == "passed" else "red"))
     con.print(table)
     if summary.get("diff"):
-        con.print(Syntax(summary["diff"], "diff", word_wrap=True))
+        con.print(Syntax(str(summary["diff"]), "diff", word_wrap=True))
     if summary.get("infra_error"):
-        con.print(f"[red]infra_error: {summary['infra_error']}[/]")
-    return 0
+        con.print(Text(f"infra_error: {summary['infra_error']}", style="red"))

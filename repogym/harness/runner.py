@@ -65,6 +65,7 @@ class RunConfig:
         reward_mode: ``binary``, ``partial`` or ``f2p``.
         max_steps: Override every task's step budget.
         act_timeout_s: Per-``act`` limit; past it the episode is an agent error.
+        env_server: URL of a ``repogym serve`` holding the sandboxes (None: local envs).
     """
 
     agent: str
@@ -82,6 +83,7 @@ class RunConfig:
     reward_mode: str = "binary"
     max_steps: int | None = None
     act_timeout_s: float = 300.0
+    env_server: str | None = None
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -194,10 +196,11 @@ class EpisodeWorker:
         if self._env is None:
             from repogym.envs import make_suite_env
 
+            local = {} if self.cfg.env_server else {"tasks": list(self.tasks.values()),
+                                                    "sandbox": self.cfg.sandbox}
             self._env = make_suite_env(
-                log_dir=self.cfg.out / TRAJECTORIES, tasks=list(self.tasks.values()),
-                sandbox=self.cfg.sandbox, reward_mode=self.cfg.reward_mode,
-                max_steps=self.cfg.max_steps)
+                log_dir=self.cfg.out / TRAJECTORIES, remote=self.cfg.env_server,
+                reward_mode=self.cfg.reward_mode, max_steps=self.cfg.max_steps, **local)
         return self._env
 
     def _get_agent(self) -> Any:
@@ -384,7 +387,7 @@ def _stop_pool(pool: Any, futures: list[Any]) -> None:
 def _collect_garbage() -> None:
     """Remove sandbox folders of killed processes (they carry the dead owner's pid)."""
     try:
-        from repogym.sandbox.workspace import collect_garbage
+        from repogym.sandbox.leases import collect_garbage
     except ImportError:
         return
     collect_garbage()

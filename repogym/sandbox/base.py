@@ -31,7 +31,13 @@ class Limits:
         pids: Processes per command (cgroup pids limit, else RLIMIT_NPROC).
         file_size_mb: Largest file a command may write (RLIMIT_FSIZE).
         output_bytes: Bytes of stdout+stderr kept; a command producing more is killed.
-        workspace_mb: Size cap of the writable workspace layer and of /tmp.
+        workspace_mb: Size cap of the writable workspace layer and of /tmp (together);
+            default: half of ``memory_mb``, at most 1024.
+        inodes: Files and folders the workspace layer and /tmp may hold (together).
+
+    Files a sandbox writes stay charged to its memory limit after the command that wrote
+    them ends, so ``workspace_mb`` must stay below ``memory_mb``: then no sequence of
+    commands can leave the sandbox without memory to start the next one.
     """
 
     timeout_s: float = 60.0
@@ -40,7 +46,20 @@ class Limits:
     pids: int = 256
     file_size_mb: int = 256
     output_bytes: int = 4 * 1024 * 1024
-    workspace_mb: int = 1024
+    workspace_mb: int | None = None
+    inodes: int = 65536
+
+    def __post_init__(self) -> None:
+        if self.workspace_mb is None:
+            object.__setattr__(self, "workspace_mb", min(1024, self.memory_mb // 2))
+        for name in ("timeout_s", "cpu_s", "memory_mb", "pids", "file_size_mb", "output_bytes",
+                     "workspace_mb", "inodes"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"Limits.{name} must be positive, got {getattr(self, name)!r}")
+        if self.workspace_mb + 64 > self.memory_mb:
+            raise ValueError(f"Limits.workspace_mb ({self.workspace_mb}) must be at least 64 "
+                             f"below memory_mb ({self.memory_mb}): files a sandbox writes stay "
+                             "charged to its memory. Fix: raise memory_mb or lower workspace_mb")
 
 
 @dataclasses.dataclass
@@ -53,6 +72,8 @@ class ExecResult:
     timed_out: bool = False
     duration_s: float = 0.0
     output_truncated: bool = False
+    #: ``memory`` or ``pids`` when the sandbox's own limit stopped the command (its doing).
+    resource_exhausted: str | None = None
 
     @property
     def output(self) -> str:
@@ -62,11 +83,29 @@ class ExecResult:
         return self.stdout or self.stderr
 
 
+@dataclasses.dataclass(frozen=True)
+class Interpreter:
+    """The Python a sandbox offers its verifier (paths as the sandbox sees them).
+
+    Attributes:
+        executable: The interpreter.
+        sites: Site folders the verifier trusts besides the interpreter's own (e.g. the
+            folder holding pytest); they come before the workspace and cannot be shadowed.
+        env: ``path`` (PATH) and ``ld_library_path`` the interpreter needs.
+    """
+
+    executable: str
+    sites: tuple[str, ...] = ()
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
 @runtime_checkable
 class Sandbox(Protocol):
     """A running, isolated workspace. Paths given to its methods are workspace-relative."""
 
     backend: str
+    template: Path
+    interpreter: Interpreter
 
     def run(
         self, command: str, timeout_s: float | None = None, stdin: bytes | None = None
@@ -82,12 +121,14 @@ class Sandbox(Protocol):
         rw: dict[str, Path] | None = None,
         timeout_s: float | None = None,
         stdin: bytes | None = None,
+        output_bytes: int | None = None,
     ) -> ExecResult:
         """Run with host folders made visible for this command only (the grader's tool).
 
         Each ``NAME -> host folder`` is visible at the path in ``$RG_NAME`` (upper-cased),
         read-only for ``ro``; for ``rw``, what the command writes there is in the host
-        folder afterwards. Agents' commands never see these folders.
+        folder afterwards. Agents' commands never see these folders. ``output_bytes``
+        replaces the limits' output cap for this command.
         """
         ...
 

@@ -1,12 +1,18 @@
 """The default backend: bubblewrap, one fresh namespace set per command.
 
 Each command runs in new PID, network, IPC, UTS and cgroup namespaces (loopback only, no
-internet, no host loopback), with the system folders bound read-only, only the workspace
-writable, a size-capped ``/tmp``, an empty host environment, and (as root) uid 65534 with
-no capabilities and no-new-privs. The host's Python is visible at ``/opt/python`` with its
-site-packages replaced by a pytest-only folder, and every folder holding repogym's own
-code and task data is masked. When the command's first process exits, bwrap's PID 1 exits
-and the kernel kills everything else in the namespace: nothing outlives a step.
+internet, no host loopback), under the seccomp policy of :mod:`repogym.sandbox.seccomp`
+(no keyrings, no new namespaces, no bpf/perf/mount/module calls), with the system folders
+bound read-only, only the workspace writable, a ``/tmp`` capped in bytes and inodes, an
+empty host environment, and (as root) the lease's own uid with no capabilities and
+no-new-privs. The host's Python is visible at ``/opt/python`` with its site-packages
+replaced by a pytest-only folder, and every folder holding repogym's own code and task data
+is masked. When the command's first process exits, bwrap's PID 1 exits and the kernel kills
+everything else in the namespace: nothing outlives a step.
+
+A launch that fails because the sandbox's own memory or pids limit is used up (by what
+earlier commands of the same sandbox left charged to it) is reported as an ``ExecResult``
+with ``resource_exhausted`` set: the agent's doing, never ``SandboxError``.
 """
 
 from __future__ import annotations
@@ -17,12 +23,14 @@ import subprocess
 from pathlib import Path
 from typing import Self
 
+from repogym.sandbox import seccomp
 from repogym.sandbox._exec import run_process
-from repogym.sandbox.base import WORKSPACE, ExecResult, SandboxError, SandboxSpec
+from repogym.sandbox.base import WORKSPACE, ExecResult, Interpreter, SandboxError, SandboxSpec
+from repogym.sandbox.leases import SANDBOX_GID
 from repogym.sandbox.limits import Cgroup, rlimit_preexec
 from repogym.sandbox.runtime import PYTHON_MOUNT, Runtime, package_data_dirs, runtime
 from repogym.sandbox.shell import ShellSandbox
-from repogym.sandbox.workspace import SANDBOX_UID, Workspace
+from repogym.sandbox.workspace import Workspace
 
 SITE_MOUNT = "/opt/repogym/site"
 BIND_ROOT = "/run/repogym"
@@ -60,6 +68,7 @@ def sandbox_env(rt: Runtime) -> dict[str, str]:
     }
 
 
+
 def _under(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
@@ -75,10 +84,20 @@ class BwrapSandbox(ShellSandbox):
         self.limits = spec.limits
         self._bwrap = bwrap_path()
         self._rt = runtime()
+        env = sandbox_env(self._rt)
+        self.interpreter = Interpreter(
+            f"{PYTHON_MOUNT}/bin/{self._rt.python}", (SITE_MOUNT,),
+            {"path": env["PATH"], "ld_library_path": env["LD_LIBRARY_PATH"]})
+        seccomp.bpf_program()  # fail here, with the fix, if libseccomp is missing
         self._closed = False
-        self.workspace = Workspace(spec.template, spec.limits.workspace_mb)
-        self.cgroup = Cgroup.create(spec.limits)
-        self._argv = self._base_argv()
+        self.workspace = Workspace(spec.template, spec.limits.workspace_mb,
+                                   spec.limits.inodes)
+        try:
+            self.cgroup = Cgroup.create(spec.limits, self.workspace.lease_dir.name)
+            self._argv = self._base_argv()
+        except BaseException:
+            self.workspace.close()
+            raise
 
     # -- argv ------------------------------------------------------------------------
     def _base_argv(self) -> list[str]:
@@ -88,7 +107,7 @@ class BwrapSandbox(ShellSandbox):
              "--unshare-cgroup-try", "--die-with-parent", "--new-session",
              "--hostname", "sandbox"]
         if not root:
-            a += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+            a += ["--unshare-user", "--uid", "65534", "--gid", str(SANDBOX_GID)]
         bound: list[tuple[Path, str]] = []
         for d in _SYSTEM_DIRS:
             p = Path(d)
@@ -104,8 +123,12 @@ class BwrapSandbox(ShellSandbox):
             a += ["--ro-bind", str(rt.prefix), PYTHON_MOUNT]
             bound.append((rt.prefix, PYTHON_MOUNT))
         a += ["--perms", "0755", "--dir", "/etc"]
-        for name in os.listdir(rt.etc):
-            a += ["--ro-bind", str(rt.etc / name), f"/etc/{name}"]
+        passwd = self.workspace.lease_dir / "passwd"
+        etc = {name: rt.etc / name for name in os.listdir(rt.etc)}
+        if root and passwd.is_file():
+            etc["passwd"] = passwd  # names the lease's uid
+        for name, src in sorted(etc.items()):
+            a += ["--ro-bind", str(src), f"/etc/{name}"]
         for name in _ETC_FROM_HOST:
             if os.path.exists(f"/etc/{name}"):
                 a += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
@@ -123,12 +146,13 @@ class BwrapSandbox(ShellSandbox):
             a += ["--setenv", k, v]
         return a
 
-    def _argv_for(self, command: str, status_fd: int, binds: list[str]) -> list[str]:
-        argv = self._argv + binds
+    def _argv_for(self, command: str, status_fd: int, seccomp_fd: int,
+                  binds: list[str]) -> list[str]:
+        argv = self._argv + binds + ["--seccomp", str(seccomp_fd)]
         if os.geteuid() == 0:
-            argv += ["/usr/bin/setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}",
-                     "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",
-                     "--no-new-privs"]
+            argv += ["/usr/bin/setpriv", f"--reuid={self.workspace.uid}",
+                     f"--regid={SANDBOX_GID}", "--clear-groups", "--inh-caps=-all",
+                     "--bounding-set=-all", "--no-new-privs"]
         # The shell reports that the sandbox is set up by writing to status_fd, then closes
         # it before the command runs, so a command cannot fake (or hide) a launch failure.
         starter = f'printf started >&{status_fd}; exec {status_fd}>&-; eval "$1"'
@@ -137,25 +161,28 @@ class BwrapSandbox(ShellSandbox):
     # -- running -----------------------------------------------------------------------
     def run(self, command: str, timeout_s: float | None = None,
             stdin: bytes | None = None) -> ExecResult:
-        return self._run(command, timeout_s, stdin, [])
+        return self._run(command, timeout_s, stdin, [], None)
 
     def run_with_binds(self, command: str, *, ro: dict[str, Path] | None = None,
                        rw: dict[str, Path] | None = None, timeout_s: float | None = None,
-                       stdin: bytes | None = None) -> ExecResult:
+                       stdin: bytes | None = None,
+                       output_bytes: int | None = None) -> ExecResult:
         binds: list[str] = []
         for kind, table in (("--ro-bind", ro or {}), ("--bind", rw or {})):
             for name, host in table.items():
                 dst = f"{BIND_ROOT}/{name}"
                 binds += [kind, str(host), dst, "--setenv", f"RG_{name.upper()}", dst]
-        return self._run(command, timeout_s, stdin, binds)
+        return self._run(command, timeout_s, stdin, binds, output_bytes)
 
     def _run(self, command: str, timeout_s: float | None, stdin: bytes | None,
-             binds: list[str]) -> ExecResult:
+             binds: list[str], output_bytes: int | None) -> ExecResult:
         if self._closed:
             raise SandboxError("the sandbox is closed. Fix: call env.reset() first")
         r, w = os.pipe()
+        filt = seccomp.bpf_fd()
+        kills = self.cgroup.oom_kills() if self.cgroup else 0
         try:
-            res = self._launch(command, timeout_s, stdin, binds, w)
+            res = self._launch(command, timeout_s, stdin, binds, w, filt, output_bytes)
             os.close(w)
             w = -1
             status = _read_all(r)
@@ -163,17 +190,28 @@ class BwrapSandbox(ShellSandbox):
             if w >= 0:
                 os.close(w)
             os.close(r)
+            os.close(filt)
         if not res.timed_out and not _started(status):
+            if exhausted := self.cgroup.exhausted() if self.cgroup else None:
+                return ExecResult(stdout="", exit_code=137, resource_exhausted=exhausted,
+                                  stderr=f"the sandbox's {exhausted} limit is used up "
+                                         "(by files or processes this sandbox left); the "
+                                         "command could not start",
+                                  duration_s=res.duration_s)
             raise SandboxError(f"bwrap failed to start the sandbox: {res.stderr.strip()}")
+        if self.cgroup and self.cgroup.oom_kills() > kills:
+            res.resource_exhausted = "memory"
         return res
 
     def _launch(self, command: str, timeout_s: float | None, stdin: bytes | None,
-                binds: list[str], status_fd: int) -> ExecResult:
+                binds: list[str], status_fd: int, seccomp_fd: int,
+                output_bytes: int | None) -> ExecResult:
         try:
             return run_process(
-                self._argv_for(command, status_fd, binds), env={},
+                self._argv_for(command, status_fd, seccomp_fd, binds), env={},
                 timeout_s=timeout_s or self.limits.timeout_s,
-                output_bytes=self.limits.output_bytes, stdin=stdin, pass_fds=(status_fd,),
+                output_bytes=output_bytes or self.limits.output_bytes, stdin=stdin,
+                pass_fds=(status_fd, seccomp_fd),
                 preexec_fn=rlimit_preexec(self.limits, cgroup=self.cgroup),
                 on_kill=self.cgroup.kill if self.cgroup else None,
             )

@@ -3,12 +3,13 @@
 The container runs a Debian-like image that has ``python`` (with pytest), ``bash`` and
 ``git`` (default ``repogym/python:bookworm``, built offline by
 :mod:`repogym.sandbox.docker_setup`). It has no network (``network_mode="none"``), no
-capabilities, no-new-privileges, pids/memory/CPU limits and rlimits, a read-only root
-filesystem, a size-capped ``/tmp`` tmpfs and the per-episode workspace (the same
-overlay/tmpfs :class:`~repogym.sandbox.workspace.Workspace` bwrap uses) bind-mounted at
-``/workspace``. Commands run as uid 65534 with an environment built here (no host
-variable reaches the container). PID 1 is docker's init reaping orphans, with an idle
-root-owned ``sleep`` the sandbox user cannot signal.
+capabilities, no-new-privileges, the seccomp policy of :mod:`repogym.sandbox.seccomp` (the
+same one bwrap applies), pids/memory/CPU limits and rlimits, a read-only root filesystem,
+and the per-sandbox workspace and ``/tmp`` (the same overlay on a tmpfs capped in bytes and
+inodes that bwrap uses) bind-mounted at ``/workspace`` and ``/tmp``. Commands run as the
+lease's uid with an environment built here (no host variable reaches the container). PID 1
+is docker's init reaping orphans, with an idle root-owned ``sleep`` the sandbox user cannot
+signal.
 
 As with bwrap, nothing outlives a command: each one runs under a small bash wrapper that
 SIGKILLs every process of the sandbox user (``kill -9 -1``, a builtin, so it works even
@@ -40,11 +41,13 @@ import docker.errors
 import requests
 from docker.types import Mount, Ulimit
 
+from repogym.sandbox import seccomp
 from repogym.sandbox._exec import TIMEOUT_EXIT
-from repogym.sandbox.base import WORKSPACE, ExecResult, SandboxError, SandboxSpec
+from repogym.sandbox.base import WORKSPACE, ExecResult, Interpreter, SandboxError, SandboxSpec
 from repogym.sandbox.docker_setup import DEFAULT_IMAGE, LABEL, client, default_base_url
+from repogym.sandbox.leases import SANDBOX_GID
 from repogym.sandbox.shell import ShellSandbox
-from repogym.sandbox.workspace import SANDBOX_UID, Workspace
+from repogym.sandbox.workspace import Workspace
 
 BIND_ROOT = "/run/repogym"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -90,7 +93,7 @@ class DockerSandbox(ShellSandbox):
         self.spec, self.template, self.limits = spec, spec.template, spec.limits
         self.image = image
         self.base_url = base_url or default_base_url()
-        self.uid = SANDBOX_UID if os.geteuid() == 0 else os.getuid()
+        self.interpreter = Interpreter("python3", (), {"path": PATH})
         self._closed = False
         self._client: Any = None
         self.workspace: Workspace | None = None
@@ -99,7 +102,9 @@ class DockerSandbox(ShellSandbox):
         self.container_id: str | None = None
         try:
             self._client = self._connect()
-            self.workspace = Workspace(spec.template, spec.limits.workspace_mb)
+            self.workspace = Workspace(spec.template, spec.limits.workspace_mb,
+                                       spec.limits.inodes)
+            self.uid = self.workspace.uid
             self._xfer = self._make_xfer()
             self._start_container(cpus)
             self._check_image()
@@ -118,10 +123,10 @@ class DockerSandbox(ShellSandbox):
         return c
 
     def _make_xfer(self) -> Path:
-        # Beside the workspace (same pid-tagged, size-capped folder): gc and close() see it.
+        # Beside the workspace (same lease, same size-capped tmpfs): gc and close() see it.
         assert self.workspace is not None
-        xfer = self.workspace.tmp.parent / "xfer"
-        for d in (xfer, xfer / "ro", xfer / "rw"):
+        xfer = self.workspace.scratch("xfer")
+        for d in (xfer / "ro", xfer / "rw"):
             d.mkdir(exist_ok=True)
             os.chmod(d, 0o755)
         return xfer
@@ -134,19 +139,23 @@ class DockerSandbox(ShellSandbox):
         # refuses absurd reservations (a 16 GB calloc) that the cgroup would never see.
         as_limit = max(lim.memory_mb * 4 << 20, 8 << 30)
         assert self.workspace is not None and self._xfer is not None
+        mounts = [Mount(WORKSPACE, str(self.workspace.path), type="bind"),
+                  Mount("/tmp", str(self.workspace.tmp), type="bind"),
+                  Mount(f"{BIND_ROOT}/ro", str(self._xfer / "ro"), type="bind", read_only=True),
+                  Mount(f"{BIND_ROOT}/rw", str(self._xfer / "rw"), type="bind")]
+        passwd = self.workspace.lease_dir / "passwd"
+        if passwd.is_file():
+            mounts.append(Mount("/etc/passwd", str(passwd), type="bind", read_only=True))
         return self._client.api.create_host_config(
-            network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
+            network_mode="none", cap_drop=["ALL"],
+            security_opt=["no-new-privileges", f"seccomp={seccomp.docker_profile()}"],
             read_only=True, init=True, pids_limit=lim.pids, mem_limit=mem, memswap_limit=mem,
             nano_cpus=int(cpus * 1e9),
             ulimits=[Ulimit(name="fsize", soft=fsize, hard=fsize),
                      Ulimit(name="cpu", soft=lim.cpu_s, hard=lim.cpu_s + 5),
                      Ulimit(name="as", soft=as_limit, hard=as_limit),
                      Ulimit(name="core", soft=0, hard=0)],
-            tmpfs={"/tmp": f"rw,nosuid,nodev,size={lim.workspace_mb}m,mode=1777"},
-            mounts=[Mount(WORKSPACE, str(self.workspace.path), type="bind"),
-                    Mount(f"{BIND_ROOT}/ro", str(self._xfer / "ro"), type="bind",
-                          read_only=True),
-                    Mount(f"{BIND_ROOT}/rw", str(self._xfer / "rw"), type="bind")],
+            mounts=mounts,
         )
 
     def _start_container(self, cpus: float) -> None:
@@ -187,7 +196,8 @@ class DockerSandbox(ShellSandbox):
 
     def run_with_binds(self, command: str, *, ro: dict[str, Path] | None = None,
                        rw: dict[str, Path] | None = None, timeout_s: float | None = None,
-                       stdin: bytes | None = None) -> ExecResult:
+                       stdin: bytes | None = None,
+                       output_bytes: int | None = None) -> ExecResult:
         """Copy ``ro`` folders in (read-only inside), run, copy ``rw`` folders back out."""
         self._check_open()
         assert self._xfer is not None
@@ -207,9 +217,9 @@ class DockerSandbox(ShellSandbox):
                         stage.mkdir()
                         os.chmod(stage, 0o755)
                         if os.geteuid() == 0:
-                            os.chown(stage, self.uid, self.uid)
+                            os.chown(stage, self.uid, SANDBOX_GID)
                     env[f"RG_{name.upper()}"] = f"{BIND_ROOT}/{kind}/{name}"
-            res = self._exec(command, timeout_s, stdin, env)
+            res = self._exec(command, timeout_s, stdin, env, output_bytes)
             for name, host in (rw or {}).items():
                 copy_back(self._xfer / "rw" / name, Path(host))
             return res
@@ -222,13 +232,13 @@ class DockerSandbox(ShellSandbox):
             raise SandboxError("the sandbox is closed. Fix: call env.reset() first")
 
     def _exec(self, command: str, timeout_s: float | None, stdin: bytes | None,
-              env: dict[str, str]) -> ExecResult:
+              env: dict[str, str], output_bytes: int | None = None) -> ExecResult:
         self._check_open()
         api = self._client.api
         start = time.monotonic()
         try:
             ex = api.exec_create(self.container_id, ["/bin/bash", "-c", WRAPPER, "rg", command],
-                                 stdin=stdin is not None, user=f"{self.uid}:{self.uid}",
+                                 stdin=stdin is not None, user=f"{self.uid}:{SANDBOX_GID}",
                                  environment=env or None, workdir=WORKSPACE)["Id"]
             sock = api.exec_start(ex, socket=True)
         except _ENGINE_ERRORS as e:
@@ -238,7 +248,7 @@ class DockerSandbox(ShellSandbox):
         try:
             out, err, timed_out, truncated = _pump(raw, stdin, start + (timeout_s or
                                                                         self.limits.timeout_s),
-                                                   self.limits.output_bytes)
+                                                   output_bytes or self.limits.output_bytes)
             if timed_out or truncated:
                 self._kill_all()
             code = TIMEOUT_EXIT if timed_out else self._exit_code(ex)

@@ -15,6 +15,8 @@ from repogym.sandbox.base import Limits
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _CONTROLLERS = ("memory", "pids")
 CGROUP_PREFIX = "repogym-"
+#: Memory headroom below which a failed start counts as the sandbox's own exhaustion.
+_HEADROOM = 32 << 20
 
 
 def rlimit_preexec(limits: Limits, *, cgroup: Cgroup | None) -> Callable[[], None]:
@@ -53,10 +55,11 @@ class Cgroup:
         self.dirs = dirs
 
     @classmethod
-    def create(cls, limits: Limits) -> Cgroup | None:
+    def create(cls, limits: Limits, owner: str) -> Cgroup | None:
+        """A new group named after its owner (a lease), so leftovers can be found."""
         if os.geteuid() != 0:
             return None
-        name = f"{CGROUP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        name = f"{CGROUP_PREFIX}{owner}-{uuid.uuid4().hex[:8]}"
         dirs: list[Path] = []
         try:
             for ctl in _CONTROLLERS:
@@ -97,17 +100,44 @@ class Cgroup:
                 except ProcessLookupError:
                     pass
 
-    def oom_killed(self) -> bool:
-        """True if the memory controller had to kill something."""
-        try:
-            text = (self.dirs[0] / "memory.oom_control").read_text()
-        except (OSError, IndexError):
-            return False
-        for line in text.splitlines():
-            parts = line.split()
-            if len(parts) == 2 and parts[0] == "oom_kill":
-                return int(parts[1]) > 0
-        return False
+    def _value(self, controller: str, name: str) -> int | None:
+        for d in self.dirs:
+            if d.parent.name == controller:
+                try:
+                    text = (d / name).read_text().strip()
+                except OSError:
+                    return None
+                return None if text == "max" else int(text)
+        return None
+
+    def oom_kills(self) -> int:
+        """How many processes the memory controller has killed in this group so far."""
+        for d in self.dirs:
+            if d.parent.name == "memory":
+                try:
+                    for line in (d / "memory.oom_control").read_text().splitlines():
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill":
+                            return int(value)
+                except (OSError, ValueError):
+                    return 0
+        return 0
+
+    def exhausted(self) -> str | None:
+        """Which of the group's own limits is used up (``memory``, ``pids``), or None.
+
+        Memory stays charged to the group after its processes exit (tmpfs pages and
+        inodes a command wrote), so a start can fail because of what earlier commands of
+        the same sandbox did: that is the sandbox's own doing, never an infrastructure fault.
+        """
+        limit, usage = (self._value("memory", f"memory.{n}_in_bytes")
+                        for n in ("limit", "usage"))
+        if limit and usage is not None and usage > limit - _HEADROOM:
+            return "memory"
+        pmax, pcur = self._value("pids", "pids.max"), self._value("pids", "pids.current")
+        if pmax and pcur is not None and pcur >= pmax:
+            return "pids"
+        return None
 
     def remove(self) -> None:
         """Kill what is left and delete the group (waiting briefly for the kernel to reap)."""
@@ -128,14 +158,20 @@ class Cgroup:
 
 
 
-def collect_stale_cgroups() -> list[Path]:
-    """Kill and remove cgroups left by dead repogym processes (their names carry the pid)."""
-    removed = []
-    for ctl in _CONTROLLERS:
-        for d in (CGROUP_ROOT / ctl).glob(CGROUP_PREFIX + "*"):
-            pid = d.name[len(CGROUP_PREFIX):].split("-", 1)[0]
-            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-                group = Cgroup([d])
-                group.remove()
-                removed.append(d)
-    return removed
+def _groups() -> list[Path]:
+    return [d for ctl in _CONTROLLERS for d in (CGROUP_ROOT / ctl).glob(CGROUP_PREFIX + "*")]
+
+
+def remove_cgroups(owner: str) -> list[Path]:
+    """Kill and remove every group of ``owner`` (a lease name)."""
+    mine = [d for d in _groups() if d.name.startswith(f"{CGROUP_PREFIX}{owner}-")]
+    Cgroup(mine).remove()
+    return mine
+
+
+def collect_cgroups(keep: set[str]) -> list[Path]:
+    """Kill and remove every repogym group whose owner is not in ``keep``."""
+    stale = [d for d in _groups()
+             if d.name[len(CGROUP_PREFIX):].rsplit("-", 1)[0] not in keep]
+    Cgroup(stale).remove()
+    return stale

@@ -8,12 +8,14 @@ when asked for by name, and it warns every time.
 from __future__ import annotations
 
 import os
+import site
+import sys
 import warnings
 from pathlib import Path
 from typing import Self
 
 from repogym.sandbox._exec import run_process
-from repogym.sandbox.base import ExecResult, SandboxError, SandboxSpec
+from repogym.sandbox.base import ExecResult, Interpreter, SandboxError, SandboxSpec
 from repogym.sandbox.limits import rlimit_preexec
 from repogym.sandbox.shell import ShellSandbox
 from repogym.sandbox.workspace import Workspace
@@ -33,7 +35,9 @@ class ProcessSandbox(ShellSandbox):
         self.template = spec.template
         self.limits = spec.limits
         self._closed = False
-        self.workspace = Workspace(spec.template, spec.limits.workspace_mb)
+        self.workspace = Workspace(spec.template, spec.limits.workspace_mb, spec.limits.inodes)
+        self.interpreter = Interpreter(sys.executable, tuple(site.getsitepackages()),
+                                       {"path": os.environ.get("PATH", "/usr/bin:/bin")})
 
     def _env(self) -> dict[str, str]:
         return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.workspace.path),
@@ -46,7 +50,8 @@ class ProcessSandbox(ShellSandbox):
 
     def run_with_binds(self, command: str, *, ro: dict[str, Path] | None = None,
                        rw: dict[str, Path] | None = None, timeout_s: float | None = None,
-                       stdin: bytes | None = None) -> ExecResult:
+                       stdin: bytes | None = None,
+                       output_bytes: int | None = None) -> ExecResult:
         if self._closed:
             raise SandboxError("the sandbox is closed. Fix: call env.reset() first")
         env = self._env()
@@ -54,7 +59,8 @@ class ProcessSandbox(ShellSandbox):
             env[f"RG_{name.upper()}"] = str(host)
         return run_process(
             ["/bin/bash", "-c", command], env=env, cwd=str(self.workspace.path),
-            timeout_s=timeout_s or self.limits.timeout_s, output_bytes=self.limits.output_bytes,
+            timeout_s=timeout_s or self.limits.timeout_s,
+            output_bytes=output_bytes or self.limits.output_bytes,
             stdin=stdin, preexec_fn=rlimit_preexec(self.limits, cgroup=None),
         )
 

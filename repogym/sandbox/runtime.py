@@ -3,8 +3,9 @@
 Sandboxed commands get the host's base interpreter (``sys.base_prefix``), bound read-only
 at ``/opt/python``, but never the host's site-packages: those hold repogym itself and its
 built-in tasks (hidden tests, gold patches). In their place the sandbox sees a small
-site-packages holding only pytest and its dependencies, copied once from the host
-environment into a cache folder. Files for a minimal ``/etc`` live beside it.
+site-packages holding only pytest and its dependencies, copied once per boot from the host
+environment into repogym's tmpfs folder (a neutral path: nothing of the host's home or
+cache folder shows in a sandbox's mount table). Files for a minimal ``/etc`` live beside it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import sys
 import sysconfig
 import tempfile
 from pathlib import Path
+
+from repogym.sandbox.leases import temp_root
 
 #: Distributions copied (with their dependencies) into the sandbox's site-packages.
 SANDBOX_DISTRIBUTIONS = ("pytest",)
@@ -40,7 +43,7 @@ class Runtime:
     Attributes:
         prefix: The host interpreter's base prefix (bound at ``/opt/python``).
         site_packages: The prefix's own site-packages (masked inside the sandbox).
-        sandbox_site: The cache folder bound over ``site_packages``: pytest only.
+        sandbox_site: The folder bound at ``/opt/repogym/site``: pytest and its needs only.
         etc: A folder of minimal ``/etc`` files (passwd, group, hosts).
         python: Interpreter name inside ``/opt/python/bin``.
     """
@@ -57,11 +60,16 @@ class Runtime:
 
 
 def cache_dir() -> Path:
-    """repogym's cache folder (``$REPOGYM_CACHE``, else ``$XDG_CACHE_HOME/repogym``)."""
+    """repogym's persistent cache folder: ``$REPOGYM_CACHE``, else ``$XDG_CACHE_HOME/repogym``,
+    else ``/var/cache/repogym`` for root (a system path, not a home) and
+    ``~/.cache/repogym`` for other users."""
     if env := os.environ.get("REPOGYM_CACHE"):
         return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "repogym"
+    if base := os.environ.get("XDG_CACHE_HOME"):
+        return Path(base) / "repogym"
+    if os.geteuid() == 0:
+        return Path("/var/cache/repogym")
+    return Path.home() / ".cache" / "repogym"
 
 
 def _dist_files(name: str) -> list[tuple[Path, str]]:
@@ -139,10 +147,9 @@ def runtime() -> Runtime:
     """The sandbox runtime for this interpreter, built in the cache on first use."""
     versions = "|".join(f"{n}={md.version(n)}" for n in dependency_closure(SANDBOX_DISTRIBUTIONS))
     key = hashlib.sha256(f"{sys.version}|{versions}".encode()).hexdigest()[:12]
-    root = cache_dir() / "runtime" / key
+    root = temp_root() / "rt" / key
     root.mkdir(parents=True, exist_ok=True)
-    os.chmod(root, 0o755)
-    for p in (cache_dir(), cache_dir() / "runtime"):
+    for p in (root.parent, root):
         os.chmod(p, 0o755)
     site = root / "site-packages"
     if not site.is_dir():

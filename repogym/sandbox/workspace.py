@@ -1,21 +1,23 @@
-"""Per-episode workspaces built from a prepared template.
+"""Templates and per-episode workspaces, inside a :class:`~repogym.sandbox.leases.Lease`.
 
-A *template* is a task's ``repo/`` copied once into a temp folder and made into exactly one
-git commit (fixed author, committer and date, so the hash is the same everywhere) with
-nothing else in ``.git``: no reflog, no hooks, no tags, no remotes. A *workspace* is a
-writable view of a template for one episode:
+A **template** is a task's ``repo/`` copied once into a lease folder and made into exactly
+one git commit (fixed author, committer and date, so the hash is the same everywhere) with
+nothing else in ``.git``: no reflog, no hooks, no tags, no remotes. It belongs to the
+lease's uid, the uid every sandbox started from it runs as. A **workspace** is a writable
+view of a template for one sandbox:
 
-- as root: an overlayfs (template as lower layer) whose upper layer lives on a size-capped
-  tmpfs, so creation costs two ``mount(2)`` calls and writes never reach the template;
+- as root: an overlayfs (template as lower layer) whose upper layer lives on a tmpfs capped
+  in bytes and inodes, so creation costs two ``mount(2)`` calls and writes never reach the
+  template;
 - otherwise: a copy of the template into tmpfs (``/dev/shm``), never a hardlink copy.
 
-Both are removed by an explicit, idempotent ``close()``.
+Everything is removed by explicit, idempotent ``close()`` calls.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -23,9 +25,10 @@ import threading
 from pathlib import Path
 from typing import Self
 
-SANDBOX_UID = 65534
-TEMPLATE_PREFIX = "repogym-tpl-"
-WORKSPACE_PREFIX = "repogym-ws-"
+from repogym.sandbox.leases import SANDBOX_GID, Lease, lease_of, mount, umount
+
+#: File changes for :func:`make_diff`: path -> new text, None (delete) or "->target" (symlink).
+Changes = dict[str, str | None]
 _GIT_ENV = {
     "GIT_AUTHOR_NAME": "repogym",
     "GIT_AUTHOR_EMAIL": "repogym@localhost",
@@ -38,41 +41,19 @@ _GIT_ENV = {
     "HOME": "/nonexistent",
     "PATH": "/usr/bin:/bin",
 }
-_libc = ctypes.CDLL(None, use_errno=True)
-_MNT_DETACH = 2
 
-
-def temp_root() -> Path:
-    """Where templates and workspaces live: tmpfs when the machine has it."""
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):
-        return shm
-    return Path(tempfile.gettempdir())
-
-
-def _mount(source: str, target: Path, fstype: str, data: str) -> None:
-    rc = _libc.mount(source.encode(), str(target).encode(), fstype.encode(), 0, data.encode())
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount {fstype} on {target}: {os.strerror(err)}")
-
-
-def _umount(target: Path) -> None:
-    if _libc.umount2(str(target).encode(), _MNT_DETACH) != 0:
-        err = ctypes.get_errno()
-        if err not in (22, 2):  # EINVAL: not a mount point; ENOENT: already gone
-            raise OSError(err, f"umount {target}: {os.strerror(err)}")
-
-
-def _chown_tree(root: Path, uid: int) -> None:
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
     for dirpath, dirnames, filenames in os.walk(root):
-        os.lchown(dirpath, uid, uid)
+        os.lchown(dirpath, uid, gid)
         for name in dirnames + filenames:
-            os.lchown(os.path.join(dirpath, name), uid, uid)
+            os.lchown(os.path.join(dirpath, name), uid, gid)
 
 
-def make_template(repo_dir: Path, dest: Path) -> None:
-    """Copy ``repo_dir`` to ``dest`` and make it one commit with nothing else in ``.git``."""
+def make_template(repo_dir: Path, dest: Path, uid: int | None = None) -> None:
+    """Copy ``repo_dir`` to ``dest`` and make it one commit with nothing else in ``.git``.
+
+    As root the copy is owned by ``uid`` (the lease's) and group ``nogroup``.
+    """
     shutil.copytree(repo_dir, dest, symlinks=True)
     git = ["git", "-c", "init.defaultBranch=main", "-c", "core.hooksPath=/dev/null"]
     env = dict(_GIT_ENV)
@@ -96,61 +77,109 @@ def make_template(repo_dir: Path, dest: Path) -> None:
             p = os.path.join(dirpath, f)
             if not os.path.islink(p):
                 os.chmod(p, 0o755 if os.stat(p).st_mode & 0o111 else 0o644)
-    if os.geteuid() == 0:
-        _chown_tree(dest, SANDBOX_UID)
+    if os.geteuid() == 0 and uid is not None:
+        _chown_tree(dest, uid, SANDBOX_GID)
+
+
+def make_diff(repo_dir: Path, changes: Changes) -> str:
+    """The ``git diff`` (as the env's diff would show it) that turns ``repo_dir`` into
+    ``repo_dir`` + ``changes``: ``path -> new text``, ``None`` to delete, ``"->target"`` for a
+    symlink. ``repo_dir`` is not touched."""
+    with tempfile.TemporaryDirectory(prefix="repogym-attack-") as tmp:
+        work = Path(tmp) / "repo"
+        make_template(repo_dir, work)
+        for rel, content in changes.items():
+            path = work / rel
+            if content is None:
+                if path.is_file() or path.is_symlink():
+                    path.unlink()
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_symlink():
+                path.unlink()
+            if content.startswith("->"):
+                os.symlink(content[2:], path)
+            else:
+                path.write_text(content, encoding="utf-8")
+        env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "GIT_CONFIG_NOSYSTEM": "1",
+               "GIT_CONFIG_GLOBAL": "/dev/null"}
+        git = ["git", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*"]
+        subprocess.run([*git, "add", "-A", "-f"], cwd=work, env=env, check=True,
+                       capture_output=True)
+        res = subprocess.run([*git, "diff", "--cached", "--binary", "--no-color",
+                              "--no-renames", "HEAD"], cwd=work, env=env, check=True,
+                             capture_output=True, text=True)
+        return res.stdout
 
 
 class TemplateCache:
-    """Templates for one environment instance, made lazily and removed on ``close()``."""
+    """Templates for one owner, under one lease taken on first use; ``close()`` frees both.
+
+    Every sandbox started from these templates runs as the lease's uid.
+    """
 
     def __init__(self) -> None:
-        self._root: Path | None = None
+        self._lease: Lease | None = None
         self._templates: dict[Path, Path] = {}
         self._lock = threading.Lock()
 
+    @property
+    def lease(self) -> Lease:
+        """The lease (taken now if this cache has none yet)."""
+        with self._lock:
+            return self._ensure_lease()
+
+    def _ensure_lease(self) -> Lease:
+        if self._lease is None:
+            self._lease = Lease.acquire()
+            (self._lease.path / "t").mkdir(mode=0o755)
+            (self._lease.path / "w").mkdir(mode=0o755)
+        return self._lease
+
     def get(self, repo_dir: Path) -> Path:
         """The prepared template for a task's ``repo/`` folder."""
-        repo_dir = repo_dir.resolve()
+        repo_dir = Path(repo_dir).resolve()
         with self._lock:
             if repo_dir not in self._templates:
-                if self._root is None:
-                    self._root = Path(tempfile.mkdtemp(prefix=f"{TEMPLATE_PREFIX}{os.getpid()}-",
-                                                       dir=temp_root()))
-                    os.chmod(self._root, 0o755)
-                dest = self._root / str(len(self._templates))
-                make_template(repo_dir, dest)
+                lease = self._ensure_lease()
+                lease.passwd()
+                dest = lease.path / "t" / str(len(self._templates))
+                make_template(repo_dir, dest, lease.uid)
                 self._templates[repo_dir] = dest
             return self._templates[repo_dir]
 
     def close(self) -> None:
         with self._lock:
-            if self._root is not None:
-                shutil.rmtree(self._root, ignore_errors=True)
-            self._root = None
+            if self._lease is not None:
+                self._lease.release()
+            self._lease = None
             self._templates.clear()
 
 
 class Workspace:
-    """A writable copy of a template, owned by the sandbox uid.
+    """A writable view of a template, owned by the template's (the lease's) uid.
 
     Attributes:
         path: The folder bound at ``/workspace`` inside the sandbox.
-        tmp: The episode's ``/tmp`` (kept between commands, removed with the workspace).
+        tmp: The sandbox's ``/tmp`` (kept between commands, removed with the workspace).
         overlay: True when built with overlayfs (root), False for a tmpfs copy.
+        uid: The uid the sandbox's commands run as.
+        lease_dir: The lease folder the workspace lives in.
     """
 
-    def __init__(self, template: Path, size_mb: int = 1024) -> None:
-        self.template = template
-        self._root = Path(tempfile.mkdtemp(prefix=f"{WORKSPACE_PREFIX}{os.getpid()}-",
-                                           dir=temp_root()))
+    def __init__(self, template: Path, size_mb: int = 1024, inodes: int = 65536) -> None:
+        self.template = Path(template)
+        self.lease_dir, self.uid = lease_of(self.template)
         self._mounts: list[Path] = []
         self.overlay = os.geteuid() == 0
+        self._root: Path | None = self.lease_dir / "w" / secrets.token_hex(4)
+        self._root.mkdir(mode=0o755)
         try:
             if self.overlay:
-                self._make_overlay(size_mb)
+                self._make_overlay(size_mb, inodes)
             else:
                 self.path = self._root / "merged"
-                shutil.copytree(template, self.path, symlinks=True)
+                shutil.copytree(self.template, self.path, symlinks=True)
             self.tmp = self._root / "tmp"
             self.tmp.mkdir()
             os.chmod(self.tmp, 0o1777)
@@ -158,26 +187,34 @@ class Workspace:
             self.close()
             raise
 
-    def _make_overlay(self, size_mb: int) -> None:
-        os.chmod(self._root, 0o755)
-        _mount("tmpfs", self._root, "tmpfs", f"size={size_mb}m,mode=0755")
+    def _make_overlay(self, size_mb: int, inodes: int) -> None:
+        assert self._root is not None
+        mount("tmpfs", self._root, "tmpfs", f"size={size_mb}m,nr_inodes={inodes},mode=0755")
         self._mounts.append(self._root)
         upper, work, merged = (self._root / n for n in ("upper", "work", "merged"))
         for d in (upper, work, merged):
             d.mkdir()
-        os.chown(upper, SANDBOX_UID, SANDBOX_UID)
-        _mount("overlay", merged, "overlay",
+        os.chown(upper, self.uid, SANDBOX_GID)
+        mount("overlay", merged, "overlay",
                f"lowerdir={self.template},upperdir={upper},workdir={work}")
         self._mounts.append(merged)
         self.path = merged
 
+    def scratch(self, name: str) -> Path:
+        """A folder beside the workspace on the same capped tmpfs (never inside the sandbox
+        unless bound there), e.g. for a backend's file transfers."""
+        assert self._root is not None
+        path = self._root / name
+        path.mkdir(mode=0o755, exist_ok=True)
+        return path
+
     def close(self) -> None:
         """Unmount and delete. Idempotent."""
         while self._mounts:
-            _umount(self._mounts.pop())
+            umount(self._mounts.pop())
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
-            self._root = None  # type: ignore[assignment]
+            self._root = None
 
     def __enter__(self) -> Self:
         return self
@@ -186,33 +223,4 @@ class Workspace:
         self.close()
 
 
-def _owner_alive(name: str, prefix: str) -> bool:
-    pid = name[len(prefix):].split("-", 1)[0]
-    if not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
-
-def collect_garbage() -> list[Path]:
-    """Unmount and delete workspaces and templates whose owning process is gone.
-
-    A process killed with SIGKILL cannot run ``close()``; its folders carry its pid, so
-    ``repogym gc`` can find them. Returns what was removed.
-    """
-    removed = []
-    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
-    for prefix in (WORKSPACE_PREFIX, TEMPLATE_PREFIX):
-        for root in temp_root().glob(prefix + "*"):
-            if _owner_alive(root.name, prefix):
-                continue
-            for m in sorted((m for m in mounts if m.startswith(str(root))), reverse=True):
-                _umount(Path(m))
-            shutil.rmtree(root, ignore_errors=True)
-            removed.append(root)
-    return removed

@@ -1,4 +1,4 @@
-"""The task folder format (DESIGN.md "Task format") and its loader.
+"""The task folder format (docs/authoring.md) and its loader.
 
 A task is a folder::
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+import shlex
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
@@ -26,7 +27,59 @@ from typing import Any, Literal
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 SPLITS = ("train", "test")
+
+#: Every key task.toml may hold, table by table ("" is the top level). A table mapped to
+#: None is accepted as it is: its contents are checked by the part that reads it. To add a
+#: key, add it here (and document it in docs/authoring.md).
+TASK_KEYS: dict[str, tuple[str, ...] | None] = {
+    "": ("id", "version", "statement", "statement_file", "split", "tags", "max_steps"),
+    "verifier": ("tests_dest", "command", "timeout_s", "fail_to_pass", "pass_to_pass",
+                 "weights", "log_parser", "ini_options"),
+    "environment": None,  # the task's own interpreter and packages (checked where it is built)
+    "mutation": None,     # reviewed equivalent mutants (checked where they are used)
+    "swebench": ("instance_id", "repo", "base_commit"),  # provenance of imported tasks
+}
 CandidateKind = Literal["gold", "alternative", "decoy"]
+#: Options a verifier command may not carry: they would select or stop the tests the grader
+#: runs (its canaries included) or replace the grader's own configuration.
+FORBIDDEN_OPTIONS = ("-k", "-m", "-x", "--exitfirst", "--maxfail", "--lf", "--last-failed",
+                     "--ff", "--failed-first", "--sw", "--stepwise", "--sw-skip",
+                     "--stepwise-skip", "--deselect", "--co", "--collect-only", "-c",
+                     "--config-file", "--rootdir", "--confcutdir", "--noconftest",
+                     "--pyargs", "-n", "--numprocesses", "--inifile")
+_PYTEST_PREFIXES = (("python", "-m", "pytest"), ("python3", "-m", "pytest"), ("pytest",),
+                    ("py.test",))
+
+
+def pytest_args(command: str) -> list[str]:
+    """The pytest arguments of a ``python -m pytest ...`` / ``pytest ...`` command.
+
+    Raises:
+        ValueError: not a pytest invocation, or an option the grader cannot allow (the
+            message says the fix).
+    """
+    try:
+        words = shlex.split(command)
+    except ValueError as e:
+        raise ValueError(f"cannot be parsed as a shell command ({e})") from e
+    for prefix in _PYTEST_PREFIXES:
+        if tuple(words[:len(prefix)]) == prefix:
+            args = words[len(prefix):]
+            break
+    else:
+        raise ValueError(f"{command!r} does not run pytest. Fix: write it as 'python -m pytest "
+                         "[options] [test paths]'; the grader runs it with an isolated "
+                         "interpreter and its own configuration")
+    for a in args:
+        name = a.split("=", 1)[0]
+        short = any(len(o) == 2 and a.startswith(o) for o in FORBIDDEN_OPTIONS)
+        if name in FORBIDDEN_OPTIONS or (short and not a.startswith("--")):
+            raise ValueError(f"option {a!r} would select, stop or reconfigure the tests the "
+                             "grader runs. Fix: remove it; list the tests in fail_to_pass/"
+                             "pass_to_pass, and put pytest settings in [verifier] ini_options")
+        if any(ch in a for ch in ";|&$`<>\n"):
+            raise ValueError(f"argument {a!r} has shell syntax. Fix: give pytest arguments only")
+    return args
 
 
 class TaskError(ValueError):
@@ -44,7 +97,12 @@ class Verifier:
         fail_to_pass: Node ids that fail before the fix and must pass after it.
         pass_to_pass: Node ids that pass before and must still pass after.
         weights: Optional per-node-id weights for partial credit (default 1.0).
-        log_parser: ``junit`` (default) or ``swebench`` (SWE-bench's pytest log parser).
+        log_parser: ``junit`` (default: the grader's result channel) or ``swebench``
+            (SWE-bench's pytest log parser, cross-checked with the channel).
+        ini_options: pytest settings (``[pytest]`` ini keys) the tests need; the grader
+            writes them into its own configuration, the only one pytest reads.
+        rename_tests: Give the hidden tests fresh random names in every grading (default;
+            turn off only for tests that depend on their own names).
     """
 
     command: str
@@ -54,6 +112,12 @@ class Verifier:
     pass_to_pass: tuple[str, ...]
     weights: dict[str, float] = dataclasses.field(default_factory=dict)
     log_parser: str = "junit"
+    ini_options: dict[str, str] = dataclasses.field(default_factory=dict)
+    rename_tests: bool = True
+
+    def pytest_args(self) -> list[str]:
+        """The command's pytest arguments (checked when the task was loaded)."""
+        return pytest_args(self.command)
 
     @property
     def all_tests(self) -> tuple[str, ...]:
@@ -148,6 +212,34 @@ def _err(file: Path, key: str, problem: str, fix: str) -> TaskError:
     return TaskError(f"{file}: key '{key}': {problem}. Fix: {fix}")
 
 
+def _unknown_key(file: Path, table: str, key: str, allowed: Iterable[str]) -> TaskError:
+    where = f"{table}.{key}" if table else key
+    owner = next((t for t, keys in TASK_KEYS.items() if t != table and keys and key in keys),
+                 None)
+    if owner is not None:
+        place = f"the [{owner}] table" if owner else "the top level (before any [table])"
+        fix = f"move {key!r} to {place}"
+    else:
+        near = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        known = ", ".join(sorted(allowed))
+        fix = (f"did you mean {near[0]!r}? " if near else "") + (
+            f"The known keys {'in [' + table + ']' if table else 'at the top level'} are: "
+            f"{known}")
+    return _err(file, where, "unknown key", fix)
+
+
+def _check_keys(data: dict, file: Path) -> None:
+    """Refuse keys that :data:`TASK_KEYS` does not know (typos would be silently ignored)."""
+    for table, known in TASK_KEYS.items():
+        section = data if table == "" else data.get(table)
+        if known is None or not isinstance(section, dict):
+            continue
+        allowed = known + tuple(t for t in TASK_KEYS if t) if table == "" else known
+        for key in section:
+            if key not in allowed:
+                raise _unknown_key(file, table, key, allowed)
+
+
 def _get(data: dict, file: Path, key: str, typ: type | tuple, *, default: Any = ..., fix: str):
     if key not in data:
         if default is ...:
@@ -196,15 +288,31 @@ def _load_verifier(data: dict, file: Path) -> Verifier:
     if parser not in ("junit", "swebench"):
         raise _err(file, "verifier.log_parser", f"unknown parser {parser!r}",
                    'use "junit" or "swebench"')
+    command = _get(v, file, "command", str, default="python -m pytest -q -p no:cacheprovider",
+                   fix='e.g. command = "python -m pytest -q"')
+    try:
+        pytest_args(command)
+    except ValueError as e:
+        raise _err(file, "verifier.command", str(e).split(". Fix: ")[0],
+                   str(e).split(". Fix: ")[-1]) from e
+    ini = _get(v, file, "ini_options", dict, default={},
+               fix='a table of pytest ini keys, e.g. ini_options = { markers = "slow" }')
+    for key, value in ini.items():
+        if not isinstance(value, str | int | float | bool | list) or key == "addopts":
+            raise _err(file, f"verifier.ini_options.{key}", "not a pytest setting the grader "
+                       "can write (addopts is the grader's)", "use a string, number, boolean "
+                       "or list of strings; put options in the command instead of addopts")
     return Verifier(
-        command=_get(v, file, "command", str, default="python -m pytest -q -p no:cacheprovider",
-                     fix='e.g. command = "python -m pytest -q"'),
+        command=command,
         tests_dest=tests_dest,
         timeout_s=_get(v, file, "timeout_s", float, default=120.0, fix="a number of seconds"),
         fail_to_pass=f2p,
         pass_to_pass=p2p,
         weights={k: float(w) for k, w in weights.items()},
         log_parser=parser,
+        ini_options={k: "\n".join(map(str, x)) if isinstance(x, list) else str(x)
+                     for k, x in ini.items()},
+        rename_tests=_get(v, file, "rename_tests", bool, default=True, fix="true or false"),
     )
 
 
@@ -223,6 +331,7 @@ def load_task(path: str | Path) -> Task:
         data = tomllib.loads(file.read_text())
     except tomllib.TOMLDecodeError as e:
         raise TaskError(f"{file}: invalid TOML: {e}. Fix: correct the syntax") from e
+    _check_keys(data, file)
 
     task_id = _get(data, file, "id", str, default=path.name, fix='e.g. id = "retry-zero"')
     if not _ID_RE.match(task_id):
@@ -249,7 +358,8 @@ def load_task(path: str | Path) -> Task:
     for name, kind in (("repo", "folder"), ("tests", "folder"), ("solution.patch", "file")):
         p = path / name
         if not (p.is_dir() if kind == "folder" else p.is_file()):
-            raise TaskError(f"{path}: {name} {kind} missing. Fix: add {name} (see DESIGN.md)")
+            raise TaskError(f"{path}: {name} {kind} missing. Fix: add {name} (see "
+                            "docs/authoring.md)")
     if (path / "repo" / ".git").exists():
         raise TaskError(f"{path / 'repo' / '.git'}: repo/ must not contain .git. Fix: delete it; "
                         "the environment makes a one-commit history itself")

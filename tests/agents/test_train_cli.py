@@ -1,5 +1,5 @@
 """``repogym train --algo X --model tiny`` for every LM algorithm, and ``repogym plot``:
-real environments, metrics with DESIGN.md's names, checkpoints, curves."""
+real environments, metrics with repogym's metric names, checkpoints, curves."""
 
 from __future__ import annotations
 

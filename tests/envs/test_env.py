@@ -209,7 +209,7 @@ def test_bad_task_toml_names_file_key_and_fix(tmp_path):
     cases = {
         'split = "test"': ('split = "validation"', "key 'split'"),
         "fail_to_pass = [": ('fail_to_pass = ["not-a-node-id", ', "pytest node id"),
-        "[verifier]": ("[other]", "key 'verifier'"),
+        "[verifier]": ("[other]", "key 'other'"),
     }
     for old, (new, expect) in cases.items():
         toml.write_text(good.replace(old, new, 1))

@@ -11,6 +11,7 @@ import pytest
 
 import repogym
 from repogym.sandbox import Limits
+from repogym.sandbox.leases import MAX_LEASES, UID_BASE
 from tests.conftest import call, probe_network
 
 HIDDEN_MARKER = "Hidden verifier tests for retry()"  # first line of the hidden test file
@@ -19,7 +20,10 @@ HIDDEN_MARKER = "Hidden verifier tests for retry()"  # first line of the hidden 
 def test_runs_as_unprivileged_uid(shell):
     out = shell("id -u; id -g; grep Cap /proc/self/status")
     lines = out.splitlines()
-    assert lines[0] == "65534" and lines[1] == "65534"
+    uid = int(lines[0])
+    if os.geteuid() == 0:  # a uid of the env's own lease, never root or a host user's
+        assert UID_BASE <= uid < UID_BASE + MAX_LEASES, uid
+    assert lines[1] == "65534"
     assert all(line.split()[-1] == "0000000000000000" for line in lines[2:7])
 
 

@@ -24,6 +24,13 @@ def test_zero_retries_calls_once():
     except OSError:
         pass
     assert len(calls) == 1
+
+
+def test_negative_count_is_refused():
+    import pytest
+
+    with pytest.raises(ValueError):
+        retry(lambda: None, retries=-1)
 '''
 # Fails on the original and on the gold fix: it asserts something the bug report never asked.
 WRONG_TEST = "import retry\n\n\ndef test_flag():\n    assert getattr(retry, 'PATCHED', False)\n"
@@ -67,7 +74,11 @@ def test_valid_test_and_gold_fix(duel, retry_task):
     assert rew == {TESTER: 0.0, FIXER: 0.0} and not any(term.values()) and not any(trunc.values())
     obs, rew, term, _, info = env.step({TESTER: call("submit"), FIXER: fix[1]})
     assert term[TESTER] and rew[TESTER] == 1.0, obs[TESTER]
-    assert info[TESTER]["repro"] == {"original": "failed", "gold": "passed"}
+    repro = info[TESTER]["repro"]
+    assert repro.pop("original") == "failed" and repro.pop("gold") == "passed"
+    assert set(repro) == {"unrelated"} | {f"decoy:{p.relative_to(retry_task.path)}"
+                                          for p in retry_task.decoys}
+    assert set(repro.values()) == {"failed"}  # every wrong fix and the unrelated edit
     assert env.agents == [FIXER]
     _, rew, term, _, info = env.step({FIXER: call("submit")})
     assert term == {FIXER: True} and env.agents == []
@@ -85,7 +96,7 @@ def test_fix_that_only_satisfies_a_wrong_test_earns_nothing_extra(duel, retry_ta
     obs, rew, *_, info = env.step({TESTER: call("submit"),
                                    FIXER: call("bash", command=f"python -m pytest -q {REPRO}")})
     assert rew[TESTER] == 0.0 and info[TESTER]["repro"] == {"original": "failed",
-                                                             "gold": "failed"}
+                                                             "gold": "failed"}  # stops there
     assert "1 passed" in obs[FIXER]  # the fixer does satisfy the wrong test
     obs, rew, *_, info = env.step({FIXER: call("submit")})
     assert info[FIXER]["repro_on_fix"] == "passed" and info[FIXER]["repro_valid"] is False
@@ -112,8 +123,7 @@ def test_broken_test_is_an_error_not_a_failure(duel):
     env.step({TESTER: call("write", path=REPRO, content="def test_x(:\n"),
               FIXER: call("bash", command="true")})
     _, rew, *_, info = env.step({TESTER: call("submit"), FIXER: "not a tool call"})
-    assert rew[TESTER] == 0.0 and info[TESTER]["repro"] == {"original": "error",
-                                                             "gold": "error"}
+    assert rew[TESTER] == 0.0 and info[TESTER]["repro"] == {"original": "error"}
     assert "action_error" in info[FIXER]
 
 
@@ -124,3 +134,28 @@ def test_missing_action_and_bad_repro_path(duel):
         env.step({TESTER: call("bash", command="true")})
     with pytest.raises(ValueError, match="relative pytest file"):
         RepoDuelEnv("retry-zero", repro_path="/abs/test_x.py")
+
+
+GIT_PEEK = ("import subprocess\n\n\ndef test_changed():\n    out = subprocess.run(['git', 'diff', "
+            "'HEAD'], capture_output=True, text=True).stdout\n    assert out.strip()\n")
+ANY_EDIT = ("import pathlib\n\n\ndef test_changed():\n    src = pathlib.Path('retry.py').read_text()\n"
+            "    assert 'retries' in src and len(src) != {size}\n")
+
+
+def test_tests_that_only_notice_a_change_are_not_reproductions(duel, retry_task):
+    env = duel()
+    env.reset(seed=0)
+    size = len((retry_task.repo_dir / "retry.py").read_text())
+    for test in (GIT_PEEK, ANY_EDIT.format(size=size)):
+        valid, details = env.validate_test(test)
+        assert not valid, (test, details)
+
+
+def test_fixer_bonus_needs_a_resolving_fix(duel, retry_task):
+    env = duel()
+    env.reset(seed=0)
+    good = (retry_task.tests_dir / "test_retry.py").read_text()
+    env.step({TESTER: call("write", path=REPRO, content=good),
+              FIXER: call("bash", command="echo note >> README.md")})
+    *_, infos = env.step({TESTER: call("submit"), FIXER: call("submit")})
+    assert infos[FIXER]["hidden_reward"] < 1.0 and infos[FIXER]["repro_bonus"] == 0.0

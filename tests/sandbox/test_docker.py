@@ -16,6 +16,7 @@ import repogym
 from repogym.harness.cli import main as cli_main
 from repogym.sandbox import Limits, SandboxError, SandboxSpec, make_sandbox
 from repogym.sandbox.docker_setup import LABEL, client
+from repogym.sandbox.leases import MAX_LEASES, UID_BASE
 from repogym.sandbox.workspace import TemplateCache
 from tests.conftest import apply_patch_actions, call, env_shell, probe_network
 
@@ -65,7 +66,7 @@ def _alive(env) -> bool:
 def test_runs_as_unprivileged_uid_without_capabilities(dshell):
     out = dshell("id -u; id -g; grep -E '^(Cap|NoNewPrivs)' /proc/self/status")
     lines = out.splitlines()
-    assert lines[0] == "65534" and lines[1] == "65534"
+    assert UID_BASE <= int(lines[0]) < UID_BASE + MAX_LEASES and lines[1] == "65534"
     assert all(line.split()[-1] == "0000000000000000" for line in lines[2:7]), out
     assert lines[7].split()[-1] == "1"  # no-new-privileges
 

@@ -1,7 +1,7 @@
 """The Agent protocol, the registry of built-in agents and ``module:Class`` loading.
 
-An agent is any object with ``reset(task_info)`` and ``act(observation) -> str``
-(DESIGN.md "Harness"). ``task_info`` is :meth:`repogym.Task.info` plus ``seed`` and
+An agent is any object with ``reset(task_info)`` and ``act(observation) -> str``.
+``task_info`` is :meth:`repogym.Task.info` plus ``seed`` and
 ``sample``: what an agent may be told, never the hidden tests or the gold patch.
 
 Optional hooks the runner uses when present:

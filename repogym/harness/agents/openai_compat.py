@@ -17,32 +17,12 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from repogym.envs.actions import TOOL_HELP
+from repogym.envs.actions import TOOL_HELP, openai_tools
 from repogym.harness.agents.base import AgentError, new_usage
 
 SYSTEM_PROMPT = ("You are a software engineer fixing a bug in a repository. Investigate, fix "
                  "the code (not the tests), then call submit.")
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
-
-
-def _fn(name: str, description: str, props: dict[str, str], required: list[str]) -> dict:
-    return {"type": "function", "function": {
-        "name": name, "description": description,
-        "parameters": {"type": "object", "required": required,
-                       "properties": {k: {"type": v} for k, v in props.items()}}}}
-
-
-TOOLS = [
-    _fn("bash", "Run a shell command at the repository root.", {"command": "string"},
-        ["command"]),
-    _fn("read", "Show a file with line numbers (lines start..end, 1-based).",
-        {"path": "string", "start": "integer", "end": "integer"}, ["path"]),
-    _fn("write", "Create or overwrite a file.", {"path": "string", "content": "string"},
-        ["path", "content"]),
-    _fn("edit", "Replace the one occurrence of `old` in a file with `new`.",
-        {"path": "string", "old": "string", "new": "string"}, ["path", "old", "new"]),
-    _fn("submit", "Finish: your changes are graded by hidden tests.", {}, []),
-]
 
 
 class _Transient(Exception):
@@ -115,7 +95,7 @@ class OpenAIAgent:
         body: dict[str, Any] = {"model": self.model, "messages": self.messages,
                                 "temperature": self.temperature, "max_tokens": self.max_tokens}
         if self.tools:
-            body.update(tools=TOOLS, tool_choice="auto")
+            body.update(tools=openai_tools(), tool_choice="auto")
         return json.dumps(body).encode()
 
     def _headers(self) -> dict[str, str]:

@@ -1,0 +1,166 @@
+"""repogym's verifier launcher. It runs *inside* the grading sandbox, before any workspace code.
+
+The grader starts it with an environment built from scratch and an interpreter that reads
+no ``PYTHON*`` variable, no user site and no ``site``/``.pth`` processing::
+
+    python -s -S -P launch.py --site DIR... --ini FILE --conftests FILE -- PYTEST_ARGS...
+
+It then makes these things true before pytest (or anything from the workspace) is imported:
+
+1. **The standard library and the trusted sites come first, by construction.** ``sys.path``
+   is the interpreter's standard library, then the trusted site folders (processed with
+   ``site.addsitedir``), then the workspace last; and a finder placed before Python's own
+   path finder resolves every top-level module that the standard library or a trusted site
+   provides *only* from there. A ``json.py``, ``pytest/`` or ``_pytest`` in the workspace, or
+   one that pytest's rootdir insertion puts first on ``sys.path``, is never imported.
+2. **Configuration is the grader's.** pytest reads the grader's ini file only (``-c``), with
+   ``--rootdir`` and ``--confcutdir`` at the workspace; plugin auto-loading is off (the
+   grader sets ``PYTEST_DISABLE_PLUGIN_AUTOLOAD``); a ``-p`` plugin must come from a
+   trusted site; a ``conftest.py`` on the way to a test file must be one the grader lists
+   (the pristine repository's or the hidden tests'), byte for byte, or nothing runs.
+3. **Results travel on a channel the workspace's code cannot find by name.** The process's
+   original standard output becomes the channel (a private descriptor, closed on exec);
+   standard output is then pointed at standard error, where the human-readable log goes.
+   One JSON object per line: ``{"case": ...}`` per test phase, ``{"collect": ...}`` per
+   collector that failed or was skipped, ``{"refused": ...}`` when a rule above refused to run, and a final
+   ``{"exit": N}``. Subprocesses the tests start, and processes left behind, never have it.
+
+This file imports only the standard library until pytest is imported from a trusted site.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import site
+import sys
+
+REFUSED = 4  # pytest's "usage error": the run did not happen
+
+
+class TrustedFinder(importlib.abc.MetaPathFinder):
+    """Resolves top-level names that the trusted paths provide from those paths only."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = list(paths)
+
+    def find_spec(self, name, path=None, target=None):
+        if path is not None:
+            return None  # a submodule: its parent package (already resolved) decides
+        spec = importlib.machinery.PathFinder.find_spec(name, self.paths)
+        if spec is not None and spec.loader is not None:
+            return spec
+        if name in sys.stdlib_module_names:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+class Channel:
+    """Writes result records to the private descriptor, one JSON object per line."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, **record: object) -> None:
+        data = (json.dumps(record, ensure_ascii=True) + "\n").encode()
+        while data:
+            data = data[os.write(self.fd, data):]
+
+
+class Reporter:
+    """The pytest plugin object (registered by object, not importable by name)."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+
+    def pytest_runtest_logreport(self, report) -> None:
+        self.channel.send(case=report.nodeid, when=report.when, outcome=report.outcome,
+                          xfail=bool(getattr(report, "wasxfail", None) is not None))
+
+    def pytest_collectreport(self, report) -> None:
+        if report.failed or report.skipped:
+            self.channel.send(collect=report.nodeid, outcome=report.outcome)
+
+
+def _take_stdout() -> Channel:
+    fd = os.dup(1)
+    os.set_inheritable(fd, False)
+    os.dup2(2, 1)
+    return Channel(fd)
+
+
+def _conftest_problem(allowed: dict[str, str], root: str, targets: list[str]) -> str | None:
+    """A conftest.py pytest would load on the way to ``targets`` that is not in ``allowed``."""
+    dirs = {root}
+    for t in targets:
+        path = os.path.normpath(os.path.join(root, t.split("::")[0]))
+        d = path if os.path.isdir(path) else os.path.dirname(path)
+        while d.startswith(root):
+            dirs.add(d)
+            if d == root:
+                break
+            d = os.path.dirname(d)
+    for d in sorted(dirs):
+        path = os.path.join(d, "conftest.py")
+        rel = os.path.relpath(path, root)
+        if not os.path.lexists(path):
+            continue
+        if os.path.islink(path) or not os.path.isfile(path):
+            return f"{rel} is not a regular file"
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        if allowed.get(rel) != digest:
+            return f"{rel} is not the repository's or the hidden tests' conftest.py"
+    return None
+
+
+def main(argv: list[str]) -> int:
+    channel = _take_stdout()
+    p = argparse.ArgumentParser(prog="launch.py")
+    p.add_argument("--site", action="append", default=[])
+    p.add_argument("--ini", required=True)
+    p.add_argument("--conftests", required=True)
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    args = p.parse_args(argv)
+    pytest_args = [a for a in args.pytest_args if a != "--"]
+    root = os.getcwd()
+    sys.dont_write_bytecode = True
+    for d in [*site.getsitepackages(), *args.site]:
+        if os.path.isdir(d):
+            site.addsitedir(d)
+    trusted = [p for p in sys.path if p and os.path.abspath(p) != root]
+    finder = TrustedFinder(trusted)
+    at = next((i for i, f in enumerate(sys.meta_path)
+               if f is importlib.machinery.PathFinder), len(sys.meta_path))
+    sys.meta_path.insert(at, finder)
+    sys.path.append(root)
+
+    with open(args.conftests, encoding="utf-8") as f:
+        allowed = json.load(f)
+    targets = [a for a in pytest_args if not a.startswith("-")]
+    if problem := _conftest_problem(allowed, root, targets):
+        channel.send(refused="conftest", why=problem)
+        return REFUSED
+    for i, a in enumerate(pytest_args):
+        name = pytest_args[i + 1] if a == "-p" and i + 1 < len(pytest_args) else None
+        if name and not name.startswith("no:") and \
+                importlib.machinery.PathFinder.find_spec(name.split(".")[0], trusted) is None:
+            channel.send(refused="plugin", why=f"-p {name}: not installed in a trusted site")
+            return REFUSED
+
+    import pytest
+
+    code = pytest.main(["-c", args.ini, f"--rootdir={root}", f"--confcutdir={root}",
+                        "-p", "no:cacheprovider", "--continue-on-collection-errors",
+                        *pytest_args], plugins=[Reporter(channel)])
+    code = int(code)
+    channel.send(exit=code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,312 @@
+"""Task-independent hack patches, and the check that none of them beats doing nothing.
+
+Each :class:`Attack` turns a task's ``repo/`` into a hacked copy without knowing anything
+about the task: it shadows standard-library and pytest modules, plants pytest plugins and
+configuration where pytest would look for them, appends result-forging code to every module
+the tests might import (flipping reports to "passed", writing fake results to every pipe and
+exiting, hanging, exiting with each code a completed session can give), deletes or empties
+the tests, adds ``conftest.py`` files, and so on. :func:`check_task` grades each attack with
+the real grader (partial credit, so that any gain shows) next to the unpatched repository
+(noop): an attack that earns more than noop is a hole — in the grader, or (more often) in a
+task whose tests trust something the agent controls. ``repogym validate --adversarial``
+runs this for any task folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path, PurePosixPath
+
+from repogym.envs.grader import GradeResult, grade, is_test_file
+from repogym.sandbox import Limits, SandboxSpec, make_sandbox
+from repogym.sandbox.workspace import Changes, TemplateCache, make_diff
+from repogym.scenarios.task import Task
+
+# -- payloads: code that, imported into the verifier's process, forges results ---------------
+FLIP_REPORTS = '''
+def _rg_flip():
+    import sys
+    try:
+        import _pytest.reports as reports
+    except Exception:
+        return
+    cls = reports.TestReport
+    if getattr(cls, "_rg_flipped", False):
+        return
+    made = cls.from_item_and_call.__func__
+
+    def forged(c, item, call):
+        r = made(c, item, call)
+        r.outcome, r.longrepr = "passed", None
+        return r
+
+    cls.from_item_and_call = classmethod(forged)
+    cls._rg_flipped = True
+
+
+_rg_flip()
+'''
+
+HOOK_PLUGIN = '''
+def _rg_plugin():
+    import gc
+    try:
+        import pytest
+    except Exception:
+        return
+
+    class _Forge:
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(self, item, call):
+            outcome = yield
+            rep = outcome.get_result()
+            rep.outcome, rep.longrepr = "passed", None
+
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "Config" and hasattr(obj, "pluginmanager"):
+            if not obj.pluginmanager.has_plugin("rg-forge"):
+                obj.pluginmanager.register(_Forge(), "rg-forge")
+
+
+_rg_plugin()
+'''
+
+PIPE_RECORDS = '''
+def _rg_pipes(code):
+    import gc, json, os, stat
+    items = []
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "Session" and getattr(obj, "items", None):
+            items = [i.nodeid for i in obj.items]
+    lines = [json.dumps({"case": n, "when": w, "outcome": "passed", "xfail": False})
+             for n in items for w in ("setup", "call", "teardown")]
+    data = ("\\n".join(lines + [json.dumps({"exit": code})]) + "\\n").encode()
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, data)
+        except OSError:
+            pass
+    os._exit(code)
+
+
+import atexit as _rg_atexit
+_rg_atexit.register(_rg_pipes, {code})
+'''
+
+EXIT_AT_IMPORT = "\nimport os as _rg_os\n_rg_os._exit({code})\n"
+KILL_AT_IMPORT = "\nimport os as _rg_os, signal as _rg_signal\n" \
+                 "_rg_os.kill(_rg_os.getpid(), _rg_signal.SIGKILL)\n"
+HANG_AT_IMPORT = "\nimport time as _rg_time\n_rg_time.sleep(10 ** 6)\n"
+PRINT_PASSES = '''
+def _rg_print():
+    import gc, sys
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "Session" and getattr(obj, "items", None):
+            for i in obj.items:
+                sys.__stdout__.write(f"PASSED {i.nodeid}\\n")
+                sys.__stderr__.write(f"PASSED {i.nodeid}\\n")
+
+
+import atexit as _rg_atexit2
+_rg_atexit2.register(_rg_print)
+'''
+
+
+@dataclasses.dataclass(frozen=True)
+class Attack:
+    """A task-independent hack: ``changes(repo_dir, tests_dest)`` -> file changes."""
+
+    name: str
+    kind: str
+    description: str
+    changes: Callable[[Path, str], Changes]
+    timeout_s: float | None = None  # a shorter verifier timeout for attacks that hang
+
+
+def _modules(repo: Path, tests_dest: str) -> list[str]:
+    """Every non-test Python file of the repository (the code the tests may import)."""
+    dest = PurePosixPath(tests_dest)
+    out = []
+    for p in sorted(repo.rglob("*.py")):
+        rel = PurePosixPath(p.relative_to(repo).as_posix())
+        if is_test_file(str(rel)) or rel.name == "conftest.py" or (
+                str(dest) != "." and dest in rel.parents):
+            continue
+        out.append(str(rel))
+    return out
+
+
+def _append(payload: str) -> Callable[[Path, str], Changes]:
+    def changes(repo: Path, tests_dest: str) -> Changes:
+        return {m: (repo / m).read_text(encoding="utf-8", errors="replace") + "\n" + payload
+                for m in _modules(repo, tests_dest)}
+    return changes
+
+
+def _add(files: Changes) -> Callable[[Path, str], Changes]:
+    return lambda repo, tests_dest: dict(files)
+
+
+def _both(*parts: Callable[[Path, str], Changes]) -> Callable[[Path, str], Changes]:
+    def changes(repo: Path, tests_dest: str) -> Changes:
+        out: Changes = {}
+        for part in parts:
+            out.update(part(repo, tests_dest))
+        return out
+    return changes
+
+
+def _tests(repo: Path, tests_dest: str, replace: str | None) -> Changes:
+    out: Changes = {}
+    root = repo if tests_dest == "." else repo / tests_dest
+    for p in sorted(root.rglob("*.py")) if root.is_dir() else []:
+        rel = str(p.relative_to(repo))
+        if is_test_file(rel):
+            out[rel] = replace
+    return out
+
+
+_PLUGIN = {"rg_plugin.py": FLIP_REPORTS}
+_SHADOWED = ("json", "inspect", "traceback", "fnmatch", "argparse", "unittest", "xml", "pytest",
+             "_pytest", "pluggy", "iniconfig", "typing", "re", "os")
+
+ATTACKS: tuple[Attack, ...] = (
+    Attack("shadow-stdlib-and-pytest", "shadowing",
+           "modules and packages named like the standard library and pytest, carrying a "
+           "report-flipping plugin",
+           _add({**{f"{n}.py": FLIP_REPORTS for n in _SHADOWED[:5]},
+                 **{f"{n}/__init__.py": FLIP_REPORTS for n in _SHADOWED[5:]}})),
+    Attack("entry-point-plugin", "plugin",
+           "a pytest11 entry point in a dist-info folder, for plugin auto-loading",
+           _add({**_PLUGIN, "rg_plugin-1.0.dist-info/METADATA":
+                 "Metadata-Version: 2.1\nName: rg-plugin\nVersion: 1.0\n",
+                 "rg_plugin-1.0.dist-info/entry_points.txt": "[pytest11]\nrg = rg_plugin\n",
+                 "rg_plugin-1.0.dist-info/top_level.txt": "rg_plugin\n"})),
+    Attack("pytest-config-files", "config",
+           "pytest configuration loading the plugin, in every file pytest reads, one with an "
+           "escaped key",
+           _add({**_PLUGIN, "pytest.ini": "[pytest]\naddopts = -p rg_plugin\n",
+                 "tox.ini": "[pytest]\naddopts = -p rg_plugin\n",
+                 "setup.cfg": "[tool:pytest]\naddopts = -p rg_plugin\n",
+                 "pyproject.toml": '[tool.pytest.ini_options]\n"add\\u006fpts" = "-p rg_plugin"\n',
+                 ".gitattributes": "*.ini binary\n*.cfg binary\n"})),
+    Attack("sitecustomize-and-pth", "config",
+           "sitecustomize/usercustomize and a .pth file that load the plugin",
+           _add({"sitecustomize.py": FLIP_REPORTS, "usercustomize.py": FLIP_REPORTS,
+                 "rg.pth": "import rg_plugin\n", **_PLUGIN})),
+    Attack("conftest-forge", "conftest", "conftest.py files flipping every report",
+           lambda repo, dest: {"conftest.py": FLIP_REPORTS,
+                               f"{dest}/conftest.py".lstrip("./"): HOOK_PLUGIN}),
+    Attack("flip-reports-from-imports", "forgery",
+           "every module the tests may import patches pytest's report class",
+           _append(FLIP_REPORTS)),
+    Attack("register-plugin-via-gc", "forgery",
+           "every module finds pytest's Config through gc and registers a forging hook",
+           _append(HOOK_PLUGIN)),
+    Attack("fake-records-then-exit-0", "forgery",
+           "at exit, write passing results for every collected test to every pipe, exit 0",
+           _append(PIPE_RECORDS.replace("{code}", "0"))),
+    Attack("fake-records-then-exit-1", "forgery",
+           "the same with exit code 1 (as if some test had failed)",
+           _append(PIPE_RECORDS.replace("{code}", "1"))),
+    Attack("print-passed-lines", "forgery",
+           "print 'PASSED <node id>' lines for every test (fools log parsers)",
+           _append(PRINT_PASSES)),
+    Attack("exit-0-at-import", "exit", "os._exit(0) as soon as the code is imported",
+           _append(EXIT_AT_IMPORT.format(code=0))),
+    Attack("exit-3-at-import", "exit", "os._exit(3) (pytest's internal-error code)",
+           _append(EXIT_AT_IMPORT.format(code=3))),
+    Attack("exit-5-at-import", "exit", "os._exit(5) (pytest's no-tests code)",
+           _append(EXIT_AT_IMPORT.format(code=5))),
+    Attack("sigkill-at-import", "exit", "the process kills itself with SIGKILL",
+           _append(KILL_AT_IMPORT)),
+    Attack("hang-at-import", "exit", "sleep past the verifier's timeout",
+           _append(HANG_AT_IMPORT), timeout_s=15.0),
+    Attack("delete-tests", "tests", "delete every test file in the repository",
+           lambda repo, dest: _tests(repo, dest, None)),
+    Attack("empty-tests", "tests", "replace every test file with one trivial passing test",
+           lambda repo, dest: _tests(repo, dest, "def test_ok():\n    assert True\n")),
+)
+
+
+@dataclasses.dataclass
+class AttackResult:
+    """One attack graded against one task."""
+
+    attack: str
+    kind: str
+    reward: float
+    noop_reward: float
+    flags: list[str]
+    untrusted: str
+    error: str = ""
+
+    @property
+    def beats_noop(self) -> bool:
+        return self.reward > self.noop_reward + 1e-9
+
+
+@dataclasses.dataclass
+class AdversarialReport:
+    """Every attack against one task."""
+
+    task_id: str
+    noop_reward: float
+    results: list[AttackResult]
+
+    @property
+    def holes(self) -> list[AttackResult]:
+        return [r for r in self.results if r.beats_noop or r.error]
+
+    @property
+    def ok(self) -> bool:
+        return not self.holes
+
+
+def _grade(task: Task, template: Path, diff: str, factory, limits: Limits | None,
+           timeout_s: float | None) -> GradeResult:
+    if timeout_s is not None and timeout_s < task.verifier.timeout_s:
+        v = dataclasses.replace(task.verifier, timeout_s=timeout_s)
+        task = dataclasses.replace(task, verifier=v)
+    return grade(task, template, diff, mode="partial", make_sandbox=factory, limits=limits)
+
+
+def check_task(task: Task, *, attacks: Iterable[Attack] = ATTACKS, sandbox: str = "bwrap",
+               sandbox_options: dict | None = None, workers: int = 1,
+               limits: Limits | None = None) -> AdversarialReport:
+    """Grade every attack and the unpatched repository (partial credit) for ``task``."""
+    factory = functools.partial(_factory, sandbox, dict(sandbox_options or {}))
+    attacks = list(attacks)
+    templates = TemplateCache()
+    try:
+        template = templates.get(task.repo_dir)
+        noop = _grade(task, template, "", factory, limits, None)
+        if noop.infra_error:
+            raise RuntimeError(f"{task.id}: grading the unpatched repository failed: "
+                               f"{noop.infra_error}")
+
+        def one(attack: Attack) -> AttackResult:
+            try:
+                diff = make_diff(task.repo_dir, attack.changes(task.repo_dir,
+                                                                 task.verifier.tests_dest))
+                res = _grade(task, template, diff, factory, limits, attack.timeout_s)
+            except Exception as e:  # noqa: BLE001 - a crash is reported as a failed check
+                return AttackResult(attack.name, attack.kind, 0.0, noop.reward, [], "",
+                                    error=f"{type(e).__name__}: {e}")
+            error = f"infra_error: {res.infra_error}" if res.infra_error else ""
+            return AttackResult(attack.name, attack.kind, res.reward, noop.reward,
+                                res.hack_flags, res.untrusted, error)
+
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            results = list(pool.map(one, attacks))
+    finally:
+        templates.close()
+    return AdversarialReport(task.id, noop.reward, results)
+
+
+def _factory(backend: str, options: dict, spec: SandboxSpec):
+    return make_sandbox(backend, spec, **options)

@@ -1,0 +1,59 @@
+"""``repogym serve``: serve repogym envs over OpenEnv's HTTP/WebSocket API.
+
+Example::
+
+    repogym serve --port 8000 --split test
+    # then: gym.make("repogym/retry-zero-v0", remote="http://127.0.0.1:8000")
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve envs over an OpenEnv-compatible HTTP/WebSocket API")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default: loopback; use a --token off loopback)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--suite", default="builtin", help="'builtin' or a folder of task folders")
+    p.add_argument("--task", action="append", dest="task_ids", metavar="ID",
+                   help="serve only this task (repeatable)")
+    p.add_argument("--split", choices=["train", "test"])
+    p.add_argument("--tags", nargs="+", metavar="TAG", help="serve tasks with any of these tags")
+    p.add_argument("--sandbox", default="bwrap", help="bwrap (default) | docker | process")
+    p.add_argument("--reward-mode", default="binary", choices=["binary", "partial", "f2p"])
+    p.add_argument("--max-sessions", type=int, default=64,
+                   help="sessions open at once; one more is answered 503")
+    p.add_argument("--ttl", type=float, default=600.0,
+                   help="seconds a session may stay idle before its sandbox is deleted (0: never)")
+    p.add_argument("--token", default=os.environ.get("REPOGYM_SERVE_TOKEN"),
+                   help="bearer token clients must send (default: $REPOGYM_SERVE_TOKEN)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from repogym.server import ServeConfig, serve
+
+    cfg = ServeConfig(host=args.host, port=args.port, suite=args.suite, task_ids=args.task_ids,
+                      split=args.split, tags=args.tags, sandbox=args.sandbox,
+                      reward_mode=args.reward_mode, max_sessions=args.max_sessions,
+                      ttl_s=args.ttl or None, token=args.token)
+    try:
+        tasks = cfg.tasks()
+        if cfg.max_sessions < 1:
+            raise ValueError(f"--max-sessions {cfg.max_sessions}. Fix: pass a number >= 1")
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"repogym serve: {len(tasks)} task(s) on http://{cfg.host}:{cfg.port} "
+          f"(WebSocket /ws; max {cfg.max_sessions} sessions; "
+          f"{'token required' if cfg.token else 'no token'})", flush=True)
+    try:
+        serve(cfg)
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0

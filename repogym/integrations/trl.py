@@ -1,0 +1,161 @@
+"""TRL: repogym tasks for ``GRPOTrainer(environment_factory=...)`` (needs ``repogym[trl]``).
+
+TRL creates one :class:`RepoGymToolEnv` per rollout (and reuses it), calls
+``reset(**row)`` with the dataset row, exposes the public methods (``bash``, ``read``,
+``write``, ``edit``, ``submit``) as tools the model calls through its chat template, and
+scores the rollout with ``get_reward()``: the hidden tests' reward from repogym's grader
+(a rollout that never called ``submit`` is graded as it stands, as a truncated episode is).
+
+Example::
+
+    from trl import GRPOConfig, GRPOTrainer
+    from repogym.integrations.trl import RepoGymToolEnv, task_dataset
+
+    trainer = GRPOTrainer(model=..., args=GRPOConfig(...), train_dataset=task_dataset("train"),
+                          environment_factory=RepoGymToolEnv)
+
+``RepoGymToolEnv.remote = "http://host:8000"`` (or a subclass setting it) runs the sandboxes
+on a ``repogym serve`` instead of this machine.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+import gymnasium as gym
+
+from repogym.envs import make_suite_env
+
+PROMPT = ("Fix the bug described below in the repository. Use the tools to look around and "
+          "change files; call submit when you are done.")
+
+
+def task_rows(split: str | None = None, tags: Iterable[str] | None = None,
+              samples: int = 1) -> list[dict[str, Any]]:
+    """One dataset row per task (``samples`` rows each): ``prompt``, ``task``, ``split``."""
+    from repogym.scenarios.registry import registered_tasks
+    from repogym.scenarios.task import select_tasks
+
+    tasks = select_tasks(registered_tasks().values(), split=split, tags=tags)
+    return [{"prompt": [{"role": "user", "content": PROMPT}], "task": t.id, "split": t.split,
+             "seed": s} for t in tasks for s in range(samples)]
+
+
+def task_dataset(split: str | None = None, tags: Iterable[str] | None = None,
+                 samples: int = 1) -> Any:
+    """:func:`task_rows` as a ``datasets.Dataset``; ``task_dataset("train")``/``("test")``."""
+    from datasets import Dataset
+
+    return Dataset.from_list(task_rows(split, tags, samples))
+
+
+class RepoGymToolEnv:
+    """One repogym episode per rollout, its tools as typed methods (TRL's environment_factory).
+
+    Class attributes (set them on a subclass, or before building the trainer): ``remote``
+    (a ``repogym serve`` URL; None runs local sandboxes), ``sandbox``, ``reward_mode``,
+    ``max_steps`` (tool calls before the episode is graded as it stands), ``results`` (a
+    list every graded episode is appended to, for logging).
+    """
+
+    remote: ClassVar[str | None] = None
+    sandbox: ClassVar[str] = "bwrap"
+    reward_mode: ClassVar[str] = "binary"
+    max_steps: ClassVar[int | None] = None
+    results: ClassVar[list[dict[str, Any]] | None] = None
+
+    def __init__(self) -> None:
+        local = {} if self.remote else {"sandbox": self.sandbox}
+        self._env: gym.Env = make_suite_env(remote=self.remote, reward_mode=self.reward_mode,
+                                            max_steps=self.max_steps, **local)
+        _OPEN.append(self._env)
+        self._info: dict[str, Any] = {}
+        self._reward: float | None = None
+        self._done = True
+        self._task: str | None = None
+
+    def reset(self, **row: Any) -> str:
+        """Start the row's task; the returned observation is appended to the prompt."""
+        self._task = row["task"]
+        obs, self._info = self._env.reset(seed=row.get("seed"), options={"task": self._task})
+        self._reward, self._done = None, False
+        return obs
+
+    def _act(self, tool: str, **args: Any) -> str:
+        if self._done:
+            return "The episode is over: your changes were graded. Stop calling tools."
+        obs, reward, terminated, truncated, info = self._env.step(
+            json.dumps({"tool": tool, "args": {k: v for k, v in args.items() if v is not None}}))
+        if terminated or truncated:
+            self._finish(float(reward), info)
+        return obs
+
+    def _finish(self, reward: float, info: dict[str, Any]) -> None:
+        self._done, self._info = True, info
+        self._reward = None if info.get("infra_error") else reward
+        if self.results is not None:
+            self.results.append({"task": self._task, "reward": self._reward,
+                                 "resolved": bool(info.get("resolved")),
+                                 "tests": info.get("tests", {}),
+                                 "infra_error": info.get("infra_error")})
+
+    def bash(self, command: str) -> str:
+        """Run a shell command at the repository root and return its output.
+
+        Args:
+            command: The shell command line to run.
+        """
+        return self._act("bash", command=command)
+
+    def read(self, path: str, start: int | None = None, end: int | None = None) -> str:
+        """Show a file with line numbers.
+
+        Args:
+            path: File path relative to the repository root.
+            start: First line to show (1-based); the whole file if omitted.
+            end: Last line to show (inclusive).
+        """
+        return self._act("read", path=path, start=start, end=end)
+
+    def write(self, path: str, content: str) -> str:
+        """Create or overwrite a file.
+
+        Args:
+            path: File path relative to the repository root.
+            content: The whole new content of the file.
+        """
+        return self._act("write", path=path, content=content)
+
+    def edit(self, path: str, old: str, new: str) -> str:
+        """Replace the one occurrence of a piece of text in a file.
+
+        Args:
+            path: File path relative to the repository root.
+            old: The exact text to replace; it must occur exactly once.
+            new: The replacement text.
+        """
+        return self._act("edit", path=path, old=old, new=new)
+
+    def submit(self) -> str:
+        """Finish: your changes are graded by hidden tests."""
+        return self._act("submit")
+
+    def get_reward(self) -> float | None:
+        """The episode's reward from the hidden tests (None, i.e. masked, on an infra error)."""
+        if not self._done:
+            self._act("submit")  # graded as it stands, as a truncated episode is
+        return self._reward
+
+    @classmethod
+    def close_all(cls) -> None:
+        """Close every instance's env (sandboxes and temp folders); TRL never closes them.
+
+        A classmethod, so that TRL does not offer it to the model as a tool.
+        """
+        while _OPEN:
+            _OPEN.pop().close()
+
+
+_OPEN: list[gym.Env] = []

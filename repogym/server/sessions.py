@@ -1,0 +1,242 @@
+"""Sessions of ``repogym serve``: one env (one sandbox) per session, TTL, a cap, clean close.
+
+Env calls block (sandbox commands, grading), so each session runs them on a thread of its
+own: the env is created, stepped and closed on that thread, and one session's slow step
+never delays another session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import gymnasium as gym
+
+from repogym.envs.remote import (
+    CAPACITY_REACHED,
+    RESET_KEYS,
+    SESSION_ERROR,
+    VALIDATION_ERROR,
+    action_text,
+    step_payload,
+)
+
+#: (reward_mode, max_steps) -> a new env. The server's factory builds a SuiteEnv.
+EnvFactory = Callable[[str | None, int | None], gym.Env]
+
+
+class SessionError(Exception):
+    """A request the session cannot serve; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, message: str, code: str, status: int) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+
+@dataclasses.dataclass(eq=False)
+class Session:
+    """One client's environment and its bookkeeping."""
+
+    id: str
+    kind: str
+    executor: ThreadPoolExecutor
+    created: float
+    last_active: float
+    env: gym.Env | None = None
+    env_key: tuple[str | None, int | None] | None = None
+    episode_id: str | None = None
+    step_count: int = 0
+    done: bool = True
+    busy: int = 0
+    closed: bool = False
+    task: dict[str, Any] | None = None
+    on_expire: Callable[[], Any] | None = None
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+
+
+class SessionManager:
+    """Opens, serves, expires and closes sessions.
+
+    Args:
+        factory: Builds a session's env from the (reward_mode, max_steps) it asked for.
+        tasks: Public info of every task served (``Task.info()``), by id.
+        max_sessions: Sessions open at once; one more is refused (HTTP 503).
+        ttl_s: A session idle this long is closed (its sandbox deleted); None: never.
+    """
+
+    def __init__(self, factory: EnvFactory, tasks: dict[str, dict[str, Any]], *,
+                 max_sessions: int = 64, ttl_s: float | None = 600.0) -> None:
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions={max_sessions}. Fix: pass a number >= 1")
+        if ttl_s is not None and ttl_s <= 0:
+            raise ValueError(f"ttl_s={ttl_s}. Fix: pass a positive number of seconds or None")
+        self.factory = factory
+        self.tasks = tasks
+        self.max_sessions = max_sessions
+        self.ttl_s = ttl_s
+        self.sessions: dict[str, Session] = {}
+        self.expired = 0
+        self._reaper: asyncio.Task | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def open(self, kind: str) -> Session:
+        """A new session, or SessionError(503) when the cap is reached."""
+        if len(self.sessions) >= self.max_sessions:
+            raise SessionError(f"server at capacity: {len(self.sessions)}/{self.max_sessions} "
+                               "sessions open. Fix: retry later, close idle sessions, or "
+                               "start the server with a larger --max-sessions",
+                               CAPACITY_REACHED, 503)
+        sid = uuid.uuid4().hex
+        now = time.monotonic()
+        session = Session(sid, kind, ThreadPoolExecutor(1, thread_name_prefix=f"rg-{sid[:8]}"),
+                          created=now, last_active=now)
+        self.sessions[sid] = session
+        return session
+
+    def get(self, sid: str) -> Session:
+        session = self.sessions.get(sid)
+        if session is None:
+            raise SessionError(f"no session {sid!r} (closed, expired after {self.ttl_s}s idle, "
+                               "or never opened). Fix: POST /reset without a session id to "
+                               "open a new one", SESSION_ERROR, 404)
+        return session
+
+    async def close(self, session: Session) -> None:
+        """Close the session's env on its own thread and forget it. Idempotent."""
+        if session.closed:
+            return
+        session.closed = True
+        env, session.env = session.env, None
+        try:  # counted (and refused at the cap) until its sandbox is gone
+            if env is not None:
+                await asyncio.get_running_loop().run_in_executor(session.executor, env.close)
+        finally:
+            self.sessions.pop(session.id, None)
+            session.executor.shutdown(wait=False)
+
+    async def close_all(self) -> None:
+        """Close every session (server shutdown)."""
+        self.stop_reaper()
+        await asyncio.gather(*(self.close(s) for s in list(self.sessions.values())))
+
+    # -- expiry ---------------------------------------------------------------------------
+    def start_reaper(self) -> None:
+        if self.ttl_s is not None and self._reaper is None:
+            self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+
+    def stop_reaper(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
+
+    async def _reap_forever(self) -> None:
+        interval = min(max(self.ttl_s / 4, 0.05), 5.0)
+        while True:
+            await asyncio.sleep(interval)
+            await self.reap()
+
+    async def reap(self) -> list[str]:
+        """Close the sessions idle for longer than the TTL; returns their ids."""
+        now = time.monotonic()
+        stale = [s for s in list(self.sessions.values())
+                 if not s.busy and now - s.last_active > self.ttl_s]
+        for session in stale:
+            self.expired += 1
+            await self.close(session)
+            if session.on_expire is not None:
+                await session.on_expire()
+        return [s.id for s in stale]
+
+    # -- env calls ------------------------------------------------------------------------
+    async def _call(self, session: Session, fn: Callable[..., Any], *args: Any) -> Any:
+        session.busy += 1
+        session.last_active = time.monotonic()
+        try:
+            return await asyncio.get_running_loop().run_in_executor(session.executor, fn, *args)
+        finally:
+            session.busy -= 1
+            session.last_active = time.monotonic()
+
+    async def reset(self, session: Session, data: dict[str, Any]) -> dict[str, Any]:
+        """Reset the session's env (built on first use); returns an observation payload."""
+        seed, options, key, episode_id = self._parse_reset(data)
+        async with session.lock:
+            if session.closed:
+                raise SessionError("the session was closed. Fix: open a new one",
+                                   SESSION_ERROR, 404)
+            if session.env is not None and session.env_key != key:
+                env, session.env = session.env, None
+                await self._call(session, env.close)
+            try:  # a bad reward_mode (the env's message names the fix)
+                if session.env is None:
+                    session.env = await self._call(session, self.factory, *key)
+                    session.env_key = key
+                obs, info = await self._call(session, _reset_env, session.env, seed, options)
+            except ValueError as e:
+                raise SessionError(str(e), VALIDATION_ERROR, 422) from e
+            session.episode_id = episode_id or uuid.uuid4().hex
+            session.step_count, session.done = 0, False
+            session.task = self.tasks.get(info.get("task"))
+            return step_payload(obs, None, False, False, info)
+
+    async def step(self, session: Session, data: dict[str, Any]) -> dict[str, Any]:
+        """One step of the session's episode; returns an observation payload."""
+        try:
+            text = action_text(data)
+        except (ValueError, TypeError) as e:
+            raise SessionError(str(e), VALIDATION_ERROR, 422) from e
+        async with session.lock:
+            if session.env is None or session.done or session.closed:
+                raise SessionError("no episode in progress: the session was not reset, or "
+                                   "its episode ended. Fix: send reset first",
+                                   SESSION_ERROR, 409)
+            obs, reward, terminated, truncated, info = await self._call(
+                session, session.env.step, text)
+            session.step_count += 1
+            session.done = bool(terminated or truncated)
+            return step_payload(obs, float(reward), bool(terminated), bool(truncated), info)
+
+    def state(self, session: Session) -> dict[str, Any]:
+        """What the client may know about its session (no hidden tests, no gold patch)."""
+        return {"episode_id": session.episode_id, "step_count": session.step_count,
+                "session_id": session.id, "done": session.done, "task": session.task,
+                "reward_mode": getattr(session.env, "reward_mode", None)}
+
+    def _parse_reset(self, data: dict[str, Any]) -> tuple[int | None, dict | None, tuple, str]:
+        if not isinstance(data, dict):
+            raise SessionError("reset data must be a JSON object. Fix: send {} or "
+                               '{"seed": 0, "task": "<id>"}', VALIDATION_ERROR, 422)
+        unknown = sorted(set(data) - set(RESET_KEYS))
+        if unknown:
+            raise SessionError(f"unknown reset field(s) {unknown}. Fix: use {list(RESET_KEYS)}",
+                               VALIDATION_ERROR, 422)
+        checks = {"seed": int, "episode_id": str, "task": str, "options": dict,
+                  "reward_mode": str, "max_steps": int}
+        for name, typ in checks.items():
+            value = data.get(name)
+            if value is not None and (not isinstance(value, typ) or isinstance(value, bool)):
+                raise SessionError(f"reset field {name!r} must be {typ.__name__}, got "
+                                   f"{type(value).__name__}", VALIDATION_ERROR, 422)
+        if data.get("seed") is not None and data["seed"] < 0:
+            raise SessionError("seed must be >= 0", VALIDATION_ERROR, 422)
+        if data.get("max_steps") is not None and data["max_steps"] < 1:
+            raise SessionError("max_steps must be >= 1", VALIDATION_ERROR, 422)
+        options = dict(data.get("options") or {})
+        if data.get("task") is not None:
+            options["task"] = data["task"]
+        if "task" in options and options["task"] not in self.tasks:
+            raise SessionError(f"unknown task {options['task']!r}: this server serves "
+                               f"{sorted(self.tasks)}. Fix: pick one of them (GET /tasks)",
+                               VALIDATION_ERROR, 422)
+        key = (data.get("reward_mode"), data.get("max_steps"))
+        return data.get("seed"), options or None, key, data.get("episode_id")
+
+
+def _reset_env(env: gym.Env, seed: int | None, options: dict | None) -> tuple[str, dict]:
+    return env.reset(seed=seed, options=options)

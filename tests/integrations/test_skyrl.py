@@ -1,0 +1,51 @@
+"""The SkyRL-Gym adapter with the installed skyrl-gym package."""
+
+from __future__ import annotations
+
+import json
+
+import skyrl_gym
+from skyrl_gym.metrics import aggregate_for_environment
+
+from repogym.integrations.skyrl import ENV_ID, RepoGymTextEnv, skyrl_rows
+from repogym.scenarios.registry import registered_tasks
+from tests.conftest import apply_patch_actions, call
+
+
+def test_registered_env_plays_oracle_and_noop_with_metrics():
+    row = next(r for r in skyrl_rows("train") if r["extra_info"]["task"] == "retry-zero")
+    assert ENV_ID in skyrl_gym.registry
+    metrics = []
+    for actions in (apply_patch_actions(registered_tasks()["retry-zero"].solution_patch
+                                        .read_text()) + [call("submit")], [call("submit")]):
+        env = skyrl_gym.make(ENV_ID, env_config={"max_steps": 10}, extras=row)
+        assert isinstance(env, RepoGymTextEnv)
+        try:
+            messages, meta = env.init(row["prompt"])
+            assert meta == {"task": "retry-zero"} and "# Task: retry-zero" in messages[-1]["content"]
+            for action in actions:
+                out = env.step(action)
+            assert out["done"] and out["observations"] == []
+            metrics.append(env.get_metrics())
+        finally:
+            env.close()
+    assert [m["reward"] for m in metrics] == [1.0, 0.0]
+    agg = aggregate_for_environment(ENV_ID, metrics)
+    assert agg["resolved"] == 0.5 and agg["reward"] == 0.5
+
+
+def test_step_output_midway_and_a_row_without_a_task():
+    import pytest
+
+    env = skyrl_gym.make(ENV_ID, extras={"extra_info": {"task": "retry-zero"}})
+    try:
+        env.init([{"role": "user", "content": "go"}])
+        out = env.step("not a tool call")
+        assert not out["done"] and out["reward"] == 0.0
+        assert out["observations"][0]["role"] == "user"
+        assert "Invalid action" in out["observations"][0]["content"]
+        assert json.dumps(out["metadata"])  # JSON-safe info
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="extra_info"):
+        skyrl_gym.make(ENV_ID, extras={})

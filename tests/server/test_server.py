@@ -1,0 +1,212 @@
+"""``repogym serve`` driven by openenv-core's own client, by RemoteEnv and by raw HTTP/WS."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+
+import gymnasium as gym
+import pytest
+from openenv.core import GenericEnvClient
+from websockets.sync.client import connect
+
+import repogym
+from repogym.envs.remote import CAPACITY_REACHED, RemoteEnv, RemoteEnvError
+from tests.conftest import apply_patch_actions, call
+from tests.server.conftest import Server, alive, descendants, http, leftovers
+
+TASK = "retry-zero"
+
+
+def oracle_actions(task: repogym.Task) -> list[str]:
+    return [*apply_patch_actions(task.solution_patch.read_text()), call("submit")]
+
+
+def test_openenv_client_plays_oracle_to_1_and_noop_to_0(server, retry_task):
+    with GenericEnvClient(base_url=server.url).sync() as env:
+        first = env.reset(task=TASK, seed=0)
+        assert not first.done and first.reward is None
+        assert first.observation["text"].startswith(f"# Task: {TASK}")
+        for action in oracle_actions(retry_task):
+            result = env.step({"text": action})
+        assert result.done and result.reward == 1.0
+        assert result.observation["info"]["resolved"] is True
+        state = env.state()
+        assert state["step_count"] == 3 and state["task"] == retry_task.info()
+
+        env.reset(task=TASK, seed=1)  # same connection, a new episode
+        result = env.step({"tool": "submit", "args": {}})
+        assert result.done and result.reward == 0.0
+        assert set(result.observation["info"]["tests"].values()) >= {"failed"}
+
+
+def test_remote_env_matches_the_local_env(server, retry_task):
+    actions = [call("bash", command="ls; cat retry.py | head -3"), "not a tool call",
+               call("read", path="retry.py", start=1, end=2), call("submit")]
+    local = gym.make(retry_task.env_id)
+    remote = gym.make(retry_task.env_id, remote=server.url)
+    try:
+        assert isinstance(remote.unwrapped, RemoteEnv)
+        (lo, linfo), (ro, rinfo) = local.reset(seed=3), remote.reset(seed=3)
+        assert lo == ro and linfo == rinfo
+        for action in actions:
+            lres, rres = local.step(action), remote.step(action)
+            assert lres[:4] == rres[:4]
+            assert lres[4].keys() == rres[4].keys()
+        assert rres[4]["tests"] == lres[4]["tests"] and rres[4]["diff"] == lres[4]["diff"]
+        with pytest.raises(gym.error.ResetNeeded):
+            remote.step(call("submit"))
+    finally:
+        local.close()
+        remote.close()
+
+
+def test_max_steps_reaches_the_server_and_is_graded_there(server):
+    env = gym.make(f"repogym/{TASK}-v0", remote=server.url, max_steps=2)
+    try:
+        env.reset(seed=0)
+        assert env.step(call("bash", command="true"))[2:4] == (False, False)
+        _, reward, terminated, truncated, info = env.step(call("bash", command="true"))
+        assert (terminated, truncated, info["truncated"], reward) == (False, True, "max_steps", 0.0)
+        assert info["tests"], "the truncated episode was graded on the server"
+    finally:
+        env.close()
+
+
+def test_make_vec_async_over_remote(server):
+    vec = gym.make_vec(f"repogym/{TASK}-v0", num_envs=2, vectorization_mode="async",
+                       vector_kwargs={"context": "spawn"}, remote=server.url)
+    try:
+        obs, _ = vec.reset(seed=0)
+        assert all(o.startswith(f"# Task: {TASK}") for o in obs)
+        obs, *_ = vec.step([call("bash", command="echo été")] * 2)
+        assert all("été" in o for o in obs)
+        _, rewards, terminated, _, infos = vec.step([call("submit")] * 2)
+        assert list(terminated) == [True, True] and list(rewards) == [0.0, 0.0]
+        assert "tests" in infos
+    finally:
+        vec.close()
+    server.wait_sessions(0)
+
+
+def test_malformed_requests_get_4xx_with_a_fix(server):
+    url = server.url
+    status, body, _ = http(url + "/step", "POST", {"action": {"text": "ls"}})
+    assert status == 400 and "POST /reset first" in body["detail"]
+    assert http(url + "/reset", "POST", b"{not json")[0] == 422
+    status, body, _ = http(url + "/reset", "POST", {"colour": "red"})
+    assert status == 422 and "colour" in body["detail"]
+    status, body, _ = http(url + "/reset", "POST", {"task": "no-such-task"})
+    assert status == 422 and "GET /tasks" in body["detail"]
+    status, body, _ = http(url + "/state", headers={"X-Session-Id": "nope"})
+    assert status == 404 and "POST /reset" in body["detail"]
+
+    status, body, headers = http(url + "/reset", "POST", {"task": TASK, "seed": 0})
+    sid = {"X-Session-Id": headers["x-session-id"]}
+    assert status == 200 and body["session_id"] == sid["X-Session-Id"]
+    status, body, _ = http(url + "/step", "POST", {"action": {"text": "```python\nx\n```"}}, sid)
+    assert status == 200 and "Invalid action" in body["observation"]["text"]  # agent's fault
+    status, body, _ = http(url + "/step", "POST", {"action": {"txt": "ls"}}, sid)
+    assert status == 422 and "txt" in body["detail"]
+    status, body, _ = http(url + "/step", "POST", {"action": {"tool": "submit"}}, sid)
+    assert status == 200 and body["done"] and body["reward"] == 0.0
+    status, body, _ = http(url + "/step", "POST", {"action": {"tool": "submit"}}, sid)
+    assert status == 409 and "reset" in body["detail"]
+    assert http(url + "/close", "POST", headers=sid)[0] == 200
+    server.wait_sessions(0)
+
+    with connect(server.url.replace("http", "ws") + "/ws") as ws:
+        for raw, code in (("{oops", "INVALID_JSON"), ('{"type": "dance"}', "UNKNOWN_TYPE"),
+                          ('{"type": "step", "data": {"text": "ls"}}', "SESSION_ERROR"),
+                          ('{"type": "reset", "data": {"seed": -1}}', "VALIDATION_ERROR")):
+            ws.send(raw)
+            reply = json.loads(ws.recv(timeout=30))
+            assert reply["type"] == "error" and reply["data"]["code"] == code, reply
+        ws.send(json.dumps({"type": "reset", "data": {"task": TASK}}))
+        assert json.loads(ws.recv(timeout=30))["type"] == "observation"  # still usable
+
+
+def test_only_what_the_agent_may_see_goes_over_the_wire(server, retry_task):
+    secrets = [p.read_text().strip() for p in retry_task.tests_dir.rglob("*.py")]
+    secrets.append(retry_task.solution_patch.read_text().strip())
+    env = RemoteEnv(server.url, task=TASK)
+    try:
+        obs, _ = env.reset(seed=0)
+        wire = [obs, json.dumps(env.state()), json.dumps(http(server.url + "/tasks")[1]),
+                json.dumps(http(server.url + "/schema")[1])]
+        wire.append(json.dumps(env.step(call("submit"))))
+    finally:
+        env.close()
+    for text in wire:
+        for secret in secrets:
+            assert secret not in text
+    assert http(server.url + "/tasks")[1][0].keys() == retry_task.info().keys()
+
+
+def test_cap_answers_503_and_disconnects_free_sandboxes(server):
+    server.wait_sessions(0)  # sessions of earlier tests count until their sandboxes are gone
+    envs = [RemoteEnv(server.url, task=TASK) for _ in range(8)]
+    try:
+        threads = [threading.Thread(target=e.reset, kwargs={"seed": i})
+                   for i, e in enumerate(envs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert server.health()["sessions"] == 8
+        with pytest.raises(RemoteEnvError, match="503") as err:
+            RemoteEnv(server.url, task=TASK).reset()
+        assert err.value.code == CAPACITY_REACHED
+        status, body, headers = http(server.url + "/reset", "POST", {})
+        assert status == 503 and "--max-sessions" in body["detail"] and headers["retry-after"]
+    finally:
+        for e in envs[:4]:
+            e.close()
+        for e in envs[4:]:  # dropped without a close message
+            e._ws.socket.close()
+    server.wait_sessions(0)
+    assert leftovers(server.pid) == []
+
+
+def test_token_and_ttl():
+    srv = Server("--token", "s3cret", "--ttl", "1", "--task", TASK)
+    try:
+        assert http(srv.url + "/health")[0] == 200
+        status, body, _ = http(srv.url + "/tasks")
+        assert status == 401 and "Bearer" in body["detail"]
+        with pytest.raises(RemoteEnvError, match="401"):
+            RemoteEnv(srv.url).reset()
+        auth = {"Authorization": "Bearer s3cret"}
+        assert http(srv.url + "/tasks", headers=auth)[0] == 200
+        env = RemoteEnv(srv.url, token="s3cret")
+        assert env.reset(seed=0)[1]["task"] == TASK
+        srv.wait_sessions(1)
+        srv.wait_sessions(0, timeout=10)  # idle past the TTL: closed, sandbox deleted
+        assert srv.health()["expired"] == 1
+        assert leftovers(srv.pid) == []
+        with pytest.raises(RemoteEnvError, match="expired"):
+            env.step(call("bash", command="true"))
+        assert env.reset(seed=0)[1]["task"] == TASK  # reset opens a new session
+        env.close()
+    finally:
+        srv.stop()
+    assert leftovers(srv.pid) == []
+
+
+def test_sigterm_with_open_sessions_leaves_nothing_behind():
+    srv = Server("--task", TASK)
+    envs = [RemoteEnv(srv.url) for _ in range(3)]
+    try:
+        for env in envs:
+            env.reset(seed=0)
+            env.step(call("bash", command="echo hi > note.txt"))
+        assert len(leftovers(srv.pid)) >= 3
+        children = descendants(srv.pid)
+        assert srv.stop() in (0, -signal.SIGTERM)  # uvicorn re-raises the signal when done
+        assert leftovers(srv.pid) == [] and alive(children) == set()
+        with pytest.raises(RemoteEnvError):
+            envs[0].step(call("submit"))
+    finally:
+        for env in envs:
+            env.close()
