@@ -2,13 +2,16 @@
 
 ``DIR/<owner>__<name>`` must be a local clone of each instance's repository (the SWE-bench
 naming). Each instance becomes a task folder under ``--out`` (see
-:mod:`repogym.scenarios.swebench`); run ``repogym validate`` on them next.
+:mod:`repogym.scenarios.swebench`), and its mutation score is computed in the sandbox
+(``--no-mutation`` skips it); run ``repogym validate`` on them next.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from repogym.harness.cmd_validate import add_mutation_options, mutation_args_error, run_mutation
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,12 +22,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="folder to write task folders into")
     p.add_argument("--split", default="test", choices=["train", "test"])
     p.add_argument("--timeout", type=float, default=300.0, help="verifier timeout (s)")
+    add_mutation_options(p, gate=True)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from repogym.scenarios.swebench import InstanceError, import_swebench
+    from rich.console import Console
 
+    from repogym.scenarios.swebench import InstanceError, import_swebench
+    from repogym.scenarios.task import load_task
+
+    if problem := mutation_args_error(args):
+        print(problem, file=sys.stderr)
+        return 2
     try:
         done, errors = import_swebench(args.instances, args.repos, args.out,
                                        split=args.split, timeout_s=args.timeout)
@@ -35,5 +45,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"imported {path}")
     for e in errors:
         print(f"FAIL {e}", file=sys.stderr)
+    if done and not args.no_mutation:
+        run_mutation([load_task(p) for p in done], args, Console(), diffs=False)
     print(f"{len(done)} imported, {len(errors)} failed; next: repogym validate {args.out}")
     return 1 if errors else 0

@@ -2,7 +2,8 @@
 
 The scaffold is a complete, loadable task with a small example bug (``clamp`` ignores its
 upper bound), so ``repogym validate`` can be tried at once: it reports the empty
-``solution.patch`` until the gold fix is written. See docs/authoring.md.
+``solution.patch`` until the gold fix is written. Like the other commands that write tasks,
+it prints the task's mutation score, which needs that gold fix too. See docs/authoring.md.
 """
 
 from __future__ import annotations
@@ -114,11 +115,20 @@ def scaffold(name: str, parent: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from repogym.harness.cmd_validate import print_mutation
+    from repogym.harness.validate import PatchGrader
+    from repogym.harness.validate_mutation import MIN_SCORE, mutation_check
+    from repogym.scenarios.task import load_task
+
     try:
         root = scaffold(args.name, Path(args.dir))
     except ValueError as e:
         print(e)
         return 2
+    with PatchGrader() as grader:
+        print_mutation(mutation_check(load_task(root), grader), Console(), diffs=False)
     print(f"""created {root}
 next:
   1. put the starting repository in {root}/repo/ and the hidden tests in {root}/tests/
@@ -127,5 +137,6 @@ next:
        cp -r {root}/repo /tmp/fix && cd /tmp/fix && git init -q && git add -A && \\
        git commit -qm base && <edit> && git diff > {root.resolve()}/solution.patch
   4. add decoys/*.patch (wrong fixes) and alternatives/*.patch (other correct fixes)
-  5. repogym validate {root}""")
+  5. repogym validate --mutation {root}
+     (the mutation score must reach {MIN_SCORE:g}: see "Mutation score" in docs/authoring.md)""")
     return 0

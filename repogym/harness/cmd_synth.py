@@ -1,13 +1,16 @@
 """``repogym synth PACKAGE_DIR --out DIR``: synthesise tasks by mutating a tested package.
 
 See :mod:`repogym.scenarios.synth`. The package's tests run as plain subprocesses (it is
-your own, trusted code); check the emitted tasks with ``repogym validate DIR``.
+your own, trusted code); the mutation score of each task written is then computed in the
+sandbox (``--no-mutation`` skips it). Check the emitted tasks with ``repogym validate DIR``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from repogym.harness.cmd_validate import add_mutation_options, mutation_args_error, run_mutation
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,12 +21,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tasks", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--p2p-sample", type=int, default=20, help="largest pass_to_pass list")
+    add_mutation_options(p, gate=True)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from repogym.scenarios.synth import SynthError, synthesize
+    from rich.console import Console
 
+    from repogym.scenarios.synth import SynthError, synthesize
+    from repogym.scenarios.task import load_task
+
+    if problem := mutation_args_error(args):
+        print(problem, file=sys.stderr)
+        return 2
     try:
         tasks = synthesize(args.package, args.out, max_tasks=args.max_tasks, seed=args.seed,
                            p2p_sample=args.p2p_sample)
@@ -32,5 +42,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for t in tasks:
         print(f"wrote {t}")
-    print(f"{len(tasks)} tasks; next: repogym validate {args.out}")
+    if tasks and not args.no_mutation:
+        run_mutation([load_task(t) for t in tasks], args, Console(), diffs=False)
+    print(f"{len(tasks)} tasks; next: repogym validate {args.out} (--mutation for survivors)")
     return 0 if tasks else 1

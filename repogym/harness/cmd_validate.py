@@ -1,8 +1,11 @@
 """``repogym validate [TASK_DIR ...]``: check that task verifiers are trustworthy.
 
 With no argument every built-in task is validated. Each argument is a task folder or a
-folder of task folders. Exit status 1 when any task fails (each failure is printed naming
-the task, the patch and the test), 2 when a task folder cannot be loaded.
+folder of task folders. ``--mutation`` adds the mutation check
+(:mod:`repogym.harness.validate_mutation`): its score is printed with the surviving mutants
+as diffs, and stored; without ``--mutation`` the summary shows the stored score of each
+task version. Exit status 1 when any task fails (each failure is printed naming the task,
+the patch and the test), 2 when a task folder cannot be loaded.
 """
 
 from __future__ import annotations
@@ -12,9 +15,13 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from repogym.harness.validate import TaskReport, validate_tasks
+from repogym.harness.validate import PatchGrader, TaskReport, validate_tasks
 from repogym.scenarios.task import Task, TaskError, load_tasks
+
+if TYPE_CHECKING:  # imported when used: libcst is not needed to start the CLI
+    from repogym.harness.validate_mutation import MutationReport
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +38,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sandbox", default="bwrap", help="sandbox backend (default bwrap)")
     p.add_argument("--json", metavar="FILE", help="also write the reports as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="print only failures")
+    add_mutation_options(p, gate=False)
     p.set_defaults(func=run)
+
+
+def add_mutation_options(p: argparse.ArgumentParser, *, gate: bool) -> None:
+    """The mutation check's options, for ``validate`` (``--mutation`` computes it) or, with
+    ``gate``, for a command that writes tasks and scores them unless ``--no-mutation``."""
+    m = p.add_argument_group("mutation check")
+    if gate:
+        m.add_argument("--no-mutation", action="store_true",
+                       help="do not compute the mutation score of the tasks written")
+        m.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                       help="mutants graded in parallel (default: CPU count)")
+        m.add_argument("--sandbox", default="bwrap", help="sandbox backend (default bwrap)")
+    else:
+        m.add_argument("--mutation", action="store_true",
+                       help="also grade mutants of the gold fix: the hidden tests must reject "
+                            "them")
+    m.add_argument("--min-score", type=float, default=None,
+                   help="lowest passing mutation score (default: MIN_SCORE of "
+                        "repogym.harness.validate_mutation, 0.9)")
+    m.add_argument("--max-mutants", type=int, default=None,
+                   help="grade at most this many mutants per task (a fixed sample; default all)")
+    m.add_argument("--mutation-budget", type=float, default=600.0, metavar="SECONDS",
+                   help="stop starting mutants of a task after this long (default 600)")
 
 
 def _load(paths: list[str]) -> tuple[list[Task], list[str]]:
@@ -66,12 +97,94 @@ def print_report(report: TaskReport, console) -> None:
         console.print(f"[red]{p}[/red]", soft_wrap=True)
 
 
+def print_mutation(report: MutationReport, console, *, diffs: bool = True) -> None:
+    """The mutation score of one task, each surviving mutant (as a diff unless ``diffs`` is
+    False), and problems."""
+    from rich.markup import escape
+
+    mark = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
+    console.print(f"{report.task_id}: mutation {mark} score {escape(report.summary())} "
+                  f"in {report.duration_s:.1f}s")
+    for m in report.survivors:
+        console.print(f"[yellow]survived[/yellow] {escape(m.id)}", highlight=False)
+        if diffs:
+            console.print(m.diff.rstrip("\n"), markup=False, highlight=False)
+    for p in report.problems:
+        console.print(f"[red]{escape(p)}[/red]", soft_wrap=True)
+
+
+def _summary(tasks: list[Task], reports: list[TaskReport],
+             mutations: dict[str, MutationReport], console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from repogym.harness.validate_mutation import cached_report
+
+    table = Table(title="summary", title_justify="left")
+    for col in ("task", "checks", "mutation score"):
+        table.add_column(col, overflow="fold")
+    for task, r in zip(tasks, reports, strict=True):
+        m = mutations.get(task.id) or cached_report(task)
+        score = "-" if m is None else escape(m.summary())
+        if m is not None and not m.ok:
+            score = f"[red]{score}[/red]"
+        checks = "[green]ok[/green]" if r.ok else f"[red]{len(r.failures)} problem(s)[/red]"
+        table.add_row(task.id, checks, score)
+    console.print(table)
+
+
+def mutation_args_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the mutation options (fills in the default --min-score), or None."""
+    from repogym.harness.validate_mutation import MIN_SCORE
+
+    if args.min_score is None:
+        args.min_score = MIN_SCORE
+    if not 0.0 <= args.min_score <= 1.0:
+        return "--min-score must be between 0 and 1"
+    if args.max_mutants is not None and args.max_mutants < 1:
+        return "--max-mutants must be >= 1"
+    if args.mutation_budget <= 0:
+        return "--mutation-budget must be > 0 seconds"
+    if args.workers < 1:
+        return "--workers must be >= 1"
+    return None
+
+
+def run_mutation(tasks: list[Task], args: argparse.Namespace, console, *,
+                 diffs: bool = True, quiet: bool = False) -> dict[str, MutationReport]:
+    """The mutation check of each task, printed as each finishes (only failures if
+    ``quiet``; survivors as diffs if ``diffs``)."""
+    from repogym.harness.validate_mutation import mutation_check
+
+    out = {}
+    with PatchGrader(args.sandbox) as grader:
+        for task in tasks:
+            with console.status(f"{task.id}: grading mutants") as status:
+                done = []
+
+                def tick(result, task=task, status=status, done=done) -> None:
+                    done.append(result.status)
+                    status.update(f"{task.id}: {len(done)} mutants graded, "
+                                  f"{done.count('survived')} survived")
+
+                out[task.id] = mutation_check(task, grader, workers=args.workers,
+                                              budget_s=args.mutation_budget,
+                                              max_mutants=args.max_mutants,
+                                              min_score=args.min_score, on_mutant=tick)
+            if not quiet or not out[task.id].ok:
+                print_mutation(out[task.id], console, diffs=diffs)
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     console = Console()
     if args.reruns < 1:
         console.print("--reruns must be >= 1 (the number of gold runs)")
+        return 2
+    if problem := mutation_args_error(args):
+        console.print(problem)
         return 2
     tasks, errors = _load(args.tasks)
     for e in errors:
@@ -86,12 +199,18 @@ def run(args: argparse.Namespace) -> int:
 
     reports = validate_tasks(tasks, sandbox=args.sandbox, reruns=args.reruns,
                              workers=args.workers, on_report=show)
+    mutations = run_mutation(tasks, args, console, quiet=args.quiet) if args.mutation else {}
     if args.json:
-        Path(args.json).write_text(json.dumps([r.to_dict() for r in reports], indent=1))
-    failed = [r for r in reports if not r.ok]
+        Path(args.json).write_text(json.dumps(
+            [{**r.to_dict(), "mutation": mutations[t.id].to_dict() if t.id in mutations
+              else None} for t, r in zip(tasks, reports, strict=True)], indent=1))
+    _summary(tasks, reports, mutations, console)
+    failures = {t.id: r.failures + (mutations[t.id].problems if t.id in mutations else [])
+                for t, r in zip(tasks, reports, strict=True)}
+    failed = [t for t, f in failures.items() if f]
     console.print(f"{len(reports) - len(failed)}/{len(reports)} tasks valid")
-    for r in failed:
-        for p in r.failures:
+    for t in failed:
+        for p in failures[t]:
             print(f"FAIL {p}", file=sys.stderr)
     if errors:
         for e in errors:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
 from repogym.envs.grader import GradeResult, grade
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
@@ -162,8 +162,36 @@ def _flaky(task: Task, runs: list[Check]) -> list[str]:
     return out
 
 
-def _run_job(task: Task, job: _Job, templates: TemplateCache,
-             factory: Callable[[SandboxSpec], object], limits: Limits | None) -> Check:
+class PatchGrader:
+    """Grades diffs for tasks with the real grader, in a fresh sandbox per diff.
+
+    Every validation check (the task's own patches, mutants, ...) grades through one of
+    these: it keeps one prepared template per task (:class:`TemplateCache`) and is safe to
+    use from several threads. Close it (or use it as a context manager) to remove them.
+    """
+
+    def __init__(self, sandbox: str = "bwrap", sandbox_options: dict | None = None,
+                 limits: Limits | None = None) -> None:
+        self._factory = functools.partial(_make, sandbox, sandbox_options or {})
+        self._templates = TemplateCache()
+        self.limits = limits
+
+    def grade(self, task: Task, diff: str) -> GradeResult:
+        """Binary-reward grading of ``diff`` (against ``task``'s repo/)."""
+        return grade(task, self._templates.get(task.repo_dir), diff, mode="binary",
+                     make_sandbox=self._factory, limits=self.limits)
+
+    def close(self) -> None:
+        self._templates.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _run_job(task: Task, job: _Job, grader: PatchGrader) -> Check:
     """Grade one patch for one task and judge the result."""
     start = time.monotonic()
     rel = _rel(task, job.patch)
@@ -173,8 +201,7 @@ def _run_job(task: Task, job: _Job, templates: TemplateCache,
             return Check(job.kind, rel, problems=[
                 (f"{task.id}: {job.kind} {rel}: the patch is empty. Fix: write the fix in a "
                 "copy of repo/ and save `git diff` there to this file")])
-        template = templates.get(task.repo_dir)
-        res = grade(task, template, diff, mode="binary", make_sandbox=factory, limits=limits)
+        res = grader.grade(task, diff)
     except Exception as e:  # noqa: BLE001 - a validation run reports, never crashes
         return Check(job.kind, rel, problems=[f"{task.id}: {job.kind} {rel}: {e}"],
                      duration_s=time.monotonic() - start)
@@ -202,24 +229,19 @@ def validate_tasks(tasks: Iterable[Task], *, sandbox: str = "bwrap", reruns: int
         One report per task, in the order given.
     """
     tasks = list(tasks)
-    factory = functools.partial(_make, sandbox, sandbox_options or {})
-    templates = TemplateCache()
     reports = [TaskReport(t.id, t.path) for t in tasks]
     jobs = [(i, job) for i, t in enumerate(tasks) for job in plan(t, reruns)]
     left = [sum(1 for i, _ in jobs if i == k) for k in range(len(tasks))]
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = [(i, pool.submit(_run_job, tasks[i], job, templates, factory, limits))
-                       for i, job in jobs]
-            for i, fut in futures:
-                reports[i].checks.append(fut.result())
-                left[i] -= 1
-                if left[i] == 0:
-                    _finish(tasks[i], reports[i])
-                    if on_report:
-                        on_report(reports[i])
-    finally:
-        templates.close()
+    with (PatchGrader(sandbox, sandbox_options, limits) as grader,
+          ThreadPoolExecutor(max_workers=max(1, workers)) as pool):
+        futures = [(i, pool.submit(_run_job, tasks[i], job, grader)) for i, job in jobs]
+        for i, fut in futures:
+            reports[i].checks.append(fut.result())
+            left[i] -= 1
+            if left[i] == 0:
+                _finish(tasks[i], reports[i])
+                if on_report:
+                    on_report(reports[i])
     return reports
 
 

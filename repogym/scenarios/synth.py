@@ -1,9 +1,9 @@
 """Task synthesis by mutation (SWE-smith style): many tasks from one tested package.
 
-:func:`synthesize` takes a local Python package with its own pytest tests, applies one AST
-mutation at a time to its functions (flipped comparison, off-by-one constant, dropped
-``None``/empty guard, swapped call arguments, wrong default), runs the package's tests
-with plain ``subprocess`` pytest (the package is the user's own, trusted code) and keeps a
+:func:`synthesize` takes a local Python package with its own pytest tests, applies one
+mutant at a time to its functions (:func:`repogym.scenarios.mutation.mutants`: edited in
+place, so the bug is formatted like the code around it), runs the package's tests with
+plain ``subprocess`` pytest (the package is the user's own, trusted code) and keeps a
 mutant when at least one test fails and every other test still passes. Each kept mutant
 becomes a task folder:
 
@@ -14,7 +14,11 @@ becomes a task folder:
 - ``solution.patch``: the reverse diff (mutant -> original);
 - ``decoys/``: the test-gaming fix (the failing tests deleted) and, when one exists, a
   wrong fix at the same place that still fails a test;
-- ``STATEMENT.md``: the failing tests and their assertion messages, never the fix.
+- ``STATEMENT.md``: the failing tests, their docstrings and assertion messages, with
+  memory addresses, temporary paths and the lines of the fix removed.
+
+The task id is ``<package>-<hash of the mutant's id>`` and the only tag is ``synthetic``:
+agents see both, so neither names the function or the mutation.
 
 Emitted tasks should then be checked with ``repogym validate`` (real sandbox).
 """
@@ -22,8 +26,8 @@ Emitted tasks should then be checked with ``repogym validate`` (real sandbox).
 from __future__ import annotations
 
 import ast
-import copy
 import dataclasses
+import hashlib
 import os
 import random
 import re
@@ -32,151 +36,19 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 
 from repogym.envs.grader import is_test_file, junit_key
+from repogym.scenarios.mutation import Mutant, file_diff, mutants
 from repogym.scenarios.swebench import hidden_tests_dest
 
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".git", "*.egg-info")
-_FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
-         ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is,
-         ast.In: ast.NotIn, ast.NotIn: ast.In}
+# CPython's default repr shows a memory address, different on every run.
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+|\b0x[0-9a-fA-F]{8,}\b")
 
 
 class SynthError(ValueError):
     """The package cannot be used for synthesis; the message says why and how to fix it."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Mutant:
-    """One single-site mutation of one source file.
-
-    Attributes:
-        file: Path relative to the package root.
-        function: The enclosing function's name.
-        operator: ``flip_compare``, ``off_by_one``, ``drop_guard``, ``swap_args`` or
-            ``wrong_default``.
-        lineno: First line of the mutated code.
-        source: The whole mutated file.
-    """
-
-    file: str
-    function: str
-    operator: str
-    lineno: int
-    source: str
-
-
-# -- mutations ----------------------------------------------------------------------------
-def _replace_span(source: str, node: ast.AST, text: str) -> str:
-    lines = source.splitlines(keepends=True)
-    start = sum(len(line) for line in lines[: node.lineno - 1]) + _col(lines, node.lineno,
-                                                                      node.col_offset)
-    end = sum(len(line) for line in lines[: node.end_lineno - 1]) + _col(
-        lines, node.end_lineno, node.end_col_offset)
-    return source[:start] + text + source[end:]
-
-
-def _col(lines: list[str], lineno: int, byte_col: int) -> int:
-    """AST columns are UTF-8 byte offsets; convert to a character offset."""
-    return len(lines[lineno - 1].encode()[:byte_col].decode(errors="ignore"))
-
-
-def _is_guard(test: ast.expr) -> bool:
-    """``x is None``, ``x is not None``, ``not x``, ``len(x) == 0`` and the like."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return True
-    if isinstance(test, ast.Compare) and len(test.ops) == 1:
-        right = test.comparators[0]
-        if isinstance(test.ops[0], ast.Is | ast.IsNot) and isinstance(right, ast.Constant) \
-                and right.value is None:
-            return True
-        left = test.left
-        return (isinstance(left, ast.Call) and isinstance(left.func, ast.Name)
-                and left.func.id == "len" and isinstance(right, ast.Constant)
-                and right.value == 0)
-    return False
-
-
-def _expr_mutations(node: ast.AST) -> Iterator[tuple[str, ast.AST]]:
-    """(operator, mutated copy) for an expression node."""
-    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _FLIP:
-        new = copy.deepcopy(node)
-        new.ops = [_FLIP[type(node.ops[0])]()]
-        yield "flip_compare", new
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
-        for side in ("left", "right"):
-            c = getattr(node, side)
-            if isinstance(c, ast.Constant) and type(c.value) is int:
-                new = copy.deepcopy(node)
-                getattr(new, side).value = c.value + 1
-                yield "off_by_one", new
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-            and node.func.id == "range" and node.args and not node.keywords:
-        new = copy.deepcopy(node)
-        last = new.args[-1] if len(new.args) > 1 else new.args[0]
-        idx = len(new.args) - 1 if len(new.args) > 1 else 0
-        new.args[idx] = ast.BinOp(last, ast.Sub(), ast.Constant(1))
-        yield "off_by_one", new
-    if isinstance(node, ast.Call) and len(node.args) >= 2 and not any(
-            isinstance(a, ast.Starred) for a in node.args[:2]) and \
-            ast.dump(node.args[0]) != ast.dump(node.args[1]):
-        new = copy.deepcopy(node)
-        new.args[0], new.args[1] = new.args[1], new.args[0]
-        yield "swap_args", new
-
-
-def _wrong_default(c: ast.expr) -> str | None:
-    if not isinstance(c, ast.Constant):
-        return None
-    v = c.value
-    if isinstance(v, bool):
-        return repr(not v)
-    if isinstance(v, int | float):
-        return repr(v + 1)
-    if isinstance(v, str):
-        return repr(v + "x") if not v else repr("")
-    return None
-
-
-def mutants_of(source: str, file: str) -> Iterator[Mutant]:
-    """Every single-site mutant of one module's functions (only those that compile)."""
-    tree = ast.parse(source)
-    for fn in ast.walk(tree):
-        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
-        candidates: list[tuple[str, ast.AST, str]] = []
-        for d in fn.args.defaults + [k for k in fn.args.kw_defaults if k is not None]:
-            text = _wrong_default(d)
-            if text is not None:
-                candidates.append(("wrong_default", d, text))
-        for node in [fn, *(n for stmt in fn.body for n in ast.walk(stmt))]:
-            if node is not fn:
-                for op, new in _expr_mutations(node):
-                    candidates.append((op, node, ast.unparse(new)))
-            for body in ("body", "orelse"):
-                block = getattr(node, body, None)
-                if isinstance(block, list) and len(block) > 1:
-                    for s in block:
-                        if isinstance(s, ast.If) and not s.orelse and _is_guard(s.test):
-                            candidates.append(("drop_guard", s, "pass"))
-        yield from _compiled(source, file, fn.name, candidates)
-
-
-def _compiled(source: str, file: str, function: str,
-              candidates: list[tuple[str, ast.AST, str]]) -> Iterator[Mutant]:
-    seen = set()
-    for op, node, text in candidates:
-        new = _replace_span(source, node, text)
-        if new == source or new in seen:
-            continue
-        try:
-            compile(new, file, "exec")
-        except SyntaxError:
-            continue
-        seen.add(new)
-        yield Mutant(file, function, op, node.lineno, new)
 
 
 # -- running the package's tests ----------------------------------------------------------
@@ -227,27 +99,50 @@ def collect(root: Path, timeout_s: float) -> list[str]:
 
 
 # -- writing tasks ------------------------------------------------------------------------
-def _git_diff(before: Path, rel: str, after_source: str) -> str:
-    """A git diff turning ``before/rel`` into ``after_source`` (``before`` is not changed)."""
-    with tempfile.TemporaryDirectory(prefix="repogym-diff-") as tmp:
-        env = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-               "HOME": tmp, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-        a, b = Path(tmp) / "a", Path(tmp) / "b"
-        a.mkdir()
-        b.mkdir()
-        shutil.copy2(before / rel, a / "f")
-        (b / "f").write_text(after_source)
-        res = subprocess.run(["git", "diff", "--no-index", "--no-color", "--no-prefix",
-                              "a/f", "b/f"],
-                             cwd=tmp, env=env, capture_output=True, text=True, check=False)
-    return re.sub(r"\b[ab]/f\b", lambda m: m.group(0)[:2] + rel, res.stdout)
+def _clean(message: str, pkg: _Package, fix_lines: set[str]) -> str:
+    """A failure message without memory addresses, temporary paths or the fix's code."""
+    text = message.replace(str(pkg.root) + "/", "").replace(str(pkg.root), pkg.name)
+    text = re.sub(re.escape(tempfile.gettempdir()) + r"/[^\s'\"]*", "<tmp>", text)
+    text = _ADDRESS.sub("", text)
+    for line in fix_lines:
+        text = text.replace(line, "...")
+    return " ".join(text.split())[:300]
 
 
-def _statement(package: str, failing: list[str], messages: dict[str, str]) -> str:
-    lines = [f"Some behaviour of `{package}` is broken: these tests fail.", ""]
+def _docstrings(pkg: _Package, node_ids: list[str]) -> dict[str, str]:
+    """First docstring line of each test function, by node id."""
+    out: dict[str, str] = {}
+    trees: dict[str, ast.Module] = {}
+    for t in node_ids:
+        file, *names = t.split("::")
+        if file not in trees:
+            try:
+                trees[file] = ast.parse((pkg.root / file).read_text())
+            except (OSError, SyntaxError):
+                continue
+        scope: list[ast.stmt] = trees[file].body
+        for name in names:
+            name = name.split("[")[0]
+            found = [n for n in scope if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef
+                                                    | ast.ClassDef) and n.name == name]
+            if not found:
+                break
+            node, scope = found[0], found[0].body
+        else:
+            doc = ast.get_docstring(node) if names else None
+            if doc:
+                out[t] = doc.strip().splitlines()[0]
+    return out
+
+
+def _statement(pkg: _Package, failing: list[str], messages: dict[str, str],
+               fix_lines: set[str]) -> str:
+    docs = _docstrings(pkg, failing)
+    lines = [f"Some behaviour of `{pkg.name}` is broken: these tests fail.", ""]
     for t in failing:
-        msg = " ".join(messages.get(t, "").split())[:300]
-        lines.append(f"- `{t}`" + (f": {msg}" if msg else ""))
+        msg = _clean(messages.get(t, ""), pkg, fix_lines)
+        doc = _clean(docs.get(t, ""), pkg, fix_lines)
+        lines.append(f"- `{t}`" + (f" ({doc})" if doc else "") + (f": {msg}" if msg else ""))
     lines += ["", ("Fix the library code so that they pass; the tests themselves are correct, "
               "and every other test must keep passing.")]
     return "\n".join(lines) + "\n"
@@ -255,12 +150,13 @@ def _statement(package: str, failing: list[str], messages: dict[str, str]) -> st
 
 def _toml(task_id: str, mutant: Mutant, dest: str, f2p: list[str], p2p: list[str]) -> str:
     q = '", "'
-    return f"""# Synthesised by `repogym synth` (mutation {mutant.operator} in {mutant.function}).
+    return f"""# Synthesised by `repogym synth`: mutant {mutant.id}
+# (the id and tags are shown to agents, so they do not name the function or the operator).
 id = "{task_id}"
 version = 0
 statement_file = "STATEMENT.md"
 split = "train"
-tags = ["synthetic", "{mutant.operator}"]
+tags = ["synthetic"]
 max_steps = 30
 
 [verifier]
@@ -303,7 +199,7 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
 
     Args:
         package_dir: A folder whose tests pass with ``python -m pytest`` run inside it.
-        out: Where task folders are written (``<package>-<function>-<operator>-<line>``).
+        out: Where task folders are written (``<package>-<hash of the mutant's id>``).
         max_tasks: Stop after this many kept mutants.
         seed: Seeds the order mutants are tried in and the pass_to_pass sample.
         p2p_sample: Largest pass_to_pass list.
@@ -327,9 +223,9 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
         if broken:
             raise SynthError(f"{package_dir}: tests fail before any mutation: {broken[:5]}. "
                              "Fix: synthesise from a package whose tests all pass")
-        mutants = [m for f in pkg.sources for m in mutants_of((pkg.root / f).read_text(), f)]
-        rng.shuffle(mutants)
-        return _keep(pkg, mutants, Path(out), rng, max_tasks, p2p_sample,
+        candidates = [m for f in pkg.sources for m in mutants((pkg.root / f).read_text(), f)]
+        rng.shuffle(candidates)
+        return _keep(pkg, candidates, Path(out), rng, max_tasks, p2p_sample,
                      max_trials or 20 * max_tasks, timeout_s)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -345,11 +241,11 @@ def _try(pkg: _Package, m: Mutant, timeout_s: float) -> tuple[dict[str, str], di
         path.write_text(original)
 
 
-def _keep(pkg: _Package, mutants: list[Mutant], out: Path, rng: random.Random,
+def _keep(pkg: _Package, candidates: list[Mutant], out: Path, rng: random.Random,
           max_tasks: int, p2p_sample: int, max_trials: int, timeout_s: float) -> list[Path]:
     written: list[Path] = []
     used: set[tuple[str, str]] = set()
-    for m in mutants[:max_trials]:
+    for m in candidates[:max_trials]:
         if len(written) >= max_tasks:
             break
         if (m.file, m.function) in used:
@@ -361,14 +257,14 @@ def _keep(pkg: _Package, mutants: list[Mutant], out: Path, rng: random.Random,
             continue
         used.add((m.file, m.function))
         p2p = sorted(rng.sample(passing, min(p2p_sample, len(passing))))
-        written.append(_write(pkg, m, out, failing, p2p, messages, mutants, timeout_s))
+        written.append(_write(pkg, m, out, failing, p2p, messages, candidates, timeout_s))
     return written
 
 
 def _write(pkg: _Package, m: Mutant, out: Path, f2p: list[str], p2p: list[str],
-           messages: dict, mutants: list[Mutant], timeout_s: float) -> Path:
-    task_id = re.sub(r"[^a-z0-9._-]", "-", f"{pkg.name}-{m.function}-{m.operator}-{m.lineno}"
-                     .lower()).strip("-")
+           messages: dict, candidates: list[Mutant], timeout_s: float) -> Path:
+    digest = hashlib.sha1(m.id.encode()).hexdigest()[:8]
+    task_id = re.sub(r"[^a-z0-9._-]", "-", f"{pkg.name}-{digest}".lower()).strip("-")
     root = out / task_id
     if root.exists():
         shutil.rmtree(root)
@@ -383,43 +279,47 @@ def _write(pkg: _Package, m: Mutant, out: Path, f2p: list[str], p2p: list[str],
         (root / "tests" / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(pkg.root / f, root / "tests" / rel)
     original = (pkg.root / m.file).read_text()
-    (root / "solution.patch").write_text(_git_diff(root / "repo", m.file, original))
+    gold = file_diff(m.file, m.source, original)
+    (root / "solution.patch").write_text(gold)
     (root / "decoys").mkdir()
-    _write_decoys(pkg, m, root, f2p, f2p + p2p, mutants, timeout_s)
-    (root / "STATEMENT.md").write_text(_statement(pkg.name, f2p, messages))
+    _write_decoys(pkg, m, root, f2p, f2p + p2p, candidates, timeout_s)
+    fix_lines = {line[1:].strip() for line in gold.splitlines()
+                 if line[:1] in "+-" and line[:3] not in ("+++", "---")}
+    (root / "STATEMENT.md").write_text(_statement(pkg, f2p, messages,
+                                                  {x for x in fix_lines if len(x) >= 6}))
     (root / "task.toml").write_text(_toml(task_id, m, pkg.dest, f2p, p2p))
     return root
 
 
 def _write_decoys(pkg: _Package, m: Mutant, root: Path, f2p: list[str], listed: list[str],
-                  mutants: list[Mutant], timeout_s: float) -> None:
+                  candidates: list[Mutant], timeout_s: float) -> None:
     """The failing tests deleted (test gaming), and a wrong fix at the same place if any."""
-    by_file: dict[str, list[str]] = {}
+    by_file: dict[str, set[str]] = {}
     for t in f2p:
-        by_file.setdefault(t.split("::")[0], []).append(t.split("::")[-1].split("[")[0])
+        by_file.setdefault(t.split("::")[0], set()).add(t.split("::")[1].split("[")[0])
     for n, (file, names) in enumerate(sorted(by_file.items())):
         text = (pkg.root / file).read_text()
-        tree = ast.parse(text)
-        kept = [s for s in tree.body if not (isinstance(s, ast.FunctionDef | ast.ClassDef)
-                                             and s.name in names)]
-        tree.body = kept
-        patch = _new_file_diff(file, ast.unparse(tree) + "\n")
-        (root / "decoys" / f"delete_failing_tests_{n}.patch").write_text(patch)
-    for other in mutants:
-        if other.file != m.file or other.function != m.function or other.source == m.source:
-            continue
-        if other.lineno != m.lineno:
+        (root / "decoys" / f"delete_failing_tests_{n}.patch").write_text(
+            file_diff(file, text, _without(text, names)))
+    for other in candidates:
+        if (other.file, other.function, other.line) != (m.file, m.function, m.line) \
+                or other.source == m.source:
             continue
         result, _ = _try(pkg, other, timeout_s)
         if any(result[t] != "passed" for t in listed):
             (root / "decoys" / "wrong_fix.patch").write_text(
-                _git_diff(root / "repo", m.file, other.source))
+                file_diff(m.file, m.source, other.source))
             return
 
 
-def _new_file_diff(rel: str, text: str) -> str:
-    """A diff that creates (or, applied over the hidden copy, replaces) a test file."""
-    body = "".join("+" + line for line in text.splitlines(keepends=True))
-    n = len(text.splitlines())
-    return (f"diff --git a/{rel} b/{rel}\nnew file mode 100644\n--- /dev/null\n+++ b/{rel}\n"
-            f"@@ -0,0 +1,{n} @@\n{body}")
+def _without(text: str, names: set[str]) -> str:
+    """``text`` with its top-level functions or classes called ``names`` removed (lines cut,
+    the rest of the file untouched)."""
+    drop: set[int] = set()
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) \
+                and node.name in names:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            drop |= set(range(first, node.end_lineno + 1))
+    return "".join(line for i, line in enumerate(text.splitlines(keepends=True), 1)
+                   if i not in drop)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-import ast
+import re
+import tempfile
+from difflib import SequenceMatcher
 from pathlib import Path
 
 import pytest
 
+from repogym.envs.grader import split_diff
 from repogym.harness.validate import validate_tasks
-from repogym.scenarios.synth import SynthError, mutants_of, synthesize
+from repogym.scenarios.synth import SynthError, synthesize
 from repogym.scenarios.task import load_tasks
 
 PACKAGE = Path(__file__).parent / "data" / "textstats"
+REPRS = Path(__file__).parent / "data" / "reprs"
 
 
 @pytest.fixture(scope="module")
@@ -56,14 +60,43 @@ def test_same_seed_same_tasks(tmp_path, synthesised):
         assert (a / "solution.patch").read_text() == (b / "solution.patch").read_text()
 
 
-def test_mutation_operators():
-    source = ("def f(x, n=3, items=None):\n    if items is None:\n        return []\n"
-              "    if x < n:\n        return g(x, n)\n    return x + 1\n")
-    ops = {m.operator for m in mutants_of(source, "f.py")}
-    assert ops == {"flip_compare", "off_by_one", "drop_guard", "swap_args", "wrong_default"}
-    for m in mutants_of(source, "f.py"):
-        ast.parse(m.source)
-        assert m.source != source
+def test_bugs_are_formatted_like_their_surroundings(synthesised):
+    """The mutated line is edited in place (no re-printed line, no bare `pass`)."""
+    _, tasks = synthesised
+    for task in tasks:
+        [file] = {p.new for p in split_diff(task.solution_patch.read_text())}
+        original = (PACKAGE / file).read_text().splitlines()
+        buggy = (task.repo_dir / file).read_text().splitlines()
+        removed = [x for x in original if x not in buggy]
+        added = [x for x in buggy if x not in original]
+        assert len(added) <= 1 and len(removed) <= 2, (added, removed)
+        assert not any(x.strip() == "pass" for x in added)
+        for new in added:  # the same line with one or two spans edited, the rest as it was
+            old = max(removed, key=lambda o, n=new: SequenceMatcher(None, o, n).ratio())
+            edits = [op for op in SequenceMatcher(None, old, new).get_opcodes()
+                     if op[0] != "equal"]
+            assert len(edits) <= 2, (old, new)
+
+
+def test_statements_hide_addresses_paths_and_the_fix(tmp_path):
+    """Failures of the reprs package print `<Point object at 0x...>` and pytest's tmp_path."""
+    folders = synthesize(REPRS, tmp_path / "out", max_tasks=3, seed=0)
+    statements = [(f / "STATEMENT.md").read_text() for f in folders]
+    assert len(statements) >= 2
+    text = "\n".join(statements)
+    assert "<reprs.core.Point object>" in text  # the repr is kept, its address is not
+    assert "<tmp>" in text
+    assert "Shifting by 3 moves a point three steps to the right." in text  # test docstring
+    assert not re.search(r"0x[0-9a-f]{4,}", text)
+    assert tempfile.gettempdir() + "/" not in text and "repogym-synth" not in text
+    for f, statement in zip(folders, statements, strict=True):
+        gold = (f / "solution.patch").read_text()
+        for line in gold.splitlines():
+            if line[:1] in "+-" and line[:3] not in ("+++", "---") and len(line) > 7:
+                assert line[1:].strip() not in statement
+        toml = (f / "task.toml").read_text()
+        assert 'tags = ["synthetic"]' in toml
+        assert f.name.startswith("reprs-") and len(f.name) == len("reprs-") + 8
 
 
 def test_package_with_failing_tests_is_refused(tmp_path):

@@ -1,0 +1,1 @@
+"""Points and file names: failures print object reprs and temporary paths."""

@@ -1,0 +1,341 @@
+"""The mutation library (formatting kept, stable ids, equivalence) and the mutation check
+(real grader, real bwrap sandbox)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from repogym.harness.validate import PatchGrader
+from repogym.harness.validate_mutation import cached_report, mutation_check
+from repogym.scenarios.mutation import (
+    OPERATORS,
+    callers,
+    changed_lines,
+    equivalence,
+    file_diff,
+    mutants,
+    reviewed_equivalents,
+    touched_functions,
+)
+from repogym.scenarios.task import TaskError, load_task
+
+from ._tasks import FIXED, git, write_task
+
+DATA = Path(__file__).parent / "data"
+
+SOURCE = '''\
+"""A module written in its own style."""
+
+
+class Box:
+    def __init__(self, items=None, limit=10, sep='-'):
+        self.items = items
+        self.limit = limit
+
+    def add(self, item):
+        if item is None:
+            raise ValueError('no item')
+        self.items.append(item)   # keep order
+        total = len(self.items)
+        total  +=  1
+        return total
+
+
+def pick(xs, lo, hi, strict=False):
+    out = []
+    for x in xs:
+        if x<lo  or  x >= hi:   # out of range
+            continue
+        if strict and x in out:
+            break
+        out.append(clip(x, lo))
+    try:
+        key = sorted(out)[0] * 2
+    except IndexError:
+        key = 0
+    return key if out else lo - 1
+
+
+def clip(x, lo):
+    return max(x, lo)
+'''
+
+
+def _changed(before: str, after: str) -> tuple[list[str], list[str]]:
+    """(removed lines, added lines) between two texts."""
+    import difflib
+
+    removed, added = [], []
+    for line in difflib.ndiff(before.splitlines(), after.splitlines()):
+        if line.startswith("- "):
+            removed.append(line[2:])
+        elif line.startswith("+ "):
+            added.append(line[2:])
+    return removed, added
+
+
+def test_every_operator_is_made_and_keeps_the_file_formatting():
+    made = mutants(SOURCE, "box.py")
+    assert {m.operator for m in made} == set(OPERATORS)
+    assert len({m.id for m in made}) == len(made)
+    for m in made:
+        ast.parse(m.source)
+        assert m.source != SOURCE
+        removed, added = _changed(SOURCE, m.source)
+        assert len(added) <= 1, m.id  # one line edited in place, or lines dropped
+        assert not any(line.strip() == "pass" for line in added), m.id
+        if added:  # the edited line keeps its comment, quotes and spacing elsewhere
+            [before] = removed
+            assert before.split("#")[1:] == added[0].split("#")[1:], m.id
+            indent = len(before) - len(before.lstrip())
+            assert added[0][:indent + 1] == before[:indent + 1], m.id
+
+
+@pytest.mark.parametrize(("mid", "line"), [
+    ("box.py::pick::compare(<=)@3:12", "        if x<=lo  or  x >= hi:   # out of range"),
+    ("box.py::pick::bool_op(and)@3:17", "        if x<lo  and  x >= hi:   # out of range"),
+    ("box.py::pick::drop_condition(keep_left)@3:17", "        if x<lo:   # out of range"),
+    ("box.py::pick::invert_condition(not)@3:11",
+     "        if not (x<lo  or  x >= hi):   # out of range"),
+    ("box.py::Box.add::arith_op(-=)@5:15", "        total  -=  1"),
+    ("box.py::Box.add::exception_type(TypeError)@2:18", "            raise TypeError('no item')"),
+    ("box.py::Box.__init__::wrong_default(empty)@0:49",
+     "    def __init__(self, items=None, limit=10, sep=''):"),
+    ("box.py::Box.__init__::wrong_default(+1)@0:41",
+     "    def __init__(self, items=None, limit=11, sep='-'):"),
+    ("box.py::pick::swap_args(0-1)@7:24", "        out.append(clip(lo, x))"),
+    ("box.py::pick::remove_call(arg)@9:21", "        key = out[0] * 2"),
+    ("box.py::pick::exception_type(KeyError)@10:11", "    except KeyError:"),
+    ("box.py::pick::constant(+1)@11:14", "        key = 1"),
+    ("box.py::pick::wrong_default(True)@0:28", "def pick(xs, lo, hi, strict=True):"),
+    ("box.py::pick::invert_condition(not)@12:18", "    return key if not out else lo - 1"),
+    ("box.py::clip::return_value(None)@1:11", "    return None"),
+])
+def test_edits_in_place(mid, line):
+    [m] = [m for m in mutants(SOURCE, "box.py") if m.id == mid]
+    _, added = _changed(SOURCE, m.source)
+    assert added == [line]
+
+
+def test_dropped_statements_leave_no_trace_and_keep_bindings():
+    made = {m.id: m for m in mutants(SOURCE, "box.py")}
+    dropped = made["box.py::Box.add::remove_call(statement)@3:8"]
+    assert _changed(SOURCE, dropped.source) == (
+        ["        self.items.append(item)   # keep order"], [])
+    assert "box.py::Box.add::drop_guard(removed)@1:8" in made
+    # `total = len(...)` binds total for the first time: dropping it would only raise
+    # NameError, so it is not a mutant; `total += 1` is.
+    drops = {i for i in made if "drop_statement" in i}
+    assert drops == {"box.py::Box.__init__::drop_statement(removed)@1:8",
+                     "box.py::Box.__init__::drop_statement(removed)@2:8",
+                     "box.py::Box.add::drop_statement(removed)@5:8"}
+    # the only statement of a block (`continue`, `break`, clip's return) is never dropped:
+    # that would need a bare `pass`
+    assert not any(i.startswith("box.py::clip::") and "drop" in i for i in made)
+
+
+def test_ids_are_stable_and_local_to_their_function():
+    first = [m.id for m in mutants(SOURCE, "box.py")]
+    assert first == [m.id for m in mutants(SOURCE, "box.py")]
+    shifted = SOURCE.replace('"""A module written in its own style."""',
+                             '"""A module."""\n\nimport os\n\n\ndef other(a):\n    return a + 1\n')
+    again = [m.id for m in mutants(shifted, "box.py")]
+    assert [i for i in again if "::other::" not in i] == first
+
+
+def test_selected_functions_only():
+    made = mutants(SOURCE, "box.py", functions={"clip"})
+    assert made and {m.function for m in made} == {"clip"}
+    assert {m.operator for m in mutants(SOURCE, "box.py", operators=["compare"])} == {"compare"}
+
+
+def test_trivial_equivalence():
+    dead = "def f(x):\n    return x\n    y = x + 1\n"
+    [m] = [m for m in mutants(dead, "d.py") if m.operator == "arith_op"]
+    assert equivalence(dead, m.source) == "same bytecode"
+    assert equivalence("x = 1\n", "x = (1)  # same\n") == "same AST"
+    assert equivalence("x = 1\n", "x = 2\n") is None
+
+
+def test_touched_functions_and_callers():
+    diff = textwrap.dedent("""\
+        diff --git a/box.py b/box.py
+        --- a/box.py
+        +++ b/box.py
+        @@ -34,2 +34,3 @@ def clip(x, lo):
+         def clip(x, lo):
+        -    return max(x, lo)
+        +    low = lo
+        +    return max(x, low)
+        """)
+    lines = changed_lines(diff)
+    assert lines == {"box.py": {34, 35, 36}}
+    fixed = SOURCE.replace("    return max(x, lo)\n", "    low = lo\n    return max(x, low)\n")
+    assert touched_functions(fixed, lines["box.py"]) == {"clip"}
+    assert callers(fixed, {"clip"}) == {"pick"}
+    assert touched_functions(fixed, {5}) == {"Box.__init__"}
+    # a module-level change selects the functions that read the name it binds
+    assert touched_functions("LIMIT = 3\n\ndef f():\n    return LIMIT\n\ndef g():\n"
+                             "    return 1\n", {1}) == {"f"}
+
+
+def test_file_diff_applies_with_git(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\ny = 2")  # no newline at the end
+    git("init", "-q", cwd=tmp_path)
+    patch = file_diff("a.py", "x = 1\ny = 2", "x = 1\ny = 3") + file_diff("new.py", None,
+                                                                          "z = 0\n")
+    subprocess.run(["git", "apply", "-"], cwd=tmp_path, input=patch.encode(), check=True)
+    assert (tmp_path / "a.py").read_text() == "x = 1\ny = 3"
+    assert (tmp_path / "new.py").read_text() == "z = 0\n"
+
+
+@pytest.mark.parametrize(("table", "key"), [
+    ('mutation = 3', "'mutation'"),
+    ('[mutation]\nequivalent = "x"', "'mutation.equivalent'"),
+    ('[mutation]\nequivalent = [{ mutant = "a" }]', "'mutation.equivalent[0]'"),
+    ('[mutation]\nequivalent = [{ mutant = "a", why = " " }]', "'mutation.equivalent[0]'"),
+    ('[mutation]\nequivalent = [{ mutant = "a", why = "b" }, { mutant = "a", why = "c" }]',
+     "'mutation.equivalent[1]'"),
+    ('[mutation]\nequivalents = []', "'mutation.equivalents'"),
+])
+def test_malformed_equivalent_list_names_file_and_key(tmp_path, table, key):
+    (tmp_path / "task.toml").write_text(f'id = "t"\n{table}\n')
+    with pytest.raises(TaskError, match=f"task.toml: key {re.escape(key)}.*Fix: "):
+        reviewed_equivalents(tmp_path)
+
+
+# -- the check, in the real sandbox -------------------------------------------------------
+STRONG_TESTS = '''\
+from mod import clamp
+
+
+def test_upper():
+    assert clamp(15, 0, 10) == 10
+    assert clamp(10, 0, 10) == 10
+
+
+def test_inside():
+    assert clamp(5, 0, 10) == 5
+    assert clamp(-3, 0, 10) == 0
+    assert clamp(0, 0, 10) == 0
+'''
+LOW = "mod.py::clamp::compare(<=)@2:13"
+HIGH = "mod.py::clamp::compare(>=)@4:13"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("REPOGYM_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_reviewed_equivalents_count_out_and_stale_entries_fail(tmp_path, cache):
+    root = write_task(tmp_path / "clamp", tests=STRONG_TESTS)
+    with (root / "task.toml").open("a") as f:
+        f.write(textwrap.dedent(f"""
+            [mutation]
+            equivalent = [
+              {{ mutant = "{LOW}", why = "at value == low both branches return low" }},
+              {{ mutant = "{HIGH}", why = "at value == high both branches return high" }},
+              {{ mutant = "mod.py::clamp::return_value(None)@6:11", why = "wrong on purpose" }},
+              {{ mutant = "mod.py::gone::compare(<)@1:1", why = "stale on purpose" }},
+            ]
+            """))
+    task = load_task(root)
+    with PatchGrader() as grader:
+        report = mutation_check(task, grader, workers=2)
+    status = {m.id: m.status for m in report.mutants}
+    assert status[LOW] == status[HIGH] == "reviewed"
+    assert report.count("killed") == 7 and report.count("survived") == 0
+    assert report.score == 1.0
+    assert len(report.problems) == 2, report.problems
+    killed_listed, stale = sorted(report.problems)
+    assert "return_value(None)@6:11, but tests/test_mod.py::" in killed_listed
+    assert "is not equivalent" in killed_listed
+    assert "mod.py::gone::compare(<)@1:1, which is not a mutant" in stale
+    assert not report.ok
+    # stored for this task version, and stale as soon as a file of the task changes
+    assert cached_report(task).to_dict() == report.to_dict()
+    (root / "tests" / "test_mod.py").write_text(STRONG_TESTS + "\n# edited\n")
+    assert cached_report(task) is None
+
+
+def _repogym(*args: str, cache: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "REPOGYM_CACHE": str(cache)}
+    return subprocess.run([sys.executable, "-m", "repogym.harness.cli", *args], env=env,
+                          capture_output=True, text=True, check=False, timeout=600)
+
+
+def test_thinned_tests_report_survivors_and_fail(tmp_path, cache):
+    """A built-in task (retry-zero) with its pass_to_pass tests removed on purpose."""
+    task_dir = DATA / "thinned-retry"
+    out = tmp_path / "report.json"
+    res = _repogym("validate", "--mutation", "--max-mutants", "12", "--reruns", "1",
+                   "--workers", "2", "--json", str(out), str(task_dir), cache=cache)
+    assert res.returncode == 1, res.stdout + res.stderr
+    [report] = json.loads(out.read_text())
+    m = report["mutation"]
+    assert report["ok"] and not report["failures"]  # the ordinary checks pass
+    assert m["score"] < 0.9
+    survivors = [r for r in m["mutants"] if r["status"] == "survived"]
+    # without test_default_is_preserved, nothing checks the waits between attempts
+    assert "retry.py::retry::arith_op(/)@31:24" in {r["id"] for r in survivors}
+    assert sum(r["status"] == "not_run" for r in m["mutants"]) == len(m["mutants"]) - 12
+    for r in survivors:
+        assert f"survived {r['id']}" in res.stdout
+        assert r["diff"].startswith("diff --git a/retry.py b/retry.py\n")
+    assert "sleep(delay * backoff ** (attempt - 1))" in res.stdout  # the diffs are shown
+    assert "FAIL thinned-retry: mutation: score" in res.stderr
+    assert "[mutation] equivalent" in res.stderr
+    # without --mutation, the stored score is a column of the summary
+    again = _repogym("validate", "--reruns", "1", str(task_dir), cache=cache)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"{m['score']:.2f} (" in again.stdout
+    # ... and of the suite's quality listing
+    listing = _repogym("tasks", "--quality", "--dir", str(task_dir), cache=cache)
+    assert listing.returncode == 0, listing.stderr
+    [row] = [line for line in listing.stdout.splitlines() if "thinned-retry" in line]
+    assert f"{m['score']:.2f} (" in row
+    assert f"min {m['score']:.2f} (thinned-retry)" in " ".join(listing.stdout.split())
+
+
+def test_quality_line_median_and_minimum():
+    from repogym.harness.cmd_tasks import quality_line
+
+    assert quality_line({"a": 1.0, "b": 0.8, "c": 0.9, "d": None}) == (
+        "mutation score over 3/4 tasks: median 0.90, min 0.80 (b); 1 without a stored score "
+        "(run `repogym validate --mutation`)")
+    assert quality_line({"a": None}).startswith("mutation score: none stored; 1 without")
+
+
+def test_a_few_builtins_pass_the_mutation_check(cache):
+    """CI's mutation gate on small built-ins (a fixed sample of their mutants)."""
+    from repogym.scenarios.registry import builtin_tasks
+
+    chosen = [t for t in builtin_tasks() if t.id in ("retry-zero", "date-range-dst")]
+    assert len(chosen) == 2
+    with PatchGrader() as grader:
+        for task in chosen:
+            report = mutation_check(task, grader, workers=2, max_mutants=8)
+            assert report.ok, (report.summary(), report.problems,
+                               [s.diff for s in report.survivors])
+            assert report.count("killed") >= 7
+
+
+def test_gold_that_fails_stops_the_check(tmp_path, cache):
+    root = write_task(tmp_path / "badgold", gold=FIXED.replace("return high", "return low"))
+    with PatchGrader() as grader:
+        report = mutation_check(load_task(root), grader)
+    assert not report.mutants
+    [problem] = report.problems
+    assert problem.startswith("badgold: mutation: gold does not pass cleanly")
+
