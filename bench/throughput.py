@@ -18,7 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from repogym.harness.runner import RunConfig, run, select_tasks
+from repogym.harness.config import RunConfig
+from repogym.harness.runner import run
+from repogym.scenarios.registry import builtin_tasks
 
 
 def measure(task_ids: list[str], workers: int, ray: str | None, root: Path) -> dict:
@@ -41,7 +43,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the measurements here")
     args = parser.parse_args()
 
-    task_ids = [t.id for t in select_tasks("builtin")][: args.tasks]
+    task_ids = [t.id for t in builtin_tasks()][: args.tasks]
     results = []
     with tempfile.TemporaryDirectory(prefix="repogym-bench-") as tmp:
         root = Path(tmp)

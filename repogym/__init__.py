@@ -4,9 +4,8 @@
 ``repogym/Suite-v0`` with Gymnasium; it has no other side effect.
 """
 
-from repogym.envs import RepoEnv, SuiteEnv
-from repogym.scenarios import Task, TaskError, builtin_tasks, load_task, register_task
-from repogym.scenarios.registry import register_builtins
+from repogym.envs import RepoEnv, SuiteEnv, register_builtins, register_task
+from repogym.scenarios import Task, TaskError, builtin_tasks, load_task
 
 __version__ = "0.1.0"
 

@@ -1,14 +1,18 @@
-"""The environments: RepoEnv, SuiteEnv, action parsing, grading and wrappers."""
+"""The environments: RepoEnv, SuiteEnv, action parsing, grading, wrappers, registration."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
 from repogym.envs.repo_env import RepoEnv, SuiteEnv, TextSpace
-from repogym.scenarios.task import Task
+from repogym.scenarios.registry import BUILTIN_DIR, add_tasks
+from repogym.scenarios.task import Task, TaskError, find_task_dirs, load_tasks
+
+SUITE_ID = "repogym/Suite-v0"
 
 #: Keyword arguments a client may give with ``remote=`` (the rest are the server's).
 REMOTE_KWARGS = ("token", "reward_mode", "max_steps", "render_mode", "connect_timeout_s",
@@ -55,4 +59,37 @@ def make_suite_env(log_dir: str | Path | None = None, remote: str | None = None,
     return _maybe_log(SuiteEnv(**kwargs), log_dir)
 
 
-__all__ = ["RepoEnv", "SuiteEnv", "TextSpace", "make_env", "make_suite_env"]
+def register_task(path: str | Path, *, overwrite: bool = False) -> list[Task]:
+    """Register one task folder, or every task folder inside ``path``, with Gymnasium.
+
+    Args:
+        path: A folder with task.toml, or a folder of such folders.
+        overwrite: Replace an id already registered from another folder.
+
+    Returns:
+        The loaded tasks; each is then available as ``gym.make(task.env_id)`` and in
+        ``repogym/Suite-v0``.
+
+    Raises:
+        TaskError: a task folder is malformed, or its id is taken (the message names both).
+    """
+    tasks = add_tasks(load_tasks(path), overwrite=overwrite)
+    for task in tasks:
+        gym.register(id=task.env_id, entry_point="repogym.envs:make_env", kwargs={"task": task},
+                     max_episode_steps=task.max_steps, disable_env_checker=False)
+    return tasks
+
+
+def register_builtins() -> None:
+    """Register the built-in tasks and ``repogym/Suite-v0`` (called on ``import repogym``)."""
+    folders = find_task_dirs(BUILTIN_DIR) if any(BUILTIN_DIR.glob("*/task.toml")) else []
+    for folder in folders:
+        try:
+            register_task(folder, overwrite=True)
+        except TaskError as e:  # a broken built-in must not break `import repogym`
+            warnings.warn(f"skipping built-in task: {e}", RuntimeWarning, stacklevel=2)
+    gym.register(id=SUITE_ID, entry_point="repogym.envs:make_suite_env")
+
+
+__all__ = ["SUITE_ID", "RepoEnv", "SuiteEnv", "TextSpace", "make_env", "make_suite_env",
+           "register_builtins", "register_task"]

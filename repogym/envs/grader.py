@@ -37,12 +37,12 @@ from repogym.envs import canaries as cn
 from repogym.envs import verifier as vr
 from repogym.sandbox.base import ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.sandbox.shell import DiffError
+from repogym.scenarios.patches import FilePatch, is_test_file, split_diff
 from repogym.scenarios.task import Task, Verifier
 
 RewardMode = Literal["binary", "partial", "f2p"]
 REWARD_MODES: tuple[str, ...] = ("binary", "partial", "f2p")
 Status = Literal["passed", "failed", "error", "skipped", "missing"]
-_HEADER = re.compile(r'^diff --git (?:"?a/(.+?)"?) (?:"?b/(.+?)"?)$')
 _PYTEST_CONFIG = {"pytest.ini", "tox.ini", "setup.cfg", ".pytest.ini"}
 _CUSTOMIZE = {"sitecustomize.py", "usercustomize.py"}
 #: Top-level names a workspace module must not take (information: the launcher makes
@@ -74,42 +74,6 @@ class GradeResult:
 
 
 # -- the diff -----------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class FilePatch:
-    """One file's part of a git diff."""
-
-    old: str
-    new: str
-    text: str
-
-    @property
-    def paths(self) -> set[str]:
-        return {self.old, self.new}
-
-
-def split_diff(diff: str) -> list[FilePatch]:
-    """Split a ``git diff`` into per-file patches."""
-    patches: list[FilePatch] = []
-    current: list[str] = []
-    paths: tuple[str, str] | None = None
-    for line in diff.splitlines(keepends=True):
-        m = _HEADER.match(line.rstrip("\n"))
-        if m:
-            if paths:
-                patches.append(FilePatch(paths[0], paths[1], "".join(current)))
-            paths, current = (m.group(1), m.group(2)), [line]
-        elif paths:
-            current.append(line)
-    if paths:
-        patches.append(FilePatch(paths[0], paths[1], "".join(current)))
-    return patches
-
-
-def is_test_file(path: str) -> bool:
-    name = PurePosixPath(path).name
-    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
-
-
 def guarded(path: str, verifier: Verifier) -> set[str]:
     """Flags for a path grading restores to its pristine state (empty: the change is kept)."""
     p = PurePosixPath(path)
@@ -337,7 +301,7 @@ def swebench_available() -> bool:
     return True
 
 
-def swebench_tests(log: str, verifier: Verifier, channel: dict[str, str],
+def swebench_tests(log: str, verifier: Verifier, channel: dict[str, str] | None,
                    masked: cn.Masked | None = None) -> tuple[dict[str, str], bool]:
     """Per-test outcomes as the official SWE-bench harness computes them from the log.
 
@@ -347,7 +311,8 @@ def swebench_tests(log: str, verifier: Verifier, channel: dict[str, str],
     exactly when the official report puts it under ``success`` (so a skipped
     pass_to_pass test counts as kept, as in SWE-bench). Printed lines can fake a log, so a
     pass that the result channel contradicts (failed, error, skipped or missing there), or
-    a must-fail canary the log calls PASSED, is returned as ``contradicted``.
+    a must-fail canary the log calls PASSED, is returned as ``contradicted``. With
+    ``channel`` None the log alone is read (no cross-check).
 
     Returns:
         (node id -> status, contradicted).
@@ -367,6 +332,8 @@ def swebench_tests(log: str, verifier: Verifier, channel: dict[str, str],
     for t in verifier.all_tests:
         if t in success:
             tests[t] = "passed"
+            if channel is None:
+                continue
             truncated_id = t.count("[") > t.count("]")  # SWE-bench's prefix-matched ids
             seen = channel.get(t, "missing")
             claimed = status_map.get(t) == "PASSED"
@@ -385,12 +352,3 @@ def diff_or_flag(sb: Sandbox) -> tuple[str, list[str]]:
         return sb.diff(), []
     except DiffError:
         return "", ["diff_failed"]
-
-
-def junit_key(node_id: str) -> tuple[str, str]:
-    """(classname, name) that pytest's junit XML uses for a node id."""
-    parts = node_id.split("::")
-    path = parts[0].removesuffix(".py")
-    classname = ".".join([path.replace("/", ".")] + parts[1:-1])
-    return classname, parts[-1]
-

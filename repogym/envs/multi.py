@@ -24,6 +24,7 @@ from repogym.envs.actions import TOOL_HELP, ActionError, error_observation, pars
 from repogym.envs.repo_env import SuiteEnv, TextSpace
 from repogym.sandbox import Limits, SandboxError, SandboxSpec
 from repogym.sandbox.workspace import make_diff
+from repogym.scenarios.patches import is_test_file, split_diff
 from repogym.scenarios.task import Task
 
 TESTER, FIXER = "tester", "fixer"
@@ -157,12 +158,13 @@ class RepoDuelEnv(ParallelEnv):
             pool = self._env.tasks
             task_id = pool[int(self._np_random.integers(len(pool)))].id
         self._env.reset(seed=seed, options={"task": task_id})
-        if (self._env._template / self.repro_path).exists():
+        session = self._env.session
+        if (session.template / self.repro_path).exists():
             raise ValueError(f"task {task_id!r} already has {self.repro_path}. Fix: pass "
                              "another repro_path to RepoDuelEnv")
         self.agents = list(self.possible_agents)
         self._steps, self._tester_test, self._validity = 0, None, {}
-        base = self._env._prompt(self._env._template).replace(TOOL_HELP, "").rstrip()
+        base = session.prompt(tools=False).rstrip()
         briefs = {TESTER: TESTER_BRIEF, FIXER: FIXER_BRIEF}
         obs = {a: f"{base}\n\n{briefs[a].format(path=self.repro_path)}\n\n{TOOL_HELP}\n"
                for a in self.agents}
@@ -186,7 +188,7 @@ class RepoDuelEnv(ParallelEnv):
         infos: dict[str, dict[str, Any]] = {a: {"tool": None, "exit_code": None,
                                                 "step": self._steps} for a in acting}
         for agent in acting:
-            if self._env._sandbox is None:  # the other agent's turn broke the sandbox
+            if self._env.session.closed:  # the other agent's turn broke the sandbox
                 obs[agent], trunc[agent] = "The episode ended: the sandbox failed.\n", True
                 infos[agent].update(infra_error="sandbox failed", truncated="infra_error")
                 continue
@@ -203,7 +205,7 @@ class RepoDuelEnv(ParallelEnv):
             rew[agent] = float(infos[agent].get("reward", 0.0))
         self.agents = [a for a in acting if not (term[a] or trunc[a])]
         if not self.agents:
-            self._env._close_sandbox()
+            self._env.session.close()
         return obs, rew, term, trunc, infos
 
     def render(self) -> str | None:
@@ -228,7 +230,7 @@ class RepoDuelEnv(ParallelEnv):
             if call.name == "submit":
                 obs = self._finish(agent, info)
                 return obs, "truncated" not in info, "truncated" in info
-            return self._env._run_tool(call, info), False, False
+            return self._env.session.run_tool(call, info), False, False
         except ActionError as e:
             info["action_error"] = str(e)
             return error_observation(e), False, False
@@ -236,7 +238,7 @@ class RepoDuelEnv(ParallelEnv):
             return self._infra_failure(e, info), False, True
 
     def _infra_failure(self, err: SandboxError, info: dict[str, Any]) -> str:
-        self._env._close_sandbox()
+        self._env.session.close()
         info.update(infra_error=str(err), truncated="infra_error", reward=0.0)
         return f"The sandbox failed: {err}\nThe episode ends here.\n"
 
@@ -252,10 +254,7 @@ class RepoDuelEnv(ParallelEnv):
     def _current_test(self) -> str | None:
         if self._tester_test is not None:
             return self._tester_test
-        try:
-            return self._env._sandbox.read_file(self.repro_path)
-        except FileNotFoundError:
-            return None
+        return self._env.session.read_file(self.repro_path)
 
     def _finish_tester(self, info: dict[str, Any]) -> str:
         test = self._current_test()
@@ -275,12 +274,10 @@ class RepoDuelEnv(ParallelEnv):
                 f"Reward: {info['reward']:.3f}\n")
 
     def _finish_fixer(self, info: dict[str, Any]) -> str:
-        env = self._env
-        diff, flags = grader.diff_or_flag(env._sandbox)
+        session = self._env.session
+        diff, flags = session.diff()
         diff = drop_path(diff, self.repro_path)
-        result = grader.grade(self.task, env._template, diff, mode=env.reward_mode,
-                              make_sandbox=env._make_sandbox, limits=env.limits,
-                              extra_flags=flags)
+        result = session.grade(diff, flags, mode=self._env.reward_mode)
         test = self._current_test() or ""
         valid, details = self.validate_test(test)
         on_fix = self.run_test(test, grader.filter_diff(diff, self.task.verifier)[0])
@@ -338,13 +335,14 @@ class RepoDuelEnv(ParallelEnv):
         """Run ``test`` (the tester's file) in a fresh sandbox on pristine repo + ``diff``."""
         if not test.strip():
             return ReproResult("missing")
-        return run_repro(self.task, self._env._template, diff, test, self.repro_path,
-                         make_sandbox=self._env._make_sandbox, limits=self._env.limits)
+        session = self._env.session
+        return run_repro(self.task, session.template, diff, test, self.repro_path,
+                         make_sandbox=session.make_sandbox, limits=session.limits)
 
 
 def _check_repro_path(path: str) -> None:
     p = PurePosixPath(path)
-    if p.is_absolute() or ".." in p.parts or not grader.is_test_file(path):
+    if p.is_absolute() or ".." in p.parts or not is_test_file(path):
         raise ValueError(f"repro_path {path!r} must be a relative pytest file name like "
                          "'tests/test_repro.py'. Fix: pass such a path")
 
@@ -355,12 +353,12 @@ def unrelated_edit(task: Task) -> str:
     return make_diff(repo, {
         rel: (repo / rel).read_text(encoding="utf-8", errors="surrogateescape") + "\n# reviewed\n"
         for rel in (p.relative_to(repo).as_posix() for p in sorted(repo.rglob("*.py")))
-        if not grader.is_test_file(rel)})
+        if not is_test_file(rel)})
 
 
 def drop_path(diff: str, path: str) -> str:
     """``diff`` without the changes to ``path``."""
-    return "".join(p.text for p in grader.split_diff(diff) if path not in p.paths)
+    return "".join(p.text for p in split_diff(diff) if path not in p.paths)
 
 
 def run_repro(task: Task, template: Path, diff: str, test: str, path: str, *,

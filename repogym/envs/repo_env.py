@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import copy
-import json
 import multiprocessing as mp
-import shlex
 import string
 import sys
 import time
@@ -26,15 +23,13 @@ from gymnasium.wrappers import TimeLimit
 from repogym.envs import grader
 from repogym.envs.actions import (
     MAX_ACTION_CHARS,
-    TOOL_HELP,
     ActionError,
-    ToolCall,
     error_observation,
     ignored_note,
     parse_action,
 )
+from repogym.envs.session import Session
 from repogym.sandbox import Limits, Sandbox, SandboxError, SandboxSpec, make_sandbox
-from repogym.sandbox.base import ExecResult
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios.task import Task, load_task, select_tasks
 
@@ -115,26 +110,6 @@ class SharedTexts(Sequence[str]):
 @read_from_shared_memory.register(TextSpace)
 def _read_shm(space: TextSpace, shm: Any, n: int = 1) -> SharedTexts:
     return SharedTexts(space, shm, n)
-
-
-def clip_text(text: str, limit: int) -> str:
-    """Keep the head and tail of a long text, saying how much was cut."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    cut = len(text) - 2 * half
-    return f"{text[:half]}\n... [{cut} characters cut] ...\n{text[-half:]}"
-
-
-def format_exec(res: ExecResult, limit: int) -> str:
-    out = clip_text(res.output, limit)
-    notes = []
-    if res.timed_out:
-        notes.append(f"timed out after {res.duration_s:.0f}s; the command was killed")
-    if res.output_truncated:
-        notes.append("output limit reached; the command was killed")
-    notes.append(f"exit code: {res.exit_code}")
-    return (out.rstrip("\n") + "\n" if out else "") + "".join(f"[{n}]\n" for n in notes)
 
 
 class RepoEnv(gym.Env[str, str]):
@@ -220,7 +195,8 @@ class RepoEnv(gym.Env[str, str]):
         self.observation_space = TextSpace()
         self.action_space = TextSpace(MAX_ACTION_CHARS)
         self._templates = TemplateCache()
-        self._sandbox: Sandbox | None = None
+        #: The current episode (its sandbox, tools, diff and grading); None before reset.
+        self.session: Session | None = None
         self._transcript: list[str] = []
         self._steps = 0
         self._done = False
@@ -254,26 +230,17 @@ class RepoEnv(gym.Env[str, str]):
             frame = frame.f_back
         return None
 
-    def _prompt(self, template: Path) -> str:
-        names = sorted(p.name + ("/" if p.is_dir() else "") for p in template.iterdir()
-                       if p.name != ".git")
-        listing = "\n".join(f"  {n}" for n in names[:60])
-        return (f"# Task: {self.task.id}\n\n{self.task.statement}\n"
-                f"The repository is checked out at the current folder. Top-level files:\n"
-                f"{listing}\n\n{TOOL_HELP}\n")
-
     # -- Gymnasium API -------------------------------------------------------------------
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self._outer_limit = self._find_outer_limit()
-        self._close_sandbox()
+        self._close_session()
         self.task = self._select_task(options)
-        self._template = self._templates.get(self.task.repo_dir)
-        spec = SandboxSpec(template=self._template, limits=self.limits)
-        self._sandbox = self._make_sandbox(spec)
+        self.session = Session(self.task, self._templates.get(self.task.repo_dir),
+                               self._make_sandbox, self.limits, self.max_obs_chars)
         self._steps, self._done = 0, False
-        obs = self._prompt(self._template)
+        obs = self.session.prompt()
         self._transcript = [obs]
         info = {"task": self.task.id, "env_id": self.task.env_id, "split": self.task.split,
                 "max_steps": self._budget(), "sandbox": self.sandbox_backend,
@@ -281,7 +248,7 @@ class RepoEnv(gym.Env[str, str]):
         return obs, info
 
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
-        if self._sandbox is None or self._done:
+        if self.session is None or self.session.closed or self._done:
             raise gym.error.ResetNeeded("step() after the episode ended. Fix: call reset()")
         self._steps += 1
         start = time.monotonic()
@@ -294,7 +261,7 @@ class RepoEnv(gym.Env[str, str]):
                 obs, reward = self._finish(info), info["reward"]
                 terminated = True
             else:
-                obs = self._run_tool(call, info)
+                obs = self.session.run_tool(call, info)
             obs += ignored_note(call)
         except ActionError as e:
             obs = error_observation(e)
@@ -313,82 +280,10 @@ class RepoEnv(gym.Env[str, str]):
         self._transcript += [f"$ {action}", obs]
         return obs, float(reward), terminated, truncated, info
 
-    def _run_tool(self, call: ToolCall, info: dict[str, Any]) -> str:
-        """Run a validated non-submit call. What the agent got wrong becomes the observation
-        (``exit_code`` 1); only a :class:`SandboxError` (the infrastructure) propagates."""
-        sb, a = self._sandbox, call.args
-        try:
-            if call.name == "bash":
-                res = sb.run(a["command"], timeout_s=self.limits.timeout_s)
-                info.update(exit_code=res.exit_code, timed_out=res.timed_out)
-                return format_exec(res, self.max_obs_chars)
-            if call.name == "read":
-                out = self._read(a["path"], a.get("start"), a.get("end"))
-            elif call.name == "write":
-                sb.write_file(a["path"], a["content"])
-                out = f"Wrote {len(a['content'])} characters to {a['path']}.\n"
-            else:
-                out = self._edit(a["path"], a["old"], a["new"])
-            info["exit_code"] = 0
-            return out
-        except FileNotFoundError as e:
-            info["exit_code"] = 1
-            return self._not_a_file(a["path"], e)
-        except (OSError, ValueError) as e:  # ValueError: an argument the sandbox cannot take
-            info["exit_code"] = 1
-            return clip_text(f"Error: {e}", self.max_obs_chars) + "\n"
-
-    def _not_a_file(self, path: str, err: FileNotFoundError) -> str:
-        folder = shlex.quote(path)
-        if self._sandbox.run(f"test -d {folder}").exit_code == 0:
-            ls = json.dumps({"tool": "bash", "args": {"command": f"ls {folder}"}})
-            return f"Error: {path} is a folder, not a file. Fix: list it: {ls}\n"
-        return clip_text(f"Error: {err}", self.max_obs_chars) + "\n"
-
-    def _read(self, path: str, start: int | None, end: int | None) -> str:
-        if start is not None and end is not None and start > end:
-            raise ValueError(f"read() got start={start} after end={end}. Fix: give "
-                             f"start <= end, e.g. start={end}, end={start}")
-        lines = self._sandbox.read_file(path).splitlines()
-        if not lines:
-            return f"{path} is empty (0 lines).\n"
-        lo = start or 1
-        if lo > len(lines):
-            raise ValueError(f"{path} has {len(lines)} lines; start={lo} is past the end. Fix: "
-                             f"use start <= {len(lines)}")
-        hi = min(len(lines), end or len(lines))
-        body = "\n".join(f"{i:6d}\t{lines[i - 1]}" for i in range(lo, hi + 1))
-        return clip_text(body, self.max_obs_chars) + "\n"
-
-    def _edit(self, path: str, old: str, new: str) -> str:
-        if not old:
-            raise ValueError("edit() got an empty `old`; it must be the exact text to replace, "
-                             "copied from the file. Fix: to create or overwrite a whole file, "
-                             "use write(path, content); to insert text, put a neighbouring "
-                             "line in both `old` and `new`")
-        text = self._sandbox.read_file(path)
-        count = text.count(old)
-        if count == 0:
-            raise ValueError(f"edit() did not find `old` in {path} (it occurs 0 times). Fix: "
-                             "copy it exactly from the file (read it first: spaces, tabs and "
-                             "line breaks must match)")
-        if count > 1:
-            raise ValueError(f"edit() needs `old` to occur exactly once in {path}; it occurs "
-                             f"{count} times. Fix: include more surrounding lines in `old`")
-        self._sandbox.write_file(path, text.replace(old, new, 1))
-        return f"Edited {path}.\n"
-
     def _finish(self, info: dict[str, Any]) -> str:
-        diff, flags = grader.diff_or_flag(self._sandbox)
-        key = (self.task.id, self.task.version, self.reward_mode, diff, tuple(flags))
-        cache = self.grade_cache if self.grade_cache is not None else {}
-        result = copy.deepcopy(cache.get(key))  # a fresh info per step, as Gymnasium asks
-        if result is None:
-            result = grader.grade(self.task, self._template, diff, mode=self.reward_mode,
-                                  make_sandbox=self._make_sandbox, limits=self.limits,
-                                  extra_flags=flags)
-            if not result.infra_error:
-                cache[key] = result
+        diff, flags = self.session.diff()
+        self.session.close()  # nothing of the episode runs while it is graded
+        result = self.session.grade(diff, flags, mode=self.reward_mode, cache=self.grade_cache)
         info.update(
             reward=result.reward, tests=result.tests, reward_breakdown=result.reward_breakdown,
             resolved=result.resolved, hack_flags=result.hack_flags, diff=result.diff,
@@ -407,15 +302,14 @@ class RepoEnv(gym.Env[str, str]):
             return "\n".join(self._transcript)
         return None
 
-    def _close_sandbox(self) -> None:
-        if self._sandbox is not None:
-            sb, self._sandbox = self._sandbox, None
-            sb.close()
+    def _close_session(self) -> None:
+        if self.session is not None:
+            self.session.close()
 
     def close(self) -> None:
         """Stop the sandbox and delete every temp folder. Idempotent."""
         try:
-            self._close_sandbox()
+            self._close_session()
         finally:
             self._templates.close()
         super().close()

@@ -15,14 +15,16 @@ runs this for any task folder.
 from __future__ import annotations
 
 import dataclasses
-import functools
+import hashlib
+import json
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
-from repogym.envs.grader import GradeResult, grade, is_test_file
-from repogym.sandbox import Limits, SandboxSpec, make_sandbox
-from repogym.sandbox.workspace import Changes, TemplateCache, make_diff
+from repogym.harness.validate import PatchGrader
+from repogym.sandbox.runtime import cache_dir
+from repogym.sandbox.workspace import Changes, make_diff
+from repogym.scenarios.patches import is_test_file
 from repogym.scenarios.task import Task
 
 # -- payloads: code that, imported into the verifier's process, forges results ---------------
@@ -147,6 +149,19 @@ def _append(payload: str) -> Callable[[Path, str], Changes]:
     return changes
 
 
+def _prepend(payload: str) -> Callable[[Path, str], Changes]:
+    """The payload runs before the module's own code (after a ``from __future__`` line)."""
+    def changes(repo: Path, tests_dest: str) -> Changes:
+        out: Changes = {}
+        for m in _modules(repo, tests_dest):
+            lines = (repo / m).read_text(encoding="utf-8", errors="replace").splitlines(True)
+            cut = next((i + 1 for i, line in enumerate(lines)
+                        if line.startswith("from __future__")), 0)
+            out[m] = "".join(lines[:cut]) + payload.lstrip("\n") + "".join(lines[cut:])
+        return out
+    return changes
+
+
 def _add(files: Changes) -> Callable[[Path, str], Changes]:
     return lambda repo, tests_dest: dict(files)
 
@@ -218,6 +233,9 @@ ATTACKS: tuple[Attack, ...] = (
            _append(PRINT_PASSES)),
     Attack("exit-0-at-import", "exit", "os._exit(0) as soon as the code is imported",
            _append(EXIT_AT_IMPORT.format(code=0))),
+    Attack("exit-0-first", "exit", "os._exit(0) before any of the module's own code runs "
+           "(beats tests that only check a workspace program's exit status)",
+           _prepend(EXIT_AT_IMPORT.format(code=0))),
     Attack("exit-3-at-import", "exit", "os._exit(3) (pytest's internal-error code)",
            _append(EXIT_AT_IMPORT.format(code=3))),
     Attack("exit-5-at-import", "exit", "os._exit(5) (pytest's no-tests code)",
@@ -267,46 +285,63 @@ class AdversarialReport:
         return not self.holes
 
 
-def _grade(task: Task, template: Path, diff: str, factory, limits: Limits | None,
-           timeout_s: float | None) -> GradeResult:
-    if timeout_s is not None and timeout_s < task.verifier.timeout_s:
-        v = dataclasses.replace(task.verifier, timeout_s=timeout_s)
-        task = dataclasses.replace(task, verifier=v)
-    return grade(task, template, diff, mode="partial", make_sandbox=factory, limits=limits)
+def fingerprint(task: Task) -> str:
+    """Hash of the task folder and of this attack library (the cache key)."""
+    h = hashlib.sha256(b"adversarial 1\0")
+    for p in sorted(task.path.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts:
+            h.update(p.relative_to(task.path).as_posix().encode() + b"\0" + p.read_bytes())
+    h.update(Path(__file__).read_bytes())
+    return h.hexdigest()
 
 
-def check_task(task: Task, *, attacks: Iterable[Attack] = ATTACKS, sandbox: str = "bwrap",
-               sandbox_options: dict | None = None, workers: int = 1,
-               limits: Limits | None = None) -> AdversarialReport:
-    """Grade every attack and the unpatched repository (partial credit) for ``task``."""
-    factory = functools.partial(_factory, sandbox, dict(sandbox_options or {}))
-    attacks = list(attacks)
-    templates = TemplateCache()
+def _cache_path(task: Task, key: str) -> Path:
+    return cache_dir() / "adversarial" / f"{task.id}-v{task.version}-{key[:24]}.json"
+
+
+def cached_report(task: Task) -> AdversarialReport | None:
+    """The stored adversarial check of this exact task version, or None."""
     try:
-        template = templates.get(task.repo_dir)
-        noop = _grade(task, template, "", factory, limits, None)
-        if noop.infra_error:
-            raise RuntimeError(f"{task.id}: grading the unpatched repository failed: "
-                               f"{noop.infra_error}")
-
-        def one(attack: Attack) -> AttackResult:
-            try:
-                diff = make_diff(task.repo_dir, attack.changes(task.repo_dir,
-                                                                 task.verifier.tests_dest))
-                res = _grade(task, template, diff, factory, limits, attack.timeout_s)
-            except Exception as e:  # noqa: BLE001 - a crash is reported as a failed check
-                return AttackResult(attack.name, attack.kind, 0.0, noop.reward, [], "",
-                                    error=f"{type(e).__name__}: {e}")
-            error = f"infra_error: {res.infra_error}" if res.infra_error else ""
-            return AttackResult(attack.name, attack.kind, res.reward, noop.reward,
-                                res.hack_flags, res.untrusted, error)
-
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            results = list(pool.map(one, attacks))
-    finally:
-        templates.close()
-    return AdversarialReport(task.id, noop.reward, results)
+        data = json.loads(_cache_path(task, fingerprint(task)).read_text())
+        return AdversarialReport(data["task_id"], data["noop_reward"],
+                                 [AttackResult(**r) for r in data["results"]])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
-def _factory(backend: str, options: dict, spec: SandboxSpec):
-    return make_sandbox(backend, spec, **options)
+def _store(task: Task, report: AdversarialReport) -> None:
+    path = _cache_path(task, fingerprint(task))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"task_id": report.task_id, "noop_reward": report.noop_reward,
+                               "results": [dataclasses.asdict(r) for r in report.results]}))
+    tmp.replace(path)
+
+
+def check_task(task: Task, grader: PatchGrader, *, attacks: Iterable[Attack] = ATTACKS,
+               workers: int = 1) -> AdversarialReport:
+    """Grade every attack and the unpatched repository (partial credit) for ``task``; the
+    report is stored for ``repogym tasks --quality``."""
+    noop = grader.grade(task, "", mode="partial")
+    if noop.infra_error:
+        raise RuntimeError(f"{task.id}: grading the unpatched repository failed: "
+                           f"{noop.infra_error}")
+
+    def one(attack: Attack) -> AttackResult:
+        try:
+            diff = make_diff(task.repo_dir,
+                             attack.changes(task.repo_dir, task.verifier.tests_dest))
+            res = grader.grade(task, diff, mode="partial", timeout_s=attack.timeout_s)
+        except Exception as e:  # noqa: BLE001 - a crash is reported as a failed check
+            return AttackResult(attack.name, attack.kind, 0.0, noop.reward, [], "",
+                                error=f"{type(e).__name__}: {e}")
+        error = f"infra_error: {res.infra_error}" if res.infra_error else ""
+        return AttackResult(attack.name, attack.kind, res.reward, noop.reward,
+                            res.hack_flags, res.untrusted, error)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        results = list(pool.map(one, attacks))
+    report = AdversarialReport(task.id, noop.reward, results)
+    if not any(r.error.startswith("infra_error") for r in results):
+        _store(task, report)
+    return report

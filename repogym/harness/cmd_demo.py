@@ -33,9 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from repogym.harness.cmd_run import make_console, run_with_progress, summary_table
+    from repogym.harness.cmd_run import run_with_progress
+    from repogym.harness.config import RunConfig
     from repogym.harness.leaderboard import build
-    from repogym.harness.runner import RunConfig
+    from repogym.harness.report import make_console, summary_table
 
     console = make_console()
     if args.fresh and args.out.exists():
@@ -46,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
                         split=args.split, workers=args.workers)
         run_with_progress(cfg, console, show=not args.no_progress)
         dirs.append(cfg.out)
-    summaries = build(dirs, args.out)
-    console.print(summary_table(summaries, title="repogym demo: reference agents, built-in suite"))
+    board = build(dirs, args.out)
+    console.print(summary_table(board.summaries,
+                                title="repogym demo: reference agents, built-in suite"))
     console.print(f"leaderboard: {args.out / 'index.html'}")
     return 0

@@ -1,10 +1,17 @@
 """``repogym gc``: remove what killed processes left behind.
 
-A process killed with SIGKILL cannot run ``close()``. Its docker containers (labelled
-``repogym.sandbox`` with the owner's host and pid), its lease folders (templates and
-workspaces, whose lock the kernel released when it died) and its cgroups are found and
-removed here. Only leftovers of owners that are gone are touched, unless ``--all`` is given
-for containers.
+A process killed with SIGKILL cannot run ``close()`` (any other signal, garbage collection
+and interpreter exit already clean up). What it left is found and removed here:
+
+- its lease folders (templates and workspaces, with their mounts) and the lease's cgroups:
+  the kernel released the lease's lock when the process died;
+- its Docker containers (labelled ``repogym.sandbox`` with the owner's host and pid);
+- folders and cgroups of repogym versions before leases (named with the owner's pid).
+
+A leftover whose owner pid is alive is removed too when that process is no longer its
+owner: it started after the leftover was made (a reused pid) or is no longer a Python
+interpreter (it exec'd into another program). ``--all`` removes every repogym container,
+even those of running processes.
 """
 
 from __future__ import annotations
@@ -19,16 +26,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--docker-host", default=None,
                    help="Docker engine URL (default: REPOGYM_DOCKER_HOST, the private "
                         "daemon's socket, DOCKER_HOST)")
+    p.add_argument("--no-docker", action="store_true", help="do not look for containers")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from repogym.sandbox.leases import collect_garbage
+    from repogym.sandbox.owners import collect_legacy
 
-    removed = collect_garbage()
-    cgroups = sum(1 for p in removed if p.parts[:3] == ("/", "sys", "fs"))
-    print(f"removed {len(removed) - cgroups} lease folders (templates and workspaces), "
-          f"{cgroups} cgroups")
+    removed = collect_garbage() + collect_legacy()
+    cgroups = [p for p in removed if p.parts[:3] == ("/", "sys", "fs")]
+    print(f"removed {len(removed) - len(cgroups)} folders (templates and workspaces), "
+          f"{len(cgroups)} cgroups")
+    for p in removed:
+        print(f"  {p}")
+    if args.no_docker:
+        return 0
     try:
         from repogym.sandbox.docker_setup import default_base_url, ping
 

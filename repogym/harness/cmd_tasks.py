@@ -40,18 +40,22 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    import repogym
+    from repogym.envs import register_task
+    from repogym.harness.report import make_console
     from repogym.scenarios.registry import registered_tasks
+    from repogym.scenarios.task import select_tasks
 
     for d in args.dir:
-        repogym.register_task(d, overwrite=True)
-    tasks = sorted(registered_tasks().values(), key=lambda t: (t.split, t.id))
-    if args.split:
-        tasks = [t for t in tasks if t.split == args.split]
-    if args.tag:
-        tasks = [t for t in tasks if set(args.tag) & set(t.tags)]
+        register_task(d, overwrite=True)
+    try:
+        tasks = select_tasks(registered_tasks().values(), split=args.split, tags=args.tag)
+    except ValueError as e:
+        Console(stderr=True).print(f"[red]error:[/] {e}")
+        return 2
+    tasks.sort(key=lambda t: (t.split, t.id))
     table = Table(title=f"{len(tasks)} tasks")
-    cols = (["env id", "split", "tests (f2p/p2p)", "decoys", "mutation score"] if args.quality
+    cols = (["env id", "split", "tests (f2p/p2p)", "decoys", "mutation score", "adversarial"]
+            if args.quality
             else ["env id", "split", "tags", "tests (f2p/p2p)", "max steps"])
     for col in cols:
         table.add_column(col, overflow="fold")
@@ -62,13 +66,16 @@ def run(args: argparse.Namespace) -> int:
         if not args.quality:
             table.add_row(t.env_id, t.split, ", ".join(t.tags), tests, str(t.max_steps))
             continue
+        from repogym.harness import adversarial
+        from repogym.harness.cmd_validate import adversarial_summary
         from repogym.harness.validate_mutation import cached_report
 
         report = cached_report(t)
         scores[t.id] = None if report is None else report.score
         table.add_row(t.env_id, t.split, tests, str(len(t.decoys)),
-                      "-" if report is None else escape(report.summary()))
-    console = Console()
+                      "-" if report is None else escape(report.summary()),
+                      escape(adversarial_summary(adversarial.cached_report(t))))
+    console = make_console()
     console.print(table)
     if args.quality:
         console.print(quality_line(scores), highlight=False)

@@ -4,13 +4,16 @@ With no argument every built-in task is validated. Each argument is a task folde
 folder of task folders. ``--mutation`` adds the mutation check
 (:mod:`repogym.harness.validate_mutation`): its score is printed with the surviving mutants
 as diffs, and stored; without ``--mutation`` the summary shows the stored score of each
-task version. Exit status 1 when any task fails (each failure is printed naming the task,
-the patch and the test), 2 when a task folder cannot be loaded.
+task version. ``--adversarial`` grades a library of task-independent hacks
+(:mod:`repogym.harness.adversarial`) next to the unpatched repository: an attack that earns
+more than doing nothing fails the task. Exit status 1 when any task fails (each failure is
+printed naming the task, the patch and the test), 2 when a task folder cannot be loaded.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -21,6 +24,7 @@ from repogym.harness.validate import PatchGrader, TaskReport, validate_tasks
 from repogym.scenarios.task import Task, TaskError, load_tasks
 
 if TYPE_CHECKING:  # imported when used: libcst is not needed to start the CLI
+    from repogym.harness.adversarial import AdversarialReport
     from repogym.harness.validate_mutation import MutationReport
 
 
@@ -38,6 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sandbox", default="bwrap", help="sandbox backend (default bwrap)")
     p.add_argument("--json", metavar="FILE", help="also write the reports as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="print only failures")
+    p.add_argument("--adversarial", action="store_true",
+                   help="also grade task-independent hacks (shadowed modules, plugins, "
+                        "config, forged results, exits, test deletion, conftest): none may "
+                        "earn more than the unpatched repository")
     add_mutation_options(p, gate=False)
     p.set_defaults(func=run)
 
@@ -113,23 +121,71 @@ def print_mutation(report: MutationReport, console, *, diffs: bool = True) -> No
         console.print(f"[red]{escape(p)}[/red]", soft_wrap=True)
 
 
-def _summary(tasks: list[Task], reports: list[TaskReport],
-             mutations: dict[str, MutationReport], console) -> None:
+def print_adversarial(report: AdversarialReport, console) -> None:
+    """One task's attacks: reward next to noop's, flags, and why a run was not trusted."""
     from rich.markup import escape
     from rich.table import Table
 
+    mark = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
+    table = Table(title=f"{report.task_id}: adversarial {mark} (noop earns "
+                        f"{report.noop_reward:g}, partial credit)", title_justify="left")
+    for col in ("attack", "kind", "reward", "flags", "not trusted because", "result"):
+        table.add_column(col, overflow="fold")
+    for r in report.results:
+        result = ("[red]beats noop[/red]" if r.beats_noop else
+                  f"[red]{escape(r.error)}[/red]" if r.error else "[green]ok[/green]")
+        table.add_row(r.attack, r.kind, f"{r.reward:g}", ",".join(r.flags),
+                      escape(r.untrusted), result)
+    console.print(table)
+
+
+def adversarial_summary(report: AdversarialReport | None) -> str:
+    """``ok (17 attacks)`` / ``2 holes: a, b`` / ``-`` for tables."""
+    if report is None:
+        return "-"
+    if report.ok:
+        return f"ok ({len(report.results)} attacks)"
+    return f"{len(report.holes)} holes: {', '.join(r.attack for r in report.holes)}"
+
+
+def run_adversarial(tasks: list[Task], args: argparse.Namespace, console, *,
+                    quiet: bool = False) -> dict[str, AdversarialReport]:
+    """The adversarial check of each task, printed as each finishes."""
+    from repogym.harness.adversarial import check_task
+
+    out = {}
+    with PatchGrader(args.sandbox) as grader:
+        for task in tasks:
+            with console.status(f"{task.id}: grading attacks"):
+                out[task.id] = check_task(task, grader, workers=args.workers)
+            if not quiet or not out[task.id].ok:
+                print_adversarial(out[task.id], console)
+    return out
+
+
+def _summary(tasks: list[Task], reports: list[TaskReport],
+             mutations: dict[str, MutationReport],
+             attacks: dict[str, AdversarialReport], console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from repogym.harness import adversarial
     from repogym.harness.validate_mutation import cached_report
 
     table = Table(title="summary", title_justify="left")
-    for col in ("task", "checks", "mutation score"):
+    for col in ("task", "checks", "mutation score", "adversarial"):
         table.add_column(col, overflow="fold")
     for task, r in zip(tasks, reports, strict=True):
         m = mutations.get(task.id) or cached_report(task)
         score = "-" if m is None else escape(m.summary())
         if m is not None and not m.ok:
             score = f"[red]{score}[/red]"
+        a = attacks.get(task.id) or adversarial.cached_report(task)
+        hacks = escape(adversarial_summary(a))
+        if a is not None and not a.ok:
+            hacks = f"[red]{hacks}[/red]"
         checks = "[green]ok[/green]" if r.ok else f"[red]{len(r.failures)} problem(s)[/red]"
-        table.add_row(task.id, checks, score)
+        table.add_row(task.id, checks, score, hacks)
     console.print(table)
 
 
@@ -178,6 +234,7 @@ def run_mutation(tasks: list[Task], args: argparse.Namespace, console, *,
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
     if args.reruns < 1:
@@ -188,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     tasks, errors = _load(args.tasks)
     for e in errors:
-        console.print(f"[red]cannot load: {e}[/red]")
+        console.print(f"[red]cannot load: {escape(e)}[/red]", soft_wrap=True)
     if not tasks and not errors:
         console.print("no tasks to validate")
         return 2
@@ -200,12 +257,20 @@ def run(args: argparse.Namespace) -> int:
     reports = validate_tasks(tasks, sandbox=args.sandbox, reruns=args.reruns,
                              workers=args.workers, on_report=show)
     mutations = run_mutation(tasks, args, console, quiet=args.quiet) if args.mutation else {}
+    attacks = run_adversarial(tasks, args, console, quiet=args.quiet) if args.adversarial \
+        else {}
     if args.json:
         Path(args.json).write_text(json.dumps(
             [{**r.to_dict(), "mutation": mutations[t.id].to_dict() if t.id in mutations
-              else None} for t, r in zip(tasks, reports, strict=True)], indent=1))
-    _summary(tasks, reports, mutations, console)
+              else None, "adversarial": dataclasses.asdict(attacks[t.id])
+              if t.id in attacks else None} for t, r in zip(tasks, reports, strict=True)],
+            indent=1))
+    if tasks:
+        _summary(tasks, reports, mutations, attacks, console)
     failures = {t.id: r.failures + (mutations[t.id].problems if t.id in mutations else [])
+                + [f"{t.id}: attack {h.attack} ({h.kind}) "
+                   + (h.error or f"earns {h.reward:g} > noop {h.noop_reward:g}")
+                   for h in (attacks[t.id].holes if t.id in attacks else [])]
                 for t, r in zip(tasks, reports, strict=True)}
     failed = [t for t, f in failures.items() if f]
     console.print(f"{len(reports) - len(failed)}/{len(reports)} tasks valid")

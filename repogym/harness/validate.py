@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal, Self
 
-from repogym.envs.grader import GradeResult, grade
+from repogym.envs.grader import GradeResult, RewardMode, grade
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios.task import Task
@@ -176,9 +176,14 @@ class PatchGrader:
         self._templates = TemplateCache()
         self.limits = limits
 
-    def grade(self, task: Task, diff: str) -> GradeResult:
-        """Binary-reward grading of ``diff`` (against ``task``'s repo/)."""
-        return grade(task, self._templates.get(task.repo_dir), diff, mode="binary",
+    def grade(self, task: Task, diff: str, *, mode: RewardMode = "binary",
+              timeout_s: float | None = None) -> GradeResult:
+        """Grading of ``diff`` against ``task``'s repo/ (``timeout_s`` shortens the
+        verifier's timeout, for checks that expect a hang)."""
+        if timeout_s is not None and timeout_s < task.verifier.timeout_s:
+            task = dataclasses.replace(
+                task, verifier=dataclasses.replace(task.verifier, timeout_s=timeout_s))
+        return grade(task, self._templates.get(task.repo_dir), diff, mode=mode,
                      make_sandbox=self._factory, limits=self.limits)
 
     def close(self) -> None:

@@ -35,11 +35,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from repogym.envs.grader import is_test_file, split_diff
 from repogym.harness.validate import PatchGrader
 from repogym.sandbox.runtime import cache_dir
 from repogym.scenarios import mutation
 from repogym.scenarios.mutation import Mutant
+from repogym.scenarios.patches import is_test_file, split_diff
 from repogym.scenarios.task import Task, TaskError
 
 Status = Literal["killed", "survived", "equivalent", "reviewed", "error", "not_run"]

@@ -41,11 +41,12 @@ import docker.errors
 import requests
 from docker.types import Mount, Ulimit
 
-from repogym.sandbox import seccomp
+from repogym.sandbox import cleanup, seccomp
 from repogym.sandbox._exec import TIMEOUT_EXIT
 from repogym.sandbox.base import WORKSPACE, ExecResult, Interpreter, SandboxError, SandboxSpec
 from repogym.sandbox.docker_setup import DEFAULT_IMAGE, LABEL, client, default_base_url
 from repogym.sandbox.leases import SANDBOX_GID
+from repogym.sandbox.owners import owner_gone
 from repogym.sandbox.shell import ShellSandbox
 from repogym.sandbox.workspace import Workspace
 
@@ -100,6 +101,7 @@ class DockerSandbox(ShellSandbox):
         self._xfer: Path | None = None
         self.name = f"repogym-{uuid.uuid4().hex[:12]}"
         self.container_id: str | None = None
+        self._cleanup: Any = None
         try:
             self._client = self._connect()
             self.workspace = Workspace(spec.template, spec.limits.workspace_mb,
@@ -107,6 +109,8 @@ class DockerSandbox(ShellSandbox):
             self.uid = self.workspace.uid
             self._xfer = self._make_xfer()
             self._start_container(cpus)
+            # Removed by close(), or at exit / on a fatal signal if close() never runs.
+            self._cleanup = cleanup.register(self, _remove_container, self.base_url, self.name)
             self._check_image()
         except BaseException:
             self.close()
@@ -311,6 +315,8 @@ class DockerSandbox(ShellSandbox):
         if self._closed:
             return
         self._closed = True
+        if self._cleanup is not None:
+            self._cleanup.detach()
         try:
             if self._client is not None:
                 try:
@@ -435,21 +441,29 @@ def copy_back(src: Path, dst: Path) -> None:
                     shutil.copyfileobj(f, out)
 
 
-def _owner_gone(owner: str) -> bool:
-    host, _, pid = owner.rpartition(":")
+def _remove_container(base_url: str | None, name: str) -> None:
+    """Force-remove one container (the clean-up of a sandbox whose close() never ran)."""
+    c = client(base_url)
+    try:
+        c.api.remove_container(name, force=True, v=True)
+    except docker.errors.NotFound:
+        pass
+    finally:
+        c.close()
+
+
+def _owner_gone(labels: dict[str, str]) -> bool:
+    """True when the container's owner is gone: dead, a reused pid, or exec'd away."""
+    host, _, pid = labels.get(f"{LABEL}.owner", "").rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return False  # another machine's container: only --all removes it
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    created = labels.get(f"{LABEL}.created", "")
+    return owner_gone(int(pid), float(created) if created.isdigit() else float("inf"))
 
 
 def remove_leftovers(everything: bool = False, base_url: str | None = None) -> list[str]:
-    """Remove repogym containers whose owning process is gone (all of them if ``everything``).
+    """Remove repogym containers whose owning process is gone (all of them if ``everything``);
+    a live pid that is not the owner any more counts as gone (:func:`owners.owner_gone`).
 
     Returns:
         The names of the containers removed.
@@ -458,8 +472,7 @@ def remove_leftovers(everything: bool = False, base_url: str | None = None) -> l
     removed = []
     try:
         for ctr in c.api.containers(all=True, filters={"label": LABEL}):
-            owner = (ctr.get("Labels") or {}).get(f"{LABEL}.owner", "")
-            if everything or _owner_gone(owner):
+            if everything or _owner_gone(ctr.get("Labels") or {}):
                 try:
                     c.api.remove_container(ctr["Id"], force=True, v=True)
                 except docker.errors.NotFound:

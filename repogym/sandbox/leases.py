@@ -17,9 +17,11 @@ import fcntl
 import os
 import shutil
 import tempfile
+import weakref
 from pathlib import Path
 
-from repogym.sandbox.limits import collect_cgroups, remove_cgroups
+from repogym.sandbox import cleanup
+from repogym.sandbox.limits import remove_cgroups
 
 #: Group of every sandboxed process and of every template file (``nogroup``).
 SANDBOX_GID = 65534
@@ -58,7 +60,7 @@ def umount(target: Path) -> None:
             raise OSError(err, f"umount {target}: {os.strerror(err)}")
 
 
-def _remove_tree(root: Path) -> None:
+def remove_tree(root: Path) -> None:
     """Unmount everything mounted below ``root`` (deepest first), then delete it."""
     prefix = str(root) + "/"
     try:
@@ -82,10 +84,13 @@ class Lease:
 
     def __init__(self, number: int, fd: int) -> None:
         self.number = number
-        self._fd: int | None = fd
+        self._fd: list[int] = [fd]  # shared with the clean-up, which closes it once
         self.path = temp_root() / f"u{number}"
         self.uid = UID_BASE + number if os.geteuid() == 0 else os.getuid()
         self.name = f"u{number}"
+        # Released on release(), garbage collection, interpreter exit or a fatal signal.
+        self._release = cleanup.register(self, _release, self._fd, self.path, self.name)
+        _LEASES[self.path] = self
 
     @classmethod
     def acquire(cls) -> Lease:
@@ -102,7 +107,7 @@ class Lease:
             try:
                 os.ftruncate(fd, 0)
                 os.write(fd, f"{os.getpid()}\n".encode())
-                _remove_tree(lease.path)  # what a dead previous holder left
+                remove_tree(lease.path)  # what a dead previous holder left
                 remove_cgroups(lease.name)
                 lease.path.mkdir(mode=0o755)
                 if os.geteuid() == 0:
@@ -116,18 +121,11 @@ class Lease:
 
     @property
     def held(self) -> bool:
-        return self._fd is not None
+        return bool(self._fd)
 
     def release(self) -> None:
         """Delete the folder and drop the lock. Idempotent."""
-        if self._fd is None:
-            return
-        try:
-            _remove_tree(self.path)
-            remove_cgroups(self.name)
-        finally:
-            os.close(self._fd)
-            self._fd = None
+        self._release()
 
     def passwd(self) -> Path:
         """An ``/etc/passwd`` naming the lease's uid (git and ``id`` want a name)."""
@@ -138,6 +136,44 @@ class Lease:
                             f"nobody:x:65534:{SANDBOX_GID}:nobody:/nonexistent:/bin/sh\n")
             os.chmod(path, 0o644)
         return path
+
+
+#: Live leases by folder (what keeps a lease alive while something still uses its folder).
+_LEASES: weakref.WeakValueDictionary[Path, Lease] = weakref.WeakValueDictionary()
+
+
+def lease_at(folder: Path) -> Lease | None:
+    """The live lease of this process whose folder is ``folder`` (None if there is none).
+
+    A workspace keeps its template's lease alive with it, so that dropping the cache that
+    took the lease cannot remove a template a sandbox still uses.
+    """
+    return _LEASES.get(Path(folder))
+
+
+def _close_inherited_locks() -> None:
+    """A forked child owns none of its parent's leases: close its copies of their locks, so
+    the child never keeps a lease looking held after the owner died."""
+    for lease in list(_LEASES.values()):
+        while lease._fd:
+            os.close(lease._fd.pop())
+
+
+os.register_at_fork(after_in_child=_close_inherited_locks)
+
+
+def _release(fd: list[int], path: Path, name: str) -> None:
+    """Remove a lease's folder (with its mounts) and cgroups, then drop its lock.
+
+    Idempotent (it may run again after a signal interrupted it); the lock goes last, so
+    nobody takes the lease while its leftovers are still there.
+    """
+    try:
+        remove_tree(path)
+        remove_cgroups(name)
+    finally:
+        if fd:
+            os.close(fd.pop())
 
 
 def lease_of(template: Path) -> tuple[Path, int]:
@@ -152,11 +188,11 @@ def collect_garbage() -> list[Path]:
 
     A process killed with SIGKILL cannot run ``close()``, but the kernel drops its lock:
     every lease whose lock can be taken now is left over. The lock is held while its
-    leftovers are removed, so a new owner cannot take the lease half-way.
+    leftovers are removed, so a new owner cannot take the lease half-way; only the cgroups of
+    leases locked here are touched, so a lease taken meanwhile keeps its own.
     """
     root = temp_root()
     removed: list[Path] = []
-    held: set[str] = set()
     free: list[int] = []
     try:
         for lock in sorted((root / ".locks").glob("u*")):
@@ -164,15 +200,14 @@ def collect_garbage() -> list[Path]:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                held.add(lock.name)
                 os.close(fd)
                 continue
             free.append(fd)
             folder = root / lock.name
             if folder.exists():
-                _remove_tree(folder)
+                remove_tree(folder)
                 removed.append(folder)
-        removed += collect_cgroups(keep=held)
+            removed += remove_cgroups(lock.name)
     finally:
         for fd in free:
             os.close(fd)

@@ -168,10 +168,3 @@ def remove_cgroups(owner: str) -> list[Path]:
     Cgroup(mine).remove()
     return mine
 
-
-def collect_cgroups(keep: set[str]) -> list[Path]:
-    """Kill and remove every repogym group whose owner is not in ``keep``."""
-    stale = [d for d in _groups()
-             if d.name[len(CGROUP_PREFIX):].rsplit("-", 1)[0] not in keep]
-    Cgroup(stale).remove()
-    return stale

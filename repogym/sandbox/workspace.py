@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Self
 
-from repogym.sandbox.leases import SANDBOX_GID, Lease, lease_of, mount, umount
+from repogym.sandbox.leases import SANDBOX_GID, Lease, lease_at, lease_of, mount, umount
 
 #: File changes for :func:`make_diff`: path -> new text, None (delete) or "->target" (symlink).
 Changes = dict[str, str | None]
@@ -170,6 +170,7 @@ class Workspace:
     def __init__(self, template: Path, size_mb: int = 1024, inodes: int = 65536) -> None:
         self.template = Path(template)
         self.lease_dir, self.uid = lease_of(self.template)
+        self._lease = lease_at(self.lease_dir)  # kept alive as long as this workspace
         self._mounts: list[Path] = []
         self.overlay = os.geteuid() == 0
         self._root: Path | None = self.lease_dir / "w" / secrets.token_hex(4)

@@ -1,6 +1,6 @@
-"""Tasks: the folder format, the loader and the registry; built-in tasks live in builtin/."""
+"""Tasks: the folder format, the loader and the catalogue; built-in tasks live in builtin/."""
 
-from repogym.scenarios.registry import builtin_tasks, register_task, registered_tasks
+from repogym.scenarios.registry import builtin_tasks, registered_tasks, suite_tasks
 from repogym.scenarios.task import (
     Candidate,
     Task,
@@ -12,4 +12,4 @@ from repogym.scenarios.task import (
 )
 
 __all__ = ["Candidate", "Task", "TaskError", "Verifier", "builtin_tasks", "load_task",
-           "load_tasks", "register_task", "registered_tasks", "select_tasks"]
+           "load_tasks", "registered_tasks", "select_tasks", "suite_tasks"]

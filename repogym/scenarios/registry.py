@@ -1,42 +1,35 @@
-"""Registering task folders as Gymnasium ids (``repogym/<id>-v<version>``)."""
+"""The task catalogue: the built-in tasks, tasks registered at run time, suites by name.
+
+This module only keeps track of tasks; making them Gymnasium ids is the environments' job
+(:func:`repogym.envs.register_task`), so the scenarios never depend on the envs.
+"""
 
 from __future__ import annotations
 
-import warnings
+from collections.abc import Iterable
 from pathlib import Path
 
-import gymnasium as gym
-
-from repogym.scenarios.task import Task, TaskError, find_task_dirs, load_tasks
+from repogym.scenarios.task import Task, TaskError, load_tasks
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
-ENTRY_POINT = "repogym.envs:make_env"
-SUITE_ID = "repogym/Suite-v0"
+BUILTIN_SUITE = "builtin"
 _TASKS: dict[str, Task] = {}
 
 
-def register_task(path: str | Path, *, overwrite: bool = False) -> list[Task]:
-    """Register one task folder, or every task folder inside ``path``, with Gymnasium.
-
-    Args:
-        path: A folder with task.toml, or a folder of such folders.
-        overwrite: Replace an id already registered from another folder.
-
-    Returns:
-        The loaded tasks; each is then available as ``gym.make(task.env_id)``.
+def add_tasks(tasks: Iterable[Task], *, overwrite: bool = False) -> list[Task]:
+    """Add tasks to the catalogue (what :func:`registered_tasks` returns).
 
     Raises:
-        TaskError: a task folder is malformed, or its id is taken (the message names both).
+        TaskError: an id is already taken by a task from another folder and ``overwrite``
+            is false (the message names both folders).
     """
-    tasks = load_tasks(path)
+    tasks = list(tasks)
     for task in tasks:
         old = _TASKS.get(task.id)
         if old is not None and old.path != task.path and not overwrite:
             raise TaskError(f"{task.path}: id '{task.id}' is already registered from "
                             f"{old.path}. Fix: rename the task or pass overwrite=True")
-        _TASKS[task.id] = task
-        gym.register(id=task.env_id, entry_point=ENTRY_POINT, kwargs={"task": task},
-                     max_episode_steps=task.max_steps, disable_env_checker=False)
+    _TASKS.update((t.id, t) for t in tasks)
     return tasks
 
 
@@ -47,18 +40,17 @@ def registered_tasks() -> dict[str, Task]:
 
 def builtin_tasks() -> list[Task]:
     """The built-in tasks shipped with repogym, sorted by id."""
-    return sorted(load_tasks(BUILTIN_DIR), key=lambda t: t.id) if _has_builtins() else []
+    if not (BUILTIN_DIR.is_dir() and any(BUILTIN_DIR.glob("*/task.toml"))):
+        return []
+    return sorted(load_tasks(BUILTIN_DIR), key=lambda t: t.id)
 
 
-def _has_builtins() -> bool:
-    return BUILTIN_DIR.is_dir() and any(BUILTIN_DIR.glob("*/task.toml"))
+def suite_tasks(suite: str | Path) -> list[Task]:
+    """The tasks of a suite: ``"builtin"`` or a folder of task folders (or one task folder).
 
-
-def register_builtins() -> None:
-    """Register the built-in tasks and ``repogym/Suite-v0`` (called on ``import repogym``)."""
-    for folder in find_task_dirs(BUILTIN_DIR) if _has_builtins() else []:
-        try:
-            register_task(folder, overwrite=True)
-        except TaskError as e:  # a broken built-in must not break `import repogym`
-            warnings.warn(f"skipping built-in task: {e}", RuntimeWarning, stacklevel=2)
-    gym.register(id=SUITE_ID, entry_point="repogym.envs:make_suite_env")
+    Raises:
+        TaskError: the folder is missing or a task in it is malformed (naming file and key).
+    """
+    if str(suite) == BUILTIN_SUITE:
+        return builtin_tasks()
+    return load_tasks(suite)

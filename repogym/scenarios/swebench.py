@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from repogym.envs.grader import is_test_file, split_diff
+from repogym.scenarios.patches import is_test_file, split_diff
 
 REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "FAIL_TO_PASS",
             "PASS_TO_PASS", "problem_statement")

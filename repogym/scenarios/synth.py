@@ -38,8 +38,8 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from repogym.envs.grader import is_test_file, junit_key
 from repogym.scenarios.mutation import Mutant, file_diff, mutants
+from repogym.scenarios.patches import is_test_file, junit_key
 from repogym.scenarios.swebench import hidden_tests_dest
 
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".git", "*.egg-info")

@@ -34,7 +34,7 @@ SPLITS = ("train", "test")
 TASK_KEYS: dict[str, tuple[str, ...] | None] = {
     "": ("id", "version", "statement", "statement_file", "split", "tags", "max_steps"),
     "verifier": ("tests_dest", "command", "timeout_s", "fail_to_pass", "pass_to_pass",
-                 "weights", "log_parser", "ini_options"),
+                 "weights", "log_parser", "ini_options", "rename_tests"),
     "environment": None,  # the task's own interpreter and packages (checked where it is built)
     "mutation": None,     # reviewed equivalent mutants (checked where they are used)
     "swebench": ("instance_id", "repo", "base_commit"),  # provenance of imported tasks
@@ -91,7 +91,8 @@ class Verifier:
     """How a task is graded.
 
     Attributes:
-        command: Test command run at the workspace root (the grader adds a junit XML report).
+        command: The pytest command the tests run with (at the workspace root; the grader runs
+            it through its isolated launcher, see :meth:`pytest_args`).
         tests_dest: Workspace-relative folder the hidden tests are copied into (merged).
         timeout_s: Wall-clock limit for the verifier run.
         fail_to_pass: Node ids that fail before the fix and must pass after it.

@@ -53,11 +53,11 @@ def test_json_tool_call_episode(make_env, retry_task):
     obs, r, term, trunc, info = env.step(call("read", path="retry.py", start=1, end=3))
     assert r == 0 and not term and not trunc and info["tool"] == "read"
     assert obs.lstrip().startswith("1\t")
-    source = env.unwrapped._sandbox.read_file("retry.py")
+    source = env.unwrapped.session.sandbox.read_file("retry.py")
     for action in apply_patch_actions(retry_task.solution_patch.read_text()):
         obs, r, term, trunc, info = env.step(action)
         assert info["exit_code"] == 0, obs
-    assert env.unwrapped._sandbox.read_file("retry.py") != source
+    assert env.unwrapped.session.sandbox.read_file("retry.py") != source
     obs, r, term, trunc, info = env.step('{"name": "submit", "arguments": "{}"}')
     assert term and not trunc and r == 1.0 and info["resolved"]
     assert set(info["tests"].values()) == {"passed"} and info["hack_flags"] == []

@@ -9,6 +9,7 @@ import pytest
 from repogym.envs import grader
 from repogym.sandbox import make_sandbox
 from repogym.sandbox.workspace import TemplateCache
+from repogym.scenarios import patches
 from repogym.scenarios.registry import registered_tasks
 from tests.conftest import apply_patch_actions, call, diff_of
 
@@ -121,7 +122,7 @@ def test_records_forged_on_every_pipe_then_exit_0_are_not_trusted(grade, tmp_pat
 def test_crashed_sandbox_is_infra_error_not_a_score(make_env):
     env = make_env()
     env.reset(seed=0)
-    workspace = env.unwrapped._sandbox.workspace
+    workspace = env.unwrapped.session.sandbox.workspace
     subprocess.run(["umount", "-l", str(workspace.path)], check=False)
     subprocess.run(["rm", "-rf", str(workspace.path)], check=False)
     obs, _r, _term, trunc, info = env.step(call("bash", command="ls"))
@@ -140,8 +141,8 @@ def test_agent_breaking_git_is_graded_as_empty_diff(make_env, retry_task):
 
 
 def test_junit_key_mapping():
-    assert grader.junit_key("tests/test_a.py::test_x") == ("tests.test_a", "test_x")
-    assert grader.junit_key("tests/test_a.py::TestC::test_y[1-2]") == (
+    assert patches.junit_key("tests/test_a.py::test_x") == ("tests.test_a", "test_x")
+    assert patches.junit_key("tests/test_a.py::TestC::test_y[1-2]") == (
         "tests.test_a.TestC", "test_y[1-2]")
 
 
@@ -155,8 +156,8 @@ def test_split_diff_and_score_closed_forms():
     assert grader.score(tests, v, "f2p")[0] == 0.5
     tests[p2p[1]] = "failed"
     assert grader.score(tests, v, "f2p")[0] == 0.0
-    patches = grader.split_diff(task.solution_patch.read_text() + _added_file("x.py", "a"))
-    assert [p.new for p in patches][-1] == "x.py"
+    parts = patches.split_diff(task.solution_patch.read_text() + _added_file("x.py", "a"))
+    assert [p.new for p in parts][-1] == "x.py"
 
 
 def test_agent_cannot_fake_an_infra_error(make_env):

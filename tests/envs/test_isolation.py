@@ -141,9 +141,10 @@ def test_nothing_left_after_close():
     env = gym.make("repogym/retry-zero-v0")
     env.reset(seed=0)
     env.step(call("bash", command="sleep 30 & echo started"))
-    inner = env.unwrapped
-    sandbox = inner._sandbox
-    paths = [sandbox.workspace.path, sandbox.workspace.path.parent, inner._template.parent]
+    session = env.unwrapped.session
+    sandbox = session.sandbox
+    paths = [sandbox.workspace.path, sandbox.workspace.path.parent, session.template.parent,
+             sandbox.workspace.lease_dir]
     cgroups = list(sandbox.cgroup.dirs) if sandbox.cgroup else []
     mounts = Path("/proc/mounts").read_text()
     assert os.geteuid() != 0 or str(sandbox.workspace.path) in mounts  # overlay as root
@@ -154,8 +155,8 @@ def test_nothing_left_after_close():
     for p in paths:
         assert not p.exists() and str(p) not in mounts, p
     assert not any(d.exists() for d in cgroups)
-    procs = subprocess.run(["ps", "-u", "65534", "-o", "args="], capture_output=True, text=True,
-                           check=False)
+    procs = subprocess.run(["ps", "-u", str(sandbox.workspace.uid), "-o", "args="],
+                           capture_output=True, text=True, check=False)
     assert "sleep 30" not in procs.stdout
 
 
@@ -180,7 +181,7 @@ def test_workspace_writes_never_reach_the_template(make_env, retry_task):
     env = make_env()
     env.reset(seed=0)
     env.step(call("bash", command="echo CORRUPTED > retry.py; rm -rf .git"))
-    template = env.unwrapped._template
+    template = env.unwrapped.session.template
     assert "CORRUPTED" not in (template / "retry.py").read_text()
     assert (template / ".git").is_dir()
     env.reset(seed=0)

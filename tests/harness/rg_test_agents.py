@@ -29,26 +29,41 @@ class FaultyAgent:
         return SUBMIT
 
 
-class HangAndReportAgent:
-    """Writes the paths of its process's live workspaces/templates, then hangs in ``act``.
+def report_resources(mark_dir: str) -> None:
+    """Write what this process holds to ``mark_dir/<pid>.json``: the folders of its live
+    workspaces and leases, and the folders of its sandboxes' cgroups."""
+    from repogym.sandbox.leases import Lease
+    from repogym.sandbox.limits import Cgroup
+    from repogym.sandbox.workspace import Workspace
 
-    The paths go to ``$RG_TEST_MARK_DIR/<pid>.json`` so a test can check, after Ctrl-C, that
-    every one of them was removed and unmounted.
-    """
+    objs = gc.get_objects()
+    held = {
+        "paths": [str(o._root) for o in objs if isinstance(o, Workspace) and o._root]
+                 + [str(o.path) for o in objs if isinstance(o, Lease) and o.held],
+        "cgroups": [str(d) for o in objs if isinstance(o, Cgroup) for d in o.dirs],
+    }
+    tmp = os.path.join(mark_dir, f"{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(held, f)
+    os.rename(tmp, os.path.join(mark_dir, f"{os.getpid()}.json"))
+
+
+class HangAndReportAgent:
+    """Runs one command, reports its process's live sandbox resources
+    (:func:`report_resources`), then hangs in ``act`` (or, with ``$RG_TEST_HANG=step``, in a
+    ``sleep 600`` inside the sandbox), so a test can interrupt it and check that every one
+    of them is removed."""
 
     def reset(self, task_info: dict[str, Any]) -> None:
-        pass
+        self.started = False
 
     def act(self, observation: str) -> str:
-        from repogym.sandbox.workspace import TemplateCache, Workspace
-
-        roots = [str(o._root) for o in gc.get_objects()
-                 if isinstance(o, Workspace | TemplateCache) and o._root is not None]
-        mark_dir = os.environ["RG_TEST_MARK_DIR"]
-        tmp = os.path.join(mark_dir, f"{os.getpid()}.tmp")
-        with open(tmp, "w") as f:
-            json.dump(roots, f)
-        os.rename(tmp, os.path.join(mark_dir, f"{os.getpid()}.json"))
+        if not self.started:
+            self.started = True
+            return json.dumps({"tool": "bash", "args": {"command": "echo started"}})
+        report_resources(os.environ["RG_TEST_MARK_DIR"])
+        if os.environ.get("RG_TEST_HANG") == "step":  # hang inside the sandbox instead
+            return json.dumps({"tool": "bash", "args": {"command": "sleep 600"}})
         time.sleep(3600)
         return SUBMIT
 
@@ -58,3 +73,49 @@ class BrokenInit:
 
     def __init__(self, required: str) -> None:
         self.required = required
+
+
+class HangOrOracle(HangAndReportAgent):
+    """:class:`HangAndReportAgent` while ``$RG_TEST_HANG`` is set, the oracle otherwise (so
+    a resume with the same label completes the run)."""
+
+    wants_gold_patch = True
+
+    def __init__(self) -> None:
+        from repogym.harness.agents.scripted import OracleAgent
+
+        self.oracle = OracleAgent()
+
+    def set_gold_patch(self, patch: str) -> None:
+        self.oracle.set_gold_patch(patch)
+
+    def reset(self, task_info: dict[str, Any]) -> None:
+        super().reset(task_info)
+        self.oracle.reset(task_info)
+
+    def act(self, observation: str) -> str:
+        if os.environ.get("RG_TEST_HANG"):
+            return super().act(observation)
+        return self.oracle.act(observation)
+
+
+class FlakyOracle:
+    """The oracle, but ``act`` raises while ``$RG_TEST_FAIL`` is set (a transient bug)."""
+
+    wants_gold_patch = True
+
+    def __init__(self) -> None:
+        from repogym.harness.agents.scripted import OracleAgent
+
+        self.oracle = OracleAgent()
+
+    def set_gold_patch(self, patch: str) -> None:
+        self.oracle.set_gold_patch(patch)
+
+    def reset(self, task_info: dict[str, Any]) -> None:
+        self.oracle.reset(task_info)
+
+    def act(self, observation: str) -> str:
+        if os.environ.get("RG_TEST_FAIL"):
+            raise RuntimeError("flaky failure")
+        return self.oracle.act(observation)

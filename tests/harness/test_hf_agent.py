@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from repogym.harness.agents import AgentError, make_agent
-from repogym.harness.runner import RunConfig, run
+from repogym.harness.config import RunConfig
+from repogym.harness.runner import run
 
 
 @pytest.fixture(scope="module")

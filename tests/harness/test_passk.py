@@ -6,7 +6,14 @@ import math
 
 import pytest
 
-from repogym.harness.runner import default_ks, pass_at_k, summarize
+from repogym.harness.metrics import (
+    common_k,
+    common_ks,
+    default_ks,
+    pass_at_k,
+    summarize,
+    summarize_groups,
+)
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 10])
@@ -53,7 +60,7 @@ def test_summary_averages_pass_at_k_over_tasks_and_masks_infra_errors() -> None:
             _row("t2", 0, False), _row("t2", 1, False), _row("t2", 2, True),
             _row("t2", 3, False, infra_error="sandbox died"),
             _row("t3", 0, False, agent_error="boom", hack_flags=["conftest"])]
-    s = summarize(rows)
+    s = summarize(rows, ks=[1, 2, 3])
     assert s["episodes"] == 8 and s["scored"] == 7 and s["infra_errors"] == 1
     assert s["agent_errors"] == 1 and s["hack_flagged"] == 1
     assert s["resolve_rate"] == pytest.approx(2 / 7)
@@ -61,3 +68,28 @@ def test_summary_averages_pass_at_k_over_tasks_and_masks_infra_errors() -> None:
     assert s["pass_at_k"][1] == pytest.approx((1 / 3 + 1 / 3 + 0) / 3)
     assert s["pass_at_k"][2] == pytest.approx(2 / 3)  # t3 has too few samples for k=2
     assert s["pass_at_k"][3] == pytest.approx(1.0)
+    # By default one k that every task supports: t3 has a single sample, so only pass@1.
+    assert list(summarize(rows)["pass_at_k"]) == [1]
+
+
+def test_one_k_for_every_group() -> None:
+    four = [_row("t1", i, i == 0) for i in range(4)] + [_row("t2", i, False) for i in range(4)]
+    two = [_row("t1", i, True) for i in range(2)] + [_row("t2", i, i == 1) for i in range(2)]
+    infra = [*two, _row("t2", 2, True, infra_error="x")]  # masked: not a third sample
+    assert common_k([four]) == 4 and common_k([four, two]) == 2 and common_k([infra]) == 2
+    assert common_ks([four, two]) == [1, 2]
+    s = summarize_groups({"four": four, "two": two})
+    assert list(s["four"]["pass_at_k"]) == list(s["two"]["pass_at_k"]) == [1, 2]
+    # four: t1 n=4,c=1 -> 1 - C(3,2)/C(4,2) = 0.5; t2 -> 0.  two: t1 -> 1, t2 -> 1.
+    assert s["four"]["pass_at_k"][2] == pytest.approx(0.25)
+    assert s["two"]["pass_at_k"][2] == pytest.approx(1.0)
+    assert common_k([four, []]) == 0 and summarize_groups({"a": four, "b": []})["a"][
+        "pass_at_k"] == {}
+
+
+def test_costs_are_totals_and_means() -> None:
+    rows = [_row("t1", 0, True, tokens=100, wall_s=2.0), _row("t2", 0, False, tokens=300,
+                                                              wall_s=4.0)]
+    s = summarize(rows)
+    assert s["tokens"] == 400 and s["mean_tokens"] == 200
+    assert s["wall_s"] == 6.0 and s["mean_wall_s"] == 3.0

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from repogym.harness.runner import RunConfig, run
+from repogym.harness.config import RunConfig
+from repogym.harness.runner import run
 
 from .conftest import TASKS, run_cli
 

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from repogym.harness.runner import RunConfig, read_results, run
+from repogym.harness.agents import AgentConfigError
+from repogym.harness.config import RunConfig, default_label
+from repogym.harness.results import read_results
+from repogym.harness.runner import run
 
-from .conftest import TASKS, cli_env, rows_of, run_cli
+from .conftest import TASKS, rows_of, run_cli
 
 
 def test_cli_oracle_resolves_every_task_with_two_workers(tmp_path: Path) -> None:
@@ -49,8 +47,12 @@ def test_unknown_agent_and_bad_agent_arg_fail_with_a_fix(tmp_path: Path) -> None
     assert proc.returncode == 2 and "unknown agent 'nosuch'" in proc.stdout
     proc = run_cli("run", "--agent", "noop", "--agent-arg", "oops", "--out", str(tmp_path / "y"))
     assert proc.returncode == 2 and "KEY=VALUE" in proc.stdout
-    proc = run_cli("run", "--agent", "noop", "--tasks", "nope", "--out", str(tmp_path / "z"))
-    assert proc.returncode == 2 and "unknown task ids ['nope']" in proc.stdout
+    proc = run_cli("run", "--agent", "noop", "--tasks", "retry-zerro", "--out", str(tmp_path / "z"))
+    assert proc.returncode == 2 and "unknown task ids ['retry-zerro']" in proc.stdout
+    assert "did you mean retry-zero" in proc.stdout
+    proc = run_cli("run", "--agent", "random", "--agent-arg", "sed=1", "--out", str(tmp_path / "w"))
+    assert proc.returncode == 2 and "no option(s) ['sed']" in proc.stdout and "'seed'" in proc.stdout
+    assert not any(tmp_path.glob("*/results.jsonl"))  # nothing ran
 
 
 def test_resume_skips_recorded_episodes_and_retries_infra_errors(tmp_path: Path) -> None:
@@ -67,8 +69,38 @@ def test_resume_skips_recorded_episodes_and_retries_infra_errors(tmp_path: Path)
     # Everything is recorded now: a third run adds nothing.
     run(RunConfig(agent="noop", out=out, task_ids=TASKS))
     assert len(rows_of(out)) == 3
-    with pytest.raises(ValueError, match="holds results of agent"):
+    with pytest.raises(ValueError, match=r"holds results of \['noop'\].*labelled 'oracle'"):
         run(RunConfig(agent="oracle", out=out, task_ids=TASKS))
+
+
+def test_agent_errors_are_kept_on_resume_unless_retry_errors(tmp_path: Path) -> None:
+    out = tmp_path / "flaky"
+    cmd = ["run", "--agent", "rg_test_agents:FlakyOracle", "--tasks", ",".join(TASKS),
+           "--out", str(out), "--no-progress"]
+    proc = run_cli(*cmd, RG_TEST_FAIL="1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert all("flaky failure" in r["agent_error"] for r in rows_of(out))
+    proc = run_cli(*cmd)  # a plain resume keeps them: they are the agent's results
+    assert "2 episode(s) already recorded, 0 to run" in proc.stdout
+    assert "2 recorded episode(s) are agent errors" in proc.stdout and "--retry-errors" in proc.stdout
+    assert len(rows_of(out)) == 2
+    proc = run_cli(*cmd, "--retry-errors")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = read_results(out)
+    assert len(rows) == 2 and all(r["resolved"] and r["agent_error"] is None for r in rows)
+    assert "100.0%" in proc.stdout
+
+
+def test_default_labels_tell_settings_apart() -> None:
+    assert default_label("oracle", {}) == "oracle"
+    a = default_label("openai", {"model": "Qwen/Qwen3-8B", "temperature": 0.7})
+    b = default_label("openai", {"model": "Qwen/Qwen3-8B", "temperature": 0.2})
+    assert a.startswith("openai-Qwen3-8B-") and b.startswith("openai-Qwen3-8B-") and a != b
+    assert a == default_label("openai", {"temperature": 0.7, "model": "Qwen/Qwen3-8B"})
+    assert default_label("oracle", {}, reward_mode="partial") != "oracle"
+    assert default_label("pkg.mod:MyAgent", {}) == "MyAgent"
+    assert RunConfig(agent="random", out=Path("x"), agent_args={"seed": 1}).label.startswith(
+        "random-")
 
 
 def test_agent_that_raises_or_hangs_is_an_agent_error_and_the_run_goes_on(
@@ -83,45 +115,12 @@ def test_agent_that_raises_or_hangs_is_an_agent_error_and_the_run_goes_on(
     assert all(not r["resolved"] and r["infra_error"] is None for r in rows.values())
 
 
-def test_agent_with_wrong_arguments_is_an_agent_error(tmp_path: Path, helper_agents: str) -> None:
-    rows = run(RunConfig(agent=f"{helper_agents}:BrokenInit", out=tmp_path / "b",
-                         task_ids=TASKS[:1]))
-    assert "rejected its arguments" in rows[0]["agent_error"]
-
-
-def _mounts() -> str:
-    return Path("/proc/mounts").read_text()
-
-
-def test_ctrl_c_leaves_no_sandbox_behind(tmp_path: Path) -> None:
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    out = tmp_path / "int"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "repogym.harness.cli", "run", "--agent",
-         "rg_test_agents:HangAndReportAgent", "--workers", "2", "--tasks", ",".join(TASKS),
-         "--out", str(out), "--no-progress"],
-        env=cli_env(RG_TEST_MARK_DIR=str(marks)), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while len(list(marks.glob("*.json"))) < 2 and time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stdout.read()
-            time.sleep(0.2)
-        roots = [p for f in marks.glob("*.json") for p in json.loads(f.read_text())]
-        assert len(roots) >= 4, roots  # a workspace and a template cache per worker
-        assert all(Path(p).exists() for p in roots)
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group
-        output, _ = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode != 0
-    for p in roots:
-        assert not Path(p).exists(), f"left behind: {p}\n{output}"
-        assert p not in _mounts(), f"still mounted: {p}"
-    workers = [int(f.stem) for f in marks.glob("*.json")]
-    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()], "worker survived"
+def test_an_agent_that_cannot_be_built_stops_the_run_before_any_episode(
+        tmp_path: Path, helper_agents: str) -> None:
+    with pytest.raises(AgentConfigError, match="rejected its arguments"):
+        run(RunConfig(agent=f"{helper_agents}:BrokenInit", out=tmp_path / "b",
+                      task_ids=TASKS))
+    assert not (tmp_path / "b").exists()
 
 
 def test_read_results_explains_a_missing_folder(tmp_path: Path) -> None:

@@ -171,7 +171,7 @@ def test_nothing_left_after_close(docker_env):
     env = docker_env()
     env.reset(seed=0)
     env.step(call("bash", command="sleep 3017 & echo started"))
-    sb = env.unwrapped._sandbox
+    sb = env.unwrapped.session.sandbox
     paths = [sb.workspace.path, sb.workspace.path.parent]
     assert _containers(name=sb.name)
     env.step(call("submit"))
@@ -262,8 +262,8 @@ from repogym.sandbox import SandboxSpec, make_sandbox
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios.registry import registered_tasks
 import repogym
-sb = make_sandbox("docker", SandboxSpec(TemplateCache().get(
-    registered_tasks()["retry-zero"].repo_dir)))
+cache = TemplateCache()  # kept: a collected cache releases its lease and templates
+sb = make_sandbox("docker", SandboxSpec(cache.get(registered_tasks()["retry-zero"].repo_dir)))
 print(sb.name, sb.workspace.path, flush=True)
 time.sleep(600)
 """

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import tempfile
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -106,3 +109,16 @@ def test_package_with_failing_tests_is_refused(tmp_path):
     (pkg / "test_m.py").write_text("from m import f\n\n\ndef test_f():\n    assert f() == 2\n")
     with pytest.raises(SynthError, match="tests fail before any mutation"):
         synthesize(pkg, tmp_path / "out")
+
+
+def test_cli_prints_the_mutation_score_of_each_task(tmp_path):
+    env = {**os.environ, "REPOGYM_CACHE": str(tmp_path / "cache")}
+    res = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "synth", str(REPRS),
+                          "--out", str(tmp_path / "out"), "--max-tasks", "1",
+                          "--max-mutants", "2", "--workers", "2"], env=env,
+                         capture_output=True, text=True, check=False, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    [task] = [line.split("/")[-1] for line in res.stdout.splitlines()
+              if line.startswith("wrote ")]
+    line = rf"^{task}: mutation (ok|FAILED) score \d\.\d\d \("
+    assert re.search(line, res.stdout, re.MULTILINE), res.stdout

@@ -6,27 +6,63 @@ action (``{"name", "arguments"}``), and a plain text reply is passed to the env 
 also accepts JSON and ```bash blocks in text). Transient failures (connection errors,
 timeouts, 408/409/429/5xx, malformed bodies) are retried with exponential backoff; token
 usage from the responses is recorded per episode.
+
+When the conversation outgrows the model's context (an HTTP 400/413 whose message says so,
+as vLLM, SGLang and hosted APIs word it), the agent submits: the episode's current diff is
+graded, and ``stop_reason`` records ``context_limit: <the server's message>``, as
+mini-swe-agent and SWE-agent do. Authentication failures (401/403), an unknown model or URL
+(404) and a request the server rejects before the first reply (``preflight``) raise
+:class:`~repogym.harness.agents.AgentConfigError`, which stops the run. Every option is
+listed by ``repogym agents openai``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.request
 from typing import Any
 
 from repogym.envs.actions import TOOL_HELP, openai_tools
-from repogym.harness.agents.base import AgentError, new_usage
+from repogym.harness.agents.base import AgentConfigError, AgentError, new_usage, tool_call
 
 SYSTEM_PROMPT = ("You are a software engineer fixing a bug in a repository. Investigate, fix "
                  "the code (not the tests), then call submit.")
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+_CONTEXT_STATUS = {400, 413, 422}
+#: How servers say the prompt is too long (OpenAI, vLLM, SGLang, Anthropic-compatible, TGI).
+_CONTEXT_RE = re.compile(
+    r"context[_ ]length|context window|maximum context|max_model_len|prompt is too long|"
+    r"input is too long|too many (input )?tokens|(prompt|input) tokens? exceed|"
+    r"exceeds? the (model'?s? )?(maximum|max)|reduce the length", re.IGNORECASE)
+_MODEL_RE = re.compile(r"model.{0,80}(not (exist|found)|does not exist|unknown|invalid)|"
+                       r"(unknown|invalid|no such) model|model_not_found", re.IGNORECASE)
 
 
 class _Transient(Exception):
     """A failure worth retrying."""
+
+
+class _ContextExceeded(Exception):
+    """The server refused the conversation as longer than the model's context."""
+
+
+def _http_error(url: str, code: int, detail: str, key_env: str) -> Exception:
+    """The exception for a non-retryable HTTP status, with the cause and the fix."""
+    if code in _CONTEXT_STATUS and _CONTEXT_RE.search(detail):
+        return _ContextExceeded(f"HTTP {code}: {detail}")
+    if code in (401, 403):
+        return AgentConfigError(f"{url}: HTTP {code}: {detail}. Fix: put a valid API key in "
+                                f"${key_env} (or name another variable with api_key_env=)")
+    if code == 404 or _MODEL_RE.search(detail):
+        return AgentConfigError(f"{url}: HTTP {code}: {detail}. Fix: check base_url (it ends "
+                                "in /v1 for most servers) and the model name the server serves")
+    return AgentError(f"{url}: the server rejected the request: HTTP {code}: {detail}. Fix: "
+                      "check the agent options (temperature, max_tokens, tools=false for a "
+                      "server without tool calls; see `repogym agents openai`)")
 
 
 class OpenAIAgent:
@@ -40,7 +76,8 @@ class OpenAIAgent:
         max_tokens: Completion tokens per reply.
         tools: Offer the env's tools as functions (set false for servers without tool calls).
         timeout_s: HTTP timeout per request.
-        max_retries: Retries of a transient failure before the episode fails.
+        max_retries: Retries of a transient failure (connection, timeout, 408/409/429/5xx,
+            malformed body) before the episode fails.
         backoff_s: First retry delay; doubles each retry (capped at 60 s).
         system_prompt: Replaces the default system prompt.
     """
@@ -60,13 +97,34 @@ class OpenAIAgent:
         self.system_prompt = system_prompt
         self.messages: list[dict[str, Any]] = []
         self.usage = new_usage()
+        self.stop_reason: str | None = None
         self._pending_tool_id: str | None = None
+
+    def preflight(self) -> None:
+        """One tiny request (max_tokens=1) with this agent's settings, before a run starts.
+
+        Raises:
+            AgentConfigError: the server rejects the key, the model, the URL or the options,
+                or cannot be reached after two retries.
+        """
+        body = json.loads(self._body())
+        body.update(messages=[{"role": "user", "content": "Reply with OK."}], max_tokens=1)
+        try:
+            self._complete(json.dumps(body).encode(), retries=min(self.max_retries, 2))
+        except _ContextExceeded as e:
+            raise AgentConfigError(f"{self.url}: a one-line prompt exceeds the context: {e}. "
+                                   "Fix: lower max_tokens") from e
+        except AgentConfigError:
+            raise
+        except AgentError as e:
+            raise AgentConfigError(str(e)) from e
 
     def reset(self, task_info: dict[str, Any]) -> None:
         """Start a fresh conversation."""
         system = self.system_prompt if self.tools else f"{self.system_prompt}\n\n{TOOL_HELP}"
         self.messages = [{"role": "system", "content": system}]
         self.usage = new_usage()
+        self.stop_reason = None
         self._pending_tool_id = None
 
     def act(self, observation: str) -> str:
@@ -76,7 +134,11 @@ class OpenAIAgent:
                                   "content": observation})
         else:
             self.messages.append({"role": "user", "content": observation})
-        message = self._complete()
+        try:
+            message = self._complete()
+        except _ContextExceeded as e:  # submit what the episode has so far: it gets graded
+            self.stop_reason = f"context_limit: {str(e)[:300]}"
+            return tool_call("submit")
         calls = message.get("tool_calls") or []
         if calls:
             call = calls[0]
@@ -105,14 +167,15 @@ class OpenAIAgent:
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
-    def _complete(self) -> dict[str, Any]:
-        """POST with retries; returns ``choices[0].message``."""
+    def _complete(self, body: bytes | None = None, retries: int | None = None) -> dict[str, Any]:
+        """POST ``body`` (default: the conversation) with retries; returns the reply message."""
         delay = self.backoff_s
-        for attempt in range(self.max_retries + 1):
+        retries = self.max_retries if retries is None else retries
+        for attempt in range(retries + 1):
             try:
-                return self._request_once()
+                return self._request_once(body or self._body())
             except _Transient as e:
-                if attempt == self.max_retries:
+                if attempt == retries:
                     raise AgentError(f"{self.url}: gave up after {attempt + 1} attempts: {e}. "
                                      "Fix: check the server, or raise max_retries") from e
                 self.usage["retries"] += 1
@@ -120,8 +183,8 @@ class OpenAIAgent:
                 delay *= 2
         raise AssertionError("unreachable")
 
-    def _request_once(self) -> dict[str, Any]:
-        req = urllib.request.Request(self.url, data=self._body(), headers=self._headers(),
+    def _request_once(self, body: bytes) -> dict[str, Any]:
+        req = urllib.request.Request(self.url, data=body, headers=self._headers(),
                                      method="POST")
         self.usage["requests"] += 1
         try:
@@ -131,8 +194,7 @@ class OpenAIAgent:
             detail = e.read()[:500].decode(errors="replace")
             if e.code in _RETRY_STATUS:
                 raise _Transient(f"HTTP {e.code}: {detail}") from e
-            raise AgentError(f"{self.url}: HTTP {e.code}: {detail}. Fix: check base_url, model "
-                             f"and the API key in ${self.api_key_env}") from e
+            raise _http_error(self.url, e.code, detail, self.api_key_env) from e
         except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
             raise _Transient(f"{type(e).__name__}: {e}") from e
         try:

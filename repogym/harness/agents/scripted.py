@@ -1,7 +1,8 @@
-"""Reference agents that need no model: oracle, noop, random and replay."""
+"""Agents that need no model: oracle, noop, random, replay and predictions."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -10,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from repogym.harness.agents.base import AgentError, tool_call
+from repogym.scenarios.swebench import task_id_for
 
 SUBMIT = tool_call("submit")
-GOLD_PATH = "/tmp/repogym-gold.patch"
+PATCH_PATH = "/tmp/repogym.patch"
 
 
 class NoopAgent:
@@ -26,19 +28,61 @@ class NoopAgent:
         return SUBMIT
 
 
-class OracleAgent:
+class PatchAgent:
+    """Base of the agents that apply one patch through the env's own tools, then submit.
+
+    Steps: write the patch to ``/tmp`` in the sandbox (outside the repository, so it is not
+    part of the diff), apply it, submit. An empty patch is submitted at once. When applying
+    fails, ``stop_reason`` says so (``patch_failed: ...``) and the unchanged repository is
+    graded, as SWE-bench grades a patch that does not apply.
+    """
+
+    #: The shell command that applies the patch at PATCH_PATH (subclasses may relax it).
+    apply_command = f"git apply --whitespace=nowarn {PATCH_PATH} && git status --short"
+
+    def __init__(self) -> None:
+        self._plan: list[str] = []
+        self._last: str | None = None
+        self.stop_reason: str | None = None
+
+    def start(self, patch: str) -> None:
+        """Plan the episode for ``patch``."""
+        self.stop_reason, self._last = None, None
+        self._plan = [SUBMIT]
+        if patch.strip():
+            self._plan[:0] = [tool_call("write", path=PATCH_PATH, content=patch), self._apply]
+
+    @property
+    def _apply(self) -> str:
+        return tool_call("bash", command=self.apply_command)
+
+    def act(self, observation: str) -> str:
+        """The next planned action (submit once the plan is used up)."""
+        if self._last == self._apply:  # ``observation`` is what applying the patch printed
+            code = _EXIT_CODE.search(observation)
+            if code is None or int(code.group(1)) != 0:
+                detail = observation.strip().splitlines()[0] if observation.strip() else ""
+                self.stop_reason = f"patch_failed: {detail[:200]}"
+        self._last = self._plan.pop(0) if self._plan else SUBMIT
+        return self._last
+
+
+_EXIT_CODE = re.compile(r"\[exit code: (-?\d+)\]\s*$")
+
+
+class OracleAgent(PatchAgent):
     """Applies the task's gold patch through the env's own tools, then submits.
 
     The runner hands it the solution.patch out of band (``set_gold_patch``), never through an
-    observation. Steps: write the patch to ``/tmp`` in the sandbox, ``git apply`` it, submit.
-    An oracle that does not resolve a task points at a broken task, not at the agent.
+    observation. An oracle that does not resolve a task points at a broken task, not at the
+    agent.
     """
 
     wants_gold_patch = True
 
     def __init__(self) -> None:
+        super().__init__()
         self._gold: str | None = None
-        self._plan: list[str] = []
 
     def set_gold_patch(self, patch: str) -> None:
         """Receive the gold fix for the next ``reset``."""
@@ -49,17 +93,115 @@ class OracleAgent:
         if self._gold is None:
             raise AgentError("the oracle got no gold patch. Fix: run it through repogym's runner, "
                              "which calls set_gold_patch() before reset()")
-        self._plan = [
-            tool_call("write", path=GOLD_PATH, content=self._gold),
-            tool_call("bash", command=f"git apply --whitespace=nowarn {GOLD_PATH} && "
-                                      "git status --short"),
-            SUBMIT,
-        ]
+        self.start(self._gold)
         self._gold = None
 
-    def act(self, observation: str) -> str:
-        """The next planned action (submit once the plan is used up)."""
-        return self._plan.pop(0) if self._plan else SUBMIT
+
+class PredictionsAgent(PatchAgent):
+    """Applies each task's patch from a SWE-bench-style predictions file, then submits.
+
+    ``repogym grade`` runs it. A prediction is a JSON object with ``instance_id`` (the task
+    id, or the SWE-bench instance id the task was imported from) and ``model_patch`` (a
+    unified diff; empty or null for no change); ``model_name_or_path`` is optional. The file
+    is JSON Lines or one JSON list. A patch that ``git apply`` rejects is tried with
+    ``patch --fuzz=5``, as SWE-bench's harness does.
+
+    Args:
+        file: The predictions file (required).
+    """
+
+    apply_command = (f"git apply --whitespace=nowarn {PATCH_PATH} || "
+                     f"patch --batch --fuzz=5 -p1 -i {PATCH_PATH}")
+
+    def __init__(self, file: str | None = None) -> None:
+        super().__init__()
+        if not file:
+            raise AgentError("predictions needs a file. Fix: --agent-arg file=PREDICTIONS.jsonl "
+                             "(lines of {\"instance_id\": ..., \"model_patch\": ...})")
+        self.file = Path(file)
+        self.patches = {p.task_id: p.patch for p in read_predictions(self.file)}
+
+    def reset(self, task_info: dict[str, Any]) -> None:
+        """Plan the episode for this task's predicted patch."""
+        task = str(task_info.get("id"))
+        if task not in self.patches:
+            raise AgentError(f"{self.file} has no prediction for task {task!r}. Fix: grade only "
+                             "the tasks it covers (`repogym grade` does)")
+        self.start(self.patches[task])
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    """One line of a predictions file.
+
+    Attributes:
+        instance_id: As written in the file.
+        task_id: The repogym task id it names (SWE-bench ids are mapped as on import).
+        patch: The model's patch ("" for none).
+        model: ``model_name_or_path`` (None when absent).
+    """
+
+    instance_id: str
+    task_id: str
+    patch: str
+    model: str | None
+
+
+def _prediction_records(path: Path) -> list[tuple[str, Any]]:
+    if not path.is_file():
+        raise AgentError(f"predictions file {path} does not exist. Fix: pass an existing file")
+    text = path.read_text()
+    if text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise AgentError(f"{path}: not JSON ({e}). Fix: write a JSON list or JSON Lines") from e
+        return [(f"{path}[{i}]", rec) for i, rec in enumerate(data)]
+    records = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                records.append((f"{path}:{n}", json.loads(line)))
+            except json.JSONDecodeError as e:
+                raise AgentError(f"{path}:{n}: not JSON ({e}). Fix: one JSON object per "
+                                 "line") from e
+    return records
+
+
+def _prediction(where: str, rec: Any) -> Prediction:
+    if not isinstance(rec, dict) or not isinstance(rec.get("instance_id"), str):
+        raise AgentError(f"{where}: expected an object with a string \"instance_id\". Fix: "
+                         "write {\"instance_id\": \"<task id>\", \"model_patch\": \"<diff>\"}")
+    if "model_patch" not in rec:
+        raise AgentError(f"{where}: {rec['instance_id']!r} has no \"model_patch\". Fix: add it "
+                         "(an empty string or null for no change)")
+    patch = rec["model_patch"]
+    if patch is not None and not isinstance(patch, str):
+        raise AgentError(f"{where}: model_patch of {rec['instance_id']!r} is "
+                         f"{type(patch).__name__}, not a string. Fix: write the diff as a string")
+    model = rec.get("model_name_or_path")
+    return Prediction(rec["instance_id"], task_id_for(rec["instance_id"]), patch or "",
+                      str(model) if model is not None else None)
+
+
+def read_predictions(path: Path) -> list[Prediction]:
+    """The predictions in a JSONL (or JSON list) file, one per task.
+
+    Raises:
+        AgentError: a missing file, a malformed line, or two predictions for one task (the
+            message names the file and line and the fix).
+    """
+    out: dict[str, Prediction] = {}
+    for where, rec in _prediction_records(path):
+        pred = _prediction(where, rec)
+        if pred.task_id in out:
+            raise AgentError(f"{where}: a second prediction for {pred.instance_id!r}. Fix: keep "
+                             "one prediction per instance")
+        out[pred.task_id] = pred
+    if not out:
+        raise AgentError(f"{path}: no predictions. Fix: one JSON object per line with "
+                         "instance_id and model_patch")
+    return list(out.values())
 
 
 _LISTING = re.compile(r"^  (\S[^\n]*?)/?$", re.MULTILINE)

@@ -1,0 +1,186 @@
+"""One episode's sandboxed repository: its tools, its diff and its grading.
+
+:class:`RepoEnv` holds one :class:`Session` per episode (``env.session``); environments
+built on top of it (the duel env) and servers drive episodes through this public seam.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shlex
+from collections.abc import Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+from repogym.envs import grader
+from repogym.envs.actions import TOOL_HELP, ToolCall
+from repogym.sandbox import Limits, Sandbox, SandboxSpec
+from repogym.sandbox.base import ExecResult
+from repogym.scenarios.task import Task
+
+
+def clip_text(text: str, limit: int) -> str:
+    """Keep the head and tail of a long text, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    cut = len(text) - 2 * half
+    return f"{text[:half]}\n... [{cut} characters cut] ...\n{text[-half:]}"
+
+
+def format_exec(res: ExecResult, limit: int) -> str:
+    """A command's result as the agent sees it: output, then notes and the exit code."""
+    out = clip_text(res.output, limit)
+    notes = []
+    if res.timed_out:
+        notes.append(f"timed out after {res.duration_s:.0f}s; the command was killed")
+    if res.output_truncated:
+        notes.append("output limit reached; the command was killed")
+    if res.resource_exhausted:
+        notes.append(f"the sandbox's {res.resource_exhausted} limit is used up; free some "
+                     "(delete files in /tmp or the workspace, stop background processes)")
+    notes.append(f"exit code: {res.exit_code}")
+    return (out.rstrip("\n") + "\n" if out else "") + "".join(f"[{n}]\n" for n in notes)
+
+
+class Session:
+    """A live episode: a sandbox over a task's template, and what can be done to it.
+
+    Args:
+        task: The episode's task.
+        template: Its prepared template (:class:`repogym.sandbox.workspace.TemplateCache`).
+        make_sandbox: Builds every sandbox of the episode (the episode's and the grader's).
+        limits: Limits of every command.
+        max_obs_chars: Observations are clipped to this many characters.
+    """
+
+    def __init__(self, task: Task, template: Path, make_sandbox: Callable[[SandboxSpec], Sandbox],
+                 limits: Limits, max_obs_chars: int = 16_000) -> None:
+        self.task, self.template, self.limits = task, template, limits
+        self.make_sandbox = make_sandbox
+        self.max_obs_chars = max_obs_chars
+        self.sandbox: Sandbox | None = make_sandbox(SandboxSpec(template=template, limits=limits))
+
+    @property
+    def closed(self) -> bool:
+        return self.sandbox is None
+
+    def prompt(self, tools: bool = True) -> str:
+        """The statement and the repository's top-level files (and the tool help)."""
+        names = sorted(p.name + ("/" if p.is_dir() else "") for p in self.template.iterdir()
+                       if p.name != ".git")
+        listing = "\n".join(f"  {n}" for n in names[:60])
+        text = (f"# Task: {self.task.id}\n\n{self.task.statement}\n"
+                f"The repository is checked out at the current folder. Top-level files:\n"
+                f"{listing}\n")
+        return f"{text}\n{TOOL_HELP}\n" if tools else text
+
+    def _live(self) -> Sandbox:
+        if self.sandbox is None:
+            raise RuntimeError("the session is closed. Fix: call env.reset() first")
+        return self.sandbox
+
+    # -- tools ---------------------------------------------------------------------------
+    def run_tool(self, call: ToolCall, info: dict[str, Any]) -> str:
+        """Run a validated non-submit call; returns the observation and fills ``info``.
+
+        What the agent got wrong becomes the observation (``exit_code`` 1); only a
+        :class:`~repogym.sandbox.SandboxError` (the infrastructure) propagates.
+        """
+        sb, a = self._live(), call.args
+        try:
+            if call.name == "bash":
+                res = sb.run(a["command"], timeout_s=self.limits.timeout_s)
+                info.update(exit_code=res.exit_code, timed_out=res.timed_out)
+                if res.resource_exhausted:
+                    info["resource_exhausted"] = res.resource_exhausted
+                return format_exec(res, self.max_obs_chars)
+            if call.name == "read":
+                out = self._read(a["path"], a.get("start"), a.get("end"))
+            elif call.name == "write":
+                sb.write_file(a["path"], a["content"])
+                out = f"Wrote {len(a['content'])} characters to {a['path']}.\n"
+            else:
+                out = self._edit(a["path"], a["old"], a["new"])
+            info["exit_code"] = 0
+            return out
+        except FileNotFoundError as e:
+            info["exit_code"] = 1
+            return self._not_a_file(a["path"], e)
+        except (OSError, ValueError) as e:  # ValueError: an argument the sandbox cannot take
+            info["exit_code"] = 1
+            return clip_text(f"Error: {e}", self.max_obs_chars) + "\n"
+
+    def read_file(self, path: str) -> str | None:
+        """A workspace file's text, or None when there is no such file."""
+        try:
+            return self._live().read_file(path)
+        except FileNotFoundError:
+            return None
+
+    def _not_a_file(self, path: str, err: FileNotFoundError) -> str:
+        folder = shlex.quote(path)
+        if self._live().run(f"test -d {folder}").exit_code == 0:
+            ls = json.dumps({"tool": "bash", "args": {"command": f"ls {folder}"}})
+            return f"Error: {path} is a folder, not a file. Fix: list it: {ls}\n"
+        return clip_text(f"Error: {err}", self.max_obs_chars) + "\n"
+
+    def _read(self, path: str, start: int | None, end: int | None) -> str:
+        if start is not None and end is not None and start > end:
+            raise ValueError(f"read() got start={start} after end={end}. Fix: give "
+                             f"start <= end, e.g. start={end}, end={start}")
+        lines = self._live().read_file(path).splitlines()
+        if not lines:
+            return f"{path} is empty (0 lines).\n"
+        lo = start or 1
+        if lo > len(lines):
+            raise ValueError(f"{path} has {len(lines)} lines; start={lo} is past the end. Fix: "
+                             f"use start <= {len(lines)}")
+        hi = min(len(lines), end or len(lines))
+        body = "\n".join(f"{i:6d}\t{lines[i - 1]}" for i in range(lo, hi + 1))
+        return clip_text(body, self.max_obs_chars) + "\n"
+
+    def _edit(self, path: str, old: str, new: str) -> str:
+        if not old:
+            raise ValueError("edit() got an empty `old`; it must be the exact text to replace, "
+                             "copied from the file. Fix: to create or overwrite a whole file, "
+                             "use write(path, content); to insert text, put a neighbouring "
+                             "line in both `old` and `new`")
+        text = self._live().read_file(path)
+        count = text.count(old)
+        if count == 0:
+            raise ValueError(f"edit() did not find `old` in {path} (it occurs 0 times). Fix: "
+                             "copy it exactly from the file (read it first: spaces, tabs and "
+                             "line breaks must match)")
+        if count > 1:
+            raise ValueError(f"edit() needs `old` to occur exactly once in {path}; it occurs "
+                             f"{count} times. Fix: include more surrounding lines in `old`")
+        self._live().write_file(path, text.replace(old, new, 1))
+        return f"Edited {path}.\n"
+
+    # -- diff and grading ---------------------------------------------------------------
+    def diff(self) -> tuple[str, list[str]]:
+        """The workspace's diff, or ``("", ["diff_failed"])`` if the agent broke git."""
+        return grader.diff_or_flag(self._live())
+
+    def grade(self, diff: str, flags: list[str] = (), *, mode: grader.RewardMode,
+              cache: MutableMapping[tuple, grader.GradeResult] | None = None
+              ) -> grader.GradeResult:
+        """Grade ``diff`` in a fresh sandbox (``cache`` reuses results of identical diffs)."""
+        key = (self.task.id, self.task.version, mode, diff, tuple(flags))
+        cache = cache if cache is not None else {}
+        result = copy.deepcopy(cache.get(key))  # a fresh object per call, as Gymnasium asks
+        if result is None:
+            result = grader.grade(self.task, self.template, diff, mode=mode,
+                                  make_sandbox=self.make_sandbox, limits=self.limits,
+                                  extra_flags=list(flags))
+            if not result.infra_error:
+                cache[key] = copy.deepcopy(result)
+        return result
+
+    def close(self) -> None:
+        """Stop the episode's sandbox. Idempotent."""
+        if self.sandbox is not None:
+            sb, self.sandbox = self.sandbox, None
+            sb.close()

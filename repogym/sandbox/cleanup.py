@@ -1,0 +1,233 @@
+"""Process-wide clean-up of sandbox resources: on close, garbage collection, exit and signals.
+
+Every resource that must not outlive its process registers a clean-up function when it is
+created: a sandbox lease (its templates, workspaces, mounts and cgroups), a Docker
+container, the worker pool of a run, a Ray instance a run started::
+
+    self._release = cleanup.register(self, release_fn, *args)  # a weakref.finalize
+    ...
+    def release(self):
+        self._release()                                          # runs release_fn once
+
+The function then runs once, whichever comes first: the explicit ``close()``, the object
+being garbage-collected, interpreter exit (``atexit``), or a terminating signal. It must not
+hold a reference to the object itself (it would never be collected), and it must be
+idempotent: a forced exit that interrupts it half-way runs it again from the start.
+
+Signals. A process that holds a resource gets handlers for SIGTERM and SIGHUP the first time
+it registers one, unless the program installed its own (then that program decides): the
+handler removes every live resource of this process, stops the daemonic worker processes it
+started, and then dies of the same signal, as the program would have without it. SIGINT
+keeps Python's behaviour (KeyboardInterrupt): ``with`` blocks and ``finally`` clauses close
+what they hold and the rest is removed at exit.
+
+Commands that want a graceful stop (``repogym run``, ``train``, ``serve``) call
+:func:`graceful_signals` instead: the first SIGTERM, SIGINT or SIGHUP raises
+KeyboardInterrupt in the main thread (the command stops starting new work, closes what it
+holds, then :func:`die_of` the signal); a second one forces the exit, still removing every
+live resource first.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+GRACEFUL = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_lock = threading.RLock()
+_live: dict[int, weakref.finalize] = {}
+_running: dict[int, tuple[Callable[..., Any], tuple]] = {}
+_unfinished: list[tuple[Callable[..., Any], tuple]] = []
+_next_id = 0
+_installed_pid: int | None = None
+_stopping = threading.Event()
+_first_signal: int | None = None
+
+
+def register(obj: object, fn: Callable[..., Any], *args: Any) -> weakref.finalize:
+    """Run ``fn(*args)`` once: when called, when ``obj`` is collected, at exit or on a signal.
+
+    Returns:
+        The finalizer: call it to clean up now (later calls do nothing); ``.alive`` says
+        whether it has run.
+    """
+    global _next_id
+    with _lock:
+        key = _next_id
+        _next_id += 1
+        fin = weakref.finalize(obj, _run_and_forget, key, fn, args)
+        _live[key] = fin
+    _ensure_handlers()
+    return fin
+
+
+def _run_and_forget(key: int, fn: Callable[..., Any], args: tuple) -> None:
+    with _lock:
+        _live.pop(key, None)
+        _running[key] = (fn, args)
+    try:
+        fn(*args)
+    except BaseException:  # a signal interrupted it: finish it at exit or on a forced exit
+        with _lock:
+            _unfinished.append((fn, args))
+        raise
+    finally:
+        with _lock:
+            _running.pop(key, None)
+
+
+def _finish_unfinished() -> None:
+    with _lock:
+        todo = list(_unfinished)
+        _unfinished.clear()
+    for fn, args in todo:
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001 - at exit: report and go on
+            print(f"repogym: clean-up failed: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+atexit.register(_finish_unfinished)
+
+
+def live_count() -> int:
+    """How many registered resources of this process are still alive."""
+    with _lock:
+        return sum(f.alive for f in _live.values())
+
+
+def close_all(*, interrupted: bool = False) -> None:
+    """Clean up every live resource of this process, newest first; errors do not stop it.
+
+    Args:
+        interrupted: Also run again the clean-ups that were in progress when a signal
+            interrupted them (a forced exit would otherwise leave them half done).
+    """
+    with _lock:
+        redo = [*_running.values(), *_unfinished] if interrupted else []
+        if interrupted:
+            _unfinished.clear()
+        pending = [_live[k] for k in sorted(_live, reverse=True)]
+    for step in [*(lambda f=f, a=a: f(*a) for f, a in redo), *pending]:
+        try:
+            step()
+        except Exception as e:  # noqa: BLE001 - the others must still be cleaned
+            print(f"repogym: clean-up failed: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+def stop_children(timeout_s: float = 5.0) -> None:
+    """Terminate the daemonic multiprocessing children of this process, then kill them."""
+    children = [p for p in multiprocessing.active_children() if p.daemon]
+    for p in children:
+        p.terminate()
+    for p in children:
+        p.join(timeout_s)
+        if p.is_alive():
+            p.kill()
+            p.join(1.0)
+
+
+def stopping() -> bool:
+    """True once a terminating signal arrived (work in progress should not start more)."""
+    return _stopping.is_set()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child owns none of its parent's resources: forget them (never clean them)."""
+    global _installed_pid
+    with _lock:
+        for fin in _live.values():
+            fin.detach()
+        _live.clear()
+        _running.clear()
+        _unfinished.clear()
+    _installed_pid = None
+    _stopping.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _ensure_handlers() -> None:
+    """Install the terminating handlers once per process, where nobody else installed any."""
+    global _installed_pid
+    if _installed_pid == os.getpid() or threading.current_thread() is not threading.main_thread():
+        return
+    _installed_pid = os.getpid()
+    for sig in TERMINATING:
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, _terminate)
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    _stopping.set()
+    die_of(signum)
+
+
+def die_of(signum: int, children_s: float = 5.0) -> None:
+    """Remove every resource, stop worker children (waiting ``children_s``), then die of
+    ``signum`` as by default (so the parent sees the signal, as it would without repogym)."""
+    close_all(interrupted=True)
+    stop_children(children_s)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+@contextlib.contextmanager
+def graceful_signals() -> Iterator[None]:
+    """First SIGTERM/SIGINT/SIGHUP: KeyboardInterrupt in the main thread; second: force exit.
+
+    For long-running commands, around the whole command; the previous handlers come back
+    afterwards. Outside the main thread (where handlers cannot be set) it does nothing.
+    """
+    global _installed_pid, _first_signal
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in GRACEFUL}
+    installed, _installed_pid = _installed_pid, os.getpid()
+    for sig in GRACEFUL:
+        signal.signal(sig, _interrupt)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        _installed_pid = installed
+        _stopping.clear()
+        _first_signal = None
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    global _first_signal
+    if _stopping.is_set():
+        force_exit(signum)
+    _stopping.set()
+    _first_signal = signum
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def stop_signal() -> int | None:
+    """The signal that started a graceful stop (None when none arrived)."""
+    return _first_signal
+
+
+def force_exit(signum: int) -> None:
+    """Remove every resource and worker child, then die of ``signum`` at once."""
+    for sig in GRACEFUL:  # a third signal must not interrupt the clean-up itself
+        signal.signal(sig, signal.SIG_IGN)
+    print(f"repogym: {signal.Signals(signum).name} again: cleaning up and exiting now",
+          file=sys.stderr)
+    die_of(signum, children_s=2.0)
