@@ -237,19 +237,7 @@ class BwrapSandbox(ShellSandbox):
         """SIGKILL every process of the sandbox's cgroup except its persistent shells'."""
         assert self.cgroup is not None
         shells = [sh.process for sh in self._shells if isinstance(sh.process, _BwrapShell)]
-        if not shells:
-            self.cgroup.kill()
-            return
-        for _ in range(20):
-            pids = [p for p in _cgroup_pids(self.cgroup)
-                    if not any(sh.owns(p) for sh in shells)]
-            if not pids:
-                return
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        self.cgroup.kill(spare=lambda pid: any(sh.owns(pid) for sh in shells))
 
     # -- the persistent shell ------------------------------------------------------------------
     def shell(self) -> PersistentShell:
@@ -403,17 +391,6 @@ def _pid_ns(pid: int) -> int | None:
         return os.stat(f"/proc/{pid}/ns/pid").st_ino
     except OSError:
         return None
-
-
-def _cgroup_pids(cgroup: Cgroup) -> set[int]:
-    pids: set[int] = set()
-    for f in cgroup.procs_files():
-        try:
-            with open(f) as fh:
-                pids.update(int(p) for p in fh.read().split())
-        except OSError:
-            pass
-    return pids
 
 
 def _read_all_blocking(fd: int) -> bytes:

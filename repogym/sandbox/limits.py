@@ -83,15 +83,21 @@ class Cgroup:
     def procs_files(self) -> list[str]:
         return [str(d / "cgroup.procs") for d in self.dirs]
 
-    def kill(self) -> None:
-        """SIGKILL every process still in the group (escaped process groups included)."""
+    def pids(self) -> set[int]:
+        """Host pids of every process in the group."""
+        pids: set[int] = set()
+        for d in self.dirs:
+            try:
+                pids.update(int(p) for p in (d / "cgroup.procs").read_text().split())
+            except OSError:
+                pass
+        return pids
+
+    def kill(self, spare: Callable[[int], bool] | None = None) -> None:
+        """SIGKILL every process still in the group (escaped process groups included),
+        except those ``spare(pid)`` keeps."""
         for _ in range(20):
-            pids = set()
-            for d in self.dirs:
-                try:
-                    pids.update(int(p) for p in (d / "cgroup.procs").read_text().split())
-                except OSError:
-                    pass
+            pids = {p for p in self.pids() if spare is None or not spare(p)}
             if not pids:
                 return
             for pid in pids:
