@@ -43,10 +43,10 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/repogym demo
 
-# A tiny model learns by GRPO in real RepoEnv episodes on a CPU (a few minutes); prints
+# The CPU toy: a tiny model learns by GRPO in real RepoEnv episodes (a few minutes); prints
 # `resolve_rate before=X after=Y`. PASSIVE: spinning OpenMP threads crawl on a busy machine.
 train-demo: setup
-	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m repogym.agents.demo --seed $${SEED:-0} --out runs/train-demo
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m repogym.agents.toy.demo --seed $${SEED:-0} --out runs/train-demo
 
 test: BROWSER := 1
 test: DOCKER := 1

@@ -8,8 +8,7 @@ What is simulated and what is real:
   fixed action strings with random 0/1 rewards.
 - real: the behaviour logprobs (each worker scores the tokens with its own, possibly stale, copy
   of the tiny model), the weight pushes, the staleness filter, and the learner step: the real
-  :class:`repogym.agents.async_rl.AsyncTrainer` update (TIS-corrected loss, AdamW) on the tiny
-  model.
+  GRPO update under the asynchronous wrapper (TIS-corrected loss, AdamW) on the tiny model.
 
 Synchronous: each step, ``workers`` groups start together with the current weights; the learner
 waits for the slowest, then updates while the workers wait. Asynchronous: the same workers
@@ -32,25 +31,24 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from repogym.agents.async_rl import AsyncConfig, AsyncTrainer, SimulatedWorkerFactory, model_weights
-from repogym.agents.policy import collate
-from repogym.agents.rollout import TextInterface
+from repogym.agents.async_rl import AsyncOptions, train_async
+from repogym.agents.async_workers import SimulatedWorkerFactory, model_weights
+from repogym.agents.episode import collate
+from repogym.agents.grpo import GRPOConfig, GRPOTrainer
+from repogym.agents.policy import load_policy
+from repogym.agents.toy.tiny import build_tiny, save_tiny
 
 
-def _trainer(factory: SimulatedWorkerFactory, args: argparse.Namespace, staleness: int):
+def _trainer(model: str, args: argparse.Namespace) -> GRPOTrainer:
     torch.manual_seed(0)
-    config = AsyncConfig(
-        tasks=("sim",), steps=args.steps, out=tempfile.mkdtemp(prefix="bench-async-"),
-        lr=1e-4, device="cpu", num_workers=args.workers, groups_per_step=args.workers,
-        max_staleness=staleness, correction="tis", warm_start_steps=0,
-    )  # fmt: skip
-    policy = factory.build_policy()
-    return AsyncTrainer(config, policy=policy, interface=TextInterface(), factory=factory)
+    config = GRPOConfig(tasks=("sim",), steps=args.steps, out=tempfile.mkdtemp(prefix="bench-"),
+                        lr=1e-4, device="cpu", epochs=1)  # fmt: skip
+    return GRPOTrainer(config, policy=load_policy(model, device="cpu"))
 
 
 def run_sync(factory: SimulatedWorkerFactory, args: argparse.Namespace) -> dict[str, float]:
     """Lockstep: all groups of a step start with the same weights; update after the slowest."""
-    trainer = _trainer(factory, args, 0)
+    trainer = _trainer(factory.model, args)
     workers = [factory(i, trainer.policy.frozen_copy()) for i in range(args.workers)]
     waited = total = 0.0
     episodes = 0
@@ -63,7 +61,7 @@ def run_sync(factory: SimulatedWorkerFactory, args: argparse.Namespace) -> dict[
             groups = [g for g, _ in pool.map(lambda w, i=step: w.run(i), workers)]
             waited += time.monotonic() - start
             batch_eps = [ep for g, group in enumerate(groups) for ep in _tag(group, g)]
-            trainer.update(collate(trainer.policy.tokenizer, batch_eps))
+            trainer.update(collate(batch_eps, trainer.policy.tokenizer.pad_token_id))
             total += time.monotonic() - start
             episodes += len(batch_eps)
     trainer.close()
@@ -77,23 +75,21 @@ def _tag(group: list, g: int) -> list:
     return group
 
 
-def run_async(
-    factory: SimulatedWorkerFactory, args: argparse.Namespace, staleness: int
-) -> dict[str, float]:
+def run_async(factory: SimulatedWorkerFactory, args: argparse.Namespace,
+              staleness: int) -> dict[str, float]:  # fmt: skip
     """Workers generate continuously; the learner drops groups older than ``staleness``."""
-    trainer = _trainer(factory, args, staleness)
-    history = trainer.train(log=False)
+    trainer = _trainer(factory.model, args)
+    opts = AsyncOptions(num_workers=args.workers, groups_per_step=args.workers,
+                        max_staleness=staleness, correction="tis")  # fmt: skip
+    history = train_async(trainer, opts, factory=factory, log=False)
     trainer.close()
     total = sum(m["time/step_s"] for m in history)
     waited = sum(m["async/learner_idle_frac"] * m["time/step_s"] for m in history)
     used = args.steps * args.workers * factory.group_size
-    return {
-        "eps_per_s": used / total,
-        "idle": waited / total,
-        "dropped": history[-1]["staleness/dropped_total"],
-        "staleness": sum(m["staleness/mean"] for m in history) / len(history),
-        "seconds": total,
-    }
+    return {"eps_per_s": used / total, "idle": waited / total,
+            "dropped": history[-1]["staleness/dropped_total"],
+            "staleness": sum(m["staleness/mean"] for m in history) / len(history),
+            "seconds": total}  # fmt: skip
 
 
 def main() -> None:
@@ -105,7 +101,9 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=4, help="episodes per group")
     args = parser.parse_args()
     torch.set_num_threads(2)
-    factory = SimulatedWorkerFactory(median_s=args.median, sigma=args.sigma,
+    model = str(save_tiny(*build_tiny(extra_corpus=list(SimulatedWorkerFactory.actions)),
+                          tempfile.mkdtemp(prefix="bench-tiny-")))
+    factory = SimulatedWorkerFactory(model=model, median_s=args.median, sigma=args.sigma,
                                      group_size=args.group_size, seed=1)  # fmt: skip
     rows = {"sync": run_sync(factory, args)}
     for staleness in (1, 2, 4):

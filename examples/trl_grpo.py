@@ -27,7 +27,7 @@ def tiny_chat_model() -> tuple:
     (which renders tool calls, so TRL can parse them)."""
     from trl.chat_template_utils import qwen3_chat_template
 
-    from repogym.agents.tiny import TinyConfig, build_tiny
+    from repogym.agents.toy.tiny import TinyConfig, build_tiny
 
     model, tok = build_tiny(config=TinyConfig(max_len=4096), extra_corpus=[('<tool_call>\n{"name": "bash", "arguments": '
                                            '{"command": "ls"}}\n</tool_call>'), "submit"])

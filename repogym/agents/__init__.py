@@ -1,53 +1,20 @@
 """Reference RL trainers for repogym environments (needs the ``train`` extra).
 
-Importing this package is cheap: torch and transformers load on first use of a name below.
+Layers, each importing only the ones above it in this list:
 
-- :mod:`repogym.agents.losses`: GAE, group advantages, policy losses, aggregation, KL, entropy.
-- :mod:`repogym.agents.tiny`: a tiny offline causal LM and byte-level BPE tokenizer.
+1. maths: :mod:`~repogym.agents.losses` (advantages, policy losses, KL, corrections, Echo);
+2. data: :mod:`~repogym.agents.episode` (exact-token episodes, batches, rollout files),
+   :mod:`~repogym.agents.chat` (the chat rendering shared with the harness ``hf`` agent),
+   :mod:`~repogym.agents.shaping`, :mod:`~repogym.agents.metrics`;
+3. model: :mod:`~repogym.agents.scoring` (chunked log-probs, entropy, KL),
+   :mod:`~repogym.agents.policy` (loading, fp32 masters, LoRA, the value head);
+4. rollout: :mod:`~repogym.agents.engines` (in-process HF, OpenAI-compatible server),
+   :mod:`~repogym.agents.rollout` (environments, collection, dynamic sampling);
+5. trainers: :mod:`~repogym.agents.trainer` (the shared loop, checkpoints, resume),
+   :mod:`~repogym.agents.grpo`, :mod:`~repogym.agents.ppo`, :mod:`~repogym.agents.distill`,
+   :mod:`~repogym.agents.echo` (an extra term), :mod:`~repogym.agents.async_rl` (a wrapper);
+6. :mod:`~repogym.agents.cli` (``repogym train``), and beside it the CPU toy,
+   :mod:`repogym.agents.toy`.
+
+Importing this package is cheap: nothing is imported until a submodule is.
 """
-
-from __future__ import annotations
-
-import importlib
-from typing import Any
-
-_EXPORTS = {
-    "gae": "losses",
-    "group_advantages": "losses",
-    "policy_loss": "losses",
-    "aggregate": "losses",
-    "kl": "losses",
-    "entropy_from_logits": "losses",
-    "build_tiny": "tiny",
-    "save_tiny": "tiny",
-    "load_tiny": "tiny",
-    "TinyConfig": "tiny",
-}
-
-__all__ = [
-    "TinyConfig",
-    "aggregate",
-    "build_tiny",
-    "entropy_from_logits",
-    "gae",
-    "group_advantages",
-    "kl",
-    "load_tiny",
-    "policy_loss",
-    "save_tiny",
-]
-
-
-def __getattr__(name: str) -> Any:
-    """Import the submodule that defines ``name`` on first access (PEP 562)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """List the lazy exports alongside the module's own names."""
-    return sorted(set(globals()) | set(__all__))

@@ -3,14 +3,10 @@
 A worker owns a copy of the policy and its own environments. It runs one group of episodes at
 a time with the newest weights it has received, tags each episode with that policy version
 (``info["policy_version"]``) and hands a :class:`RolloutResult` to the learner. Workers run as
-
-- threads or spawned processes (:class:`LocalWorkers`), fed weights and drained of results
-  through queues;
-- Ray actors (:class:`RayWorkers`), one group in flight per actor.
-
-What a worker runs is built by a factory: :class:`EnvWorkerFactory` (real RepoEnv episodes)
-or :class:`SimulatedWorkerFactory` (simulated durations, for benchmarks and tests). The
-learner pushes weights with :func:`model_weights` and ``publish``.
+threads or spawned processes (:class:`LocalWorkers`, fed through queues) or Ray actors
+(:class:`RayWorkers`). What a worker runs is built by a picklable factory:
+:class:`EnvWorkerFactory` (real RepoEnv episodes) or :class:`SimulatedWorkerFactory`
+(simulated durations, for benchmarks and tests).
 """
 
 from __future__ import annotations
@@ -26,16 +22,13 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import torch
 
-from repogym.agents.common import (
-    TrainConfig,
-    build_interface,
-    build_policy,
-    check_choice,
-    make_pool,
-)
-from repogym.agents.policy import Episode, Policy, Turn, collate
-from repogym.agents.rollout import collect
+from repogym.agents.engines import HFEngine
+from repogym.agents.episode import Episode, Turn, collate
+from repogym.agents.losses import check_choice
+from repogym.agents.policy import Policy, load_policy
+from repogym.agents.rollout import EnvPool, EpisodeFormat, collect
 from repogym.agents.shaping import default_max_len, shape_episodes
+from repogym.agents.trainer import TrainConfig
 
 __all__ = [
     "Backend",
@@ -55,16 +48,7 @@ Backend = Literal["thread", "process"]
 
 @dataclass
 class RolloutResult:
-    """One group of episodes from a worker.
-
-    Attributes:
-        episodes: The episodes (each with ``info["policy_version"]``).
-        version: Policy version the worker generated them with.
-        worker: Worker index.
-        seconds: Wall time of the rollout.
-        metrics: The rollout's metrics (``reward/mean``, ``resolve_rate``, ...).
-        error: A worker's traceback, if it failed (the learner raises it).
-    """
+    """One group of episodes from a worker (``error``: a worker's traceback)."""
 
     episodes: list[Episode]
     version: int
@@ -72,7 +56,6 @@ class RolloutResult:
     seconds: float = 0.0
     metrics: dict[str, float] = field(default_factory=dict)
     error: str | None = None
-
 
 
 class RolloutWorker(Protocol):
@@ -92,29 +75,26 @@ learner's, for threads) or builds its own (processes, Ray). Picklable for proces
 
 @dataclass
 class _EnvWorker:
-    """A worker that samples real episodes in its own environments."""
-
     policy: Policy
-    interface: Any
-    pool: Any
+    fmt: EpisodeFormat
+    pool: EnvPool
     config: TrainConfig
     worker_id: int
 
     def run(self, index: int) -> tuple[list[Episode], dict[str, float]]:
-        tasks = list(self.config.tasks)
-        task = tasks[index % len(tasks)]
-        self.policy.eval()
-        rollout = collect(self.policy, self.interface, self.pool, [task], self.config.rollout,
-                          seed=self.config.seed + 7919 * self.worker_id + 1000 * index)  # fmt: skip
+        cfg = self.config
+        task = cfg.tasks[index % len(cfg.tasks)]
+        engine = HFEngine(self.policy, self.fmt.stops, reuse_cache=cfg.reuse_cache)
+        rollout = collect(engine, self.fmt, self.pool, [task], cfg.rollout,
+                          seed=cfg.seed + 7919 * self.worker_id + 1000 * index,
+                          max_context=self.policy.max_len)  # fmt: skip
         metrics = rollout.metrics()
-        shaping = getattr(self.config, "shaping", None)
-        if shaping is not None:
-            metrics.update(shape_episodes(rollout.episodes, shaping,
-                                          default_max_len(self.config.rollout)))  # fmt: skip
+        if cfg.shaping is not None:
+            metrics.update(shape_episodes(rollout.episodes, cfg.shaping,
+                                          default_max_len(cfg.rollout)))  # fmt: skip
         return rollout.episodes, metrics
 
     def close(self) -> None:
-        """Close the worker's environments."""
         self.pool.close()
 
 
@@ -123,19 +103,20 @@ class EnvWorkerFactory:
     """Builds workers that run real RepoEnv episodes (picklable: rebuilt in processes/actors).
 
     Attributes:
-        config: The trainer's config (model, tasks, interface, rollout settings).
+        config: The trainer's config (model folder, tasks, rollout settings).
+        fmt_factory: Builds the episode format from a tokenizer (picklable).
     """
 
     config: TrainConfig
+    fmt_factory: Callable[[Any], EpisodeFormat]
 
     def __call__(self, worker_id: int, template: Policy | None = None) -> _EnvWorker:
-        interface = build_interface(self.config)
-        if template is not None:
-            policy = template
-        else:
-            policy = build_policy(self.config, interface, value_head=False).requires_grad_(False)
+        cfg = self.config
+        policy = template or load_policy(cfg.model, device=cfg.device, dtype=cfg.dtype,
+                                         temperature=cfg.temperature).requires_grad_(False)  # fmt: skip
         policy.value_head = None
-        return _EnvWorker(policy.eval(), interface, make_pool(self.config), self.config, worker_id)
+        return _EnvWorker(policy.eval(), self.fmt_factory(policy.tokenizer),
+                          EnvPool(cfg.rollout), cfg, worker_id)  # fmt: skip
 
 
 @dataclass
@@ -148,11 +129,13 @@ class _SimulatedWorker:
         f = self.factory
         time.sleep(f.median_s * float(self.rng.lognormal(0.0, f.sigma)))
         episodes = []
-        for g in range(f.group_size):
-            actions = f.actions[int(self.rng.integers(len(f.actions)))]
-            ids = self.policy.encode(actions)
-            ep = Episode(task="sim", prompt=f.prompt, reward=float(self.rng.integers(2)))
-            ep.turns.append(Turn(ids, [0.0] * len(ids), f.observation))
+        prompt = self.policy.encode(f.prompt)
+        for _ in range(f.group_size):
+            ids = self.policy.encode(f.actions[int(self.rng.integers(len(f.actions)))])
+            ep = Episode(task="sim", prompt=f.prompt, reward=float(self.rng.integers(2)),
+                         terminated=True, graded=True)  # fmt: skip
+            ep.turns.append(Turn(prompt, ids, [0.0] * len(ids)))
+            ep.final_ids = self.policy.encode(f.observation)
             episodes.append(ep)
         _score_behaviour(self.policy, episodes)
         reward = sum(e.reward for e in episodes) / len(episodes)
@@ -161,35 +144,35 @@ class _SimulatedWorker:
 
 @torch.no_grad()
 def _score_behaviour(policy: Policy, episodes: list[Episode]) -> None:
-    """Fill the episodes' action logprobs with the policy's (the behaviour logprobs)."""
-    batch = collate(policy.tokenizer, episodes).to(policy.device)
-    logp = policy.score(batch.input_ids, batch.attention_mask).logp.cpu()
+    """Fill the episodes' logprobs with the policy's (the behaviour logprobs)."""
+    batch = collate(episodes, policy.tokenizer.pad_token_id).to(policy.device)
+    logp = policy.score(batch.input_ids, batch.attention_mask, batch.action_mask).logp.cpu()
     for b, ep in enumerate(episodes):
         pos = torch.nonzero(batch.action_mask[b].cpu()).squeeze(-1).tolist()
-        ep.turns[0].action_logprobs = [float(logp[b, p]) for p in pos]
+        ep.turns[0].logprobs = [float(logp[b, p]) for p in pos]
 
 
 @dataclass
 class SimulatedWorkerFactory:
     """Workers whose episode *durations* are simulated (benchmarks and tests).
 
-    Each group sleeps a log-normal time (``median_s * exp(N(0, sigma))``: with ``sigma = 0.8``
-    about 1 episode in 20 takes over 4x the median), then returns ``group_size`` one-turn
-    episodes with a random action string from ``actions`` and a random 0/1 reward. The
-    behaviour logprobs are real: the worker scores the tokens with its own (possibly stale)
-    copy of the policy. No environment runs.
+    Each group sleeps a log-normal time (``median_s * exp(N(0, sigma))``), then returns
+    ``group_size`` one-turn episodes with a random action string from ``actions`` and a random
+    0/1 reward. The behaviour logprobs are real: the worker scores the tokens with its own
+    (possibly stale) copy of the policy. No environment runs.
 
     Attributes:
-        median_s: Median episode duration in seconds.
+        model: Folder of the model the workers load when no template policy is given.
+        median_s: Median group duration in seconds.
         sigma: Log-normal shape (0 gives a constant duration).
         group_size: Episodes per group.
         actions: Candidate action texts.
         prompt: The prompt text.
         observation: The observation after the action.
         seed: Seeds the durations, actions and rewards (offset by the worker id).
-        model_seed: Seed of the tiny model built when no template policy is given.
     """
 
+    model: str = ""
     median_s: float = 0.2
     sigma: float = 0.8
     group_size: int = 4
@@ -197,17 +180,9 @@ class SimulatedWorkerFactory:
     prompt: str = "task sim\n"
     observation: str = "Wrote 10 characters to a.py.\n"
     seed: int = 0
-    model_seed: int = 0
-
-    def build_policy(self) -> Policy:
-        """The tiny policy the workers build (use it for the learner too: same tokenizer)."""
-        from repogym.agents.policy import load_policy
-
-        return load_policy("tiny", device="cpu", stop=["\n"], tiny_corpus=list(self.actions),
-                           seed=self.model_seed)  # fmt: skip
 
     def __call__(self, worker_id: int, template: Policy | None = None) -> _SimulatedWorker:
-        policy = template if template is not None else self.build_policy().requires_grad_(False)
+        policy = template or load_policy(self.model, device="cpu").requires_grad_(False)
         policy.value_head = None
         return _SimulatedWorker(policy.eval(), self, np.random.default_rng(self.seed + worker_id))
 
@@ -217,14 +192,8 @@ def model_weights(policy: Policy) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu", copy=True) for k, v in policy.model.state_dict().items()}
 
 
-def _worker_loop(
-    factory: WorkerFactory,
-    worker_id: int,
-    template: Policy | None,
-    inbox: Any,
-    outbox: Any,
-    stop: Any,
-) -> None:
+def _worker_loop(factory: WorkerFactory, worker_id: int, template: Policy | None, inbox: Any,
+                 outbox: Any, stop: Any) -> None:  # fmt: skip
     """Body of a thread or process worker: newest weights, one group, repeat until ``stop``."""
     try:
         worker = factory(worker_id, template)
@@ -232,30 +201,24 @@ def _worker_loop(
         outbox.put(RolloutResult([], -1, worker_id, error=traceback.format_exc()))
         return
     try:
-        _serve(worker, worker_id, inbox, outbox, stop)
+        version, index = -1, 0
+        while not stop.is_set():
+            try:
+                item = inbox.get(timeout=0.05 if version >= 0 else 0.5)
+                while True:  # drain to the newest weights
+                    try:
+                        item = inbox.get_nowait()
+                    except queue.Empty:
+                        break
+                version = item[0]
+                worker.policy.model.load_state_dict(item[1])
+            except queue.Empty:
+                pass
+            if version >= 0:
+                outbox.put(_run_one(worker, worker_id, version, index))
+                index += 1
     finally:
         getattr(worker, "close", lambda: None)()
-
-
-def _serve(worker: RolloutWorker, worker_id: int, inbox: Any, outbox: Any, stop: Any) -> None:
-    """Newest weights, one group, repeat until ``stop``."""
-    version, index = -1, 0
-    while not stop.is_set():
-        try:
-            item = inbox.get(timeout=0.05 if version >= 0 else 0.5)
-            while True:  # drain to the newest weights
-                try:
-                    item = inbox.get_nowait()
-                except queue.Empty:
-                    break
-            version = item[0]
-            worker.policy.model.load_state_dict(item[1])
-        except queue.Empty:
-            pass
-        if version < 0:
-            continue
-        outbox.put(_run_one(worker, worker_id, version, index))
-        index += 1
 
 
 def _run_one(worker: RolloutWorker, worker_id: int, version: int, index: int) -> RolloutResult:
@@ -271,18 +234,10 @@ def _run_one(worker: RolloutWorker, worker_id: int, version: int, index: int) ->
 
 
 class LocalWorkers:
-    """Rollout workers as threads or (spawned) processes, fed through queues.
+    """Rollout workers as threads or (spawned) processes, fed through queues."""
 
-    Args:
-        factory: Builds each worker (must be picklable for processes).
-        num_workers: How many.
-        backend: ``thread`` or ``process``.
-        template: A policy the thread workers copy (processes build their own).
-    """
-
-    def __init__(
-        self, factory: WorkerFactory, num_workers: int, backend: Backend, template: Policy | None
-    ) -> None:
+    def __init__(self, factory: WorkerFactory, num_workers: int, backend: Backend,
+                 template: Policy | None) -> None:  # fmt: skip
         check_choice("backend", backend, Backend)
         if backend == "thread":
             ctx: Any = None
@@ -299,9 +254,9 @@ class LocalWorkers:
         self.workers: list[Any] = []
         for i in range(num_workers):
             own = template.frozen_copy() if template is not None else None
-            target_args = (factory, i, own, self.inboxes[i], self.outbox, self.stop)
+            args = (factory, i, own, self.inboxes[i], self.outbox, self.stop)
             maker = threading.Thread if ctx is None else ctx.Process
-            w = maker(target=_worker_loop, args=target_args, daemon=True, name=f"rollout-{i}")
+            w = maker(target=_worker_loop, args=args, daemon=True, name=f"rollout-{i}")
             w.start()
             self.workers.append(w)
 
@@ -366,16 +321,11 @@ class _RayActor:
 
 
 class RayWorkers:
-    """Rollout workers as Ray actors, one group in flight per actor.
+    """Rollout workers as Ray actors, one group in flight per actor (``address``: ``local``
+    starts Ray here, else a cluster address; an actor may ask for GPUs with ``num_gpus``)."""
 
-    Args:
-        factory: Builds each worker inside its actor (picklable).
-        num_workers: How many actors.
-        address: ``local`` starts Ray here (``num_cpus=max(2, num_workers)``), else a cluster
-            address.
-    """
-
-    def __init__(self, factory: WorkerFactory, num_workers: int, address: str) -> None:
+    def __init__(self, factory: WorkerFactory, num_workers: int, address: str,
+                 num_gpus: float = 0.0) -> None:  # fmt: skip
         try:
             import ray
         except ImportError as e:
@@ -388,7 +338,7 @@ class RayWorkers:
                 ray.init(num_cpus=max(2, num_workers), **kwargs)
             else:
                 ray.init(address=address, **kwargs)
-        actor_cls = ray.remote(num_cpus=0)(_RayActor)
+        actor_cls = ray.remote(num_cpus=0, num_gpus=num_gpus)(_RayActor)
         self.actors = [actor_cls.remote(factory, i) for i in range(num_workers)]
         self.pending: dict[Any, int] = {}
         self.index = 0
@@ -399,7 +349,7 @@ class RayWorkers:
         for actor in self.actors:
             actor.set_weights.remote(version, ref)
         busy = set(self.pending.values())
-        for i, actor in enumerate(self.actors):
+        for i in range(len(self.actors)):
             if i not in busy:
                 self._submit(i)
 
@@ -430,14 +380,9 @@ class RayWorkers:
             self.ray.shutdown()
 
 
-def make_workers(
-    factory: WorkerFactory,
-    num_workers: int,
-    backend: Backend,
-    ray: str | None,
-    template: Policy,
-) -> LocalWorkers | RayWorkers:
+def make_workers(factory: WorkerFactory, num_workers: int, backend: Backend, ray: str | None,
+                 template: Policy, num_gpus: float = 0.0) -> LocalWorkers | RayWorkers:  # fmt: skip
     """Ray actors if ``ray`` (``local`` or a cluster address) is set, else threads/processes."""
     if ray:
-        return RayWorkers(factory, num_workers, ray)
+        return RayWorkers(factory, num_workers, ray, num_gpus)
     return LocalWorkers(factory, num_workers, backend, template)

@@ -1,191 +1,70 @@
 """Distillation: students learn from a teacher's trajectories and next-token distributions.
 
-Two trainers on one :class:`DistillConfig`:
+One trainer, two modes of :class:`DistillConfig`:
 
 - ``--algo distill`` (``mode="distill"``): supervised fine-tuning on teacher trajectories --
-  the oracle's (the gold fix, then ``submit``, run in the real environment) or episodes sampled
-  from a teacher model (``trajectories="teacher"``) -- plus the token-level KL between the
-  teacher's full next-token distribution and the student's on every action token
+  the oracle's (the gold fix, then ``submit``, run in the real environment) or episodes the
+  teacher samples (``trajectories="teacher"``) -- plus the exact token-level KL between the
+  teacher's and the student's full next-token distributions on every completion token
   (``kl_direction="forward"``: ``KL(teacher || student)``, GKD's supervised form):
-  ``loss = sft_coef * CE(actions) + kl_coef * mean_t KL_t`` (``loss/policy`` + ``loss/kl``).
-- ``--algo opd`` (``mode="opd"``): on-policy distillation (Agarwal et al. 2024; Thinking
-  Machines 2025). The student samples episodes in the environment; the teacher scores every
-  sampled token; the per-token reverse KL estimate ``log pi_S(a_t) - log pi_T(a_t)`` is the
-  negative advantage of that token in an importance-sampled policy-gradient loss
-  (:func:`repogym.agents.losses.policy_loss` with the sampler's logprobs as the old policy).
-  The exact reverse KL over the full distributions is reported as ``loss/kl``.
+  ``loss = sft_coef * CE + kl_coef * mean_t KL_t`` (``loss/policy`` + ``loss/kl``).
+- ``--algo opd`` (``mode="opd"``): on-policy distillation (Agarwal et al. 2024). The student
+  samples; the teacher scores every sampled token; ``-(log pi_S(a_t) - log pi_T(a_t))`` is
+  that token's advantage in a clipped policy-gradient loss with the engine's logprobs as the
+  old policy. The exact reverse KL is reported as ``loss/kl``.
 
-Teachers (``teacher=``): a local model folder with the student's tokenizer, or ``"self"``:
-self-distillation, where the teacher is the same model (a frozen copy of the student when
-training starts) given the gold fix in its context (``privileged``): the task's
-``solution.patch`` after the prompt, or with the menu interface of the CPU demo the gold
-entry's label (``gold fix 3``). The teacher's sequence then has a longer prompt; its
-distributions are aligned to the student's tokens by the prompt-length offset
-(:func:`aligned_teacher_logprobs`).
+The KL over the vocabulary is computed in chunks of positions from both models' hidden states
+(:func:`repogym.agents.scoring.distill_stats`): no ``[B, T, V]`` tensor is built.
 
-Metrics: ``loss/policy`` (distill: the cross-entropy on the teacher's actions; opd: the
-policy-gradient loss), ``loss/kl``, ``distill/reverse_kl``,
-``distill/forward_kl`` (token means over the action tokens), ``reward/mean``, ...
+Teachers (``teacher=``): a local model folder with the student's tokenizer, or ``self``:
+self-distillation, where the teacher is a frozen copy of the student given the gold fix in its
+first prompt (``privileged``). The teacher's sequence then has a longer first prompt; its
+positions are the student's shifted by the difference.
 
-Run it: ``repogym train --algo distill --model tiny --steps 20 --out runs/distill`` or
-``--algo opd`` (``--set teacher=PATH`` for a teacher model).
+Run it: ``repogym train --algo distill --model PATH --steps 20 --out runs/distill`` or
+``--algo opd`` (``--set teacher=PATH``).
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 
-from repogym.agents.common import (
-    TrainConfig,
-    Trainer,
-    assemble_loss,
-    autocast,
-    clip_and_step,
-    mean_metrics,
-)
-from repogym.agents.losses import aggregate, policy_loss
-from repogym.agents.policy import Batch, Episode, Policy, collate, load_policy
-from repogym.agents.rollout import SUBMIT_ACTION, ScriptedActor, run_episodes
+from repogym.agents.engines import HFEngine, Request, ScriptedEngine
+from repogym.agents.episode import Batch, Episode, collate
+from repogym.agents.losses import check_choice, opd_advantages, policy_loss
+from repogym.agents.policy import Policy, load_policy
+from repogym.agents.rollout import SUBMIT_ACTION, collect, run_episodes
+from repogym.agents.scoring import distill_stats
+from repogym.agents.trainer import TrainConfig, Trainer
+from repogym.scenarios.registry import registered_tasks
 
-__all__ = [
-    "DistillConfig",
-    "DistillTrainer",
-    "OPDConfig",
-    "Teacher",
-    "aligned_teacher_logprobs",
-    "full_kl",
-    "opd_advantages",
-    "student_logprobs",
-]
+__all__ = ["DistillConfig", "DistillTrainer", "OPDConfig", "Teacher", "oracle_texts"]
 
 
-# --------------------------------------------------------------------------------------------
-# Maths
-# --------------------------------------------------------------------------------------------
+@runtime_checkable
+class OracleFormat(Protocol):
+    """A format with its own oracle and gold hint (the CPU toy's menu)."""
+
+    def oracle_texts(self, task: str) -> list[str]:
+        """The completions of the gold trajectory."""
+        ...
+
+    def gold_hint(self, task: str) -> str:
+        """The privileged hint naming the gold fix."""
+        ...
 
 
-def full_kl(
-    student_logp: torch.Tensor,
-    teacher_logp: torch.Tensor,
-    direction: Literal["forward", "reverse"] = "forward",
-) -> torch.Tensor:
-    """Exact per-position KL between two next-token distributions ``[B, T, V]`` -> ``[B, T]``.
-
-    ``forward``: ``KL(teacher || student) = sum_v p_T (log p_T - log p_S)`` (mode covering,
-    SFT-like); ``reverse``: ``KL(student || teacher) = sum_v p_S (log p_S - log p_T)`` (mode
-    seeking, what on-policy distillation minimises).
-    """
-    if direction == "forward":
-        return (teacher_logp.exp() * (teacher_logp - student_logp)).sum(-1)
-    if direction == "reverse":
-        return (student_logp.exp() * (student_logp - teacher_logp)).sum(-1)
-    raise ValueError(f"unknown KL direction {direction!r}; expected 'forward' or 'reverse'")
-
-
-def opd_advantages(student_token_logp: torch.Tensor, teacher_token_logp: torch.Tensor):
-    """On-policy distillation's per-token advantage ``-(log pi_S(a_t) - log pi_T(a_t))``.
-
-    The bracket is the one-sample estimate of the reverse KL at that position; tokens the
-    teacher finds likelier than the student get a positive advantage. No gradient.
-    """
-    return -(student_token_logp - teacher_token_logp).detach()
-
-
-def student_logprobs(policy: Policy, input_ids: torch.Tensor, attention_mask: torch.Tensor):
-    """The policy's full next-token log-distributions aligned with the input ``[B, T, V]``.
-
-    Row ``t`` is the distribution of token ``t`` given ``x_<t`` (row 0 is zeros), at the
-    policy's temperature, in float32.
-    """
-    logits = policy.model(input_ids=input_ids, attention_mask=attention_mask).logits
-    logp = torch.log_softmax(logits[:, :-1].float() / policy.temperature, dim=-1)
-    return torch.cat([torch.zeros_like(logp[:, :1]), logp], dim=1)
-
-
-@torch.no_grad()
-def aligned_teacher_logprobs(
-    teacher: Policy, teacher_batch: Batch, offsets: torch.Tensor, width: int
-) -> torch.Tensor:
-    """The teacher's next-token log-distributions at the student's positions ``[B, width, V]``.
-
-    The teacher's sequence ``b`` is the student's with ``offsets[b]`` more prompt tokens (0
-    without privileged context), so student position ``t`` is teacher position
-    ``t + offsets[b]``. Positions past the teacher's sequence repeat its last row (they are
-    masked out by the caller).
-    """
-    full = student_logprobs(teacher, teacher_batch.input_ids, teacher_batch.attention_mask)
-    idx = torch.arange(width, device=full.device)[None, :] + offsets.to(full.device)[:, None]
-    idx = idx.clamp(max=full.shape[1] - 1)
-    return full.gather(1, idx[..., None].expand(-1, -1, full.shape[-1]))
-
-
-# --------------------------------------------------------------------------------------------
-# Teacher
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Teacher:
-    """A frozen teacher policy, optionally given the gold fix in its context.
-
-    Attributes:
-        policy: The teacher (no gradient).
-        hints: Task id -> privileged text appended to the prompt (empty: no privilege).
-    """
-
-    policy: Policy
-    hints: dict[str, str]
-
-    def episode(self, episode: Episode) -> Episode:
-        """The episode as the teacher sees it (the hint after the prompt)."""
-        hint = self.hints.get(episode.task, "")
-        return replace(episode, prompt=episode.prompt + hint) if hint else episode
-
-    @torch.no_grad()
-    def logprobs(self, student_tokenizer: Any, episodes: Sequence[Episode], width: int):
-        """Teacher log-distributions aligned with the student batch of ``episodes``."""
-        t_eps = [self.episode(e) for e in episodes]
-        enc = student_tokenizer
-        offsets = torch.tensor([
-            len(enc(t.prompt, add_special_tokens=False)["input_ids"])
-            - len(enc(e.prompt, add_special_tokens=False)["input_ids"])
-            for t, e in zip(t_eps, episodes, strict=True)
-        ])  # fmt: skip
-        batch = collate(self.policy.tokenizer, t_eps).to(self.policy.device)
-        return aligned_teacher_logprobs(self.policy, batch, offsets, width)
-
-
-def gold_hints(interface: Any, tasks: Sequence[str], max_chars: int = 2000) -> dict[str, str]:
-    """Per task, the gold fix as privileged context: the menu's gold label, or the patch."""
-    from repogym.agents.menu import PatchMenu
-    from repogym.scenarios.registry import registered_tasks
-
-    if isinstance(interface, PatchMenu):
-        return {t: f"gold {_gold_candidate(interface, t).label}\n" for t in tasks}
-    known = registered_tasks()
-    return {
-        t: "A correct fix (reference, do not copy blindly):\n"
-        + known[t].solution_patch.read_text(encoding="utf-8")[:max_chars].rstrip("\n")
-        + "\n"
-        for t in tasks
-    }
-
-
-def _gold_candidate(menu: Any, task: str) -> Any:
-    for cand in menu.menus[task]:
-        if cand.source == "solution":
-            return cand
-    raise ValueError(f"task {task!r} has no usable gold patch in the menu (see menu warnings)")
-
-
-# --------------------------------------------------------------------------------------------
-# Trainer
-# --------------------------------------------------------------------------------------------
+def oracle_texts(task: str) -> list[str]:
+    """Tool calls that apply the task's gold patch and submit (as the harness oracle does)."""
+    patch = registered_tasks()[task].solution_patch.read_text(encoding="utf-8")
+    write = {"tool": "write", "args": {"path": "/tmp/gold.patch", "content": patch}}
+    apply = {"tool": "bash", "args": {"command": "git apply /tmp/gold.patch"}}
+    return [json.dumps(write), json.dumps(apply), SUBMIT_ACTION]
 
 
 @dataclass
@@ -194,16 +73,14 @@ class DistillConfig(TrainConfig):
 
     Attributes:
         mode: ``distill`` (SFT + KL on teacher trajectories) or ``opd`` (on-policy).
-        teacher: ``self`` (self-distillation) or a local model folder with the student's
-            tokenizer.
-        privileged: Give the teacher the gold fix in its context (default: for ``self``).
+        teacher: ``self`` (self-distillation) or a local model folder (student's tokenizer).
+        privileged: Give the teacher the gold fix in its prompt (default: for ``self``).
         trajectories: ``distill`` mode: SFT on the ``oracle``'s or the ``teacher``'s episodes.
-        sft_coef: Weight of the cross-entropy on the teacher trajectories' actions.
-        kl_coef: Weight of the full-distribution KL (None: 1 for distill; for opd 0, so
-            ``loss/kl`` is reported and the policy-gradient term does the work).
-        kl_direction: ``forward`` (KL(teacher || student)) or ``reverse`` (None: forward for
-            distill, reverse for opd).
+        sft_coef: Weight of the cross-entropy on the teacher trajectories' completions.
+        kl_coef: Weight of the full-distribution KL (None: 1 for distill, 0 for opd).
+        kl_direction: ``forward`` or ``reverse`` (None: forward for distill, reverse for opd).
         epochs: Optimiser steps per batch.
+        max_hint_chars: The privileged hint (the gold patch) is clipped to this.
     """
 
     mode: Literal["distill", "opd"] = "distill"
@@ -214,27 +91,39 @@ class DistillConfig(TrainConfig):
     kl_coef: float | None = None
     kl_direction: Literal["forward", "reverse"] | None = None
     epochs: int = 1
+    max_hint_chars: int = 2000
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name, value, allowed in (
-            ("mode", self.mode, ("distill", "opd")),
-            ("trajectories", self.trajectories, ("oracle", "teacher")),
-        ):
-            if value not in allowed:
-                raise ValueError(f"unknown {name} {value!r}; expected one of {allowed}")
+        check_choice("mode", self.mode, Literal["distill", "opd"])
+        check_choice("trajectories", self.trajectories, Literal["oracle", "teacher"])
         if self.kl_coef is None:
             self.kl_coef = 1.0 if self.mode == "distill" else 0.0
         if self.kl_direction is None:
             self.kl_direction = "forward" if self.mode == "distill" else "reverse"
-        if self.kl_direction not in ("forward", "reverse"):
-            raise ValueError(
-                f"unknown kl_direction {self.kl_direction!r}; expected 'forward' or 'reverse'"
-            )
+        check_choice("kl_direction", self.kl_direction, Literal["forward", "reverse"])
         if self.privileged is None:
             self.privileged = self.teacher == "self"
-        if self.warm_start_steps is None and self.mode == "distill":
-            self.warm_start_steps = 0  # the teacher's data is the supervision
+
+
+@dataclass
+class OPDConfig(DistillConfig):
+    """:class:`DistillConfig` with ``mode="opd"`` (on-policy distillation) by default."""
+
+    mode: Literal["distill", "opd"] = "opd"
+
+
+@dataclass
+class Teacher:
+    """A frozen teacher policy, optionally given a privileged hint per task.
+
+    Attributes:
+        policy: The teacher (no gradient).
+        hints: Task id -> text appended to the first observation (empty: no privilege).
+    """
+
+    policy: Policy
+    hints: dict[str, str]
 
 
 class DistillTrainer(Trainer):
@@ -243,7 +132,7 @@ class DistillTrainer(Trainer):
     Args:
         config: :class:`DistillConfig`.
         teacher: A teacher to use instead of the one ``config.teacher`` names.
-        **kwargs: ``policy``, ``interface``, ``pool``, ``extra_terms``.
+        **kwargs: As for :class:`repogym.agents.trainer.Trainer`.
     """
 
     config: DistillConfig
@@ -251,8 +140,6 @@ class DistillTrainer(Trainer):
     def __init__(self, config: DistillConfig, *, teacher: Teacher | None = None,
                  **kwargs: Any) -> None:  # fmt: skip
         super().__init__(config, **kwargs)
-        params = [p for p in self.policy.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
         self.teacher = teacher
         self._oracle: list[Episode] | None = None
         self.episodes: list[Episode] = []
@@ -264,106 +151,148 @@ class DistillTrainer(Trainer):
             if cfg.teacher == "self":
                 policy = self.policy.frozen_copy()
             else:
-                policy = load_policy(
-                    cfg.teacher,
-                    device=str(self.device),
-                    temperature=cfg.temperature,
-                    stop=self.interface.stop,
-                )
-                policy.requires_grad_(False).eval()  # fmt: skip
+                policy = load_policy(cfg.teacher, device=str(self.device), dtype=cfg.dtype,
+                                     temperature=cfg.temperature).requires_grad_(False).eval()  # fmt: skip
                 _check_vocab(self.policy, policy, cfg.teacher)
-            hints = gold_hints(self.interface, cfg.tasks) if cfg.privileged else {}
+            hints = {t: self.hint(t) for t in cfg.tasks} if cfg.privileged else {}
             self.teacher = Teacher(policy, hints)
         return self.teacher
 
+    def hint(self, task: str) -> str:
+        """The privileged text for ``task``: the format's gold hint, or the gold patch."""
+        if isinstance(self.fmt, OracleFormat):
+            return self.fmt.gold_hint(task)
+        patch = registered_tasks()[task].solution_patch.read_text(encoding="utf-8")
+        return ("\n\nA correct fix (reference, do not copy blindly):\n"
+                + patch[: self.config.max_hint_chars])  # fmt: skip
+
     # -- data -------------------------------------------------------------------------------
     def collect(self, step: int) -> tuple[Batch | None, dict[str, float]]:
-        """Student samples (opd), teacher samples, or the oracle's episodes (run once).
-
-        The episodes behind the batch are kept in ``self.episodes`` (the teacher needs their
-        prompts).
-        """
+        """Student samples (opd), teacher samples, or the oracle's episodes (run once)."""
         cfg = self.config
-        if cfg.mode == "opd" or cfg.trajectories == "teacher":
-            from repogym.agents.rollout import collect
-
-            actor = self.policy if cfg.mode == "opd" else self.get_teacher().policy
-            self.policy.eval()
-            rollout = collect(actor, self.interface, self.pool, list(cfg.tasks), cfg.rollout,
-                              seed=cfg.seed + 1000 * step)  # fmt: skip
-            self.policy.train()
-            episodes, metrics = rollout.episodes, rollout.metrics()
-        else:
-            if self._oracle is None:
-                self._oracle = oracle_episodes(self.interface, self.pool, cfg,
-                                               self.policy.tokenizer)  # fmt: skip
-            episodes = [e for e in self._oracle if e.valid]
-            n = max(len(episodes), 1)
-            metrics = {"reward/mean": sum(e.reward for e in episodes) / n,
-                       "resolve_rate": sum(e.resolved for e in episodes) / n,
-                       "infra_error_frac": 1.0 - len(episodes) / max(len(self._oracle), 1)}  # fmt: skip
-        self.episodes = list(episodes)
+        if cfg.mode == "opd":
+            return super().collect(step)
+        if cfg.trajectories == "teacher":
+            return self._teacher_collect(step)
+        if self._oracle is None:
+            self._oracle = self.oracle_episodes()
+        episodes = [e for e in self._oracle if e.valid]
+        n = max(len(episodes), 1)
+        metrics = {"reward/mean": sum(e.reward for e in episodes) / n,
+                   "resolve_rate": sum(e.resolved for e in episodes) / n,
+                   "infra_error_frac": 1.0 - len(episodes) / max(len(self._oracle), 1)}  # fmt: skip
+        self.episodes = episodes
         if not episodes:
             return None, metrics
-        return collate(self.policy.tokenizer, episodes), metrics
+        return collate(episodes, self.policy.tokenizer.pad_token_id), metrics
+
+    def _teacher_collect(self, step: int) -> tuple[Batch | None, dict[str, float]]:
+        cfg = self.config
+        engine = HFEngine(self.get_teacher().policy, self.fmt.stops)
+        rollout = collect(engine, self.fmt, self.pool, list(cfg.tasks), cfg.rollout,
+                          seed=cfg.seed + 1000 * step, max_context=self.policy.max_len)  # fmt: skip
+        self.episodes = rollout.episodes
+        if not rollout.episodes:
+            return None, rollout.metrics()
+        return collate(rollout.episodes, self.policy.tokenizer.pad_token_id), rollout.metrics()
+
+    def oracle_episodes(self) -> list[Episode]:
+        """One real episode per task in which the oracle applies the gold fix and submits."""
+        cfg = self.config
+        episodes = []
+        for task in cfg.tasks:
+            texts = (self.fmt.oracle_texts(task) if isinstance(self.fmt, OracleFormat)
+                     else oracle_texts(task))  # fmt: skip
+            turn = iter(range(10**6))
+
+            def script(i: int, request: Request, texts: list[str] = texts, turn=turn) -> str:
+                n = next(turn)
+                return texts[n] if n < len(texts) else SUBMIT_ACTION
+
+            engine = ScriptedEngine(self.policy.tokenizer, script)
+            rollout_cfg = replace(cfg.rollout, max_steps=len(texts) + 2, group_size=1)
+            episodes += run_episodes(engine, self.fmt, self.pool, [task], rollout_cfg,
+                                     seed=cfg.seed, max_context=self.policy.max_len)  # fmt: skip
+        return episodes
 
     # -- update -----------------------------------------------------------------------------
-    def update(self, batch: Batch, episodes: Sequence[Episode] | None = None) -> dict[str, float]:
-        """``epochs`` optimiser steps of the distillation loss on ``batch``.
-
-        Args:
-            batch: The collated ``episodes``.
-            episodes: The episodes behind the batch (default: those of the last ``collect``).
-        """
-        cfg = self.config
-        episodes = self.episodes if episodes is None else episodes
+    def update(self, batch: Batch) -> dict[str, float]:
+        """``epochs`` optimiser steps of the distillation loss on ``batch``."""
+        episodes = self.episodes
         if len(episodes) != len(batch):
-            raise ValueError("update() needs the episodes behind the batch (same order)")
+            raise ValueError("update() needs the episodes behind the batch (self.episodes)")
         teacher = self.get_teacher()
+        t_batch, offsets = self.teacher_batch(teacher, episodes)
         batch = batch.to(self.device)
-        rows = []
-        for _ in range(cfg.epochs):
-            micro = []
-            for lo in range(0, len(batch), cfg.micro_batch):
-                mb = batch.select(slice(lo, lo + cfg.micro_batch))
-                eps = episodes[lo : lo + cfg.micro_batch]
-                micro.append(self._micro_step(mb, eps, teacher, batch.action_mask.sum()))
-            grad_norm = clip_and_step(self.policy.parameters(), self.optimizer, cfg.max_grad_norm)
-            out = mean_metrics(micro)
-            for key in out:
-                if key.startswith(("loss/", "distill/")):
-                    out[key] = sum(r[key] for r in micro)
-            rows.append({**out, "grad_norm": grad_norm})
-        return mean_metrics(rows)
+        batch.extras["offset"] = offsets.to(self.device)
+        batch.extras["t_input_ids"] = _pad_to(t_batch.input_ids, batch.input_ids.shape[1],
+                                              offsets, self.policy.tokenizer.pad_token_id)
+        batch.extras["t_attention"] = _pad_to(t_batch.attention_mask, batch.input_ids.shape[1],
+                                              offsets, 0)  # fmt: skip
+        norm = self.norm(batch)
+        return self.optimise(batch, lambda mb: self.micro_step(mb, teacher, norm),
+                             epochs=self.config.epochs)  # fmt: skip
 
-    def _micro_step(
-        self, mb: Batch, episodes: Sequence[Episode], teacher: Teacher, num_tokens: torch.Tensor
-    ) -> dict[str, float]:
+    def teacher_batch(self, teacher: Teacher, episodes: Sequence[Episode]):
+        """The episodes as the teacher sees them (hinted first prompt) and the offsets."""
+        t_eps, offsets = [], []
+        for ep in episodes:
+            hint = teacher.hints.get(ep.task, "")
+            first = self.fmt.start(ep.prompt, {"task": ep.task, "hint": hint}).pending
+            turns = [replace(ep.turns[0], prompt_ids=first), *ep.turns[1:]] if ep.turns else []
+            t_eps.append(replace(ep, turns=turns))
+            offsets.append(len(first) - (len(ep.turns[0].prompt_ids) if ep.turns else 0))
+        return collate(t_eps, self.policy.tokenizer.pad_token_id), torch.tensor(offsets)
+
+    def micro_step(self, mb: Batch, teacher: Teacher, norm: dict[str, Any]) -> dict[str, float]:
+        """Forward and backward of one micro-batch; returns its metrics."""
         cfg = self.config
-        mask = mb.action_mask
-        t_logp = teacher.logprobs(self.policy.tokenizer, episodes, mb.input_ids.shape[1])
-        with autocast(self.device, cfg.bf16):
-            s_logp = student_logprobs(self.policy, mb.input_ids, mb.attention_mask)
-        token_logp = s_logp.gather(-1, mb.input_ids[..., None]).squeeze(-1)
-        norm = {"global_num_tokens": num_tokens}
-        kl_t = full_kl(s_logp, t_logp, cfg.kl_direction)
-        terms = {"kl": (cfg.kl_coef, aggregate(kl_t, mask, "token_mean", **norm))}
-        metrics: dict[str, float] = {}
-        if cfg.mode == "distill":
-            # The policy's loss on the teacher's actions is their cross-entropy (SFT).
-            terms["policy"] = (cfg.sft_coef, aggregate(-token_logp, mask, "token_mean", **norm))
-        else:
-            teacher_token = t_logp.gather(-1, mb.input_ids[..., None]).squeeze(-1)
-            adv = opd_advantages(token_logp, teacher_token) * mask
-            pl, metrics = policy_loss(token_logp, mb.old_logp, adv, mask, kind="ppo", **norm)
-            terms = {"policy": (1.0, pl), **terms}
-        total, loss_metrics = assemble_loss(terms)
-        total.backward()
+        need = mb.action_mask.bool().clone()
+        need[:, 0] = False
+        b, t = need.nonzero(as_tuple=True)
+        hidden = self.policy.hidden_states(mb.input_ids, mb.attention_mask)
         with torch.no_grad():
-            for direction in ("reverse", "forward"):
-                value = aggregate(full_kl(s_logp, t_logp, direction), mask, "token_mean", **norm)
-                metrics[f"distill/{direction}_kl"] = float(value)
-        return {**metrics, **loss_metrics}
+            t_hidden = teacher.policy.hidden_states(mb.extras["t_input_ids"],
+                                                    mb.extras["t_attention"])  # fmt: skip
+        shift = mb.extras["offset"][b]
+        stats = distill_stats(hidden[b, t - 1], t_hidden[b, t - 1 + shift], mb.input_ids[b, t],
+                              self.policy.head(), teacher.policy.head(),
+                              direction=cfg.kl_direction, temperature=cfg.temperature,
+                              chunk=cfg.chunk_size)  # fmt: skip
+        n = norm["global_num_tokens"].clamp(min=1)
+        full = {k: torch.zeros(need.shape, device=hidden.device).index_put((b, t), v)
+                for k, v in stats.items()}  # fmt: skip
+        kl = stats["kl"].sum() / n
+        metrics: dict[str, float] = {
+            "entropy": float(stats["entropy"].mean()) if len(stats["entropy"]) else 0.0,
+            f"distill/{cfg.kl_direction}_kl": float(kl.detach()),
+            f"distill/{'reverse' if cfg.kl_direction == 'forward' else 'forward'}_kl":
+                float(stats["kl_other"].sum() / n),
+        }  # fmt: skip
+        if cfg.mode == "distill":
+            terms = {"policy": (cfg.sft_coef, -stats["logp"].sum() / n), "kl": (cfg.kl_coef, kl)}
+        else:
+            adv = opd_advantages(full["logp"], full["teacher_logp"]) * mb.action_mask
+            pl, pm = policy_loss(full["logp"], mb.old_logp, adv, mb.action_mask, kind="ppo",
+                                 global_num_tokens=norm["global_num_tokens"])  # fmt: skip
+            metrics.update(pm)
+            terms = {"policy": (1.0, pl), "kl": (cfg.kl_coef, kl)}
+        out = {}
+        total = sum(w * v for w, v in terms.values() if w)
+        if isinstance(total, torch.Tensor) and total.requires_grad:
+            total.backward()
+        for name, (_, value) in terms.items():
+            out[f"loss/{name}"] = float(value.detach())
+        return {**metrics, **out}
+
+
+def _pad_to(x: torch.Tensor, width: int, offsets: torch.Tensor, value: int) -> torch.Tensor:
+    """Right-pad ``x`` so that every student position plus its offset is inside it."""
+    need = width + int(offsets.max().clamp(min=0)) if len(offsets) else width
+    if x.shape[1] >= need:
+        return x
+    pad = x.new_full((x.shape[0], need - x.shape[1]), value)
+    return torch.cat([x, pad], dim=1)
 
 
 def _check_vocab(student: Policy, teacher: Policy, where: str) -> None:
@@ -377,60 +306,3 @@ def _check_vocab(student: Policy, teacher: Policy, where: str) -> None:
             "distillation needs one vocabulary. Fix: use a teacher of the student's family, or "
             "teacher=self"
         )
-
-
-def oracle_episodes(
-    interface: Any, pool: Any, config: TrainConfig, tokenizer: Any
-) -> list[Episode]:
-    """One real episode per task in which the oracle applies the gold fix and submits."""
-    from repogym.agents.menu import PatchMenu
-    from repogym.scenarios.registry import registered_tasks
-
-    menu = interface if isinstance(interface, PatchMenu) else None
-    if menu is None:
-        known = registered_tasks()
-        menu = PatchMenu([known[t] for t in config.tasks], seed=config.seed, noop=False)
-    episodes = []
-    for task in config.tasks:
-        gold = _gold_candidate(menu, task)
-        if menu is interface:
-            texts = [f"{gold.label}\n", "submit\n"]
-        else:
-            texts = [*gold.actions, SUBMIT_ACTION]
-        actor = ScriptedActor(tokenizer, _script(texts))
-        rollout_cfg = replace(config.rollout, max_steps=len(texts) + 2)
-        episodes += run_episodes(actor, interface, pool, [task], rollout_cfg, seed=config.seed)
-    return episodes
-
-
-def _script(texts: list[str]) -> Any:
-    """A script for one episode at a time: the texts in order, then submit."""
-    state = {"n": 0}
-
-    def script(i: int, ctx: list[int]) -> str:
-        n = state["n"]
-        state["n"] += 1
-        return texts[n] if n < len(texts) else SUBMIT_ACTION
-
-    return script
-
-
-@dataclass
-class OPDConfig(DistillConfig):
-    """:class:`DistillConfig` with ``mode="opd"`` (on-policy distillation) by default."""
-
-    mode: Literal["distill", "opd"] = "opd"
-
-
-def main_distill(args: argparse.Namespace) -> int:
-    """``repogym train --algo distill``."""
-    from repogym.agents.train_cli import train_from_args
-
-    return train_from_args("distill", DistillConfig, DistillTrainer, args)
-
-
-def main_opd(args: argparse.Namespace) -> int:
-    """``repogym train --algo opd``."""
-    from repogym.agents.train_cli import train_from_args
-
-    return train_from_args("opd", OPDConfig, DistillTrainer, args)

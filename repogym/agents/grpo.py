@@ -1,13 +1,11 @@
 """GRPO and its variants (GSPO, DAPO, CISPO, Dr. GRPO): critic-free policy optimisation.
 
-Per step: sample ``group_size`` episodes per task (:func:`repogym.agents.rollout.collect`),
-give each episode the advantage of its reward within its group
-(:func:`repogym.agents.losses.group_advantages`, over the group's valid episodes), spread it
-over the episode's action tokens, and run ``epochs`` optimisation passes over the batch, so
-that from the second pass on the importance ratios differ from 1 and clipping acts.
-
-``variant`` sets the loss kind, clip bounds, advantage normalisation, aggregation and dynamic
-sampling as the papers do; any of them can be overridden field by field:
+Per step: sample ``group_size`` episodes per task, give each episode the advantage of its
+reward within its group (:func:`repogym.agents.losses.group_advantages`, over the group's
+valid episodes), spread it over the episode's completion tokens, and run ``epochs``
+optimisation passes, so that from the second pass on the importance ratios differ from 1 and
+clipping acts. ``variant`` sets the loss kind, clip bounds, advantage normalisation,
+aggregation and dynamic sampling as the papers do; any of them can be overridden:
 
 ============  ==========  ===========  =============  ========================  =========
 variant       loss        eps low/hi   advantages     aggregation               dyn. samp.
@@ -20,38 +18,30 @@ variant       loss        eps low/hi   advantages     aggregation               
 ============  ==========  ===========  =============  ========================  =========
 
 (DeepSeekMath; Liu et al. 2025; Yu et al. 2025; Zheng et al. 2025; MiniMax-M1 with
-ScaleRL's eps_max = 5, i.e. weights clipped to [0, 5].) Optional: KL to a frozen copy of the
-initial policy (``beta``, ``kl_kind`` k1/k2/k3) and an entropy bonus (``ent_coef``).
+ScaleRL's eps_max = 5.) KL to the initial policy: ``beta`` with ``kl_mode="loss"``
+(``kl_kind`` k2, k3 or low_var_kl) or ``kl_mode="reward"`` (k1 summed over the episode's
+tokens, subtracted from its reward before the group baseline). Under the asynchronous
+wrapper (:mod:`repogym.agents.async_rl`) the policy term is its off-policy-corrected loss.
 
-Run it: ``repogym train --algo grpo --model tiny --steps 20 --out runs/grpo``.
+Run it: ``repogym train --algo grpo --model PATH --steps 20 --out runs/grpo``.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import torch
 
-from repogym.agents.common import (
-    TrainConfig,
-    Trainer,
-    autocast,
-    optimise_epochs,
-)
+from repogym.agents.episode import Batch
 from repogym.agents.losses import (
     AggMode,
     GroupMode,
-    KLKind,
     PolicyLossKind,
-    aggregate,
     group_advantages,
-    kl,
-    policy_loss,
+    kl_reward_penalty,
 )
-from repogym.agents.policy import Batch, Policy, Scores
+from repogym.agents.trainer import TrainConfig, Trainer
 
 __all__ = ["VARIANTS", "GRPOConfig", "GRPOTrainer", "Variant", "batch_advantages"]
 
@@ -79,9 +69,6 @@ class GRPOConfig(TrainConfig):
     Attributes:
         variant: Which paper's recipe.
         epochs: Optimisation passes over each batch (ratios differ from 1 after the first).
-        beta: Weight of the KL to a frozen copy of the initial policy (0: no reference).
-        kl_kind: KL estimator (k3 is GRPO's).
-        ent_coef: Entropy bonus weight.
         loss_kind: Override: ``ppo``, ``gspo`` or ``cispo``.
         eps_low: Override: lower clip range.
         eps_high: Override: upper clip range.
@@ -90,18 +77,13 @@ class GRPOConfig(TrainConfig):
         dynamic_sampling: Override: resample zero-variance groups (``rollout.max_resample``).
         dual_clip: Dual-clip constant (> 1) for the ppo/gspo losses; None disables it.
         recompute_old_logp: Score the batch before the first pass and use that as the old
-            policy (exact on-policy ratios); False uses the sampler's logprobs (what an
-            asynchronous actor has).
-        echo_lambda: Weight of the Echo observation loss (:mod:`repogym.agents.echo`); 0: off.
-        async_: Train with asynchronous rollout workers: True, or a dict of
-            :class:`repogym.agents.async_rl.AsyncOptions` fields; None/False: synchronous.
+            policy; False uses the engine's behaviour logprobs.
+        async_: Asynchronous rollout workers: True or a dict of
+            :class:`repogym.agents.async_rl.AsyncOptions` fields; None: synchronous.
     """
 
     variant: Variant = "grpo"
     epochs: int = 2
-    beta: float = 0.0
-    kl_kind: KLKind = "k3"
-    ent_coef: float = 0.0
     loss_kind: PolicyLossKind | None = None
     eps_low: float | None = None
     eps_high: float | None = None
@@ -110,15 +92,13 @@ class GRPOConfig(TrainConfig):
     dynamic_sampling: bool | None = None
     dual_clip: float | None = None
     recompute_old_logp: bool = True
-    echo_lambda: float = 0.0
     async_: bool | dict | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.variant not in VARIANTS:
-            raise ValueError(
-                f"unknown variant {self.variant!r}; expected one of {', '.join(get_args(Variant))}"
-            )
+            raise ValueError(f"unknown variant {self.variant!r}; expected one of "
+                             f"{', '.join(get_args(Variant))}")  # fmt: skip
         for key, value in VARIANTS[self.variant].items():
             if getattr(self, key) is None:
                 setattr(self, key, value)
@@ -127,120 +107,74 @@ class GRPOConfig(TrainConfig):
             raise ValueError(f"epochs must be >= 1; got {self.epochs}")
 
 
-def batch_advantages(batch: Batch, mode: GroupMode) -> torch.Tensor:
+def batch_advantages(batch: Batch, mode: GroupMode, rewards: torch.Tensor | None = None):
     """Per-episode advantages ``[B]`` within each group, over its valid episodes only.
 
     Episodes with an infrastructure error get 0 and do not shift their group's baseline; a
     group with fewer than two valid episodes gets 0.
+
+    Args:
+        batch: The episodes.
+        mode: Group baseline/normalisation.
+        rewards: Rewards to use instead of ``batch.rewards`` (e.g. with a KL penalty).
     """
-    adv = torch.zeros_like(batch.rewards)
+    rewards = batch.rewards if rewards is None else rewards
+    adv = torch.zeros_like(rewards)
     for g in batch.groups.unique():
         idx = torch.nonzero((batch.groups == g) & batch.valid).squeeze(-1)
         if idx.numel() >= 2:
-            adv[idx] = group_advantages(batch.rewards[idx], idx.numel(), mode)
+            adv[idx] = group_advantages(rewards[idx], idx.numel(), mode)
     return adv
 
 
 class GRPOTrainer(Trainer):
-    """The GRPO family on LM policies in RepoEnv episodes. See the module docstring.
-
-    Args:
-        config: :class:`GRPOConfig`.
-        **kwargs: ``policy``, ``interface``, ``pool``, ``extra_terms`` (see
-            :class:`repogym.agents.common.Trainer`).
-    """
+    """The GRPO family on LM policies in RepoEnv episodes. See the module docstring."""
 
     config: GRPOConfig
-
-    def __init__(self, config: GRPOConfig, **kwargs: Any) -> None:
-        super().__init__(config, **kwargs)
-        params = [p for p in self.policy.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
-        self.ref: Policy | None = self.policy.frozen_copy() if config.beta else None
-        if config.echo_lambda:  # the Echo observation loss, see repogym.agents.echo
-            from repogym.agents.echo import echo_term
-
-            self.extra_terms.setdefault("echo", (config.echo_lambda, echo_term))
 
     def update(self, batch: Batch) -> dict[str, float]:
         """``epochs`` optimiser steps on ``batch``; returns the metrics of the step."""
         cfg = self.config
-        start = time.monotonic()
-        batch.extras["advantages"] = batch_advantages(batch, cfg.adv_mode)
-        if cfg.echo_lambda:  # normalise the Echo term by the whole batch's observation tokens
-            from repogym.agents.echo import with_echo_norm
-
-            with_echo_norm(batch)
         batch = batch.to(self.device)
-        self._prepare(batch)
-        norm = {
-            "global_num_tokens": batch.action_mask.sum(),
-            "global_num_seqs": (batch.action_mask.sum(-1) > 0).sum(),
-            "norm_len": float(cfg.rollout.max_new_tokens * (cfg.rollout.max_steps or 1)),
-        }
-        return optimise_epochs(
-            batch, lambda mb: self._micro_step(mb, norm), list(self.policy.parameters()),
-            self.optimizer, epochs=cfg.epochs, micro_batch=cfg.micro_batch,
-            max_grad_norm=cfg.max_grad_norm, start=start,
-        )  # fmt: skip
+        self.prepare(batch)
+        norm = {**self.norm(batch),
+                "norm_len": float(cfg.rollout.max_new_tokens * (cfg.rollout.max_steps or 1))}
+        metrics = self.optimise(batch, lambda mb: self.micro_step(mb, norm), epochs=cfg.epochs)
+        if "kl_penalty" in batch.extras:
+            metrics["kl/reward_penalty"] = float(batch.extras["kl_penalty"].mean())
+        return metrics
+
+    def uses_behaviour_old(self) -> bool:
+        """Whether the clipped ratio is taken to the engine's behaviour logprobs."""
+        if self.correction is not None:
+            return self.correction.name != "decoupled"
+        return not self.config.recompute_old_logp
 
     @torch.no_grad()
-    def _prepare(self, batch: Batch) -> None:
-        """Old-policy and reference logprobs for the whole batch (no gradient)."""
+    def prepare(self, batch: Batch) -> None:
+        """Old-policy and reference logprobs, then advantages (reward KL included)."""
         cfg = self.config
-        if not cfg.recompute_old_logp:
+        if self.uses_behaviour_old():
             batch.extras["old_logp"] = batch.old_logp
-        olds, refs = [], []
-        for mb in batch.split(cfg.micro_batch):
-            with autocast(self.device, cfg.bf16):
-                if cfg.recompute_old_logp:
-                    olds.append(
-                        self.policy.score(
-                            mb.input_ids, mb.attention_mask, keep_from=_first_action(mb)
-                        ).logp
-                    )
-                if self.ref is not None:
-                    refs.append(self.ref.score(mb.input_ids, mb.attention_mask).logp)
-        if olds:
-            batch.extras["old_logp"] = torch.cat(olds)
-        if refs:
-            batch.extras["ref_logp"] = torch.cat(refs)
+        else:
+            batch.extras["old_logp"] = self.score_batch(batch).logp
+        rewards = batch.rewards
+        ref = self.ref_logp(batch)
+        if ref is not None:
+            batch.extras["ref_logp"] = ref
+            if cfg.kl_mode == "reward":
+                penalty = kl_reward_penalty(batch.old_logp, ref, cfg.beta) * batch.action_mask
+                batch.extras["kl_penalty"] = penalty.sum(-1)
+                rewards = rewards + batch.extras["kl_penalty"]
+        batch.extras["advantages"] = batch_advantages(batch, cfg.adv_mode, rewards)
 
-    def _micro_step(self, mb: Batch, norm: Mapping[str, Any]) -> dict[str, float]:
+    def micro_step(self, mb: Batch, norm: dict[str, Any]) -> dict[str, float]:
         """Forward and backward of one micro-batch; returns its metrics."""
         cfg = self.config
-        with autocast(self.device, cfg.bf16):
-            scores = self.policy.score(
-                mb.input_ids,
-                mb.attention_mask,
-                with_entropy=True,
-                keep_from=_first_action(mb),
-                entropy_grad=bool(cfg.ent_coef),
-            )
-        mask = mb.action_mask
-        adv = mb.extras["advantages"]
-        if "behaviour_weight" in mb.extras:  # async_: decoupled correction (async_rl)
-            adv = adv.reshape(len(adv), -1) * mb.extras["behaviour_weight"]
-        pl, metrics = policy_loss(
-            scores.logp, mb.extras["old_logp"], adv, mask,
-            kind=cfg.loss_kind, eps_low=cfg.eps_low, eps_high=cfg.eps_high, agg=cfg.agg,
-            dual_clip=cfg.dual_clip, **norm,
-        )  # fmt: skip
-        entropy = aggregate(scores.entropy, mask, cfg.agg, **norm)
-        terms = {"policy": (1.0, pl), "entropy": (cfg.ent_coef, -entropy)}
-        terms["kl"] = (cfg.beta, self._kl(scores, mb, norm))
-        return self._backward(terms, mb, scores, metrics)
-
-    def _kl(self, scores: Scores, mb: Batch, norm: Mapping[str, Any]) -> torch.Tensor:
-        """Aggregated KL(policy || reference) on action tokens (0 without a reference)."""
-        if "ref_logp" not in mb.extras:
-            return scores.logp.new_zeros(())
-        per_token = kl(scores.logp, mb.extras["ref_logp"], self.config.kl_kind)
-        return aggregate(per_token, mb.action_mask, self.config.agg, **norm)
-
-
-def _first_action(batch: Batch) -> int:
-    """The first position holding an action token in any row (logits before it are skipped)."""
-    cols = batch.action_mask.any(0).nonzero()
-    return int(cols[0]) if cols.numel() else 1
-
+        scores = self.score(mb)
+        pl, metrics = self.policy_term(scores.logp, mb, mb.extras["advantages"], norm,
+                                       kind=cfg.loss_kind, eps_low=cfg.eps_low,
+                                       eps_high=cfg.eps_high, agg=cfg.agg,
+                                       dual_clip=cfg.dual_clip)  # fmt: skip
+        terms = {"policy": (1.0, pl), **self.common_terms(scores, mb, norm, cfg.agg)}
+        return self.backward(terms, mb, scores, metrics)

@@ -1,8 +1,9 @@
-"""Pure loss and advantage functions shared by the reference trainers.
+"""The pure maths of the reference trainers: advantages, policy losses, KL, corrections.
 
-Everything here is a stateless torch function on tensors, with closed-form tests in
-``tests/agents/test_losses.py`` that also compare against verl's ``core_algos`` and TRL's
-``GRPOTrainer`` loss. Shapes: ``B`` sequences (batch), ``T`` time steps or tokens.
+Layer 0 of :mod:`repogym.agents`: stateless torch functions on tensors, importing nothing
+else from repogym, with closed-form tests in ``tests/agents/test_losses.py`` that also compare
+against verl's ``core_algos`` and TRL's ``GRPOTrainer`` loss. Shapes: ``B`` sequences
+(batch), ``T`` time steps or tokens.
 
 - :func:`gae`: generalised advantage estimation over one time axis.
 - :func:`group_advantages`: critic-free baselines over groups of samples of one prompt
@@ -11,26 +12,46 @@ Everything here is a stateless torch function on tensors, with closed-form tests
   GSPO's sequence ratio, CISPO's clipped stop-gradient weight) and their metrics.
 - :func:`aggregate`: verl's four ways of reducing a ``[B, T]`` loss matrix to a scalar, with
   global normalisers so gradient accumulation over micro-batches equals one large batch.
-- :func:`kl` (Schulman's k1/k2/k3 estimators) and :func:`entropy_from_logits`.
+- :func:`kl` (Schulman's k1/k2/k3 estimators and verl's ``low_var_kl``), :func:`kl_loss`
+  and :func:`kl_reward_penalty`, with what each one's *gradient* is (see :func:`kl_loss`).
+- :func:`value_loss` (PPO's clipped critic loss), :func:`echo_loss` (next-token loss on
+  observation tokens), :func:`full_kl` and :func:`opd_advantages` (distillation).
+- Off-policy corrections of the asynchronous learner: :func:`token_is_weights`,
+  :func:`sequence_ratio`, :func:`behaviour_weights`, :func:`async_policy_loss`,
+  :func:`weight_metrics`; one meaning per :data:`Correction` name.
+- :func:`entropy_from_logits`.
 """
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import torch
 
 __all__ = [
     "AggMode",
+    "Correction",
     "GroupMode",
     "KLKind",
     "PolicyLossKind",
     "aggregate",
+    "async_policy_loss",
+    "behaviour_weights",
+    "check_choice",
+    "echo_loss",
     "entropy_from_logits",
+    "full_kl",
     "gae",
     "group_advantages",
     "kl",
+    "kl_loss",
+    "kl_reward_penalty",
+    "opd_advantages",
     "policy_loss",
+    "sequence_ratio",
+    "token_is_weights",
+    "value_loss",
+    "weight_metrics",
 ]
 
 GroupMode = Literal["grpo", "dr_grpo", "rloo"]
@@ -38,13 +59,14 @@ PolicyLossKind = Literal["ppo", "gspo", "cispo"]
 AggMode = Literal[
     "token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm"
 ]
-KLKind = Literal["k1", "k2", "k3"]
+KLKind = Literal["k1", "k2", "k3", "low_var_kl"]
+Correction = Literal["none", "tis", "seq", "decoupled", "product"]
 
 LOG_RATIO_CLAMP = 20.0
 """Log importance ratios are clamped to +-this before ``exp`` (as verl does), against overflow."""
 
 
-def _check_choice(name: str, value: str, literal: object) -> None:
+def check_choice(name: str, value: str, literal: object) -> None:
     """Raise a ValueError naming ``value`` and the allowed values of the ``Literal``."""
     allowed = get_args(literal)
     if value not in allowed:
@@ -132,7 +154,7 @@ def group_advantages(
     Raises:
         ValueError: For an unknown ``mode``, ``group_size < 2``, or a size mismatch.
     """
-    _check_choice("mode", mode, GroupMode)
+    check_choice("mode", mode, GroupMode)
     if group_size < 2:
         raise ValueError(f"group_size must be >= 2 to form a baseline; got {group_size}")
     if rewards.numel() % group_size:
@@ -195,7 +217,7 @@ def aggregate(
     Raises:
         ValueError: For an unknown ``agg``.
     """
-    _check_choice("agg", agg, AggMode)
+    check_choice("agg", agg, AggMode)
     mask = mask.to(loss_mat.dtype)
     masked = loss_mat * mask
     if agg == "token_mean":
@@ -276,8 +298,8 @@ def policy_loss(
     Raises:
         ValueError: For an unknown ``kind``/``agg``, bad shapes, or a bad ``dual_clip``.
     """
-    _check_choice("kind", kind, PolicyLossKind)
-    _check_choice("agg", agg, AggMode)
+    check_choice("kind", kind, PolicyLossKind)
+    check_choice("agg", agg, AggMode)
     adv = _token_advantages(advantages, logp)
     if dual_clip is not None and (kind == "cispo" or dual_clip <= 1.0):
         raise ValueError(
@@ -364,16 +386,18 @@ def _policy_metrics(
 
 
 # --------------------------------------------------------------------------------------------
-# KL and entropy
+# KL to a reference policy
 # --------------------------------------------------------------------------------------------
 
 
 def kl(logp: torch.Tensor, ref_logp: torch.Tensor, kind: KLKind = "k3") -> torch.Tensor:
-    """Per-token estimate of KL(pi || pi_ref) from tokens sampled from pi (Schulman 2020).
+    """Per-token estimates of the *value* of KL(pi || pi_ref) from tokens sampled from pi.
 
-    With ``log_r = ref_logp - logp``: ``k1 = -log_r`` (unbiased, high variance, can be
-    negative), ``k2 = log_r**2 / 2`` (biased, low variance), ``k3 = exp(log_r) - 1 - log_r``
-    (unbiased, low variance, always >= 0; the GRPO paper's penalty and TRL's ``beta`` term).
+    With ``log_r = ref_logp - logp`` (Schulman 2020): ``k1 = -log_r`` (unbiased, high
+    variance, can be negative), ``k2 = log_r**2 / 2`` (biased, low variance),
+    ``k3 = exp(log_r) - 1 - log_r`` (unbiased, low variance, >= 0), ``low_var_kl`` = k3
+    clamped to [-10, 10] (verl's name). What their *gradients* estimate differs: see
+    :func:`kl_loss`.
 
     Args:
         logp: Log-probabilities of the sampled tokens under the policy.
@@ -386,14 +410,292 @@ def kl(logp: torch.Tensor, ref_logp: torch.Tensor, kind: KLKind = "k3") -> torch
     Raises:
         ValueError: For an unknown ``kind``.
     """
-    _check_choice("kind", kind, KLKind)
+    check_choice("kind", kind, KLKind)
     log_r = ref_logp - logp
     if kind == "k1":
         return -log_r
     if kind == "k2":
         return 0.5 * log_r.square()
     log_r = log_r.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
-    return torch.expm1(log_r) - log_r
+    k3 = torch.expm1(log_r) - log_r
+    return k3.clamp(-10.0, 10.0) if kind == "low_var_kl" else k3
+
+
+def kl_loss(logp: torch.Tensor, ref_logp: torch.Tensor, kind: KLKind = "k2") -> torch.Tensor:
+    """A per-token KL term to *differentiate* (add ``beta * aggregate(...)`` to the loss).
+
+    On tokens sampled from pi (on-policy), the expected gradient of each estimator is:
+
+    - ``k2``: ``E[(log pi - log pi_ref) grad log pi] = grad KL(pi || pi_ref)``: the reverse KL
+      the penalty is meant to be. The default.
+    - ``k3`` / ``low_var_kl``: ``E[(1 - pi_ref/pi) grad log pi] = -sum_x pi_ref(x) grad log
+      pi(x) = grad KL(pi_ref || pi)``: the *forward* KL (GRPO paper, TRL's ``beta``, verl's
+      ``low_var_kl``), mode-covering; its value estimates the reverse KL, its gradient does not.
+    - ``k1``: ``E[grad log pi] = 0``: no signal, only noise; refused here. Put k1 in the reward
+      instead (:func:`kl_reward_penalty`).
+
+    Args:
+        logp: Log-probabilities of the sampled tokens under the policy (with gradient).
+        ref_logp: The same under the frozen reference.
+        kind: ``k2``, ``k3`` or ``low_var_kl``.
+
+    Returns:
+        Per-token terms shaped like ``logp``.
+
+    Raises:
+        ValueError: For ``k1`` or an unknown kind (the message names the fix).
+    """
+    if kind == "k1":
+        raise ValueError(
+            "k1 as a loss has zero expected gradient (E[grad log pi] = 0). Fix: kl_kind='k2' "
+            "(gradient of KL(pi||ref)) or kl_mode='reward' (k1 in the reward)"
+        )
+    return kl(logp, ref_logp, kind)
+
+
+def kl_reward_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, beta: float) -> torch.Tensor:
+    """k1 in the reward: the per-token penalty ``-beta (log pi - log pi_ref)``, no gradient.
+
+    Subtracted from the rewards before the advantages are computed (verl's
+    ``use_kl_in_reward``), the policy-gradient estimator ``E[(R - beta sum_t k1_t) grad log
+    pi]`` is unbiased for ``grad (E[R] - beta KL(pi || pi_ref))``: the reverse KL.
+
+    Returns:
+        ``[..]`` penalties shaped like ``logp`` (detached).
+    """
+    return -beta * kl(logp.detach(), ref_logp.detach(), "k1")
+
+
+# --------------------------------------------------------------------------------------------
+# Critic, Echo, distillation
+# --------------------------------------------------------------------------------------------
+
+
+def value_loss(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    clip: float | None,
+    *,
+    global_count: float | torch.Tensor | None = None,
+) -> torch.Tensor:
+    """PPO's value loss ``0.5 * mean(max((V - R)^2, (V_old + clip(V - V_old, +-c) - R)^2))``.
+
+    Args:
+        values: New values (with gradient).
+        old_values: Values when the batch was collected.
+        returns: Targets.
+        mask: 1 where the loss counts.
+        clip: ``c``; None gives the plain squared error.
+        global_count: Normaliser for gradient accumulation (default: ``mask``'s count).
+
+    Returns:
+        A scalar: the masked mean (0 for an empty mask).
+    """
+    loss = (values - returns).square()
+    if clip is not None:
+        clipped = old_values + (values - old_values).clamp(-clip, clip)
+        loss = torch.maximum(loss, (clipped - returns).square())
+    return 0.5 * aggregate(loss, mask, "token_mean", global_num_tokens=global_count)
+
+
+def echo_loss(
+    logp: torch.Tensor, obs_mask: torch.Tensor, num_tokens: float | torch.Tensor | None = None
+) -> torch.Tensor:
+    """Mean negative log-likelihood of the observation tokens (the Echo term).
+
+    Args:
+        logp: ``[B, T]`` log-probabilities of each token given its prefix.
+        obs_mask: ``[B, T]``, 1 on observation tokens.
+        num_tokens: Normaliser (default: this mask's count), e.g. the whole batch's count when
+            accumulating micro-batches.
+
+    Returns:
+        A scalar; 0 when there is no observation token.
+    """
+    return aggregate(-logp, obs_mask, "token_mean", global_num_tokens=num_tokens)
+
+
+def full_kl(
+    student_logp: torch.Tensor,
+    teacher_logp: torch.Tensor,
+    direction: Literal["forward", "reverse"] = "forward",
+) -> torch.Tensor:
+    """Exact KL between two next-token distributions over the last axis ``[..., V] -> [...]``.
+
+    ``forward``: ``KL(teacher || student) = sum_v p_T (log p_T - log p_S)`` (mode covering);
+    ``reverse``: ``KL(student || teacher) = sum_v p_S (log p_S - log p_T)`` (mode seeking).
+    """
+    if direction == "forward":
+        return (teacher_logp.exp() * (teacher_logp - student_logp)).sum(-1)
+    if direction == "reverse":
+        return (student_logp.exp() * (student_logp - teacher_logp)).sum(-1)
+    raise ValueError(f"unknown KL direction {direction!r}; expected 'forward' or 'reverse'")
+
+
+def opd_advantages(student_token_logp: torch.Tensor, teacher_token_logp: torch.Tensor):
+    """On-policy distillation's per-token advantage ``-(log pi_S(a_t) - log pi_T(a_t))``.
+
+    The bracket is the one-sample estimate of the reverse KL at that position; tokens the
+    teacher finds likelier than the student get a positive advantage. No gradient.
+    """
+    return -(student_token_logp - teacher_token_logp).detach()
+
+
+# --------------------------------------------------------------------------------------------
+# Off-policy corrections (asynchronous learner)
+# --------------------------------------------------------------------------------------------
+
+
+def token_is_weights(
+    logp: torch.Tensor, behav_logp: torch.Tensor, cap: float | None = None
+) -> torch.Tensor:
+    """Per-token importance weights ``min(exp(logp - behav_logp), cap)``, without gradient."""
+    log_ratio = (logp - behav_logp).detach().clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    weights = log_ratio.exp()
+    return weights if cap is None else weights.clamp(max=cap)
+
+
+def sequence_ratio(
+    logp: torch.Tensor, behav_logp: torch.Tensor, mask: torch.Tensor, *, normalise: bool = True
+) -> torch.Tensor:
+    """Per-sequence ratio over the masked tokens, without gradient.
+
+    ``normalise=True``: the length-normalised (geometric-mean) ratio
+    ``exp(mean_t (logp - behav_logp))``; ``False``: the plain product ``exp(sum_t ...)``,
+    whose spread grows with the sequence length.
+
+    Returns:
+        ``[B]`` ratios (the log clamped to +-20 before ``exp``; 1 for an empty sequence).
+    """
+    mask = mask.to(logp.dtype)
+    total = ((logp - behav_logp).detach() * mask).sum(-1)
+    if normalise:
+        total = total / mask.sum(-1).clamp(min=1.0)
+    return total.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP).exp()
+
+
+def weight_metrics(weights: torch.Tensor, cap: float | None = None) -> dict[str, float]:
+    """``is_weight/max``, ``is_weight/mean``, ``is_weight/ess`` (and ``/truncated_frac``).
+
+    ESS is Kish's effective sample size ``(sum w)^2 / sum w^2`` as a fraction of ``n``: 1 when
+    every weight is equal, ``1/n`` when one weight dominates.
+    """
+    w = weights.detach().double().flatten()
+    if w.numel() == 0:
+        return {"is_weight/max": 0.0, "is_weight/mean": 0.0, "is_weight/ess": 0.0}
+    out = {
+        "is_weight/max": float(w.max()),
+        "is_weight/mean": float(w.mean()),
+        "is_weight/ess": float(w.sum() ** 2 / (w.numel() * w.square().sum()).clamp(min=1e-300)),
+    }
+    if cap is not None:
+        out["is_weight/truncated_frac"] = float((w > cap).double().mean())
+    return out
+
+
+def behaviour_weights(
+    prox_logp: torch.Tensor, behav_logp: torch.Tensor, mask: torch.Tensor, cap: float | None
+) -> torch.Tensor:
+    """The ``decoupled`` correction's per-token behaviour weight ``min(pi_prox / mu, C)``.
+
+    Returns:
+        ``[B, T]`` weights, 0 outside ``mask``.
+    """
+    return token_is_weights(prox_logp, behav_logp, cap) * mask.to(prox_logp.dtype)
+
+
+def async_policy_loss(
+    logp: torch.Tensor,
+    behav_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    correction: Correction = "decoupled",
+    cap: float | None = 2.0,
+    prox_logp: torch.Tensor | None = None,
+    kind: PolicyLossKind = "ppo",
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+    agg: AggMode = "token_mean",
+    **norm: Any,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Off-policy-corrected policy loss (to minimise) and its metrics; one meaning per name.
+
+    ``mu`` is the behaviour policy that sampled the tokens (``behav_logp``), ``r_t = pi/mu``:
+
+    - ``none``: :func:`policy_loss` of ``kind`` with ``mu`` as the old policy (what a
+      synchronous trainer does with the sampler's logprobs).
+    - ``tis``: truncated importance sampling, ``-sg(min(r_t, C)) A_t log pi_t`` (IMPALA's
+      truncation; gradient ``-min(r_t, C) A_t grad log pi_t``; no proximal policy).
+    - ``seq``: PPO's clipped surrogate on GSPO's length-normalised sequence ratio to ``mu``.
+    - ``decoupled``: decoupled PPO (Hilton et al. 2021; AReaL): :func:`policy_loss` of ``kind``
+      with the *proximal* policy (the learner's weights before the update, ``prox_logp``) as
+      the old policy, each token's advantage times ``w_t = min(pi_prox/mu, C)``.
+    - ``product``: ``-sg(prod_t r_t) A_t log pi_t``, the plain sequence product. Unsafe (the
+      weights explode on long, stale sequences); for the demonstration only.
+
+    Args:
+        logp: Current log-probabilities of the taken tokens ``[B, T]`` (with gradient).
+        behav_logp: Behaviour (sampling) log-probabilities ``[B, T]``.
+        advantages: ``[B]`` or ``[B, T]``.
+        mask: 1 on tokens in the loss ``[B, T]``.
+        correction: See above.
+        cap: Truncation ``C`` for ``tis`` and ``decoupled`` (None: no truncation).
+        prox_logp: Proximal policy log-probabilities (``decoupled`` only).
+        kind: The surrogate of ``none`` and ``decoupled`` (``ppo``, ``gspo``, ``cispo``).
+        eps_low: Lower clip range.
+        eps_high: Upper clip range.
+        agg: Aggregation (see :func:`aggregate`).
+        **norm: ``global_num_tokens``, ``global_num_seqs``, ``norm_len`` for micro-batching.
+
+    Returns:
+        ``(loss, metrics)``; ``is_weight/*`` describe the *untruncated* weights (per token, or
+        per sequence for ``seq``/``product``), so a blow-up shows even when the cap tames it.
+
+    Raises:
+        ValueError: For an unknown correction, or ``decoupled`` without ``prox_logp``.
+    """
+    check_choice("correction", correction, Correction)
+    adv = _token_advantages(advantages, logp).expand_as(logp)
+    m = mask.bool()
+    clip = {"eps_low": eps_low, "eps_high": eps_high, "agg": agg, **norm}
+    if correction in ("none", "seq"):
+        kind = "gspo" if correction == "seq" else kind
+        loss, metrics = policy_loss(logp, behav_logp, adv, mask, kind=kind, **clip)
+        if kind == "gspo":
+            raw = sequence_ratio(logp, behav_logp, mask)[m.any(-1)]
+        else:
+            raw = token_is_weights(logp, behav_logp)[m]
+        return loss, {**metrics, **weight_metrics(raw)}
+    if correction == "decoupled":
+        if prox_logp is None:
+            raise ValueError(
+                "correction 'decoupled' needs prox_logp (the proximal policy's logprobs: score "
+                "the batch with the learner's weights before the update)"
+            )
+        raw = token_is_weights(prox_logp, behav_logp)
+        w = raw if cap is None else raw.clamp(max=cap)
+        loss, metrics = policy_loss(logp, prox_logp, adv * w, mask, kind=kind, **clip)
+        return loss, {**metrics, **weight_metrics(raw[m], cap)}
+    if correction == "tis":
+        raw = token_is_weights(logp, behav_logp)
+        w = raw if cap is None else raw.clamp(max=cap)
+        stats = weight_metrics(raw[m], cap)
+    else:  # product
+        seq = sequence_ratio(logp, behav_logp, mask, normalise=False)
+        w = seq[:, None].expand_as(logp)
+        stats = weight_metrics(seq[m.any(-1)])
+    loss = aggregate(-w * adv * logp, mask, agg, **norm)
+    log_ratio = (logp - behav_logp).detach().clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    k3 = (torch.expm1(log_ratio) - log_ratio)[m]
+    return loss, {**stats, "approx_kl": float(k3.mean()) if k3.numel() else 0.0}
+
+
+# --------------------------------------------------------------------------------------------
+# Entropy
+# --------------------------------------------------------------------------------------------
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:

@@ -1,39 +1,42 @@
-"""Rollouts: an LM policy acting in real RepoEnv episodes, in groups of samples per task.
+"""Rollouts: an engine acting in real RepoEnv episodes, in groups of samples per task.
 
-An :class:`AgentInterface` sits between the policy's text and the environment: it writes the
-policy's first context from the reset observation, turns the policy's action text into one or
-more tool-call actions, and shortens observations. :class:`TextInterface` passes actions
-through (the policy writes tool calls itself); :mod:`repogym.agents.menu` is the compact
-action language of the CPU demo.
+An :class:`EpisodeFormat` turns observations into prompt tokens and completions into
+environment actions (:class:`repogym.agents.chat.ChatFormat` for real models; the CPU toy has
+its menu language). :func:`run_episodes` runs episodes in lockstep: each turn, every live
+episode's context (its exact tokens so far) gets one completion from the engine, batched;
+the environments (``gym.make("repogym/<id>-v<version>")``, bwrap by default) step in threads.
 
-:func:`collect` runs ``group_size`` episodes per task with the policy batched across every
-episode in flight, in environments from ``gym.make("repogym/<id>-v<version>")`` (the bwrap
-sandbox by default). Dynamic sampling (DAPO) resamples groups whose rewards all agree, up to
-a limit, and reports ``frac_zero_std_groups``; episodes whose sandbox or grader failed carry
-``infra_error`` and are masked out of every loss by :func:`repogym.agents.policy.collate`.
+Context budget: a completion gets at most ``max_new_tokens`` and never more than the room
+left in ``max_context``; when less than ``min_turn_tokens`` is left, the episode is submitted
+as it stands and the notice is recorded as its last observation (``info["context_full"]``).
+
+:func:`collect` samples ``group_size`` episodes per task; dynamic sampling (DAPO) resamples
+groups whose rewards all agree. Episodes whose sandbox or grader failed carry ``infra_error``
+and are masked out of every loss.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Self
 
 import gymnasium as gym
 
-from repogym.agents.policy import Episode, Generation, Turn, context_ids
+from repogym.agents.engines import Engine, Generation, Request
+from repogym.agents.episode import Episode, Turn
+from repogym.scenarios.registry import registered_tasks
 
 __all__ = [
+    "GRADE_CACHE",
     "SUBMIT_ACTION",
-    "Actor",
-    "AgentInterface",
     "EnvPool",
+    "EpisodeFormat",
     "Rollout",
     "RolloutConfig",
-    "ScriptedActor",
-    "TextInterface",
     "collect",
     "run_episodes",
 ]
@@ -41,118 +44,33 @@ __all__ = [
 SUBMIT_ACTION = json.dumps({"tool": "submit", "args": {}})
 
 GRADE_CACHE: dict = {}
-"""The process-wide grading cache that pools use by default (``cache_grades=True``): one
-real grading per (task, version, reward mode, diff) per process."""
+"""The process-wide grading cache pools use by default: one real grading per (task,
+version, reward mode, diff) per process."""
 
 
-class Actor(Protocol):
-    """What a rollout needs from a policy (:class:`repogym.agents.policy.Policy` is one)."""
+class DialogueState(Protocol):
+    """One episode's token state in a format (see :class:`repogym.agents.chat.Dialogue`)."""
 
-    tokenizer: Any
+    pending: list[int]
+    pending_mask: list[int]
 
-    @property
-    def max_len(self) -> int:
-        """Longest context the actor takes."""
+    def add_completion(self, completion_ids: list[int]) -> list[str]:
+        """Record a completion; returns the environment actions it stands for."""
         ...
 
-    def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``."""
-        ...
-
-    def generate(
-        self, contexts: Sequence[Sequence[int]], *, max_new_tokens: int = 32, greedy: bool = False
-    ) -> list[Generation]:
-        """One continuation per context, with behaviour logprobs."""
+    def observe(self, observation: str, *, final: bool = False) -> None:
+        """Append an observation; ``pending`` becomes its tokens."""
         ...
 
 
-class AgentInterface(Protocol):
-    """Translation between the policy's text and the environment's actions/observations."""
+class EpisodeFormat(Protocol):
+    """Observations to tokens, completions to actions (chat format, or the toy's menu)."""
 
-    stop: tuple[str, ...]
+    stops: Any
 
-    def prompt(self, observation: str, info: dict[str, Any]) -> str:
-        """The policy's first context, from the reset observation and info."""
+    def start(self, observation: str, info: dict[str, Any]) -> DialogueState:
+        """The dialogue of a new episode (its first prompt pending)."""
         ...
-
-    def actions(self, text: str, task: str) -> list[str]:
-        """The environment actions (at least one) for the policy's action text."""
-        ...
-
-    def observation(self, observation: str) -> str:
-        """The observation as the policy sees it."""
-        ...
-
-    def corpus(self) -> list[str]:
-        """Strings a freshly built tokenizer should encode compactly."""
-        ...
-
-
-@dataclass
-class TextInterface:
-    """The policy writes tool calls itself; long texts are clipped (head and tail kept).
-
-    Attributes:
-        max_prompt_chars: Clip the reset observation to this many characters.
-        max_obs_chars: Clip each observation to this many characters.
-        stop: Generation stops after any of these strings (by default at the end of the
-            eos token only: tool calls span lines).
-    """
-
-    max_prompt_chars: int = 4000
-    max_obs_chars: int = 2000
-    stop: tuple[str, ...] = ()
-
-    def prompt(self, observation: str, info: dict[str, Any]) -> str:
-        return _clip(observation, self.max_prompt_chars).rstrip("\n") + "\n"
-
-    def actions(self, text: str, task: str) -> list[str]:
-        return [text]
-
-    def observation(self, observation: str) -> str:
-        return _clip(observation, self.max_obs_chars).rstrip("\n") + "\n"
-
-    def corpus(self) -> list[str]:
-        return [SUBMIT_ACTION, '{"tool": "bash", "args": {"command": "']
-
-
-def _clip(text: str, limit: int) -> str:
-    """Keep the head and tail of ``text`` within ``limit`` characters."""
-    if len(text) <= limit:
-        return text
-    half = max(limit // 2 - 10, 1)
-    return f"{text[:half]}\n[...]\n{text[-half:]}"
-
-
-@dataclass
-class ScriptedActor:
-    """An actor that replays scripted action texts (for warm-start data and tests).
-
-    Each call to :meth:`generate` returns, for context ``i``, the encoding of
-    ``script(i, context)`` with logprob 0 per token.
-
-    Attributes:
-        tokenizer: Tokenizer used to encode the scripted texts.
-        script: Maps (index in the batch, context ids) to the action text.
-        max_len: Longest context.
-    """
-
-    tokenizer: Any
-    script: Any
-    max_len: int = 1 << 30
-
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def generate(
-        self, contexts: Sequence[Sequence[int]], *, max_new_tokens: int = 32, greedy: bool = False
-    ) -> list[Generation]:
-        out = []
-        for i, ctx in enumerate(contexts):
-            text = self.script(i, list(ctx))
-            ids = self.encode(text)
-            out.append(Generation(ids, [0.0] * len(ids), text))
-        return out
 
 
 @dataclass
@@ -161,23 +79,26 @@ class RolloutConfig:
 
     Attributes:
         group_size: Samples per task (G).
-        max_steps: Environment step budget (TimeLimit truncation; the final state is
-            graded); None keeps each task's ``max_steps``.
-        max_new_tokens: Tokens per action.
+        max_steps: Environment step budget (RepoEnv grades the final state when it is hit);
+            None keeps each task's ``max_steps``.
+        max_new_tokens: Tokens per completion (a real edit needs hundreds).
+        max_context: Token budget of a whole episode (capped by the model's context).
+        min_turn_tokens: Below this much room the episode is submitted as it stands.
         greedy: Take the most likely tokens (evaluation) instead of sampling.
         dynamic_sampling: Resample groups whose rewards all agree (DAPO), up to
             ``max_resample`` times; groups still without variance are dropped.
         max_resample: Extra rounds of dynamic sampling.
         sandbox: Sandbox backend of the environments.
         reward_mode: ``binary``, ``partial`` or ``f2p``.
-        cache_grades: Reuse a grading result per (task, diff) across episodes (the first
-            grading of each diff is real; see ``RepoEnv(grade_cache=...)``).
-        workers: Threads stepping environments at once (each step is a sandboxed process).
+        cache_grades: Reuse a grading result per (task, diff) across episodes.
+        workers: Threads stepping environments at once.
     """
 
     group_size: int = 4
-    max_steps: int | None = 4
-    max_new_tokens: int = 16
+    max_steps: int | None = 8
+    max_new_tokens: int = 512
+    max_context: int = 8192
+    min_turn_tokens: int = 16
     greedy: bool = False
     dynamic_sampling: bool = False
     max_resample: int = 2
@@ -196,12 +117,8 @@ class EnvPool:
         env_kwargs: Extra keyword arguments for ``gym.make``.
     """
 
-    def __init__(
-        self,
-        config: RolloutConfig,
-        grade_cache: dict | None = None,
-        env_kwargs: dict[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, config: RolloutConfig, grade_cache: dict | None = None,
+                 env_kwargs: dict[str, Any] | None = None) -> None:  # fmt: skip
         self.config = config
         self.grade_cache = grade_cache if grade_cache is not None else GRADE_CACHE
         self.env_kwargs = dict(env_kwargs or {})
@@ -212,7 +129,7 @@ class EnvPool:
         """The environment of ``task`` for the ``slot``-th concurrent episode."""
         key = (task, slot)
         if key not in self._envs:
-            self._envs[key] = gym.make(_env_id(task), **self._kwargs())
+            self._envs[key] = gym.make(env_id(task), **self._kwargs())
         return self._envs[key]
 
     def _kwargs(self) -> dict[str, Any]:
@@ -245,16 +162,16 @@ class EnvPool:
         self.close()
 
 
-def _env_id(task: str) -> str:
-    """The Gymnasium id of a registered task."""
-    from repogym.scenarios.registry import registered_tasks
+def env_id(task: str) -> str:
+    """The Gymnasium id of a registered task.
 
+    Raises:
+        ValueError: For an unknown task (the message lists the registered ones).
+    """
     tasks = registered_tasks()
     if task not in tasks:
-        raise ValueError(
-            f"unknown task {task!r}; registered tasks: {sorted(tasks)}. Fix: pass one of them, "
-            "or register your task folder with repogym.register_task(path)"
-        )
+        raise ValueError(f"unknown task {task!r}; registered tasks: {sorted(tasks)}. Fix: pass "
+                         "one of them, or a folder of tasks with --tasks DIR")  # fmt: skip
     return tasks[task].env_id
 
 
@@ -264,36 +181,33 @@ class _Live:
 
     episode: Episode
     env: gym.Env
+    dialogue: DialogueState
     done: bool = False
 
 
 def run_episodes(
-    actor: Actor,
-    interface: AgentInterface,
-    pool: EnvPool,
-    tasks: Sequence[str],
-    config: RolloutConfig,
-    *,
-    seed: int = 0,
-) -> list[Episode]:
-    """Run one episode per entry of ``tasks``, all in lockstep with batched generation.
-
-    Each turn, every live episode's context is extended by one sampled action; the
-    interface expands it into environment actions, which are stepped until the episode ends.
-    If a context would outgrow the model, the episode is submitted as it stands
-    (``info["context_full"]``).
+    engine: Engine, fmt: EpisodeFormat, pool: EnvPool, tasks: Sequence[str],
+    config: RolloutConfig, *, seed: int = 0, max_context: int | None = None,
+    on_episode: Callable[[Episode], None] | None = None, stats: dict[str, float] | None = None,
+) -> list[Episode]:  # fmt: skip
+    """Run one episode per entry of ``tasks``, in lockstep with batched generation.
 
     Args:
-        actor: The policy (or a scripted actor).
-        interface: Text <-> environment translation.
+        engine: Where completions come from.
+        fmt: Observations to tokens, completions to actions.
         pool: Environments.
         tasks: Task id of each episode (repeat an id for several samples).
         config: Rollout settings.
         seed: Seed of each environment's first reset.
+        max_context: The model's context length (the budget is the smaller of it and
+            ``config.max_context``).
+        on_episode: Called with each finished episode (progress).
+        stats: Accumulates ``gen_s`` (seconds in the engine) and ``gen_tokens``.
 
     Returns:
         The finished episodes, in the order of ``tasks``.
     """
+    budget = min(config.max_context, max_context or config.max_context)
     slots: dict[str, int] = {}
     keys = []
     for task in tasks:
@@ -303,59 +217,73 @@ def run_episodes(
         pool.get(*key)  # make environments in this thread (gym.make is not thread-safe)
     with ThreadPoolExecutor(max(1, config.workers)) as threads:
         started = list(threads.map(lambda k: pool.reset(k[0], k[1], seed + k[1]), keys))
-        live = [
-            _Live(Episode(task=task, prompt=interface.prompt(obs, info)), env)
-            for (task, _), (env, obs, info) in zip(keys, started, strict=True)
-        ]
-        _loop(actor, interface, live, config, threads)
+        live = [_Live(Episode(task=task, prompt=obs), env, fmt.start(obs, info))
+                for (task, _), (env, obs, info) in zip(keys, started, strict=True)]  # fmt: skip
+        stats = {} if stats is None else stats
+        while not all(x.done for x in live):
+            _turn([x for x in live if not x.done], engine, config, budget, threads, on_episode,
+                  stats)  # fmt: skip
     return [x.episode for x in live]
 
 
-def _loop(
-    actor: Actor,
-    interface: AgentInterface,
-    live: list[_Live],
-    config: RolloutConfig,
-    threads: ThreadPoolExecutor,
-) -> None:
-    """Generate for every live episode, then step the environments in parallel threads."""
-    while not all(x.done for x in live):
-        active = [x for x in live if not x.done]
-        contexts = [context_ids(actor, x.episode.prompt, x.episode.turns) for x in active]
-        room = actor.max_len - config.max_new_tokens
-        full = [x for x, ctx in zip(active, contexts, strict=True) if len(ctx) > room]
-        for x in full:
-            x.episode.info["context_full"] = True
-        list(threads.map(lambda x: _step_all(x, [SUBMIT_ACTION], interface, None), full))
-        todo = [(x, c) for x, c in zip(active, contexts, strict=True) if not x.done]
-        if not todo:
-            continue
-        gens = actor.generate(
-            [c for _, c in todo], max_new_tokens=config.max_new_tokens, greedy=config.greedy
-        )
-        jobs = [
-            (x, interface.actions(gen.text, x.episode.task), gen)
-            for (x, _), gen in zip(todo, gens, strict=True)
-        ]
-        list(threads.map(lambda j: _step_all(j[0], j[1], interface, j[2]), jobs))
+def _turn(active: list[_Live], engine: Engine, config: RolloutConfig, budget: int,
+          threads: ThreadPoolExecutor, on_episode: Callable | None,
+          stats: dict[str, float]) -> None:  # fmt: skip
+    """One completion for every active episode, then its environment steps."""
+    contexts = [x.episode.context_ids() + x.dialogue.pending for x in active]
+    rooms = [budget - len(c) for c in contexts]
+    full = [x for x, room in zip(active, rooms, strict=True) if room < config.min_turn_tokens]
+    list(threads.map(lambda x: _context_full(x, budget), full))
+    todo = [(i, x) for i, x in enumerate(active) if not x.done]
+    requests = [Request(id(x), contexts[i], min(config.max_new_tokens, rooms[i]))
+                for i, x in todo]  # fmt: skip
+    start = time.monotonic()
+    gens = engine.generate(requests, greedy=config.greedy) if requests else []
+    stats["gen_s"] = stats.get("gen_s", 0.0) + time.monotonic() - start
+    stats["gen_tokens"] = stats.get("gen_tokens", 0) + sum(len(g.token_ids) for g in gens)
+    jobs = [(x, gen) for (_, x), gen in zip(todo, gens, strict=True)]
+    list(threads.map(lambda job: _act(*job, budget), jobs))
+    for x in active:
+        if x.done and on_episode is not None:
+            on_episode(x.episode)
 
 
-def _step_all(
-    live: _Live, actions: list[str], interface: AgentInterface, gen: Generation | None
-) -> None:
-    """Step the environment through ``actions`` and record the turn and the outcome."""
+def _act(live: _Live, gen: Generation, budget: int) -> None:
+    """Record the completion as a turn and step the environment through its actions."""
+    dlg, ep = live.dialogue, live.episode
+    turn = Turn(dlg.pending, gen.token_ids, gen.logprobs, dlg.pending_mask,
+                finish_reason=gen.finish_reason)  # fmt: skip
+    actions = dlg.add_completion(gen.token_ids)
+    ep.turns.append(turn)
+    turn.action = "\n".join(actions)
     observations = []
     for action in actions or [""]:
         obs, reward, terminated, truncated, info = live.env.step(action)
-        observations.append(interface.observation(obs))
+        observations.append(obs)
         if terminated or truncated:
             _finish(live, float(reward), terminated, truncated, info)
             break
+    turn.observation = "".join(observations)
+    dlg.observe(turn.observation, final=live.done)
+    if live.done:
+        room = max(budget - len(ep.context_ids()), 0)
+        ep.final_ids, ep.final_obs_mask = dlg.pending[:room], dlg.pending_mask[:room]
+
+
+def _context_full(live: _Live, budget: int) -> None:
+    """Submit the episode as it stands: its context budget is spent."""
     ep = live.episode
-    if gen is not None:
-        ep.turns.append(Turn(gen.token_ids, gen.logprobs, "".join(observations)))
-    elif ep.turns:
-        ep.turns[-1].observation += "".join(observations)
+    used = len(ep.context_ids()) + len(live.dialogue.pending)
+    notice = (f"[context budget reached: {used} of {budget} tokens; the episode was submitted "
+              "as it stands]\n")  # fmt: skip
+    obs, reward, terminated, truncated, info = live.env.step(SUBMIT_ACTION)
+    _finish(live, float(reward), terminated, truncated, info)
+    ep.info.update(context_full=True, context_notice=notice + obs)
+    room = max(budget - len(ep.context_ids()), 0)
+    ep.final_ids = live.dialogue.pending[:room]
+    ep.final_obs_mask = live.dialogue.pending_mask[:room]
+    if ep.turns:
+        ep.turns[-1].observation += notice
 
 
 def _finish(live: _Live, reward: float, terminated: bool, truncated: bool, info: dict) -> None:
@@ -363,12 +291,11 @@ def _finish(live: _Live, reward: float, terminated: bool, truncated: bool, info:
     ep = live.episode
     ep.reward, ep.terminated, ep.truncated = reward, terminated, truncated
     ep.infra_error = info.get("infra_error") or None
+    ep.graded = terminated or info.get("truncated") == "max_steps"
     ep.resolved = bool(info.get("resolved"))
-    ep.info.update(
-        hack_flags=list(info.get("hack_flags", [])),
-        diff=info.get("diff", ""),
-        truncated_by=info.get("truncated") if truncated else None,
-    )
+    ep.info.update(hack_flags=list(info.get("hack_flags", [])), diff=info.get("diff", ""),
+                   tests=info.get("tests"),
+                   truncated_by=info.get("truncated") if truncated else None)  # fmt: skip
     live.done = True
 
 
@@ -382,6 +309,7 @@ class Rollout:
         zero_std_groups: Sampled groups whose valid rewards all agreed.
         dropped_groups: Groups left out by dynamic sampling.
         all_episodes: Every episode sampled (for reward and resolve-rate metrics).
+        stats: ``gen_s`` (seconds in the engine) and ``gen_tokens`` (tokens generated).
     """
 
     episodes: list[Episode]
@@ -389,6 +317,7 @@ class Rollout:
     zero_std_groups: int = 0
     dropped_groups: int = 0
     all_episodes: list[Episode] = field(default_factory=list)
+    stats: dict[str, float] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, float]:
         """``frac_zero_std_groups``, ``reward/mean``, ``resolve_rate``, ``infra_error_frac``."""
@@ -400,33 +329,24 @@ class Rollout:
             "reward/mean": sum(e.reward for e in valid) / n_valid,
             "resolve_rate": sum(e.resolved for e in valid) / n_valid,
             "infra_error_frac": (len(eps) - len(valid)) / max(len(eps), 1),
+            "context_full_frac": sum(bool(e.info.get("context_full")) for e in eps)
+            / max(len(eps), 1),
+            "throughput/gen_tokens_per_s": self.stats.get("gen_tokens", 0)
+            / max(self.stats.get("gen_s", 0.0), 1e-9),
         }
 
 
 def zero_std(group: Sequence[Episode]) -> bool:
     """True when the valid episodes of a group all have one reward (or fewer than two)."""
-    rewards = {e.reward for e in group if e.valid}
-    return len(rewards) <= 1
+    return len({e.reward for e in group if e.valid}) <= 1
 
 
 def collect(
-    actor: Actor,
-    interface: AgentInterface,
-    pool: EnvPool,
-    tasks: Sequence[str],
-    config: RolloutConfig,
-    *,
-    seed: int = 0,
-) -> Rollout:
+    engine: Engine, fmt: EpisodeFormat, pool: EnvPool, tasks: Sequence[str],
+    config: RolloutConfig, *, seed: int = 0, max_context: int | None = None,
+    on_episode: Callable[[Episode], None] | None = None,
+) -> Rollout:  # fmt: skip
     """Sample ``group_size`` episodes per task, with optional dynamic sampling.
-
-    Args:
-        actor: The policy.
-        interface: Text <-> environment translation.
-        pool: Environments.
-        tasks: One group per task id.
-        config: Rollout settings (group size, dynamic sampling).
-        seed: Seed of the environments' first resets.
 
     Returns:
         The :class:`Rollout`; with dynamic sampling, groups with no reward variance after
@@ -436,10 +356,12 @@ def collect(
     result = Rollout(episodes=[])
     pending = list(tasks)
     rounds = 1 + (config.max_resample if config.dynamic_sampling else 0)
-    kept: dict[int, list[Episode]] = {}
+    kept: list[list[Episode]] = []
     for round_ in range(rounds):
         flat = [t for t in pending for _ in range(g)]
-        episodes = run_episodes(actor, interface, pool, flat, config, seed=seed)
+        episodes = run_episodes(engine, fmt, pool, flat, config, seed=seed + 7 * round_,
+                                max_context=max_context, on_episode=on_episode,
+                                stats=result.stats)  # fmt: skip
         result.all_episodes += episodes
         retry = []
         for i, task in enumerate(pending):
@@ -447,18 +369,17 @@ def collect(
             result.groups_sampled += 1
             flat_zero = zero_std(group)
             result.zero_std_groups += flat_zero
-            last_round = round_ == rounds - 1
             if flat_zero and config.dynamic_sampling:
-                if last_round:
+                if round_ == rounds - 1:
                     result.dropped_groups += 1
                 else:
                     retry.append(task)
                 continue
-            kept[len(kept)] = group
+            kept.append(group)
         pending = retry
         if not pending:
             break
-    for index, group in kept.items():
+    for index, group in enumerate(kept):
         for ep in group:
             ep.group = index
             result.episodes.append(ep)

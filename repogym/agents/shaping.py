@@ -2,7 +2,7 @@
 
 Shaping is off by default: the trainers optimise the environment's reward (binary unless
 ``rollout.reward_mode`` says otherwise). :class:`ShapingConfig` turns on a weighted sum of
-named components per episode; docs/reward-shaping.md describes each one's risk.
+named components per episode; the project's docs/reward-shaping.md describes each one's risk.
 
 - ``env``: the environment's reward. With ``rollout.reward_mode="partial"`` it is partial
   credit, the weighted fraction of hidden tests passing (the grader computes it).
@@ -26,12 +26,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from repogym.agents.policy import Episode
+from repogym.agents.episode import Episode
 
 __all__ = [
     "COMPONENTS",
     "ShapingConfig",
     "component_metrics",
+    "default_max_len",
     "episode_components",
     "overlong_penalty",
     "shape_episodes",
@@ -109,7 +110,7 @@ def episode_components(episode: Episode, max_len: int, cache: int) -> dict[str, 
     ``env`` is the episode's environment reward (``info["env_reward"]`` once shaped).
     """
     env = float(episode.info.get("env_reward", episode.reward))
-    tokens = sum(len(t.action_ids) for t in episode.turns)
+    tokens = sum(len(t.completion_ids) for t in episode.turns)
     return {
         "env": env,
         "resolved": 1.0 if episode.resolved else 0.0,
@@ -178,28 +179,3 @@ def component_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
 def default_max_len(rollout: Any) -> int:
     """``L_max`` of the overlong penalty from rollout settings: tokens per action x steps."""
     return int(rollout.max_new_tokens * (rollout.max_steps or 1))
-
-
-def shaped_collect(trainer: Any, step: int, shaping: ShapingConfig) -> tuple[Any, dict[str, float]]:
-    """A trainer's ``collect`` with shaped rewards (a drop-in for ``Trainer.collect``).
-
-    ``reward/mean`` stays the environment's reward; ``reward/shaped_mean`` is what the
-    trainer optimises; the component metrics come from :func:`shape_episodes`.
-    """
-    from repogym.agents.policy import collate
-    from repogym.agents.rollout import collect
-
-    cfg = trainer.config
-    trainer.policy.eval()
-    try:
-        rollout = collect(trainer.policy, trainer.interface, trainer.pool, list(cfg.tasks),
-                          cfg.rollout, seed=cfg.seed + 1000 * step)  # fmt: skip
-    finally:
-        trainer.policy.train()
-    metrics = rollout.metrics()
-    metrics.update(shape_episodes(rollout.episodes, shaping, default_max_len(cfg.rollout)))
-    valid = [e for e in rollout.episodes if e.valid]
-    metrics["reward/shaped_mean"] = sum(e.reward for e in valid) / max(len(valid), 1)
-    if not rollout.episodes:
-        return None, metrics
-    return collate(trainer.policy.tokenizer, rollout.episodes), metrics

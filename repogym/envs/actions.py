@@ -112,6 +112,14 @@ class Tool:
                 "required": [a.name for a in self.args if a.required],
                 "additionalProperties": False}
 
+    def docstring(self) -> str:
+        """A Google-style docstring (description and ``Args:``), for typed tool methods such
+        as TRL's, which read their schema from it."""
+        lines = [self.description]
+        if self.args:
+            lines += ["", "Args:", *[f"    {a.name}: {a.description}" for a in self.args]]
+        return "\n".join(lines) + "\n"
+
     def openai_tool(self) -> dict[str, Any]:
         """The tool as an OpenAI chat-completions ``tools`` entry."""
         return {"type": "function", "function": {
@@ -124,8 +132,9 @@ _PATH = Arg("path", str, "File path relative to the repository root.", allow_nul
 
 #: The one definition of the agent's tools, by name.
 TOOLS: dict[str, Tool] = {t.name: t for t in (
-    Tool("bash", "Run a shell command at the repository root.",
-         (Arg("command", str, "The command, run by bash at the repository root.",
+    Tool("bash", "Run a shell command in a persistent shell (cd and exported variables "
+         "carry over, as in a terminal; it starts at the repository root).",
+         (Arg("command", str, "The command, run by bash in the episode's shell.",
               allow_nul=False, max_bytes=MAX_COMMAND_BYTES),),
          {"command": "ls"}),
     Tool("read", "Show a file with line numbers (lines start..end, 1-based).",

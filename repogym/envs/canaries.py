@@ -7,10 +7,11 @@ For every test file that holds a listed test, the grader installs a copy in whic
   ids are mapped back afterwards), so code that knows the hidden tests' names (they ship
   with the built-in tasks) cannot pick them out to forge their results;
 - **canaries** are added in the same places (module level and inside the test classes)
-  and named the same way: must-pass ones that need nothing but builtins, and must-fail
-  ones, some of which are **clones of a real listed test with one more assertion** that
-  always fails, so that a forgery choosing tests by what they call (``co_names``) flips
-  them too.
+  and named the same way: beside each test that has a literal expectation, a **twin with
+  one wrong expected value** (same shape, same calls; which of the two is the real one can
+  only be told by knowing the right answer, that is by fixing the bug), plus must-pass and
+  must-fail ones that need nothing but builtins and clones of a test that end in a negated
+  assertion (these catch forgeries that do not look at test bodies).
 
 A forgery that turns every report into "passed", or that drops the tests it does not know,
 then contradicts the canaries; :func:`repogym.envs.verifier.judge` sees it. A task can turn
@@ -21,9 +22,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import random
 import re
 import shutil
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -36,6 +39,10 @@ _OPS = (
 )
 _VARS = ("values", "items", "data", "expected", "result", "numbers", "inputs", "cases")
 _FILLERS = ("case", "value", "works", "again", "edge", "input", "basic", "other")
+#: CPython 3.11 keeps the depth counter of its AST conversion per interpreter, not per
+#: thread: gradings running in threads have raised "SystemError: AST constructor recursion
+#: depth mismatch" (CPython gh-106905). Parsing is cheap; it is done one at a time.
+_PARSE_LOCK = threading.Lock()
 #: A listed test is cloned into a must-fail canary only if it cannot end early or skip.
 _NO_CLONE = re.compile(r"\b(skip|xfail|importorskip|return|yield|exit|sys\.exit)\b")
 
@@ -91,6 +98,11 @@ class _Names:
             if name not in self.taken:
                 self.taken.add(name)
                 return name
+
+
+def _parse(text: str) -> ast.Module:
+    with _PARSE_LOCK:
+        return ast.parse(text)
 
 
 def _facts(tree: ast.Module) -> tuple[list[str], list[str], set[str]]:
@@ -223,53 +235,161 @@ def _clone(lines: list[str], fn: ast.FunctionDef, name: str, rng: random.Random,
     return [head, *src[1:], *tail]
 
 
+def _mutated(value: object, rng: random.Random, strings: list[str]) -> object | None:
+    """A value of the same kind that is not equal to ``value`` (None if there is none).
+
+    A string becomes another string of the same file where there is one (so it reads as
+    naturally as the original), else the original with two characters swapped.
+    """
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + rng.choice((-2, -1, 1, 2))
+    if isinstance(value, float):
+        return value + rng.choice((-1.5, 1.5, 0.5))
+    if isinstance(value, str):
+        others = [t for t in strings if t != value and t.isprintable() and len(t) < 60]
+        if others:
+            return rng.choice(others)
+        if len(set(value)) > 1:
+            i = next(i for i in range(len(value) - 1) if value[i] != value[i + 1])
+            return value[:i] + value[i + 1] + value[i] + value[i + 2:]
+        return value + value[:1] if value else "a"
+    if isinstance(value, list | tuple) and value:
+        i = rng.randrange(len(value))
+        inner = _mutated(value[i], rng, strings)
+        if inner is None:
+            return None
+        out = [*value[:i], inner, *value[i + 1:]]
+        return out if isinstance(value, list) else tuple(out)
+    return None
+
+
+def _render(value: object, like: str) -> str:
+    """Source text for ``value`` in the style of ``like`` (the literal it replaces): strings
+    take the quotes the original used."""
+    double = next((c for c in like if c in "'\""), "'") == '"'
+
+    def text(v: object) -> str:
+        if isinstance(v, str):
+            return json.dumps(v, ensure_ascii=False) if double else repr(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(map(text, v)) + "]"
+        if isinstance(v, tuple):
+            return "(" + ", ".join(map(text, v)) + ("," if len(v) == 1 else "") + ")"
+        return repr(v)
+
+    return text(value)
+
+
+def _literal(node: ast.expr) -> tuple[bool, object]:
+    try:
+        return True, ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+def _twin(lines: list[str], fn: ast.FunctionDef, name: str, rng: random.Random,
+          strings: list[str]) -> list[str] | None:
+    """A copy of ``fn`` named ``name`` in which one expected value is wrong, or None.
+
+    The changed value is the literal side of one top-level ``assert <expr> == <literal>``:
+    whenever the original test passes, that assertion in the twin fails; whenever the
+    original fails earlier, so does the twin. The twin has the same shape, calls and names
+    as the test; telling the two apart needs the right answer, which only a fix gives.
+    """
+    src = lines[fn.lineno - 1:fn.end_lineno]
+    if fn.decorator_list or _NO_CLONE.search("\n".join(src)) or \
+            fn.body[0].lineno <= fn.lineno:
+        return None
+    spots = []
+    for stmt in fn.body:  # top level only: a nested assert may not run
+        t = stmt.test if isinstance(stmt, ast.Assert) else None
+        if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq):
+            for side in (t.comparators[0], t.left):
+                ok, value = _literal(side)
+                if ok and side.lineno == side.end_lineno and not isinstance(side, ast.Name):
+                    spots.append((side, value))
+                    break
+    rng.shuffle(spots)
+    for side, value in spots:
+        wrong = _mutated(value, rng, strings)
+        if wrong is None or wrong == value or repr(wrong) == repr(value):
+            continue
+        out = list(src)
+        i = side.lineno - fn.lineno
+        raw = out[i].encode()
+        original = raw[side.col_offset:side.end_col_offset].decode()
+        out[i] = (raw[:side.col_offset] + _render(wrong, original).encode()
+                  + raw[side.end_col_offset:]).decode()
+        head = re.sub(r"(def\s+)" + re.escape(fn.name) + r"\b", r"\g<1>" + name, out[0],
+                      count=1)
+        if head == out[0]:
+            return None
+        return [head, *out[1:]]
+    return None
+
+
 def add_canaries(text: str, rel: str, rng: random.Random, *,
                  rename: bool = True) -> tuple[str, Masked]:
     """``text`` masked: tests renamed (unless ``rename`` is False) and canaries added.
 
-    Node ids use ``rel``, the file's workspace path. A file that does not parse is left as
-    it is (it fails collection, which the grader sees).
+    Canaries: a twin with one wrong expected value beside (before or after, at random) each
+    test that has a literal expectation; must-pass and must-fail builtins canaries at module
+    level and at the end of each test class; one clone of a test that ends in a negated
+    assertion per scope. Node ids use ``rel``, the file's workspace path. A file that does
+    not parse is left as it is (it fails collection, which the grader sees).
     """
     masked = Masked()
     try:
-        tree = ast.parse(text)
+        tree = _parse(text)
     except SyntaxError:
         return text, masked
     words, imported, taken = _facts(tree)
     names = _Names(rng, words, taken)
     if rename:
         text, masked.renamed = _rename(text, tree, rel, names)
-        tree = ast.parse(text)
+        tree = _parse(text)
     lines = text.splitlines()
-    classes = _test_classes(tree)
-    for cls in sorted(classes, key=lambda n: n.end_lineno or 0, reverse=True):
-        indent = _indent(lines[cls.body[0].lineno - 1]) or "    "
-        block: list[str] = []
-        for must_pass in (True, False):
+    inserts: list[tuple[int, list[str]]] = []  # (line index to insert before, lines)
+    in_fstrings = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr)
+                   for v in n.values}
+    in_fstrings |= {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}  # docstrings
+    strings = sorted({n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                      and isinstance(n.value, str) and id(n) not in in_fstrings
+                      and "\n" not in n.value})
+
+    def scope(body: list[ast.stmt], prefix: str, indent: str, end: int, self_arg: str) -> None:
+        tests = [n for n in body if _is_test(n)]
+        gap = [""] if self_arg else ["", ""]  # blank lines between definitions, as in PEP 8
+        for fn in tests:
             name = names.make()
-            block += ["", f"{indent}def {name}(self):",
-                      *[indent * 2 + a for a in _asserts(rng, must_pass, imported)]]
-            masked.canaries.append(Canary(f"{rel}::{cls.name}::{name}", must_pass))
-        methods = [n for n in cls.body if _is_test(n)]
-        if methods and (clone := _clone(lines, rng.choice(methods), name := names.make(), rng,
-                                        imported)):
-            block += ["", *clone]
-            masked.canaries.append(Canary(f"{rel}::{cls.name}::{name}", False))
-        lines[cls.end_lineno:cls.end_lineno] = block
-    tail: list[str] = []
-    kinds = [True] * rng.randint(1, 2) + [False] * rng.randint(1, 2)
-    rng.shuffle(kinds)
-    for must_pass in kinds:
-        name = names.make()
-        tail += ["", "", f"def {name}():", *["    " + a for a in _asserts(rng, must_pass,
-                                                                            imported)]]
-        masked.canaries.append(Canary(f"{rel}::{name}", must_pass))
-    functions = [n for n in tree.body if _is_test(n)]
-    if functions and (clone := _clone(lines, rng.choice(functions), name := names.make(), rng,
+            if twin := _twin(lines, fn, name, rng, strings):
+                first = (fn.decorator_list[0].lineno if fn.decorator_list else fn.lineno) - 1
+                at = first if rng.random() < 0.5 else fn.end_lineno
+                inserts.append((at, [*twin, *gap] if at == first else [*gap, *twin]))
+                masked.canaries.append(Canary(f"{prefix}{name}", False))
+        block: list[str] = []
+        kinds = [True] * rng.randint(1, 2) + [False] * rng.randint(1, 2)
+        rng.shuffle(kinds)
+        for must_pass in kinds:
+            name = names.make()
+            block += [*gap, f"{indent}def {name}({self_arg}):",
+                      *[indent + "    " + a for a in _asserts(rng, must_pass, imported)]]
+            masked.canaries.append(Canary(f"{prefix}{name}", must_pass))
+        if tests and (clone := _clone(lines, rng.choice(tests), name := names.make(), rng,
                                       imported)):
-        tail += ["", "", *clone]
-        masked.canaries.append(Canary(f"{rel}::{name}", False))
-    return "\n".join(lines + tail) + "\n", masked
+            block += [*gap, *clone]
+            masked.canaries.append(Canary(f"{prefix}{name}", False))
+        inserts.append((end, block))
+
+    for cls in _test_classes(tree):
+        indent = _indent(lines[cls.body[0].lineno - 1]) or "    "
+        scope(cls.body, f"{rel}::{cls.name}::", indent, cls.end_lineno, "self")
+    scope(tree.body, f"{rel}::", "", len(lines), "")
+    for at, block in sorted(inserts, key=lambda x: x[0], reverse=True):
+        lines[at:at] = block
+    return "\n".join(lines) + "\n", masked
 
 
 def plant(files: dict[str, Path], dest: Path, node_ids: Iterable[str], rng: random.Random, *,

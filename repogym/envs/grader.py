@@ -161,7 +161,17 @@ def apply_diff(sb: Sandbox, diff: str) -> ExecResult | None:
     """``git apply`` a diff in the sandbox (None when there is nothing to apply)."""
     if not diff:
         return None
-    return sb.run("git apply --whitespace=nowarn --binary -", stdin=diff.encode())
+    return sb.run("git apply --whitespace=nowarn --binary -", stdin=_diff_bytes(diff))
+
+
+def _diff_bytes(diff: str) -> bytes:
+    """A diff as bytes. Surrogate escapes (a diff read with ``errors="surrogateescape"``)
+    become the bytes they stand for; any other lone surrogate, which no file can hold, is
+    written as is, and ``git apply`` refuses the diff (the diff's fault, never a crash)."""
+    try:
+        return diff.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return diff.encode("utf-8", "surrogatepass")
 
 
 def _files_to_plant(task: Task, template: Path) -> dict[str, Path]:
@@ -244,10 +254,12 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
                     flags.add("diff_apply_failed")
                 installed = install_tests(sb, gdir)
                 if installed.exit_code != 0:
-                    if not kept or applied is None or applied.exit_code != 0:
+                    if applied is None:  # into the pristine repository: infrastructure
                         raise SandboxError(f"could not install the hidden tests: "
                                            f"{installed.output.strip()[-500:]}")
-                    flags.add("tests_install_failed")  # the agent's diff filled or broke it
+                    # The agent's diff filled or broke the workspace, even one that failed
+                    # to apply: git apply stops half-way when it runs out of space.
+                    flags.add("tests_install_failed")
                 run = run_verifier(sb, gdir, v.pytest_args(), list(v.all_tests),
                                    v.timeout_s, v.ini_options)
             finally:

@@ -28,7 +28,7 @@ from repogym.envs.actions import (
     ignored_note,
     parse_action,
 )
-from repogym.envs.session import Session
+from repogym.envs.session import SHELL_MODES, Session, ShellMode
 from repogym.sandbox import Limits, Sandbox, SandboxError, SandboxSpec, make_sandbox
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios.task import Task, load_task, select_tasks
@@ -150,15 +150,22 @@ class RepoEnv(gym.Env[str, str]):
     ``task`` (Task or folder), ``sandbox`` ("bwrap", "docker", "process"),
     ``reward_mode``, ``render_mode`` ("ansi"), ``max_steps``, ``limits``
     (:class:`repogym.sandbox.Limits`), ``max_obs_chars``, ``sandbox_options``,
-    ``timings`` (add wall-clock ``duration_s``/``grade_duration_s`` to ``info``; off by
-    default because Gymnasium's determinism contract, checked by ``check_env``, compares
-    ``info`` across identically seeded steps; TrajectoryLogger always records timings),
+    ``shell`` ("persistent", the default: ``bash`` commands of an episode share one shell
+    in the sandbox, so ``cd``, exported variables, functions and background jobs carry over
+    as in a terminal; a timeout interrupts the command like Ctrl-C and keeps the shell; if
+    the shell ends (``exit``, ``exec``, ``set -e``) the observation says so and the next
+    command gets a new one; everything stops before grading. "fresh": each command runs in
+    a new process at the repository root, as at first; see docs/sandboxes.md), ``timings``
+    (add wall-clock ``duration_s``/``grade_duration_s`` to ``info``; off by default because
+    Gymnasium's determinism contract, checked by ``check_env``, compares ``info`` across
+    identically seeded steps; TrajectoryLogger always records timings),
     ``grade_cache`` (a dict shared across episodes: a result per (task, version, reward
     mode, diff) is reused instead of grading the same diff again; trainers use it for speed;
     infrastructure errors are never cached).
 
     ## Version History
-    * v0: initial release.
+    * v0: initial release. Later in v0 (task versions unchanged), ``bash`` runs in a
+      persistent shell by default; ``shell="fresh"`` keeps the first behaviour.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012 (Gymnasium convention)
@@ -176,12 +183,16 @@ class RepoEnv(gym.Env[str, str]):
         sandbox_options: dict[str, Any] | None = None,
         timings: bool = False,
         grade_cache: MutableMapping[tuple, grader.GradeResult] | None = None,
+        shell: ShellMode = "persistent",
     ) -> None:
         if reward_mode not in grader.REWARD_MODES:
             raise ValueError(f"unknown reward_mode {reward_mode!r}. Fix: use one of "
                              f"{grader.REWARD_MODES}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"unsupported render_mode {render_mode!r}. Fix: use 'ansi' or None")
+        if shell not in SHELL_MODES:
+            raise ValueError(f"unknown shell {shell!r}. Fix: use one of {SHELL_MODES}")
+        self.shell = shell
         self.task = task if isinstance(task, Task) else load_task(task)
         self.sandbox_backend = sandbox
         self.reward_mode = reward_mode
@@ -239,13 +250,14 @@ class RepoEnv(gym.Env[str, str]):
         self.task = self._select_task(options)
         self.session = Session(self.task, self._templates.get(
                                    self.task.repo_dir, self.task.sandbox_environment()),
-                               self._make_sandbox, self.limits, self.max_obs_chars)
+                               self._make_sandbox, self.limits, self.max_obs_chars,
+                               shell=self.shell)
         self._steps, self._done = 0, False
         obs = self.session.prompt()
         self._transcript = [obs]
         info = {"task": self.task.id, "env_id": self.task.env_id, "split": self.task.split,
                 "max_steps": self._budget(), "sandbox": self.sandbox_backend,
-                "reward_mode": self.reward_mode}
+                "shell": self.shell, "reward_mode": self.reward_mode}
         return obs, info
 
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:

@@ -11,13 +11,17 @@ import json
 import shlex
 from collections.abc import Callable, MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from repogym.envs import grader
 from repogym.envs.actions import TOOL_HELP, ToolCall
 from repogym.sandbox import Limits, Sandbox, SandboxSpec
-from repogym.sandbox.base import ExecResult
+from repogym.sandbox.base import ExecResult, Shell
 from repogym.scenarios.task import Task
+
+#: How ``bash`` commands run: one persistent shell per episode, or a new process each.
+ShellMode = Literal["persistent", "fresh"]
+SHELL_MODES: tuple[ShellMode, ...] = ("persistent", "fresh")
 
 
 def clip_text(text: str, limit: int) -> str:
@@ -40,6 +44,8 @@ def format_exec(res: ExecResult, limit: int) -> str:
     if res.resource_exhausted:
         notes.append(f"the sandbox's {res.resource_exhausted} limit is used up; free some "
                      "(delete files in /tmp or the workspace, stop background processes)")
+    if res.shell_reset:
+        notes.append(res.shell_reset)
     notes.append(f"exit code: {res.exit_code}")
     return (out.rstrip("\n") + "\n" if out else "") + "".join(f"[{n}]\n" for n in notes)
 
@@ -53,14 +59,28 @@ class Session:
         make_sandbox: Builds every sandbox of the episode (the episode's and the grader's).
         limits: Limits of every command.
         max_obs_chars: Observations are clipped to this many characters.
+        shell: ``persistent``: ``bash`` commands share one shell (started at the first
+            one; ``cd``, variables, functions and background jobs carry over);
+            ``fresh``: each runs in a new process. The other tools always run on their own
+            at the repository root, whatever the shell did.
     """
 
     def __init__(self, task: Task, template: Path, make_sandbox: Callable[[SandboxSpec], Sandbox],
-                 limits: Limits, max_obs_chars: int = 16_000) -> None:
+                 limits: Limits, max_obs_chars: int = 16_000,
+                 shell: ShellMode = "persistent") -> None:
+        if shell not in SHELL_MODES:
+            raise ValueError(f"unknown shell {shell!r}. Fix: use one of {SHELL_MODES}")
         self.task, self.template, self.limits = task, template, limits
         self.make_sandbox = make_sandbox
         self.max_obs_chars = max_obs_chars
+        self.shell_mode = shell
+        self._shell: Shell | None = None
         self.sandbox: Sandbox | None = make_sandbox(SandboxSpec(template=template, limits=limits))
+        if shell == "persistent" and not callable(getattr(self.sandbox, "shell", None)):
+            self.close()
+            raise ValueError(f"the {getattr(self.sandbox, 'backend', '?')!r} sandbox has no "
+                             "persistent shell (Sandbox.shell()). Fix: pass shell='fresh', or "
+                             "give the backend a shell() method")
 
     @property
     def closed(self) -> bool:
@@ -91,10 +111,12 @@ class Session:
         sb, a = self._live(), call.args
         try:
             if call.name == "bash":
-                res = sb.run(a["command"], timeout_s=self.limits.timeout_s)
+                res = self._bash(a["command"])
                 info.update(exit_code=res.exit_code, timed_out=res.timed_out)
                 if res.resource_exhausted:
                     info["resource_exhausted"] = res.resource_exhausted
+                if res.shell_reset:
+                    info["shell_reset"] = res.shell_reset
                 return format_exec(res, self.max_obs_chars)
             if call.name == "read":
                 out = self._read(a["path"], a.get("start"), a.get("end"))
@@ -111,6 +133,21 @@ class Session:
         except (OSError, ValueError) as e:  # ValueError: an argument the sandbox cannot take
             info["exit_code"] = 1
             return clip_text(f"Error: {e}", self.max_obs_chars) + "\n"
+
+    def _bash(self, command: str) -> ExecResult:
+        sb = self._live()
+        if self.shell_mode == "fresh":
+            return sb.run(command, timeout_s=self.limits.timeout_s)
+        if self._shell is None:
+            self._shell = sb.shell()
+        return self._shell.run(command, timeout_s=self.limits.timeout_s)
+
+    def stop_shell(self) -> None:
+        """Stop the persistent shell and everything it left running (files stay); a later
+        ``bash`` command starts a new one. Idempotent."""
+        if self._shell is not None:
+            sh, self._shell = self._shell, None
+            sh.close()
 
     def read_file(self, path: str) -> str | None:
         """A workspace file's text, or None when there is no such file."""
@@ -161,7 +198,13 @@ class Session:
 
     # -- diff and grading ---------------------------------------------------------------
     def diff(self) -> tuple[str, list[str]]:
-        """The workspace's diff, or ``("", ["diff_failed"])`` if the agent broke git."""
+        """The workspace's diff, or ``("", ["diff_failed"])`` if the agent broke git.
+
+        Taken when nothing of the agent runs: the persistent shell and what it left running
+        are stopped first (:meth:`stop_shell`), so the diff is final and no process of the
+        episode is alive while it is graded.
+        """
+        self.stop_shell()
         return grader.diff_or_flag(self._live())
 
     def grade(self, diff: str, flags: list[str] = (), *, mode: grader.RewardMode,
@@ -181,6 +224,7 @@ class Session:
 
     def close(self) -> None:
         """Stop the episode's sandbox. Idempotent."""
+        self._shell = None  # the sandbox closes its shells
         if self.sandbox is not None:
             sb, self.sandbox = self.sandbox, None
             sb.close()

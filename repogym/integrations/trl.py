@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 
 from repogym.envs import make_suite_env
+from repogym.envs.actions import TOOLS
 
 PROMPT = ("Fix the bug described below in the repository. Use the tools to look around and "
           "change files; call submit when you are done.")
@@ -102,44 +103,18 @@ class RepoGymToolEnv:
                                  "infra_error": info.get("infra_error")})
 
     def bash(self, command: str) -> str:
-        """Run a shell command at the repository root and return its output.
-
-        Args:
-            command: The shell command line to run.
-        """
         return self._act("bash", command=command)
 
     def read(self, path: str, start: int | None = None, end: int | None = None) -> str:
-        """Show a file with line numbers.
-
-        Args:
-            path: File path relative to the repository root.
-            start: First line to show (1-based); the whole file if omitted.
-            end: Last line to show (inclusive).
-        """
         return self._act("read", path=path, start=start, end=end)
 
     def write(self, path: str, content: str) -> str:
-        """Create or overwrite a file.
-
-        Args:
-            path: File path relative to the repository root.
-            content: The whole new content of the file.
-        """
         return self._act("write", path=path, content=content)
 
     def edit(self, path: str, old: str, new: str) -> str:
-        """Replace the one occurrence of a piece of text in a file.
-
-        Args:
-            path: File path relative to the repository root.
-            old: The exact text to replace; it must occur exactly once.
-            new: The replacement text.
-        """
         return self._act("edit", path=path, old=old, new=new)
 
     def submit(self) -> str:
-        """Finish: your changes are graded by hidden tests."""
         return self._act("submit")
 
     def get_reward(self) -> float | None:
@@ -159,3 +134,8 @@ class RepoGymToolEnv:
 
 
 _OPEN: list[gym.Env] = []
+
+# The tool methods' docstrings (TRL builds the tools' schemas from them) come from the one
+# tool schema, so the model reads the same descriptions as every other agent.
+for _tool in TOOLS.values():
+    getattr(RepoGymToolEnv, _tool.name).__doc__ = _tool.docstring()

@@ -2,8 +2,9 @@
 
 A sandbox owns one workspace (a copy of a task's repository, one git commit) and runs
 untrusted commands against it. ``run`` never raises on a timeout: it kills the whole
-process tree and reports ``timed_out``. ``close`` is explicit and idempotent; no backend
-relies on ``__del__``.
+process tree and reports ``timed_out``. ``shell`` starts a persistent shell in the same
+sandbox, whose state survives between commands. ``close`` is explicit and idempotent; no
+backend relies on ``__del__``.
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ class ExecResult:
     output_truncated: bool = False
     #: ``memory`` or ``pids`` when the sandbox's own limit stopped the command (its doing).
     resource_exhausted: str | None = None
+    #: Set by a persistent shell when its state was lost: the shell ended or was stopped
+    #: during this command (the next one starts a new shell), or had ended before it (this
+    #: one ran in a new shell). A note for the agent that says which and why.
+    shell_reset: str | None = None
 
     @property
     def output(self) -> str:
@@ -128,6 +133,19 @@ class Environment:
                 f"{self.python}")
 
 
+class Shell(Protocol):
+    """A persistent shell in a sandbox: the working folder, variables, functions and
+    background jobs carry over from one command to the next, as in a terminal."""
+
+    def run(self, command: str, timeout_s: float | None = None) -> ExecResult:
+        """Run ``command``; output is stdout and stderr interleaved, in ``stdout``."""
+        ...
+
+    def close(self) -> None:
+        """Kill the shell and everything it started. Idempotent."""
+        ...
+
+
 @runtime_checkable
 class Sandbox(Protocol):
     """A running, isolated workspace. Paths given to its methods are workspace-relative."""
@@ -159,6 +177,12 @@ class Sandbox(Protocol):
         folder afterwards. Agents' commands never see these folders. ``output_bytes``
         replaces the limits' output cap for this command.
         """
+        ...
+
+    def shell(self) -> Shell:
+        """Start a persistent shell at the workspace root, with the same isolation and
+        limits as ``run`` (the timeout and output cap apply per command). The sandbox
+        closes its shells when it closes."""
         ...
 
     def read_file(self, path: str) -> str:

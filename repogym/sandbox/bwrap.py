@@ -9,7 +9,13 @@ no-new-privs. The host's Python is visible at ``/opt/python`` with its site-pack
 replaced by a pytest-only folder (preceded, for a task with an environment, by that
 environment's packages, bound read-only at ``/opt/repogym/env``), and every folder holding
 repogym's own code and task data is masked. When the command's first process exits, bwrap's PID 1 exits and the kernel kills
-everything else in the namespace: nothing outlives a step.
+everything else in the namespace: nothing outlives a ``run``.
+
+``shell()`` starts a persistent bash (:mod:`repogym.sandbox.persistent`) in one more bwrap
+of the same kind (same binds, seccomp policy, uid, cgroup and rlimits): its processes share
+one PID namespace that lives until the shell ends or the sandbox closes. The host lists
+them through that namespace's own ``/proc`` and signals them with pidfds, so it never
+touches a process outside the sandbox.
 
 A launch that fails because the sandbox's own memory or pids limit is used up (by what
 earlier commands of the same sandbox left charged to it) is reported as an ``ExecResult``
@@ -18,9 +24,13 @@ with ``resource_exhausted`` set: the agent's doing, never ``SandboxError``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import subprocess
+import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Self
 
@@ -36,6 +46,7 @@ from repogym.sandbox.base import (
 )
 from repogym.sandbox.leases import SANDBOX_GID
 from repogym.sandbox.limits import Cgroup, rlimit_preexec
+from repogym.sandbox.persistent import PersistentShell, PopenShell, spawn
 from repogym.sandbox.runtime import PYTHON_MOUNT, Runtime, package_data_dirs, runtime
 from repogym.sandbox.shell import ShellSandbox
 from repogym.sandbox.workspace import Workspace
@@ -99,6 +110,7 @@ class BwrapSandbox(ShellSandbox):
         self._rt = runtime()
         seccomp.bpf_program()  # fail here, with the fix, if libseccomp is missing
         self._closed = False
+        self._shells: list[PersistentShell] = []
         self.workspace = Workspace(spec.template, spec.limits.workspace_mb,
                                    spec.limits.inodes)
         self.environment = self.workspace.environment
@@ -165,17 +177,20 @@ class BwrapSandbox(ShellSandbox):
             a += ["--setenv", k, v]
         return a
 
-    def _argv_for(self, command: str, status_fd: int, seccomp_fd: int,
-                  binds: list[str]) -> list[str]:
-        argv = self._argv + binds + ["--seccomp", str(seccomp_fd)]
+    def _argv_for(self, inner: list[str], seccomp_fd: int, extra: list[str]) -> list[str]:
+        argv = self._argv + extra + ["--seccomp", str(seccomp_fd)]
         if os.geteuid() == 0:
             argv += ["/usr/bin/setpriv", f"--reuid={self.workspace.uid}",
                      f"--regid={SANDBOX_GID}", "--clear-groups", "--inh-caps=-all",
                      "--bounding-set=-all", "--no-new-privs"]
+        return argv + inner
+
+    @staticmethod
+    def _command(command: str, status_fd: int) -> list[str]:
         # The shell reports that the sandbox is set up by writing to status_fd, then closes
         # it before the command runs, so a command cannot fake (or hide) a launch failure.
         starter = f'printf started >&{status_fd}; exec {status_fd}>&-; eval "$1"'
-        return argv + ["/bin/bash", "-c", starter, "bash", command]
+        return ["/bin/bash", "-c", starter, "bash", command]
 
     # -- running -----------------------------------------------------------------------
     def run(self, command: str, timeout_s: float | None = None,
@@ -227,21 +242,61 @@ class BwrapSandbox(ShellSandbox):
                 output_bytes: int | None) -> ExecResult:
         try:
             return run_process(
-                self._argv_for(command, status_fd, seccomp_fd, binds), env={},
+                self._argv_for(self._command(command, status_fd), seccomp_fd, binds), env={},
                 timeout_s=timeout_s or self.limits.timeout_s,
                 output_bytes=output_bytes or self.limits.output_bytes, stdin=stdin,
                 pass_fds=(status_fd, seccomp_fd),
                 preexec_fn=rlimit_preexec(self.limits, cgroup=self.cgroup),
-                on_kill=self.cgroup.kill if self.cgroup else None,
+                on_kill=self._kill_commands if self.cgroup else None,
             )
         except (OSError, subprocess.SubprocessError) as e:
             raise SandboxError(f"could not launch bwrap: {e}") from e
+
+    def _kill_commands(self) -> None:
+        """SIGKILL every process of the sandbox's cgroup except its persistent shells'."""
+        assert self.cgroup is not None
+        shells = [sh.process for sh in self._shells if isinstance(sh.process, _BwrapShell)]
+        self.cgroup.kill(spare=lambda pid: any(sh.owns(pid) for sh in shells))
+
+    # -- the persistent shell ------------------------------------------------------------------
+    def shell(self) -> PersistentShell:
+        if self._closed:
+            raise SandboxError("the sandbox is closed. Fix: call env.reset() first")
+        self._shells = [sh for sh in self._shells if not sh.closed]
+        sh = PersistentShell(self._start_shell, self.limits,
+                             oom_kills=self.cgroup.oom_kills if self.cgroup else None)
+        self._shells.append(sh)
+        return sh
+
+    def _start_shell(self) -> _BwrapShell:
+        if self._closed:
+            raise SandboxError("the sandbox is closed. Fix: call env.reset() first")
+        info_r, info_w = os.pipe()
+        filt = seccomp.bpf_fd()
+        try:
+            popen, stdin, output, control = spawn(
+                lambda inner: self._argv_for(inner, filt, ["--info-fd", str(info_w)]),
+                pass_fds=(info_w, filt), env={},
+                preexec_fn=rlimit_preexec(self.limits, cgroup=self.cgroup))
+        except (OSError, subprocess.SubprocessError) as e:
+            os.close(info_r)
+            raise SandboxError(f"could not launch bwrap: {e}") from e
+        finally:
+            os.close(info_w)
+            os.close(filt)
+        try:
+            info = _read_all_blocking(info_r)
+        finally:
+            os.close(info_r)
+        return _BwrapShell(popen, stdin, output, control, info, self.cgroup)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         try:
+            for sh in self._shells:
+                sh.close()
             if self.cgroup:
                 self.cgroup.remove()
         finally:
@@ -252,6 +307,116 @@ class BwrapSandbox(ShellSandbox):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _BwrapShell(PopenShell):
+    """A persistent shell's bwrap: processes are named by their pid in its PID namespace."""
+
+    def __init__(self, popen: subprocess.Popen, stdin: int, output: int, control: int,
+                 info: bytes, cgroup: Cgroup | None) -> None:
+        super().__init__(popen, stdin, output, control)
+        self.cgroup = cgroup
+        self._proc_fd: int | None = None
+        try:
+            meta = json.loads(info or b"{}")
+        except ValueError:
+            meta = {}
+        self.child_pid: int | None = meta.get("child-pid")
+        self.pid_ns: int | None = meta.get("pid-namespace")
+
+    def on_ready(self, shell_pid: int) -> None:
+        super().on_ready(shell_pid)
+        # The namespace's own /proc, opened while its PID 1 surely lives: the fd keeps
+        # naming that namespace, whatever happens to the host pid later.
+        try:
+            fd = os.open(f"/proc/{self.child_pid}/root/proc", os.O_RDONLY | os.O_DIRECTORY)
+        except (OSError, TypeError) as e:
+            raise SandboxError(f"cannot see the shell's processes ({e}). Fix: bubblewrap "
+                               "with --info-fd, and /proc readable by this user") from e
+        if _pid_ns(self.child_pid) != self.pid_ns:  # not the namespace bwrap reported
+            os.close(fd)
+            raise SandboxError("the persistent shell's PID namespace vanished at start")
+        self._proc_fd = fd
+
+    def owns(self, pid: int) -> bool:
+        """True if host ``pid`` is this shell's bwrap or a process in its namespace."""
+        return pid == self.popen.pid or (self.pid_ns is not None and _pid_ns(pid) == self.pid_ns)
+
+    def processes(self) -> set[int]:
+        if self._proc_fd is None:
+            return set()
+        return {int(d) for d in os.listdir(self._proc_fd)
+                if d.isdigit() and _alive(self._proc_fd, d)}
+
+    def signal(self, ids: Iterable[int], sig: int) -> None:
+        if self._proc_fd is None:
+            return
+        for pid in ids:
+            try:
+                fd = os.open(str(pid), os.O_RDONLY | os.O_DIRECTORY, dir_fd=self._proc_fd)
+            except OSError:
+                continue  # gone already
+            try:
+                signal.pidfd_send_signal(fd, sig)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+    def start_failed(self, output: str) -> ExecResult:
+        if exhausted := self.cgroup.exhausted() if self.cgroup else None:
+            return ExecResult(stdout="", exit_code=137, resource_exhausted=exhausted,
+                              stderr=f"the sandbox's {exhausted} limit is used up (by files or "
+                                     "processes this sandbox left); the shell could not start")
+        return super().start_failed(output)
+
+    def terminate(self) -> None:
+        if self.popen.poll() is None:
+            # Kill the namespace's PID 1: the kernel kills the rest, and bwrap reaps it and
+            # exits (no orphan is left for the host's init). bwrap itself if that fails.
+            self.signal({1}, signal.SIGKILL)
+            try:
+                self.popen.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        super().terminate()
+        for _ in range(200):  # every process of the namespace: wait until they are gone
+            if not (left := self.processes()):
+                break
+            self.signal(left, signal.SIGKILL)
+            time.sleep(0.005)
+        if self._proc_fd is not None:
+            os.close(self._proc_fd)
+            self._proc_fd = None
+
+
+def _alive(proc_fd: int, pid: str) -> bool:
+    """True unless ``pid`` (in the /proc opened as ``proc_fd``) is gone or a zombie."""
+    try:
+        fd = os.open(f"{pid}/stat", os.O_RDONLY, dir_fd=proc_fd)
+    except OSError:
+        return False
+    try:
+        stat = os.read(fd, 4096)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X", b"")
+
+
+def _pid_ns(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _read_all_blocking(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _read_all(fd: int) -> bytes:

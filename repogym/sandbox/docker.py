@@ -13,11 +13,21 @@ lease's uid with an environment built here (no host variable reaches the contain
 is docker's init reaping orphans, with an idle root-owned ``sleep`` the sandbox user cannot
 signal.
 
-As with bwrap, nothing outlives a command: each one runs under a small bash wrapper that
+As with bwrap, nothing outlives a ``run``: each one runs under a small bash wrapper that
 SIGKILLs every process of the sandbox user (``kill -9 -1``, a builtin, so it works even
 when the pids limit is reached) before and after it. A timeout or the output cap freezes
 the container, kills the user's processes from the host and thaws it; if any survive the
 container is restarted (the workspace survives, ``/tmp`` does not).
+
+``shell()`` starts a persistent bash (:mod:`repogym.sandbox.persistent`) with one more
+``exec`` as the sandbox user. Its standard input, output and control fd are FIFOs that the
+host makes in a folder bound read-only into the container, opens, and deletes once the
+shell has opened its ends: nothing else can reach them, and its output keeps its order
+with its records (docker's own stream would not). The host lists the shell's processes in
+the container's cgroup and signals them by pid. While a shell runs, ``run`` commands (the
+file tools) skip the ``kill -9 -1`` wrapper; a ``run`` that times out still kills every
+process of the user, the shell's included (its next command then starts a new one), and
+so does a shell that ends.
 
 Containers carry the label ``repogym.sandbox`` (and the owner's host and pid) and are
 removed by ``close()``, on a failed start and on interrupt; ``repogym gc`` removes those
@@ -35,6 +45,7 @@ import struct
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Self
 
@@ -56,6 +67,13 @@ from repogym.sandbox.base import (
 from repogym.sandbox.docker_setup import DEFAULT_IMAGE, LABEL, client, default_base_url
 from repogym.sandbox.leases import SANDBOX_GID
 from repogym.sandbox.owners import owner_gone
+from repogym.sandbox.persistent import (
+    BASH,
+    CONTROL_FD,
+    START_TIMEOUT_S,
+    PersistentShell,
+    ShellProcess,
+)
 from repogym.sandbox.shell import ShellSandbox
 from repogym.sandbox.workspace import Workspace
 
@@ -63,6 +81,10 @@ BIND_ROOT = "/run/repogym"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: Runs the command ($1) with every other process of the sandbox user killed before and after.
 WRAPPER = 'kill -9 -1 2>/dev/null; /bin/bash -c "$1"; rc=$?; kill -9 -1 2>/dev/null; exit $rc'
+#: The same without the kills, while a persistent shell (and its jobs) must live on.
+PLAIN = '/bin/bash -c "$1"'
+#: Starts the persistent shell on the FIFOs in folder $1.
+SHELL_START = (f'exec <"$1/in" >"$1/out" 2>&1 {CONTROL_FD}>"$1/ctl"; exec {" ".join(BASH)}')
 _SETUP_HINT = ("Fix: run `python -m repogym.sandbox.docker_setup up` (as root: starts a private "
                "dockerd and builds repogym/python:bookworm offline), or set REPOGYM_DOCKER_HOST "
                "to a running Docker engine")
@@ -112,9 +134,10 @@ class DockerSandbox(ShellSandbox):
         self.interpreter = Interpreter("python3", (), {"path": PATH})
         self.environment = None
         self._closed = False
+        self._shells: list[PersistentShell] = []
         self._client: Any = None
         self.workspace: Workspace | None = None
-        self._xfer: Path | None = None
+        self._xfer: dict[str, Path] | None = None
         self.name = f"repogym-{uuid.uuid4().hex[:12]}"
         self.container_id: str | None = None
         self._cleanup: Any = None
@@ -146,12 +169,13 @@ class DockerSandbox(ShellSandbox):
                                f"not reachable: {e}. {_SETUP_HINT}") from e
         return c
 
-    def _make_xfer(self) -> Path:
-        # Beside the workspace (same lease, same size-capped tmpfs): gc and close() see it.
+    def _make_xfer(self) -> dict[str, Path]:
+        # In the lease (gc and close() see them). What the container writes (rw) lies on the
+        # workspace's capped tmpfs; what the host copies in (ro) lies outside it, so an agent
+        # that filled its workspace cannot make the grader's copies fail.
         assert self.workspace is not None
-        xfer = self.workspace.scratch("xfer")
-        for d in (xfer / "ro", xfer / "rw"):
-            d.mkdir(exist_ok=True)
+        xfer = {"ro": self.workspace.beside("ro"), "rw": self.workspace.scratch("xfer")}
+        for d in xfer.values():
             os.chmod(d, 0o755)
         return xfer
 
@@ -165,8 +189,8 @@ class DockerSandbox(ShellSandbox):
         assert self.workspace is not None and self._xfer is not None
         mounts = [Mount(WORKSPACE, str(self.workspace.path), type="bind"),
                   Mount("/tmp", str(self.workspace.tmp), type="bind"),
-                  Mount(f"{BIND_ROOT}/ro", str(self._xfer / "ro"), type="bind", read_only=True),
-                  Mount(f"{BIND_ROOT}/rw", str(self._xfer / "rw"), type="bind")]
+                  Mount(f"{BIND_ROOT}/ro", str(self._xfer["ro"]), type="bind", read_only=True),
+                  Mount(f"{BIND_ROOT}/rw", str(self._xfer["rw"]), type="bind")]
         if self.environment is not None:
             mounts.append(Mount(ENV_MOUNT, str(self.environment.site), type="bind",
                                 read_only=True))
@@ -240,7 +264,7 @@ class DockerSandbox(ShellSandbox):
                     if not name.isidentifier():
                         raise ValueError(f"bind name {name!r} must be an identifier "
                                          "(it becomes $RG_<NAME>)")
-                    stage = self._xfer / kind / name
+                    stage = self._xfer[kind] / name
                     staged.append(stage)
                     if kind == "ro":
                         shutil.copytree(host, stage, symlinks=True)
@@ -252,7 +276,7 @@ class DockerSandbox(ShellSandbox):
                     env[f"RG_{name.upper()}"] = f"{BIND_ROOT}/{kind}/{name}"
             res = self._exec(command, timeout_s, stdin, env, output_bytes)
             for name, host in (rw or {}).items():
-                copy_back(self._xfer / "rw" / name, Path(host))
+                copy_back(self._xfer["rw"] / name, Path(host))
             return res
         finally:
             for stage in staged:
@@ -268,7 +292,8 @@ class DockerSandbox(ShellSandbox):
         api = self._client.api
         start = time.monotonic()
         try:
-            ex = api.exec_create(self.container_id, ["/bin/bash", "-c", WRAPPER, "rg", command],
+            wrapper = PLAIN if any(sh.process for sh in self._shells) else WRAPPER
+            ex = api.exec_create(self.container_id, ["/bin/bash", "-c", wrapper, "rg", command],
                                  stdin=stdin is not None, user=f"{self.uid}:{SANDBOX_GID}",
                                  environment=env or None, workdir=WORKSPACE)["Id"]
             sock = api.exec_start(ex, socket=True)
@@ -336,6 +361,68 @@ class DockerSandbox(ShellSandbox):
         except _ENGINE_ERRORS as e:
             raise SandboxError(f"could not stop the command's processes: {e}") from e
 
+    # -- the persistent shell --------------------------------------------------------------------
+    def shell(self) -> PersistentShell:
+        self._check_open()
+        self._shells = [sh for sh in self._shells if not sh.closed]
+        self._shells.append(sh := PersistentShell(self._start_shell, self.limits))
+        return sh
+
+    def _start_shell(self) -> DockerShell:
+        self._check_open()
+        assert self._xfer is not None
+        folder = self._xfer["ro"] / f".shell-{uuid.uuid4().hex[:12]}"
+        folder.mkdir(mode=0o755)
+        fds: list[int] = []
+        try:
+            for name in ("in", "out", "ctl"):
+                os.mkfifo(folder / name, 0o600)
+                if os.geteuid() == 0:
+                    os.chown(folder / name, self.uid, SANDBOX_GID)
+            fds = [os.open(folder / "in", os.O_RDWR | os.O_NONBLOCK),
+                   *(os.open(folder / n, os.O_RDONLY | os.O_NONBLOCK) for n in ("out", "ctl"))]
+            api = self._client.api
+            ex = api.exec_create(self.container_id, ["/bin/bash", "-c", SHELL_START, "rg",
+                                                     f"{BIND_ROOT}/ro/{folder.name}"],
+                                 user=f"{self.uid}:{SANDBOX_GID}", workdir=WORKSPACE)["Id"]
+            api.exec_start(ex, detach=True)
+            self._await_shell(ex, fds[2])
+        except BaseException as e:
+            for fd in fds:
+                os.close(fd)
+            if isinstance(e, _ENGINE_ERRORS):
+                raise SandboxError(f"docker could not start the shell: {e}") from e
+            raise
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)  # the open ends stay connected
+        return DockerShell(*fds, api=self._client.api, container_id=self.container_id,
+                           exec_id=ex, kill_all=self._kill_shell)
+
+    def _kill_shell(self) -> None:
+        """A shell ends with every process of the user (a closing sandbox removes them all)."""
+        if not self._closed:
+            self._kill_all()
+
+    def _await_shell(self, exec_id: str, control: int) -> None:
+        """Wait until the shell has opened its FIFOs (its control FIFO gets a writer)."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        checked = time.monotonic()
+        while time.monotonic() < deadline:
+            try:
+                if os.read(control, 1) == b"":  # no writer yet
+                    time.sleep(0.005)
+                    if time.monotonic() - checked > 0.5:
+                        checked = time.monotonic()
+                        info = self._client.api.exec_inspect(exec_id)
+                        if not info.get("Running") and info.get("ExitCode") is not None:
+                            raise SandboxError("the persistent shell's exec ended at once "
+                                               f"(exit code {info['ExitCode']})")
+                    continue
+                raise SandboxError("the persistent shell wrote before it was ready")
+            except BlockingIOError:
+                return
+        raise SandboxError("the persistent shell did not start in the container")
+
     # -- closing -----------------------------------------------------------------------------
     def close(self) -> None:
         """Remove the container, then the workspace. Idempotent."""
@@ -344,6 +431,8 @@ class DockerSandbox(ShellSandbox):
         self._closed = True
         if self._cleanup is not None:
             self._cleanup.detach()
+        for sh in self._shells:
+            sh.close()
         try:
             if self._client is not None:
                 try:
@@ -365,6 +454,67 @@ class DockerSandbox(ShellSandbox):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class DockerShell(ShellProcess):
+    """The persistent shell's ``exec``: processes are host pids in the container's cgroup."""
+
+    def __init__(self, stdin: int, output: int, control: int, *, api: Any, container_id: str,
+                 exec_id: str, kill_all: Any) -> None:
+        super().__init__(stdin, output, control)
+        self._api, self._container, self._exec = api, container_id, exec_id
+        self._kill_all = kill_all
+        self._procs_file: str | None = None
+        self._terminated = False
+
+    def on_ready(self, shell_pid: int) -> None:
+        try:  # $$ is the container's pid: name the shell by its host pid instead
+            super().on_ready(int(self._api.exec_inspect(self._exec)["Pid"]))
+        except _ENGINE_ERRORS as e:
+            raise SandboxError(f"docker exec_inspect failed: {e}") from e
+        self._procs_file = _cgroup_procs(self.shell_pid)
+
+    def processes(self) -> set[int] | None:
+        if self._procs_file is None:
+            return None
+        try:
+            with open(self._procs_file) as f:
+                return {int(p) for p in f.read().split()}
+        except OSError:
+            return set()
+
+    def signal(self, ids: Iterable[int], sig: int) -> None:
+        for pid in ids:
+            if self._container in _read(f"/proc/{pid}/cgroup"):  # never a host process
+                try:
+                    os.kill(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def returncode(self) -> int | None:
+        try:
+            info = self._api.exec_inspect(self._exec)
+        except _ENGINE_ERRORS:
+            return None
+        return None if info.get("Running") else info.get("ExitCode")
+
+    def terminate(self) -> None:
+        if not self._terminated:
+            self._terminated = True
+            self._kill_all()
+
+
+def _cgroup_procs(pid: int) -> str | None:
+    """The ``cgroup.procs`` file of ``pid``'s cgroup (v1 pids controller, or v2), if readable."""
+    for line in _read(f"/proc/{pid}/cgroup").splitlines():
+        _, controllers, path = line.split(":", 2)
+        names = controllers.split(",") if controllers else []
+        if names and "pids" not in names:
+            continue
+        procs = f"/sys/fs/cgroup{'/pids' if names else ''}{path}/cgroup.procs"
+        if os.access(procs, os.R_OK):
+            return procs
+    return None
 
 
 def _read(path: str) -> str:

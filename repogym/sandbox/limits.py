@@ -83,15 +83,21 @@ class Cgroup:
     def procs_files(self) -> list[str]:
         return [str(d / "cgroup.procs") for d in self.dirs]
 
-    def kill(self) -> None:
-        """SIGKILL every process still in the group (escaped process groups included)."""
+    def pids(self) -> set[int]:
+        """Host pids of every process in the group."""
+        pids: set[int] = set()
+        for d in self.dirs:
+            try:
+                pids.update(int(p) for p in (d / "cgroup.procs").read_text().split())
+            except OSError:
+                pass
+        return pids
+
+    def kill(self, spare: Callable[[int], bool] | None = None) -> None:
+        """SIGKILL every process still in the group (escaped process groups included),
+        except those ``spare(pid)`` keeps."""
         for _ in range(20):
-            pids = set()
-            for d in self.dirs:
-                try:
-                    pids.update(int(p) for p in (d / "cgroup.procs").read_text().split())
-                except OSError:
-                    pass
+            pids = {p for p in self.pids() if spare is None or not spare(p)}
             if not pids:
                 return
             for pid in pids:
@@ -163,7 +169,10 @@ def _groups() -> list[Path]:
 
 
 def remove_cgroups(owner: str) -> list[Path]:
-    """Kill and remove every group of ``owner`` (a lease name)."""
+    """Kill and remove every group of ``owner`` (a lease name). Groups exist only for root's
+    leases: another user's lease of the same name owns none."""
+    if os.geteuid() != 0:
+        return []
     mine = [d for d in _groups() if d.name.startswith(f"{CGROUP_PREFIX}{owner}-")]
     Cgroup(mine).remove()
     return mine

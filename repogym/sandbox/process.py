@@ -3,21 +3,29 @@
 For debugging the environment itself (and as the baseline in ``bench/``). The agent can
 read and write anything the host user can, including the hidden tests. It is used only
 when asked for by name, and it warns every time.
+
+Its persistent shell (``shell()``) is a plain host bash: on a timeout it gets SIGINT as a
+terminal's Ctrl-C would send it (to its whole process group), but the host cannot tell the
+command's processes from the shell's background jobs, so a command that ignores SIGINT
+gets the shell stopped; processes that left the group (``setsid``) are not tracked.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import signal
 import site
 import sys
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Self
 
 from repogym.sandbox._exec import run_process
 from repogym.sandbox.base import ExecResult, Interpreter, SandboxError, SandboxSpec
 from repogym.sandbox.limits import rlimit_preexec
+from repogym.sandbox.persistent import PersistentShell, PopenShell, spawn
 from repogym.sandbox.shell import ShellSandbox
 from repogym.sandbox.workspace import Workspace
 
@@ -36,6 +44,7 @@ class ProcessSandbox(ShellSandbox):
         self.template = spec.template
         self.limits = spec.limits
         self._closed = False
+        self._shells: list[PersistentShell] = []
         self.workspace = Workspace(spec.template, spec.limits.workspace_mb, spec.limits.inodes)
         self.environment = self.workspace.environment
         self._path = os.environ.get("PATH", "/usr/bin:/bin")
@@ -74,13 +83,52 @@ class ProcessSandbox(ShellSandbox):
             stdin=stdin, preexec_fn=rlimit_preexec(self.limits, cgroup=None),
         )
 
+    def shell(self) -> PersistentShell:
+        if self._closed:
+            raise SandboxError("the sandbox is closed. Fix: call env.reset() first")
+        self._shells = [sh for sh in self._shells if not sh.closed]
+        self._shells.append(sh := PersistentShell(self._start_shell, self.limits))
+        return sh
+
+    def _start_shell(self) -> _ProcessShell:
+        if self._closed:
+            raise SandboxError("the sandbox is closed. Fix: call env.reset() first")
+        popen, stdin, output, control = spawn(
+            lambda inner: inner, env=self._env(), cwd=str(self.workspace.path),
+            preexec_fn=rlimit_preexec(self.limits, cgroup=None))
+        return _ProcessShell(popen, stdin, output, control)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self.workspace.close()
+            try:
+                for sh in self._shells:
+                    sh.close()
+            finally:
+                self.workspace.close()
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _ProcessShell(PopenShell):
+    """A host bash; its processes are known only as its process group."""
+
+    def processes(self) -> None:
+        return None
+
+    def signal(self, ids: Iterable[int], sig: int) -> None:
+        for pid in ids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def interrupt(self, started: set[int]) -> None:
+        try:
+            os.killpg(self.popen.pid, signal.SIGINT)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -194,6 +194,7 @@ class Workspace:
         self.environment = template_environment(self.template)
         self._lease = lease_at(self.lease_dir)  # kept alive as long as this workspace
         self._mounts: list[Path] = []
+        self._beside: list[Path] = []
         self.overlay = os.geteuid() == 0
         self._root: Path | None = self.lease_dir / "w" / secrets.token_hex(4)
         self._root.mkdir(mode=0o755)
@@ -225,10 +226,21 @@ class Workspace:
 
     def scratch(self, name: str) -> Path:
         """A folder beside the workspace on the same capped tmpfs (never inside the sandbox
-        unless bound there), e.g. for a backend's file transfers."""
+        unless bound there), e.g. for what a sandboxed command writes for the host."""
         assert self._root is not None
         path = self._root / name
         path.mkdir(mode=0o755, exist_ok=True)
+        return path
+
+    def beside(self, name: str) -> Path:
+        """A folder next to the workspace's tmpfs, in the lease folder, for what only the
+        host writes (a backend's read-only transfers into the sandbox). The sandbox cannot
+        fill it, so a copy into it never fails because the agent filled its workspace.
+        Removed by :meth:`close`."""
+        assert self._root is not None
+        path = self._root.with_name(f"{self._root.name}.{name}")
+        path.mkdir(mode=0o755, exist_ok=True)
+        self._beside.append(path)
         return path
 
     def close(self) -> None:
@@ -238,6 +250,8 @@ class Workspace:
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None
+        while self._beside:
+            shutil.rmtree(self._beside.pop(), ignore_errors=True)
 
     def __enter__(self) -> Self:
         return self

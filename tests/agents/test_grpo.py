@@ -8,9 +8,8 @@ import pytest
 import torch
 
 from repogym.agents.grpo import VARIANTS, GRPOConfig, GRPOTrainer, batch_advantages
-from repogym.agents.policy import Policy, collate
-from repogym.agents.rollout import TextInterface
-from tests.agents._episodes import episode, group_batch_episodes, tiny_policy
+from repogym.agents.policy import Policy
+from tests.agents._episodes import collate_eps, episode, group_batch_episodes, tiny_policy
 
 GRPO_METRICS = {
     "loss/policy", "loss/kl", "loss/entropy", "clip/low_frac", "clip/high_frac",
@@ -19,13 +18,13 @@ GRPO_METRICS = {
 
 
 @pytest.fixture(scope="module")
-def base_policy() -> Policy:
-    return tiny_policy()
+def base_policy(qwen_dir) -> Policy:
+    return tiny_policy(qwen_dir)
 
 
 def trainer_for(policy: Policy, **kwargs: object) -> GRPOTrainer:
     config = GRPOConfig(**{"lr": 1e-3, "micro_batch": 16, **kwargs})
-    return GRPOTrainer(config, policy=copy.deepcopy(policy), interface=TextInterface())
+    return GRPOTrainer(config, policy=copy.deepcopy(policy))
 
 
 def test_variants_set_the_papers_recipes() -> None:
@@ -50,7 +49,7 @@ def test_variants_set_the_papers_recipes() -> None:
 
 
 def test_group_advantages_leave_infra_errors_out(base_policy: Policy) -> None:
-    batch = collate(base_policy.tokenizer, group_batch_episodes(base_policy))
+    batch = collate_eps(base_policy, group_batch_episodes(base_policy))
     adv = batch_advantages(batch, "grpo")
     # Group 0: rewards 1, 0, 0, 1 -> +-(0.5 / std) with the unbiased std 0.5774.
     torch.testing.assert_close(
@@ -61,7 +60,7 @@ def test_group_advantages_leave_infra_errors_out(base_policy: Policy) -> None:
     expected = (torch.tensor([0.0, 1.0, 0.0]) - 1 / 3) / std
     torch.testing.assert_close(adv[4:7], expected, atol=1e-4, rtol=0)
     assert float(adv[7]) == 0.0
-    two = collate(base_policy.tokenizer, [episode(base_policy, ["fix 1\n"], r) for r in (1, 0)])
+    two = collate_eps(base_policy, [episode(base_policy, ["fix 1\n"], r) for r in (1, 0)])
     torch.testing.assert_close(
         batch_advantages(two, "grpo"), torch.tensor([0.7071, -0.7071]), atol=1e-4, rtol=0
     )
@@ -71,7 +70,7 @@ def test_group_advantages_leave_infra_errors_out(base_policy: Policy) -> None:
 def test_one_update_changes_the_parameters(base_policy: Policy, variant: str) -> None:
     trainer = trainer_for(base_policy, variant=variant, epochs=2)
     before = [p.detach().clone() for p in trainer.policy.parameters()]
-    batch = collate(trainer.policy.tokenizer, group_batch_episodes(trainer.policy))
+    batch = collate_eps(trainer.policy, group_batch_episodes(trainer.policy))
     metrics = trainer.update(batch)
     changed = [
         not torch.equal(b, p) for b, p in zip(before, trainer.policy.parameters(), strict=True)
@@ -91,17 +90,9 @@ def test_infra_error_episodes_do_not_touch_the_gradient(base_policy: Policy) -> 
             base_policy, [action], reward, task="t1", group=1, infra_error="sandbox died"
         )
         trainer = trainer_for(base_policy, variant="grpo", epochs=1)
-        batch = collate(trainer.policy.tokenizer, eps)
-        batch.extras["advantages"] = batch_advantages(batch, "grpo")
-        trainer._prepare(batch)
-        trainer._micro_step(
-            batch,
-            {
-                "global_num_tokens": batch.action_mask.sum(),
-                "global_num_seqs": (batch.action_mask.sum(-1) > 0).sum(),
-                "norm_len": 32.0,
-            },
-        )
+        batch = collate_eps(trainer.policy, eps)
+        trainer.prepare(batch)
+        trainer.micro_step(batch, {**trainer.norm(batch), "norm_len": 32.0})
         grads.append(
             torch.cat([p.grad.flatten() for p in trainer.policy.parameters() if p.grad is not None])
         )
@@ -110,16 +101,11 @@ def test_infra_error_episodes_do_not_touch_the_gradient(base_policy: Policy) -> 
 
 def accumulated_grad(trainer: GRPOTrainer, micro: int) -> torch.Tensor:
     """The gradient of one optimiser step, accumulated over micro-batches of ``micro``."""
-    batch = collate(trainer.policy.tokenizer, group_batch_episodes(trainer.policy))
-    batch.extras["advantages"] = batch_advantages(batch, trainer.config.adv_mode)
-    trainer._prepare(batch)
-    norm = {
-        "global_num_tokens": batch.action_mask.sum(),
-        "global_num_seqs": (batch.action_mask.sum(-1) > 0).sum(),
-        "norm_len": 32.0,
-    }
+    batch = collate_eps(trainer.policy, group_batch_episodes(trainer.policy))
+    trainer.prepare(batch)
+    norm = {**trainer.norm(batch), "norm_len": 32.0}
     for mb in batch.split(micro):
-        trainer._micro_step(mb, norm)
+        trainer.micro_step(mb, norm)
     return torch.cat([p.grad.flatten() for p in trainer.policy.parameters() if p.grad is not None])
 
 
@@ -135,9 +121,30 @@ def test_micro_batches_accumulate_the_gradient_of_one_batch(
 def test_kl_to_the_reference_starts_at_zero_and_grows(base_policy: Policy) -> None:
     trainer = trainer_for(base_policy, variant="grpo", beta=0.1, kl_kind="k3", epochs=1)
     assert trainer.ref is not None
-    batch = collate(trainer.policy.tokenizer, group_batch_episodes(trainer.policy))
+    batch = collate_eps(trainer.policy, group_batch_episodes(trainer.policy))
     first = trainer.update(batch)
     assert first["loss/kl"] == pytest.approx(0.0, abs=1e-6)
-    second = trainer.update(collate(trainer.policy.tokenizer, group_batch_episodes(trainer.policy)))
+    second = trainer.update(collate_eps(trainer.policy, group_batch_episodes(trainer.policy)))
     assert second["loss/kl"] > 1e-6
-    assert all(not p.requires_grad for p in trainer.ref.parameters())
+    assert all(not p.requires_grad for p in trainer.ref.policy.parameters())
+
+
+@pytest.mark.parametrize("kind", ["k2", "low_var_kl"])
+def test_kl_as_loss_and_k1_in_reward(base_policy: Policy, kind: str) -> None:
+    loss_t = trainer_for(base_policy, variant="grpo", beta=0.5, kl_kind=kind, epochs=1)
+    reward_t = trainer_for(base_policy, variant="grpo", beta=0.5, kl_mode="reward", epochs=1)
+    for t in (loss_t, reward_t):  # move the policy away from the reference first
+        t.update(collate_eps(t.policy, group_batch_episodes(t.policy)))
+    batch = collate_eps(reward_t.policy, group_batch_episodes(reward_t.policy))
+    reward_t.prepare(batch)
+    # k1 in the reward: each episode's reward minus beta * sum of its tokens' k1, then the
+    # group baseline; the KL loss term is reported but carries no weight.
+    logp_ref = reward_t.ref_logp(batch)
+    k1 = ((batch.old_logp - logp_ref) * batch.action_mask).sum(-1)
+    torch.testing.assert_close(batch.extras["kl_penalty"], -0.5 * k1)
+    expected = batch_advantages(batch, "grpo", batch.rewards - 0.5 * k1)
+    torch.testing.assert_close(batch.extras["advantages"], expected)
+    m = loss_t.update(collate_eps(loss_t.policy, group_batch_episodes(loss_t.policy)))
+    assert m["loss/kl"] > 0
+    with pytest.raises(ValueError, match="zero expected gradient"):
+        GRPOConfig(beta=0.1, kl_kind="k1")

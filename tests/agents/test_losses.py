@@ -9,11 +9,18 @@ import torch
 
 from repogym.agents.losses import (
     aggregate,
+    async_policy_loss,
+    behaviour_weights,
     entropy_from_logits,
     gae,
     group_advantages,
     kl,
+    kl_loss,
+    kl_reward_penalty,
     policy_loss,
+    sequence_ratio,
+    token_is_weights,
+    weight_metrics,
 )
 
 from ._references import (
@@ -532,7 +539,7 @@ def test_kl_estimators_closed_form() -> None:
     assert close(kl(logp, ref, "k2"), [0.125, 0.5])
     assert close(kl(logp, ref, "k3"), [math.exp(-0.5) - 1 + 0.5, math.exp(1.0) - 1 - 1.0])
     assert bool((kl(batch(18)["logp"], batch(18)["ref"], "k3") >= 0).all())
-    with pytest.raises(ValueError, match=r"unknown kind 'k4'.*'k1', 'k2', 'k3'"):
+    with pytest.raises(ValueError, match=r"unknown kind 'k4'.*'k1', 'k2', 'k3', 'low_var_kl'"):
         kl(logp, ref, "k4")  # type: ignore[arg-type]
 
 
@@ -557,3 +564,136 @@ def test_entropy_from_logits_closed_form() -> None:
     )
     peaked = torch.tensor([[1000.0, 0.0, 0.0]])
     assert float(entropy_from_logits(peaked)) == pytest.approx(0.0, abs=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# What each KL term's gradient is: exact expectations over a categorical policy
+# ---------------------------------------------------------------------------------------------
+
+
+def _categorical() -> tuple[torch.Tensor, torch.Tensor]:
+    theta = torch.tensor([0.3, -1.2, 0.8, 0.1, -0.4], dtype=F64)
+    ref = torch.tensor([0.1, 0.2, 0.3, 0.15, 0.25], dtype=F64).log()
+    return theta, ref
+
+
+def _expected_grad(term) -> torch.Tensor:
+    """``E_{x ~ pi}[grad term(x)]`` summed exactly over the support (samples are constants)."""
+    theta, ref = _categorical()
+    theta = theta.clone().requires_grad_(True)
+    logp = torch.log_softmax(theta, -1)
+    weights = logp.exp().detach()
+    (weights * term(logp, ref)).sum().backward()
+    return theta.grad
+
+
+def _analytic(kind: str) -> torch.Tensor:
+    theta, ref = _categorical()
+    theta = theta.clone().requires_grad_(True)
+    logp = torch.log_softmax(theta, -1)
+    p = logp.exp()
+    value = (p * (logp - ref)).sum() if kind == "reverse" else (ref.exp() * (ref - logp)).sum()
+    (grad,) = torch.autograd.grad(value, theta)
+    return grad
+
+
+def test_k2_loss_gradient_is_the_reverse_kl_gradient() -> None:
+    grad = _expected_grad(lambda lp, ref: kl_loss(lp, ref, "k2"))
+    assert close(grad, _analytic("reverse"), tol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["k3", "low_var_kl"])
+def test_k3_loss_gradient_is_the_forward_kl_gradient(kind: str) -> None:
+    grad = _expected_grad(lambda lp, ref: kl_loss(lp, ref, kind))
+    assert close(grad, _analytic("forward"), tol=1e-10)
+    assert not close(grad, _analytic("reverse"), tol=1e-3)
+
+
+def test_k1_as_a_loss_has_zero_expected_gradient_and_is_refused() -> None:
+    grad = _expected_grad(lambda lp, ref: kl(lp, ref, "k1"))
+    assert close(grad, torch.zeros(5, dtype=F64), tol=1e-12)
+    with pytest.raises(ValueError, match="zero expected gradient.*kl_mode='reward'"):
+        kl_loss(torch.zeros(2), torch.zeros(2), "k1")
+
+
+def test_k1_in_the_reward_gives_the_reverse_kl_gradient() -> None:
+    """REINFORCE with the penalty as reward: E[-penalty * grad log pi] = beta grad KL(pi||ref)."""
+    beta = 0.3
+
+    def surrogate(logp: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+        return -kl_reward_penalty(logp, ref, beta) * logp
+
+    assert close(_expected_grad(surrogate), beta * _analytic("reverse"), tol=1e-10)
+
+
+# ---------------------------------------------------------------------------------------------
+# Off-policy corrections (one meaning per name)
+# ---------------------------------------------------------------------------------------------
+
+
+def _pair() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Token ratios pi/mu: row 0: 2, 0.5, 3; row 1: 4, 1.5, (masked)."""
+    behav = torch.log(torch.tensor([[0.25, 0.4, 0.1], [0.1, 0.2, 0.3]]))
+    logp = behav + torch.tensor([[2.0, 0.5, 3.0], [4.0, 1.5, 9.0]]).log()
+    return logp, behav, torch.tensor([[1, 1, 1], [1, 1, 0]])
+
+
+def test_token_weights_sequence_ratio_and_ess() -> None:
+    logp, behav, mask = _pair()
+    assert torch.allclose(token_is_weights(logp, behav, cap=2.5),
+                          torch.tensor([[2.0, 0.5, 2.5], [2.5, 1.5, 2.5]]))
+    seq = sequence_ratio(logp, behav, mask)
+    assert torch.allclose(seq, torch.tensor([(2 * 0.5 * 3) ** (1 / 3), (4 * 1.5) ** 0.5]))
+    assert torch.allclose(sequence_ratio(logp, behav, mask, normalise=False),
+                          torch.tensor([3.0, 6.0]))
+    assert weight_metrics(torch.tensor([1.0, 3.0]))["is_weight/ess"] == pytest.approx(0.8)
+
+
+def test_tis_gradient_is_truncated_weight_times_advantage() -> None:
+    logp, behav, mask = _pair()
+    logp = logp.clone().requires_grad_(True)
+    adv = torch.tensor([1.0, -2.0])
+    _, m = async_policy_loss(logp, behav, adv, mask, correction="tis", cap=2.5)
+    async_policy_loss(logp, behav, adv, mask, correction="tis", cap=2.5)[0].backward()
+    w = torch.tensor([[2.0, 0.5, 2.5], [2.5, 1.5, 0.0]])
+    assert torch.allclose(logp.grad, -w * adv[:, None] * mask / 5)
+    assert m["is_weight/max"] == pytest.approx(4.0) and m["is_weight/truncated_frac"] == 0.4
+
+
+def test_tis_equals_cispo_to_the_behaviour_policy_without_lower_bound() -> None:
+    """One meaning: tis is -sg(min(r, C)) A log pi, i.e. CISPO with eps_low=1, eps_high=C-1."""
+    logp, behav, mask = _pair()
+    adv = torch.tensor([1.0, -2.0])
+    tis = async_policy_loss(logp, behav, adv, mask, correction="tis", cap=2.5)[0]
+    cispo = policy_loss(logp, behav, adv, mask, kind="cispo", eps_low=1.0, eps_high=1.5)[0]
+    assert close(tis, cispo)
+
+
+def test_decoupled_uses_behaviour_weight_and_the_trainers_clip_to_proximal() -> None:
+    _, behav, mask = _pair()
+    prox = behav + torch.tensor([[2.0, 0.5, 3.0], [4.0, 1.5, 9.0]]).log()
+    adv = torch.tensor([1.0, -2.0])
+    logp = prox.clone().requires_grad_(True)
+    async_policy_loss(logp, behav, adv, mask, correction="decoupled", cap=None,
+                      prox_logp=prox)[0].backward()
+    w = torch.tensor([[2.0, 0.5, 3.0], [4.0, 1.5, 0.0]])
+    assert torch.allclose(logp.grad, -w * adv[:, None] * mask / 5)
+    for kind in ("ppo", "gspo", "cispo"):  # the trainer's own surrogate, to the proximal policy
+        mine = async_policy_loss(prox, behav, adv, mask, correction="decoupled", cap=2.0,
+                                 prox_logp=prox, kind=kind)[0]
+        theirs = policy_loss(prox, prox, adv[:, None] * behaviour_weights(prox, behav, mask, 2.0), mask,
+                             kind=kind)[0]
+        assert close(mine, theirs)
+    with pytest.raises(ValueError, match="prox_logp"):
+        async_policy_loss(prox, behav, adv, mask, correction="decoupled")
+
+
+def test_seq_and_none_corrections() -> None:
+    logp, behav, mask = _pair()
+    adv = torch.tensor([1.0, 1.0])
+    seq = async_policy_loss(logp, behav, adv, mask, correction="seq", eps_low=10.0, eps_high=10.0)
+    assert seq[1]["is_weight/max"] == pytest.approx(6**0.5, rel=1e-5)
+    assert close(seq[0], policy_loss(logp, behav, adv, mask, kind="gspo", eps_low=10.0,
+                                     eps_high=10.0)[0])
+    none = async_policy_loss(logp, behav, adv, mask, correction="none")[0]
+    assert close(none, policy_loss(logp, behav, adv, mask)[0])

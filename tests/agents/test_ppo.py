@@ -8,10 +8,10 @@ import copy
 import pytest
 import torch
 
-from repogym.agents.policy import Policy, collate
-from repogym.agents.ppo import PPOConfig, PPOTrainer, turn_advantages, value_loss
-from repogym.agents.rollout import TextInterface
-from tests.agents._episodes import episode, group_batch_episodes, tiny_policy
+from repogym.agents.losses import value_loss
+from repogym.agents.policy import Policy
+from repogym.agents.ppo import PPOConfig, PPOTrainer, turn_advantages
+from tests.agents._episodes import collate_eps, episode, group_batch_episodes, tiny_policy
 
 PPO_METRICS = {
     "loss/policy", "loss/value", "loss/kl", "loss/entropy", "clip/low_frac", "clip/high_frac",
@@ -20,8 +20,8 @@ PPO_METRICS = {
 
 
 @pytest.fixture(scope="module")
-def base_policy() -> Policy:
-    return tiny_policy(value_head=True)
+def base_policy(qwen_dir) -> Policy:
+    return tiny_policy(qwen_dir, value_head=True)
 
 
 def test_value_loss_closed_form() -> None:
@@ -41,14 +41,15 @@ def test_value_loss_closed_form() -> None:
     assert float(masked) == pytest.approx(0.5)
 
 
-def test_gae_over_turns_bootstraps_only_at_truncation(base_policy: Policy) -> None:
+def test_gae_over_turns_bootstraps_only_where_the_env_did_not_grade(base_policy: Policy) -> None:
     gamma, lam = 0.9, 0.8
     eps = [
         episode(base_policy, ["fix 1\n", "submit\n"], 1.0, terminated=True),
-        episode(base_policy, ["fix 1\n", "fix 2\n"], 0.5, terminated=False, truncated=True),
+        episode(base_policy, ["fix 1\n", "fix 2\n"], 0.5, terminated=False, truncated=True,
+                graded=False),  # cut without grading (e.g. an outer time limit)
         episode(base_policy, ["submit\n"], 1.0, terminated=True),
     ]
-    batch = collate(base_policy.tokenizer, eps)
+    batch = collate_eps(base_policy, eps)
     state_values = torch.tensor([[0.2, 0.4], [0.1, 0.3], [0.5, 0.0]])
     final_values = torch.tensor([9.0, 0.8, 9.0])  # V(s_T); used only for the truncated one
     adv, ret = turn_advantages(batch, state_values, final_values, gamma, lam)
@@ -58,19 +59,41 @@ def test_gae_over_turns_bootstraps_only_at_truncation(base_policy: Policy) -> No
     expected = torch.tensor([[0.592, 0.6], [0.8324, 0.92], [0.5, 0.0]])
     torch.testing.assert_close(adv, expected, atol=1e-5, rtol=0)
     torch.testing.assert_close(ret[:, :1], (expected + state_values)[:, :1], atol=1e-5, rtol=0)
-    # Marked as terminated instead, the same episode gets no bootstrap: d1 = 0.5 - 0.3.
-    eps[1].terminated, eps[1].truncated = True, False
-    adv2, _ = turn_advantages(
-        collate(base_policy.tokenizer, eps), state_values, final_values, gamma, lam
-    )
+    # RepoEnv grades the final state at the step budget: the outcome is final, no bootstrap,
+    # so with gamma = lam = 1 the return of every turn is the outcome itself (not 0.5 + V).
+    eps[1].graded = True
+    adv2, ret2 = turn_advantages(collate_eps(base_policy, eps), state_values, final_values,
+                                 1.0, 1.0)
     assert float(adv2[1, 1]) == pytest.approx(0.2)
+    assert ret2[1].tolist() == pytest.approx([0.5, 0.5])
+
+
+def test_ppo_passes_global_counts_and_supports_a_kl_term(base_policy: Policy) -> None:
+    """Micro-batches of 3 accumulate the gradient of one batch for a seq_mean aggregation,
+    and beta > 0 adds a KL term (0 at the start, then positive)."""
+    grads = []
+    for micro in (16, 3):
+        config = PPOConfig(epochs=1, lr=1e-3, micro_batch=micro, agg="seq_mean_token_mean",
+                           beta=0.1)
+        trainer = PPOTrainer(config, policy=copy.deepcopy(base_policy))
+        batch = collate_eps(trainer.policy, group_batch_episodes(trainer.policy))
+        trainer.prepare(batch)
+        norm = {**trainer.norm(batch), "num_turns": batch.extras["turn_mask"].sum()}
+        rows = [trainer.micro_step(mb, norm) for mb in batch.split(micro)]
+        assert sum(r["loss/kl"] for r in rows) == pytest.approx(0.0, abs=1e-6)
+        grads.append(torch.cat([p.grad.flatten() for p in trainer.parameters()
+                                if p.grad is not None]))
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-4)
+    trainer.update(collate_eps(trainer.policy, group_batch_episodes(trainer.policy)))
+    m = trainer.update(collate_eps(trainer.policy, group_batch_episodes(trainer.policy)))
+    assert m["loss/kl"] > 0
 
 
 def test_turn_advantages_reach_each_action_token(base_policy: Policy) -> None:
     config = PPOConfig(norm_adv=False, lr=1e-3)
-    trainer = PPOTrainer(config, policy=copy.deepcopy(base_policy), interface=TextInterface())
-    batch = collate(trainer.policy.tokenizer, group_batch_episodes(trainer.policy))
-    trainer._prepare(batch)
+    trainer = PPOTrainer(config, policy=copy.deepcopy(base_policy))
+    batch = collate_eps(trainer.policy, group_batch_episodes(trainer.policy))
+    trainer.prepare(batch)
     values = batch.extras["old_values"]
     state_values = values.gather(1, batch.state_pos.clamp(min=0))
     final = values.gather(1, batch.final_pos[:, None]).squeeze(1)
@@ -84,12 +107,12 @@ def test_turn_advantages_reach_each_action_token(base_policy: Policy) -> None:
 @pytest.mark.parametrize("critic", ["head", "separate"])
 def test_one_update_changes_policy_and_critic(base_policy: Policy, critic: str) -> None:
     config = PPOConfig(critic=critic, epochs=2, lr=1e-3)
-    trainer = PPOTrainer(config, policy=copy.deepcopy(base_policy), interface=TextInterface())
+    trainer = PPOTrainer(config, policy=copy.deepcopy(base_policy))
     critic_module = trainer.critic if trainer.critic is not None else trainer.policy
     head_before = critic_module.value_head.weight.detach().clone()
     lm_before = [p.detach().clone() for p in trainer.policy.model.parameters()]
     metrics = trainer.update(
-        collate(trainer.policy.tokenizer, group_batch_episodes(trainer.policy))
+        collate_eps(trainer.policy, group_batch_episodes(trainer.policy))
     )
     assert not torch.equal(head_before, critic_module.value_head.weight)
     changed = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from repogym.agents.policy import Episode, Turn
+from repogym.agents.episode import Episode, Turn
 from repogym.agents.shaping import (
     ShapingConfig,
     component_metrics,
@@ -24,7 +24,7 @@ def test_overlong_penalty_closed_form() -> None:
 
 
 def _ep(reward: float, resolved: bool, tokens: int, hack: bool = False) -> Episode:
-    ep = Episode("t", "task t\n", [Turn([1] * tokens, [0.0] * tokens, "")], reward=reward,
+    ep = Episode("t", "task t\n", [Turn([], [1] * tokens, [0.0] * tokens)], reward=reward,
                  resolved=resolved)  # fmt: skip
     ep.info["hack_flags"] = ["conftest"] if hack else []
     return ep

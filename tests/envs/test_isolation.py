@@ -10,8 +10,9 @@ import gymnasium as gym
 import pytest
 
 import repogym
-from repogym.sandbox import Limits
+from repogym.sandbox import BACKENDS, Limits
 from repogym.sandbox.leases import MAX_LEASES, UID_BASE
+from repogym.sandbox.process import ProcessSandbox
 from tests.conftest import call, probe_network
 
 HIDDEN_MARKER = "Hidden verifier tests for retry()"  # first line of the hidden test file
@@ -124,17 +125,50 @@ def test_huge_output_is_capped():
         env.close()
 
 
-def test_sleep_is_killed_and_background_processes_do_not_survive():
+def _host_sleeps(marker: str = "sleep 9999") -> list[str]:
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
+    return [line for line in ps.splitlines() if marker in line]
+
+
+def test_sleep_is_killed_and_background_processes_end_with_the_episode(monkeypatch):
+    alive_at_grading: list[list[str]] = []
+    grade = repogym.envs.grader.grade
+
+    def watched_grade(*args: object, **kwargs: object):
+        alive_at_grading.append(_host_sleeps())
+        return grade(*args, **kwargs)
+
+    monkeypatch.setattr(repogym.envs.grader, "grade", watched_grade)
     env = _fresh_env(timeout_s=2)
     try:
-        obs, _, _, _, info = env.step(call("bash", command="sleep 100000"))
+        obs, _, _, _, info = env.step(call("bash", command="cd /tmp; sleep 100000"))
         assert info["timed_out"] and "timed out" in obs
         env.step(call("bash", command="(setsid sleep 99999 &) ; nohup sleep 99998 & echo bg"))
         assert _alive(env)
+        assert len(_host_sleeps()) == 2  # background jobs live on between steps, as in a
+        obs, *_ = env.step(call("bash", command="pwd"))  # terminal, and so does the shell
+        assert obs.startswith("/tmp\n")
+        env.step(call("submit"))
     finally:
         env.close()
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
-    assert "sleep 99999" not in ps and "sleep 99998" not in ps and "sleep 100000" not in ps
+    assert alive_at_grading == [[]]  # ...but nothing of the episode runs while it is graded
+    assert _host_sleeps() == [] and _host_sleeps("sleep 100000") == []
+
+
+def test_fresh_shell_lets_nothing_outlive_a_command():
+    env = gym.make("repogym/retry-zero-v0", shell="fresh", limits=Limits(timeout_s=2),
+                   max_episode_steps=100)
+    try:
+        env.reset(seed=0)
+        obs, _, _, _, info = env.step(call("bash", command="sleep 100000"))
+        assert info["timed_out"] and "timed out" in obs
+        env.step(call("bash", command="cd /tmp; export X=1; (setsid sleep 99997 &) ; "
+                                      "nohup sleep 99996 & echo bg"))
+        assert _host_sleeps("sleep 9999") == []
+        obs, *_ = env.step(call("bash", command="pwd; echo X=${X:-unset}"))
+        assert obs.startswith("/workspace\nX=unset\n")
+    finally:
+        env.close()
 
 
 def test_nothing_left_after_close():
@@ -153,7 +187,7 @@ def test_nothing_left_after_close():
     env.close()
     mounts = Path("/proc/mounts").read_text()
     for p in paths:
-        assert not p.exists() and str(p) not in mounts, p
+        assert not p.exists() and not _mounted_under(p, mounts), p
     assert not any(d.exists() for d in cgroups)
     procs = subprocess.run(["ps", "-u", str(sandbox.workspace.uid), "-o", "args="],
                            capture_output=True, text=True, check=False)
@@ -202,3 +236,48 @@ def test_process_backend_is_opt_in_and_warns(backend):
     finally:
         env.close()
     assert gym.make("repogym/retry-zero-v0").unwrapped.sandbox_backend == "bwrap"
+
+
+@pytest.mark.parametrize("shell", ["persistent", "fresh"])
+def test_check_env_and_shell_argument(shell):
+    from gymnasium.utils.env_checker import check_env
+
+    env = gym.make("repogym/retry-zero-v0", shell=shell)
+    try:
+        check_env(env.unwrapped)
+        _, info = env.reset(seed=0)
+        assert info["shell"] == shell
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="unknown shell 'tty'.*Fix"):
+        gym.make("repogym/retry-zero-v0", shell="tty")
+
+
+class _NoShellSandbox(ProcessSandbox):
+    """A backend from before ``Sandbox.shell()`` (no persistent shell)."""
+
+    shell = None
+
+
+def test_a_backend_without_a_shell_says_to_use_fresh(monkeypatch):
+    monkeypatch.setitem(BACKENDS, "noshell", f"{__name__}:_NoShellSandbox")
+    env = gym.make("repogym/retry-zero-v0", sandbox="noshell")
+    try:
+        with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match="shell='fresh'"):
+            env.reset(seed=0)
+    finally:
+        env.close()
+    env = gym.make("repogym/retry-zero-v0", sandbox="noshell", shell="fresh")
+    try:
+        with pytest.warns(RuntimeWarning):
+            env.reset(seed=0)
+        obs, *_ = env.step(call("bash", command="echo fresh-ok"))
+        assert obs.startswith("fresh-ok")
+    finally:
+        env.close()
+
+
+def _mounted_under(folder: Path, mounts: str) -> bool:
+    """True if /proc/mounts text ``mounts`` has a mount point at or below ``folder``."""
+    points = [line.split()[1] for line in mounts.splitlines()]
+    return any(m == str(folder) or m.startswith(f"{folder}/") for m in points)

@@ -31,6 +31,20 @@ def test_negative_count_is_refused():
 
     with pytest.raises(ValueError):
         retry(lambda: None, retries=-1)
+
+
+def test_last_error_is_raised_and_waits_only_between_attempts():
+    errors, waits = [], []
+
+    def fail():
+        errors.append(OSError(f"attempt {len(errors) + 1}"))
+        raise errors[-1]
+
+    try:
+        retry(fail, retries=2, delay=1.0, sleep=waits.append)
+    except OSError as exc:
+        assert exc is errors[-1]
+    assert waits == [1.0, 2.0]
 '''
 # Fails on the original and on the gold fix: it asserts something the bug report never asked.
 WRONG_TEST = "import retry\n\n\ndef test_flag():\n    assert getattr(retry, 'PATCHED', False)\n"

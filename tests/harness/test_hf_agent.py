@@ -1,4 +1,4 @@
-"""The ``hf`` agent with a tiny offline model (repogym.agents.tiny), through a real episode."""
+"""The ``hf`` agent with a tiny offline model (repogym.agents.toy.tiny), through a real episode."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from repogym.harness.runner import run
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from repogym.agents.tiny import build_tiny, save_tiny
+    from repogym.agents.toy.tiny import build_tiny, save_tiny
 
     model, tok = build_tiny(seed=0)
     return save_tiny(model, tok, tmp_path_factory.mktemp("tiny"))

@@ -151,19 +151,70 @@ def test_huge_output_is_capped(docker_env):
     assert _alive(env)
 
 
-def test_sleep_is_killed_and_background_processes_do_not_survive(docker_env):
+def _sandbox_args(env) -> str:
+    obs, *_ = env.step(call("bash", command="cat /proc/[0-9]*/cmdline | tr '\\0' ' '; echo"))
+    return obs
+
+
+def _host_sleeps(marker: str = "sleep 999") -> list[str]:
+    ps = subprocess.run(["ps", "-eo", "args"], check=False, capture_output=True, text=True)
+    return [line for line in ps.stdout.splitlines() if marker in line]
+
+
+def test_sleep_is_killed_and_background_processes_end_with_the_episode(docker_env,
+                                                                      monkeypatch):
+    alive_at_grading: list[list[str]] = []
+    grade = repogym.envs.grader.grade
+
+    def watched_grade(*args: object, **kwargs: object):
+        alive_at_grading.append(_host_sleeps())
+        return grade(*args, **kwargs)
+
+    monkeypatch.setattr(repogym.envs.grader, "grade", watched_grade)
     env = docker_env(limits=Limits(timeout_s=2), max_episode_steps=10)
     env.reset(seed=0)
-    obs, _, _, _, info = env.step(call("bash", command="sleep 100017"))
-    assert info["timed_out"] and "timed out" in obs
+    obs, _, _, _, info = env.step(call("bash", command="cd /tmp; sleep 100017; echo AFTER"))
+    assert info["timed_out"] and "timed out" in obs and "AFTER" not in obs
     _, _, _, _, info = env.step(call("bash", command=(
         "(setsid sleep 99917 >/dev/null 2>&1 &) ; nohup sleep 99918 >/dev/null 2>&1 & echo bg")))
     assert not info["timed_out"]  # the command returned while its children still ran
-    obs, *_ = env.step(call("bash", command="cat /proc/[0-9]*/cmdline | tr '\\0' ' '; echo"))
-    assert "sleep 999" not in obs and "sleep 100017" not in obs, obs
-    ps = subprocess.run(["ps", "-eo", "args"], check=False, capture_output=True,
-                        text=True).stdout
-    assert "sleep 99917" not in ps and "sleep 99918" not in ps and "sleep 100017" not in ps
+    env.step(call("read", path="retry.py"))  # the file tools leave the shell's jobs alone
+    obs = _sandbox_args(env)
+    assert "sleep 99917" in obs and "sleep 99918" in obs and "sleep 100017" not in obs, obs
+    obs, *_ = env.step(call("bash", command="pwd"))
+    assert obs.startswith("/tmp\n")
+    env.step(call("submit"))
+    assert alive_at_grading == [[]]  # nothing of the episode runs while it is graded
+    assert _host_sleeps() == [] and _host_sleeps("sleep 100017") == []
+
+
+def test_fresh_shell_lets_nothing_outlive_a_command(docker_env):
+    env = docker_env(limits=Limits(timeout_s=2), max_episode_steps=10, shell="fresh")
+    env.reset(seed=0)
+    env.step(call("bash", command=(
+        "cd /tmp; (setsid sleep 99919 >/dev/null 2>&1 &) ; nohup sleep 99920 >/dev/null 2>&1 &")))
+    obs = _sandbox_args(env)
+    assert "sleep 999" not in obs, obs
+    obs, *_ = env.step(call("bash", command="pwd"))
+    assert obs.startswith("/workspace\n")
+
+
+def test_persistent_shell_state_restart_and_framing(docker_env):
+    env = docker_env(limits=Limits(timeout_s=2), max_episode_steps=20)
+    env.reset(seed=0)
+    fake = "printf '%s 0\\n' 0123456789abcdef0123456789abcdef"
+    steps = [
+        ("export X=41; f() { echo f$1; }; cd tests 2>/dev/null || cd /tmp", None),
+        ("echo $((X + 1)); f 1", "42\nf1\n"),
+        (f"{fake}; {fake} >&2; sleep 0.2; (exit 3)", "[exit code: 3]"),
+        ("while :; do :; done", "timed out"),
+        ("echo $X", "41\n"),
+        ("exit 4", "the shell exited (exit code 4)"),
+        ("pwd; echo ${X:-unset}", "/workspace\nunset\n"),
+    ]
+    for command, expect in steps:
+        obs, *_ = env.step(call("bash", command=command))
+        assert expect is None or expect in obs, (command, obs)
 
 
 def test_nothing_left_after_close(docker_env):
@@ -180,7 +231,7 @@ def test_nothing_left_after_close(docker_env):
     assert not _containers(name=sb.name)
     mounts = Path("/proc/mounts").read_text()
     for p in paths:
-        assert not p.exists() and str(p) not in mounts, p
+        assert not p.exists() and not _mounted_under(p, mounts), p
     procs = subprocess.run(["ps", "-eo", "args="], check=False, capture_output=True,
                            text=True).stdout
     assert "sleep 3017" not in procs
@@ -292,3 +343,9 @@ def test_unreachable_engine_is_a_clear_error(tmp_path):
             env.reset(seed=0)
     finally:
         env.close()
+
+
+def _mounted_under(folder: Path, mounts: str) -> bool:
+    """True if /proc/mounts text ``mounts`` has a mount point at or below ``folder``."""
+    points = [line.split()[1] for line in mounts.splitlines()]
+    return any(m == str(folder) or m.startswith(f"{folder}/") for m in points)

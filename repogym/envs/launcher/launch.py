@@ -23,7 +23,12 @@ It then makes these things true before pytest (or anything from the workspace) i
    standard output is then pointed at standard error, where the human-readable log goes.
    One JSON object per line: ``{"case": ...}`` per test phase, ``{"collect": ...}`` per
    collector that failed or was skipped, ``{"refused": ...}`` when a rule above refused to run, and a final
-   ``{"exit": N}``. Subprocesses the tests start, and processes left behind, never have it.
+   ``{"exit": N}``. Subprocesses the tests start, and processes left behind, never have it,
+   and cannot take it either: the launcher makes itself non-dumpable
+   (``prctl(PR_SET_DUMPABLE, 0)``), so a process of the same uid (a test's subprocess running
+   the agent's code) can open neither ``/proc/<launcher>/fd/*`` nor ``/proc/<launcher>/mem``.
+   (Only ``/proc/self/environ`` of the launcher itself becomes unreadable; ``exec`` makes
+   children dumpable again.)
 
 This file imports only the standard library until pytest is imported from a trusted site.
 """
@@ -40,6 +45,7 @@ import site
 import sys
 
 REFUSED = 4  # pytest's "usage error": the run did not happen
+PR_SET_DUMPABLE = 4
 
 
 class TrustedFinder(importlib.abc.MetaPathFinder):
@@ -86,6 +92,19 @@ class Reporter:
             self.channel.send(collect=report.nodeid, outcome=report.outcome)
 
 
+def _not_dumpable() -> str | None:
+    """Make this process non-dumpable (see the module docstring); the error, if any."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            return f"prctl(PR_SET_DUMPABLE, 0) failed: {os.strerror(ctypes.get_errno())}"
+    except (ImportError, OSError, AttributeError) as e:
+        return f"cannot make the verifier non-dumpable: {e}"
+    return None
+
+
 def _take_stdout() -> Channel:
     fd = os.dup(1)
     os.set_inheritable(fd, False)
@@ -119,7 +138,11 @@ def _conftest_problem(allowed: dict[str, str], root: str, targets: list[str]) ->
 
 
 def main(argv: list[str]) -> int:
+    hardening_error = _not_dumpable()
     channel = _take_stdout()
+    if hardening_error:
+        channel.send(refused="launcher", why=hardening_error)
+        return REFUSED
     p = argparse.ArgumentParser(prog="launch.py")
     p.add_argument("--site", action="append", default=[])
     p.add_argument("--ini", required=True)

@@ -90,6 +90,23 @@ def test_index_of_middle_elements():
     assert index_of(Probed(data), 7) == 3
 
 
+def test_index_of_reads_only_log_n_elements():
+    data = list(range(0, 20000, 2))
+    for target in (-5, 0, 2, 5000, 10001, 19996):
+        seq = Probed(data)
+        expected = target // 2 if target >= 0 and target % 2 == 0 else -1
+        assert index_of(seq, target) == expected, target
+        assert seq.reads <= 30, (target, seq.reads)
+
+
+def test_lower_bound_reads_only_log_n_elements():
+    data = [x // 3 for x in range(30000)]  # each value three times
+    for target in (-1, 0, 1, 4999, 5000, 9999, 10000):
+        seq = Probed(data)
+        assert lower_bound(seq, target) == bisect.bisect_left(data, target), target
+        assert seq.reads <= 30, (target, seq.reads)
+
+
 def test_works_on_strings_and_ranges():
     assert index_of(Probed(["ant", "bee", "cat"]), "bee") == 1
     assert lower_bound(range(0, 100, 10), 0) == 0

@@ -30,6 +30,12 @@ def test_page_count_rounds_up():
     assert page_count(11, 5) == 3
 
 
+def test_page_count_matches_the_chunks():
+    for total in range(0, 30):
+        for per_page in range(1, 8):
+            assert page_count(total, per_page) == len(chunked(range(total), per_page)), (total, per_page)
+
+
 def test_last_partial_page_is_returned():
     assert paginate(list(range(5)), 2, 3) == [4]
     with pytest.raises(IndexError):
@@ -53,6 +59,23 @@ def test_invalid_sizes_raise():
         page_count(3, 0)
 
 
+def test_negative_sizes_raise():
+    with pytest.raises(ValueError):
+        chunked([1, 2], -1)
+    with pytest.raises(ValueError):
+        chunked([], -3)
+    with pytest.raises(ValueError):
+        page_count(3, -1)
+
+
+def test_pages_outside_the_range_raise():
+    for page in (0, -1, 3):
+        with pytest.raises(IndexError):
+            paginate(list(range(6)), 3, page)
+    with pytest.raises(IndexError):
+        paginate([], 3, 1)
+
+
 def test_accepts_one_shot_iterators():
     assert chunked(iter([1, 2, 3, 4]), 2) == [[1, 2], [3, 4]]
 
@@ -61,3 +84,8 @@ def test_full_pages():
     assert paginate(list(range(6)), 3, 1) == [0, 1, 2]
     assert paginate(list(range(6)), 3, 2) == [3, 4, 5]
     assert page_count(10, 5) == 2
+
+
+def test_page_count_is_exact_for_large_totals():
+    assert page_count(10**18 + 1, 1) == 10**18 + 1
+    assert page_count(2**60, 2) == 2**59

@@ -26,6 +26,25 @@ def test_creating_a_limiter_keeps_existing_state():
     assert not first.allow(base + 2)
 
 
+def test_event_stops_counting_exactly_one_window_later():
+    base = 3_000_000.0
+    limiter = SlidingWindowLimiter(limit=1, window=10)
+    assert limiter.allow(base)
+    assert not limiter.allow(base + 9.5)
+    assert limiter.remaining(base + 9.5) == 0
+    assert limiter.remaining(base + 10) == 1
+    assert limiter.allow(base + 10)
+    assert not limiter.allow(base + 19.5)
+
+
+def test_short_windows_are_accepted():
+    base = 4_000_000.0
+    limiter = SlidingWindowLimiter(limit=1, window=0.5)
+    assert limiter.allow(base)
+    assert not limiter.allow(base + 0.25)
+    assert limiter.allow(base + 0.5)
+
+
 def test_invalid_arguments_are_rejected():
     with pytest.raises(ValueError):
         SlidingWindowLimiter(limit=0, window=10)

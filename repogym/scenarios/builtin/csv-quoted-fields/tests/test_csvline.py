@@ -33,6 +33,17 @@ def test_quoted_field_without_delimiter():
     assert parse_line('"",x') == ["", "x"]
 
 
+def test_quote_inside_an_unquoted_field_is_text():
+    assert parse_line('12" pizza,large') == ['12" pizza', "large"]
+    assert parse_line('a,b"c,d') == ["a", 'b"c', "d"]
+    assert parse_line("it's,ok", quote="'") == ["it's", "ok"]
+
+
+def test_spaces_in_unquoted_fields_are_kept():
+    assert parse_line("a, b ,c") == ["a", " b ", "c"]
+    assert parse_line(" x") == [" x"]
+
+
 def test_empty_fields_are_kept():
     assert parse_line("a,,c") == ["a", "", "c"]
     assert parse_line(",") == ["", ""]

@@ -69,6 +69,13 @@ def test_occurrences_before_a_change_are_consecutive_days():
     assert [_wall(dt) for dt in got[:5]] == [(date(2024, 3, d), 7, 45) for d in range(20, 25)]
 
 
+def test_occurrences_keep_seconds_and_microseconds():
+    first = datetime(2024, 3, 20, 7, 45, 30, 250000, tzinfo=SPRING)
+    got = daily_occurrences(first, date(2024, 3, 26))
+    assert [dt.time() for dt in got[:5]] == [first.time()] * 5
+    assert [dt.tzinfo for dt in got[:5]] == [SPRING] * 5
+
+
 def test_switching_offset_zone():
     assert datetime(2024, 3, 31, 1, 59, tzinfo=SPRING).utcoffset() == timedelta(hours=1)
     assert datetime(2024, 3, 31, 3, 0, tzinfo=SPRING).utcoffset() == timedelta(hours=2)

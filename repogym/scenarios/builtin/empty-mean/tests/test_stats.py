@@ -51,3 +51,15 @@ def test_sample_variance():
 def test_mean_or_none_with_values():
     assert mean_or_none([1, 2]) == 1.5
     assert mean_or_none(iter([4])) == 4
+
+
+def test_mean_or_none_does_not_hide_bad_data():
+    with pytest.raises(TypeError):
+        mean_or_none(["a", "b"])
+    with pytest.raises(TypeError):
+        mean_or_none([1, None])
+
+
+def test_median_and_variance_accept_generators():
+    assert median(x for x in [5, 1, 3]) == 3
+    assert variance(x for x in [1, 2, 3]) == 1

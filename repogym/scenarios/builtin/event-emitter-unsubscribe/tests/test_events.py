@@ -99,3 +99,20 @@ def test_unsubscribe_outside_emit():
     unsubscribe()
     assert emitter.emit("x") == 0
     assert calls == []
+
+
+def test_listener_registered_twice_runs_once_per_registration():
+    emitter = Emitter()
+    calls = []
+
+    def handler():
+        calls.append("h")
+
+    emitter.on("e", handler)
+    emitter.on("e", handler)
+    assert emitter.listener_count("e") == 2
+    assert emitter.emit("e") == 2
+    assert calls == ["h", "h"]
+    emitter.off("e", handler)
+    assert emitter.listener_count("e") == 1
+    assert emitter.emit("e") == 1

@@ -28,6 +28,42 @@ def test_collinear_with_decimal_coordinates():
     assert is_collinear((1e6 + 0.1, 1e6 + 0.2), (1e6 + 0.3, 1e6 + 0.6), (1e6 + 0.7, 1e6 + 1.4))
 
 
+def test_almost_equal_includes_the_tolerance_boundary():
+    # |x - y| <= max(REL_TOL * max(|x|, |y|), ABS_TOL): a difference of exactly ABS_TOL is equal.
+    assert almost_equal(0.0, 1e-12)
+    assert almost_equal(-1e-12, 0.0)
+    assert not almost_equal(0.0, 1.5e-12)
+
+
+def test_right_triangles_at_large_scale():
+    assert is_right_triangle(1e6, 1e6, 1e6 * math.sqrt(2))
+    assert is_right_triangle(1e5 * math.sqrt(3), 1e5, 2e5)
+    assert not is_right_triangle(1e6, 1e6, 1.4142e6)
+
+
+def test_almost_equal_near_zero_uses_the_absolute_tolerance():
+    assert almost_equal(1e-13, 0.0)
+    assert almost_equal(0.0, -5e-13)
+    assert same_point((1e-13, 0.0), (0.0, 2e-13))
+
+
+def test_small_triangles_are_not_rounded_into_right_ones():
+    assert not is_right_triangle(1e-5, 1e-5, 1e-5)
+    assert not is_right_triangle(2e-5, 3e-5, 4e-5)
+
+
+def test_same_point_needs_both_coordinates_equal():
+    assert not same_point((0.0, 0.0), (0.0, 1.0))
+    assert not same_point((1.0, 5.0), (0.0, 5.0))
+    assert same_point((2.5, -1.0), (2.5, -1.0))
+
+
+def test_vertical_lines():
+    assert is_collinear((2, 0), (2, 1), (2, 5))
+    assert not is_collinear((0, 0), (0, 1), (1, 5))
+    assert not is_collinear((0, 0), (1, 5), (0, 1))
+
+
 def test_almost_equal_rejects_different_values():
     assert not almost_equal(1.0, 1.001)
     assert not almost_equal(1e-7, 2e-7)

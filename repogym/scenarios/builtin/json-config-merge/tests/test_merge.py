@@ -34,6 +34,12 @@ def test_dict_and_scalar_replace_each_other():
     assert deep_merge({"cache": False}, {"cache": {"ttl": 5}}) == {"cache": {"ttl": 5}}
 
 
+def test_dict_replaces_any_scalar_or_list():
+    assert deep_merge({"cache": 300}, {"cache": {"ttl": 5}}) == {"cache": {"ttl": 5}}
+    assert deep_merge({"cache": "redis"}, {"cache": {"ttl": 5}}) == {"cache": {"ttl": 5}}
+    assert deep_merge({"hosts": ["a", "b"]}, {"hosts": {"primary": "a"}}) == {"hosts": {"primary": "a"}}
+
+
 def test_new_keys_are_added():
     assert deep_merge({"a": 1}, {"b": {"c": 2}}) == {"a": 1, "b": {"c": 2}}
     assert deep_merge({}, {}) == {}

@@ -55,6 +55,15 @@ def test_updating_a_key_marks_it_recently_used():
     assert len(cache) == 2
 
 
+def test_updating_a_key_in_a_full_cache_evicts_nothing():
+    cache = LRUCache(2)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    cache.put("b", 2)
+    assert "a" in cache and "b" in cache
+    assert len(cache) == 2
+
+
 def test_missing_keys_and_invalidate():
     cache = LRUCache(2)
     assert cache.get("x") is None
@@ -76,6 +85,29 @@ def test_memoize_reuses_results_for_repeated_calls():
     assert [square(3), square(3), square(4), square(3)] == [9, 9, 16, 9]
     assert calls == [3, 4]
     assert square.__name__ == "square"
+
+
+def test_different_arguments_never_share_a_result():
+    @memoize()
+    def echo(*args, **kwargs):
+        return args, kwargs
+
+    assert echo(5, factor=3) == ((5,), {"factor": 3})
+    assert echo(5, ("factor", 3)) == ((5, ("factor", 3)), {})
+    assert echo(-1) == ((-1,), {})
+    assert echo(-2) == ((-2,), {})  # hash(-1) == hash(-2) in CPython
+
+
+def test_memoize_exposes_its_cache_with_the_default_capacity():
+    @memoize()
+    def double(x):
+        return 2 * x
+
+    assert isinstance(double.cache, LRUCache)
+    assert double.cache.capacity == 128
+    for x in range(130):
+        double(x)
+    assert len(double.cache) == 128
 
 
 def test_capacity_must_be_positive():

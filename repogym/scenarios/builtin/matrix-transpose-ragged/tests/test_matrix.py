@@ -24,6 +24,13 @@ def test_ragged_matrix_with_long_row_raises_value_error():
         shape([[1], [2, 3]])
 
 
+def test_ragged_matrix_with_empty_first_row_raises_value_error():
+    with pytest.raises(ValueError, match="row 1"):
+        shape([[], [1]])
+    with pytest.raises(ValueError, match="row 2"):
+        transpose([[], [], [1, 2]])
+
+
 def test_matmul_rejects_ragged_operands():
     with pytest.raises(ValueError):
         matmul([[1, 2], [3]], [[1], [1]])

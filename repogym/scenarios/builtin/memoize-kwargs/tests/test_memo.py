@@ -71,6 +71,17 @@ def test_keyword_order_does_not_matter():
     assert len(inner.calls) == 1
 
 
+def test_positional_tuple_is_not_mistaken_for_a_keyword():
+    @memoize
+    def show(*args, **kwargs):
+        return args, kwargs
+
+    assert show(2, exp=3) == ((2,), {"exp": 3})
+    assert show(2, ("exp", 3)) == ((2, ("exp", 3)), {})
+    assert show(("exp", 3)) == ((("exp", 3),), {})
+    assert show(exp=3) == ((), {"exp": 3})
+
+
 def test_positional_cache_and_clear():
     inner = _counting(lambda x: x + 1)
     cached = memoize(inner)

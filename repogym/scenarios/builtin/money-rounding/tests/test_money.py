@@ -28,6 +28,19 @@ def test_tax_rounds_half_up():
     assert apply_tax("1.00", "0.5") == "1.01"
 
 
+def test_rounding_uses_the_exact_amount():
+    # More digits than a float holds: the amount as written is what gets rounded.
+    assert round_amount("12345678901234.565") == "12345678901234.57"
+    assert round_amount("0.12499999999999999999") == "0.12"
+    assert total(["9007199254740993.00", "0.01"]) == "9007199254740993.01"
+
+
+def test_tax_is_rounded_once_on_the_exact_result():
+    # 1.004 * 1.5 = 1.506 -> 1.51; rounding the tax (0.502 -> 0.50) first would give 1.50.
+    assert apply_tax("1.004", "50") == "1.51"
+    assert apply_tax("0.333", "50") == "0.50"
+
+
 def test_plain_rounding():
     assert round_amount("3.14159") == "3.14"
     assert round_amount("2") == "2.00"
@@ -55,3 +68,13 @@ def test_invalid_amount_is_rejected():
         round_amount("12,50")
     with pytest.raises(ValueError):
         total(["1.00", "abc"])
+
+
+def test_nan_and_infinity_are_rejected():
+    for text in ("nan", "NaN", "inf", "-Infinity"):
+        with pytest.raises(ValueError):
+            round_amount(text)
+    with pytest.raises(ValueError):
+        total(["1.00", "inf"])
+    with pytest.raises(ValueError):
+        apply_tax("nan", "5")

@@ -3,7 +3,7 @@
 import copy
 
 import pytest
-from confkit import ConfigError, load
+from confkit import ConfigError, coerce, load, merge
 
 DEFAULTS = {
     "name": "shop",
@@ -70,3 +70,28 @@ def test_defaults_are_not_modified():
     assert DEFAULTS == before
     assert second == before
     assert first["db"]["host"] == "db1"
+
+
+def test_reads_os_environ_by_default(monkeypatch):
+    monkeypatch.setenv("CONFKITTEST_WORKERS", "7")
+    monkeypatch.setenv("CONFKITTEST_DB__HOST", "db2")
+    config = load(DEFAULTS, prefix="CONFKITTEST_")
+    assert config["workers"] == 7
+    assert config["db"]["host"] == "db2"
+
+
+def test_merge_adds_sections_and_replaces_other_values():
+    base = {"name": "shop", "db": {"host": "localhost", "port": 5432}}
+    override = {"cache": {"ttl": 30}, "db": None, "name": {"first": "a"}}
+    before = copy.deepcopy(base), copy.deepcopy(override)
+    assert merge(base, override) == {"name": {"first": "a"}, "db": None, "cache": {"ttl": 30}}
+    assert (base, override) == before
+
+
+def test_conversion_errors_name_the_variable():
+    with pytest.raises(ConfigError) as default_name:
+        coerce("many", 4)
+    assert str(default_name.value).startswith("value: ")
+    with pytest.raises(ConfigError) as given_name:
+        coerce("maybe", False, "APP_DEBUG")
+    assert str(given_name.value).startswith("APP_DEBUG: ")

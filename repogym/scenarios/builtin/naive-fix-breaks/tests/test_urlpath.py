@@ -18,6 +18,17 @@ def test_root_followed_by_segments():
     assert join("/", "/users/") == "/users/"
 
 
+def test_every_slash_where_segments_meet_is_merged():
+    assert join("a//", "//b") == "a/b"
+    assert join("/api//", "users") == "/api/users"
+    assert join("a", "///b///", "c") == "a/b/c"
+
+
+def test_slashes_inside_a_segment_are_left_alone():
+    assert join("http://example.com/", "/a") == "http://example.com/a"
+    assert join("//cdn.example.com", "lib.js") == "//cdn.example.com/lib.js"
+
+
 def test_plain_segments():
     assert join("api", "v1", "users") == "api/v1/users"
 
@@ -45,3 +56,7 @@ def test_empty_segments_are_skipped():
 def test_split_ignores_empty_segments():
     assert split("/a//b/") == ["a", "b"]
     assert split("/") == []
+
+
+def test_inner_double_slashes_are_not_collapsed():
+    assert join("a//b", "c//d") == "a//b/c//d"

@@ -97,6 +97,17 @@ def test_equal_keys_of_different_types():
     assert dedupe([1, 1.0, True, 2]) == [1, 2]
 
 
+def test_distinct_items_with_equal_hashes_are_kept():
+    # In CPython hash(-1) == hash(-2) and hash(2**61 - 1) == hash(0): equal hashes, unequal items.
+    assert dedupe([-1, -2, 0, 2**61 - 1, -2]) == [-1, -2, 0, 2**61 - 1]
+    assert dedupe(["a", "b"], key=lambda s: -1 if s == "a" else -2) == ["a", "b"]
+
+
 def test_count_duplicates():
     assert count_duplicates([1, 2, 1, 1]) == 2
     assert count_duplicates(["a", "A"], key=str.lower) == 1
+
+
+def test_count_duplicates_of_a_generator():
+    assert count_duplicates(x % 3 for x in range(7)) == 4
+    assert count_duplicates((s for s in ["a", "A", "b"]), key=str.lower) == 1

@@ -44,3 +44,11 @@ def test_key_without_equals_sign():
 def test_first_value_missing_key():
     assert first_value("a=1", "b") is None
     assert first_value("a=1", "b", "dflt") == "dflt"
+
+
+def test_unescaped_non_ascii_text_is_kept():
+    assert parse_query("city=Zürich&price=5€") == {"city": ["Zürich"], "price": ["5€"]}
+
+
+def test_escapes_next_to_unescaped_non_ascii_text():
+    assert parse_query("name=Jos%C3%A9+Müller") == {"name": ["José Müller"]}

@@ -36,6 +36,19 @@ def test_date_range_includes_last_day():
     ]
 
 
+def test_date_range_walks_backwards_with_a_negative_step():
+    assert date_range(date(2024, 3, 1), date(2024, 2, 28), every_days=-1) == [
+        date(2024, 3, 1),
+        date(2024, 2, 29),
+        date(2024, 2, 28),
+    ]
+    assert date_range(date(2024, 1, 10), date(2024, 1, 1), every_days=-7) == [
+        date(2024, 1, 10),
+        date(2024, 1, 3),
+    ]
+    assert date_range(date(2024, 1, 1), date(2024, 1, 2), every_days=-1) == []
+
+
 def test_step_that_does_not_land_on_stop_never_passes_it():
     assert inclusive_range(0, 10, 3) == [0, 3, 6, 9]
     assert inclusive_range(10, 0, -4) == [10, 6, 2]

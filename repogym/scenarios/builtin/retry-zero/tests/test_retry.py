@@ -36,13 +36,19 @@ def test_zero_disables_retries():
 def test_positive_count_makes_exactly_that_many_retries():
     for retries in (1, 2, 5):
         always = Flaky(failures=100)
-        with pytest.raises(OSError):
+        # Once every attempt has failed, the last attempt's exception is raised.
+        with pytest.raises(OSError, match=f"attempt {retries + 1} failed"):
             retry(always, retries=retries, sleep=no_sleep)
         assert always.calls == retries + 1
 
     recovers = Flaky(failures=2)
     assert retry(recovers, retries=2, sleep=no_sleep) == "done"
     assert recovers.calls == 3
+
+    waits = []
+    with pytest.raises(OSError):
+        retry(Flaky(failures=100), retries=3, delay=0.5, backoff=3.0, sleep=waits.append)
+    assert waits == [0.5, 1.5, 4.5]
 
 
 def test_default_is_preserved():
@@ -52,6 +58,21 @@ def test_default_is_preserved():
         retry(always, delay=1.0, sleep=waits.append)
     assert always.calls == 4
     assert waits == [1.0, 2.0, 4.0]
+
+    no_delay = []
+    with pytest.raises(OSError):
+        retry(Flaky(failures=100), sleep=no_delay.append)
+    assert no_delay == [0.0, 0.0, 0.0]
+
+    unlisted = []
+
+    def fn():
+        unlisted.append(1)
+        raise KeyError("not retried")
+
+    with pytest.raises(KeyError):
+        retry(fn, exceptions=(OSError,), sleep=no_sleep)
+    assert len(unlisted) == 1
 
 
 def test_negative_count_is_rejected():

@@ -68,3 +68,9 @@ def test_latest_of_empty_raises():
     with pytest.raises(ValueError):
         latest([])
     assert latest(["0.1.0"]) == "0.1.0"
+
+
+def test_hyphens_inside_the_prerelease_part():
+    assert compare("2.1.0-nightly-20240501", "2.1.0-nightly-20240430") == 1
+    assert compare("1.0.0-x-y", "1.0.0-x") == 1
+    assert compare("1.0.0-rc-2", "1.0.0-rc-2") == 0

@@ -51,3 +51,8 @@ def test_unbalanced_brackets_are_rejected():
 def test_unexpected_character_is_rejected():
     with pytest.raises(TokenizeError, match="position 2"):
         Tokenizer().tokenize("a $ b")
+
+
+def test_unclosed_bracket_error_gives_the_last_open_position():
+    with pytest.raises(TokenizeError, match="position 5"):
+        Tokenizer().tokenize("(1 + (2")

@@ -56,3 +56,16 @@ def test_malformed_timestamps_are_rejected():
     for bad in ("yesterday", "2024-13-01T00:00:00+00:00", "2024-03-10T25:00:00Z", ""):
         with pytest.raises(ValueError):
             parse_timestamp(bad)
+
+
+def test_formats_outside_the_documented_ones_are_rejected():
+    for bad in (
+        "2024-03-10T12:00+05:30",  # no seconds
+        "2024-03-10T12:00:00+05",  # offset without minutes
+        "2024-03-10T12:00:00+05:30:00",  # offset with seconds
+        "20240310T120000+0000",  # basic (compact) date and time
+        "2024-W10-7T12:00:00+00:00",  # week date
+        "2024-03-10T12:00:00,5+00:00",  # comma before the fraction
+    ):
+        with pytest.raises(ValueError):
+            parse_timestamp(bad)

@@ -25,3 +25,14 @@ def test_symbols_and_emoji_are_separators():
 def test_text_without_ascii_form_gives_empty_slug():
     assert slugify("日本語") == ""
     assert slugify("★ ☆ ★") == ""
+
+
+def test_symbols_between_words_separate_them():
+    assert slugify("a→b") == "a-b"
+    assert slugify("Tom’s Diner") == "tom-s-diner"
+    assert slugify("1×2") == "1-2"
+
+
+def test_accents_next_to_symbols():
+    assert slugify("Déjà→vu") == "deja-vu"
+    assert slugify("Crème•Brûlée") == "creme-brulee"

@@ -1,0 +1,248 @@
+"""``repogym train --algo NAME``: the LM trainers' command line (the top of the layers).
+
+Builds the algorithm's config from the common flags (``--model``, ``--steps``, ``--out``,
+``--seed``, ``--task``, ``--tasks DIR``, ``--rollout-server``, ``--ray``) and ``--set
+FIELD=VALUE`` pairs for any config field (``--set rollout.group_size=8`` sets a field of the
+rollout settings; values are parsed by the field's type, JSON for lists and dicts), trains
+(``--resume`` continues the latest checkpoint of ``--out``), prints progress from the first
+second, and writes ``OUT/metrics.jsonl``, ``OUT/config.json``, ``OUT/rollouts/``,
+``OUT/checkpoint-<step>/`` and ``OUT/curves.png``.
+
+``--model tiny`` is the CPU toy (:mod:`repogym.agents.toy`): a tiny model built offline into
+``OUT/tiny-model``, speaking the toy's menu language unless ``--set interface=chat``.
+
+Example:
+    repogym train --algo grpo --model /models/qwen --steps 20 --out runs/grpo --set lr=1e-6
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+import types
+import typing
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from repogym.agents.async_rl import AsyncConfig, AsyncOptions, train_async
+from repogym.agents.distill import DistillConfig, DistillTrainer, OPDConfig
+from repogym.agents.echo import EchoConfig, echo_trainer
+from repogym.agents.grpo import GRPOConfig, GRPOTrainer
+from repogym.agents.metrics import plot_metrics
+from repogym.agents.ppo import PPOConfig, PPOTrainer
+from repogym.agents.rollout import RolloutConfig
+from repogym.agents.toy.menu import scripted_episodes
+from repogym.agents.toy.setup import FormatFactory, toy_model
+from repogym.agents.trainer import Trainer
+from repogym.envs import register_task
+
+__all__ = ["ALGOS", "config_from_args", "main", "print_progress"]
+
+C = TypeVar("C")
+
+ALGOS: dict[str, tuple[type, Callable[..., Trainer], dict[str, Any]]] = {
+    "ppo": (PPOConfig, PPOTrainer, {}),
+    "grpo": (GRPOConfig, GRPOTrainer, {"variant": "grpo"}),
+    "gspo": (GRPOConfig, GRPOTrainer, {"variant": "gspo"}),
+    "dapo": (GRPOConfig, GRPOTrainer, {"variant": "dapo"}),
+    "cispo": (GRPOConfig, GRPOTrainer, {"variant": "cispo"}),
+    "dr_grpo": (GRPOConfig, GRPOTrainer, {"variant": "dr_grpo"}),
+    "async": (AsyncConfig, GRPOTrainer, {}),
+    "distill": (DistillConfig, DistillTrainer, {}),
+    "opd": (OPDConfig, DistillTrainer, {}),
+    "echo": (EchoConfig, echo_trainer, {}),
+}
+"""``--algo`` name -> (config class, trainer factory, preset fields)."""
+
+TOY_DEFAULTS = {
+    "menu": {"lr": 3e-4, "micro_batch": 64, "rollout.max_new_tokens": 6,
+             "rollout.max_steps": 4, "rollout.max_context": 512, "rollout.group_size": 8},
+    "chat": {"lr": 3e-4, "rollout.max_new_tokens": 24, "rollout.max_steps": 2},
+}  # fmt: skip
+"""The CPU toy's settings before ``--set`` (a 0.5M model on a CPU)."""
+
+
+def _coerce(cls: type, field: dataclasses.Field, text: str) -> Any:
+    hint = typing.get_type_hints(cls)[field.name]
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1:
+        hint = args[0]  # X | None
+    if text.lower() in ("none", "null") and type(None) in typing.get_args(
+            typing.get_type_hints(cls)[field.name]):  # fmt: skip
+        return None
+    if hint is bool:
+        if text.lower() not in ("1", "0", "true", "false", "yes", "no"):
+            raise ValueError(f"{field.name}={text!r}: expected true/false")
+        return text.lower() in ("1", "true", "yes")
+    if hint in (int, float, str):
+        return hint(text)
+    if typing.get_origin(hint) is typing.Literal and text in map(str, typing.get_args(hint)):
+        return text
+    if typing.get_origin(hint) is typing.Literal:
+        raise ValueError(f"{field.name}={text!r}: expected one of {typing.get_args(hint)}")
+    try:
+        return json.loads(text)  # lists, dicts, unions: JSON
+    except json.JSONDecodeError:
+        if str in args:
+            return text
+        raise
+
+
+def config_from_args(cls: type[C], args: argparse.Namespace,
+                     defaults: Mapping[str, Any] | None = None) -> C:  # fmt: skip
+    """Build ``cls`` (a dataclass) from ``defaults``, the common flags it has, then ``--set``.
+
+    ``rollout.FIELD=VALUE`` sets a field of the config's ``rollout`` settings.
+
+    Raises:
+        SystemExit: An unknown field or a value of the wrong type, with the fix.
+    """
+    names = {f.name: f for f in dataclasses.fields(cls)}
+    roll = {f.name: f for f in dataclasses.fields(RolloutConfig)}
+    values: dict[str, Any] = {}
+    rollout: dict[str, Any] = {}
+    for key, value in (defaults or {}).items():
+        (rollout if key.startswith("rollout.") else values)[key.removeprefix("rollout.")] = value
+    flags = {"steps": "steps", "out": "out", "seed": "seed", "model": "model",
+             "task_ids": "tasks" if "tasks" in names else "task_ids"}  # fmt: skip
+    for flag, name in flags.items():
+        if name in names and getattr(args, flag, None) is not None:
+            values[name] = getattr(args, flag)
+    for pair in getattr(args, "overrides", None) or []:
+        key, sep, text = pair.partition("=")
+        target, fields, cls_ = (rollout, roll, RolloutConfig) if key.startswith("rollout.") \
+            else (values, names, cls)  # fmt: skip
+        name = key.removeprefix("rollout.")
+        if not sep or name not in fields:
+            raise SystemExit(f"--set {pair!r}: unknown field. Fix: use FIELD=VALUE with FIELD one "
+                             f"of {sorted(fields)}" + (" (rollout.FIELD for rollout settings)"
+                                                      if target is values else ""))  # fmt: skip
+        try:
+            target[name] = _coerce(cls_, fields[name], text)
+        except ValueError as e:
+            raise SystemExit(f"--set {pair!r}: {e}. Fix: give a value of the field's type") from e
+    if rollout and "rollout" in names:
+        values["rollout"] = RolloutConfig(**rollout)
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as e:
+        raise SystemExit(f"bad settings for {cls.__name__}: {e}") from e
+
+
+class _Printer:
+    """Progress lines from the first second: phase, episodes, step metrics, ETA."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+        self.step_t0 = self.t0
+        self.last = 0.0
+        self.first_step: int | None = None
+
+    def say(self, text: str) -> None:
+        print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", flush=True)
+
+    def __call__(self, event: str, f: Mapping[str, Any]) -> None:
+        now = time.monotonic()
+        if event == "collect":
+            self.step_t0 = now
+            self.first_step = self.first_step or f["step"]
+            self.say(f"step {f['step']}: collecting {f['episodes']} episodes")
+        elif event == "episode" and (now - self.last > 2.0 or f["done"] == f["total"]):
+            self.last = now
+            self.say(f"  episodes {f['done']}/{f['total']}")
+        elif event == "update":
+            self.say(f"step {f['step']}: updating")
+        elif event == "step":
+            done = f["step"] - (self.first_step or f["step"]) + 1
+            eta = (now - self.t0) / max(done, 1) * (f["steps"] - f["step"])
+            print_progress(f["step"], f["metrics"], prefix=self.say, eta=eta, steps=f["steps"])
+
+
+def print_progress(step: int, m: Mapping[str, float], *, prefix: Callable[[str], None] = print,
+                   eta: float | None = None, steps: int | None = None) -> None:  # fmt: skip
+    """One line per step: reward, resolve rate, losses, entropy, staleness, time, ETA."""
+    keys = ("reward/mean", "resolve_rate", "loss/policy", "loss/value", "loss/kl", "loss/echo",
+            "entropy", "is_weight/max", "staleness/mean")  # fmt: skip
+    shown = " ".join(f"{k} {m[k]:.4g}" for k in keys if k in m)
+    tail = f" ETA {eta:.0f}s" if eta is not None else ""
+    of = f"/{steps}" if steps else ""
+    prefix(f"step {step}{of} done: {shown} ({m.get('time/step_s', 0.0):.1f}s){tail}")
+
+
+def _tasks(args: argparse.Namespace) -> list[str] | None:
+    """``--task`` ids plus every task of ``--tasks DIR`` (registered on the way)."""
+    ids = list(getattr(args, "task_ids", None) or [])
+    for folder in getattr(args, "task_dirs", None) or []:
+        if not Path(folder).is_dir():
+            raise SystemExit(f"--tasks {folder}: not a folder. Fix: pass a folder of task folders "
+                             "(e.g. from `repogym synth`)")  # fmt: skip
+        ids += [t.id for t in register_task(folder, overwrite=True)]
+    return ids or None
+
+
+def main(args: argparse.Namespace) -> int:
+    """``repogym train --algo <LM algorithm>``; returns the exit code."""
+    printer = _Printer()
+    cls, make, preset = ALGOS[args.algo]
+    args.task_ids = _tasks(args)
+    defaults: dict[str, Any] = dict(preset)
+    if getattr(args, "out", None) is None:
+        args.out = f"runs/{args.algo}"
+    if getattr(args, "rollout_server", None):
+        defaults["rollout_server"] = args.rollout_server
+    if getattr(args, "ray", None) and "ray" in {f.name for f in dataclasses.fields(cls)}:
+        defaults["ray"] = args.ray
+    interface = _interface(args)
+    if interface is not None:
+        defaults.update({"tasks": ("retry-zero", "chunk-list-remainder", "float-isclose"),
+                         **TOY_DEFAULTS[interface]})  # fmt: skip
+    config = config_from_args(cls, args, defaults)
+    if not config.tasks:
+        raise SystemExit("no tasks. Fix: --task ID (repeatable) or --tasks DIR")
+    fmt_factory = None
+    if interface is not None:
+        printer.say(f"building the CPU toy's tiny model ({interface} interface)")
+        config.model = str(toy_model(config, interface))
+        fmt_factory = FormatFactory(interface, config)
+    printer.say(f"loading {config.model} and starting the environments")
+    trainer = make(config, progress=printer, fmt_factory=fmt_factory)
+    try:
+        _warm_start(trainer, interface, args, printer)
+        if getattr(config, "async_", None):
+            opts = AsyncOptions.coerce(config.async_)
+            train_async(trainer, opts, fmt_factory=fmt_factory or FormatFactory("chat", config))
+        else:
+            trainer.train(resume=getattr(args, "resume", False) or False)
+    finally:
+        trainer.close()
+    print(f"metrics: {config.out}/metrics.jsonl; rollouts: {config.out}/rollouts; curves: "
+          f"{plot_metrics(config.out)}", flush=True)  # fmt: skip
+    return 0
+
+
+def _interface(args: argparse.Namespace) -> str | None:
+    """``menu`` or ``chat`` for ``--model tiny`` (the CPU toy), else None."""
+    if getattr(args, "model", None) != "tiny":
+        return None
+    chosen = [p.partition("=")[2] for p in args.overrides or [] if p.startswith("interface=")]
+    args.overrides = [p for p in args.overrides or [] if not p.startswith("interface=")]
+    interface = chosen[-1] if chosen else "menu"
+    if interface not in ("menu", "chat"):
+        raise SystemExit(f"--set interface={interface}: expected menu or chat")
+    return interface
+
+
+def _warm_start(trainer: Trainer, interface: str | None, args: argparse.Namespace,
+                printer: _Printer) -> None:  # fmt: skip
+    """The CPU toy's supervised warm start on one real trajectory per menu entry."""
+    steps = trainer.config.warm_start_steps
+    if interface != "menu" or getattr(args, "resume", False) or steps == 0:
+        return
+    steps = 60 if steps is None else steps
+    printer.say(f"warm start: {steps} supervised steps on one trajectory per menu entry")
+    episodes = scripted_episodes(trainer.fmt, trainer.pool, trainer.config.rollout)
+    trainer.sft(episodes, steps, lr=1e-3)
+
