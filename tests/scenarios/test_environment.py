@@ -29,7 +29,6 @@ from repogym.scenarios.environment import (
 )
 from repogym.scenarios.task import TaskError, load_task
 from tests.conftest import call
-from tests.sandbox.conftest import docker_engine  # noqa: F401 - the docker fixture
 
 SIX = "six==1.17.0"
 #: six from the environment; the task's own pytest 8.3.5 instead of the sandbox's.
@@ -232,7 +231,7 @@ def test_env_build_cli_builds_each_distinct_environment_once(tmp_path, six_env):
 
 
 @pytest.mark.docker
-def test_docker_sandbox_binds_the_environment(six_task, docker_engine):  # noqa: F811
+def test_docker_sandbox_binds_the_environment(six_task, docker_engine):
     templates = TemplateCache()
     try:
         template = templates.get(six_task.repo_dir, six_task.sandbox_environment())
