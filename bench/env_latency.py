@@ -2,6 +2,13 @@
 
 Usage: python bench/env_latency.py [--n 20] [--task retry-zero] [--backends bwrap,docker,process]
        [--shells persistent,fresh]
+       python bench/env_latency.py --env-task DIR [--env-builds realpy|PKG,PKG]
+
+``--env-task DIR`` adds a table for a real-code task whose environment is bound (e.g. a
+RealPy task fetched by ``repogym suite fetch``) next to the built-in ``--task`` in bwrap;
+``--env-builds`` times building each package's environment of the RealPy manifest from
+scratch (in a temporary cache; pip's own download cache stays warm, as on a second machine
+of a cluster that shares it).
 
 Each backend gets a column per shell mode: ``persistent`` (the default: one bash per
 episode, so a step is a line written to it) and ``fresh`` (a new sandboxed process per
@@ -119,7 +126,18 @@ def main() -> None:
     p.add_argument("--task", default="retry-zero")
     p.add_argument("--backends", default="bwrap,docker,process")
     p.add_argument("--shells", default="persistent,fresh")
+    p.add_argument("--env-task", type=Path, metavar="DIR",
+                   help="also compare a real-code task (environment bound) with --task in bwrap")
+    p.add_argument("--env-builds", metavar="realpy|PKG,PKG",
+                   help="also time building these RealPy packages' environments")
     args = p.parse_args()
+    if args.env_task or args.env_builds:
+        if args.env_task:
+            print_env_tables(registered_tasks()[args.task], repogym.load_task(args.env_task),
+                             args.n)
+        if args.env_builds:
+            print_env_builds(args.env_builds.split(","))
+        return
     task = registered_tasks()[args.task]
     shells = args.shells.split(",")
     columns = {"plain subprocess": measure_plain(task, args.n)}
@@ -151,6 +169,65 @@ def print_table(task: repogym.Task, n: int, columns: dict[str, dict[str, float]]
             grade = (f"; grade / plain pytest = {col['grade (gold)'] / base['grade (gold)']:.2f}x"
                      if "grade (gold)" in col else "")
             print(f"{name}: step overhead over plain = {over:.1f} ms{grade}")
+
+
+# -- real-code tasks (an [environment] bound) ---------------------------------------------
+def measure_env_task(task: repogym.Task, n: int) -> dict[str, float]:
+    """Reset, steps and gold grading of ``task`` in bwrap (its environment built first)."""
+    from repogym.envs import RepoEnv
+    from repogym.scenarios.environment import build
+
+    if task.environment is not None:
+        build(task.environment)
+    env = RepoEnv(task, max_steps=10**6)
+    try:
+        row = {"reset": median_ms(lambda: env.reset(seed=0), n)}
+        for name, cmd in {**STEP_COMMANDS, "step `import pytest`": "python3 -c 'import pytest'"
+                          }.items():
+            row[name] = median_ms(lambda c=cmd: env.step(bash(c)), n)
+        gold = task.solution_patch.read_text()
+        row["grade (gold)"] = median_ms(lambda: env.session.grade(gold, mode="binary"),
+                                        max(3, n // 4))
+        return row
+    finally:
+        env.close()
+
+
+def print_env_tables(builtin: repogym.Task, real: repogym.Task, n: int) -> None:
+    cols = {builtin.id: measure_env_task(builtin, n), real.id: measure_env_task(real, n)}
+    print(f"\nbwrap, n={n}, medians in ms: built-in {builtin.id} vs real-code {real.id} "
+          f"(environment bound: {real.environment.summary() if real.environment else 'none'})")
+    print(f"{'':26}" + "".join(f"{c:>24}" for c in cols) + f"{'ratio':>10}")
+    base, other = cols[builtin.id], cols[real.id]
+    for name in base:
+        print(f"{name:26}{base[name]:>24.1f}{other[name]:>24.1f}{other[name] / base[name]:>9.2f}x")
+
+
+def print_env_builds(packages: list[str]) -> None:
+    """Build each RealPy package's environment from scratch, in a temporary cache."""
+    import os
+
+    from repogym.scenarios.environment import build
+    from repogym.scenarios.suites import load_suite
+
+    suite = load_suite("realpy")
+    chosen = [p for p in suite.packages if packages == ["realpy"] or p.name in packages]
+    old = os.environ.get("REPOGYM_CACHE")
+    with tempfile.TemporaryDirectory(prefix="bench-envs-") as tmp:
+        os.environ["REPOGYM_CACHE"] = tmp
+        try:
+            print("\nenvironment build from scratch (pip download cache warm)")
+            print(f"{'package':20}{'seconds':>10}{'packages':>10}  requirements")
+            for entry in chosen:
+                t0 = time.perf_counter()
+                env, _ = build(entry.environment)
+                print(f"{entry.name:20}{time.perf_counter() - t0:>10.1f}"
+                      f"{len(env.distributions):>10}  {entry.environment.summary()}")
+        finally:
+            if old is None:
+                os.environ.pop("REPOGYM_CACHE", None)
+            else:
+                os.environ["REPOGYM_CACHE"] = old
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ import gymnasium as gym
 
 from repogym.envs.repo_env import RepoEnv, SuiteEnv, TextSpace
 from repogym.scenarios.registry import BUILTIN_DIR, add_tasks
+from repogym.scenarios.suites import MAX_STEPS as SUITE_MAX_STEPS
+from repogym.scenarios.suites import read_index, suite_meta, suite_names, suite_root
 from repogym.scenarios.task import Task, TaskError, find_task_dirs, load_tasks
 
 SUITE_ID = "repogym/Suite-v0"
@@ -89,7 +91,24 @@ def register_builtins() -> None:
         except TaskError as e:  # a broken built-in must not break `import repogym`
             warnings.warn(f"skipping built-in task: {e}", RuntimeWarning, stacklevel=2)
     gym.register(id=SUITE_ID, entry_point="repogym.envs:make_suite_env")
+    register_suites()
+
+
+def register_suites() -> None:
+    """Register every shipped suite fetched here (``repogym suite fetch``): its id (e.g.
+    ``repogym/RealPy-v0``, a SuiteEnv over its validated tasks, ``split=`` by package) and
+    ``repogym/<task>-v0`` for each validated task. Reads only the suite's index."""
+    for name in suite_names():
+        index = read_index(suite_root(name))
+        paths = {tid: info["path"] for tid, info in index.items() if Path(info["path"]).is_dir()}
+        for tid, path in sorted(paths.items()):
+            gym.register(id=f"repogym/{tid}-v0", entry_point="repogym.envs:make_env",
+                         kwargs={"task": path}, max_episode_steps=SUITE_MAX_STEPS,
+                         disable_env_checker=False)
+        if paths:
+            gym.register(id=suite_meta(name)["env_id"], entry_point="repogym.envs:make_suite_env",
+                         kwargs={"tasks": sorted(paths.values())})
 
 
 __all__ = ["SUITE_ID", "RepoEnv", "SuiteEnv", "TextSpace", "make_env", "make_suite_env",
-           "register_builtins", "register_task"]
+           "register_builtins", "register_suites", "register_task"]

@@ -1,5 +1,6 @@
-"""``repogym import-swebench INSTANCES.jsonl --repos DIR --out DIR``: SWE-bench-format import.
+"""``repogym import-swebench INSTANCES.jsonl --repos DIR --out DIR``: SWE-bench-family import.
 
+SWE-bench, SWE-Gym, SWE-smith and R2E-Gym rows (``--format``, default told by the keys).
 ``DIR/<owner>__<name>`` must be a local clone of each instance's repository (the SWE-bench
 naming). Each instance becomes a task folder under ``--out`` (see
 :mod:`repogym.scenarios.swebench`), and its mutation score is computed in the sandbox
@@ -22,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="folder to write task folders into")
     p.add_argument("--split", default="test", choices=["train", "test"])
     p.add_argument("--timeout", type=float, default=300.0, help="verifier timeout (s)")
+    p.add_argument("--format", default="auto", choices=["auto", "swebench", "swesmith", "r2e"],
+                   help="row format (default: told by the keys; SWE-Gym rows are swebench)")
     add_mutation_options(p, gate=True)
     p.set_defaults(func=run)
 
@@ -37,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         done, errors = import_swebench(args.instances, args.repos, args.out,
-                                       split=args.split, timeout_s=args.timeout)
+                                       split=args.split, timeout_s=args.timeout,
+                                       fmt=args.format)
     except (OSError, InstanceError) as e:
         print(f"cannot read {args.instances}: {e}", file=sys.stderr)
         return 2

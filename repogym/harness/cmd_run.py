@@ -23,7 +23,9 @@ EXIT_USAGE = 2
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """Options ``run`` and ``grade`` share: where tasks come from and how episodes run."""
-    p.add_argument("--suite", default="builtin", help="'builtin' or a folder of task folders")
+    p.add_argument("--suite", default="builtin",
+                   help="'builtin', a shipped suite fetched here ('realpy', see `repogym suite`), "
+                        "or a folder of task folders")
     p.add_argument("--workers", type=int, default=1, help="episodes in parallel")
     p.add_argument("--ray", metavar="local|ADDRESS",
                    help="run on Ray actors: 'local' starts Ray here, else a cluster address")

@@ -3,6 +3,10 @@
 See :mod:`repogym.scenarios.synth`. The package's tests run as plain subprocesses (it is
 your own, trusted code); the mutation score of each task written is then computed in the
 sandbox (``--no-mutation`` skips it). Check the emitted tasks with ``repogym validate DIR``.
+
+``repogym synth --pypi NAME[==VERSION] --out DIR`` starts from a PyPI project instead
+(:mod:`repogym.harness.synth_pypi`): its sdist, its environment, its tests run in the
+sandbox, and only tasks that pass ``repogym validate`` are written.
 """
 
 from __future__ import annotations
@@ -15,8 +19,20 @@ from repogym.harness.cmd_validate import add_mutation_options, mutation_args_err
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("synth", help="make tasks from a tested Python package by mutation")
-    p.add_argument("package", metavar="PACKAGE_DIR",
+    p.add_argument("package", metavar="PACKAGE_DIR", nargs="?",
                    help="folder whose tests pass with `python -m pytest` run inside it")
+    p.add_argument("--pypi", metavar="NAME[==VERSION]",
+                   help="synthesise from this PyPI project's sdist instead (its tests run in "
+                        "the sandbox with its environment; written tasks are validated)")
+    p.add_argument("--requirement", action="append", default=[], metavar="SPEC",
+                   help="with --pypi: add a requirement to the derived environment")
+    p.add_argument("--no-requirement", action="append", default=[], metavar="NAME",
+                   help="with --pypi: drop a derived requirement")
+    p.add_argument("--reruns", type=int, default=3,
+                   help="with --pypi: gold runs per task when validating (default 3)")
+    p.add_argument("--adversarial", action="store_true",
+                   help="with --pypi: also drop tasks that an attack of `repogym validate "
+                        "--adversarial` games")
     p.add_argument("--out", required=True, help="folder to write task folders into")
     p.add_argument("--max-tasks", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
@@ -34,6 +50,11 @@ def run(args: argparse.Namespace) -> int:
     if problem := mutation_args_error(args):
         print(problem, file=sys.stderr)
         return 2
+    if (args.package is None) == (args.pypi is None):
+        print("give PACKAGE_DIR or --pypi NAME[==VERSION] (one of them)", file=sys.stderr)
+        return 2
+    if args.pypi:
+        return _run_pypi(args)
     try:
         tasks = synthesize(args.package, args.out, max_tasks=args.max_tasks, seed=args.seed,
                            p2p_sample=args.p2p_sample)
@@ -46,3 +67,39 @@ def run(args: argparse.Namespace) -> int:
         run_mutation([load_task(t) for t in tasks], args, Console(), diffs=False)
     print(f"{len(tasks)} tasks; next: repogym validate {args.out} (--mutation for survivors)")
     return 0 if tasks else 1
+
+
+def _run_pypi(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from repogym.harness.synth_pypi import synthesize_pypi
+    from repogym.scenarios.environment import EnvironmentUnavailable
+    from repogym.scenarios.pypi import PypiError
+    from repogym.scenarios.synth import SynthError
+    from repogym.scenarios.task import load_task
+
+    console = Console(stderr=True)
+
+    def say(message: str) -> None:
+        console.print(message, markup=False, highlight=False)
+
+    try:
+        res = synthesize_pypi(args.pypi, Path(args.out), max_tasks=args.max_tasks,
+                              seed=args.seed, p2p_sample=args.p2p_sample,
+                              extra=args.requirement, drop=args.no_requirement,
+                              sandbox=args.sandbox, workers=args.workers, reruns=args.reruns,
+                              adversarial=args.adversarial, say=say)
+    except (PypiError, EnvironmentUnavailable, SynthError, OSError) as e:
+        print(e, file=sys.stderr)
+        return 2
+    for t in res.written:
+        print(f"wrote {t}")
+    for task_id, failures in res.dropped.items():
+        print(f"dropped {task_id} (did not validate): {failures[0]}", file=sys.stderr)
+    if res.written and not args.no_mutation:
+        run_mutation([load_task(t) for t in res.written], args, Console(), diffs=False)
+    print(f"{len(res.written)} validated tasks from {res.sdist.name} {res.sdist.version} "
+          f"({res.passing_tests} of its tests pass in the sandbox; {len(res.dropped)} dropped)")
+    return 0 if res.written else 1

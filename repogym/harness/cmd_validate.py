@@ -35,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "with the real grader and sandbox; exit 1 on any failure.")
     p.add_argument("tasks", nargs="*", metavar="TASK_DIR",
                    help="task folders or folders of them (default: all built-ins)")
+    p.add_argument("--suite", help="validate a shipped suite's tasks fetched here (e.g. realpy)")
+    p.add_argument("--split", choices=["train", "test"], help="with --suite: only this split")
     p.add_argument("--reruns", type=int, default=3,
                    help="gold runs per task; outcomes must agree (default 3)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
@@ -243,7 +245,14 @@ def run(args: argparse.Namespace) -> int:
     if problem := mutation_args_error(args):
         console.print(problem)
         return 2
-    tasks, errors = _load(args.tasks)
+    tasks, errors = _load(args.tasks) if not args.suite or args.tasks else ([], [])
+    if args.suite:
+        from repogym.scenarios.suites import SuiteError, validated_tasks
+
+        try:
+            tasks += validated_tasks(args.suite, split=args.split)
+        except SuiteError as e:
+            errors.append(str(e))
     for e in errors:
         console.print(f"[red]cannot load: {escape(e)}[/red]", soft_wrap=True)
     if not tasks and not errors:

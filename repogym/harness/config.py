@@ -50,7 +50,8 @@ class RunConfig:
         out: Output folder (results.jsonl, trajectories/, run.json).
         agent_args: Keyword arguments for the agent.
         label: Name of the run in results and tables (default: :func:`default_label`).
-        suite: ``builtin`` or a folder of task folders.
+        suite: ``builtin``, a shipped suite fetched here (``realpy``) or a folder of task
+            folders.
         split: Keep only tasks of this split.
         tags: Keep only tasks with any of these tags.
         task_ids: Keep only these task ids.

@@ -6,8 +6,9 @@ settings) are both kept, told apart by their folder, and a note says so.
 
 The page needs no server and no external asset (inline CSS, plots as base64 PNGs, no
 scripts). It holds: the per-run table (one pass@k for everyone, k stated), costs (tokens,
-episode wall time mean and total), resolve rate per split and per tag, and a task × run
-matrix whose every mark (one per sample: solved, failed, hacked, infra) links to that
+episode wall time mean and total), resolve rate per split, per suite (each run's
+``--suite``), per package (tasks of a shipped suite such as RealPy are tagged
+``<suite>, <package>``) and per tag, and a task × run matrix whose every mark (one per sample: solved, failed, hacked, infra) links to that
 episode's trajectory rendered as HTML under ``OUT/episodes/``.
 """
 
@@ -27,8 +28,9 @@ from typing import Any
 
 from repogym.envs.wrappers import read_trajectory
 from repogym.harness.metrics import common_k, jsonable, summarize, summarize_groups
-from repogym.harness.results import find_run_dirs, read_results
+from repogym.harness.results import find_run_dirs, read_results, read_run_meta
 from repogym.scenarios.registry import registered_tasks
+from repogym.scenarios.suites import suite_names
 
 EPISODES = "episodes"
 STATUS_MARK = {"solved": "✓", "failed": "✗", "hacked": "⚑", "infra": "⚠"}
@@ -139,8 +141,32 @@ def _task_tags(row: dict[str, Any]) -> list[str]:
     return list(tags) or ["(untagged)"]
 
 
+def package_of(row: dict[str, Any]) -> str | None:
+    """The package of a shipped suite's task (its tags are ``<suite>, <package>``), or None."""
+    tags = _task_tags(row)
+    shipped = set(suite_names())
+    return next((tags[i + 1] for i, t in enumerate(tags[:-1]) if t in shipped), None)
+
+
+def suite_of(entry: Entry) -> str:
+    """The suite a run ran (``run.json``'s ``suite``: a name, or a folder shown by its name)."""
+    suite = str(read_run_meta(entry.run_dir).get("suite") or "builtin")
+    return suite if suite in ("builtin", *suite_names()) else Path(suite).name
+
+
+def _groups(row: dict[str, Any], key: str, entry: Entry) -> list[str]:
+    if key == "tags":
+        return _task_tags(row)
+    if key == "package":
+        return [p] if (p := package_of(row)) else []
+    if key == "suite":
+        return [suite_of(entry)]
+    return [str(row.get("split"))]
+
+
 def breakdown(entries: list[Entry], key: str) -> tuple[list[str], dict[str, dict[str, Any]]]:
-    """Resolve rate per entry and split (``key="split"``) or tag (``key="tags"``).
+    """Resolve rate per entry and split (``key="split"``), tag (``"tags"``), suite
+    (``"suite"``) or package of a shipped suite (``"package"``).
 
     Returns:
         The column names, and entry name -> column -> rate (None where no scored episode).
@@ -150,7 +176,7 @@ def breakdown(entries: list[Entry], key: str) -> tuple[list[str], dict[str, dict
     for e in entries:
         groups: dict[str, list[dict]] = defaultdict(list)
         for r in e.rows:
-            for v in (_task_tags(r) if key == "tags" else [str(r.get("split"))]):
+            for v in _groups(r, key, e):
                 groups[v].append(r)
         cols |= set(groups)
         table[e.name] = {v: summarize(rs, [])["resolve_rate"] for v, rs in groups.items()}
@@ -303,12 +329,26 @@ def _breakdown_rows(entries: list[Entry], cols: list[str], table: dict) -> list[
     return [[e.name, *(_fmt(table[e.name].get(c), "pct") for c in cols)] for e in entries]
 
 
-def _tag_rows(entries: list[Entry], cols: list[str], table: dict) -> list[list[str]]:
-    """One row per tag (with its number of tasks), one column per entry."""
-    n_tasks = {c: len({r["task"] for e in entries for r in e.rows if c in _task_tags(r)})
+def _tag_rows(entries: list[Entry], cols: list[str], table: dict,
+              key: str = "tags") -> list[list[str]]:
+    """One row per tag or package (with its number of tasks), one column per entry."""
+    n_tasks = {c: len({r["task"] for e in entries for r in e.rows if c in _groups(r, key, e)})
                for c in cols}
     return [[c, str(n_tasks[c]), *(_fmt(table[e.name].get(c), "pct") for e in entries)]
             for c in cols]
+
+
+def _suite_html(entries: list[Entry]) -> str:
+    """Resolve rate per suite, and per package of the shipped suites when there are any."""
+    cols, table = breakdown(entries, "suite")
+    out = "<h2>Resolve rate by suite</h2>" + _html_table(
+        "suites", ["agent", *cols], _breakdown_rows(entries, cols, table))
+    cols, table = breakdown(entries, "package")
+    if cols:
+        out += "<h2>Resolve rate by package</h2>" + _html_table(
+            "packages", ["package", "tasks", *(e.name for e in entries)],
+            _tag_rows(entries, cols, table, "package"))
+    return out
 
 
 def _matrix_html(entries: list[Entry], links: dict[int, str]) -> str:
@@ -350,6 +390,7 @@ def html_page(board: Board, images: dict[str, Path], links: dict[int, str],
             + f"<p class=\"sub\">{esc(footnote(board.k))}</p><h2>Resolve rate by split</h2>"
             + _html_table("splits", ["agent", *split_cols],
                           _breakdown_rows(board.entries, split_cols, splits))
+            + _suite_html(board.entries)
             + _matrix_html(board.entries, links) + "<h2>Resolve rate by tag</h2>"
             + _html_table("tags", ["tag", "tasks", *(e.name for e in board.entries)],
                           _tag_rows(board.entries, tag_cols, tags))
@@ -368,6 +409,14 @@ def markdown(board: Board, links: dict[int, str]) -> str:
     cols, table = breakdown(board.entries, "split")
     lines += ["", "## Resolve rate by split", ""]
     lines += md_table(["agent", *cols], _breakdown_rows(board.entries, cols, table))
+    cols, table = breakdown(board.entries, "suite")
+    lines += ["", "## Resolve rate by suite", ""]
+    lines += md_table(["agent", *cols], _breakdown_rows(board.entries, cols, table))
+    cols, table = breakdown(board.entries, "package")
+    if cols:
+        lines += ["", "## Resolve rate by package", ""]
+        lines += md_table(["package", "tasks", *(e.name for e in board.entries)],
+                          _tag_rows(board.entries, cols, table, "package"))
     cols, table = breakdown(board.entries, "tags")
     lines += ["", "## Resolve rate by tag", ""]
     lines += md_table(["tag", "tasks", *(e.name for e in board.entries)],

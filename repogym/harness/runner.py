@@ -77,8 +77,13 @@ def plan(cfg: RunConfig) -> Plan:
     Raises:
         ValueError: the task filters select nothing, or ``cfg.out`` holds another run.
         TaskError: a task folder is malformed.
+        EnvironmentUnavailable: a task's environment is not built here (the fix: build it),
+            checked before any episode rather than failing each one.
     """
     tasks = select_run_tasks(cfg)
+    if not cfg.env_server:
+        for t in tasks:
+            t.sandbox_environment()
     keep = {}
     for r in _recorded(cfg):
         if r.get("infra_error") or (cfg.retry_errors and r.get("agent_error")):

@@ -183,7 +183,8 @@ class PatchGrader:
         if timeout_s is not None and timeout_s < task.verifier.timeout_s:
             task = dataclasses.replace(
                 task, verifier=dataclasses.replace(task.verifier, timeout_s=timeout_s))
-        return grade(task, self._templates.get(task.repo_dir), diff, mode=mode,
+        template = self._templates.get(task.repo_dir, task.sandbox_environment())
+        return grade(task, template, diff, mode=mode,
                      make_sandbox=self._factory, limits=self.limits)
 
     def close(self) -> None:

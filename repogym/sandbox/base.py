@@ -15,6 +15,8 @@ from typing import Protocol, runtime_checkable
 
 #: Where the workspace appears inside every backend.
 WORKSPACE = "/workspace"
+#: Where a task's environment (its installed packages) appears inside every backend.
+ENV_MOUNT = "/opt/repogym/env"
 
 
 class SandboxError(RuntimeError):
@@ -104,6 +106,33 @@ class Interpreter:
     env: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass(frozen=True)
+class Environment:
+    """A folder of installed packages that a sandbox binds read-only at :data:`ENV_MOUNT`.
+
+    It comes before the sandbox's own pytest-only site on ``PYTHONPATH`` and among the
+    verifier's trusted sites (so a task that pins its own pytest gets it); its ``bin/``
+    (console scripts) comes first on ``PATH``. Nothing is copied per sandbox.
+
+    Attributes:
+        site: The host folder (``pip install --target`` layout).
+        python: ``major.minor`` of the interpreter it was built for.
+    """
+
+    site: Path
+    python: str
+
+    def check_python(self, version: str, where: str) -> None:
+        """Raise :class:`SandboxError` unless ``version`` (``major.minor[.micro]``) is the one
+        this environment was built for."""
+        if ".".join(version.split(".")[:2]) != self.python:
+            raise SandboxError(
+                f"the task's environment ({self.site}) was built for Python {self.python}, "
+                f"but {where} has Python {version}. Fix: rebuild it with `repogym env build` "
+                f"under a Python {self.python} interpreter, or use a sandbox whose Python is "
+                f"{self.python}")
+
+
 class Shell(Protocol):
     """A persistent shell in a sandbox: the working folder, variables, functions and
     background jobs carry over from one command to the next, as in a terminal."""
@@ -179,6 +208,9 @@ class SandboxSpec:
 
     Attributes:
         template: A prepared repository folder (files + a one-commit ``.git``) to copy from.
+            A template made for a task with an environment carries it
+            (:meth:`repogym.sandbox.workspace.TemplateCache.get`): every sandbox started from
+            it, the agent's and the grader's alike, binds the same packages.
         limits: Resource limits for every command.
     """
 

@@ -6,8 +6,9 @@ internet, no host loopback), under the seccomp policy of :mod:`repogym.sandbox.s
 bound read-only, only the workspace writable, a ``/tmp`` capped in bytes and inodes, an
 empty host environment, and (as root) the lease's own uid with no capabilities and
 no-new-privs. The host's Python is visible at ``/opt/python`` with its site-packages
-replaced by a pytest-only folder, and every folder holding repogym's own code and task data
-is masked. When the command's first process exits, bwrap's PID 1 exits and the kernel kills
+replaced by a pytest-only folder (preceded, for a task with an environment, by that
+environment's packages, bound read-only at ``/opt/repogym/env``), and every folder holding
+repogym's own code and task data is masked. When the command's first process exits, bwrap's PID 1 exits and the kernel kills
 everything else in the namespace: nothing outlives a ``run``.
 
 ``shell()`` starts a persistent bash (:mod:`repogym.sandbox.persistent`) in one more bwrap
@@ -35,7 +36,14 @@ from typing import Self
 
 from repogym.sandbox import seccomp
 from repogym.sandbox._exec import run_process
-from repogym.sandbox.base import WORKSPACE, ExecResult, Interpreter, SandboxError, SandboxSpec
+from repogym.sandbox.base import (
+    ENV_MOUNT,
+    WORKSPACE,
+    ExecResult,
+    Interpreter,
+    SandboxError,
+    SandboxSpec,
+)
 from repogym.sandbox.leases import SANDBOX_GID
 from repogym.sandbox.limits import Cgroup, rlimit_preexec
 from repogym.sandbox.persistent import PersistentShell, PopenShell, spawn
@@ -60,16 +68,18 @@ def bwrap_path() -> str:
     return path
 
 
-def sandbox_env(rt: Runtime) -> dict[str, str]:
-    """The whole environment a sandboxed command starts with."""
+def sandbox_env(rt: Runtime, environment: bool = False) -> dict[str, str]:
+    """The whole environment a sandboxed command starts with (``environment``: a task's
+    packages are bound at :data:`ENV_MOUNT`, ahead of the pytest-only site)."""
+    first = f"{ENV_MOUNT}/bin:" if environment else ""
     return {
-        "PATH": f"{PYTHON_MOUNT}/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+        "PATH": f"{first}{PYTHON_MOUNT}/bin:/usr/bin:/bin:/usr/sbin:/sbin",
         "HOME": "/tmp",
         "USER": "nobody",
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "TERM": "dumb",
-        "PYTHONPATH": SITE_MOUNT,
+        "PYTHONPATH": ":".join(_sites(environment)),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
         "LD_LIBRARY_PATH": f"{PYTHON_MOUNT}/lib",
@@ -78,6 +88,9 @@ def sandbox_env(rt: Runtime) -> dict[str, str]:
         "PAGER": "cat",
     }
 
+
+def _sites(environment: bool) -> tuple[str, ...]:
+    return (ENV_MOUNT, SITE_MOUNT) if environment else (SITE_MOUNT,)
 
 
 def _under(path: Path, root: Path) -> bool:
@@ -95,16 +108,20 @@ class BwrapSandbox(ShellSandbox):
         self.limits = spec.limits
         self._bwrap = bwrap_path()
         self._rt = runtime()
-        env = sandbox_env(self._rt)
-        self.interpreter = Interpreter(
-            f"{PYTHON_MOUNT}/bin/{self._rt.python}", (SITE_MOUNT,),
-            {"path": env["PATH"], "ld_library_path": env["LD_LIBRARY_PATH"]})
         seccomp.bpf_program()  # fail here, with the fix, if libseccomp is missing
         self._closed = False
         self._shells: list[PersistentShell] = []
         self.workspace = Workspace(spec.template, spec.limits.workspace_mb,
                                    spec.limits.inodes)
+        self.environment = self.workspace.environment
+        env = sandbox_env(self._rt, self.environment is not None)
+        self.interpreter = Interpreter(
+            f"{PYTHON_MOUNT}/bin/{self._rt.python}", _sites(self.environment is not None),
+            {"path": env["PATH"], "ld_library_path": env["LD_LIBRARY_PATH"]})
         try:
+            if self.environment is not None:
+                self.environment.check_python(self._rt.python.removeprefix("python"),
+                                              "the bwrap sandbox's interpreter")
             self.cgroup = Cgroup.create(spec.limits, self.workspace.lease_dir.name)
             self._argv = self._base_argv()
         except BaseException:
@@ -151,10 +168,12 @@ class BwrapSandbox(ShellSandbox):
                 if _under(host, src) and host.exists():
                     a += ["--tmpfs", dst + str(host)[len(str(src)):]]
         a += ["--ro-bind", str(rt.sandbox_site), SITE_MOUNT]
+        if self.environment is not None:
+            a += ["--ro-bind", str(self.environment.site), ENV_MOUNT]
         a += ["--proc", "/proc", "--dev", "/dev",
               "--bind", str(self.workspace.tmp), "/tmp",
               "--bind", str(self.workspace.path), WORKSPACE, "--chdir", WORKSPACE]
-        for k, v in sandbox_env(rt).items():
+        for k, v in sandbox_env(rt, self.environment is not None).items():
             a += ["--setenv", k, v]
         return a
 

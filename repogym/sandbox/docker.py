@@ -6,7 +6,9 @@ The container runs a Debian-like image that has ``python`` (with pytest), ``bash
 capabilities, no-new-privileges, the seccomp policy of :mod:`repogym.sandbox.seccomp` (the
 same one bwrap applies), pids/memory/CPU limits and rlimits, a read-only root filesystem,
 and the per-sandbox workspace and ``/tmp`` (the same overlay on a tmpfs capped in bytes and
-inodes that bwrap uses) bind-mounted at ``/workspace`` and ``/tmp``. Commands run as the
+inodes that bwrap uses) bind-mounted at ``/workspace`` and ``/tmp`` (and a task's
+environment, read-only, at ``/opt/repogym/env``, first on ``PYTHONPATH``; its Python version
+must be the image's). Commands run as the
 lease's uid with an environment built here (no host variable reaches the container). PID 1
 is docker's init reaping orphans, with an idle root-owned ``sleep`` the sandbox user cannot
 signal.
@@ -54,7 +56,14 @@ from docker.types import Mount, Ulimit
 
 from repogym.sandbox import cleanup, seccomp
 from repogym.sandbox._exec import TIMEOUT_EXIT
-from repogym.sandbox.base import WORKSPACE, ExecResult, Interpreter, SandboxError, SandboxSpec
+from repogym.sandbox.base import (
+    ENV_MOUNT,
+    WORKSPACE,
+    ExecResult,
+    Interpreter,
+    SandboxError,
+    SandboxSpec,
+)
 from repogym.sandbox.docker_setup import DEFAULT_IMAGE, LABEL, client, default_base_url
 from repogym.sandbox.leases import SANDBOX_GID
 from repogym.sandbox.owners import owner_gone
@@ -79,19 +88,25 @@ SHELL_START = (f'exec <"$1/in" >"$1/out" 2>&1 {CONTROL_FD}>"$1/ctl"; exec {" ".j
 _SETUP_HINT = ("Fix: run `python -m repogym.sandbox.docker_setup up` (as root: starts a private "
                "dockerd and builds repogym/python:bookworm offline), or set REPOGYM_DOCKER_HOST "
                "to a running Docker engine")
-_CHECK = "command -v python >/dev/null && command -v git >/dev/null && python -c 'import pytest'"
+_CHECK = ("command -v python >/dev/null && command -v git >/dev/null && python -c 'import pytest' "
+          "&& python -c 'import platform; print(platform.python_version())'")
 #: What a dead or unreachable engine raises through the SDK.
 _ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
-_checked: set[tuple[str, str]] = set()
+#: (engine, image) -> the image's Python version, once checked.
+_checked: dict[tuple[str, str], str] = {}
 _checked_lock = threading.Lock()
 
 
-def container_env() -> dict[str, str]:
-    """The whole environment a command starts with (docker adds only HOSTNAME)."""
-    return {"PATH": PATH, "HOME": "/tmp", "USER": "nobody", "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8", "TERM": "dumb", "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONHASHSEED": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat",
-            "PAGER": "cat"}
+def container_env(environment: bool = False) -> dict[str, str]:
+    """The whole environment a command starts with (docker adds only HOSTNAME);
+    ``environment``: a task's packages are bound at :data:`ENV_MOUNT`."""
+    env = {"PATH": f"{ENV_MOUNT}/bin:{PATH}" if environment else PATH, "HOME": "/tmp",
+           "USER": "nobody", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "dumb",
+           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_PAGER": "cat", "PAGER": "cat"}
+    if environment:
+        env["PYTHONPATH"] = ENV_MOUNT
+    return env
 
 
 def owner_label() -> str:
@@ -117,6 +132,7 @@ class DockerSandbox(ShellSandbox):
         self.image = image
         self.base_url = base_url or default_base_url()
         self.interpreter = Interpreter("python3", (), {"path": PATH})
+        self.environment = None
         self._closed = False
         self._shells: list[PersistentShell] = []
         self._client: Any = None
@@ -130,6 +146,10 @@ class DockerSandbox(ShellSandbox):
             self.workspace = Workspace(spec.template, spec.limits.workspace_mb,
                                        spec.limits.inodes)
             self.uid = self.workspace.uid
+            self.environment = self.workspace.environment
+            if self.environment is not None:
+                self.interpreter = Interpreter("python3", (ENV_MOUNT,),
+                                               {"path": f"{ENV_MOUNT}/bin:{PATH}"})
             self._xfer = self._make_xfer()
             self._start_container(cpus)
             # Removed by close(), or at exit / on a fatal signal if close() never runs.
@@ -171,6 +191,9 @@ class DockerSandbox(ShellSandbox):
                   Mount("/tmp", str(self.workspace.tmp), type="bind"),
                   Mount(f"{BIND_ROOT}/ro", str(self._xfer["ro"]), type="bind", read_only=True),
                   Mount(f"{BIND_ROOT}/rw", str(self._xfer["rw"]), type="bind")]
+        if self.environment is not None:
+            mounts.append(Mount(ENV_MOUNT, str(self.environment.site), type="bind",
+                                read_only=True))
         passwd = self.workspace.lease_dir / "passwd"
         if passwd.is_file():
             mounts.append(Mount("/etc/passwd", str(passwd), type="bind", read_only=True))
@@ -191,7 +214,8 @@ class DockerSandbox(ShellSandbox):
         try:
             created = api.create_container(
                 self.image, ["sleep", "infinity"], name=self.name, user="0:0",
-                hostname="sandbox", working_dir=WORKSPACE, environment=container_env(),
+                hostname="sandbox", working_dir=WORKSPACE,
+                environment=container_env(self.environment is not None),
                 labels={LABEL: "1", f"{LABEL}.owner": owner_label(),
                         f"{LABEL}.created": str(int(time.time()))},
                 host_config=self._host_config(cpus), network_disabled=True,
@@ -207,15 +231,18 @@ class DockerSandbox(ShellSandbox):
     def _check_image(self) -> None:
         key = (self.base_url or "", self.image)
         with _checked_lock:
-            if key in _checked:
-                return
-        res = self.run(_CHECK, timeout_s=60)
-        if res.exit_code != 0:
-            raise SandboxError(f"docker image {self.image!r} lacks python, pytest or git "
-                               f"({res.output.strip()[:300]}). Fix: use an image with the "
-                               f"task's Python, pytest, bash and git (see docs/sandboxes.md)")
-        with _checked_lock:
-            _checked.add(key)
+            version = _checked.get(key)
+        if version is None:
+            res = self.run(_CHECK, timeout_s=60)
+            if res.exit_code != 0:
+                raise SandboxError(f"docker image {self.image!r} lacks python, pytest or git "
+                                   f"({res.output.strip()[:300]}). Fix: use an image with the "
+                                   f"task's Python, pytest, bash and git (see docs/sandboxes.md)")
+            version = res.stdout.strip().splitlines()[-1]
+            with _checked_lock:
+                _checked[key] = version
+        if self.environment is not None:
+            self.environment.check_python(version, f"docker image {self.image!r}")
 
     # -- running -------------------------------------------------------------------------
     def run(self, command: str, timeout_s: float | None = None,

@@ -13,6 +13,7 @@ gets the shell stopped; processes that left the group (``setsid``) are not track
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import site
 import sys
@@ -45,13 +46,22 @@ class ProcessSandbox(ShellSandbox):
         self._closed = False
         self._shells: list[PersistentShell] = []
         self.workspace = Workspace(spec.template, spec.limits.workspace_mb, spec.limits.inodes)
-        self.interpreter = Interpreter(sys.executable, tuple(site.getsitepackages()),
-                                       {"path": os.environ.get("PATH", "/usr/bin:/bin")})
+        self.environment = self.workspace.environment
+        self._path = os.environ.get("PATH", "/usr/bin:/bin")
+        self._sites = tuple(site.getsitepackages())
+        if self.environment is not None:
+            self.environment.check_python(platform.python_version(), "this interpreter")
+            self._path = f"{self.environment.site}/bin:{self._path}"
+            self._sites = (str(self.environment.site), *self._sites)
+        self.interpreter = Interpreter(sys.executable, self._sites, {"path": self._path})
 
     def _env(self) -> dict[str, str]:
-        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.workspace.path),
-                "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
-                "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat", "TERM": "dumb"}
+        env = {"PATH": self._path, "HOME": str(self.workspace.path),
+               "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
+               "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat", "TERM": "dumb"}
+        if self.environment is not None:
+            env["PYTHONPATH"] = str(self.environment.site)
+        return env
 
     def run(self, command: str, timeout_s: float | None = None,
             stdin: bytes | None = None) -> ExecResult:

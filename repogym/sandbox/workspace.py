@@ -16,6 +16,7 @@ Everything is removed by explicit, idempotent ``close()`` calls.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -25,6 +26,7 @@ import threading
 from pathlib import Path
 from typing import Self
 
+from repogym.sandbox.base import Environment
 from repogym.sandbox.leases import SANDBOX_GID, Lease, lease_at, lease_of, mount, umount
 
 #: File changes for :func:`make_diff`: path -> new text, None (delete) or "->target" (symlink).
@@ -112,6 +114,20 @@ def make_diff(repo_dir: Path, changes: Changes) -> str:
         return res.stdout
 
 
+def _environment_file(template: Path) -> Path:
+    # Beside the template in the lease folder (never inside a sandbox).
+    return template.with_name(template.name + ".env.json")
+
+
+def template_environment(template: Path) -> Environment | None:
+    """The environment a template was made with (:meth:`TemplateCache.get`), if any."""
+    try:
+        data = json.loads(_environment_file(Path(template)).read_text())
+    except FileNotFoundError:
+        return None
+    return Environment(Path(data["site"]), data["python"])
+
+
 class TemplateCache:
     """Templates for one owner, under one lease taken on first use; ``close()`` frees both.
 
@@ -120,7 +136,7 @@ class TemplateCache:
 
     def __init__(self) -> None:
         self._lease: Lease | None = None
-        self._templates: dict[Path, Path] = {}
+        self._templates: dict[tuple[Path, Environment | None], Path] = {}
         self._lock = threading.Lock()
 
     @property
@@ -136,17 +152,21 @@ class TemplateCache:
             (self._lease.path / "w").mkdir(mode=0o755)
         return self._lease
 
-    def get(self, repo_dir: Path) -> Path:
-        """The prepared template for a task's ``repo/`` folder."""
-        repo_dir = Path(repo_dir).resolve()
+    def get(self, repo_dir: Path, environment: Environment | None = None) -> Path:
+        """The prepared template for a task's ``repo/`` folder, carrying ``environment``
+        (bound read-only by every sandbox started from the template)."""
+        key = (Path(repo_dir).resolve(), environment)
         with self._lock:
-            if repo_dir not in self._templates:
+            if key not in self._templates:
                 lease = self._ensure_lease()
                 lease.passwd()
                 dest = lease.path / "t" / str(len(self._templates))
-                make_template(repo_dir, dest, lease.uid)
-                self._templates[repo_dir] = dest
-            return self._templates[repo_dir]
+                make_template(key[0], dest, lease.uid)
+                if environment is not None:
+                    _environment_file(dest).write_text(json.dumps(
+                        {"site": str(environment.site), "python": environment.python}))
+                self._templates[key] = dest
+            return self._templates[key]
 
     def close(self) -> None:
         with self._lock:
@@ -165,11 +185,13 @@ class Workspace:
         overlay: True when built with overlayfs (root), False for a tmpfs copy.
         uid: The uid the sandbox's commands run as.
         lease_dir: The lease folder the workspace lives in.
+        environment: The template's environment (bound read-only), or None.
     """
 
     def __init__(self, template: Path, size_mb: int = 1024, inodes: int = 65536) -> None:
         self.template = Path(template)
         self.lease_dir, self.uid = lease_of(self.template)
+        self.environment = template_environment(self.template)
         self._lease = lease_at(self.lease_dir)  # kept alive as long as this workspace
         self._mounts: list[Path] = []
         self._beside: list[Path] = []

@@ -597,6 +597,11 @@ def _functions(tree: ast.Module) -> list[_Fn]:
     return out
 
 
+def function_names(source: str) -> list[str]:
+    """Qualified names (``Class.method``, ``outer.inner``) of every function, in source order."""
+    return [f.qualname for f in _functions(ast.parse(source))]
+
+
 def touched_functions(source: str, lines: Iterable[int]) -> set[str]:
     """Qualified names of the functions that hold ``lines`` of ``source``.
 

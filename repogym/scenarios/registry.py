@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from repogym.scenarios.suites import suite_names, validated_tasks
 from repogym.scenarios.task import Task, TaskError, load_tasks
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
@@ -46,11 +47,16 @@ def builtin_tasks() -> list[Task]:
 
 
 def suite_tasks(suite: str | Path) -> list[Task]:
-    """The tasks of a suite: ``"builtin"`` or a folder of task folders (or one task folder).
+    """The tasks of a suite: ``"builtin"``, a shipped suite by name (``"realpy"``: its tasks
+    validated here, see :mod:`repogym.scenarios.suites`), or a folder of task folders (or one
+    task folder).
 
     Raises:
         TaskError: the folder is missing or a task in it is malformed (naming file and key).
+        SuiteError: a shipped suite with no validated task here (the fix: fetch it).
     """
     if str(suite) == BUILTIN_SUITE:
         return builtin_tasks()
+    if str(suite).lower() in suite_names():
+        return validated_tasks(str(suite))
     return load_tasks(suite)

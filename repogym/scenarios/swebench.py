@@ -11,18 +11,31 @@ two test lists may be JSON strings, as in the SWE-bench datasets) becomes::
       tests/           the files test_patch touches, as they are after test_patch
       solution.patch   patch
 
-``repo/`` is written from ``base_commit``'s tree through a throw-away index, so no
-commit, tag, reflog or object of the clone (the future fix included) reaches the task;
-the environment then makes its own one-commit history. Where the hidden tests land
-(``tests_dest``) follows one rule: the deepest folder holding every file ``test_patch``
-touches, when that folder is a test folder (a path part named ``test``, ``tests`` or
-``testing``); otherwise ``"."`` (the repository root), with ``tests/`` mirroring the repo's
-paths. With ``"."`` the grader guards test files (``test_*.py``, ``*_test.py``,
+Rows of the SWE-bench family are accepted with their own field names (:func:`row_format`):
+SWE-Gym rows are SWE-bench rows; a SWE-smith row has no ``test_patch`` and its ``patch``
+*makes* the bug (repo/ is ``base_commit`` with it applied, the gold fix its reverse, the
+hidden tests the repository's own files of the listed tests; ``base_commit`` defaults to
+the commit in the mirror's name ``owner__name.<commit>``); an R2E-Gym row (``repo_name``,
+``commit_hash``, ``execution_result_content``) starts from the fix commit's parent, its
+generated test files become the hidden tests and its tests' outcomes before and after the
+fix (the row's pytest ``-rA`` logs) give FAIL_TO_PASS and PASS_TO_PASS. An instance's own
+``requirements``/``pip_packages`` and ``python`` become the task's ``[environment]``.
+
+The verifier runs the union of the files that hold the FAIL_TO_PASS and PASS_TO_PASS tests
+and the test files the test patch touches (a listed test in a file the patch does not touch
+runs, from the pristine repository). ``repo/`` is written from ``base_commit``'s tree
+through a throw-away index, so no commit, tag, reflog or object of the clone (the future fix
+included) reaches the task; the environment then makes its own one-commit history. Where
+the hidden tests land (``tests_dest``) follows one rule: the deepest folder holding every
+hidden test file, when that folder is a test folder (a path part named ``test``, ``tests``
+or ``testing``); otherwise ``"."`` (the repository root), with ``tests/`` mirroring the
+repo's paths. With ``"."`` the grader guards test files (``test_*.py``, ``*_test.py``,
 ``conftest.py``) instead of a whole folder, so fixes beside the tests are still graded.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import posixpath
@@ -33,6 +46,8 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from repogym.sandbox.workspace import make_diff
+from repogym.scenarios.environment import EnvironmentSpec
 from repogym.scenarios.patches import is_test_file, split_diff
 
 REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "FAIL_TO_PASS",
@@ -112,10 +127,12 @@ def hidden_tests_dest(paths: list[str]) -> str:
     return "."
 
 
-def _apply(patch: str, tree: Path, what: str, instance_id: str) -> None:
+def _apply(patch: str, tree: Path, what: str, instance_id: str, *,
+           reverse: bool = False) -> None:
     # The ceiling keeps git from treating an enclosing repository as the patch's root.
     env = {**_GIT_ENV, "GIT_CEILING_DIRECTORIES": str(tree.parent)}
-    res = subprocess.run(["git", "apply", "--whitespace=nowarn", "-"], cwd=tree,
+    flags = ["-R"] if reverse else []
+    res = subprocess.run(["git", "apply", "--whitespace=nowarn", *flags, "-"], cwd=tree,
                          input=patch.encode(), capture_output=True, env=env, check=False)
     if res.returncode != 0:
         raise InstanceError(f"{instance_id}: {what} does not apply at base_commit: "
@@ -126,17 +143,192 @@ def _toml_str(s: str) -> str:
     return json.dumps(s)  # a JSON string is a valid TOML basic string
 
 
-def _task_toml(task_id: str, inst: dict, split: str, dest: str, test_files: list[str],
-               f2p: list[str], p2p: list[str], timeout_s: float) -> str:
+# -- the three row formats, made one ---------------------------------------------------
+@dataclasses.dataclass
+class Instance:
+    """An instance of any supported format, normalised.
+
+    Attributes:
+        instance_id: Its id.
+        repo: The repository name recorded as provenance.
+        clones: Folder names under ``--repos`` that may hold its clone, first found wins.
+        base_commit: The commit whose tree the task starts from (before ``bug``).
+        fix: Patch that fixes the bug (against the task's repo/).
+        bug: Patch that makes the bug from ``base_commit`` (SWE-smith), or "".
+        test_patch: Patch that adds or changes tests (SWE-bench), or "".
+        test_files: Extra test files, path -> text (R2E-Gym's generated tests).
+        f2p: FAIL_TO_PASS node ids.
+        p2p: PASS_TO_PASS node ids.
+        statement: What the agent is told.
+        requirements: pip specifiers of its environment ([] for none).
+        python: Its Python version constraint ("" for any).
+        format: ``swebench``, ``swesmith`` or ``r2e``.
+    """
+
+    instance_id: str
+    repo: str
+    clones: list[str]
+    base_commit: str
+    fix: str
+    bug: str
+    test_patch: str
+    test_files: dict[str, str]
+    f2p: list[str]
+    p2p: list[str]
+    statement: str
+    requirements: list[str]
+    python: str
+    format: str
+
+
+def row_format(inst: dict[str, Any]) -> str:
+    """``swebench`` (SWE-bench, SWE-Gym: a ``test_patch``), ``r2e`` (R2E-Gym: an
+    ``execution_result_content``) or ``swesmith`` (SWE-smith: ``patch`` makes the bug)."""
+    if "test_patch" in inst:
+        return "swebench"
+    if "execution_result_content" in inst or "repo_name" in inst:
+        return "r2e"
+    return "swesmith"
+
+
+def _missing(inst: dict, keys: tuple[str, ...], fmt: str) -> None:
+    if missing := [k for k in keys if k not in inst]:
+        iid = inst.get("instance_id", inst.get("commit_hash", "?"))
+        raise InstanceError(f"{iid}: missing keys {missing} for a {fmt} row (the format is "
+                            f"told by the keys: a SWE-bench row has test_patch, an R2E-Gym row "
+                            f"execution_result_content). Fix: each {fmt} instance needs "
+                            f"{', '.join(keys)}; --format names the format")
+
+
+def _requirements(inst: dict) -> tuple[list[str], str]:
+    """An instance's own environment: ``requirements`` or ``pip_packages`` (a list or a
+    whitespace-separated string) and ``python`` (``"3.9"`` means ``==3.9.*``)."""
+    reqs: list[str] = []
+    for key in ("requirements", "pip_packages"):
+        value = inst.get(key) or []
+        reqs += value.split() if isinstance(value, str) else [str(v) for v in value]
+    python = str(inst.get("python") or "").strip()
+    if re.fullmatch(r"\d+\.\d+", python):
+        python = f"=={python}.*"
+    return reqs, python
+
+
+def _clone_names(repo: str) -> list[str]:
+    """``owner/name`` -> ``owner__name``; a SWE-smith mirror ``swesmith/owner__name.abcd1234``
+    also as ``owner__name`` (a clone of the original repository)."""
+    names = [repo.replace("/", "__")]
+    short = repo.split("/", 1)[1] if repo.startswith("swesmith/") else repo
+    names += [short, re.sub(r"\.[0-9a-f]{7,40}$", "", short)]
+    return list(dict.fromkeys(names))
+
+
+def _swebench(inst: dict) -> Instance:
+    _missing(inst, REQUIRED, "SWE-bench")
+    reqs, python = _requirements(inst)
+    return Instance(inst["instance_id"], inst["repo"], _clone_names(inst["repo"]),
+                    inst["base_commit"], inst["patch"], "", inst["test_patch"], {},
+                    _test_list(inst, "FAIL_TO_PASS"), _test_list(inst, "PASS_TO_PASS"),
+                    inst["problem_statement"], reqs, python, "swebench")
+
+
+def _failing_statement(f2p: list[str]) -> str:
+    listed = "\n".join(f"- `{t}`" for t in f2p)
+    return f"These tests fail; fix the code so that they pass:\n\n{listed}\n"
+
+
+def _swesmith(inst: dict) -> Instance:
+    _missing(inst, ("instance_id", "repo", "patch", "FAIL_TO_PASS", "PASS_TO_PASS"),
+             "SWE-smith")
+    f2p, p2p = _test_list(inst, "FAIL_TO_PASS"), _test_list(inst, "PASS_TO_PASS")
+    base = inst.get("base_commit") or ""
+    if not base and (m := re.search(r"\.([0-9a-f]{7,40})$", inst["repo"])):
+        base = m.group(1)  # SWE-smith names the mirror after the commit it starts from
+    if not base:
+        raise InstanceError(f"{inst['instance_id']}: no base_commit and none in the repo name. "
+                            "Fix: add base_commit (the commit the bug patch applies to)")
+    reqs, python = _requirements(inst)
+    return Instance(inst["instance_id"], inst["repo"], _clone_names(inst["repo"]), base, "",
+                    inst["patch"], "", {}, f2p, p2p,
+                    inst.get("problem_statement") or _failing_statement(f2p), reqs, python,
+                    "swesmith")
+
+
+_SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\s+(\S+::\S+)")
+
+
+def _log_statuses(log: str) -> dict[str, str]:
+    """node id -> status from a pytest ``-rA`` log's summary lines."""
+    out = {}
+    for line in log.splitlines():
+        if m := _SUMMARY.match(line.strip()):
+            out[m.group(2)] = m.group(1)
+    return out
+
+
+def _r2e(inst: dict, clone_of) -> Instance:
+    _missing(inst, ("repo_name", "commit_hash", "problem_statement",
+                    "execution_result_content"), "R2E-Gym")
+    iid = inst.get("instance_id") or f"{inst['repo_name']}-{inst['commit_hash'][:8]}"
+    try:
+        run = json.loads(inst["execution_result_content"])
+        commit = json.loads(inst.get("parsed_commit_content") or "{}")
+    except (TypeError, ValueError) as e:
+        raise InstanceError(f"{iid}: execution_result_content or parsed_commit_content is not "
+                            f"JSON ({e})") from e
+    files = dict(zip(run.get("test_file_names", []), run.get("test_file_codes", []),
+                     strict=False))
+    before = _log_statuses(run.get("old_commit_res_stdout") or "")
+    after = _log_statuses(run.get("new_commit_res_stdout") or "")
+    passing = sorted(t for t, s in after.items() if s == "PASSED")
+    f2p = [t for t in passing if before.get(t) != "PASSED"]
+    p2p = [t for t in passing if before.get(t) == "PASSED"]
+    if not files or not f2p:
+        raise InstanceError(f"{iid}: no test files or no test that the commit fixes in "
+                            "execution_result_content. Fix: use a row with test_file_names/"
+                            "test_file_codes and the old and new commits' pytest -rA output")
+    dest = posixpath.dirname(f2p[0].split("::")[0])
+    clone = clone_of(_clone_names(inst["repo_name"]), iid, inst["repo_name"])
+    new = inst["commit_hash"]
+    old = commit.get("old_commit_hash") or _git(["rev-parse", f"{new}^"],
+                                                cwd=clone).decode().strip()
+    changed = _git(["diff", "--name-only", old, new], cwd=clone).decode().split()
+    code = [f for f in changed if not is_test_file(f) and not _TEST_PARTS & set(
+        PurePosixPath(f).parts)]
+    fix = _git(["diff", "--binary", old, new, "--", *code], cwd=clone).decode() if code else ""
+    reqs, python = _requirements(inst)
+    return Instance(iid, inst["repo_name"], _clone_names(inst["repo_name"]), old, fix, "", "",
+                    {posixpath.join(dest, Path(n).name): c for n, c in files.items()},
+                    f2p, p2p, inst["problem_statement"], reqs, python, "r2e")
+
+
+def normalise(inst: dict[str, Any], clone_of, fmt: str = "auto") -> Instance:
+    """An instance of ``fmt`` (``auto``: :func:`row_format`) as an :class:`Instance`."""
+    fmt = row_format(inst) if fmt == "auto" else fmt
+    if fmt == "swebench":
+        return _swebench(inst)
+    if fmt == "swesmith":
+        return _swesmith(inst)
+    if fmt == "r2e":
+        return _r2e(inst, clone_of)
+    raise InstanceError(f"unknown format {fmt!r}. Fix: use auto, swebench, swesmith or r2e")
+
+
+# -- writing the task ----------------------------------------------------------------
+def _task_toml(task_id: str, inst: Instance, split: str, dest: str, test_files: list[str],
+               timeout_s: float) -> str:
     cmd = "python -m pytest -rA --tb=no -p no:cacheprovider " + " ".join(test_files)
     lists = "\n".join(f"{k} = [{', '.join(_toml_str(t) for t in v)}]"
-                      for k, v in (("fail_to_pass", f2p), ("pass_to_pass", p2p)))
-    return f"""# Imported from a SWE-bench-format instance by `repogym import-swebench`.
+                      for k, v in (("fail_to_pass", inst.f2p), ("pass_to_pass", inst.p2p)))
+    env = ""
+    if inst.requirements or inst.python:
+        spec = EnvironmentSpec(tuple(sorted(dict.fromkeys(inst.requirements))), inst.python)
+        env = "\n" + spec.to_toml()
+    return f"""# Imported from a {inst.format} instance by `repogym import-swebench`.
 id = {_toml_str(task_id)}
 version = 0
 statement_file = "STATEMENT.md"
 split = {_toml_str(split)}
-tags = ["swebench", {_toml_str(inst["repo"])}]
+tags = [{_toml_str(inst.format)}, {_toml_str(inst.repo)}]
 max_steps = 50
 
 [verifier]
@@ -147,48 +339,54 @@ log_parser = "swebench"
 {lists}
 
 [swebench]
-instance_id = {_toml_str(inst["instance_id"])}
-repo = {_toml_str(inst["repo"])}
-base_commit = {_toml_str(inst["base_commit"])}
-"""
+instance_id = {_toml_str(inst.instance_id)}
+repo = {_toml_str(inst.repo)}
+base_commit = {_toml_str(inst.base_commit)}
+{env}"""
+
+
+def _find_clone(repos: Path, names: list[str], iid: str, repo: str) -> Path:
+    for name in names:
+        if (repos / name).is_dir():
+            return repos / name
+    raise InstanceError(f"{iid}: no clone at {repos / names[0]}. Fix: git clone "
+                        f"https://github.com/{repo} {repos / names[0]}")
 
 
 def import_instance(inst: dict[str, Any], repos: Path, out: Path, *, split: str = "test",
-                    timeout_s: float = 300.0) -> Path:
+                    timeout_s: float = 300.0, fmt: str = "auto") -> Path:
     """Write one instance as a task folder under ``out``; returns the folder.
 
     Args:
-        inst: The instance (see the module docstring for its keys).
+        inst: The instance: a SWE-bench/SWE-Gym, SWE-smith or R2E-Gym row (see the module
+            docstring and :func:`row_format`).
         repos: Folder of local clones, ``<owner>__<name>`` per repository.
         out: Parent folder for task folders.
         split: The tasks' split.
         timeout_s: The verifier's timeout.
+        fmt: ``auto`` (from the row's keys), ``swebench``, ``swesmith`` or ``r2e``.
 
     Raises:
         InstanceError: a key is missing, the clone or commit is absent, a patch does not
             apply, or a test id is not a pytest node id.
     """
-    missing = [k for k in REQUIRED if k not in inst]
-    if missing:
-        raise InstanceError(f"{inst.get('instance_id', '?')}: missing keys {missing}. Fix: "
-                           f"each instance needs {', '.join(REQUIRED)}")
-    iid = inst["instance_id"]
-    f2p, p2p = _test_list(inst, "FAIL_TO_PASS"), _test_list(inst, "PASS_TO_PASS")
-    clone = repos / inst["repo"].replace("/", "__")
-    if not clone.is_dir():
-        raise InstanceError(f"{iid}: no clone at {clone}. Fix: git clone "
-                           f"https://github.com/{inst['repo']} {clone}")
+    def clone_of(names: list[str], iid: str, repo: str) -> Path:
+        return _find_clone(repos, names, iid, repo)
+
+    norm = normalise(inst, clone_of, fmt)
+    iid = norm.instance_id
+    clone = clone_of(norm.clones, iid, norm.repo)
     try:
-        _git(["cat-file", "-e", inst["base_commit"] + "^{commit}"], cwd=clone)
+        _git(["cat-file", "-e", norm.base_commit + "^{commit}"], cwd=clone)
     except InstanceError as e:
-        raise InstanceError(f"{iid}: base_commit {inst['base_commit']} is not in {clone}. "
-                           f"Fix: git -C {clone} fetch origin {inst['base_commit']}") from e
+        raise InstanceError(f"{iid}: base_commit {norm.base_commit} is not in {clone}. "
+                           f"Fix: git -C {clone} fetch origin {norm.base_commit}") from e
     root = out / task_id_for(iid)
     if root.exists():
         raise InstanceError(f"{iid}: {root} exists. Fix: remove it or choose another --out")
     staging = Path(tempfile.mkdtemp(prefix="repogym-import-"))
     try:
-        _write_task(inst, clone, staging / "task", f2p, p2p, split, timeout_s)
+        _write_task(norm, clone, staging / "task", split, timeout_s)
         out.mkdir(parents=True, exist_ok=True)
         shutil.move(staging / "task", root)
     finally:
@@ -196,44 +394,68 @@ def import_instance(inst: dict[str, Any], repos: Path, out: Path, *, split: str 
     return root
 
 
-def _write_task(inst: dict, clone: Path, root: Path, f2p: list[str], p2p: list[str],
-                split: str, timeout_s: float) -> None:
-    iid = inst["instance_id"]
-    export_tree(clone, inst["base_commit"], root / "repo")
+def _reverse(bug: str, repo: Path, iid: str) -> str:
+    """The fix of a bug patch: the diff from the buggy ``repo`` back to the clean tree."""
+    changes: dict[str, str | None] = {}
+    with tempfile.TemporaryDirectory(prefix="repogym-unbug-") as tmp:
+        clean = Path(tmp) / "clean"
+        shutil.copytree(repo, clean, symlinks=True)
+        _apply(bug, clean, "the reverse of patch", iid, reverse=True)
+        for fp in split_diff(bug):
+            for rel in fp.paths:
+                path = clean / rel
+                changes[rel] = path.read_text() if path.is_file() else None
+    return make_diff(repo, changes)
+
+
+def _write_task(inst: Instance, clone: Path, root: Path, split: str, timeout_s: float) -> None:
+    iid = inst.instance_id
+    export_tree(clone, inst.base_commit, root / "repo")
+    if inst.bug:
+        _apply(inst.bug, root / "repo", "patch (the bug)", iid)
+        inst.fix = _reverse(inst.bug, root / "repo", iid)
     after = root.parent / "after"
     shutil.copytree(root / "repo", after, symlinks=True)
-    _apply(inst["test_patch"], after, "test_patch", iid)
+    if inst.test_patch:
+        _apply(inst.test_patch, after, "test_patch", iid)
+    for rel, text in inst.test_files.items():
+        (after / rel).parent.mkdir(parents=True, exist_ok=True)
+        (after / rel).write_text(text)
     gold_check = root.parent / "gold"
     shutil.copytree(root / "repo", gold_check, symlinks=True)
-    _apply(inst["patch"], gold_check, "patch", iid)
-    touched = sorted({fp.new for fp in split_diff(inst["test_patch"])
-                      if (after / fp.new).is_file()})
-    if not touched:
-        raise InstanceError(f"{iid}: test_patch adds or changes no file. Fix: check the "
-                           "instance's test_patch")
-    dest = hidden_tests_dest(touched)
+    _apply(inst.fix, gold_check, "patch", iid)
+    listed = sorted({t.split("::")[0] for t in inst.f2p + inst.p2p})
+    touched = sorted({fp.new for fp in split_diff(inst.test_patch) if (after / fp.new).is_file()}
+                     | set(inst.test_files))
+    missing = [f for f in listed if not (after / f).is_file()]
+    if missing:
+        raise InstanceError(f"{iid}: listed tests are in {missing}, which the repository at "
+                            "base_commit does not have (nor the test patch). Fix: check the "
+                            "instance's test lists and base_commit")
+    hidden = touched or listed
+    dest = hidden_tests_dest(hidden)
     (root / "tests").mkdir()
-    for rel in touched:
+    for rel in hidden:
         target = root / "tests" / (rel if dest == "." else posixpath.relpath(rel, dest))
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(after / rel, target)
-    test_files = [p for p in touched if is_test_file(p)] or sorted(
-        {t.split("::")[0] for t in f2p + p2p})
-    (root / "solution.patch").write_text(inst["patch"])
-    (root / "STATEMENT.md").write_text(inst["problem_statement"].strip() + "\n")
+    # The union of the files the tests are listed in and the test files the patch touches.
+    test_files = sorted({*listed, *(p for p in touched if is_test_file(p))})
+    (root / "solution.patch").write_text(inst.fix)
+    (root / "STATEMENT.md").write_text(inst.statement.strip() + "\n")
     (root / "task.toml").write_text(_task_toml(task_id_for(iid), inst, split, dest,
-                                               test_files, f2p, p2p, timeout_s))
+                                               test_files, timeout_s))
 
 
 def import_swebench(instances: str | Path, repos: str | Path, out: str | Path, *,
-                    split: str = "test", timeout_s: float = 300.0
+                    split: str = "test", timeout_s: float = 300.0, fmt: str = "auto"
                     ) -> tuple[list[Path], list[str]]:
     """Import every instance of a JSONL file. Returns (task folders, errors)."""
     done, errors = [], []
     for inst in read_instances(instances):
         try:
             done.append(import_instance(inst, Path(repos), Path(out), split=split,
-                                        timeout_s=timeout_s))
+                                        timeout_s=timeout_s, fmt=fmt))
         except InstanceError as e:
             errors.append(str(e))
     return done, errors

@@ -21,6 +21,11 @@ The task id is ``<package>-<hash of the mutant's id>`` and the only tag is ``syn
 agents see both, so neither names the function or the mutation.
 
 Emitted tasks should then be checked with ``repogym validate`` (real sandbox).
+
+The tests run through a :class:`TestRunner`: by default :class:`HostRunner` (plain host
+subprocesses, for a package that is your own code); ``repogym synth --pypi`` passes one
+that runs them in the sandbox with the package's environment, and the task's
+``[environment]`` and pytest settings (``ini_options``) are written into task.toml.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+import json
 import os
 import random
 import re
@@ -36,13 +42,18 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Collection
 from pathlib import Path
+from typing import Protocol
 
-from repogym.scenarios.mutation import Mutant, file_diff, mutants
+from repogym.scenarios.environment import EnvironmentSpec
+from repogym.scenarios.mutation import Mutant, file_diff, function_names, mutants
 from repogym.scenarios.patches import is_test_file, junit_key
 from repogym.scenarios.swebench import hidden_tests_dest
 
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".git", "*.egg-info")
+#: Mutants of one function tried before synthesis moves on to another function.
+TRIALS_PER_FUNCTION = 4
 # CPython's default repr shows a memory address, different on every run.
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+|\b0x[0-9a-fA-F]{8,}\b")
 
@@ -98,6 +109,30 @@ def collect(root: Path, timeout_s: float) -> list[str]:
     return ids
 
 
+class TestRunner(Protocol):
+    """How synthesis runs a package's tests (see :class:`HostRunner`)."""
+
+    def collect(self, root: Path, timeout_s: float) -> list[str]:
+        """The node ids to use (every one must pass on the unmutated package)."""
+        ...
+
+    def run(self, root: Path, node_ids: list[str],
+            timeout_s: float) -> tuple[dict[str, str], dict[str, str]]:
+        """(node id -> status, node id -> failure message) for the package as it is now."""
+        ...
+
+
+class HostRunner:
+    """Plain host subprocesses (:func:`collect`, :func:`run_tests`): trusted code only."""
+
+    def collect(self, root: Path, timeout_s: float) -> list[str]:
+        return collect(root, timeout_s)
+
+    def run(self, root: Path, node_ids: list[str],
+            timeout_s: float) -> tuple[dict[str, str], dict[str, str]]:
+        return run_tests(root, node_ids, timeout_s)
+
+
 # -- writing tasks ------------------------------------------------------------------------
 def _clean(message: str, pkg: _Package, fix_lines: set[str]) -> str:
     """A failure message without memory addresses, temporary paths or the fix's code."""
@@ -148,8 +183,13 @@ def _statement(pkg: _Package, failing: list[str], messages: dict[str, str],
     return "\n".join(lines) + "\n"
 
 
-def _toml(task_id: str, mutant: Mutant, dest: str, f2p: list[str], p2p: list[str]) -> str:
-    q = '", "'
+def _toml(task_id: str, mutant: Mutant, pkg: _Package, f2p: list[str], p2p: list[str]) -> str:
+    dest = pkg.dest
+    ini = ""
+    if pkg.ini_options:
+        ini = "\n[verifier.ini_options]\n" + "".join(
+            f"{k} = {json.dumps(v)}\n" for k, v in sorted(pkg.ini_options.items()))
+    env = "\n" + pkg.environment.to_toml() if pkg.environment else ""
     return f"""# Synthesised by `repogym synth`: mutant {mutant.id}
 # (the id and tags are shown to agents, so they do not name the function or the operator).
 id = "{task_id}"
@@ -163,9 +203,9 @@ max_steps = 30
 tests_dest = "{dest}"
 command = "python -m pytest -q -p no:cacheprovider"
 timeout_s = 120
-fail_to_pass = ["{q.join(f2p)}"]
-pass_to_pass = [{('"' + q.join(p2p) + '"') if p2p else ""}]
-"""
+fail_to_pass = {json.dumps(f2p)}
+pass_to_pass = {json.dumps(p2p)}
+{ini}{env}"""
 
 
 @dataclasses.dataclass
@@ -176,9 +216,12 @@ class _Package:
     test_files: list[str]
     dest: str
     sources: list[str]
+    runner: TestRunner = dataclasses.field(default_factory=HostRunner)
+    environment: EnvironmentSpec | None = None
+    ini_options: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
-def _scan(root: Path, timeout_s: float) -> _Package:
+def _scan(root: Path, timeout_s: float, runner: TestRunner) -> _Package:
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                    if "__pycache__" not in p.parts)
     test_files = [f for f in files if is_test_file(f) or Path(f).name == "conftest.py"]
@@ -188,13 +231,16 @@ def _scan(root: Path, timeout_s: float) -> _Package:
     hidden = (lambda f: f in test_files) if dest == "." else (
         lambda f: f == dest or f.startswith(dest + "/"))
     sources = [f for f in files if not hidden(f)]
-    return _Package(root, root.name, collect(root, timeout_s), test_files if dest == "." else
-                    [f for f in files if hidden(f)], dest, sources)
+    return _Package(root, root.name, runner.collect(root, timeout_s), test_files if dest == "."
+                    else [f for f in files if hidden(f)], dest, sources, runner)
 
 
 def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
                seed: int = 0, p2p_sample: int = 20, max_trials: int | None = None,
-               timeout_s: float = 120.0) -> list[Path]:
+               timeout_s: float = 120.0, runner: TestRunner | None = None,
+               name: str | None = None, only: Collection[str] | None = None,
+               environment: EnvironmentSpec | None = None,
+               ini_options: dict[str, str] | None = None) -> list[Path]:
     """Write up to ``max_tasks`` task folders made by mutating ``package_dir``.
 
     Args:
@@ -205,6 +251,12 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
         p2p_sample: Largest pass_to_pass list.
         max_trials: Mutants to try at most (default ``20 * max_tasks``).
         timeout_s: Limit for one test run.
+        runner: Runs the tests (default :class:`HostRunner`).
+        name: The package's name in task ids and statements (default: the folder's).
+        only: Mutate only these files or the files under these folders (repository
+            paths, e.g. ``src/pkg``; default: every file that is not a test).
+        environment: Written as the tasks' ``[environment]``.
+        ini_options: Written as the tasks' ``[verifier] ini_options``.
 
     Returns:
         The task folders written.
@@ -216,16 +268,21 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
     work = Path(tempfile.mkdtemp(prefix="repogym-synth-"))
     try:
         shutil.copytree(Path(package_dir).resolve(), work / "pkg", ignore=_IGNORE)
-        pkg = _scan(work / "pkg", timeout_s)
-        pkg.name = Path(package_dir).resolve().name
-        base, _ = run_tests(pkg.root, pkg.node_ids, timeout_s)
+        pkg = _scan(work / "pkg", timeout_s, runner or HostRunner())
+        pkg.name = name or Path(package_dir).resolve().name
+        pkg.environment, pkg.ini_options = environment, dict(ini_options or {})
+        if only is not None:
+            pkg.sources = [f for f in pkg.sources
+                           if any(f == o or f.startswith(o.rstrip("/") + "/") for o in only)]
+        base, _ = pkg.runner.run(pkg.root, pkg.node_ids, timeout_s)
         broken = [t for t, s in base.items() if s != "passed"]
         if broken:
             raise SynthError(f"{package_dir}: tests fail before any mutation: {broken[:5]}. "
                              "Fix: synthesise from a package whose tests all pass")
-        candidates = [m for f in pkg.sources for m in mutants((pkg.root / f).read_text(), f)]
-        rng.shuffle(candidates)
-        return _keep(pkg, candidates, Path(out), rng, max_tasks, p2p_sample,
+        functions = [(f, q) for f in pkg.sources
+                     for q in function_names((pkg.root / f).read_text())]
+        rng.shuffle(functions)
+        return _keep(pkg, functions, Path(out), rng, max_tasks, p2p_sample,
                      max_trials or 20 * max_tasks, timeout_s)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -236,28 +293,33 @@ def _try(pkg: _Package, m: Mutant, timeout_s: float) -> tuple[dict[str, str], di
     original = path.read_text()
     path.write_text(m.source)
     try:
-        return run_tests(pkg.root, pkg.node_ids, timeout_s)
+        return pkg.runner.run(pkg.root, pkg.node_ids, timeout_s)
     finally:
         path.write_text(original)
 
 
-def _keep(pkg: _Package, candidates: list[Mutant], out: Path, rng: random.Random,
+def _keep(pkg: _Package, functions: list[tuple[str, str]], out: Path, rng: random.Random,
           max_tasks: int, p2p_sample: int, max_trials: int, timeout_s: float) -> list[Path]:
+    """At most one task per function: functions in ``rng``'s order, each with up to
+    :data:`TRIALS_PER_FUNCTION` of its mutants (made only when the function is reached)."""
     written: list[Path] = []
-    used: set[tuple[str, str]] = set()
-    for m in candidates[:max_trials]:
-        if len(written) >= max_tasks:
+    trials = 0
+    for file, function in functions:
+        if len(written) >= max_tasks or trials >= max_trials:
             break
-        if (m.file, m.function) in used:
-            continue
-        result, messages = _try(pkg, m, timeout_s)
-        failing = [t for t, s in result.items() if s != "passed"]
-        passing = [t for t, s in result.items() if s == "passed"]
-        if not failing or not passing or any(result[t] == "missing" for t in failing):
-            continue
-        used.add((m.file, m.function))
-        p2p = sorted(rng.sample(passing, min(p2p_sample, len(passing))))
-        written.append(_write(pkg, m, out, failing, p2p, messages, candidates, timeout_s))
+        own = [m for m in mutants((pkg.root / file).read_text(), file, functions={function})
+               if m.function == function]
+        rng.shuffle(own)
+        for m in own[:min(TRIALS_PER_FUNCTION, max_trials - trials)]:
+            trials += 1
+            result, messages = _try(pkg, m, timeout_s)
+            failing = [t for t, s in result.items() if s != "passed"]
+            passing = [t for t, s in result.items() if s == "passed"]
+            if not failing or not passing or any(result[t] == "missing" for t in failing):
+                continue
+            p2p = sorted(rng.sample(passing, min(p2p_sample, len(passing))))
+            written.append(_write(pkg, m, out, failing, p2p, messages, own, timeout_s))
+            break
     return written
 
 
@@ -287,20 +349,15 @@ def _write(pkg: _Package, m: Mutant, out: Path, f2p: list[str], p2p: list[str],
                  if line[:1] in "+-" and line[:3] not in ("+++", "---")}
     (root / "STATEMENT.md").write_text(_statement(pkg, f2p, messages,
                                                   {x for x in fix_lines if len(x) >= 6}))
-    (root / "task.toml").write_text(_toml(task_id, m, pkg.dest, f2p, p2p))
+    (root / "task.toml").write_text(_toml(task_id, m, pkg, f2p, p2p))
     return root
 
 
 def _write_decoys(pkg: _Package, m: Mutant, root: Path, f2p: list[str], listed: list[str],
                   candidates: list[Mutant], timeout_s: float) -> None:
     """The failing tests deleted (test gaming), and a wrong fix at the same place if any."""
-    by_file: dict[str, set[str]] = {}
-    for t in f2p:
-        by_file.setdefault(t.split("::")[0], set()).add(t.split("::")[1].split("[")[0])
-    for n, (file, names) in enumerate(sorted(by_file.items())):
-        text = (pkg.root / file).read_text()
-        (root / "decoys" / f"delete_failing_tests_{n}.patch").write_text(
-            file_diff(file, text, _without(text, names)))
+    for name, patch in deletion_decoys(pkg.root, f2p).items():
+        (root / "decoys" / name).write_text(patch)
     for other in candidates:
         if (other.file, other.function, other.line) != (m.file, m.function, m.line) \
                 or other.source == m.source:
@@ -310,6 +367,19 @@ def _write_decoys(pkg: _Package, m: Mutant, root: Path, f2p: list[str], listed: 
             (root / "decoys" / "wrong_fix.patch").write_text(
                 file_diff(m.file, m.source, other.source))
             return
+
+
+def deletion_decoys(root: Path, f2p: list[str]) -> dict[str, str]:
+    """``delete_failing_tests_<n>.patch`` -> a patch deleting the failing tests of one test file
+    under ``root`` (the test-gaming decoy)."""
+    by_file: dict[str, set[str]] = {}
+    for t in f2p:
+        by_file.setdefault(t.split("::")[0], set()).add(t.split("::")[1].split("[")[0])
+    out = {}
+    for n, (file, names) in enumerate(sorted(by_file.items())):
+        text = (root / file).read_text()
+        out[f"delete_failing_tests_{n}.patch"] = file_diff(file, text, _without(text, names))
+    return out
 
 
 def _without(text: str, names: set[str]) -> str:

@@ -25,6 +25,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
+from repogym.sandbox.base import Environment
+from repogym.scenarios.environment import (
+    ENV_KEYS,
+    EnvironmentSpec,
+    SpecError,
+    check_conflicts,
+    locate,
+    parse_spec,
+)
+
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 SPLITS = ("train", "test")
 
@@ -35,7 +45,7 @@ TASK_KEYS: dict[str, tuple[str, ...] | None] = {
     "": ("id", "version", "statement", "statement_file", "split", "tags", "max_steps"),
     "verifier": ("tests_dest", "command", "timeout_s", "fail_to_pass", "pass_to_pass",
                  "weights", "log_parser", "ini_options", "rename_tests"),
-    "environment": None,  # the task's own interpreter and packages (checked where it is built)
+    "environment": ENV_KEYS,  # the task's own packages (repogym.scenarios.environment)
     "mutation": None,     # reviewed equivalent mutants (checked where they are used)
     "swebench": ("instance_id", "repo", "base_commit"),  # provenance of imported tasks
 }
@@ -162,6 +172,8 @@ class Task:
     tags: tuple[str, ...]
     max_steps: int
     verifier: Verifier
+    #: The task's own packages (``[environment]``), or None for the sandbox's default.
+    environment: EnvironmentSpec | None = None
 
     @property
     def env_id(self) -> str:
@@ -196,6 +208,21 @@ class Task:
         return ([make("gold", self.solution_patch)]
                 + [make("alternative", p) for p in self.alternatives]
                 + [make("decoy", p) for p in self.decoys])
+
+    def sandbox_environment(self) -> Environment | None:
+        """What this task's sandboxes bind: its built environment (None without one).
+
+        Raises:
+            EnvironmentUnavailable: not built here, the interpreter does not meet its
+                ``python`` constraint, or it installs a module repo/ provides (each message
+                says the fix).
+        """
+        if self.environment is None:
+            return None
+        env = locate(self.environment, f"task {self.id!r}", str(self.path))
+        paths = self.verifier.ini_options.get("pythonpath", "").split()
+        check_conflicts(env, self.repo_dir, paths, f"task {self.id!r}")
+        return env.sandbox
 
     def info(self) -> dict[str, Any]:
         """What an agent may be told about the task (no hidden tests, no gold patch)."""
@@ -367,8 +394,18 @@ def load_task(path: str | Path) -> Task:
     return Task(
         id=task_id, version=version, path=path, statement=statement.strip() + "\n",
         split=split, tags=tuple(str(t) for t in tags), max_steps=max_steps,
-        verifier=_load_verifier(data, file),
+        verifier=_load_verifier(data, file), environment=_load_environment(data, file),
     )
+
+
+def _load_environment(data: dict, file: Path) -> EnvironmentSpec | None:
+    if "environment" not in data:
+        return None
+    try:
+        return parse_spec(data["environment"], file.parent)
+    except SpecError as e:
+        key = "environment" if e.key == "environment" else f"environment.{e.key}"
+        raise _err(file, key, e.problem, e.fix) from e
 
 
 def find_task_dirs(path: str | Path) -> list[Path]:

@@ -12,10 +12,10 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
-from repogym.scenarios.task import Task, load_tasks, select_tasks
+from repogym.scenarios.registry import suite_tasks
+from repogym.scenarios.task import Task, select_tasks
 
 
 @dataclasses.dataclass
@@ -25,7 +25,8 @@ class ServeConfig:
     Attributes:
         host: Address to bind (default loopback only).
         port: TCP port (0 picks a free one).
-        suite: ``builtin`` (every registered task) or a folder of task folders.
+        suite: ``builtin`` (every registered task), a shipped suite fetched here
+            (``realpy``) or a folder of task folders.
         task_ids: Serve only these tasks; clients name one per reset, or get one drawn.
         split: Serve only this split.
         tags: Serve only tasks with any of these tags.
@@ -57,7 +58,7 @@ class ServeConfig:
 
             pool = list(registered_tasks().values())
         else:
-            pool = load_tasks(Path(self.suite))
+            pool = suite_tasks(self.suite)
         return select_tasks(pool, split=self.split, tags=self.tags, task_ids=self.task_ids)
 
 

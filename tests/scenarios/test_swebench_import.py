@@ -170,3 +170,120 @@ def test_bad_instances_name_the_cause(upstream, tmp_path):
     with pytest.raises(InstanceError, match="missing keys"):
         import_instance({"instance_id": "x"}, upstream["repos"], tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+# -- the SWE-bench family ----------------------------------------------------------------
+OTHER_TESTS = "from calc import add\n\n\ndef test_add_negative():\n    assert add(-1, -2) == -3\n"
+
+
+@pytest.fixture(scope="module")
+def family(tmp_path_factory):
+    """repos/acme__calc2: a base commit with tests in two files, and a fix commit that touches
+    only one of them (its untouched file holds a PASS_TO_PASS test)."""
+    repos = tmp_path_factory.mktemp("family")
+    clone = repos / "acme__calc2"
+    (clone / "tests").mkdir(parents=True)
+    (clone / "calc.py").write_text(BASE_CALC)
+    (clone / "tests" / "test_calc.py").write_text(BASE_TESTS)
+    (clone / "tests" / "test_other.py").write_text(OTHER_TESTS)
+    git("init", "-q", "-b", "main", cwd=clone)
+    git("add", "-A", cwd=clone)
+    git("commit", "-qm", "base", cwd=clone)
+    base = git("rev-parse", "HEAD", cwd=clone).strip()
+    (clone / "calc.py").write_text(FIXED_CALC)
+    (clone / "tests" / "test_calc.py").write_text(FIXED_TESTS)
+    git("commit", "-qam", "fix", cwd=clone)
+    fix = git("rev-parse", "HEAD", cwd=clone).strip()
+    return {"repos": repos, "clone": clone, "base": base, "fix": fix}
+
+
+def _validates(folder):
+    task = load_task(folder)
+    report = validate_task(task, reruns=1, workers=2)
+    assert report.ok, report.failures
+    return task, {c.kind: c for c in report.checks}
+
+
+def test_pass_to_pass_test_in_a_file_the_test_patch_does_not_touch(family, tmp_path):
+    g = lambda *a: git(*a, cwd=family["clone"])
+    inst = {"instance_id": "acme__calc2-7", "repo": "acme/calc2",
+            "base_commit": family["base"],
+            "patch": g("diff", family["base"], family["fix"], "--", "calc.py"),
+            "test_patch": g("diff", family["base"], family["fix"], "--", "tests"),
+            "FAIL_TO_PASS": ["tests/test_calc.py::test_divide_by_zero"],
+            "PASS_TO_PASS": ["tests/test_calc.py::test_add",
+                             "tests/test_other.py::test_add_negative"],
+            "problem_statement": "divide(1, 0) must raise ValueError."}
+    folder = import_instance(inst, family["repos"], tmp_path)
+    task, checks = _validates(folder)
+    assert "tests/test_calc.py" in task.verifier.command
+    assert "tests/test_other.py" in task.verifier.command  # the union of the test files
+    assert checks["gold"].tests["tests/test_other.py::test_add_negative"] == "passed"
+    assert checks["noop"].tests["tests/test_other.py::test_add_negative"] == "passed"
+
+
+def test_swesmith_row_its_patch_makes_the_bug(family, tmp_path):
+    # SWE-smith: the patch creates the bug in the clean repository; no test_patch; the mirror
+    # is named after the commit it starts from (no base_commit key).
+    clean = family["clone"]
+    g = lambda *a: git(*a, cwd=clean)
+    bug = g("diff", family["fix"], family["base"], "--", "calc.py")
+    inst = {"instance_id": "acme__calc2.{}.func_pm_remove_cond__x1".format(family["fix"][:8]),
+            "repo": "swesmith/acme__calc2.{}".format(family["fix"][:8]), "patch": bug,
+            "FAIL_TO_PASS": json.dumps(["tests/test_calc.py::test_divide_by_zero"]),
+            "PASS_TO_PASS": json.dumps(["tests/test_calc.py::test_divide",
+                                        "tests/test_other.py::test_add_negative"]),
+            "image_name": "swesmith.x86_64.acme__calc2.{}".format(family["fix"][:8])}
+    folder = import_instance(inst, family["repos"], tmp_path)
+    task, _checks = _validates(folder)
+    assert (folder / "repo" / "calc.py").read_text() == BASE_CALC  # the bug applied
+    assert MARKER in task.solution_patch.read_text()  # the gold fix is the reverse
+    assert "tests/test_calc.py::test_divide_by_zero" in task.statement
+    assert task.tags[0] == "swesmith"
+    with pytest.raises(InstanceError, match="swesmith|SWE-smith"):
+        import_instance({k: v for k, v in inst.items() if k != "patch"}, family["repos"],
+                        tmp_path / "x")
+
+
+def _summary(**statuses: str) -> str:
+    return "=== short test summary info ===\n" + "".join(
+        f"{s} r2e_tests/test_1.py::{t}\n" for t, s in statuses.items())
+
+
+def test_r2e_gym_row_with_generated_tests(family, tmp_path):
+    r2e_tests = FIXED_TESTS.replace("from calc import", "from calc import")
+    row = {"repo_name": "acme__calc2", "commit_hash": family["fix"],
+           "docker_image": "namanjain12/calc2_final:" + family["fix"],
+           "problem_statement": "divide(1, 0) must raise ValueError.",
+           "parsed_commit_content": json.dumps({"old_commit_hash": family["base"],
+                                                "new_commit_hash": family["fix"]}),
+           "execution_result_content": json.dumps({
+               "test_file_names": ["test_1.py"], "test_file_codes": [r2e_tests],
+               "old_commit_res_stdout": _summary(test_add="PASSED", test_divide="PASSED",
+                                                 test_divide_by_zero="FAILED"),
+               "new_commit_res_stdout": _summary(test_add="PASSED", test_divide="PASSED",
+                                                 test_divide_by_zero="PASSED")}),
+           "expected_output_json": json.dumps({"test_add": "PASSED"})}
+    folder = import_instance(row, family["repos"], tmp_path)
+    task, _checks = _validates(folder)
+    assert task.verifier.fail_to_pass == ("r2e_tests/test_1.py::test_divide_by_zero",)
+    assert set(task.verifier.pass_to_pass) == {"r2e_tests/test_1.py::test_add",
+                                               "r2e_tests/test_1.py::test_divide"}
+    # r2e_tests/ is not a test folder by name: tests_dest is the root, test files guarded
+    assert task.verifier.tests_dest == "."
+    assert (folder / "tests" / "r2e_tests" / "test_1.py").is_file()
+    assert MARKER in task.solution_patch.read_text()
+    assert "tests/test_calc.py" not in task.solution_patch.read_text()  # code only
+    assert not (folder / "repo" / "r2e_tests").exists()
+
+
+def test_instance_requirements_become_the_tasks_environment(family, tmp_path):
+    g = lambda *a: git(*a, cwd=family["clone"])
+    inst = {"instance_id": "acme__calc2-9", "repo": "acme/calc2", "base_commit": family["base"],
+            "patch": g("diff", family["base"], family["fix"], "--", "calc.py"),
+            "test_patch": g("diff", family["base"], family["fix"], "--", "tests"),
+            "FAIL_TO_PASS": ["tests/test_calc.py::test_divide_by_zero"], "PASS_TO_PASS": [],
+            "problem_statement": "x", "pip_packages": "six==1.17.0 attrs", "python": "3.11"}
+    task = load_task(import_instance(inst, family["repos"], tmp_path))
+    assert task.environment.requirements == ("attrs", "six==1.17.0")
+    assert task.environment.python == "==3.11.*"

@@ -1,0 +1,160 @@
+"""``repogym suite list|show|fetch|build``: suites of real-package tasks (docs/suites.md).
+
+    repogym suite list                         # shipped suites, fetched and validated counts
+    repogym suite show realpy                  # its packages: kind, split, version, tasks
+    repogym suite fetch realpy [--packages toolz,parse] [--per-package 3] [--workers 2]
+    repogym suite build realpy --package toolz==1.2.0 --split train --kind functional
+
+``fetch`` downloads each package's sdist with pip (hash-checked), builds its environment,
+writes the task folders and validates every task not yet validated, with a progress bar;
+it is idempotent and resumable. Exit status 1 when a task fails validation, 2 on a bad
+argument, a download or an environment that cannot be built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("suite", help="suites of tasks from real PyPI packages: list, show, "
+                                     "fetch, build")
+    s = p.add_subparsers(dest="suite_command", metavar="ACTION", required=True)
+    s.add_parser("list", help="shipped suites and how much of each is fetched here")
+    show = s.add_parser("show", help="a suite's packages")
+    show.add_argument("name")
+    f = s.add_parser("fetch", help="download, build and validate a suite (resumable)")
+    f.add_argument("name")
+    f.add_argument("--packages", help="comma-separated packages (default: all)")
+    f.add_argument("--per-package", type=int, metavar="N",
+                   help="only the first N tasks of each package (a sample)")
+    f.add_argument("--root", type=Path, help="where to put it (default <cache>/suites/NAME)")
+    f.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="grading runs in parallel (default: CPU count)")
+    f.add_argument("--reruns", type=int, default=2, help="gold runs per task (default 2)")
+    f.add_argument("--sandbox", default="bwrap", help="sandbox backend (default bwrap)")
+    b = s.add_parser("build", help="(maintainers) add a package to a suite's manifest")
+    b.add_argument("name")
+    b.add_argument("--package", required=True, metavar="NAME==VERSION")
+    b.add_argument("--split", required=True, choices=["train", "test"])
+    b.add_argument("--kind", required=True, help="e.g. parsing, dates, functional")
+    b.add_argument("--tasks", type=int, default=30, help="tasks to synthesise (default 30)")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--requirement", action="append", default=[], metavar="SPEC")
+    b.add_argument("--no-requirement", action="append", default=[], metavar="NAME")
+    b.add_argument("--manifests", type=Path,
+                   help="manifest folder (default: the suite's folder in repogym)")
+    b.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    b.add_argument("--sandbox", default="bwrap")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from repogym.scenarios.environment import EnvironmentUnavailable
+    from repogym.scenarios.pypi import PypiError
+    from repogym.scenarios.suites import SuiteError
+    from repogym.scenarios.synth import SynthError
+
+    action = {"list": _list, "show": _show, "fetch": _fetch, "build": _build}
+    try:
+        return action[args.suite_command](args)
+    except (SuiteError, PypiError, EnvironmentUnavailable, SynthError) as e:
+        print(e, file=sys.stderr)
+        return 2
+
+
+def _list(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from repogym.scenarios import suites
+
+    table = Table(title="suites", title_justify="left")
+    for col in ("suite", "gym id", "packages", "tasks", "validated here", "where"):
+        table.add_column(col, overflow="fold")
+    for name in suites.suite_names():
+        suite = suites.load_suite(name)
+        root = suites.suite_root(name)
+        table.add_row(name, suite.env_id, str(len(suite.packages)), str(suite.tasks),
+                      str(len(suites.read_index(root))), str(root))
+    Console().print(table)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from repogym.scenarios import suites
+
+    suite = suites.load_suite(args.name)
+    index = suites.read_index(suites.suite_root(args.name))
+    table = Table(title=f"{suite.name} ({suite.env_id}): {suite.description}",
+                  title_justify="left")
+    for col in ("package", "version", "kind", "split", "tasks", "validated here"):
+        table.add_column(col)
+    for p in suite.packages:
+        ok = sum(1 for t in p.tasks if t.id in index)
+        table.add_row(p.name, p.version, p.kind, p.split, str(len(p.tasks)), str(ok))
+    Console().print(table)
+    return 0
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from repogym.harness.suite_build import fetch
+    from repogym.scenarios import suites
+
+    suite = suites.load_suite(args.name)
+    packages = [p.strip() for p in args.packages.split(",")] if args.packages else None
+    chosen = [suite.package(p) for p in packages] if packages else list(suite.packages)
+    total = sum(len(p.tasks[:args.per_package]) for p in chosen)
+    console = Console(stderr=True)
+    start = time.monotonic()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console) as progress:
+        bar = progress.add_task(f"{suite.name}", total=total)
+
+        def event(kind: str, text: str) -> None:
+            if kind == "task":
+                progress.advance(bar)
+            elif kind == "fail":
+                progress.console.print(f"[red]FAIL[/red] {text}", markup=True, soft_wrap=True)
+            else:
+                progress.update(bar, description=f"{suite.name}: {text}")
+
+        report = fetch(args.name, root=args.root, packages=packages,
+                       per_package=args.per_package, sandbox=args.sandbox,
+                       workers=args.workers, reruns=args.reruns, on_event=event)
+    wall = time.monotonic() - start
+    phases = ", ".join(f"{k} {v:.0f}s" for k, v in report.seconds.items())
+    print(f"{suite.name}: {report.usable}/{total} tasks validated "
+          f"({len(report.validated)} now, {len(report.already)} before, "
+          f"{len(report.failed)} failed) in {wall:.0f}s ({phases}); "
+          f"root {suites.suite_root(args.name, args.root)}")
+    return 1 if report.failed else 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from repogym.harness.suite_build import build_entry, write_entry
+    from repogym.scenarios import suites
+
+    try:
+        meta = suites.suite_meta(args.name)
+    except suites.SuiteError:
+        meta = {"name": args.name, "env_id": f"repogym/{args.name}-v0", "description": ""}
+    entry = build_entry(args.package, split=args.split, kind=args.kind, max_tasks=args.tasks,
+                        seed=args.seed, extra=args.requirement, drop=args.no_requirement,
+                        sandbox=args.sandbox, workers=args.workers,
+                        say=lambda m: print(m, file=sys.stderr))
+    folder = args.manifests or suites.MANIFESTS / args.name.lower()
+    path = write_entry(entry, folder, suite=meta["name"], env_id=meta["env_id"],
+                       description=meta["description"])
+    print(f"wrote {path}: {len(entry.tasks)} tasks of {entry.name} {entry.version}")
+    return 0

@@ -1,0 +1,89 @@
+"""pytest plugin of repogym's sandboxed test probe (runs inside the sandbox, stdlib only).
+
+Loaded with ``-p rg_probe``; writes one JSON object per line to ``$RG_PROBE_OUT``:
+``{"case": node id, "when": phase, "outcome": ..., "message": ...}`` per test phase,
+``{"collect": node id}`` per collector that failed and, with ``RG_PROBE_TRACE=1``,
+``{"trace": node id, "spans": [[file, first line, last line], ...]}``: the functions of
+the working folder that each test called (profiled with ``sys.setprofile``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+
+import pytest
+
+_out = None
+_root = os.getcwd().rstrip("/") + "/"
+_spans: dict = {}
+
+
+def _send(**record: object) -> None:
+    if _out is not None:
+        _out.write(json.dumps(record) + "\n")
+        _out.flush()
+
+
+def pytest_configure(config) -> None:
+    global _out
+    _out = open(os.environ["RG_PROBE_OUT"], "w", encoding="utf-8")  # noqa: SIM115
+
+
+def pytest_unconfigure(config) -> None:
+    global _out
+    if _out is not None:
+        _out.close()
+        _out = None
+
+
+def _message(report) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        return str(crash.message)
+    return str(report.longrepr or "")[-500:]
+
+
+def pytest_runtest_logreport(report) -> None:
+    _send(case=report.nodeid, when=report.when, outcome=report.outcome,
+          message=_message(report) if report.failed else "")
+
+
+def pytest_collectreport(report) -> None:
+    if report.failed:
+        _send(collect=report.nodeid)
+
+
+def _span(code):
+    if code not in _spans:
+        span = None
+        if code.co_filename.startswith(_root):
+            lines = [n for _, _, n in code.co_lines() if n is not None]
+            first = min([code.co_firstlineno, *lines])
+            span = (code.co_filename[len(_root):], first, max([first, *lines]))
+        _spans[code] = span
+    return _spans[code]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if os.environ.get("RG_PROBE_TRACE") != "1":
+        yield
+        return
+    seen = set()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            seen.add(frame.f_code)
+
+    sys.setprofile(profile)
+    threading.setprofile(profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    spans = {s for s in map(_span, seen) if s is not None}
+    _send(trace=item.nodeid, spans=sorted(spans))

@@ -1,0 +1,174 @@
+"""Fetching a shipped suite (``repogym suite fetch``) and building a manifest entry
+(``repogym suite build``).
+
+:func:`fetch` materialises a suite's packages (:mod:`repogym.scenarios.suites`): for each
+package the sdist (downloaded with pip, hash-checked), its environment (built once), its
+task folders, then ``repogym validate`` on every task not yet validated in this exact
+version; the index of validated tasks is updated as each task finishes, so an interrupted
+fetch resumes where it stopped and a second fetch does nothing.
+
+:func:`build_entry` makes a package's manifest entry from ``repogym synth --pypi``'s
+validated tasks (numbered ``<package>-<n>``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from repogym.harness.synth_pypi import synthesize_pypi
+from repogym.harness.validate import TaskReport, validate_tasks
+from repogym.scenarios import environment as envs
+from repogym.scenarios import suites
+from repogym.scenarios.task import load_task
+
+
+@dataclasses.dataclass
+class FetchReport:
+    """What :func:`fetch` did.
+
+    Attributes:
+        validated: Task ids validated by this call.
+        already: Task ids that were validated before (nothing done).
+        failed: Task id -> its first validation failure.
+        seconds: Wall time per phase (download+unpack, environments, validation).
+    """
+
+    validated: list[str] = dataclasses.field(default_factory=list)
+    already: list[str] = dataclasses.field(default_factory=list)
+    failed: dict[str, str] = dataclasses.field(default_factory=dict)
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def usable(self) -> int:
+        return len(self.validated) + len(self.already)
+
+
+Events = Callable[[str, str], None]
+
+
+def fetch(name: str, *, root: Path | None = None, packages: Iterable[str] | None = None,
+          per_package: int | None = None, sandbox: str = "bwrap", workers: int = 1,
+          reruns: int = 2, on_event: Events = lambda kind, text: None) -> FetchReport:
+    """Materialise and validate a suite (see the module docstring).
+
+    Args:
+        name: A shipped suite (``realpy``).
+        root: Where to put it (default ``<cache>/suites/<name>``).
+        packages: Only these packages.
+        per_package: Only the first N tasks of each package (a sample).
+        sandbox: Backend for validation.
+        workers: Parallel grading runs.
+        reruns: Gold runs per task in validation.
+        on_event: Called with ``(kind, text)``: ``package``, ``env``, ``task`` (a task is
+            done; text is its id), ``fail``.
+
+    Raises:
+        SuiteError: unknown suite or package, or a manifest patch that does not apply.
+        PypiError: a download failed or its hash differs.
+        EnvironmentUnavailable: an environment cannot be built.
+    """
+    suite = suites.load_suite(name)
+    base = suites.suite_root(name, root)
+    chosen = [suite.package(p) for p in packages] if packages else list(suite.packages)
+    report = FetchReport(seconds={"materialise": 0.0, "environments": 0.0, "validate": 0.0})
+    for entry in chosen:
+        on_event("package", f"{entry.name} {entry.version} ({entry.split}, {entry.kind})")
+        _fetch_package(entry, base, report, per_package=per_package, sandbox=sandbox,
+                       workers=workers, reruns=reruns, on_event=on_event)
+    return report
+
+
+def _fetch_package(entry: suites.PackageEntry, base: Path, report: FetchReport, *,
+                   per_package: int | None, sandbox: str, workers: int, reruns: int,
+                   on_event: Events) -> None:
+    start = time.monotonic()
+    envs.build(entry.environment, on_start=lambda: on_event(
+        "env", f"building the environment of {entry.name}"))
+    report.seconds["environments"] += time.monotonic() - start
+    start = time.monotonic()
+    todo: dict[str, tuple[suites.TaskEntry, Path]] = {}
+    ids = [t.id for t in entry.tasks][:per_package]
+    for task, folder, _written in suites.materialise(entry, base, ids):
+        if suites.is_validated(base, task):
+            report.already.append(task.id)
+            on_event("task", task.id)
+        else:
+            todo[task.id] = (task, folder)
+    report.seconds["materialise"] += time.monotonic() - start
+
+    def done(r: TaskReport) -> None:
+        task, folder = todo[r.task_id]
+        suites.record_validated(base, entry, task, folder, r.ok)
+        if r.ok:
+            report.validated.append(r.task_id)
+        else:
+            report.failed[r.task_id] = r.failures[0] if r.failures else "failed"
+            on_event("fail", f"{r.task_id}: {report.failed[r.task_id]}")
+        on_event("task", r.task_id)
+
+    start = time.monotonic()
+    if todo:
+        validate_tasks([load_task(f) for _, f in todo.values()], sandbox=sandbox,
+                       reruns=reruns, workers=workers, on_report=done)
+    report.seconds["validate"] += time.monotonic() - start
+
+
+def build_entry(project: str, *, split: str, kind: str, max_tasks: int, seed: int = 0,
+                extra: Iterable[str] = (), drop: Iterable[str] = (), sandbox: str = "bwrap",
+                workers: int = 1, say: Callable[[str], None] = print) -> suites.PackageEntry:
+    """A package's manifest entry from its validated synthesised tasks.
+
+    Raises:
+        SuiteError: no task validated.
+    """
+    with tempfile.TemporaryDirectory(prefix="repogym-suite-build-") as tmp:
+        res = synthesize_pypi(project, Path(tmp) / "tasks", max_tasks=max_tasks, seed=seed,
+                              extra=extra, drop=drop, sandbox=sandbox, workers=workers,
+                              say=say)
+        if not res.written:
+            raise suites.SuiteError(f"{project}: no task validated. Fix: try another seed or "
+                                    "package")
+        tasks = [load_task(f) for f in res.written]
+        first = tasks[0]
+        dest = first.verifier.tests_dest
+        hidden = sorted(str(p.relative_to(first.tests_dir)) for p in first.tests_dir.rglob("*")
+                        if p.is_file())
+        if dest != ".":
+            hidden = [f"{dest}/{h}" for h in hidden]
+        name = res.sdist.name
+        entries = tuple(
+            suites.TaskEntry(
+                id=f"{name.lower()}-{n}", gold=t.solution_patch.read_text(),
+                fail_to_pass=t.verifier.fail_to_pass, pass_to_pass=t.verifier.pass_to_pass,
+                statement=t.statement,
+                decoys={p.name: p.read_text() for p in t.decoys
+                        if not p.name.startswith("delete_failing_tests_")})
+            for n, t in enumerate(tasks, 1))
+        return suites.PackageEntry(
+            name=name.lower(), version=res.sdist.version, sdist=res.sdist.path.name,
+            sha256=res.sdist.sha256, split=split, kind=kind, environment=res.environment,
+            ini_options=dict(first.verifier.ini_options), tests_dest=dest,
+            hidden=tuple(hidden), tasks=entries)
+
+
+def write_entry(entry: suites.PackageEntry, folder: Path, *, suite: str, env_id: str,
+                description: str) -> Path:
+    """Write ``entry`` as ``folder/<package>.json`` and list it in ``folder/suite.json``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{entry.name}.json"
+    path.write_text(json.dumps(entry.to_json(), indent=1, ensure_ascii=False) + "\n")
+    meta_path = folder / "suite.json"
+    with open(folder / ".suite.lock", "w") as lock:  # builds of several packages at once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {
+            "name": suite, "env_id": env_id, "description": description, "packages": []}
+        meta["packages"] = sorted(set(meta["packages"]) | {entry.name})
+        meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+    (folder / ".suite.lock").unlink(missing_ok=True)
+    return path

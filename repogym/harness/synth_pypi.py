@@ -1,0 +1,141 @@
+"""``repogym synth --pypi NAME[==VERSION]``: tasks from a real package's source distribution.
+
+:func:`synthesize_pypi` downloads the sdist with pip (:mod:`repogym.scenarios.pypi`),
+unpacks it as the task repository, derives and builds its environment (its install and
+test requirements; pinned to what was installed, so the tasks rebuild the same versions),
+runs its own tests in the sandbox to find the ones that pass there
+(:class:`~repogym.harness.sandboxed_tests.SandboxRunner`), then mutates its code
+(:func:`repogym.scenarios.synth.synthesize`). Every task written is graded by
+``repogym validate`` (noop, gold, reruns, decoys) before it reaches ``out``; the ones that
+fail are dropped and reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from repogym.harness.sandboxed_tests import SandboxRunner
+from repogym.harness.validate import TaskReport, validate_tasks
+from repogym.scenarios import environment as envs
+from repogym.scenarios import pypi
+from repogym.scenarios.synth import SynthError, synthesize
+from repogym.scenarios.task import load_task
+
+
+@dataclasses.dataclass
+class PypiSynthesis:
+    """What :func:`synthesize_pypi` did.
+
+    Attributes:
+        sdist: The downloaded archive.
+        environment: The tasks' (pinned) environment.
+        written: Task folders that validated, now under ``out``.
+        dropped: Task id -> the validation failures that dropped it.
+        passing_tests: How many of the package's tests pass in the sandbox.
+    """
+
+    sdist: pypi.Sdist
+    environment: envs.EnvironmentSpec
+    written: list[Path]
+    dropped: dict[str, list[str]]
+    passing_tests: int
+
+
+def prepare(project: str, work: Path, *, extra: Iterable[str] = (), drop: Iterable[str] = (),
+            sha256: str | None = None, say: Callable[[str], None] = print
+            ) -> tuple[pypi.Sdist, Path, envs.EnvironmentSpec, envs.BuiltEnvironment,
+                       dict[str, str]]:
+    """Download and unpack ``project`` under ``work``, derive, build and pin its environment.
+
+    Returns:
+        (sdist, repository folder, pinned spec, built environment, pytest ini options).
+    """
+    sdist = pypi.download(project, sha256=sha256)
+    say(f"sdist {sdist.path.name} (sha256 {sdist.sha256[:12]}...)")
+    repo = pypi.unpack(sdist, work / f"{sdist.name}-{sdist.version}")
+    spec = pypi.derive_environment(repo, sdist.name, extra=extra, drop=drop)
+    built, new = envs.build(spec, on_start=lambda: say(
+        f"building the environment: {spec.summary()}"))
+    if not new:
+        say(f"environment {built.root.name} already built")
+    pinned = envs.lock(built, spec)
+    ini = pypi.pytest_ini_options(repo)
+    envs.check_conflicts(built, repo, ini.get("pythonpath", "").split(), sdist.name)
+    return sdist, repo, pinned, built, ini
+
+
+def synthesize_pypi(project: str, out: Path, *, max_tasks: int = 10, seed: int = 0,
+                    p2p_sample: int = 20, max_trials: int | None = None,
+                    extra: Iterable[str] = (), drop: Iterable[str] = (),
+                    sandbox: str = "bwrap", workers: int = 1, reruns: int = 3,
+                    timeout_s: float = 300.0, adversarial: bool = False,
+                    say: Callable[[str], None] = print,
+                    on_report: Callable[[TaskReport], None] | None = None) -> PypiSynthesis:
+    """Make validated tasks from a PyPI project (see the module docstring); with
+    ``adversarial``, a task is also dropped when an attack of
+    :mod:`repogym.harness.adversarial` earns more than doing nothing.
+
+    Raises:
+        PypiError: the sdist cannot be fetched or unpacked.
+        EnvironmentUnavailable: its environment cannot be built (the message names the
+            requirement and the fix).
+        SynthError: no test of the package passes in the sandbox.
+    """
+    work = Path(tempfile.mkdtemp(prefix="repogym-pypi-"))
+    try:
+        sdist, repo, spec, built, ini = prepare(project, work, extra=extra, drop=drop, say=say)
+        staging = work / "tasks"
+        with SandboxRunner(built.sandbox, ini, sandbox=sandbox) as runner:
+            try:
+                folders = synthesize(repo, staging, max_tasks=max_tasks, seed=seed,
+                                     p2p_sample=p2p_sample, max_trials=max_trials,
+                                     timeout_s=timeout_s, runner=runner, name=sdist.name,
+                                     only=pypi.code_paths(repo, sdist.name),
+                                     environment=spec, ini_options=ini)
+            except SynthError as e:
+                raise SynthError(f"{e}\nlast test run (in the sandbox):\n{runner.log[-1500:]}"
+                                 ) from e
+            passing = len(runner.collected)
+        if hint := pypi.path_hint(ini):
+            for folder in folders:
+                statement = folder / "STATEMENT.md"
+                statement.write_text(statement.read_text() + hint)
+        say(f"{len(folders)} candidate tasks; validating them in the sandbox")
+        reports = validate_tasks([load_task(f) for f in folders], sandbox=sandbox,
+                                 reruns=reruns, workers=workers, on_report=on_report)
+        holes = _adversarial([load_task(f) for f, r in zip(folders, reports, strict=True)
+                              if r.ok], sandbox, workers) if adversarial else {}
+        written, dropped = [], {}
+        out.mkdir(parents=True, exist_ok=True)
+        for folder, report in zip(folders, reports, strict=True):
+            if not report.ok or report.task_id in holes:
+                dropped[report.task_id] = report.failures or holes[report.task_id]
+                continue
+            dest = out / folder.name
+            if dest.exists():
+                shutil.rmtree(dest)
+            shutil.move(folder, dest)
+            written.append(dest)
+        return PypiSynthesis(sdist, spec, written, dropped, passing)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _adversarial(tasks: list, sandbox: str, workers: int) -> dict[str, list[str]]:
+    """Task id -> the attacks that beat noop, for the tasks with such holes."""
+    from repogym.harness.adversarial import check_task
+    from repogym.harness.validate import PatchGrader
+
+    holes = {}
+    with PatchGrader(sandbox) as grader:
+        for task in tasks:
+            report = check_task(task, grader, workers=workers)
+            if not report.ok:
+                holes[task.id] = [f"{task.id}: attack {r.attack} beats noop"
+                                  f"{' (' + r.error + ')' if r.error else ''}"
+                                  for r in report.holes]
+    return holes

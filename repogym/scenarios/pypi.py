@@ -1,0 +1,460 @@
+"""Source distributions from PyPI as task repositories.
+
+- :func:`download` fetches a project's sdist with ``pip download`` (no dependencies, no
+  wheels: an sdist carries the project's tests) into ``<cache>/sdists``, checks its sha256
+  when one is given, and reuses an already downloaded copy;
+- :func:`unpack` extracts it safely (no absolute paths, no ``..``, no links out) as a
+  repository folder;
+- :func:`derive_environment` reads the project's own declarations (core metadata,
+  ``pyproject.toml``, ``setup.cfg``, ``setup.py``, test requirement files) for its install
+  and test requirements, without the project itself and without lint, coverage and
+  packaging tools;
+- :func:`pytest_ini_options` carries the project's pytest settings over to the grader's
+  configuration (the grader never reads the repository's own): markers, warning filters,
+  test discovery patterns and ``pythonpath`` (``src`` for a src layout).
+
+Nothing here runs the project's code: its tests run only in a sandbox.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import dataclasses
+import email.parser
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import tomllib
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+
+from packaging.markers import UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name, parse_sdist_filename
+
+from repogym.sandbox.base import WORKSPACE
+from repogym.sandbox.runtime import cache_dir
+from repogym.scenarios.environment import EnvironmentSpec
+
+#: Extras and dependency groups that hold a project's test requirements.
+TEST_EXTRAS = ("test", "tests", "testing", "dev")
+#: Requirements that are tools around the tests, not needed to run them.
+TOOLS = re.compile(
+    r"^(coverage|pytest-cov|codecov|coveralls|flake8.*|pycodestyle|pyflakes|pylint|mypy.*|"
+    r"types-.*|black|isort|ruff|pre-commit.*|tox.*|nox|sphinx.*|twine|build|wheel|"
+    r"setuptools.*|check-manifest|bump2?version|towncrier|pyright|pytest-xdist|pytest-sugar|"
+    r"pytest-benchmark|pytest-codspeed|pytest-randomly|pytest-mypy.*|pytest-flake8|ipython|ipdb|jupyter.*|"
+    r"readme-renderer|docutils|furo|myst-.*|flit.*|hatch.*|poetry.*|pip|uv|virtualenv)$")
+#: pytest settings carried into the grader's configuration (``[verifier] ini_options``).
+INI_KEYS = ("markers", "filterwarnings", "xfail_strict", "python_files", "python_classes",
+            "python_functions", "pythonpath", "usefixtures", "asyncio_mode",
+            "asyncio_default_fixture_loop_scope", "consider_namespace_packages",
+            "empty_parameter_set_mark")
+_ARCHIVES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
+
+
+class PypiError(ValueError):
+    """A project cannot be fetched or used; the message names the cause and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Sdist:
+    """A downloaded source distribution.
+
+    Attributes:
+        name: The project name as PyPI spells it in the file name.
+        version: Its version.
+        path: The archive.
+        sha256: Its hash.
+    """
+
+    name: str
+    version: str
+    path: Path
+    sha256: str
+
+
+def parse_project(text: str) -> tuple[str, str | None]:
+    """``NAME`` or ``NAME==VERSION`` -> (name, version or None).
+
+    Raises:
+        PypiError: anything else (the message shows the accepted forms).
+    """
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as e:
+        raise PypiError(f"{text!r} is not a project name. Fix: write NAME or NAME==VERSION, "
+                        "e.g. toolz==1.0.0") from e
+    specs = list(req.specifier)
+    if req.extras or req.marker or req.url or len(specs) > 1 or (
+            specs and specs[0].operator not in ("==", "===")):
+        raise PypiError(f"{text!r}: give an exact version or none. Fix: NAME or "
+                        "NAME==VERSION, e.g. toolz==1.0.0")
+    return req.name, specs[0].version if specs else None
+
+
+def sdists_dir() -> Path:
+    """Where downloaded sdists are kept: ``<cache>/sdists``."""
+    return cache_dir() / "sdists"
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _cached(name: str, version: str | None, sha256: str | None) -> Sdist | None:
+    if version is None:
+        return None
+    folder = sdists_dir() / f"{canonicalize_name(name)}-{version}"
+    for path in folder.glob("*") if folder.is_dir() else []:
+        if path.name.endswith(_ARCHIVES):
+            digest = file_sha256(path)
+            if sha256 is None or digest == sha256:
+                return Sdist(name, version, path, digest)
+    return None
+
+
+def download(project: str, *, sha256: str | None = None) -> Sdist:
+    """The sdist of ``project`` (``NAME`` or ``NAME==VERSION``), downloaded once.
+
+    Args:
+        project: What to fetch; without a version, the newest release.
+        sha256: The archive's expected hash (pip checks it; a mismatch is an error).
+
+    Raises:
+        PypiError: pip found no sdist, the network failed, or the hash differs (each
+            message says the fix).
+    """
+    name, version = parse_project(project)
+    if (hit := _cached(name, version, sha256)) is not None:
+        return hit
+    with tempfile.TemporaryDirectory(prefix="repogym-sdist-") as tmp:
+        req = Path(tmp) / "req.txt"
+        line = f"{name}=={version}" if version else name
+        req.write_text(line + (f" --hash=sha256:{sha256}" if sha256 else "") + "\n")
+        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                "--disable-pip-version-check", "--no-input", "--progress-bar", "off",
+                "--dest", str(Path(tmp) / "out"), "-r", str(req)]
+        if sha256:
+            argv.append("--require-hashes")
+        res = subprocess.run(argv, capture_output=True, text=True, check=False,
+                             env={**os.environ, "PYTHONNOUSERSITE": "1"})
+        got = sorted((Path(tmp) / "out").glob("*")) if res.returncode == 0 else []
+        if not got:
+            raise PypiError(_download_failure(line, res.stdout + res.stderr, sha256))
+        archive = got[0]
+        sd_name, sd_version = parse_sdist_filename(archive.name)
+        digest = file_sha256(archive)
+        if sha256 and digest != sha256:
+            raise PypiError(f"{line}: the sdist's sha256 is {digest}, expected {sha256}. Fix: "
+                            "the release was replaced upstream; pin the version you checked")
+        dest = sdists_dir() / f"{sd_name}-{sd_version}"
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.move(archive, dest / archive.name)
+    return Sdist(name, str(sd_version), dest / archive.name, digest)
+
+
+def _download_failure(line: str, output: str, sha256: str | None) -> str:
+    tail = " | ".join(ln.strip() for ln in output.splitlines() if "ERROR" in ln)[-600:]
+    if "THESE PACKAGES DO NOT MATCH THE HASHES" in output:
+        return (f"{line}: the downloaded sdist does not have sha256 {sha256}. Fix: the "
+                "release was replaced upstream; pin the version you checked")
+    if "No matching distribution" in output or "Could not find a version" in output:
+        return (f"{line}: no source distribution on the package index ({tail}). Fix: check "
+                "the name and version (`pip index versions NAME`); repogym needs the sdist "
+                "(it carries the tests), not a wheel")
+    return (f"{line}: pip download failed ({tail or output.strip()[-600:]}). Fix: check the "
+            "network and pip's index settings (`pip config list`)")
+
+
+# -- unpacking -------------------------------------------------------------------------
+def _safe_member(name: str) -> bool:
+    p = PurePosixPath(name)
+    return not p.is_absolute() and ".." not in p.parts
+
+
+def unpack(sdist: Sdist | Path, dest: Path) -> Path:
+    """Extract an sdist into ``dest`` (which must not exist), dropping its top folder.
+
+    Raises:
+        PypiError: not an sdist archive, or a member that would land outside ``dest``.
+    """
+    path = sdist.path if isinstance(sdist, Sdist) else Path(sdist)
+    with tempfile.TemporaryDirectory(prefix="repogym-unpack-", dir=dest.parent) as tmp:
+        if path.name.endswith(".zip"):
+            with zipfile.ZipFile(path) as z:
+                bad = [n for n in z.namelist() if not _safe_member(n)]
+                if bad:
+                    raise PypiError(f"{path.name}: member {bad[0]!r} leaves the archive")
+                z.extractall(tmp)
+        elif path.name.endswith(_ARCHIVES):
+            with tarfile.open(path) as t:
+                try:
+                    t.extractall(tmp, filter="data")
+                except tarfile.FilterError as e:
+                    raise PypiError(f"{path.name}: unsafe member ({e})") from e
+        else:
+            raise PypiError(f"{path}: not an sdist (.tar.gz or .zip)")
+        tops = os.listdir(tmp)
+        root = Path(tmp) / tops[0] if len(tops) == 1 and (Path(tmp) / tops[0]).is_dir() \
+            else Path(tmp)
+        shutil.move(root, dest)
+    return dest
+
+
+# -- requirements ------------------------------------------------------------------------
+def _requirements_of(lines: Iterable[str], extras: Iterable[str] = ()) -> list[Requirement]:
+    """Parseable requirements whose markers hold here (extras as given); others dropped."""
+    out = []
+    for line in lines:
+        line = line.split(" #", 1)[0].strip()
+        if not line or line.startswith(("#", "-", ".", "/")):
+            continue
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        envs = [{"extra": e} for e in (*extras, "")]
+        try:
+            if req.marker is not None and not any(req.marker.evaluate(e) for e in envs):
+                continue
+        except UndefinedEnvironmentName:
+            continue
+        req.marker = None
+        out.append(req)
+    return out
+
+
+def _requirement_file(path: Path, seen: set[Path]) -> list[str]:
+    if path in seen or not path.is_file():
+        return []
+    seen.add(path)
+    lines = []
+    for line in path.read_text(errors="replace").splitlines():
+        m = re.match(r"^\s*(?:-r|--requirement)[\s=]+(\S+)", line)
+        if m:
+            lines += _requirement_file((path.parent / m.group(1)).resolve(), seen)
+        else:
+            lines.append(line)
+    return lines
+
+
+def _test_requirement_files(repo: Path) -> list[Path]:
+    files = [p for pattern in ("*requirements*.txt", "requirements/*.txt", "*requirements*/*.txt")
+             for p in repo.glob(pattern)]
+    return sorted({p for p in files if "test" in p.name.lower()})
+
+
+def _groups(data: dict, names: Iterable[str]) -> list[str]:
+    groups = data.get("dependency-groups", {})
+    out: list[str] = []
+
+    def add(name: str, depth: int = 0) -> None:
+        for item in groups.get(name, []) if depth < 10 else []:
+            if isinstance(item, str):
+                out.append(item)
+            elif isinstance(item, dict) and "include-group" in item:
+                add(item["include-group"], depth + 1)
+
+    for n in names:
+        add(n)
+    return out
+
+
+def _literal(node: ast.AST) -> object:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError):
+        return None
+
+
+def _setup_py(repo: Path) -> tuple[list[str], dict[str, list[str]]]:
+    """install_requires and extras_require (+ tests_require as ``test``) when literal."""
+    try:
+        tree = ast.parse((repo / "setup.py").read_text(errors="replace"))
+    except (OSError, SyntaxError):
+        return [], {}
+    install: list[str] = []
+    extras: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword):
+            value = _literal(node.value)
+            if node.arg == "install_requires" and isinstance(value, list):
+                install += [v for v in value if isinstance(v, str)]
+            elif node.arg == "tests_require" and isinstance(value, list):
+                extras.setdefault("test", []).extend(v for v in value if isinstance(v, str))
+            elif node.arg == "extras_require" and isinstance(value, dict):
+                for k, v in value.items():
+                    if isinstance(v, list):
+                        extras.setdefault(str(k), []).extend(x for x in v if isinstance(x, str))
+    return install, extras
+
+
+def _setup_cfg(repo: Path) -> tuple[list[str], dict[str, list[str]]]:
+    cfg = configparser.ConfigParser(interpolation=None)
+    try:
+        cfg.read(repo / "setup.cfg", encoding="utf-8")
+    except configparser.Error:
+        return [], {}
+    install = cfg.get("options", "install_requires", fallback="").splitlines()
+    extras = {k: v.splitlines() for k, v in cfg["options.extras_require"].items()} \
+        if cfg.has_section("options.extras_require") else {}
+    return install, extras
+
+
+def declared_requirements(repo: Path) -> list[Requirement]:
+    """The project's install and test requirements, as its files declare them."""
+    lines: list[str] = []
+    if (repo / "PKG-INFO").is_file():
+        meta = email.parser.Parser().parsestr((repo / "PKG-INFO").read_text(errors="replace"))
+        lines += meta.get_all("Requires-Dist") or []
+    data: dict = {}
+    if (repo / "pyproject.toml").is_file():
+        try:
+            data = tomllib.loads((repo / "pyproject.toml").read_text(errors="replace"))
+        except tomllib.TOMLDecodeError:
+            data = {}
+    project = data.get("project", {})
+    lines += project.get("dependencies", []) or []
+    for extra, reqs in (project.get("optional-dependencies", {}) or {}).items():
+        if extra in TEST_EXTRAS:
+            lines += reqs
+    lines += _groups(data, TEST_EXTRAS)
+    for install, extras in (_setup_py(repo), _setup_cfg(repo)):
+        lines += install
+        for extra, reqs in extras.items():
+            if extra in TEST_EXTRAS:
+                lines += reqs
+    seen: set[Path] = set()
+    for f in _test_requirement_files(repo):
+        lines += _requirement_file(f.resolve(), seen)
+    return _requirements_of(lines, TEST_EXTRAS)
+
+
+def derive_environment(repo: Path, name: str, *, extra: Iterable[str] = (),
+                       drop: Iterable[str] = ()) -> EnvironmentSpec:
+    """The environment a project's tests need: its declared install and test requirements
+    (:func:`declared_requirements`) minus tools (:data:`TOOLS`), the project itself and
+    ``drop``, plus ``extra``; the project is excluded from the build in case a requirement
+    pulls it in."""
+    own = canonicalize_name(name)
+    dropped = {canonicalize_name(d) for d in drop} | {own}
+    reqs: dict[str, str] = {}
+    for req in declared_requirements(repo):
+        key = canonicalize_name(req.name)
+        if key in dropped or TOOLS.match(key):
+            continue
+        reqs.setdefault(key, str(req))
+    for text in extra:
+        req = Requirement(text)
+        reqs[canonicalize_name(req.name)] = str(req)
+    return EnvironmentSpec(requirements=tuple(sorted(reqs.values())), exclude=(own,))
+
+
+# -- pytest settings -----------------------------------------------------------------------
+def _pyproject_ini(repo: Path) -> dict | None:
+    try:
+        data = tomllib.loads((repo / "pyproject.toml").read_text(errors="replace"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    return data.get("tool", {}).get("pytest", {}).get("ini_options")
+
+
+def _cfg_ini(path: Path, section: str) -> dict | None:
+    cfg = configparser.ConfigParser(interpolation=None)
+    try:
+        cfg.read(path, encoding="utf-8")
+    except configparser.Error:
+        return None
+    return dict(cfg[section]) if cfg.has_section(section) else None
+
+
+def _raw_ini(repo: Path) -> dict:
+    """The project's pytest settings, from the first file pytest itself would read."""
+    for finder in (lambda: _cfg_ini(repo / "pytest.ini", "pytest"),
+                   lambda: _cfg_ini(repo / ".pytest.ini", "pytest"),
+                   lambda: _pyproject_ini(repo),
+                   lambda: _cfg_ini(repo / "tox.ini", "pytest"),
+                   lambda: _cfg_ini(repo / "setup.cfg", "tool:pytest")):
+        if (found := finder()) is not None:
+            return found
+    return {}
+
+
+def _ini_value(value: object) -> str:
+    if isinstance(value, list):
+        return "\n".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value).strip()
+
+
+def pytest_ini_options(repo: Path) -> dict[str, str]:
+    """The project's pytest settings the grader should write (keys of :data:`INI_KEYS`).
+
+    ``pythonpath`` gains ``src`` for a src layout, and its folders are written as absolute
+    paths in the workspace (``/workspace/src``): pytest reads them relative to the
+    configuration file, which is the grader's, outside the workspace.
+    """
+    out = {k: _ini_value(v) for k, v in _raw_ini(repo).items() if k in INI_KEYS}
+    paths = out.get("pythonpath", "").split()
+    src = repo / "src"
+    if src.is_dir() and any((p / "__init__.py").is_file() for p in src.iterdir()) and \
+            "src" not in paths:
+        paths.append("src")
+    if paths:
+        out["pythonpath"] = " ".join(str(PurePosixPath(WORKSPACE) / p) for p in paths)
+    return out
+
+
+# -- the package's own code --------------------------------------------------------------
+_NOT_CODE = {"setup", "conftest", "tests", "test", "testing", "docs", "doc", "examples",
+             "example", "benchmarks", "bench", "noxfile", "fabfile", "versioneer", "tasks",
+             "scripts", "tools", "build", "dist"}
+
+
+def code_paths(repo: Path, name: str) -> list[str]:
+    """Repository paths of the project's importable code (what synthesis mutates): the
+    names of its ``top_level.txt`` when it ships one, else the package named like the
+    project, else every top-level package or module that is not tests, docs or tooling."""
+    roots = [repo, repo / "src"]
+    found: dict[str, str] = {}
+    for base in roots:
+        for p in base.iterdir() if base.is_dir() else []:
+            stem = p.name.removesuffix(".py")
+            if stem in _NOT_CODE or stem.startswith(("test_", ".", "_")) or \
+                    not stem.isidentifier():
+                continue
+            if (p.is_dir() and (p / "__init__.py").is_file()) or p.suffix == ".py":
+                found.setdefault(stem, str(p.relative_to(repo)))
+    listed = [line.strip() for f in [*repo.glob("*.egg-info/top_level.txt"),
+                                    *repo.glob("src/*.egg-info/top_level.txt")]
+              for line in f.read_text().splitlines() if line.strip()]
+    if picked := [found[n] for n in listed if n in found]:
+        return sorted(set(picked))
+    own = canonicalize_name(name).replace("-", "_")
+    if own in found:
+        return [found[own]]
+    return sorted(found.values())
+
+
+def path_hint(ini_options: dict[str, str]) -> str:
+    """A statement's note on where the package's code is imported from ("" for the root)."""
+    paths = [str(PurePosixPath(x).relative_to(WORKSPACE)) for x in
+             ini_options.get("pythonpath", "").split() if x.startswith(WORKSPACE + "/")]
+    if not paths:
+        return ""
+    joined = ":".join(paths)
+    return (f"\nThe tests import the package with {', '.join(f'`{x}/`' for x in paths)} on "
+            f"`sys.path`: run Python as `PYTHONPATH={joined} python ...` to do the same.\n")

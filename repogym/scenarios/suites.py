@@ -1,0 +1,356 @@
+"""Suites of tasks made from real PyPI packages: a committed manifest, materialised on demand.
+
+A suite (docs/suites.md) is a folder ``suites/<name>/`` of package data holding
+``suite.json`` (id, description) and one ``<package>.json`` per package: name, version,
+the sdist's file name and sha256, its split (``train``/``test``: a package's tasks are all in
+one split, so evaluation on ``test`` is on packages never seen in training), its kind, the
+pinned environment, the pytest settings, the hidden test files, and per task the gold
+patch (the reverse of the mutation), the listed tests, the statement and the decoys. No
+source of any package is committed.
+
+:func:`materialise` turns a package entry into task folders under
+``<cache>/suites/<name>/<package>/`` (the sdist downloaded with pip and hash-checked,
+unpacked once; each task's ``repo/`` is the sdist without its test files and with the bug,
+sharing unchanged files with the unpacked copy by hard links). A task folder is rewritten
+only when its manifest entry changed, so materialising is idempotent and resumable. Which
+tasks passed validation is recorded in ``index.json`` (:func:`record_validated`); those are
+the tasks :func:`validated_tasks` returns and the registry registers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path, PurePosixPath
+
+from repogym.sandbox.runtime import cache_dir
+from repogym.scenarios.environment import EnvironmentSpec, parse_spec
+from repogym.scenarios.task import SPLITS, Task, load_task
+
+MANIFESTS = Path(__file__).parent / "suites"
+#: The verifier command of every suite task (the grader adds its own options).
+COMMAND = "python -m pytest -q -p no:cacheprovider"
+MAX_STEPS = 40
+_GIT_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": "/dev/null"}
+
+
+class SuiteError(ValueError):
+    """An unknown suite, a malformed manifest or a package that cannot be materialised."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskEntry:
+    """One task of a package: ``gold`` fixes the bug (``git apply -R`` makes it); ``decoys``
+    besides the test-deletion ones, which are made from the sdist when materialising."""
+
+    id: str
+    gold: str
+    fail_to_pass: tuple[str, ...]
+    pass_to_pass: tuple[str, ...]
+    statement: str
+    decoys: dict[str, str]
+
+    @property
+    def digest(self) -> str:
+        """Changes whenever the entry does (a materialised folder is then rewritten)."""
+        data = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return hashlib.sha256(data.encode()).hexdigest()[:16]
+
+
+@dataclasses.dataclass(frozen=True)
+class PackageEntry:
+    """One package of a suite (see the module docstring)."""
+
+    name: str
+    version: str
+    sdist: str
+    sha256: str
+    split: str
+    kind: str
+    environment: EnvironmentSpec
+    ini_options: dict[str, str]
+    tests_dest: str
+    hidden: tuple[str, ...]
+    tasks: tuple[TaskEntry, ...]
+
+    @property
+    def project(self) -> str:
+        return f"{self.name}=={self.version}"
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "version": self.version, "sdist": self.sdist,
+                "sha256": self.sha256, "split": self.split, "kind": self.kind,
+                "environment": _spec_json(self.environment), "ini_options": self.ini_options,
+                "tests_dest": self.tests_dest, "hidden": list(self.hidden),
+                "tasks": [{"id": t.id, "gold": t.gold, "fail_to_pass": list(t.fail_to_pass),
+                           "pass_to_pass": list(t.pass_to_pass), "statement": t.statement,
+                           "decoys": t.decoys} for t in self.tasks]}
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    """A suite's manifest: its gym id, description and packages."""
+
+    name: str
+    env_id: str
+    description: str
+    packages: tuple[PackageEntry, ...]
+
+    @property
+    def tasks(self) -> int:
+        return sum(len(p.tasks) for p in self.packages)
+
+    def package(self, name: str) -> PackageEntry:
+        for p in self.packages:
+            if p.name == name:
+                return p
+        raise SuiteError(f"suite {self.name!r} has no package {name!r}. Fix: pick one of "
+                         f"{[p.name for p in self.packages]}")
+
+
+def _spec_json(spec: EnvironmentSpec) -> dict:
+    out: dict = {"requirements": list(spec.requirements)}
+    for key in ("python", "setup", "exclude"):
+        if value := getattr(spec, key):
+            out[key] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def suite_names() -> list[str]:
+    """The suites repogym ships."""
+    return sorted(p.parent.name for p in MANIFESTS.glob("*/suite.json"))
+
+
+def _package(data: dict, where: Path) -> PackageEntry:
+    try:
+        tasks = tuple(TaskEntry(t["id"], t["gold"], tuple(t["fail_to_pass"]),
+                                tuple(t["pass_to_pass"]), t["statement"], dict(t["decoys"]))
+                      for t in data["tasks"])
+        entry = PackageEntry(
+            name=data["name"], version=data["version"], sdist=data["sdist"],
+            sha256=data["sha256"], split=data["split"], kind=data["kind"],
+            environment=parse_spec(data["environment"], where.parent),
+            ini_options=dict(data["ini_options"]), tests_dest=data["tests_dest"],
+            hidden=tuple(data["hidden"]), tasks=tasks)
+    except (KeyError, TypeError, ValueError) as e:
+        raise SuiteError(f"{where}: malformed package entry ({type(e).__name__}: {e}). Fix: "
+                         "rebuild it with `repogym suite build`") from e
+    if entry.split not in SPLITS:
+        raise SuiteError(f"{where}: split {entry.split!r}. Fix: use one of {SPLITS}")
+    return entry
+
+
+def suite_meta(name: str) -> dict:
+    """A shipped suite's ``suite.json`` (name, env_id, description, packages).
+
+    Raises:
+        SuiteError: no such suite.
+    """
+    path = MANIFESTS / name.lower() / "suite.json"
+    if not path.is_file():
+        raise SuiteError(f"unknown suite {name!r}. Fix: use one of {suite_names()}")
+    return json.loads(path.read_text())
+
+
+def load_suite(name: str) -> Suite:
+    """A shipped suite's manifest.
+
+    Raises:
+        SuiteError: no such suite, or a malformed manifest file (named).
+    """
+    meta = suite_meta(name)
+    folder = MANIFESTS / name.lower()
+    packages = tuple(_package(json.loads((folder / f"{p}.json").read_text()), folder / p)
+                     for p in meta["packages"])
+    return Suite(meta["name"], meta["env_id"], meta["description"], packages)
+
+
+# -- materialising ------------------------------------------------------------------------
+def suite_root(name: str, root: Path | None = None) -> Path:
+    """Where a suite is materialised: ``root`` or ``<cache>/suites/<name>``."""
+    return Path(root) if root is not None else cache_dir() / "suites" / name.lower()
+
+
+def _source(entry: PackageEntry, folder: Path) -> Path:
+    """The unpacked sdist (downloaded and hash-checked on first use)."""
+    from repogym.scenarios import pypi  # tarfile, zipfile, email: only when materialising
+
+    src = folder / ".src"
+    stamp = folder / ".src.sha256"
+    if src.is_dir() and stamp.is_file() and stamp.read_text().strip() == entry.sha256:
+        return src
+    sdist = pypi.download(entry.project, sha256=entry.sha256)
+    shutil.rmtree(src, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    pypi.unpack(sdist, src)
+    stamp.write_text(entry.sha256 + "\n")
+    return src
+
+
+def _link_tree(src: Path, dest: Path, skip: set[str]) -> None:
+    """``dest`` as a copy of ``src`` made of hard links, without the paths in ``skip``."""
+    for dirpath, dirnames, filenames in os.walk(src):
+        rel = Path(dirpath).relative_to(src)
+        dirnames[:] = [d for d in dirnames if str(rel / d) not in skip]
+        (dest / rel).mkdir(parents=True, exist_ok=True)
+        for f in filenames:
+            if str(rel / f) in skip:
+                continue
+            s, d = Path(dirpath) / f, dest / rel / f
+            if s.is_symlink():
+                os.symlink(os.readlink(s), d)
+            else:
+                os.link(s, d)
+
+
+def _git_apply(patch: str, cwd: Path, *args: str) -> None:
+    env = {**_GIT_ENV, "GIT_CEILING_DIRECTORIES": str(cwd.parent)}
+    res = subprocess.run(["git", "apply", "--whitespace=nowarn", *args, "-"], cwd=cwd,
+                         input=patch.encode(), capture_output=True, env=env, check=False)
+    if res.returncode != 0:
+        raise SuiteError(f"{cwd}: a patch does not apply ({res.stderr.decode().strip()}). "
+                         "Fix: the sdist differs from the one the manifest was built from; "
+                         "rebuild the manifest")
+
+
+def _patched_files(patch: str) -> list[str]:
+    return [line.split(" b/", 1)[1].strip() for line in patch.splitlines()
+            if line.startswith("diff --git ")]
+
+
+def _task_toml(entry: PackageEntry, task: TaskEntry) -> str:
+    q = json.dumps
+    ini = "".join(f"{k} = {q(v)}\n" for k, v in sorted(entry.ini_options.items()))
+    return (f"# Materialised from repogym's suite manifest ({entry.name} {entry.version}).\n"
+            f"id = {q(task.id)}\nversion = 0\nstatement_file = \"STATEMENT.md\"\n"
+            f"split = {q(entry.split)}\ntags = {json.dumps(['realpy', entry.name])}\n"
+            f"max_steps = {MAX_STEPS}\n\n[verifier]\ntests_dest = {q(entry.tests_dest)}\n"
+            f"command = {q(COMMAND)}\ntimeout_s = 120\n"
+            f"fail_to_pass = {json.dumps(list(task.fail_to_pass))}\n"
+            f"pass_to_pass = {json.dumps(list(task.pass_to_pass))}\n"
+            + (f"\n[verifier.ini_options]\n{ini}" if ini else "")
+            + "\n" + entry.environment.to_toml())
+
+
+def _write_task(entry: PackageEntry, task: TaskEntry, src: Path, dest: Path) -> None:
+    from repogym.scenarios.synth import deletion_decoys  # libcst: only when writing tasks
+
+    tmp = Path(tempfile.mkdtemp(prefix=f".{task.id}-", dir=dest.parent))
+    try:
+        _link_tree(src, tmp / "repo", set(entry.hidden))
+        for rel in _patched_files(task.gold):  # never write through a shared link
+            path = tmp / "repo" / rel
+            if path.is_file():
+                data = path.read_bytes()
+                path.unlink()
+                path.write_bytes(data)
+        _git_apply(task.gold, tmp / "repo", "-R")
+        for rel in entry.hidden:
+            inside = rel if entry.tests_dest == "." else str(
+                PurePosixPath(rel).relative_to(entry.tests_dest))
+            (tmp / "tests" / inside).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src / rel, tmp / "tests" / inside)
+        (tmp / "tests").mkdir(exist_ok=True)
+        (tmp / "solution.patch").write_text(task.gold)
+        (tmp / "decoys").mkdir()
+        decoys = {**deletion_decoys(src, list(task.fail_to_pass)), **task.decoys}
+        for name, patch in sorted(decoys.items()):
+            (tmp / "decoys" / name).write_text(patch)
+        (tmp / "STATEMENT.md").write_text(task.statement)
+        (tmp / "task.toml").write_text(_task_toml(entry, task))
+        (tmp / ".manifest").write_text(task.digest + "\n")
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.rename(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def materialise(entry: PackageEntry, root: Path,
+                tasks: Iterable[str] | None = None) -> Iterator[tuple[TaskEntry, Path, bool]]:
+    """Write ``entry``'s task folders under ``root/<package>/`` (only ``tasks`` ids if given).
+
+    Yields:
+        (task entry, its folder, whether it was (re)written now).
+
+    Raises:
+        PypiError: the sdist cannot be downloaded or its hash differs.
+        SuiteError: a patch does not apply to the sdist.
+    """
+    folder = root / entry.name
+    wanted = None if tasks is None else set(tasks)
+    src: Path | None = None
+    for task in entry.tasks:
+        if wanted is not None and task.id not in wanted:
+            continue
+        dest = folder / task.id
+        stamp = dest / ".manifest"
+        if stamp.is_file() and stamp.read_text().strip() == task.digest:
+            yield task, dest, False
+            continue
+        src = src or _source(entry, folder)
+        _write_task(entry, task, src, dest)
+        yield task, dest, True
+
+
+# -- which tasks are usable -----------------------------------------------------------------
+def _index_path(root: Path) -> Path:
+    return root / "index.json"
+
+
+def read_index(root: Path) -> dict[str, dict]:
+    """Task id -> ``{"package", "split", "path", "digest"}`` of the validated tasks."""
+    try:
+        return dict(json.loads(_index_path(root).read_text())["tasks"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def record_validated(root: Path, entry: PackageEntry, task: TaskEntry, folder: Path,
+                     ok: bool) -> None:
+    """Add (``ok``) or remove a task from the index of validated tasks."""
+    index = read_index(root)
+    if ok:
+        index[task.id] = {"package": entry.name, "split": entry.split, "path": str(folder),
+                          "digest": task.digest}
+    else:
+        index.pop(task.id, None)
+    tmp = _index_path(root).with_suffix(".tmp")
+    root.mkdir(parents=True, exist_ok=True)
+    tmp.write_text(json.dumps({"tasks": dict(sorted(index.items()))}, indent=1) + "\n")
+    os.replace(tmp, _index_path(root))
+
+
+def is_validated(root: Path, task: TaskEntry) -> bool:
+    """True when the index holds this exact version of the task."""
+    return read_index(root).get(task.id, {}).get("digest") == task.digest
+
+
+def validated_tasks(name: str, root: Path | None = None, *, split: str | None = None,
+                    packages: Iterable[str] | None = None) -> list[Task]:
+    """The tasks of a suite that were materialised and validated here.
+
+    Raises:
+        SuiteError: none are (the message says how to fetch the suite).
+    """
+    suite = load_suite(name)
+    base = suite_root(name, root)
+    index = read_index(base)
+    keep = None if packages is None else set(packages)
+    out = [load_task(Path(info["path"])) for tid, info in sorted(index.items())
+           if (split is None or info["split"] == split)
+           and (keep is None or info["package"] in keep) and Path(info["path"]).is_dir()]
+    if not out:
+        raise SuiteError(f"no validated task of suite {suite.name!r} here (split={split!r}, "
+                         f"packages={sorted(keep) if keep else 'all'}) under {base}. Fix: "
+                         f"`repogym suite fetch {suite.name}` (downloads, builds and "
+                         "validates it)")
+    return out

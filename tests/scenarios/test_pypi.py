@@ -1,0 +1,141 @@
+"""PyPI sdists as task repositories, and `repogym synth --pypi` on a real package."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import tarfile
+import textwrap
+from difflib import SequenceMatcher
+from pathlib import Path
+
+import pytest
+
+from repogym.scenarios import pypi
+from repogym.scenarios.patches import split_diff
+from repogym.scenarios.task import load_tasks
+
+#: A small pure-Python package with its tests in the sdist, used by no suite.
+PROJECT = "munch==4.0.0"
+
+
+def test_project_names():
+    assert pypi.parse_project("toolz") == ("toolz", None)
+    assert pypi.parse_project("more-itertools==10.1.0") == ("more-itertools", "10.1.0")
+    for bad in ("toolz>=1", "toolz[extra]", "not a name!"):
+        with pytest.raises(pypi.PypiError, match="Fix:"):
+            pypi.parse_project(bad)
+
+
+def _tar(path: Path, members: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w:gz") as t:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_unpack_drops_the_top_folder_and_refuses_members_outside(tmp_path):
+    good = _tar(tmp_path / "pkg-1.0.tar.gz", {"pkg-1.0/pkg/__init__.py": b"x = 1\n",
+                                              "pkg-1.0/tests/test_pkg.py": b"def test(): pass\n"})
+    repo = pypi.unpack(good, tmp_path / "repo")
+    assert (repo / "pkg" / "__init__.py").read_text() == "x = 1\n"
+    with pytest.raises(pypi.PypiError, match="unsafe member"):
+        pypi.unpack(_tar(tmp_path / "bad.tar.gz", {"../evil.py": b"x"}), tmp_path / "r2")
+    assert not (tmp_path / "evil.py").exists() and not (tmp_path / "r2").exists()
+    # an absolute member lands inside the repository, never at its path on the host
+    inside = pypi.unpack(_tar(tmp_path / "abs.tar.gz", {"/tmp/evil-abs": b"x", "a.py": b""}),
+                         tmp_path / "r3")
+    assert (inside / "tmp" / "evil-abs").is_file() and not Path("/tmp/evil-abs").exists()
+
+
+def _project(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+    return root
+
+
+def test_environment_and_pytest_settings_come_from_the_projects_own_files(tmp_path):
+    repo = _project(tmp_path / "demo-1.0", {
+        "PKG-INFO": "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"
+                    "Requires-Dist: attrs>=21\nRequires-Dist: pytest-cov; extra == 'test'\n"
+                    "Requires-Dist: hypothesis; extra == 'test'\n"
+                    "Requires-Dist: sphinx; extra == 'docs'\n"
+                    "Requires-Dist: tomli; python_version < '3.0'\n",
+        "pyproject.toml": """
+            [dependency-groups]
+            tests = ["freezegun>=1", {include-group = "lint"}]
+            lint = ["ruff"]
+            [tool.pytest.ini_options]
+            addopts = "--cov=demo"
+            markers = ["slow: slow tests"]
+            filterwarnings = ["error"]
+            pythonpath = "lib"
+            """,
+        "requirements/test.txt": "-r base.txt\nsimplejson  # json speed\n",
+        "requirements/base.txt": "demo\nsix\n",
+        "src/demo/__init__.py": "",
+        "tests/test_demo.py": "",
+    })
+    spec = pypi.derive_environment(repo, "demo")
+    assert spec.requirements == ("attrs>=21", "freezegun>=1", "hypothesis", "simplejson",
+                                 "six")  # no tools, no docs extra, no other Python, not itself
+    assert spec.exclude == ("demo",)
+    ini = pypi.pytest_ini_options(repo)
+    assert ini == {"markers": "slow: slow tests", "filterwarnings": "error",
+                   "pythonpath": "/workspace/lib /workspace/src"}  # addopts is the grader's
+    assert pypi.code_paths(repo, "demo") == ["src/demo"]
+
+
+def test_download_checks_the_hash_and_reuses_the_copy():
+    sdist = pypi.download(PROJECT)
+    assert sdist.path.is_file() and sdist.version == "4.0.0"
+    assert pypi.file_sha256(sdist.path) == sdist.sha256
+    again = pypi.download(PROJECT, sha256=sdist.sha256)
+    assert again.path == sdist.path  # the cached copy, no second download
+    with pytest.raises(pypi.PypiError, match="sha256"):
+        pypi.download("munch==2.5.0", sha256="0" * 64)
+    with pytest.raises(pypi.PypiError, match="no source distribution.*Fix:"):
+        pypi.download("munch==0.0.404")
+
+
+def test_synth_pypi_writes_validated_tasks_with_bugs_formatted_like_their_code(tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "COLUMNS": "200"}
+    res = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "synth", "--pypi", PROJECT,
+                          "--out", str(out), "--max-tasks", "2", "--reruns", "1",
+                          "--workers", "2", "--no-mutation"], env=env, capture_output=True,
+                         text=True, check=False, timeout=1200)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "validated tasks from munch 4.0.0" in res.stdout
+    tasks = load_tasks(out)
+    assert len(tasks) >= 1
+    sdist = pypi.download(PROJECT)
+    pristine = pypi.unpack(sdist, tmp_path / "pristine")
+    for task in tasks:
+        assert task.environment is not None and task.environment.exclude in ((), ("munch",))
+        assert all("==" in r for r in task.environment.requirements)  # pinned
+        assert not list(task.repo_dir.rglob("test_*.py"))  # the tests are hidden
+        [file] = {p.new for p in split_diff(task.solution_patch.read_text())}
+        original = (pristine / file).read_text().splitlines()
+        buggy = (task.repo_dir / file).read_text().splitlines()
+        ops = [op for op in SequenceMatcher(None, original, buggy, autojunk=False).get_opcodes()
+               if op[0] != "equal"]
+        assert len(ops) == 1, ops  # one place changed, every other line as it was
+        _, i1, i2, j1, j2 = ops[0]
+        removed, added = original[i1:i2], buggy[j1:j2]
+        assert len(added) <= 1 and len(removed) <= 2, (added, removed)
+        for old, new in zip(removed, added, strict=False):  # one region of the line replaced
+            head = len(os.path.commonprefix([old, new]))
+            tail = len(os.path.commonprefix([old[head:][::-1], new[head:][::-1]]))
+            assert head > len(old) - len(old.lstrip()), (old, new)  # indentation kept
+            assert old[:head] + new[head:len(new) - tail] + old[len(old) - tail:] == new
+        text = task.statement
+        assert "0x" not in text and "/workspace" not in text and "/tmp/" not in text
+        for line in added + removed:
+            if len(line.strip()) > 6:
+                assert line.strip() not in text

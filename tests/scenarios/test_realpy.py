@@ -1,0 +1,161 @@
+"""RealPy: the committed manifest, and a sample of it fetched, validated and run for real.
+
+The sample (two small packages, two tasks each, one package per split) is downloaded with
+pip, hash-checked, its environments built (the shared cache keeps them) and validated in
+the bwrap sandbox. The whole suite validates with `repogym suite fetch realpy` (docs/suites.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from repogym.sandbox.runtime import cache_dir
+from repogym.scenarios.patches import split_diff
+from repogym.scenarios.suites import load_suite, read_index
+
+SAMPLE = ("schema", "inflection")  # one train package, one test package; both small and fast
+_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*-\d+$")
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return load_suite("realpy")
+
+
+def test_manifest_has_hundreds_of_tasks_from_packages_split_by_package(suite):
+    packages = suite.packages
+    assert suite.env_id == "repogym/RealPy-v0"
+    assert len(packages) >= 10 and suite.tasks >= 300, (len(packages), suite.tasks)
+    assert len({p.kind for p in packages}) >= 5
+    splits = {p.split for p in packages}
+    assert splits == {"train", "test"}  # and each package sits in exactly one of them
+    ids = [t.id for p in packages for t in p.tasks]
+    assert len(ids) == len(set(ids)) and all(_ID.match(i) for i in ids)
+    for p in packages:
+        assert re.fullmatch(r"[0-9a-f]{64}", p.sha256) and p.sdist.startswith(
+            (p.name, p.name.replace("-", "_")))
+        assert all("==" in r for r in p.environment.requirements)  # pinned
+        assert p.name not in {r.split("==")[0] for r in p.environment.requirements}
+        assert p.hidden and all(t.id.startswith(p.name + "-") for t in p.tasks)
+
+
+def test_each_task_is_one_bug_in_the_packages_code_with_a_clean_statement(suite):
+    for p in suite.packages:
+        for t in p.tasks:
+            files = {fp.new for fp in split_diff(t.gold)}
+            assert len(files) == 1 and not files & set(p.hidden), (t.id, files)
+            assert t.fail_to_pass and not set(t.fail_to_pass) & set(t.pass_to_pass), t.id
+            assert not re.search(r"0x[0-9a-fA-F]{6,}", t.statement), t.id
+            for leak in ("/workspace", "/tmp/", "repogym-", "/run/repogym"):
+                assert leak not in t.statement, (t.id, leak)
+            fix = [ln[1:].strip() for ln in t.gold.splitlines()
+                   if ln[:1] in "+-" and ln[:3] not in ("+++", "---") and len(ln.strip()) > 7]
+            assert not any(line in t.statement for line in fix), t.id
+            assert "delete_failing_tests_0.patch" not in t.decoys  # made at fetch time
+
+
+def _cache(tmp_path: Path) -> dict[str, str]:
+    """An environment whose cache is fresh for suites, shared for sdists and environments."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for shared in ("envs", "sdists"):
+        (cache_dir() / shared).mkdir(parents=True, exist_ok=True)
+        (cache / shared).symlink_to(cache_dir() / shared)
+    return {**os.environ, "REPOGYM_CACHE": str(cache), "COLUMNS": "200"}
+
+
+def _cli(args: list[str], env: dict[str, str], timeout: float = 900):
+    return subprocess.run([sys.executable, "-m", "repogym.harness.cli", *args], env=env,
+                          capture_output=True, text=True, check=False, timeout=timeout)
+
+
+FETCH = ["suite", "fetch", "realpy", "--packages", ",".join(SAMPLE), "--per-package", "2",
+         "--workers", "2", "--reruns", "1"]
+
+
+def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
+    env = _cache(tmp_path)
+    root = Path(env["REPOGYM_CACHE"]) / "suites" / "realpy"
+    # Interrupted as soon as one task is validated: the next fetch resumes from there.
+    proc = subprocess.Popen([sys.executable, "-m", "repogym.harness.cli", *FETCH], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 900
+    while not read_index(root) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    done_before = len(read_index(root))
+    assert done_before >= 1
+    res = _cli(FETCH, env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    m = re.search(r"(\d+)/(\d+) tasks validated \((\d+) now, (\d+) before, 0 failed\)", res.stdout)
+    assert m and m.group(1) == m.group(2) == "4", res.stdout
+    assert int(m.group(4)) >= done_before
+    again = _cli(FETCH, env)  # idempotent: nothing left to do
+    assert "4/4 tasks validated (0 now, 4 before, 0 failed)" in again.stdout, again.stdout
+    index = read_index(root)
+    assert {i["package"] for i in index.values()} == set(SAMPLE)
+    test_ids = sorted(t for t, i in index.items() if i["split"] == "test")
+    assert test_ids and all(t.startswith("inflection-") for t in test_ids)
+
+    # The fetched tasks are registered with Gymnasium, and the suite id draws from them.
+    probe = ("import gymnasium as gym, repogym\n"
+             f"assert 'repogym/{test_ids[0]}-v0' in gym.registry\n"
+             "env = gym.make('repogym/RealPy-v0', split='test')\n"
+             "obs, info = env.reset(seed=0)\n"
+             "print(info['task'], info['split'])\nenv.close()\n")
+    res = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                         check=False, timeout=300)
+    assert res.returncode == 0 and res.stdout.split()[1:] == ["test"], res.stdout + res.stderr
+
+    res = _cli(["validate", "--suite", "realpy", "--split", "test", "--reruns", "1",
+                "--workers", "2", "-q"], env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for agent, resolved in (("oracle", len(test_ids)), ("noop", 0)):
+        out = tmp_path / agent
+        res = _cli(["run", "--agent", agent, "--suite", "realpy", "--split", "test",
+                    "--workers", "2", "--out", str(out)], env)
+        assert res.returncode == 0, res.stdout + res.stderr
+        rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+        assert sorted(r["task"] for r in rows) == test_ids
+        assert sum(bool(r["resolved"]) for r in rows) == resolved, rows
+        assert not any(r["infra_error"] for r in rows)
+
+
+def test_leaderboard_breaks_results_down_by_suite_and_package(tmp_path):
+    from repogym.harness.leaderboard import build
+    from repogym.harness.results import ROW_KEYS
+
+    def run(name: str, suite: str, rows: list[tuple[str, list[str], bool]]) -> None:
+        d = tmp_path / "runs" / name
+        d.mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps({"suite": suite, "label": name}))
+        lines = [json.dumps({**dict.fromkeys(ROW_KEYS), "agent": name, "task": task,
+                             "split": "test", "tags": tags, "sample": 0, "reward": float(ok),
+                             "resolved": ok, "steps": 3, "hack_flags": []})
+                 for task, tags, ok in rows]
+        (d / "results.jsonl").write_text("\n".join(lines) + "\n")
+
+    run("agent-a", "realpy", [("toolz-1", ["realpy", "toolz"], True),
+                              ("toolz-2", ["realpy", "toolz"], False),
+                              ("parse-1", ["realpy", "parse"], True)])
+    run("agent-b", "builtin", [("retry-zero", ["bugfix"], True)])
+    build([tmp_path / "runs"], tmp_path / "board")
+    md = (tmp_path / "board" / "leaderboard.md").read_text()
+    suites = md.split("## Resolve rate by suite")[1].split("##")[0]
+    assert "| agent | builtin | realpy |" in suites, suites
+    assert "| agent-a | - | 66.7% |" in suites and "| agent-b | 100.0% | - |" in suites
+    packages = md.split("## Resolve rate by package")[1].split("##")[0]
+    assert "| toolz | 2 | - | 50.0% |" in packages, packages
+    assert "| parse | 1 | - | 100.0% |" in packages, packages
+    page = (tmp_path / "board" / "index.html").read_text()
+    assert "Resolve rate by package" in page and "Resolve rate by suite" in page
