@@ -6,8 +6,9 @@ For every test file that holds a listed test, the grader installs a copy in whic
   the file's own test-name vocabulary (references inside the file are renamed too; node
   ids are mapped back afterwards), so code that knows the hidden tests' names (they ship
   with the built-in tasks) cannot pick them out to forge their results;
-- **canaries** are added in the same places (module level and inside the test classes)
-  and named the same way: beside each test that has a literal expectation, a **twin with
+- **canaries** are added in the same scopes (module level and inside the test classes),
+  after the scope's tests (so that their side effects never reach a real test), and named
+  the same way: for each test that has a literal expectation, a **twin with
   one wrong expected value** (same shape, same calls; which of the two is the real one can
   only be told by knowing the right answer, that is by fixing the bug), plus must-pass and
   must-fail ones that need nothing but builtins and clones of a test that end in a negated
@@ -334,10 +335,10 @@ def add_canaries(text: str, rel: str, rng: random.Random, *,
                  rename: bool = True) -> tuple[str, Masked]:
     """``text`` masked: tests renamed (unless ``rename`` is False) and canaries added.
 
-    Canaries: a twin with one wrong expected value beside (before or after, at random) each
-    test that has a literal expectation; must-pass and must-fail builtins canaries at module
-    level and at the end of each test class; one clone of a test that ends in a negated
-    assertion per scope. Node ids use ``rel``, the file's workspace path. A file that does
+    Canaries, all after the last test of their scope (module, test class) in a random
+    order: a twin with one wrong expected value of each test that has a literal
+    expectation; must-pass and must-fail builtins canaries; one clone of a test that ends
+    in a negated assertion. Node ids use ``rel``, the file's workspace path. A file that does
     not parse is left as it is (it fails collection, which the grader sees).
     """
     masked = Masked()
@@ -362,25 +363,28 @@ def add_canaries(text: str, rel: str, rng: random.Random, *,
     def scope(body: list[ast.stmt], prefix: str, indent: str, end: int, self_arg: str) -> None:
         tests = [n for n in body if _is_test(n)]
         gap = [""] if self_arg else ["", ""]  # blank lines between definitions, as in PEP 8
+        # Every canary goes after the scope's last test, in a random order: a twin or a
+        # clone runs the test's own code, and code run before a real test can change what
+        # it sees (module state, caches, the defaults a test compares against).
+        pieces: list[tuple[list[str], Canary]] = []
         for fn in tests:
             name = names.make()
             if twin := _twin(lines, fn, name, rng, strings):
-                first = (fn.decorator_list[0].lineno if fn.decorator_list else fn.lineno) - 1
-                at = first if rng.random() < 0.5 else fn.end_lineno
-                inserts.append((at, [*twin, *gap] if at == first else [*gap, *twin]))
-                masked.canaries.append(Canary(f"{prefix}{name}", False))
-        block: list[str] = []
+                pieces.append((twin, Canary(f"{prefix}{name}", False)))
         kinds = [True] * rng.randint(1, 2) + [False] * rng.randint(1, 2)
-        rng.shuffle(kinds)
         for must_pass in kinds:
             name = names.make()
-            block += [*gap, f"{indent}def {name}({self_arg}):",
-                      *[indent + "    " + a for a in _asserts(rng, must_pass, imported)]]
-            masked.canaries.append(Canary(f"{prefix}{name}", must_pass))
+            pieces.append(([f"{indent}def {name}({self_arg}):",
+                            *[indent + "    " + a for a in _asserts(rng, must_pass, imported)]],
+                           Canary(f"{prefix}{name}", must_pass)))
         if tests and (clone := _clone(lines, rng.choice(tests), name := names.make(), rng,
                                       imported)):
-            block += [*gap, *clone]
-            masked.canaries.append(Canary(f"{prefix}{name}", False))
+            pieces.append((clone, Canary(f"{prefix}{name}", False)))
+        rng.shuffle(pieces)
+        block: list[str] = []
+        for piece, canary in pieces:
+            block += [*gap, *piece]
+            masked.canaries.append(canary)
         inserts.append((end, block))
 
     for cls in _test_classes(tree):

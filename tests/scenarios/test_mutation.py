@@ -303,7 +303,7 @@ def test_thinned_tests_report_survivors_and_fail(tmp_path, cache):
     # ... and of the suite's quality listing
     listing = _repogym("tasks", "--quality", "--dir", str(task_dir), cache=cache)
     assert listing.returncode == 0, listing.stderr
-    [row] = [line for line in listing.stdout.splitlines() if "thinned-retry" in line]
+    [row] = [line for line in listing.stdout.splitlines() if "thinned-retry-v0" in line]
     assert f"{m['score']:.2f} (" in row
     assert f"min {m['score']:.2f} (thinned-retry)" in " ".join(listing.stdout.split())
 

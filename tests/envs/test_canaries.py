@@ -1,0 +1,88 @@
+"""Canaries never change what a real test sees: they run after the tests of their scope.
+
+A twin runs its test's own code. Planted before a real test that reads shared state, it
+made a wrong fix (one that mutates the defaults it was given) pass in one grading out of
+two: the twin mutated the defaults first, and the real test compared against the mutated
+copy. The check below runs the masked file with pytest for many seeds.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from repogym.envs.canaries import add_canaries
+
+STATEFUL = '''\
+import copy
+
+DEFAULTS = {"db": {"host": "localhost"}}
+
+
+def load(defaults, host):
+    config = dict(defaults)          # the wrong fix: a shallow copy
+    config["db"]["host"] = host
+    return config
+
+
+def test_defaults_are_not_modified():
+    before = copy.deepcopy(DEFAULTS)
+    first = load(DEFAULTS, "db1")
+    assert DEFAULTS == before
+    assert first["db"]["host"] == "db1"
+
+
+def test_host_is_set():
+    assert load({"db": {"host": "x"}}, "db2")["db"]["host"] == "db2"
+
+
+class TestLoad:
+    def test_in_a_class(self):
+        before = copy.deepcopy(DEFAULTS)
+        load(DEFAULTS, "db3")
+        assert DEFAULTS == before
+
+    def test_other(self):
+        assert load({"db": {}}, "h")["db"] == {"host": "h"}
+'''
+
+
+def _defs(body: list[ast.stmt]) -> list[str]:
+    return [n.name for n in body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
+
+
+def test_every_canary_comes_after_the_last_test_of_its_scope():
+    for seed in range(20):
+        text, masked = add_canaries(STATEFUL, "tests/test_state.py", random.Random(seed))
+        tree = ast.parse(text)
+        canaries = {c.node_id.rsplit("::", 1)[1] for c in masked.canaries}
+        real = {k.rsplit("::", 1)[1] for k in masked.renamed}
+        assert canaries and real
+        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef))
+        for names in (_defs(tree.body), _defs(cls.body)):
+            seen_canary = False
+            for name in names:
+                if name in canaries:
+                    seen_canary = True
+                elif name in real:
+                    assert not seen_canary, (seed, name, text)
+        twins = [c for c in masked.canaries if not c.must_pass]
+        assert len(twins) >= 3  # twins of the tests with literal expectations, and more
+
+
+def test_a_wrong_fix_fails_its_state_test_under_every_seed(tmp_path: Path):
+    for seed in range(8):
+        text, masked = add_canaries(STATEFUL, "test_state.py", random.Random(seed))
+        (tmp_path / "test_state.py").write_text(text)
+        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              "-rA", "test_state.py"], cwd=tmp_path, capture_output=True,
+                             text=True, check=False, timeout=120)
+        lines = {ln.split()[1]: ln.split()[0] for ln in out.stdout.splitlines()
+                 if ln.startswith(("PASSED ", "FAILED "))}
+        back = {task_id: lines.get(installed) for installed, task_id in masked.renamed.items()}
+        assert back["test_state.py::test_defaults_are_not_modified"] == "FAILED", (seed, out.stdout)
+        assert back["test_state.py::TestLoad::test_in_a_class"] == "FAILED", (seed, out.stdout)
+        assert back["test_state.py::test_host_is_set"] == "PASSED", (seed, out.stdout)
