@@ -278,7 +278,7 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
                              "the hidden tests could not be installed over the agent's diff")
     flags |= verdict.flags
     tests = verdict.tests
-    log = _unmask_log(ex.stderr, masked)
+    log = unmask_log(ex.stderr, masked)
     if verdict.trusted and v.log_parser == "swebench" and swebench_available():
         tests, contradicted = swebench_tests(log, v, tests, masked)
         if contradicted:
@@ -296,11 +296,18 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
     )
 
 
-def _unmask_log(log: str, masked: cn.Masked) -> str:
-    """The verifier's log with the tests' own names back (canaries keep theirs)."""
-    for new, old in sorted(masked.renamed.items(), key=lambda kv: -len(kv[0])):
-        log = log.replace(new, old)
-    return log
+def unmask_log(log: str, masked: cn.Masked) -> str:
+    """The verifier's log with the tests' own names back (canaries keep theirs).
+
+    One pass over the log, whole node ids only: replacing one name after another would
+    rewrite a name already put back (``b -> c`` after ``a -> b``) or the head of a longer
+    one (``test_add`` inside ``test_add_zero``).
+    """
+    if not masked.renamed:
+        return log
+    names = sorted(masked.renamed, key=len, reverse=True)
+    pattern = re.compile(r"(?<![\w./-])(" + "|".join(map(re.escape, names)) + r")(?!\w)")
+    return pattern.sub(lambda m: masked.renamed[m.group(1)], log)
 
 
 def swebench_available() -> bool:
@@ -318,7 +325,7 @@ def swebench_tests(log: str, verifier: Verifier, channel: dict[str, str] | None,
     """Per-test outcomes as the official SWE-bench harness computes them from the log.
 
     The verifier's log (pytest run with ``-rA``; tests under their own names again, see
-    :func:`_unmask_log`) goes through swebench's
+    :func:`unmask_log`) goes through swebench's
     ``parse_log_pytest`` and ``get_eval_tests_report``; a listed test counts as passed
     exactly when the official report puts it under ``success`` (so a skipped
     pass_to_pass test counts as kept, as in SWE-bench). Printed lines can fake a log, so a

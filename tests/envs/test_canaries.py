@@ -86,3 +86,19 @@ def test_a_wrong_fix_fails_its_state_test_under_every_seed(tmp_path: Path):
         assert back["test_state.py::test_defaults_are_not_modified"] == "FAILED", (seed, out.stdout)
         assert back["test_state.py::TestLoad::test_in_a_class"] == "FAILED", (seed, out.stdout)
         assert back["test_state.py::test_host_is_set"] == "PASSED", (seed, out.stdout)
+
+
+def test_the_log_gets_whole_names_back_in_one_pass():
+    from repogym.envs.canaries import Masked
+    from repogym.envs.grader import unmask_log
+
+    f = "tests/test_calc.py::"
+    masked = Masked(renamed={f + "test_zero_divide": f + "test_divide_by_zero",
+                             f + "test_divide": f + "test_add"})
+    log = (f"PASSED {f}test_divide\nFAILED {f}test_zero_divide - boom\n"
+           f"FAILED {f}test_divide_add_by_zero - a canary keeps its name\n"
+           f"PASSED {f}test_divide[1-2]\n")
+    assert unmask_log(log, masked) == (
+        f"PASSED {f}test_add\nFAILED {f}test_divide_by_zero - boom\n"
+        f"FAILED {f}test_divide_add_by_zero - a canary keeps its name\n"
+        f"PASSED {f}test_add[1-2]\n")
