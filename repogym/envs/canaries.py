@@ -54,6 +54,10 @@ class Canary:
 
     node_id: str
     must_pass: bool
+    #: For a twin, the installed node id of the test it copies: the twin must fail when
+    #: that test passes; when the test fails, the buggy code may well compute the twin's
+    #: wrong value (an off-by-one bug meets a twin off by one), and the twin then passes.
+    twin_of: str | None = None
 
     @property
     def file(self) -> str:
@@ -370,7 +374,7 @@ def add_canaries(text: str, rel: str, rng: random.Random, *,
         for fn in tests:
             name = names.make()
             if twin := _twin(lines, fn, name, rng, strings):
-                pieces.append((twin, Canary(f"{prefix}{name}", False)))
+                pieces.append((twin, Canary(f"{prefix}{name}", False, f"{prefix}{fn.name}")))
         kinds = [True] * rng.randint(1, 2) + [False] * rng.randint(1, 2)
         for must_pass in kinds:
             name = names.make()

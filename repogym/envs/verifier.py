@@ -198,9 +198,10 @@ def judge(ch: Channel | None, *, exit_code: int, timed_out: bool, truncated: boo
     resource exhaustion), the channel parsed, its final ``exit`` record equals the process's
     exit code, and that code is 1 — the only code of a completed pytest session in which
     the must-fail canaries failed. Then every canary must be present with its known outcome,
-    except in files that failed to collect or were skipped whole: a must-fail canary that passed or any canary
-    that is missing is ``forged_results``; a must-pass canary that did not pass is
-    ``canary_failed``. An untrusted run gives every test ``missing`` and scores 0.
+    except in files that failed to collect or were skipped whole: a must-fail canary that
+    passed or any canary that is missing is ``forged_results``; a must-pass canary that did
+    not pass is ``canary_failed``. A twin may pass when the test it copies did not (the
+    code computed the twin's wrong value). An untrusted run gives every test ``missing`` and scores 0.
     ``node_ids`` are the task's; ``masked`` maps them to the names they ran under.
     """
     node_ids = list(node_ids)
@@ -238,6 +239,8 @@ def judge(ch: Channel | None, *, exit_code: int, timed_out: bool, truncated: boo
         if ch.collector_of(c.node_id):
             continue  # its file failed to collect or was skipped: the canary could not run
         got = ch.status(c.node_id)
+        if c.twin_of and got == "passed" and ch.status(c.twin_of) != "passed":
+            continue  # the code is wrong the way the twin is: both are honest outcomes
         if got == "missing" or (not c.must_pass and got == "passed"):
             flags.add("forged_results")
         elif c.must_pass and got != "passed" or not c.must_pass and got != "failed":

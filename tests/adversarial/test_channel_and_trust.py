@@ -133,3 +133,23 @@ def test_processes_the_tests_start_cannot_reach_the_launchers_channel_or_memory(
     res = attacker.grade(backend, attacker.appended(PROC_PARENT))
     seen = probe(res)
     assert seen and "opened" not in seen.values(), seen
+
+
+def test_a_twin_may_pass_when_the_test_it_copies_fails():
+    """Wrong code can compute a twin's wrong value (an off-by-one bug, a twin off by one)."""
+    twin = Canary("tests/test_a.py::test_t", False, "tests/test_a.py::test_real")
+    masked = Masked(canaries=[*CANARIES, twin])
+
+    def run(real: str, twin_outcome: str):
+        ch = Channel({}, {}, None, 1)
+        for c in CANARIES:
+            ch.phases[c.node_id] = {"call": ("passed" if c.must_pass else "failed", False)}
+        ch.phases["tests/test_a.py::test_real"] = {"call": (real, False)}
+        ch.phases[twin.node_id] = {"call": (twin_outcome, False)}
+        return judge(ch, exit_code=1, timed_out=False, truncated=False, exhausted=None,
+                     node_ids=["tests/test_a.py::test_real"], masked=masked)
+
+    assert run("failed", "passed").trusted
+    assert run("passed", "failed").trusted
+    forged = run("passed", "passed")
+    assert not forged.trusted and forged.flags == {"forged_results"}
