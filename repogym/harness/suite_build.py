@@ -131,6 +131,8 @@ def build_entry(project: str, *, split: str, kind: str, max_tasks: int, seed: in
         res = synthesize_pypi(project, Path(tmp) / "tasks", max_tasks=max_tasks, seed=seed,
                               extra=extra, drop=drop, sandbox=sandbox, workers=workers,
                               say=say)
+        for task_id, failures in res.dropped.items():
+            say(f"dropped {task_id} (did not validate): {failures[0]}")
         if not res.written:
             raise suites.SuiteError(f"{project}: no task validated. Fix: try another seed or "
                                     "package")
