@@ -265,6 +265,9 @@ def test_a_killed_owner_leaves_no_shell_behind(sig):
     proc = subprocess.Popen([sys.executable, "-c", _OWNER], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline() == "ready\n"
+        deadline = time.monotonic() + 10  # the background job may not have exec'd sleep yet
+        while not _host_processes("sleep 31343") and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert len(_host_processes("sleep 31343")) == 1
     finally:
         proc.send_signal(sig)

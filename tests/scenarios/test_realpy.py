@@ -58,7 +58,7 @@ def test_each_task_is_one_bug_in_the_packages_code_with_a_clean_statement(suite)
             for leak in ("/workspace", "/tmp/", "repogym-", "/run/repogym"):
                 assert leak not in t.statement, (t.id, leak)
             fix = [ln[1:].strip() for ln in t.gold.splitlines()
-                   if ln[:1] in "+-" and ln[:3] not in ("+++", "---") and len(ln.strip()) > 7]
+                   if ln[:1] in "+-" and ln[:3] not in ("+++", "---") and len(ln[1:].strip()) > 7]
             assert not any(line in t.statement for line in fix), t.id
             assert "delete_failing_tests_0.patch" not in t.decoys  # made at fetch time
 

@@ -16,17 +16,22 @@ from typing import Any
 
 from repogym.harness.agents.base import AgentError, new_usage
 
-try:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from repogym.agents.chat import SYSTEM_PROMPT, ChatFormat
-    from repogym.agents.engines import HFEngine, Request
-    from repogym.agents.policy import Policy
-except ImportError as e:  # the train extra is not installed: say so when the agent is built
-    _MISSING: ImportError | None = e
-else:
-    _MISSING = None
+def _import_train_stack():
+    """torch, transformers and the trainers' modules, imported when an agent is built (a
+    second of start-up that ``repogym agents`` and every other command do not pay)."""
+    global torch, AutoModelForCausalLM, AutoTokenizer, SYSTEM_PROMPT, ChatFormat
+    global HFEngine, Request, Policy
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from repogym.agents.chat import SYSTEM_PROMPT, ChatFormat
+        from repogym.agents.engines import HFEngine, Request
+        from repogym.agents.policy import Policy
+    except ImportError as e:  # the train extra is not installed
+        raise AgentError(f"the hf agent needs torch and transformers ({e}). Fix: pip "
+                         "install 'repogym[train]'") from e
 
 
 class HFAgent:
@@ -47,9 +52,7 @@ class HFAgent:
         if not model:
             raise AgentError("hf needs a model folder. Fix: --agent-arg model=PATH (a folder "
                              "written by save_pretrained)")
-        if _MISSING is not None:
-            raise AgentError(f"the hf agent needs torch and transformers ({_MISSING}). Fix: pip "
-                             "install 'repogym[train]'") from _MISSING
+        _import_train_stack()
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
