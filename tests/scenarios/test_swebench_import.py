@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -37,14 +38,13 @@ pytestmark = pytest.mark.skipif(not swebench_available(), reason="the swebench e
                                 "installed: pip install 'repogym[swebench]'")
 
 
-@pytest.fixture(scope="module")
-def upstream(tmp_path_factory):
-    """repos/acme__calc: base commit, fix commit (tagged v1.0), one more commit."""
-    repos = tmp_path_factory.mktemp("repos")
-    clone = repos / "acme__calc"
+def _clone_with_fix(clone: Path, extra_tests: dict[str, str] | None = None) -> tuple[str, str]:
+    """A git clone of calc at its base commit, then a fix commit; returns (base, fix)."""
     (clone / "tests").mkdir(parents=True)
     (clone / "calc.py").write_text(BASE_CALC)
     (clone / "tests" / "test_calc.py").write_text(BASE_TESTS)
+    for name, text in (extra_tests or {}).items():
+        (clone / "tests" / name).write_text(text)
     git("init", "-q", "-b", "main", cwd=clone)
     git("add", "-A", cwd=clone)
     git("commit", "-qm", "base", cwd=clone)
@@ -52,7 +52,15 @@ def upstream(tmp_path_factory):
     (clone / "calc.py").write_text(FIXED_CALC)
     (clone / "tests" / "test_calc.py").write_text(FIXED_TESTS)
     git("commit", "-qam", "fix divide by zero", cwd=clone)
-    fix = git("rev-parse", "HEAD", cwd=clone).strip()
+    return base, git("rev-parse", "HEAD", cwd=clone).strip()
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory):
+    """repos/acme__calc: base commit, fix commit (tagged v1.0), one more commit."""
+    repos = tmp_path_factory.mktemp("repos")
+    clone = repos / "acme__calc"
+    base, fix = _clone_with_fix(clone)
     git("tag", "v1.0", cwd=clone)
     (clone / "NEWS").write_text("later work\n")
     git("add", "NEWS", cwd=clone)
@@ -182,18 +190,7 @@ def family(tmp_path_factory):
     only one of them (its untouched file holds a PASS_TO_PASS test)."""
     repos = tmp_path_factory.mktemp("family")
     clone = repos / "acme__calc2"
-    (clone / "tests").mkdir(parents=True)
-    (clone / "calc.py").write_text(BASE_CALC)
-    (clone / "tests" / "test_calc.py").write_text(BASE_TESTS)
-    (clone / "tests" / "test_other.py").write_text(OTHER_TESTS)
-    git("init", "-q", "-b", "main", cwd=clone)
-    git("add", "-A", cwd=clone)
-    git("commit", "-qm", "base", cwd=clone)
-    base = git("rev-parse", "HEAD", cwd=clone).strip()
-    (clone / "calc.py").write_text(FIXED_CALC)
-    (clone / "tests" / "test_calc.py").write_text(FIXED_TESTS)
-    git("commit", "-qam", "fix", cwd=clone)
-    fix = git("rev-parse", "HEAD", cwd=clone).strip()
+    base, fix = _clone_with_fix(clone, {"test_other.py": OTHER_TESTS})
     return {"repos": repos, "clone": clone, "base": base, "fix": fix}
 
 
