@@ -86,8 +86,12 @@ def serve(cfg: ServeConfig) -> None:
     except ImportError as e:
         raise RuntimeError("repogym serve needs fastapi and uvicorn. Fix: pip install "
                            "'repogym[serve]'") from e
+    # Keepalive pings are answered late by a loaded machine (64 sessions grading at once on
+    # two cores missed uvicorn's default 20 s): a generous timeout, and the session TTL (not
+    # the pings) reaps clients that went away.
     config = uvicorn.Config(build_app(cfg), host=cfg.host, port=cfg.port, log_level="warning",
-                            timeout_graceful_shutdown=60, ws_max_size=64 << 20)
+                            timeout_graceful_shutdown=60, ws_max_size=64 << 20,
+                            ws_ping_interval=30.0, ws_ping_timeout=300.0)
     uvicorn.Server(config).run()
 
 
