@@ -34,6 +34,7 @@ processes (see :mod:`repogym.sandbox.bwrap`, :mod:`repogym.sandbox.docker`,
 from __future__ import annotations
 
 import abc
+import concurrent.futures
 import dataclasses
 import os
 import re
@@ -41,6 +42,7 @@ import secrets
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -98,6 +100,12 @@ def spawn(wrap: Callable[[list[str]], list[str]], *, pass_fds: tuple[int, ...] =
           **popen: Any) -> tuple[subprocess.Popen, int, int, int]:
     """Start a shell process with new pipes, in a session of its own.
 
+    The process is forked by one thread that lives as long as this process
+    (:func:`_spawner`), whichever thread asks: a sandbox may tie its processes' life to
+    their parent's (bwrap ``--die-with-parent`` is ``PR_SET_PDEATHSIG``, which fires when
+    the *thread* that forked ends), and a shell must outlive the worker thread that
+    happened to run its first command (a thread pool, a server's request thread).
+
     Args:
         wrap: Turns the shell's own command line into the full argv (e.g. bwrap's).
         pass_fds: More fds the process keeps.
@@ -106,6 +114,21 @@ def spawn(wrap: Callable[[list[str]], list[str]], *, pass_fds: tuple[int, ...] =
     Returns:
         (process, stdin, output, control): the host ends of the pipes.
     """
+    if threading.current_thread() is _spawner_thread():
+        return _spawn(wrap, pass_fds, popen)
+    try:
+        future = _spawner().submit(_spawn, wrap, pass_fds, popen)
+    except RuntimeError:  # the interpreter is shutting down: its threads are going anyway
+        return _spawn(wrap, pass_fds, popen)
+    try:
+        return future.result()
+    except BaseException:  # e.g. KeyboardInterrupt while waiting: leave nothing running
+        future.add_done_callback(_discard)
+        raise
+
+
+def _spawn(wrap: Callable[[list[str]], list[str]], pass_fds: tuple[int, ...],
+           popen: dict[str, Any]) -> tuple[subprocess.Popen, int, int, int]:
     (in_r, in_w), (out_r, out_w), (ctl_r, ctl_w) = os.pipe(), os.pipe(), os.pipe()
     move = f"exec {CONTROL_FD}>&{ctl_w} {ctl_w}>&-; " if ctl_w != CONTROL_FD else ""
     try:
@@ -121,6 +144,46 @@ def spawn(wrap: Callable[[list[str]], list[str]], *, pass_fds: tuple[int, ...] =
         for fd in (in_r, out_w, ctl_w):
             os.close(fd)
     return proc, in_w, out_r, ctl_r
+
+
+def _discard(future: concurrent.futures.Future) -> None:
+    """Kill and close a shell whose caller stopped waiting for it."""
+    if future.cancelled() or future.exception() is not None:
+        return
+    proc, *fds = future.result()
+    _kill_session(proc.pid)
+    proc.wait()
+    for fd in fds:
+        os.close(fd)
+
+
+_SPAWNER: concurrent.futures.ThreadPoolExecutor | None = None
+_SPAWNER_LOCK = threading.Lock()
+_SPAWNER_THREAD: list[threading.Thread] = []
+
+
+def _spawner() -> concurrent.futures.ThreadPoolExecutor:
+    """The one thread that forks shells (started at first use, made anew after a fork)."""
+    global _SPAWNER
+    with _SPAWNER_LOCK:
+        if _SPAWNER is None:
+            _SPAWNER = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="repogym-shell-spawner")
+            _SPAWNER.submit(lambda: _SPAWNER_THREAD.append(threading.current_thread())).result()
+        return _SPAWNER
+
+
+def _spawner_thread() -> threading.Thread | None:
+    return _SPAWNER_THREAD[0] if _SPAWNER_THREAD else None
+
+
+def _after_fork_in_child() -> None:
+    global _SPAWNER, _SPAWNER_LOCK
+    _SPAWNER, _SPAWNER_LOCK = None, threading.Lock()
+    _SPAWNER_THREAD.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class ShellProcess(abc.ABC):
