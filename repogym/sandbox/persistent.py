@@ -224,8 +224,14 @@ class ShellProcess(abc.ABC):
         """Kill every process of the shell and wait for them. Idempotent."""
 
     def interrupt(self, started: set[int]) -> None:
-        """Ctrl-C: SIGINT to the shell and to the processes the command ``started``."""
-        self.signal({*started, *([self.shell_pid] if self.shell_pid else [])}, signal.SIGINT)
+        """Ctrl-C: SIGINT to the shell, then to the processes the command ``started``.
+
+        The shell first: a foreground child that died of SIGINT before the shell had its
+        own would let the shell go on to the rest of the command line (``sleep; echo``).
+        """
+        if self.shell_pid:
+            self.signal([self.shell_pid], signal.SIGINT)
+        self.signal(started - {self.shell_pid}, signal.SIGINT)
 
     def start_failed(self, output: str) -> ExecResult:
         """The shell ended or hung before its first answer: explain (or raise)."""
