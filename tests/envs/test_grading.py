@@ -52,9 +52,9 @@ def test_noop_and_decoys_fall_short(grade, task_id):
         res = grade(task_id, diff, "f2p")
         assert not res.resolved, (name, res.tests)
         assert max(_rewards(task, res).values()) < 1.0, (name, res.tests)
-    res = grade(task_id, "")
-    assert all(res.tests[t] != "passed" for t in task.verifier.fail_to_pass)
-    assert all(res.tests[t] == "passed" for t in task.verifier.pass_to_pass)
+        if name == "noop":
+            assert all(res.tests[t] != "passed" for t in task.verifier.fail_to_pass)
+            assert all(res.tests[t] == "passed" for t in task.verifier.pass_to_pass)
 
 
 def test_test_gaming_decoys_are_flagged(grade):

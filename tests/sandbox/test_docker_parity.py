@@ -1,9 +1,11 @@
 """bwrap and docker grade every built-in task the same way.
 
 bwrap runs the host's interpreter and pytest; the docker image runs Debian's python3 and
-python3-pytest. For each built-in task the gold patch, the empty diff (noop) and one decoy
-(every decoy for a few tasks of different kinds) are graded through both backends; the
-per-test outcomes, rewards and hack flags must agree. Gradings run four at a time.
+python3-pytest. For each built-in task the gold patch and the empty diff (noop) are graded
+through both backends, with every decoy of a few tasks of different kinds (partly failing
+runs) and each performance task's slow decoy (a correct but slow fix must fail under both
+interpreters); the per-test outcomes, rewards and hack flags must agree. Gradings run four
+at a time.
 """
 
 from __future__ import annotations
@@ -30,13 +32,17 @@ def templates():
     cache.close()
 
 
-#: Tasks whose every decoy is compared (test-gaming, multi-file, parsing, performance).
-ALL_DECOYS = {"retry-zero", "multi-file-config", "csv-quoted-fields", "perf-dedupe"}
+#: Tasks whose every decoy is compared (test-gaming, multi-file, parsing).
+ALL_DECOYS = {"retry-zero", "multi-file-config", "csv-quoted-fields"}
+#: A fix of each performance task that is right but too slow (a timing verdict).
+SLOW_DECOYS = {"cached-keys-linear-scan", "fast_path_only"}
 
 
 def _patches(task: Task) -> dict[str, str]:
     out = {"gold": task.solution_patch.read_text(), "noop": ""}
-    decoys = task.decoys if task.id in ALL_DECOYS else task.decoys[:1]
+    decoys = (task.decoys if task.id in ALL_DECOYS
+              else [p for p in task.decoys if p.stem in SLOW_DECOYS])
+    assert decoys or not task.id.startswith("perf-"), f"{task.id}: no slow decoy named"
     out.update({f"decoy:{p.stem}": p.read_text() for p in decoys})
     return out
 
