@@ -395,7 +395,12 @@ def add_canaries(text: str, rel: str, rng: random.Random, *,
         indent = _indent(lines[cls.body[0].lineno - 1]) or "    "
         scope(cls.body, f"{rel}::{cls.name}::", indent, cls.end_lineno, "self")
     scope(tree.body, f"{rel}::", "", len(lines), "")
-    for at, block in sorted(inserts, key=lambda x: x[0], reverse=True):
+    # A test class that ends the file ends where the module's block goes: its block must
+    # come first there (the module's after it would swallow the class's indented canaries).
+    merged: dict[int, list[str]] = {}
+    for at, block in inserts:  # classes first, the module last
+        merged.setdefault(at, []).extend(block)
+    for at, block in sorted(merged.items(), reverse=True):
         lines[at:at] = block
     return "\n".join(lines) + "\n", masked
 

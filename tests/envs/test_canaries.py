@@ -73,6 +73,23 @@ def test_every_canary_comes_after_the_last_test_of_its_scope():
         assert len(twins) >= 3  # twins of the tests with literal expectations, and more
 
 
+def test_every_canary_is_collected_where_it_was_planted(tmp_path: Path):
+    """STATEFUL ends with a test class: its canaries and the module's meet at the last line,
+    and the module's, planted first, once swallowed the class's (nested in a function, never
+    collected: the judge then called an honest run forged)."""
+    for seed in range(8):
+        text, masked = add_canaries(STATEFUL, "test_state.py", random.Random(seed))
+        (tmp_path / "test_state.py").write_text(text)
+        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              "--collect-only", "test_state.py"], cwd=tmp_path,
+                             capture_output=True, text=True, check=False, timeout=120)
+        collected = set(out.stdout.split())
+        assert any("::Test" in c.node_id for c in masked.canaries)
+        missing = [c.node_id for c in masked.canaries if c.node_id not in collected]
+        assert not missing, (seed, missing, text)
+        assert set(masked.renamed) <= collected
+
+
 def test_a_wrong_fix_fails_its_state_test_under_every_seed(tmp_path: Path):
     for seed in range(8):
         text, masked = add_canaries(STATEFUL, "test_state.py", random.Random(seed))
