@@ -18,9 +18,9 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
+from repogym.harness.pool import grading_pool
 from repogym.harness.validate import PatchGrader
 from repogym.sandbox.runtime import cache_dir
 from repogym.sandbox.workspace import Changes, make_diff
@@ -339,7 +339,7 @@ def check_task(task: Task, grader: PatchGrader, *, attacks: Iterable[Attack] = A
         return AttackResult(attack.name, attack.kind, res.reward, noop.reward,
                             res.hack_flags, res.untrusted, error)
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+    with grading_pool(workers) as pool:
         results = list(pool.map(one, attacks))
     report = AdversarialReport(task.id, noop.reward, results)
     if not any(r.error.startswith("infra_error") for r in results):

@@ -24,11 +24,11 @@ import dataclasses
 import functools
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal, Self
 
 from repogym.envs.grader import GradeResult, RewardMode, grade
+from repogym.harness.pool import grading_pool
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios.task import Task
@@ -238,8 +238,7 @@ def validate_tasks(tasks: Iterable[Task], *, sandbox: str = "bwrap", reruns: int
     reports = [TaskReport(t.id, t.path) for t in tasks]
     jobs = [(i, job) for i, t in enumerate(tasks) for job in plan(t, reruns)]
     left = [sum(1 for i, _ in jobs if i == k) for k in range(len(tasks))]
-    with (PatchGrader(sandbox, sandbox_options, limits) as grader,
-          ThreadPoolExecutor(max_workers=max(1, workers)) as pool):
+    with PatchGrader(sandbox, sandbox_options, limits) as grader, grading_pool(workers) as pool:
         futures = [(i, pool.submit(_run_job, tasks[i], job, grader)) for i, job in jobs]
         for i, fut in futures:
             reports[i].checks.append(fut.result())

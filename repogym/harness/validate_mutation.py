@@ -31,10 +31,10 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from repogym.harness.pool import grading_pool
 from repogym.harness.validate import PatchGrader
 from repogym.sandbox.runtime import cache_dir
 from repogym.scenarios import mutation
@@ -342,7 +342,7 @@ def _run(task: Task, grader: PatchGrader, gold: str, before: dict[str, str],
         else:
             todo.append(m)
     keep = _sample([m.id for m in todo], max_mutants)
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+    with grading_pool(workers) as pool:
         futures = {}
         for m in todo:
             if m.id not in keep:

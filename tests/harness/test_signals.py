@@ -283,3 +283,26 @@ def test_a_signal_to_train_stops_it_cleanly(tmp_path: Path) -> None:
     assert took < STOP_BOUND_S, f"took {took:.1f}s\n{output}"
     _assert_gone(pids)
     assert _leases_held_by(pids) == [] and not [w for w in workspaces if w.exists()]
+
+
+
+def test_a_signal_to_validate_drops_the_queued_gradings(tmp_path: Path) -> None:
+    """`repogym validate` over every built-in queues ~300 gradings (minutes with one worker;
+    `suite fetch` and `suite build` queue theirs the same way): a signal must end it once
+    the grading in flight is done, not after the queue."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "repogym.harness.cli", "validate", "--workers", "1",
+         "--reruns", "1"], env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not any(Path(_cmdline(p).split(" ")[0]).name == "bwrap" for p in descendants(proc.pid)):
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, "no grading ever started"
+        time.sleep(0.1)
+    pids = descendants(proc.pid)
+    os.kill(proc.pid, signal.SIGINT)
+    output, took = _finish(proc)
+    assert proc.returncode != 0, output
+    assert took < STOP_BOUND_S, f"took {took:.1f}s\n{output}"
+    _assert_gone(pids)
+    assert _leases_held_by(pids) == []
