@@ -8,7 +8,10 @@ with the package's environment, plugin auto-loading off and the grader's configu
 will see. Per-test outcomes and failure messages come from a small plugin
 (``probe/rg_probe.py``) as JSON lines; paths inside the sandbox are removed from messages.
 
-The first run (:meth:`SandboxRunner.collect`) also records which functions each test calls.
+The first run (:meth:`SandboxRunner.collect`) also records which functions each test calls;
+a second one runs the test files masked as the grader masks hidden tests (renamed, with
+canaries) and keeps only the tests that still pass (one that depends on its own name, e.g.
+a reference file named after it, cannot be a hidden test).
 A later run with changed files reruns only the tests that called a function whose lines
 changed (every test when a change lies outside any function): a test that never reaches
 the change passes as it did on the pristine package, and is reported so without running.
@@ -21,6 +24,7 @@ import ast
 import dataclasses
 import difflib
 import json
+import random
 import shlex
 import shutil
 import tempfile
@@ -28,6 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Self
 
+from repogym.envs.canaries import add_canaries
 from repogym.envs.verifier import ini_text
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.base import WORKSPACE, Environment, Sandbox, SandboxError
@@ -146,7 +151,8 @@ class SandboxRunner:
         records = self._sandboxed({}, self._files, TRACE_SLOWDOWN * timeout_s, trace=True)
         found, _ = statuses(records)
         named = renameable(root, found)
-        self.collected = sorted(t for t, s in found.items() if s == "passed" and t in named)
+        passing = {t for t, s in found.items() if s == "passed" and t in named}
+        self.collected = sorted(passing & self._pass_when_masked(root, passing, timeout_s))
         self._calls = {r["trace"]: [tuple(x) for x in r.get("spans", [])]
                        for r in records if isinstance(r.get("trace"), str)}
         if not self.collected:
@@ -158,6 +164,28 @@ class SandboxRunner:
                 f"{self.log}\nFix: add missing test requirements (--requirement), or pick "
                 "another package")
         return self.collected
+
+    def _pass_when_masked(self, root: Path, tests: set[str], timeout_s: float) -> set[str]:
+        """The ``tests`` that still pass with their files masked as the grader masks hidden
+        tests (tests renamed, canaries added): a test that depends on its own name (a
+        reference file named after it, a registry keyed by it) cannot be a hidden test."""
+        files = sorted({t.split("::", 1)[0] for t in tests})
+        rng = random.Random(0)
+        changes: dict[str, str] = {}
+        back: dict[str, str] = {}
+        for rel in files:
+            text = (root / rel).read_text(encoding="utf-8", errors="surrogateescape")
+            changes[rel], masked = add_canaries(text, rel, rng)
+            back.update(masked.renamed)
+        if not files:
+            return set()
+        ran, _ = statuses(self._sandboxed(changes, files, timeout_s))
+        out = set()
+        for node, status in ran.items():
+            base, bracket, params = node.partition("[")
+            if status == "passed" and base in back:
+                out.add(back[base] + bracket + params)
+        return out & tests
 
     def run(self, root: Path, node_ids: list[str],
             timeout_s: float) -> tuple[dict[str, str], dict[str, str]]:
