@@ -31,9 +31,6 @@ def suite():
     return load_suite("realpy")
 
 
-@pytest.mark.xfail(strict=True, reason="the goal of RealPy's first release: >= 300 validated "
-                   "tasks from >= 10 packages; the manifest is still short of it (see "
-                   "docs/suites.md for what it holds)")
 def test_manifest_reaches_300_tasks_from_10_packages(suite):
     assert len(suite.packages) >= 10 and suite.tasks >= 300, (len(suite.packages), suite.tasks)
 
