@@ -170,6 +170,8 @@ class SandboxRunner:
         tests (tests renamed, canaries added): a test that depends on its own name (a
         reference file named after it, a registry keyed by it) cannot be a hidden test."""
         files = sorted({t.split("::", 1)[0] for t in tests})
+        if not files:
+            return set()
         rng = random.Random(0)
         changes: dict[str, str] = {}
         back: dict[str, str] = {}
@@ -177,8 +179,6 @@ class SandboxRunner:
             text = (root / rel).read_text(encoding="utf-8", errors="surrogateescape")
             changes[rel], masked = add_canaries(text, rel, rng)
             back.update(masked.renamed)
-        if not files:
-            return set()
         ran, _ = statuses(self._sandboxed(changes, files, timeout_s))
         out = set()
         for node, status in ran.items():

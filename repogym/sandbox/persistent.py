@@ -114,8 +114,6 @@ def spawn(wrap: Callable[[list[str]], list[str]], *, pass_fds: tuple[int, ...] =
     Returns:
         (process, stdin, output, control): the host ends of the pipes.
     """
-    if threading.current_thread() is _spawner_thread():
-        return _spawn(wrap, pass_fds, popen)
     try:
         future = _spawner().submit(_spawn, wrap, pass_fds, popen)
     except RuntimeError:  # the interpreter is shutting down: its threads are going anyway
@@ -159,7 +157,6 @@ def _discard(future: concurrent.futures.Future) -> None:
 
 _SPAWNER: concurrent.futures.ThreadPoolExecutor | None = None
 _SPAWNER_LOCK = threading.Lock()
-_SPAWNER_THREAD: list[threading.Thread] = []
 
 
 def _spawner() -> concurrent.futures.ThreadPoolExecutor:
@@ -169,18 +166,13 @@ def _spawner() -> concurrent.futures.ThreadPoolExecutor:
         if _SPAWNER is None:
             _SPAWNER = concurrent.futures.ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="repogym-shell-spawner")
-            _SPAWNER.submit(lambda: _SPAWNER_THREAD.append(threading.current_thread())).result()
         return _SPAWNER
 
 
-def _spawner_thread() -> threading.Thread | None:
-    return _SPAWNER_THREAD[0] if _SPAWNER_THREAD else None
-
-
 def _after_fork_in_child() -> None:
+    """The child has no spawner thread (only the forking thread survives a fork)."""
     global _SPAWNER, _SPAWNER_LOCK
     _SPAWNER, _SPAWNER_LOCK = None, threading.Lock()
-    _SPAWNER_THREAD.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -285,7 +285,6 @@ def test_a_signal_to_train_stops_it_cleanly(tmp_path: Path) -> None:
     assert _leases_held_by(pids) == [] and not [w for w in workspaces if w.exists()]
 
 
-
 def test_a_signal_to_validate_drops_the_queued_gradings(tmp_path: Path) -> None:
     """`repogym validate` over every built-in queues ~300 gradings (minutes with one worker;
     `suite fetch` and `suite build` queue theirs the same way): a signal must end it once

@@ -133,7 +133,6 @@ def test_background_jobs_live_until_close(sandbox):
         sh.run("true")
 
 
-
 def test_a_shell_outlives_the_thread_that_started_it(sandbox):
     """bwrap's --die-with-parent fires when the forking *thread* ends: a shell whose first
     command ran on a worker thread (a pool, a server's request thread) must not die with it."""
@@ -146,6 +145,7 @@ def test_a_shell_outlives_the_thread_that_started_it(sandbox):
     time.sleep(0.3)  # the parent-death signal is immediate; give it time to land
     res = sh.run("echo $X")
     assert res.stdout.startswith("kept") and res.shell_reset is None, res
+
 
 def test_timeout_stops_the_command_not_the_shell(sandbox):
     sh = sandbox(timeout_s=1).shell()
