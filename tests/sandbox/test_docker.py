@@ -58,8 +58,9 @@ def _containers(**filters: str) -> list[dict]:
 
 
 def _alive(env) -> bool:
-    obs, *_ = env.step(call("bash", command="echo alive"))
-    return obs.startswith("alive")
+    """The env still runs commands (a fork bomb left as a background job may print first)."""
+    obs, *_ = env.step(call("bash", command="echo alive-$((6 * 7))"))
+    return "alive-42\n" in obs
 
 
 # -- isolation (mirrors tests/envs/test_isolation.py) -------------------------------------------
