@@ -77,32 +77,39 @@ def test_every_canary_is_collected_where_it_was_planted(tmp_path: Path):
     """STATEFUL ends with a test class: its canaries and the module's meet at the last line,
     and the module's, planted first, once swallowed the class's (nested in a function, never
     collected: the judge then called an honest run forged)."""
-    for seed in range(8):
-        text, masked = add_canaries(STATEFUL, "test_state.py", random.Random(seed))
-        (tmp_path / "test_state.py").write_text(text)
-        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                              "--collect-only", "test_state.py"], cwd=tmp_path,
-                             capture_output=True, text=True, check=False, timeout=120)
-        collected = set(out.stdout.split())
+    planted = {}
+    for seed in range(8):  # one file per seed, collected by one pytest run
+        name = f"test_state_{seed}.py"
+        text, planted[seed] = add_canaries(STATEFUL, name, random.Random(seed))
+        (tmp_path / name).write_text(text)
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "--collect-only", "."], cwd=tmp_path,
+                         capture_output=True, text=True, check=False, timeout=120)
+    collected = set(out.stdout.split())
+    for seed, masked in planted.items():
         assert any("::Test" in c.node_id for c in masked.canaries)
         missing = [c.node_id for c in masked.canaries if c.node_id not in collected]
-        assert not missing, (seed, missing, text)
+        assert not missing, (seed, missing, out.stdout)
         assert set(masked.renamed) <= collected
 
 
 def test_a_wrong_fix_fails_its_state_test_under_every_seed(tmp_path: Path):
-    for seed in range(8):
-        text, masked = add_canaries(STATEFUL, "test_state.py", random.Random(seed))
-        (tmp_path / "test_state.py").write_text(text)
-        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                              "-rA", "test_state.py"], cwd=tmp_path, capture_output=True,
-                             text=True, check=False, timeout=120)
-        lines = {ln.split()[1]: ln.split()[0] for ln in out.stdout.splitlines()
-                 if ln.startswith(("PASSED ", "FAILED "))}
+    planted = {}
+    for seed in range(8):  # one file per seed, run by one pytest run
+        name = f"test_state_{seed}.py"
+        text, planted[seed] = add_canaries(STATEFUL, name, random.Random(seed))
+        (tmp_path / name).write_text(text)
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-rA", "."], cwd=tmp_path, capture_output=True,
+                         text=True, check=False, timeout=120)
+    lines = {ln.split()[1]: ln.split()[0] for ln in out.stdout.splitlines()
+             if ln.startswith(("PASSED ", "FAILED "))}
+    for seed, masked in planted.items():
         back = {task_id: lines.get(installed) for installed, task_id in masked.renamed.items()}
-        assert back["test_state.py::test_defaults_are_not_modified"] == "FAILED", (seed, out.stdout)
-        assert back["test_state.py::TestLoad::test_in_a_class"] == "FAILED", (seed, out.stdout)
-        assert back["test_state.py::test_host_is_set"] == "PASSED", (seed, out.stdout)
+        name = f"test_state_{seed}.py"
+        assert back[f"{name}::test_defaults_are_not_modified"] == "FAILED", (seed, out.stdout)
+        assert back[f"{name}::TestLoad::test_in_a_class"] == "FAILED", (seed, out.stdout)
+        assert back[f"{name}::test_host_is_set"] == "PASSED", (seed, out.stdout)
 
 
 def test_the_log_gets_whole_names_back_in_one_pass():

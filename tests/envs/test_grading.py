@@ -5,15 +5,21 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from repogym.envs import grader
 from repogym.sandbox import make_sandbox
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios import patches
 from repogym.scenarios.registry import registered_tasks
+from repogym.scenarios.task import Verifier
 from tests.conftest import apply_patch_actions, call, diff_of
 
-CORE_TASKS = ["retry-zero", "multi-file-config", "visible-tests-slugify", "naive-fix-breaks"]
+#: Graded here in every reward mode; every built-in's noop, gold, alternatives and decoys are
+#: graded by the validation gate (tests/scenarios/test_builtin_valid.py), and the modes agree
+#: on full reward for any outcomes (test_the_modes_agree_on_full_reward).
+CORE_TASKS = ["retry-zero", "multi-file-config"]
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +38,25 @@ def grade():
 def _rewards(task, res: grader.GradeResult) -> dict[str, float]:
     """The reward of one grading run under every reward mode (scoring is pure)."""
     return {m: grader.score(res.tests, task.verifier, m)[0] for m in grader.REWARD_MODES}
+
+
+_STATUS = st.sampled_from(["passed", "failed", "error", "skipped", "missing"])
+
+
+@given(f2p=st.lists(_STATUS, min_size=1, max_size=4), p2p=st.lists(_STATUS, max_size=4),
+       weights=st.lists(st.floats(0.1, 10), min_size=8, max_size=8))
+def test_the_modes_agree_on_full_reward(f2p, p2p, weights):
+    """Binary, partial and f2p give 1.0 exactly when every listed test passed, so a patch
+    that falls short in one mode falls short in all (weights only move partial credit)."""
+    ids_f, ids_p = [f"f{i}" for i in range(len(f2p))], [f"p{i}" for i in range(len(p2p))]
+    tests = dict(zip(ids_f, f2p)) | dict(zip(ids_p, p2p))
+    v = Verifier(command="pytest", tests_dest="tests", timeout_s=1, fail_to_pass=tuple(ids_f),
+                 pass_to_pass=tuple(ids_p), weights=dict(zip(ids_f + ids_p, weights)))
+    everything = all(s == "passed" for s in tests.values())
+    for mode in grader.REWARD_MODES:
+        reward = grader.score(tests, v, mode)[0]
+        assert (reward == 1.0) == everything, (mode, tests, reward)
+        assert 0.0 <= reward <= 1.0
 
 
 @pytest.mark.parametrize("task_id", CORE_TASKS)

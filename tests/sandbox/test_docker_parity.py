@@ -4,7 +4,8 @@ bwrap runs the host's interpreter and pytest; the docker image runs Debian's pyt
 python3-pytest. For each built-in task the gold patch and the empty diff (noop) are graded
 through both backends, with every decoy of a few tasks of different kinds (partly failing
 runs) and each performance task's slow decoy (a correct but slow fix must fail under both
-interpreters); the per-test outcomes, rewards and hack flags must agree. Gradings run four
+interpreters; it stands in for a performance task's noop, which only runs into the same
+time limits); the per-test outcomes, rewards and hack flags must agree. Gradings run four
 at a time.
 """
 
@@ -39,10 +40,13 @@ SLOW_DECOYS = {"cached-keys-linear-scan", "fast_path_only"}
 
 
 def _patches(task: Task) -> dict[str, str]:
-    out = {"gold": task.solution_patch.read_text(), "noop": ""}
+    out = {"gold": task.solution_patch.read_text()}
     decoys = (task.decoys if task.id in ALL_DECOYS
               else [p for p in task.decoys if p.stem in SLOW_DECOYS])
-    assert decoys or not task.id.startswith("perf-"), f"{task.id}: no slow decoy named"
+    if task.id.startswith("perf-"):
+        assert decoys, f"{task.id}: no slow decoy named"
+    else:
+        out["noop"] = ""
     out.update({f"decoy:{p.stem}": p.read_text() for p in decoys})
     return out
 
