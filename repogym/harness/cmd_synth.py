@@ -16,6 +16,12 @@ import sys
 
 from repogym.harness.cmd_validate import add_mutation_options, mutation_args_error, run_mutation
 
+#: Mutants graded per task by `synth --pypi` unless --max-mutants says otherwise: a real
+#: function has 50-100 of them, and a package's own test suite takes seconds per grading, so
+#: all of them would take hours for a dozen tasks on a small machine. The score is a report
+#: on the package's tests (the tasks are written and validated before it is computed).
+PYPI_MUTANTS = 20
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("synth", help="make tasks from a tested Python package by mutation")
@@ -23,7 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="folder whose tests pass with `python -m pytest` run inside it")
     p.add_argument("--pypi", metavar="NAME[==VERSION]",
                    help="synthesise from this PyPI project's sdist instead (its tests run in "
-                        "the sandbox with its environment; written tasks are validated)")
+                        "the sandbox with its environment; written tasks are validated; their "
+                        f"mutation scores come from a fixed sample of {PYPI_MUTANTS} mutants "
+                        "per task unless --max-mutants is given)")
     p.add_argument("--requirement", action="append", default=[], metavar="SPEC",
                    help="with --pypi: add a requirement to the derived environment")
     p.add_argument("--no-requirement", action="append", default=[], metavar="NAME",
@@ -99,6 +107,8 @@ def _run_pypi(args: argparse.Namespace) -> int:
     for task_id, failures in res.dropped.items():
         print(f"dropped {task_id} (did not validate): {failures[0]}", file=sys.stderr)
     if res.written and not args.no_mutation:
+        if args.max_mutants is None:
+            args.max_mutants = PYPI_MUTANTS
         run_mutation([load_task(t) for t in res.written], args, Console(), diffs=False)
     print(f"{len(res.written)} validated tasks from {res.sdist.name} {res.sdist.version} "
           f"({res.passing_tests} of its tests pass in the sandbox; {len(res.dropped)} dropped)")

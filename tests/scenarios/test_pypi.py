@@ -139,3 +139,25 @@ def test_synth_pypi_writes_validated_tasks_with_bugs_formatted_like_their_code(t
         for line in added + removed:
             if len(line.strip()) > 6:
                 assert line.strip() not in text
+
+
+@pytest.mark.parametrize(("flags", "expected"), [([], 20), (["--max-mutants", "5"], 5)])
+def test_synth_pypi_scores_a_sample_of_mutants_unless_told(monkeypatch, tmp_path, capsys,
+                                                           flags, expected):
+    """A real function has 50-100 mutants and a package's own suite takes seconds per
+    grading: `synth --pypi` scores a fixed sample unless --max-mutants says otherwise."""
+    from repogym.harness import cli, cmd_synth, synth_pypi
+    from repogym.scenarios.registry import builtin_tasks
+
+    task = builtin_tasks()[0]
+    sdist = pypi.Sdist(name="demo", version="1.0", path=tmp_path / "demo-1.0.tar.gz",
+                       sha256="0" * 64)
+    done = synth_pypi.PypiSynthesis(sdist=sdist, environment=None, written=[task.path],
+                                    dropped={}, passing_tests=3)
+    monkeypatch.setattr(synth_pypi, "synthesize_pypi", lambda *a, **k: done)
+    seen = []
+    monkeypatch.setattr(cmd_synth, "run_mutation",
+                        lambda tasks, args, console, diffs: seen.append(args.max_mutants))
+    assert cli.main(["synth", "--pypi", "demo==1.0", "--out", str(tmp_path / "o"), *flags]) == 0
+    assert seen == [expected]
+    assert "1 validated tasks from demo 1.0" in capsys.readouterr().out
