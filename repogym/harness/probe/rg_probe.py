@@ -2,7 +2,8 @@
 
 Loaded with ``-p rg_probe``; writes one JSON object per line to ``$RG_PROBE_OUT``:
 ``{"case": node id, "when": phase, "outcome": ..., "message": ...}`` per test phase,
-``{"collect": node id}`` per collector that failed and, with ``RG_PROBE_TRACE=1``,
+``{"collect": node id}`` per collector that failed, ``{"collected": [node id, ...]}`` once
+collection is done and, with ``RG_PROBE_TRACE=1``,
 ``{"trace": node id, "spans": [[file, first line, last line], ...]}``: the functions of
 the working folder that each test called (profiled with ``sys.setprofile``).
 """
@@ -54,6 +55,10 @@ def pytest_runtest_logreport(report) -> None:
 def pytest_collectreport(report) -> None:
     if report.failed:
         _send(collect=report.nodeid)
+
+
+def pytest_collection_finish(session) -> None:
+    _send(collected=[item.nodeid for item in session.items])
 
 
 def _span(code):
