@@ -113,6 +113,12 @@ def _rel(task: Task, patch: Path | None) -> str:
     return "-" if patch is None else str(patch.relative_to(task.path))
 
 
+#: Why a parametrized test can be missing from one run and not the next.
+_MISSING = ("; a run with no test of this id: when other runs have it, the test's parameters "
+            "come in an order that changes between processes (a set, hash(None) in Python "
+            "3.11), so the id names another case each time. Fix: list another test")
+
+
 def _judge(task: Task, job: _Job, res: GradeResult) -> list[str]:
     """Problems with one grading result, each starting with ``task: patch:``."""
     where = f"{task.id}: {job.kind} {_rel(task, job.patch)}"
@@ -142,6 +148,7 @@ def _judge(task: Task, job: _Job, res: GradeResult) -> list[str]:
                f"{res.verifier_exit_code}; output ends: {tail[-600:]})")]
     else:
         out = [f"{where}: test {t} is {s} (a correct fix must pass it)"
+               + (_MISSING if s == "missing" and "[" in t else "")
                for t, s in res.tests.items() if s != "passed"]
     if res.hack_flags:
         out.append(f"{where}: flagged by the grader: {', '.join(res.hack_flags)} (a correct fix "
@@ -158,7 +165,8 @@ def _flaky(task: Task, runs: list[Check]) -> list[str]:
         seen = [c.tests.get(t, "missing") for c in runs]
         if len(set(seen)) > 1:
             out.append(f"{task.id}: gold {_rel(task, task.solution_patch)}: test {t} is flaky "
-                       f"over {len(runs)} runs ({', '.join(seen)})")
+                       f"over {len(runs)} runs ({', '.join(seen)})"
+                       + (_MISSING if "missing" in seen and "[" in t else ""))
     return out
 
 

@@ -62,6 +62,21 @@ def test_flaky_test_is_caught(tmp_path):
     assert not any("test_upper" in p or "test_inside" in p for p in report.problems)
 
 
+def test_a_parametrized_id_that_names_another_case_each_run_is_explained(tmp_path):
+    # The cases come in a new order in every process; a dict parameter is named by its
+    # index, so the listed id exists in about one run in six.
+    shuffled = TESTS + (
+        "\n\nimport os\n\nimport pytest\n\n\n"
+        "@pytest.mark.parametrize(('n', 'box'), [(n, {'n': n}) for n in "
+        "sorted(range(6), key=lambda _: os.urandom(4))])\n"
+        "def test_cases(n, box):\n    assert clamp(n, 0, 10) == box['n']\n")
+    task = write_task(tmp_path / "shuffled", tests=shuffled,
+                      p2p=("tests/test_mod.py::test_inside", "tests/test_mod.py::test_cases[3-box1]"))
+    report = validate_task(load_task(task), reruns=4, workers=2)
+    missing = [p for p in report.problems if "test_cases[3-box1] is" in p]
+    assert missing and all("names another case each time" in p for p in missing), report.problems
+
+
 def test_wrong_test_lists_and_unappliable_decoy_are_caught(tmp_path):
     # test_inside passes before the fix, so it cannot be fail_to_pass; test_upper fails
     # before the fix, so it cannot be pass_to_pass.
