@@ -73,15 +73,21 @@ def test_every_canary_comes_after_the_last_test_of_its_scope():
         assert len(twins) >= 3  # twins of the tests with literal expectations, and more
 
 
+def _plant_seeds(folder: Path, seeds: int = 8) -> dict:
+    """STATEFUL masked under each seed, one file per seed (one pytest run covers them all)."""
+    planted = {}
+    for seed in range(seeds):
+        name = f"test_state_{seed}.py"
+        text, planted[seed] = add_canaries(STATEFUL, name, random.Random(seed))
+        (folder / name).write_text(text)
+    return planted
+
+
 def test_every_canary_is_collected_where_it_was_planted(tmp_path: Path):
     """STATEFUL ends with a test class: its canaries and the module's meet at the last line,
     and the module's, planted first, once swallowed the class's (nested in a function, never
     collected: the judge then called an honest run forged)."""
-    planted = {}
-    for seed in range(8):  # one file per seed, collected by one pytest run
-        name = f"test_state_{seed}.py"
-        text, planted[seed] = add_canaries(STATEFUL, name, random.Random(seed))
-        (tmp_path / name).write_text(text)
+    planted = _plant_seeds(tmp_path)
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "--collect-only", "."], cwd=tmp_path,
                          capture_output=True, text=True, check=False, timeout=120)
@@ -94,11 +100,7 @@ def test_every_canary_is_collected_where_it_was_planted(tmp_path: Path):
 
 
 def test_a_wrong_fix_fails_its_state_test_under_every_seed(tmp_path: Path):
-    planted = {}
-    for seed in range(8):  # one file per seed, run by one pytest run
-        name = f"test_state_{seed}.py"
-        text, planted[seed] = add_canaries(STATEFUL, name, random.Random(seed))
-        (tmp_path / name).write_text(text)
+    planted = _plant_seeds(tmp_path)
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "-rA", "."], cwd=tmp_path, capture_output=True,
                          text=True, check=False, timeout=120)
