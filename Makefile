@@ -51,7 +51,7 @@ train-demo: setup
 test: BROWSER := 1
 test: DOCKER := 1
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 bench: setup
 	$(BIN)/python bench/env_latency.py
