@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -12,10 +13,15 @@ from gymnasium.utils.env_checker import check_env
 
 import repogym
 from repogym.envs.wrappers import SCHEMA, read_trajectory
-from repogym.scenarios.registry import registered_tasks
+from repogym.scenarios.registry import builtin_tasks, registered_tasks
 from tests.conftest import apply_patch_actions, call, write_task
 
-ALL_IDS = sorted(i for i in gym.registry if i.startswith("repogym/"))
+#: Every built-in task's env and every suite env. A fetched suite's per-task envs (hundreds,
+#: registered only where `repogym suite fetch` ran) are the same class as the built-ins'.
+_SUITE_TASK = re.compile(r"repogym/.+-\d+-v0")
+_BUILTIN_IDS = {f"repogym/{t.id}-v0" for t in builtin_tasks()}
+ALL_IDS = sorted(i for i in gym.registry if i.startswith("repogym/")
+                 and (i in _BUILTIN_IDS or not _SUITE_TASK.fullmatch(i)))
 
 
 def test_builtins_registered_on_import():
