@@ -213,9 +213,10 @@ class SandboxRunner:
         for node, status in ran.items():
             base, bracket, params = node.partition("[")
             if base in back:
-                seen.add(back[base] + bracket + params)
+                name = back[base] + bracket + params
+                seen.add(name)
                 if status == "passed":
-                    passed.add(back[base] + bracket + params)
+                    passed.add(name)
         return passed & tests, seen
 
     def run(self, root: Path, node_ids: list[str],
@@ -264,7 +265,8 @@ class SandboxRunner:
     def _command(self, sb: Sandbox, args: list[str], trace: bool,
                  collect_only: bool = False) -> str:
         py = shlex.quote(sb.interpreter.executable)
-        words = " ".join(shlex.quote(a) for a in [*(["--collect-only"] * collect_only), *args])
+        words = " ".join(shlex.quote(a) for a in (["--collect-only", *args] if collect_only
+                                                   else args))
         return (f'PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONPATH="$RG_PROBE:$PYTHONPATH" '
                 f"RG_PROBE_TRACE={int(trace)} RG_PROBE_OUT={_OUT} {py} -m pytest "
                 f'-c "$RG_PROBE/pytest.ini" --rootdir=. -p no:cacheprovider -p rg_probe -q '
