@@ -130,6 +130,7 @@ def _judge(task: Task, job: _Job, res: GradeResult) -> list[str]:
                f"before the fix)" for t in v.fail_to_pass if res.tests.get(t) == "passed"]
         out += [f"{where}: pass_to_pass test {t} is {res.tests.get(t)} without any fix "
                 f"(it must pass before the fix)"
+                + (_MISSING if res.tests.get(t) == "missing" and "[" in t else "")
                 for t in v.pass_to_pass if res.tests.get(t) != "passed"]
         if res.reward >= 1.0 and not out:
             out.append(f"{where}: the unpatched repository earns full reward")
