@@ -86,8 +86,7 @@ def register_task(path: str | Path, *, overwrite: bool = False) -> list[Task]:
     """
     tasks = add_tasks(load_tasks(path), overwrite=overwrite)
     for task in tasks:
-        gym.register(id=task.env_id, entry_point="repogym.envs:make_env", kwargs={"task": task.id},
-                     max_episode_steps=task.max_steps, disable_env_checker=False)
+        _register(task.env_id, "repogym.envs:make_env", {"task": task.id}, task.max_steps)
     return tasks
 
 
@@ -99,7 +98,7 @@ def register_builtins() -> None:
             register_task(folder, overwrite=True)
         except TaskError as e:  # a broken built-in must not break `import repogym`
             warnings.warn(f"skipping built-in task: {e}", RuntimeWarning, stacklevel=2)
-    gym.register(id=SUITE_ID, entry_point="repogym.envs:make_suite_env")
+    _register(SUITE_ID, "repogym.envs:make_suite_env", {}, None)
     register_suites()
 
 
@@ -111,12 +110,23 @@ def register_suites() -> None:
         index = read_index(suite_root(name))
         paths = {tid: info["path"] for tid, info in index.items() if Path(info["path"]).is_dir()}
         for tid, path in sorted(paths.items()):
-            gym.register(id=f"repogym/{tid}-v0", entry_point="repogym.envs:make_env",
-                         kwargs={"task": path}, max_episode_steps=SUITE_MAX_STEPS,
-                         disable_env_checker=False)
+            _register(f"repogym/{tid}-v0", "repogym.envs:make_env", {"task": path},
+                      SUITE_MAX_STEPS)
         if paths:
-            gym.register(id=suite_meta(name)["env_id"], entry_point="repogym.envs:make_suite_env",
-                         kwargs={"tasks": sorted(paths.values())})
+            _register(suite_meta(name)["env_id"], "repogym.envs:make_suite_env",
+                      {"tasks": sorted(paths.values())}, None)
+
+
+#: Around every repogym env, outside the TimeLimit ``max_episode_steps`` adds: the env
+#: truncates and grades at that limit itself (repogym.envs.wrappers.StepBudget).
+_BUDGET = gym.envs.registration.WrapperSpec("StepBudget", "repogym.envs.wrappers:StepBudget",
+                                            {})
+
+
+def _register(env_id: str, entry_point: str, kwargs: dict, max_steps: int | None) -> None:
+    gym.register(id=env_id, entry_point=entry_point, kwargs=kwargs,
+                 max_episode_steps=max_steps, disable_env_checker=False,
+                 additional_wrappers=(_BUDGET,))
 
 
 __all__ = ["SUITE_ID", "RepoEnv", "SuiteEnv", "TextSpace", "make_env", "make_suite_env",

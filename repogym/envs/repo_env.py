@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import string
-import sys
 import time
 from collections.abc import MutableMapping, Sequence
 from pathlib import Path
@@ -18,7 +17,6 @@ from gymnasium.vector.utils import (
     read_from_shared_memory,
     write_to_shared_memory,
 )
-from gymnasium.wrappers import TimeLimit
 
 from repogym.envs import grader
 from repogym.envs.actions import (
@@ -225,28 +223,16 @@ class RepoEnv(gym.Env[str, str]):
         limits = [b for b in (self.max_steps, self._outer_limit) if b]
         return min(limits) if limits else self.task.max_steps
 
-    def _find_outer_limit(self) -> int | None:
-        """The step limit of a TimeLimit wrapping this env, if ``reset`` came through one.
-
-        ``gym.make(id, max_episode_steps=N)`` puts a TimeLimit outside the env, which would
-        truncate without grading. The wrapper's ``reset`` is on the call stack of ours, so
-        we read its limit there and grade at that step ourselves.
-        """
-        frame = sys._getframe(2)
-        for _ in range(12):
-            if frame is None:
-                break
-            owner = frame.f_locals.get("self")
-            if isinstance(owner, TimeLimit) and owner.unwrapped is self:
-                return owner._max_episode_steps
-            frame = frame.f_back
-        return None
+    def set_step_budget(self, limit: int | None) -> None:
+        """Truncate (and grade) after ``limit`` steps at most, as well as at ``max_steps``
+        and the task's own budget; None removes it. ``gym.make(id, max_episode_steps=N)``
+        sets it through :class:`repogym.envs.wrappers.StepBudget`."""
+        self._outer_limit = limit
 
     # -- Gymnasium API -------------------------------------------------------------------
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        self._outer_limit = self._find_outer_limit()
         self._close_session()
         self.task = self._select_task(options)
         self.session = Session(self.task, self._templates.get(

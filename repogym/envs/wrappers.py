@@ -20,6 +20,25 @@ _SUMMARY_KEYS = ("tests", "reward_breakdown", "resolved", "hack_flags", "diff", 
                  "verifier_exit_code", "truncated")
 
 
+class StepBudget(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
+    """Tells the env the step limit of the ``TimeLimit`` that ``gym.make(id,
+    max_episode_steps=N)`` puts around it, so the env itself truncates, and grades, at that
+    step (a TimeLimit alone would end the episode without grading it).
+
+    Every repogym id is registered with it as an additional wrapper; it reads the limit from
+    the wrapped env's public ``spec`` (which includes TimeLimit's) and passes it to
+    :meth:`repogym.envs.repo_env.RepoEnv.set_step_budget`. It changes nothing else.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        super().__init__(env)
+        limit = env.spec.max_episode_steps if env.spec is not None else None
+        setter = getattr(self.env.unwrapped, "set_step_budget", None)
+        if setter is not None:  # a RemoteEnv's budget is the server's
+            setter(limit)
+
+
 class TrajectoryLogger(gym.Wrapper[str, str, str, str]):
     """Log each episode to ``log_dir/<task>-<n>-<id>.jsonl``.
 
@@ -41,6 +60,12 @@ class TrajectoryLogger(gym.Wrapper[str, str, str, str]):
         self._return = 0.0
         self._steps = 0
         self._start = 0.0
+
+    @property
+    def spec(self):  # noqa: ANN201 - gymnasium's EnvSpec | None
+        """The wrapped env's spec: logging changes nothing the spec describes (and
+        ``gym.make(id, log_dir=D)`` recreates the logger from the env's own kwargs)."""
+        return self.env.spec
 
     def _write(self, record: dict[str, Any]) -> None:
         self._file.write(json.dumps(record, default=str) + "\n")
