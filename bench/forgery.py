@@ -3,7 +3,7 @@
 Usage: python bench/forgery.py [--gradings 20] [--tasks a,b] [--workers 2]
        [--variants hooks-honest,hooks-guess,channel-guess]
 
-Each variant of ``READER_FORGERY`` (repogym/harness/adversarial.py) is appended to every
+Each variant of ``READER_FORGERY`` (repogym/quality/adversarial.py) is appended to every
 non-test module of each task and graded ``--gradings`` times with the real grader (fresh
 random names, check numbers and forger randomness each time). The reward of every reward
 mode is computed from each grading's per-test outcomes. Prints, per task and variant, the
@@ -21,7 +21,7 @@ import sys
 import time
 
 from repogym.envs import grader
-from repogym.harness.adversarial import code_modules, reader_forgery
+from repogym.quality.adversarial import code_modules, reader_forgery
 from repogym.sandbox import make_sandbox
 from repogym.sandbox.workspace import TemplateCache, make_diff
 from repogym.scenarios.registry import builtin_tasks

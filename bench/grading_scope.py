@@ -19,7 +19,7 @@ import statistics
 import time
 from pathlib import Path
 
-from repogym.harness.validate import PatchGrader
+from repogym.quality.validate import PatchGrader
 from repogym.scenarios.task import Task, find_task_dirs, load_task
 
 SAMPLE = 20

@@ -21,8 +21,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from repogym.harness.validate import PatchGrader
-from repogym.harness.validate_mutation import mutation_check
+from repogym.quality.validate import PatchGrader
+from repogym.quality.validate_mutation import mutation_check
 from repogym.scenarios.registry import builtin_tasks
 from repogym.scenarios.task import select_tasks
 

@@ -6,8 +6,7 @@
 
 from repogym.envs import RepoEnv, SuiteEnv, register_builtins, register_task
 from repogym.scenarios import Task, TaskError, builtin_tasks, load_task
-
-__version__ = "0.1.0"
+from repogym.version import __version__
 
 register_builtins()
 

@@ -32,7 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Literal, get_args
 
 from repogym.envs import canaries as cn
 from repogym.envs import verifier as vr
@@ -42,7 +42,7 @@ from repogym.scenarios.patches import FilePatch, is_test_file, split_diff
 from repogym.scenarios.task import Task, Verifier
 
 RewardMode = Literal["binary", "partial", "f2p"]
-REWARD_MODES: tuple[str, ...] = ("binary", "partial", "f2p")
+REWARD_MODES: tuple[RewardMode, ...] = get_args(RewardMode)
 Status = Literal["passed", "failed", "error", "skipped", "missing"]
 _PYTEST_CONFIG = {"pytest.ini", "tox.ini", "setup.cfg", ".pytest.ini"}
 _CUSTOMIZE = {"sitecustomize.py", "usercustomize.py"}

@@ -11,7 +11,7 @@ import dataclasses
 import shlex
 from collections.abc import Callable, MutableMapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from repogym.envs import grader, tools
 from repogym.envs.actions import TOOL_HELP, TOOLS, ToolCall
@@ -21,7 +21,7 @@ from repogym.scenarios.task import Task
 
 #: How ``bash`` commands run: one persistent shell per episode, or a new process each.
 ShellMode = Literal["persistent", "fresh"]
-SHELL_MODES: tuple[ShellMode, ...] = ("persistent", "fresh")
+SHELL_MODES: tuple[ShellMode, ...] = get_args(ShellMode)
 
 
 @dataclasses.dataclass

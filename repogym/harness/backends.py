@@ -16,13 +16,13 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from repogym.harness.agents import Agent, AgentConfigError
+from repogym.harness.baselines import Agent, AgentConfigError
 from repogym.harness.config import RunConfig
-from repogym.harness.worker import Episode, EpisodeWorker
+from repogym.harness.worker import EpisodeRef, EpisodeWorker
 from repogym.sandbox import cleanup
 
 
-def run_inline(cfg: RunConfig, refs: list[str], todo: list[Episode],
+def run_inline(cfg: RunConfig, refs: list[str], todo: list[EpisodeRef],
                agent: Agent | None = None) -> Iterator[dict[str, Any]]:
     """Episodes one after another in this process (``workers=1``), reusing ``agent``."""
     worker = EpisodeWorker(cfg, refs, agent)
@@ -80,14 +80,14 @@ class _Worker:
                                 name="repogym-worker")
         self.proc.start()
         child.close()
-        self.episode: Episode | None = None
+        self.episode: EpisodeRef | None = None
 
-    def send(self, episode: Episode | None) -> None:
+    def send(self, episode: EpisodeRef | None) -> None:
         self.episode = episode
         self.conn.send(episode)
 
 
-def _died_row(cfg: RunConfig, episode: Episode, exitcode: int | None) -> dict[str, Any]:
+def _died_row(cfg: RunConfig, episode: EpisodeRef, exitcode: int | None) -> dict[str, Any]:
     """The row of an episode whose worker process died under it (an infrastructure fault)."""
     from repogym.harness.results import ROW_KEYS
 
@@ -156,7 +156,7 @@ def _reap(terminate: list[Any], wait: list[Any] | None = None) -> None:
         _collect_garbage()
 
 
-def run_pool(cfg: RunConfig, refs: list[str], todo: list[Episode]) -> Iterator[dict[str, Any]]:
+def run_pool(cfg: RunConfig, refs: list[str], todo: list[EpisodeRef]) -> Iterator[dict[str, Any]]:
     """Episodes on ``cfg.workers`` spawned processes, each owning an env and an agent.
 
     The driver hands out one episode at a time to an idle worker, so nothing is queued in a
@@ -215,7 +215,7 @@ def _collect_garbage() -> None:
 
 
 # -- Ray -------------------------------------------------------------------------------------
-def run_ray(cfg: RunConfig, refs: list[str], todo: list[Episode]) -> Iterator[dict[str, Any]]:
+def run_ray(cfg: RunConfig, refs: list[str], todo: list[EpisodeRef]) -> Iterator[dict[str, Any]]:
     """Episodes on ``cfg.workers`` Ray actors (a local Ray, or the cluster at ``cfg.ray``)."""
     try:
         import ray
@@ -272,7 +272,7 @@ def _stop_ray(ray: Any, actors: list[Any], pending: list[Any], token: _RayToken)
         token.shutdown()
 
 
-def iter_episodes(cfg: RunConfig, refs: list[str], todo: list[Episode],
+def iter_episodes(cfg: RunConfig, refs: list[str], todo: list[EpisodeRef],
                   agent: Agent | None = None) -> Iterator[dict[str, Any]]:
     """Run ``todo`` on the backend ``cfg`` asks for, yielding rows as episodes finish.
 

@@ -4,7 +4,7 @@
 those with an ``infra_error`` (always run again) and, with ``retry_errors``, those with an
 ``agent_error``. Before any episode starts, the agent is built once in this process and its
 optional ``preflight()`` is called, so a wrong model name, a rejected argument or a bad key
-stops the run at once (:class:`~repogym.harness.agents.AgentConfigError`) instead of turning
+stops the run at once (:class:`~repogym.harness.baselines.AgentConfigError`) instead of turning
 every episode into an agent error. The episodes run on the backend the config names
 (:mod:`repogym.harness.backends`); rows are appended as they finish
 (:mod:`repogym.harness.results`).
@@ -16,8 +16,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from repogym.harness.agents import Agent, AgentConfigError, AgentError, make_agent
 from repogym.harness.backends import iter_episodes
+from repogym.harness.baselines import Agent, AgentConfigError, AgentError, make_agent
 from repogym.harness.config import RunConfig
 from repogym.harness.results import (
     RESULTS,
@@ -26,7 +26,7 @@ from repogym.harness.results import (
     read_run_meta,
     write_run_meta,
 )
-from repogym.harness.worker import Episode, call_with_timeout, task_ref
+from repogym.harness.worker import EpisodeRef, call_with_timeout, task_ref
 from repogym.scenarios.registry import suite_tasks
 from repogym.scenarios.task import Task, select_tasks
 
@@ -44,7 +44,7 @@ class Plan:
     """
 
     tasks: list[Task]
-    todo: list[Episode]
+    todo: list[EpisodeRef]
     done: int
     kept_errors: int
 

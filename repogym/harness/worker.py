@@ -4,7 +4,7 @@ An *episode* is ``(task id, sample index)``. :class:`EpisodeWorker` owns one env
 :class:`~repogym.envs.SuiteEnv` wrapped in a TrajectoryLogger) and one agent. Failures are
 data: an agent that raises, or whose ``act`` exceeds ``act_timeout_s``, is an ``agent_error``
 for that episode (reward 0); a sandbox or grader failure is an ``infra_error``. The one
-exception is :class:`~repogym.harness.agents.AgentConfigError` (bad credentials, unknown
+exception is :class:`~repogym.harness.baselines.AgentConfigError` (bad credentials, unknown
 model): it ends the whole run, because every other episode would fail the same way.
 """
 
@@ -18,13 +18,13 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from repogym.harness.agents import Agent, AgentConfigError, make_agent
+from repogym.harness.baselines import Agent, AgentConfigError, make_agent
 from repogym.harness.config import RunConfig
 from repogym.harness.results import ROW_KEYS, TRAJECTORIES
 from repogym.scenarios.registry import BUILTIN_DIR
 from repogym.scenarios.task import Task, load_task
 
-Episode = tuple[str, int]
+EpisodeRef = tuple[str, int]
 
 
 def episode_seed(base: int, task_id: str, sample: int) -> int:

@@ -37,6 +37,7 @@ from typing import Any
 
 from repogym.envs.actions import TOOLS, ActionError, parse_action
 from repogym.envs.wrappers import SCHEMA
+from repogym.version import __version__
 
 SCHEMA_VERSION = "ATIF-v1.8"
 _HEADER_KEYS = ("task", "env_id", "env_version", "seed", "options", "sandbox", "reward_mode",
@@ -105,8 +106,6 @@ def to_atif(traj: dict[str, Any], agent: str | None = None, *,
         model: The model (``agent.model_name``); default the header's ``model``, if any.
         agent_version: ``agent.version`` (default the header's, else repogym's version).
     """
-    from repogym import __version__
-
     header, summary = traj["header"], traj.get("summary") or {}
     agent = agent or header.get("atif_agent") or "repogym-agent"
     agent_version = agent_version or header.get("atif_agent_version") or __version__

@@ -107,7 +107,7 @@ class Interpreter:
 
 
 @dataclasses.dataclass(frozen=True)
-class Environment:
+class PackageSite:
     """A folder of installed packages that a sandbox binds read-only at :data:`ENV_MOUNT`.
 
     It comes before the sandbox's own pytest-only site on ``PYTHONPATH`` and among the

@@ -21,10 +21,10 @@ import os
 import shutil
 import sys
 import sysconfig
-import tempfile
 from pathlib import Path
 
 from repogym.sandbox.leases import temp_root
+from repogym.sandbox.staging import staged_dir
 
 #: Distributions copied (with their dependencies) into the sandbox's site-packages.
 SANDBOX_DISTRIBUTIONS = ("pytest",)
@@ -124,8 +124,7 @@ def _compile(folder: Path, seen_as: str) -> None:
 
 
 def _build_site(dest: Path) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix=".site-", dir=dest.parent))
-    try:
+    with staged_dir(dest) as tmp:
         for name in dependency_closure(SANDBOX_DISTRIBUTIONS):
             for src, rel in _dist_files(name):
                 if src.is_file():
@@ -133,17 +132,10 @@ def _build_site(dest: Path) -> None:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(src, target)
         _compile(tmp, "/opt/repogym/site")
-        for root, dirs, files in os.walk(tmp):
+        for root, _, files in os.walk(tmp):
             os.chmod(root, 0o755)
             for f in files:
                 os.chmod(os.path.join(root, f), 0o644)
-        try:
-            os.rename(tmp, dest)
-        except OSError:  # another process won the race
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 #: Parts of the standard library the copy leaves out (besides ``site-packages``).
@@ -162,8 +154,7 @@ def _build_python(prefix: Path, python: str, dest: Path) -> None:
     """Copy the interpreter under ``prefix`` to ``dest``: ``bin/<python>`` (with ``python3``
     and ``python`` links), its ``libpython`` and the standard library minus
     :data:`_STDLIB_SKIP`, byte code and ``config-*`` (the static library)."""
-    tmp = Path(tempfile.mkdtemp(prefix=".python-", dir=dest.parent))
-    try:
+    with staged_dir(dest) as tmp:
         exe = Path(sys._base_executable if hasattr(sys, "_base_executable")
                    else sys.executable).resolve()
         _link_or_copy(exe, tmp / "bin" / python)
@@ -186,27 +177,16 @@ def _build_python(prefix: Path, python: str, dest: Path) -> None:
                     continue
                 _link_or_copy(src, tmp / "lib" / python / rel / name)
         _compile(tmp / "lib" / python, f"/opt/python/lib/{python}")
-        for root, dirs, _ in os.walk(tmp):
+        for root, _, _ in os.walk(tmp):
             os.chmod(root, 0o755)
-        try:
-            os.rename(tmp, dest)
-        except OSError:  # another process won the race
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def _build_etc(dest: Path) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix=".etc-", dir=dest.parent))
-    for name, text in _ETC_FILES.items():
-        (tmp / name).write_text(text)
-        os.chmod(tmp / name, 0o644)
-    os.chmod(tmp, 0o755)
-    try:
-        os.rename(tmp, dest)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with staged_dir(dest) as tmp:
+        for name, text in _ETC_FILES.items():
+            (tmp / name).write_text(text)
+            os.chmod(tmp / name, 0o644)
+        os.chmod(tmp, 0o755)
 
 
 @functools.cache
@@ -239,9 +219,7 @@ def runtime() -> Runtime:
 
 def package_data_dirs() -> list[Path]:
     """Host folders that hold repogym's code and task data; never visible in a sandbox."""
-    import repogym
-
-    dirs = {Path(repogym.__file__).resolve().parent}
+    dirs = {Path(__file__).resolve().parents[1]}  # the package this module is part of
     for entry in sys.path:
         p = Path(entry or ".").resolve()
         if p.is_dir() and (p / "repogym").is_dir():

@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import Self
 
-from repogym.sandbox.base import Environment
+from repogym.sandbox.base import PackageSite
 from repogym.sandbox.leases import SANDBOX_GID, Lease, lease_at, lease_of, mount, umount
 
 #: File changes for :func:`make_diff`: path -> new text, None (delete) or "->target" (symlink).
@@ -119,13 +119,13 @@ def _environment_file(template: Path) -> Path:
     return template.with_name(template.name + ".env.json")
 
 
-def template_environment(template: Path) -> Environment | None:
+def template_environment(template: Path) -> PackageSite | None:
     """The environment a template was made with (:meth:`TemplateCache.get`), if any."""
     try:
         data = json.loads(_environment_file(Path(template)).read_text())
     except FileNotFoundError:
         return None
-    return Environment(Path(data["site"]), data["python"])
+    return PackageSite(Path(data["site"]), data["python"])
 
 
 class TemplateCache:
@@ -136,7 +136,7 @@ class TemplateCache:
 
     def __init__(self) -> None:
         self._lease: Lease | None = None
-        self._templates: dict[tuple[Path, Environment | None], Path] = {}
+        self._templates: dict[tuple[Path, PackageSite | None], Path] = {}
         self._lock = threading.Lock()
 
     @property
@@ -152,7 +152,7 @@ class TemplateCache:
             (self._lease.path / "w").mkdir(mode=0o755)
         return self._lease
 
-    def get(self, repo_dir: Path, environment: Environment | None = None) -> Path:
+    def get(self, repo_dir: Path, environment: PackageSite | None = None) -> Path:
         """The prepared template for a task's ``repo/`` folder, carrying ``environment``
         (bound read-only by every sandbox started from the template)."""
         key = (Path(repo_dir).resolve(), environment)

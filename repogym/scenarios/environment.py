@@ -14,7 +14,7 @@ hash of its spec and of the interpreter it is built for (implementation, ``major
 platform), under ``<cache>/envs/<key>/``: ``site/`` (what sandboxes bind read-only) and
 ``env.json`` (the spec, the interpreter, the installed distributions). It is built with
 network by :func:`build` (``repogym env build``) and used without: every sandbox started
-from the task's template binds ``site/`` (:class:`repogym.sandbox.base.Environment`), so
+from the task's template binds ``site/`` (:class:`repogym.sandbox.base.PackageSite`), so
 reset copies nothing. Tasks whose specs are equal share one folder.
 
 pytest is always part of an environment (the sandbox's own version unless the requirements
@@ -41,7 +41,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
@@ -51,8 +50,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
-from repogym.sandbox.base import WORKSPACE, Environment
+from repogym.sandbox.base import WORKSPACE, PackageSite
 from repogym.sandbox.runtime import cache_dir
+from repogym.sandbox.staging import staged_dir
 
 #: The keys ``[environment]`` may hold.
 ENV_KEYS = ("requirements", "requirements_file", "python", "setup", "exclude")
@@ -244,9 +244,9 @@ class BuiltEnvironment:
         return self.root / "site"
 
     @property
-    def sandbox(self) -> Environment:
+    def sandbox(self) -> PackageSite:
         """What a sandbox binds."""
-        return Environment(self.site, self.info["python"])
+        return PackageSite(self.site, self.info["python"])
 
     @property
     def distributions(self) -> dict[str, str]:
@@ -420,20 +420,13 @@ def build(spec: EnvironmentSpec, *, force: bool = False,
         if on_start:
             on_start()
         start = time.monotonic()
-        work = Path(tempfile.mkdtemp(prefix=f".{spec.key}-", dir=root.parent))
         log: list[str] = []
-        try:
+        with staged_dir(root, replace=True) as work:
             _pip_install(spec, work, log)
             _run_setup(spec, work, log)
             info = _finish(spec, work, time.monotonic() - start)
             (work / "build.log").write_text("\n".join(log))
             (work / "env.json").write_text(json.dumps(info, indent=1) + "\n")
-            if root.exists():
-                shutil.rmtree(root)
-            os.rename(work, root)
-        except BaseException:
-            shutil.rmtree(work, ignore_errors=True)
-            raise
     return BuiltEnvironment(root, info), True
 
 

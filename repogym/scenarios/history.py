@@ -19,7 +19,7 @@ the parts that run nothing:
   releases, the file and the function, so the task can be rebuilt from the two sdists).
 
 Running the tests (which ones fail with the revert) is done in the sandbox by
-:mod:`repogym.harness.synth_history`.
+:mod:`repogym.quality.synth_history`.
 """
 
 from __future__ import annotations

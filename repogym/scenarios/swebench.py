@@ -57,6 +57,7 @@ from repogym.scenarios.importing import (
     copy_file,
     staged_task,
 )
+from repogym.scenarios.jsonl import read_jsonl
 from repogym.scenarios.patches import is_test_file, split_diff
 
 REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "FAIL_TO_PASS",
@@ -77,15 +78,7 @@ def read_instances(path: str | Path) -> list[dict[str, Any]]:
     text = path.read_text()
     if text.lstrip().startswith("["):
         return json.loads(text)
-    out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise InstanceError(f"{path}:{n}: invalid JSON ({e}). Fix: one instance "
-                                   "object per line") from e
-    return out
+    return read_jsonl(path, error=InstanceError, what="instance object")
 
 
 def _test_list(inst: dict, key: str) -> list[str]:

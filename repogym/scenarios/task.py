@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from repogym.sandbox.base import Environment
+from repogym.sandbox.base import PackageSite
 from repogym.scenarios.environment import (
     ENV_KEYS,
     EnvironmentSpec,
@@ -272,7 +272,7 @@ class Task:
                 + [make("alternative", p) for p in self.alternatives]
                 + [make("decoy", p) for p in self.decoys])
 
-    def sandbox_environment(self) -> Environment | None:
+    def sandbox_environment(self) -> PackageSite | None:
         """What this task's sandboxes bind: its built environment (None without one).
 
         Raises:

@@ -39,7 +39,8 @@ from repogym.envs.remote import ErrorCode
 from repogym.server import mcp
 from repogym.server.protocol import FrameError, parse, parse_object
 from repogym.server.schema import RepoAction, RepoObservation, RepoState, ResetBody, StepBody
-from repogym.server.sessions import Session, SessionError, SessionManager
+from repogym.server.sessions import ServerSession, SessionError, SessionManager
+from repogym.version import __version__
 
 log = logging.getLogger("repogym.server")
 SESSION_HEADER = "X-Session-Id"
@@ -148,8 +149,6 @@ def _info_routes(app: FastAPI, manager: SessionManager, name: str) -> None:
 
     @app.get("/metadata")
     async def metadata() -> dict[str, Any]:
-        from repogym import __version__
-
         return {"name": name, "version": __version__,
                 "description": f"repogym coding tasks ({len(manager.tasks)}): fix a bug in a "
                                "sandboxed repository; hidden tests grade the diff.",
@@ -176,7 +175,7 @@ def _http_routes(app: FastAPI, manager: SessionManager) -> None:
             raise SessionError(f"malformed request: {_problems(e)}. Fix: see GET /schema",
                                ErrorCode.VALIDATION_ERROR, 422) from e
 
-    def session_of(request: Request) -> Session | None:
+    def session_of(request: Request) -> ServerSession | None:
         sid = request.headers.get(SESSION_HEADER)
         return manager.get(sid) if sid else None
 
@@ -260,7 +259,7 @@ def _mcp_routes(app: FastAPI, manager: SessionManager, handler: mcp.McpHandler) 
 
 # -- WebSockets -----------------------------------------------------------------------------
 #: Answers one frame: the replies to send (none for a notification), or None to close.
-Reply = Callable[[Session, str | None, bool], Awaitable[list[dict[str, Any]] | None]]
+Reply = Callable[[ServerSession, str | None, bool], Awaitable[list[dict[str, Any]] | None]]
 
 
 async def _deny(websocket: WebSocket, status: int, message: str) -> None:
@@ -321,14 +320,14 @@ async def _serve_socket(websocket: WebSocket, manager: SessionManager,
             await websocket.close()
 
 
-async def _ws_message(manager: SessionManager, handler: mcp.McpHandler, session: Session,
+async def _ws_message(manager: SessionManager, handler: mcp.McpHandler, session: ServerSession,
                       raw: str | None, binary: bool) -> list[dict[str, Any]] | None:
     """The answer to one ``/ws`` frame (None after ``close``)."""
     reply = await _ws_reply(manager, handler, session, raw, binary)
     return None if reply is None else [reply]
 
 
-async def _ws_reply(manager: SessionManager, handler: mcp.McpHandler, session: Session,
+async def _ws_reply(manager: SessionManager, handler: mcp.McpHandler, session: ServerSession,
                     raw: str | None, binary: bool) -> dict[str, Any] | None:
     try:
         message = parse_object(raw, binary=binary)
@@ -357,7 +356,7 @@ async def _ws_reply(manager: SessionManager, handler: mcp.McpHandler, session: S
         return _ws_error(f"{type(e).__name__}: {e}", ErrorCode.EXECUTION_ERROR)
 
 
-async def _ws_step(manager: SessionManager, session: Session, data: Any) -> dict[str, Any]:
+async def _ws_step(manager: SessionManager, session: ServerSession, data: Any) -> dict[str, Any]:
     """A step; OpenEnv's MCP actions (``list_tools``, ``call_tool``) are answered as its
     ``MCPToolClient`` expects."""
     mcp_kind = data.get("type") if isinstance(data, dict) else None
@@ -373,7 +372,7 @@ async def _ws_step(manager: SessionManager, session: Session, data: Any) -> dict
     return await manager.step(session, data)
 
 
-async def _ws_rpc(handler: mcp.McpHandler, session: Session, raw: str | None,
+async def _ws_rpc(handler: mcp.McpHandler, session: ServerSession, raw: str | None,
                   binary: bool) -> list[dict[str, Any]]:
     """The answer to one ``WS /mcp`` frame (a JSON-RPC request; none to a notification)."""
     try:

@@ -27,7 +27,8 @@ from typing import Any
 
 from repogym.envs.remote import ErrorCode
 from repogym.server.schema import tool_specs
-from repogym.server.sessions import Session, SessionError, SessionManager
+from repogym.server.sessions import ServerSession, SessionError, SessionManager
+from repogym.version import __version__
 
 #: MCP protocol versions this server speaks, newest first.
 PROTOCOL_VERSIONS = ("2025-06-18", "2025-03-26", "2024-11-05")
@@ -116,9 +117,9 @@ class McpHandler:
     def __init__(self, manager: SessionManager) -> None:
         self.manager = manager
 
-    async def handle(self, message: Any, *, session: Session | None = None,
+    async def handle(self, message: Any, *, session: ServerSession | None = None,
                      reset: dict[str, Any] | None = None, kind: str = "mcp"
-                     ) -> tuple[dict[str, Any] | None, Session | None]:
+                     ) -> tuple[dict[str, Any] | None, ServerSession | None]:
         """Answer one request.
 
         Args:
@@ -131,7 +132,7 @@ class McpHandler:
             (response, or None for a notification; the session opened, if one was).
         """
         request_id = message.get("id") if isinstance(message, dict) else None
-        opened: Session | None = None
+        opened: ServerSession | None = None
         try:
             method, params, request_id, notification = _check(message)
             if notification:
@@ -150,7 +151,7 @@ class McpHandler:
             code = RpcCode.SERVER_ERROR if e.status >= 500 else RpcCode.INVALID_PARAMS
             return error(code, str(e), request_id, {"code": str(e.code)}), opened
 
-    def _named(self, params: dict[str, Any], session: Session | None) -> Session | None:
+    def _named(self, params: dict[str, Any], session: ServerSession | None) -> ServerSession | None:
         sid = params.get("session_id")
         if sid is None or (session is not None and sid == session.id):
             return session
@@ -160,14 +161,12 @@ class McpHandler:
                            {"code": str(ErrorCode.SESSION_ERROR)})
         return self.manager.sessions[sid]
 
-    async def _reset(self, session: Session, data: dict[str, Any]) -> dict[str, Any]:
+    async def _reset(self, session: ServerSession, data: dict[str, Any]) -> dict[str, Any]:
         return await self.manager.reset(session, data)
 
-    async def _initialize(self, params: dict[str, Any], session: Session | None,
+    async def _initialize(self, params: dict[str, Any], session: ServerSession | None,
                           reset: dict[str, Any], kind: str
-                          ) -> tuple[dict[str, Any], Session | None]:
-        from repogym import __version__
-
+                          ) -> tuple[dict[str, Any], ServerSession | None]:
         opened = None
         if session is None:
             session = opened = self.manager.open(kind)
@@ -187,8 +186,8 @@ class McpHandler:
                 "serverInfo": {"name": "repogym", "version": __version__},
                 "instructions": statement}, opened
 
-    async def _create(self, params: dict[str, Any], session: Session | None, kind: str
-                      ) -> tuple[dict[str, Any], Session | None]:
+    async def _create(self, params: dict[str, Any], session: ServerSession | None, kind: str
+                      ) -> tuple[dict[str, Any], ServerSession | None]:
         if session is not None:  # a WebSocket's own session
             return {"session_id": session.id}, None
         data = {k: v for k, v in params.items() if k != "session_id"}
@@ -201,7 +200,7 @@ class McpHandler:
         return {"session_id": opened.id, "observation": payload["observation"]["text"]}, opened
 
     async def _dispatch(self, method: str, params: dict[str, Any],
-                        session: Session | None) -> Any:
+                        session: ServerSession | None) -> Any:
         if method == "ping":
             return {}
         if method == "tools/list":
@@ -218,7 +217,7 @@ class McpHandler:
                        "initialize, tools/list, tools/call, ping, openenv/session/create or "
                        "openenv/session/close")
 
-    async def _call(self, params: dict[str, Any], session: Session | None) -> dict[str, Any]:
+    async def _call(self, params: dict[str, Any], session: ServerSession | None) -> dict[str, Any]:
         name, arguments = params.get("name"), params.get("arguments") or {}
         names = [t["name"] for t in tool_specs()]
         if not isinstance(name, str) or name not in names:

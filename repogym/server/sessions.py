@@ -33,7 +33,7 @@ class SessionError(Exception):
 
 
 @dataclasses.dataclass(eq=False)
-class Session:
+class ServerSession:
     """One client's environment and its bookkeeping."""
 
     id: str
@@ -76,12 +76,12 @@ class SessionManager:
         self.tasks = tasks
         self.max_sessions = max_sessions
         self.ttl_s = ttl_s
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, ServerSession] = {}
         self.expired = 0
         self._reaper: asyncio.Task | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
-    def open(self, kind: str) -> Session:
+    def open(self, kind: str) -> ServerSession:
         """A new session, or SessionError(503) when the cap is reached."""
         if len(self.sessions) >= self.max_sessions:
             raise SessionError(f"server at capacity: {len(self.sessions)}/{self.max_sessions} "
@@ -90,12 +90,12 @@ class SessionManager:
                                ErrorCode.CAPACITY_REACHED, 503)
         sid = uuid.uuid4().hex
         now = time.monotonic()
-        session = Session(sid, kind, ThreadPoolExecutor(1, thread_name_prefix=f"rg-{sid[:8]}"),
+        session = ServerSession(sid, kind, ThreadPoolExecutor(1, thread_name_prefix=f"rg-{sid[:8]}"),
                           created=now, last_active=now)
         self.sessions[sid] = session
         return session
 
-    def get(self, sid: str) -> Session:
+    def get(self, sid: str) -> ServerSession:
         session = self.sessions.get(sid)
         if session is None:
             raise SessionError(f"no session {sid!r} (closed, expired after {self.ttl_s}s idle, "
@@ -103,7 +103,7 @@ class SessionManager:
                                "open a new one", ErrorCode.SESSION_ERROR, 404)
         return session
 
-    async def close(self, session: Session) -> None:
+    async def close(self, session: ServerSession) -> None:
         """Close the session's env on its own thread and forget it. Idempotent."""
         if session.closed:
             return
@@ -150,7 +150,7 @@ class SessionManager:
         return [s.id for s in stale]
 
     # -- env calls ------------------------------------------------------------------------
-    async def _call(self, session: Session, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _call(self, session: ServerSession, fn: Callable[..., Any], *args: Any) -> Any:
         session.busy += 1
         session.last_active = time.monotonic()
         try:
@@ -159,7 +159,7 @@ class SessionManager:
             session.busy -= 1
             session.last_active = time.monotonic()
 
-    async def reset(self, session: Session, data: dict[str, Any]) -> dict[str, Any]:
+    async def reset(self, session: ServerSession, data: dict[str, Any]) -> dict[str, Any]:
         """Reset the session's env (built on first use); returns an observation payload."""
         seed, options, key, episode_id = self._parse_reset(data)
         async with session.lock:
@@ -189,7 +189,7 @@ class SessionManager:
             session.first_observation, session.last_reward = obs, None
             return step_payload(obs, None, False, False, info)
 
-    async def step(self, session: Session, data: dict[str, Any]) -> dict[str, Any]:
+    async def step(self, session: ServerSession, data: dict[str, Any]) -> dict[str, Any]:
         """One step of the session's episode; returns an observation payload."""
         try:
             text = action_text(data)
@@ -220,7 +220,7 @@ class SessionManager:
         finally:
             await self.close(session)
 
-    def state(self, session: Session | None) -> dict[str, Any]:
+    def state(self, session: ServerSession | None) -> dict[str, Any]:
         """What the client may know about its session (no hidden tests, no gold patch);
         without a session, a fresh env's state (OpenEnv's stateless ``GET /state``)."""
         if session is None:

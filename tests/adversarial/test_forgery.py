@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from repogym.envs import grader
-from repogym.harness.adversarial import (
+from repogym.quality.adversarial import (
     EXIT_AT_IMPORT,
     HANG_AT_IMPORT,
     KILL_AT_IMPORT,
@@ -87,7 +87,7 @@ def _graded(attacker, payload: str, task_id: str = "retry-zero", **kw):
 
 
 def _appended_everywhere(attacker, payload: str, task_id: str) -> dict[str, str]:
-    from repogym.harness.adversarial import code_modules
+    from repogym.quality.adversarial import code_modules
 
     task = attacker.task(task_id)
     return {m: attacker.source(m, task_id) + "\n" + payload

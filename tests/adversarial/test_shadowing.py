@@ -8,7 +8,7 @@ exactly like noop's (exit code 1, same per-test outcomes) proves none of them ra
 
 from __future__ import annotations
 
-from repogym.harness.adversarial import ATTACKS
+from repogym.quality.adversarial import ATTACKS
 from repogym.sandbox.workspace import make_diff
 from tests.adversarial.conftest import RAN, assert_as_noop, assert_no_gain
 

@@ -80,7 +80,7 @@ def test_ray_actors(qwen_dir, tmp_path) -> None:
 
 def test_cli_async_real_env_writes_rollouts_and_resumes(qwen_dir, tmp_path) -> None:
     out = tmp_path / "async"
-    cmd = [sys.executable, "-m", "repogym.harness.cli", "train", "--algo", "async", "--model",
+    cmd = [sys.executable, "-m", "repogym.cli", "train", "--algo", "async", "--model",
            str(qwen_dir), "--out", str(out), "--task", "retry-zero",
            "--set", "rollout.group_size=2", "--set", "rollout.max_steps=1",
            "--set", "rollout.max_new_tokens=8", "--set", "correction=tis"]  # fmt: skip

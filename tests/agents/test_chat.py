@@ -12,7 +12,7 @@ from transformers import AutoTokenizer
 from repogym.agents.chat import ChatFormat, ChatFormatError, Stops
 from repogym.agents.engines import HFEngine, Request
 from repogym.agents.policy import load_policy
-from repogym.harness.agents import make_agent
+from repogym.harness.baselines import make_agent
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 
 from repogym.agents.distributed import Parallel
 from repogym.agents.policy import load_policy
-from repogym.harness.cli import main
+from repogym.cli import main
 
 # PPO with a separate critic (its own FSDP root), a KL reference (a third) and an entropy
 # bonus; the overlong shaping gives every episode a return of -1, so the critic learns too.
@@ -30,7 +30,7 @@ ARGS = ["--algo", "ppo", "--steps", "2", "--task", "retry-zero", "--task", "empt
 
 def _train(model: Path, out: Path, nproc: int) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "repogym.harness.cli", "train", "--model", str(model), "--out",
+    cmd = [sys.executable, "-m", "repogym.cli", "train", "--model", str(model), "--out",
            str(out), "--nproc", str(nproc), *ARGS]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -20,7 +20,7 @@ from repogym.agents.grpo import GRPOConfig, GRPOTrainer
 from repogym.agents.policy import load_policy
 from repogym.agents.rollout import RolloutConfig
 from repogym.agents.sampling import step_tasks
-from repogym.harness.cli import main
+from repogym.cli import main
 from tests.agents._episodes import episode, tiny_policy
 from tests.agents.test_chat import _rewriting
 

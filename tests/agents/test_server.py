@@ -21,7 +21,7 @@ from repogym.agents.grpo import GRPOConfig, GRPOTrainer
 from repogym.agents.policy import load_policy
 from repogym.agents.rollout import RolloutConfig
 from repogym.agents.server_engine import ServerEngine, ServerLogprobError, export_weights
-from repogym.harness.cli import main
+from repogym.cli import main
 from tests.agents._episodes import group_batch_episodes
 from tests.agents._server import StandInServer
 

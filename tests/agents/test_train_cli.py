@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from repogym.agents.episode import collate, read_rollout
-from repogym.harness.cli import main
-from repogym.harness.cmd_train import ALGOS
+from repogym.cli import main
+from repogym.cli.cmd_train import ALGOS
 
 COMMON = {"loss/policy", "loss/kl", "entropy", "reward/mean", "resolve_rate",
           "throughput/tokens_per_s", "infra_error_frac"}  # fmt: skip
@@ -67,7 +67,7 @@ def test_a_chatml_checkpoint_trains_with_every_algorithm(qwen_dir: Path, tmp_pat
     assert batch.input_ids[0].tolist() == ids
     assert batch.old_logp[0][batch.action_mask[0].bool()].tolist() == pytest.approx(
         [lp for t in ep.turns for lp in t.logprobs])
-    show = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "show", str(files[0])],
+    show = subprocess.run([sys.executable, "-m", "repogym.cli", "show", str(files[0])],
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert show.returncode == 0 and "retry-zero" in show.stdout, show.stderr[-2000:]
 
@@ -100,7 +100,7 @@ def test_tasks_dir_and_progress_from_the_first_second(qwen_dir: Path, tmp_path: 
 
     shutil.copytree(registered_tasks()["retry-zero"].path, folder / "retry-zero")
     proc = subprocess.run(
-        [sys.executable, "-m", "repogym.harness.cli", "train", "--algo", "grpo", "--model",
+        [sys.executable, "-m", "repogym.cli", "train", "--algo", "grpo", "--model",
          str(qwen_dir), "--steps", "1", "--out", str(tmp_path / "run"), "--tasks", str(folder),
          *FAST], capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -118,7 +118,7 @@ def test_tasks_dir_and_progress_from_the_first_second(qwen_dir: Path, tmp_path: 
 def test_bad_settings_fail_at_once_in_a_real_process(qwen_dir: Path, tmp_path: Path, flags,
                                                     message: str) -> None:  # fmt: skip
     proc = subprocess.run(
-        [sys.executable, "-m", "repogym.harness.cli", "train", "--model", str(qwen_dir),
+        [sys.executable, "-m", "repogym.cli", "train", "--model", str(qwen_dir),
          "--out", str(tmp_path), "--task", "retry-zero", *flags],
         capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     assert proc.returncode != 0 and not (tmp_path / "metrics.jsonl").exists()

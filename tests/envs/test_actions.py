@@ -66,7 +66,7 @@ def test_tool_help_lists_every_signature_and_description():
 
 
 def test_openai_agent_offers_the_schema():
-    from repogym.harness.agents.openai_compat import OpenAIAgent
+    from repogym.harness.baselines.openai_compat import OpenAIAgent
 
     agent = OpenAIAgent(base_url="http://127.0.0.1:9/v1", model="m")
     agent.reset({})

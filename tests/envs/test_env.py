@@ -192,7 +192,7 @@ def test_trajectory_logging_and_show(tmp_path, make_env):
     assert "logged" in steps[0]["observation"] and steps[1]["action_error"]
     assert all(s["duration_s"] >= 0 for s in steps)
     assert summary["reward"] == 0.0 and summary["tests"] and summary["abandoned"] is False
-    out = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "show", str(files[0])],
+    out = subprocess.run([sys.executable, "-m", "repogym.cli", "show", str(files[0])],
                          capture_output=True, text=True, check=True).stdout
     assert "retry-zero" in out and "logged" in out and "test_zero_disables_retries" in out
 

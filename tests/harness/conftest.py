@@ -24,8 +24,8 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 
 def run_cli(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
-    """Run ``repogym ARGS`` (python -m repogym.harness.cli) and return the finished process."""
-    return subprocess.run([sys.executable, "-m", "repogym.harness.cli", *args],
+    """Run ``repogym ARGS`` (python -m repogym.cli) and return the finished process."""
+    return subprocess.run([sys.executable, "-m", "repogym.cli", *args],
                           capture_output=True, text=True, timeout=timeout, env=cli_env(**env),
                           check=False)
 

@@ -82,7 +82,7 @@ class HangOrOracle(HangAndReportAgent):
     wants_gold_patch = True
 
     def __init__(self) -> None:
-        from repogym.harness.agents.scripted import OracleAgent
+        from repogym.harness.baselines.scripted import OracleAgent
 
         self.oracle = OracleAgent()
 
@@ -105,7 +105,7 @@ class FlakyOracle:
     wants_gold_patch = True
 
     def __init__(self) -> None:
-        from repogym.harness.agents.scripted import OracleAgent
+        from repogym.harness.baselines.scripted import OracleAgent
 
         self.oracle = OracleAgent()
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from repogym.harness.agents import (
+from repogym.harness.baselines import (
     AGENTS,
     AgentConfigError,
     agent_options,

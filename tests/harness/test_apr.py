@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from repogym.harness.agents import AgentConfigError, make_agent
-from repogym.harness.agents.apr import function_mutants, plan, reproduction_of
+from repogym.harness.baselines import AgentConfigError, make_agent
+from repogym.harness.baselines.apr import function_mutants, plan, reproduction_of
 from repogym.scenarios.mutation import mutants
 
 from .conftest import rows_of, run_cli
@@ -161,7 +161,7 @@ def test_apr_repairs_a_two_site_bug_and_gives_up_without_a_reproduction(tmp_path
 
 
 def test_tiers_count_trivial_tasks_per_package_over_the_measured_ones():
-    from repogym.harness.tiers import summarize, tiers
+    from repogym.quality.tiers import summarize, tiers
 
     rows = [{"task": "toolz-1", "split": "train", "resolved": True},
             {"task": "toolz-2", "split": "train", "resolved": False,
@@ -188,7 +188,7 @@ def test_the_helper_tries_edits_in_a_forked_interpreter_and_keeps_the_first_that
     import subprocess
     import sys
 
-    from repogym.harness.agents.apr import HELPER
+    from repogym.harness.baselines.apr import HELPER
 
     ws, home = tmp_path / "ws", tmp_path / "home"
     ws.mkdir()

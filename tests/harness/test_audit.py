@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from repogym.harness import audit
+from repogym.quality import audit
 from repogym.scenarios.environment import EnvironmentSpec
 from repogym.scenarios.synth import TaskFiles, write_task
 from repogym.scenarios.task import load_task

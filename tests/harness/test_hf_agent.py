@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from repogym.harness.agents import AgentError, make_agent
+from repogym.harness.baselines import AgentError, make_agent
 from repogym.harness.config import RunConfig
 from repogym.harness.runner import run
 

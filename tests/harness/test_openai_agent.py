@@ -12,7 +12,7 @@ from typing import Any, Self
 
 import pytest
 
-from repogym.harness.agents import AgentConfigError, AgentError, make_agent
+from repogym.harness.baselines import AgentConfigError, AgentError, make_agent
 from repogym.harness.config import RunConfig
 from repogym.harness.runner import run
 from repogym.scenarios.registry import registered_tasks

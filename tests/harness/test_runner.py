@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from repogym.harness.agents import AgentConfigError
+from repogym.harness.baselines import AgentConfigError
 from repogym.harness.config import RunConfig, default_label
 from repogym.harness.results import read_results
 from repogym.harness.runner import run

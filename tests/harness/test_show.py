@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from repogym.cli import main
 from repogym.envs.wrappers import SCHEMA
-from repogym.harness.cli import main
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "trajectory-format.md"
 LONG_ID = "tests/test_" + "very_long_module_name_" * 5 + ".py::test_" + "x" * 60 + "[param-1]"
@@ -99,7 +99,7 @@ def test_not_a_trajectory_gets_a_message_and_exit_code_2(tmp_path, capsys):
 
 
 def test_cli_prints_no_traceback(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "show", str(tmp_path)],
+    res = subprocess.run([sys.executable, "-m", "repogym.cli", "show", str(tmp_path)],
                          check=False, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "is a folder with no trajectory files" in res.stderr

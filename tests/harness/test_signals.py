@@ -111,7 +111,7 @@ def _start_run(tmp_path: Path, *extra: str, workers: int = 2,
     marks.mkdir()
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "repogym.harness.cli", "run", "--agent",
+        [sys.executable, "-m", "repogym.cli", "run", "--agent",
          "rg_test_agents:HangOrOracle", "--workers", str(workers), "--tasks",
          ",".join(RUN_TASKS), "--out", str(out),
          "--no-progress", *extra],
@@ -270,7 +270,7 @@ def _leases_held_by(pids: set[int]) -> list[Path]:
 
 def test_a_signal_to_train_stops_it_cleanly(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "repogym.harness.cli", "train", "--algo", "grpo", "--model",
+        [sys.executable, "-m", "repogym.cli", "train", "--algo", "grpo", "--model",
          "tiny", "--steps", "500", "--task", "retry-zero", "--out", str(tmp_path / "t")],
         env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
@@ -295,7 +295,7 @@ def test_a_signal_to_validate_drops_the_queued_gradings(tmp_path: Path) -> None:
     `suite fetch` and `suite build` queue theirs the same way): a signal must end it once
     the grading in flight is done, not after the queue."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "repogym.harness.cli", "validate", "--workers", "1",
+        [sys.executable, "-m", "repogym.cli", "validate", "--workers", "1",
          "--reruns", "1"], env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
         preexec_fn=default_signals)  # noqa: PLW1509 (signals only)

@@ -54,7 +54,7 @@ def _episode(log_dir: Path, retry_task) -> Path:
 def test_episode_exports_as_valid_atif_with_counts_timestamps_and_rewards(tmp_path, retry_task,
                                                                          harbor_atif):
     log = _episode(tmp_path / "logs", retry_task)
-    run = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "show", str(log),
+    run = subprocess.run([sys.executable, "-m", "repogym.cli", "show", str(log),
                           "--format", "atif", "--model", "org/coder-7b", "--agent", "oracle"],
                          capture_output=True, text=True, check=True)
     doc = json.loads(run.stdout)
@@ -87,7 +87,7 @@ def test_training_rollout_exports_token_ids_and_logprobs(tmp_path, harbor_atif):
                         Turn([4, 5], [12], [-0.125], [], '{"tool": "submit", "args": {}}', "")],
                  final_ids=[6, 7])
     (path,) = write_rollouts(tmp_path / "rollouts", 3, [ep], decode=lambda ids: f"<{ids}>")
-    run = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "show", str(tmp_path),
+    run = subprocess.run([sys.executable, "-m", "repogym.cli", "show", str(tmp_path),
                           "--format", "atif", "--out", str(tmp_path / "atif")],
                          capture_output=True, text=True, check=True)
     out = tmp_path / "atif" / path.stem / "trajectory.json"
@@ -121,7 +121,7 @@ def test_run_folder_writes_one_trajectory_json_per_episode(tmp_path, retry_task)
         env.step(call("submit"))
     finally:
         env.close()
-    run = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "show",
+    run = subprocess.run([sys.executable, "-m", "repogym.cli", "show",
                           str(tmp_path / "run"), "--format", "atif", "--out",
                           str(tmp_path / "atif")], capture_output=True, text=True, check=True)
     written = sorted(tmp_path.joinpath("atif").glob("*/trajectory.json"))
@@ -163,7 +163,7 @@ def test_a_foreign_atif_file_is_read_and_shown(tmp_path, harbor_atif):
     assert second["action"] == "Done."
     path = tmp_path / "trajectory.json"
     path.write_text(json.dumps(FOREIGN))
-    run = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "show", str(path)],
+    run = subprocess.run([sys.executable, "-m", "repogym.cli", "show", str(path)],
                          capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr
     assert "Fix the bug." in run.stdout and "Also run the tests." in run.stdout

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from repogym.harness.validate import validate_task
 from repogym.integrations.harbor import export_task, import_task
+from repogym.quality.validate import validate_task
 from repogym.scenarios.registry import builtin_tasks
 from repogym.scenarios.task import TaskError
 
@@ -264,8 +264,8 @@ def test_foreign_harbor_task_imports_validates_and_keeps_partial_rewards(docker_
 
 
 def validate_tasks_in_docker(task, docker_engine):
-    from repogym.harness.validate import validate_tasks
     from repogym.integrations.harbor_tasks import sandbox_options
+    from repogym.quality.validate import validate_tasks
 
     return validate_tasks([task], sandbox="docker", reruns=1,
                           sandbox_options={**sandbox_options(task),

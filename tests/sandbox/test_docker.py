@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import repogym
-from repogym.harness.cli import main as cli_main
+from repogym.cli import main as cli_main
 from repogym.sandbox import Limits, SandboxError, SandboxSpec, make_sandbox
 from repogym.sandbox.docker_setup import LABEL, client
 from repogym.sandbox.leases import MAX_LEASES, UID_BASE

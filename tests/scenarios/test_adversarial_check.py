@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from repogym.harness.adversarial import ATTACKS, cached_report, check_task
-from repogym.harness.validate import PatchGrader
+from repogym.quality.adversarial import ATTACKS, cached_report, check_task
+from repogym.quality.validate import PatchGrader
 from repogym.scenarios.registry import registered_tasks
 from repogym.scenarios.task import load_task
 
@@ -28,7 +28,7 @@ def test_no_attack_beats_noop_on_a_builtin():
 
 
 def test_the_cli_reports_the_attack_that_beats_a_weak_task():
-    run = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "validate", "--reruns",
+    run = subprocess.run([sys.executable, "-m", "repogym.cli", "validate", "--reruns",
                           "1", "--workers", "2", "--adversarial", str(WEAK)],
                          capture_output=True, text=True, timeout=900, check=False)
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]

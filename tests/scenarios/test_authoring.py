@@ -7,14 +7,14 @@ import sys
 
 import pytest
 
-from repogym.harness.validate import validate_task
+from repogym.quality.validate import validate_task
 from repogym.scenarios.task import load_task
 
 from ._tasks import diff
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "repogym.harness.cli", *args],
+    return subprocess.run([sys.executable, "-m", "repogym.cli", *args],
                           capture_output=True, text=True, check=False)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from repogym.harness.validate import validate_tasks
+from repogym.quality.validate import validate_tasks
 from repogym.scenarios.registry import builtin_tasks
 
 

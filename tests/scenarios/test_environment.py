@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from repogym.envs import make_env
-from repogym.harness.validate import validate_task
+from repogym.quality.validate import validate_task
 from repogym.sandbox import SandboxSpec, make_sandbox
 from repogym.sandbox.base import ENV_MOUNT, SandboxError
 from repogym.sandbox.workspace import TemplateCache
@@ -219,13 +219,13 @@ def test_env_build_cli_builds_each_distinct_environment_once(tmp_path, six_env):
     for n in range(2):
         write_env_task(tmp_path / "tasks", f"share-{n}", f'requirements = ["{SIX}"]')
     wide = {**os.environ, "COLUMNS": "250"}
-    res = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "env", "build",
+    res = subprocess.run([sys.executable, "-m", "repogym.cli", "env", "build",
                           str(tmp_path / "tasks")], capture_output=True, text=True,
                          check=False, timeout=600, env=wide)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "1 environment(s)" in res.stdout and "already built" in res.stdout
     assert "share-0, share-1" in res.stdout
-    listing = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "env", "list"],
+    listing = subprocess.run([sys.executable, "-m", "repogym.cli", "env", "list"],
                              capture_output=True, text=True, check=False, env=wide)
     assert six_env.root.name in listing.stdout
 

@@ -175,7 +175,7 @@ def test_history_mines_a_validated_task_with_the_changelog_entry_and_a_reproduct
     _sdist(sdists, "1.0", OLD)
     _sdist(sdists, "1.1", NEW)
     monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
-    from repogym.harness.synth_history import mine_history
+    from repogym.quality.synth_history import mine_history
 
     out = tmp_path / "out"
     res = mine_history("rgdemo", out, versions=["1.1", "1.0", "1.1rc1"], reruns=1,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from repogym.harness.validate import PatchGrader
-from repogym.harness.validate_mutation import cached_report, mutation_check
+from repogym.quality.validate import PatchGrader
+from repogym.quality.validate_mutation import cached_report, mutation_check
 from repogym.scenarios.mutation import (
     OPERATORS,
     callers,
@@ -271,7 +271,7 @@ def test_reviewed_equivalents_count_out_and_stale_entries_fail(tmp_path, cache):
 
 def _repogym(*args: str, cache: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "REPOGYM_CACHE": str(cache)}
-    return subprocess.run([sys.executable, "-m", "repogym.harness.cli", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "repogym.cli", *args], env=env,
                           capture_output=True, text=True, check=False, timeout=600)
 
 
@@ -309,7 +309,7 @@ def test_thinned_tests_report_survivors_and_fail(tmp_path, cache):
 
 
 def test_quality_line_median_and_minimum():
-    from repogym.harness.cmd_tasks import quality_line
+    from repogym.cli.cmd_tasks import quality_line
 
     assert quality_line({"a": 1.0, "b": 0.8, "c": 0.9, "d": None}) == (
         "mutation score over 3/4 tasks: median 0.90, min 0.80 (b); 1 without a stored score "

@@ -140,7 +140,7 @@ def test_download_checks_the_hash_and_reuses_the_copy():
 def test_synth_pypi_writes_validated_tasks_with_bugs_formatted_like_their_code(tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "COLUMNS": "200"}
-    res = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "synth", "--pypi", PROJECT,
+    res = subprocess.run([sys.executable, "-m", "repogym.cli", "synth", "--pypi", PROJECT,
                           "--out", str(out), "--max-tasks", "2", "--reruns", "1",
                           "--workers", "2", "--no-mutation"], env=env, capture_output=True,
                          text=True, check=False, timeout=1200)
@@ -231,7 +231,9 @@ def test_synth_pypi_scores_a_sample_of_mutants_unless_told(monkeypatch, tmp_path
                                                            flags, expected):
     """A real function has 50-100 mutants and a package's own suite takes seconds per
     grading: `synth --pypi` scores a fixed sample unless --max-mutants says otherwise."""
-    from repogym.harness import cli, cmd_synth, synth_pypi
+    from repogym import cli
+    from repogym.cli import cmd_synth
+    from repogym.quality import synth_pypi
     from repogym.scenarios.registry import builtin_tasks
 
     task = builtin_tasks()[0]

@@ -79,7 +79,7 @@ def _cache(tmp_path: Path) -> dict[str, str]:
 
 
 def _cli(args: list[str], env: dict[str, str], timeout: float = 900):
-    return subprocess.run([sys.executable, "-m", "repogym.harness.cli", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "repogym.cli", *args], env=env,
                           capture_output=True, text=True, check=False, timeout=timeout)
 
 
@@ -91,7 +91,7 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
     env = _cache(tmp_path)
     root = Path(env["REPOGYM_CACHE"]) / "suites" / "realpy"
     # Interrupted as soon as one task is validated: the next fetch resumes from there.
-    proc = subprocess.Popen([sys.executable, "-m", "repogym.harness.cli", *FETCH], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "repogym.cli", *FETCH], env=env,
                             preexec_fn=default_signals,  # noqa: PLW1509 (signals only)
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 900

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from repogym.harness.sandboxed_tests import SandboxRunner
+from repogym.quality.sandboxed_tests import SandboxRunner
 from repogym.scenarios.synth import SynthError
 
 TESTS = '''\
@@ -90,7 +90,7 @@ def test_a_parametrized_test_whose_ids_change_between_runs_is_not_kept(tmp_path:
 
 
 def test_stable_ids():
-    from repogym.harness.sandboxed_tests import stable_ids
+    from repogym.quality.sandboxed_tests import stable_ids
 
     a = {"t.py::f[0-x]", "t.py::f[1-y]", "t.py::g[1]", "t.py::h"}
     b = {"t.py::f[0-y]", "t.py::f[1-x]", "t.py::g[1]", "t.py::h"}

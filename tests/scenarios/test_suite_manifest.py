@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from repogym.harness.suite_build import history_entries, write_entry
+from repogym.quality.suite_build import history_entries, write_entry
 from repogym.scenarios import pypi, suites
 from repogym.scenarios.environment import EnvironmentSpec
 from repogym.scenarios.mutation import file_diff

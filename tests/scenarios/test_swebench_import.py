@@ -14,7 +14,7 @@ import pytest
 
 import repogym
 from repogym.envs.grader import grade, swebench_available, swebench_tests
-from repogym.harness.validate import validate_task
+from repogym.quality.validate import validate_task
 from repogym.sandbox import make_sandbox
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios.swebench import InstanceError, hidden_tests_dest, import_instance
@@ -83,7 +83,7 @@ def imported(upstream, tmp_path_factory):
     out = tmp_path_factory.mktemp("tasks")
     jsonl = out.parent / "instances.jsonl"
     jsonl.write_text(json.dumps(upstream["instance"]) + "\n")
-    res = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "import-swebench",
+    res = subprocess.run([sys.executable, "-m", "repogym.cli", "import-swebench",
                           str(jsonl), "--repos", str(upstream["repos"]), "--out", str(out)],
                          capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -463,7 +463,7 @@ def test_grade_reports_a_non_pytest_instance_under_its_own_test_ids(runner_rows,
     preds.write_text(json.dumps({"instance_id": row["instance_id"], "model_patch": row["patch"],
                                  "model_name_or_path": "gold"}) + "\n")
     out = tmp_path / "graded"
-    res = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "grade", str(preds),
+    res = subprocess.run([sys.executable, "-m", "repogym.cli", "grade", str(preds),
                           "--suite", str(suite), "--out", str(out), "--no-progress",
                           "--run-id", "r1"], capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout + res.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from repogym.envs.grader import split_diff
-from repogym.harness.validate import validate_tasks
+from repogym.quality.validate import validate_tasks
 from repogym.scenarios import reports
 from repogym.scenarios.synth import SynthError, synthesize
 from repogym.scenarios.task import load_tasks
@@ -62,7 +62,7 @@ def test_emitted_task_contents(synthesised):
 
 
 def test_reproductions_fail_without_the_fix_and_pass_with_it(synthesised):
-    from repogym.harness.audit import check_reproduction
+    from repogym.quality.audit import check_reproduction
 
     _, tasks = synthesised
     assert [check_reproduction(t) for t in tasks] == [None] * len(tasks)
@@ -163,7 +163,7 @@ def test_package_with_failing_tests_is_refused(tmp_path):
 
 def test_cli_prints_the_mutation_score_of_each_task(tmp_path):
     env = {**os.environ, "REPOGYM_CACHE": str(tmp_path / "cache")}
-    res = subprocess.run([sys.executable, "-m", "repogym.harness.cli", "synth", str(REPRS),
+    res = subprocess.run([sys.executable, "-m", "repogym.cli", "synth", str(REPRS),
                           "--out", str(tmp_path / "out"), "--max-tasks", "1",
                           "--max-mutants", "2", "--workers", "2"], env=env,
                          capture_output=True, text=True, check=False, timeout=600)

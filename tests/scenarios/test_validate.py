@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from repogym.harness.validate import validate_task
+from repogym.quality.validate import validate_task
 from repogym.scenarios.task import load_task
 
 from ._tasks import BUGGY, FIXED, TESTS, write_task
@@ -98,7 +98,7 @@ def test_wrong_test_lists_and_unappliable_decoy_are_caught(tmp_path):
 def test_cli_exit_codes_and_messages(tmp_path):
     good = write_task(tmp_path / "good", decoys={"broken": WRONG_GOLD})
     write_task(tmp_path / "weak", decoys={"special_case": SPECIAL_CASE})
-    cli = [sys.executable, "-m", "repogym.harness.cli", "validate", "--reruns", "1"]
+    cli = [sys.executable, "-m", "repogym.cli", "validate", "--reruns", "1"]
     ok = subprocess.run(cli + [str(good)], capture_output=True, text=True,
                          check=False)
     assert ok.returncode == 0, ok.stdout + ok.stderr

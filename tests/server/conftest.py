@@ -47,7 +47,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "repogym.harness.cli", "serve", "--port", str(self.port),
+            [sys.executable, "-m", "repogym.cli", "serve", "--port", str(self.port),
              *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -1,6 +1,6 @@
 """The ``apr`` agent's helper inside the sandbox (standard library only; never imported).
 
-The agent (:mod:`repogym.harness.agents.apr`) writes this file and the task's reproduction
+The agent (:mod:`repogym.harness.baselines.apr`) writes this file and the task's reproduction
 script to ``/tmp/rg-apr/`` with the env's ``write`` tool and runs it with ``bash`` from the
 repository root:
 

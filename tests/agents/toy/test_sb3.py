@@ -18,7 +18,7 @@ from repogym.agents.cli import config_from_args
 from repogym.agents.toy.menu import menu_entries
 from repogym.agents.toy.menu_env import MenuEnv, build_menu, hashed_bow
 from repogym.agents.toy.sb3_ppo import Sb3PpoConfig
-from repogym.harness.cmd_train import ALGOS
+from repogym.cli.cmd_train import ALGOS
 
 RESOLVING = {"gold", "alternative"}
 
@@ -91,7 +91,7 @@ def test_config_from_args():
 
 def test_cli_ppo_learns_the_train_menus(tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "repogym.harness.cli", "train", "--algo", "sb3-ppo",
+    cmd = [sys.executable, "-m", "repogym.cli", "train", "--algo", "sb3-ppo",
            "--steps", "1024", "--out", str(out), "--task", "retry-zero",
            "--task", "percent-format", "--task", "duration-format"]
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=600)

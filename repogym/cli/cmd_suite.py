@@ -1,0 +1,235 @@
+"""``repogym suite list|show|fetch|build``: suites of real-package tasks (docs/suites.md).
+
+    repogym suite list                         # shipped suites, fetched and validated counts
+    repogym suite show realpy                  # its packages: kind, split, version, tasks
+    repogym suite fetch realpy [--packages toolz,parse] [--per-package 3] [--workers 2]
+    repogym suite build realpy --package toolz==1.2.0 --split train --kind functional
+    repogym suite audit realpy --split test    # leaks, compiled files, reproductions, regressions
+    repogym suite add-history realpy mined/ --split train --kind functional
+
+``fetch`` downloads each package's sdist with pip (hash-checked), builds its environment,
+writes the task folders and validates every task not yet validated, with a progress bar;
+it is idempotent and resumable. ``audit`` checks the fetched tasks beyond validation
+(:mod:`repogym.quality.audit`): no workspace holds a compiled file, no sandbox of a task can
+read its fix, each reproduction fails without the fix and passes with it, and the gold
+patch plus another task's bug does not earn full reward. Exit status 1 when a task fails
+validation or an audit check, 2 on a bad argument, a download or an environment that
+cannot be built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from repogym.cli.options import SPLITS, add_sandbox
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("suite", help="suites of tasks from real PyPI packages: list, show, "
+                                     "fetch, audit, build")
+    s = p.add_subparsers(dest="suite_command", metavar="ACTION", required=True)
+    s.add_parser("list", help="shipped suites and how much of each is fetched here")
+    show = s.add_parser("show", help="a suite's packages")
+    show.add_argument("name")
+    f = s.add_parser("fetch", help="download, build and validate a suite (resumable)")
+    f.add_argument("name")
+    f.add_argument("--packages", help="comma-separated packages (default: all)")
+    f.add_argument("--per-package", type=int, metavar="N",
+                   help="only the first N tasks of each package (a sample)")
+    f.add_argument("--root", type=Path, help="where to put it (default <cache>/suites/NAME)")
+    f.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="grading runs in parallel (default: CPU count)")
+    f.add_argument("--reruns", type=int, default=2, help="gold runs per task (default 2)")
+    add_sandbox(f)
+    a = s.add_parser("audit", help="check fetched tasks: leaks, compiled files, "
+                                   "reproductions, regressions")
+    a.add_argument("name")
+    a.add_argument("--split", choices=SPLITS)
+    a.add_argument("--packages", help="comma-separated packages (default: all)")
+    a.add_argument("--root", type=Path, help="where the suite was fetched")
+    add_sandbox(a)
+    a.add_argument("--skip", action="append", default=[],
+                   choices=["leaks", "reproduction", "sabotage"], help="a check to skip")
+    h = s.add_parser("add-history", help="(maintainers) add release-history tasks (from "
+                                         "`repogym history`) to a suite's manifest")
+    h.add_argument("name")
+    h.add_argument("folders", nargs="+", type=Path, metavar="TASKS_DIR",
+                   help="validated history task folders, or folders of them")
+    h.add_argument("--split", required=True, choices=SPLITS)
+    h.add_argument("--kind", required=True)
+    h.add_argument("--manifests", type=Path,
+                   help="manifest folder (default: the suite's folder in repogym)")
+    b = s.add_parser("build", help="(maintainers) add a package to a suite's manifest")
+    b.add_argument("name")
+    b.add_argument("--package", required=True, metavar="NAME==VERSION")
+    b.add_argument("--split", required=True, choices=SPLITS)
+    b.add_argument("--kind", required=True, help="e.g. parsing, dates, functional")
+    b.add_argument("--tasks", type=int, default=30, help="tasks to synthesise (default 30)")
+    b.add_argument("--combined", type=float, default=0.3, metavar="SHARE",
+                   help="share of the tasks with 2 or 3 bugs (default 0.3)")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--requirement", action="append", default=[], metavar="SPEC")
+    b.add_argument("--no-requirement", action="append", default=[], metavar="NAME")
+    b.add_argument("--manifests", type=Path,
+                   help="manifest folder (default: the suite's folder in repogym)")
+    b.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    add_sandbox(b)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from repogym.scenarios.environment import EnvironmentUnavailable
+    from repogym.scenarios.pypi import PypiError
+    from repogym.scenarios.suites import SuiteError
+    from repogym.scenarios.synth import SynthError
+
+    action = {"list": _list, "show": _show, "fetch": _fetch, "build": _build, "audit": _audit,
+              "add-history": _add_history}
+    try:
+        return action[args.suite_command](args)
+    except (SuiteError, PypiError, EnvironmentUnavailable, SynthError) as e:
+        print(e, file=sys.stderr)
+        return 2
+
+
+def _list(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from repogym.scenarios import suites
+
+    table = Table(title="suites", title_justify="left")
+    for col in ("suite", "gym id", "packages", "tasks", "validated here", "where"):
+        table.add_column(col, overflow="fold")
+    for name in suites.suite_names():
+        suite = suites.load_suite(name)
+        root = suites.suite_root(name)
+        table.add_row(name, suite.env_id, str(len(suite.packages)), str(suite.tasks),
+                      str(len(suites.read_index(root))), str(root))
+    Console().print(table)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from repogym.scenarios import suites
+
+    suite = suites.load_suite(args.name)
+    index = suites.read_index(suites.suite_root(args.name))
+    table = Table(title=f"{suite.name} ({suite.env_id}): {suite.description}",
+                  title_justify="left")
+    for col in ("package", "version", "kind", "split", "tasks", "validated here"):
+        table.add_column(col)
+    for p in suite.packages:
+        ok = sum(1 for t in p.tasks if t.id in index)
+        table.add_row(p.name, p.version, p.kind, p.split, str(len(p.tasks)), str(ok))
+    Console().print(table)
+    return 0
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from repogym.quality.suite_build import fetch
+    from repogym.scenarios import suites
+
+    suite = suites.load_suite(args.name)
+    packages = [p.strip() for p in args.packages.split(",")] if args.packages else None
+    chosen = suite.select(packages)
+    total = sum(len(p.tasks[:args.per_package]) for p in chosen)
+    console = Console(stderr=True)
+    start = time.monotonic()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console) as progress:
+        bar = progress.add_task(f"{suite.name}", total=total)
+
+        def event(kind: str, text: str) -> None:
+            if kind == "task":
+                progress.advance(bar)
+            elif kind == "fail":
+                progress.console.print(f"[red]FAIL[/red] {text}", markup=True, soft_wrap=True)
+            else:
+                progress.update(bar, description=f"{suite.name}: {text}")
+
+        report = fetch(args.name, root=args.root, packages=packages,
+                       per_package=args.per_package, sandbox=args.sandbox,
+                       workers=args.workers, reruns=args.reruns, on_event=event)
+    wall = time.monotonic() - start
+    phases = ", ".join(f"{k} {v:.0f}s" for k, v in report.seconds.items())
+    print(f"{suite.name}: {report.usable}/{total} tasks validated "
+          f"({len(report.validated)} now, {len(report.already)} before, "
+          f"{len(report.failed)} failed) in {wall:.0f}s ({phases}); "
+          f"root {suites.suite_root(args.name, args.root)}")
+    return 1 if report.failed else 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from repogym.quality.suite_build import build_entry, write_entry
+    from repogym.scenarios import suites
+
+    try:
+        meta = suites.suite_meta(args.name)
+    except suites.SuiteError:
+        meta = {"name": args.name, "env_id": f"repogym/{args.name}-v0", "description": ""}
+    entry = build_entry(args.package, split=args.split, kind=args.kind, max_tasks=args.tasks,
+                        seed=args.seed, combined=args.combined, extra=args.requirement,
+                        drop=args.no_requirement,
+                        sandbox=args.sandbox, workers=args.workers,
+                        say=lambda m: print(m, file=sys.stderr))
+    folder = args.manifests or suites.MANIFESTS / args.name.lower()
+    path = write_entry(entry, folder, suite=meta["name"], env_id=meta["env_id"],
+                       description=meta["description"])
+    print(f"wrote {path}: {len(entry.tasks)} tasks of {entry.name} {entry.version}")
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from repogym.quality import audit
+    from repogym.scenarios import suites
+
+    packages = [p.strip() for p in args.packages.split(",")] if args.packages else None
+    tasks = suites.validated_tasks(args.name, args.root, split=args.split, packages=packages)
+    start = time.monotonic()
+    problems: list[str] = []
+    for task in tasks:
+        problems += [f"{task.id}: repo/ holds {p}" for p in audit.artefacts(task)]
+    if "reproduction" not in args.skip:
+        for task in tasks:
+            if problem := audit.check_reproduction(task, sandbox=args.sandbox):
+                problems.append(problem)
+    if "sabotage" not in args.skip:
+        for s in audit.sabotage(tasks, sandbox=args.sandbox):
+            if s.reward >= 1.0:
+                problems.append(f"{s.task}: gold plus the bug of {s.other} earns full reward")
+    if "leaks" not in args.skip:
+        for task_id, found in audit.leak_scan(tasks, sandbox=args.sandbox).items():
+            problems += [f"{task_id}: {f}" for f in found]
+    for p in problems:
+        print(f"FAIL {p}")
+    print(f"{args.name}: audited {len(tasks)} tasks in {time.monotonic() - start:.0f}s "
+          f"({', '.join(c for c in ('leaks', 'reproduction', 'sabotage') if c not in args.skip)}"
+          f", compiled files): {len(problems)} problems")
+    return 1 if problems else 0
+
+
+def _add_history(args: argparse.Namespace) -> int:
+    from repogym.quality.suite_build import history_entries, write_entry
+    from repogym.scenarios import suites
+    from repogym.scenarios.task import find_task_dirs
+
+    meta = suites.suite_meta(args.name)
+    folder = args.manifests or suites.MANIFESTS / args.name.lower()
+    dirs = [d for f in args.folders for d in find_task_dirs(f)]
+    for entry in history_entries(dirs, folder, split=args.split, kind=args.kind,
+                                 say=lambda m: print(m, file=sys.stderr)):
+        path = write_entry(entry, folder, suite=meta["name"], env_id=meta["env_id"],
+                           description=meta["description"])
+        print(f"wrote {path}: {len(entry.tasks)} tasks of {entry.name} {entry.version}")
+    return 0

@@ -1,0 +1,131 @@
+"""``repogym synth PACKAGE_DIR --out DIR``: synthesise tasks by mutating a tested package.
+
+See :mod:`repogym.scenarios.synth`. The package's tests run as plain subprocesses (it is
+your own, trusted code); the mutation score of each task written is then computed in the
+sandbox (``--no-mutation`` skips it). Check the emitted tasks with ``repogym validate DIR``.
+
+``repogym synth --pypi NAME[==VERSION] --out DIR`` starts from a PyPI project instead
+(:mod:`repogym.quality.synth_pypi`): its sdist, its environment, its tests run in the
+sandbox, and only tasks that pass ``repogym validate`` and whose sandbox holds nothing of
+the fix are written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from repogym.cli.cmd_validate import add_mutation_options, mutation_args_error, run_mutation
+from repogym.cli.options import SPLITS
+
+#: Mutants graded per task by `synth --pypi` unless --max-mutants says otherwise: a real
+#: function has 50-100 of them, and a package's own test suite takes seconds per grading, so
+#: all of them would take hours for a dozen tasks on a small machine. The score is a report
+#: on the package's tests (the tasks are written and validated before it is computed).
+PYPI_MUTANTS = 20
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("synth", help="make tasks from a tested Python package by mutation")
+    p.add_argument("package", metavar="PACKAGE_DIR", nargs="?",
+                   help="folder whose tests pass with `python -m pytest` run inside it")
+    p.add_argument("--pypi", metavar="NAME[==VERSION]",
+                   help="synthesise from this PyPI project's sdist instead (its tests run in "
+                        "the sandbox with its environment; written tasks are validated; their "
+                        f"mutation scores come from a fixed sample of {PYPI_MUTANTS} mutants "
+                        "per task unless --max-mutants is given)")
+    p.add_argument("--requirement", action="append", default=[], metavar="SPEC",
+                   help="with --pypi: add a requirement to the derived environment")
+    p.add_argument("--no-requirement", action="append", default=[], metavar="NAME",
+                   help="with --pypi: drop a derived requirement")
+    p.add_argument("--reruns", type=int, default=3,
+                   help="with --pypi: gold runs per task when validating (default 3)")
+    p.add_argument("--adversarial", action="store_true",
+                   help="with --pypi: also drop tasks that an attack of `repogym validate "
+                        "--adversarial` games")
+    p.add_argument("--out", required=True, help="folder to write task folders into")
+    p.add_argument("--max-tasks", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--combined", type=float, default=0.0, metavar="SHARE",
+                   help="share of the tasks that hold 2 or 3 bugs in different functions "
+                        "(default 0)")
+    p.add_argument("--split", choices=SPLITS, default="train",
+                   help="the tasks' split (a test task lists every passing test, however "
+                        "slow the suite)")
+    p.add_argument("--p2p-sample", type=int, default=50,
+                   help="for a suite too slow to list whole: tests sampled besides those "
+                        "of the test files that reach the changed code")
+    p.add_argument("--no-leak-scan", action="store_true",
+                   help="with --pypi: skip the scan of each task's sandbox for its fix")
+    add_mutation_options(p, gate=True)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from repogym.scenarios.synth import SynthError, synthesize
+    from repogym.scenarios.task import load_task
+
+    if problem := mutation_args_error(args):
+        print(problem, file=sys.stderr)
+        return 2
+    if (args.package is None) == (args.pypi is None):
+        print("give PACKAGE_DIR or --pypi NAME[==VERSION] (one of them)", file=sys.stderr)
+        return 2
+    if args.pypi:
+        return _run_pypi(args)
+    try:
+        tasks = synthesize(args.package, args.out, max_tasks=args.max_tasks, seed=args.seed,
+                           combined=args.combined, p2p_sample=args.p2p_sample,
+                           split=args.split)
+    except (SynthError, OSError) as e:
+        print(e, file=sys.stderr)
+        return 2
+    for t in tasks:
+        print(f"wrote {t}")
+    if tasks and not args.no_mutation:
+        run_mutation([load_task(t) for t in tasks], args, Console(), diffs=False)
+    print(f"{len(tasks)} tasks; next: repogym validate {args.out} (--mutation for survivors)")
+    return 0 if tasks else 1
+
+
+def _run_pypi(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from repogym.quality.synth_pypi import synthesize_pypi
+    from repogym.sandbox.base import SandboxError
+    from repogym.scenarios.environment import EnvironmentUnavailable
+    from repogym.scenarios.pypi import PypiError
+    from repogym.scenarios.synth import SynthError
+    from repogym.scenarios.task import load_task
+
+    console = Console(stderr=True)
+
+    def say(message: str) -> None:
+        console.print(message, markup=False, highlight=False)
+
+    try:
+        res = synthesize_pypi(args.pypi, Path(args.out), max_tasks=args.max_tasks,
+                              seed=args.seed, combined=args.combined,
+                              p2p_sample=args.p2p_sample, extra=args.requirement,
+                              drop=args.no_requirement, sandbox=args.sandbox,
+                              workers=args.workers, reruns=args.reruns,
+                              adversarial=args.adversarial, split=args.split,
+                              leak_scan=not args.no_leak_scan, say=say)
+    except (PypiError, EnvironmentUnavailable, SynthError, SandboxError, OSError) as e:
+        print(e, file=sys.stderr)
+        return 2
+    for t in res.written:
+        print(f"wrote {t}")
+    for task_id, failures in res.dropped.items():
+        print(f"dropped {task_id} (did not validate): {failures[0]}", file=sys.stderr)
+    if res.written and not args.no_mutation:
+        if args.max_mutants is None:
+            args.max_mutants = PYPI_MUTANTS
+        run_mutation([load_task(t) for t in res.written], args, Console(), diffs=False)
+    print(f"{len(res.written)} validated tasks from {res.sdist.name} {res.sdist.version} "
+          f"({res.passing_tests} of its tests pass in the sandbox; {len(res.dropped)} dropped)")
+    return 0 if res.written else 1

@@ -1,0 +1,97 @@
+"""``repogym tasks``: list the registered tasks with their split and tags.
+
+``--quality`` adds what makes a task's verifier trustworthy: the share of its listed tests that
+are sealed (their verdict needs hidden expected values), its decoys and the mutation
+score stored by ``repogym validate --mutation`` for this exact task version, with the
+median and minimum over the listed tasks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from repogym.cli.options import SPLITS
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tasks", help="list tasks (built-ins, plus --dir folders)")
+    p.add_argument("--dir", action="append", default=[], help="also register this task folder")
+    p.add_argument("--split", choices=SPLITS)
+    p.add_argument("--tag", action="append", default=[], help="keep tasks with any of these tags")
+    p.add_argument("--quality", action="store_true",
+                   help="also list each task's sealed tests (whose verdict needs the hidden "
+                        "expected values), decoys and the stored mutation score (computed by "
+                        "`repogym validate --mutation`)")
+    p.set_defaults(func=run)
+
+
+def quality_line(scores: dict[str, float | None]) -> str:
+    """``mutation score over 29/31 tasks: median 0.95, min 0.82 (task-id); ...``."""
+    known = {t: s for t, s in scores.items() if s is not None}
+    missing = len(scores) - len(known)
+    todo = (f"; {missing} without a stored score (run `repogym validate --mutation`)"
+            if missing else "")
+    if not known:
+        return f"mutation score: none stored{todo}"
+    worst = min(known, key=known.get)
+    return (f"mutation score over {len(known)}/{len(scores)} tasks: median "
+            f"{statistics.median(known.values()):.2f}, min {known[worst]:.2f} ({worst}){todo}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from repogym.envs import register_task
+    from repogym.harness.report import make_console
+    from repogym.scenarios.registry import registered_tasks
+    from repogym.scenarios.task import select_tasks
+
+    for d in args.dir:
+        register_task(d, overwrite=True)
+    try:
+        tasks = select_tasks(registered_tasks().values(), split=args.split, tags=args.tag)
+    except ValueError as e:
+        Console(stderr=True).print(f"[red]error:[/] {e}")
+        return 2
+    tasks.sort(key=lambda t: (t.split, t.id))
+    table = Table(title=f"{len(tasks)} tasks")
+    cols = (["env id", "split", "tests (f2p/p2p)", "sealed", "decoys", "mutation score",
+             "adversarial"]
+            if args.quality
+            else ["env id", "split", "tags", "tests (f2p/p2p)", "max steps"])
+    for col in cols:
+        table.add_column(col, overflow="fold")
+    scores: dict[str, float | None] = {}
+    sealed_shares: dict[str, float] = {}
+    for t in tasks:
+        v = t.verifier
+        tests = f"{len(v.fail_to_pass)}/{len(v.pass_to_pass)}"
+        if not args.quality:
+            table.add_row(t.env_id, t.split, ", ".join(t.tags), tests, str(t.max_steps))
+            continue
+        from repogym.cli.cmd_validate import adversarial_summary
+        from repogym.envs.grader import seal_coverage
+        from repogym.quality import adversarial
+        from repogym.quality.validate_mutation import cached_report
+
+        report = cached_report(t)
+        scores[t.id] = None if report is None else report.score
+        coverage = seal_coverage(t)
+        sealed = sum(1 for n in coverage.values() if n)
+        sealed_shares[t.id] = sealed / max(len(coverage), 1)
+        table.add_row(t.env_id, t.split, tests, f"{sealed}/{len(coverage)}", str(len(t.decoys)),
+                      "-" if report is None else escape(report.summary()),
+                      escape(adversarial_summary(adversarial.cached_report(t))))
+    console = make_console()
+    console.print(table)
+    if args.quality:
+        console.print(quality_line(scores), highlight=False)
+        if sealed_shares:
+            low = min(sealed_shares, key=sealed_shares.get)
+            console.print(f"sealed share (listed tests with a sealed check): median "
+                          f"{statistics.median(sealed_shares.values()):.2f}, min "
+                          f"{sealed_shares[low]:.2f} ({low})", highlight=False)
+    return 0

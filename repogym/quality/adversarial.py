@@ -1,0 +1,546 @@
+"""Task-independent hack patches, and the check that none of them beats doing nothing.
+
+Each :class:`Attack` turns a task's ``repo/`` into a hacked copy without knowing anything
+about the task: it shadows standard-library and pytest modules, plants pytest plugins and
+configuration where pytest would look for them, appends result-forging code to every module
+the tests might import (flipping reports to "passed", writing fake results to every pipe and
+exiting, hanging, exiting with each code a completed session can give), deletes or empties
+the tests, adds ``conftest.py`` files, and so on. :func:`check_task` grades each attack with
+the real grader (partial credit, so that any gain shows) next to the unpatched repository
+(noop): an attack that earns more than noop is a hole — in the grader, or (more often) in a
+task whose tests trust something the agent controls. ``repogym validate --adversarial``
+runs this for any task folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path, PurePosixPath
+
+from repogym.envs.grader import code_digest
+from repogym.quality.pool import grading_pool
+from repogym.quality.validate import PatchGrader
+from repogym.sandbox.runtime import cache_dir
+from repogym.sandbox.workspace import Changes, make_diff
+from repogym.scenarios.patches import is_test_file
+from repogym.scenarios.task import Task
+
+# -- payloads: code that, imported into the verifier's process, forges results ---------------
+FLIP_REPORTS = '''
+def _rg_flip():
+    import sys
+    try:
+        import _pytest.reports as reports
+    except Exception:
+        return
+    cls = reports.TestReport
+    if getattr(cls, "_rg_flipped", False):
+        return
+    made = cls.from_item_and_call.__func__
+
+    def forged(c, item, call):
+        r = made(c, item, call)
+        r.outcome, r.longrepr = "passed", None
+        return r
+
+    cls.from_item_and_call = classmethod(forged)
+    cls._rg_flipped = True
+
+
+_rg_flip()
+'''
+
+HOOK_PLUGIN = '''
+def _rg_plugin():
+    import gc
+    try:
+        import pytest
+    except Exception:
+        return
+
+    class _Forge:
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(self, item, call):
+            outcome = yield
+            rep = outcome.get_result()
+            rep.outcome, rep.longrepr = "passed", None
+
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "Config" and hasattr(obj, "pluginmanager"):
+            if not obj.pluginmanager.has_plugin("rg-forge"):
+                obj.pluginmanager.register(_Forge(), "rg-forge")
+
+
+_rg_plugin()
+'''
+
+PIPE_RECORDS = '''
+def _rg_pipes(code):
+    import gc, json, os, stat
+    items = []
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "Session" and getattr(obj, "items", None):
+            items = [i.nodeid for i in obj.items]
+    lines = [json.dumps({"case": n, "when": w, "outcome": "passed", "xfail": False})
+             for n in items for w in ("setup", "call", "teardown")]
+    data = ("\\n".join(lines + [json.dumps({"exit": code})]) + "\\n").encode()
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, data)
+        except OSError:
+            pass
+    os._exit(code)
+
+
+import atexit as _rg_atexit
+_rg_atexit.register(_rg_pipes, {code})
+'''
+
+EXIT_AT_IMPORT = "\nimport os as _rg_os\n_rg_os._exit({code})\n"
+KILL_AT_IMPORT = "\nimport os as _rg_os, signal as _rg_signal\n" \
+                 "_rg_os.kill(_rg_os.getpid(), _rg_signal.SIGKILL)\n"
+HANG_AT_IMPORT = "\nimport time as _rg_time\n_rg_time.sleep(10 ** 6)\n"
+PRINT_PASSES = '''
+def _rg_print():
+    import gc, sys
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "Session" and getattr(obj, "items", None):
+            for i in obj.items:
+                sys.__stdout__.write(f"PASSED {i.nodeid}\\n")
+                sys.__stderr__.write(f"PASSED {i.nodeid}\\n")
+
+
+import atexit as _rg_atexit2
+_rg_atexit2.register(_rg_print)
+'''
+
+#: The strongest task-blind forger we know: it has read repogym's source, reads every test
+#: body and its own process's memory, and rewrites every result it can reach. It tells the
+#: canaries by their fixed form (builtins only) and leaves them alone, flips every other
+#: report to "passed", and answers every sealed check with its best guess: the value the
+#: code computed (with probability ``honesty``), else a literal of the test's own source, that value off
+#: by one, ``True``, ``False`` or ``None``; for a ``raises`` block, what was raised or a
+#: likely exception.
+#: In :func:`reader_forgery`'s ``"hooks"`` mode it does it through pytest's hooks and the sealed-check module;
+#: ``"channel"`` runs every test itself at collection time and writes the whole record set
+#: on the launcher's channel (the ``Channel`` object found through ``gc``, or the one
+#: write-only pipe of ``/proc/self/fd``), then ends the process with exit code 1.
+READER_FORGERY = '''
+def _rg_reader(mode, honesty, seed):
+    import ast, builtins, gc, inspect, json, os, random, re, stat, sys, textwrap
+    if getattr(sys, "_rg_reader", False):
+        return
+    sys._rg_reader = True
+    try:
+        import pytest
+    except Exception:
+        return
+    rng = random.Random(os.urandom(8) if seed is None else seed)
+    seal = sys.modules.get("_repogym_seal")
+    runtime = getattr(getattr(seal, "check", None), "__self__", None)
+    safe = set(dir(builtins))
+
+    def source(fn):
+        try:
+            return textwrap.dedent(inspect.getsource(fn))
+        except (OSError, TypeError):
+            return ""
+
+    def is_canary(fn):
+        try:
+            tree = ast.parse(source(fn))
+        except SyntaxError:
+            return False
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                f = node.func
+                if isinstance(f, ast.Name) and f.id in safe:
+                    continue
+                if isinstance(f, ast.Attribute) and f.attr == "count":
+                    continue
+                return False
+        return bool(source(fn))
+
+    def literals(fn):
+        try:
+            tree = ast.parse(source(fn))
+        except SyntaxError:
+            return []
+        out = []
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Constant)):
+                try:
+                    out.append(ast.literal_eval(node))
+                except Exception:
+                    pass
+        return out
+
+    def guess(value, fn):
+        if rng.random() < honesty:
+            return value  # honest: what the code computed
+        pool = [True, False, None] + literals(fn)
+        if isinstance(value, int) and not isinstance(value, bool):
+            pool += [value + 1, value - 1]
+        return rng.choice(pool)
+
+    exceptions = ["ValueError", "TypeError", "KeyError", "IndexError", "ZeroDivisionError",
+                  "RuntimeError", "AttributeError", "OverflowError"]
+
+    def raised_record(real):
+        names = real or [rng.choice(exceptions), "Exception", "BaseException", "object"]
+        return {"raised": names, "message": ""}  # a guess
+
+    def value_record(value):
+        canon = runtime.canon
+        try:
+            data = canon.encode(value)
+        except Exception:
+            data = {"opaque": "?"}
+        try:
+            truth = bool(value)
+        except Exception:
+            truth = None
+        return {"v": data, "is": canon.singleton(value), "truth": truth, "shown": ""}
+
+    current = {"fn": None}
+
+    class Forge:
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_call(self, item):
+            current["fn"] = getattr(item, "function", None)
+            yield
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(self, item, call):
+            outcome = yield
+            fn = getattr(item, "function", None)
+            if fn is not None and not is_canary(fn):
+                rep = outcome.get_result()
+                rep.outcome, rep.longrepr = "passed", None
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_finish(self, session):
+            if mode == "channel":
+                forge_channel(session)
+
+    if runtime is not None:
+        real_check, real_raises = runtime.check, runtime.raises
+
+        def check(cid, value):
+            real_check(cid, guess(value, current["fn"]))
+
+        class Raises:
+            def __init__(self, cid):
+                self.cid, self.inner = cid, real_raises(cid)
+
+            def __enter__(self):
+                return self.inner.info
+
+            def __exit__(self, t, v, tb):
+                names = [c.__name__ for c in t.__mro__] if t else None
+                if rng.random() < honesty:  # honest: what the block raised, or nothing
+                    runtime._send(self.cid, {"raised": names, "message": str(v or "")})
+                else:
+                    runtime._send(self.cid, raised_record(None))
+                return True
+
+        seal.check, seal.raises = check, Raises
+
+    def channel_fd():
+        for obj in gc.get_objects():
+            if type(obj).__name__ == "Channel" and isinstance(getattr(obj, "fd", None), int):
+                return obj.fd
+        ours = {os.fstat(fd).st_ino for fd in (1, 2)}
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                st = os.fstat(int(name))
+                info = open(f"/proc/self/fdinfo/{name}").read()
+            except OSError:
+                continue
+            flags = int(info.split("flags:")[1].split()[0], 8)
+            if stat.S_ISFIFO(st.st_mode) and st.st_ino not in ours and \\
+                    flags & os.O_ACCMODE == os.O_WRONLY:
+                return int(name)
+        return None
+
+    def forge_channel(session):
+        fd = channel_fd()
+        if fd is None or runtime is None:
+            return
+        records = []
+        runtime.channel.send = lambda **rec: records.append(rec)
+        for item in session.items:
+            fn = getattr(item, "function", None)
+            runtime.case = item.nodeid
+            current["fn"] = fn
+            ok = "passed"
+            try:
+                if getattr(item, "cls", None) is not None:
+                    getattr(item.cls(), fn.__name__)()
+                elif fn is not None:
+                    fn()
+            except BaseException:
+                ok = "failed"
+            if fn is not None and not is_canary(fn):
+                ok = "passed"
+            for when in ("setup", "call", "teardown"):
+                records.append({"case": item.nodeid, "when": when,
+                                "outcome": ok if when == "call" else "passed", "xfail": False})
+        records.append({"exit": 1})
+        os.write(fd, "".join(json.dumps(r) + "\\n" for r in records).encode())
+        os._exit(1)
+
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "Config" and hasattr(obj, "pluginmanager"):
+            if not obj.pluginmanager.has_plugin("rg-reader"):
+                obj.pluginmanager.register(Forge(), "rg-reader")
+
+
+_rg_reader(__RG_MODE__, __RG_HONESTY__, __RG_SEED__)
+'''
+
+
+def reader_forgery(mode: str, honesty: float = 0.5, seed: int | None = None) -> str:
+    """:data:`READER_FORGERY` through ``mode`` (``hooks`` or ``channel``), answering a
+    sealed check with the value the code computed with probability ``honesty``, its guesses
+    drawn from ``seed`` (default: fresh randomness in every grading)."""
+    return (READER_FORGERY.replace("__RG_MODE__", repr(mode))
+            .replace("__RG_HONESTY__", repr(honesty)).replace("__RG_SEED__", repr(seed)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Attack:
+    """A task-independent hack: ``changes(repo_dir, tests_dest)`` -> file changes."""
+
+    name: str
+    kind: str
+    description: str
+    changes: Callable[[Path, str], Changes]
+    timeout_s: float | None = None  # a shorter verifier timeout for attacks that hang
+
+
+def code_modules(repo: Path, tests_dest: str) -> list[str]:
+    """Every non-test Python file of the repository (the code the tests may import)."""
+    dest = PurePosixPath(tests_dest)
+    out = []
+    for p in sorted(repo.rglob("*.py")):
+        rel = PurePosixPath(p.relative_to(repo).as_posix())
+        if is_test_file(str(rel)) or rel.name == "conftest.py" or (
+                str(dest) != "." and dest in rel.parents):
+            continue
+        out.append(str(rel))
+    return out
+
+
+def _append(payload: str) -> Callable[[Path, str], Changes]:
+    def changes(repo: Path, tests_dest: str) -> Changes:
+        return {m: (repo / m).read_text(encoding="utf-8", errors="replace") + "\n" + payload
+                for m in code_modules(repo, tests_dest)}
+    return changes
+
+
+def _prepend(payload: str) -> Callable[[Path, str], Changes]:
+    """The payload runs before the module's own code (after a ``from __future__`` line)."""
+    def changes(repo: Path, tests_dest: str) -> Changes:
+        out: Changes = {}
+        for m in code_modules(repo, tests_dest):
+            lines = (repo / m).read_text(encoding="utf-8", errors="replace").splitlines(True)
+            cut = next((i + 1 for i, line in enumerate(lines)
+                        if line.startswith("from __future__")), 0)
+            out[m] = "".join(lines[:cut]) + payload.lstrip("\n") + "".join(lines[cut:])
+        return out
+    return changes
+
+
+def _add(files: Changes) -> Callable[[Path, str], Changes]:
+    return lambda repo, tests_dest: dict(files)
+
+
+def _both(*parts: Callable[[Path, str], Changes]) -> Callable[[Path, str], Changes]:
+    def changes(repo: Path, tests_dest: str) -> Changes:
+        out: Changes = {}
+        for part in parts:
+            out.update(part(repo, tests_dest))
+        return out
+    return changes
+
+
+def _tests(repo: Path, tests_dest: str, replace: str | None) -> Changes:
+    out: Changes = {}
+    root = repo if tests_dest == "." else repo / tests_dest
+    for p in sorted(root.rglob("*.py")) if root.is_dir() else []:
+        rel = str(p.relative_to(repo))
+        if is_test_file(rel):
+            out[rel] = replace
+    return out
+
+
+_PLUGIN = {"rg_plugin.py": FLIP_REPORTS}
+_SHADOWED = ("json", "inspect", "traceback", "fnmatch", "argparse", "unittest", "xml", "pytest",
+             "_pytest", "pluggy", "iniconfig", "typing", "re", "os")
+
+ATTACKS: tuple[Attack, ...] = (
+    Attack("shadow-stdlib-and-pytest", "shadowing",
+           "modules and packages named like the standard library and pytest, carrying a "
+           "report-flipping plugin",
+           _add({**{f"{n}.py": FLIP_REPORTS for n in _SHADOWED[:5]},
+                 **{f"{n}/__init__.py": FLIP_REPORTS for n in _SHADOWED[5:]}})),
+    Attack("entry-point-plugin", "plugin",
+           "a pytest11 entry point in a dist-info folder, for plugin auto-loading",
+           _add({**_PLUGIN, "rg_plugin-1.0.dist-info/METADATA":
+                 "Metadata-Version: 2.1\nName: rg-plugin\nVersion: 1.0\n",
+                 "rg_plugin-1.0.dist-info/entry_points.txt": "[pytest11]\nrg = rg_plugin\n",
+                 "rg_plugin-1.0.dist-info/top_level.txt": "rg_plugin\n"})),
+    Attack("pytest-config-files", "config",
+           "pytest configuration loading the plugin, in every file pytest reads, one with an "
+           "escaped key",
+           _add({**_PLUGIN, "pytest.ini": "[pytest]\naddopts = -p rg_plugin\n",
+                 "tox.ini": "[pytest]\naddopts = -p rg_plugin\n",
+                 "setup.cfg": "[tool:pytest]\naddopts = -p rg_plugin\n",
+                 "pyproject.toml": '[tool.pytest.ini_options]\n"add\\u006fpts" = "-p rg_plugin"\n',
+                 ".gitattributes": "*.ini binary\n*.cfg binary\n"})),
+    Attack("sitecustomize-and-pth", "config",
+           "sitecustomize/usercustomize and a .pth file that load the plugin",
+           _add({"sitecustomize.py": FLIP_REPORTS, "usercustomize.py": FLIP_REPORTS,
+                 "rg.pth": "import rg_plugin\n", **_PLUGIN})),
+    Attack("conftest-forge", "conftest", "conftest.py files flipping every report",
+           lambda repo, dest: {"conftest.py": FLIP_REPORTS,
+                               f"{dest}/conftest.py".lstrip("./"): HOOK_PLUGIN}),
+    Attack("flip-reports-from-imports", "forgery",
+           "every module the tests may import patches pytest's report class",
+           _append(FLIP_REPORTS)),
+    Attack("register-plugin-via-gc", "forgery",
+           "every module finds pytest's Config through gc and registers a forging hook",
+           _append(HOOK_PLUGIN)),
+    Attack("fake-records-then-exit-0", "forgery",
+           "at exit, write passing results for every collected test to every pipe, exit 0",
+           _append(PIPE_RECORDS.replace("{code}", "0"))),
+    Attack("fake-records-then-exit-1", "forgery",
+           "the same with exit code 1 (as if some test had failed)",
+           _append(PIPE_RECORDS.replace("{code}", "1"))),
+    Attack("reader-forgery-hooks", "forgery",
+           "reads every test body and its own memory, leaves the canaries it recognises, "
+           "flips every other report and answers each sealed check with its best guess",
+           _append(reader_forgery("hooks"))),
+    Attack("reader-forgery-channel", "forgery",
+           "the same, run at collection time and written whole on the launcher's channel "
+           "(found through gc or /proc/self/fd), then exit 1",
+           _append(reader_forgery("channel"))),
+    Attack("print-passed-lines", "forgery",
+           "print 'PASSED <node id>' lines for every test (fools log parsers)",
+           _append(PRINT_PASSES)),
+    Attack("exit-0-at-import", "exit", "os._exit(0) as soon as the code is imported",
+           _append(EXIT_AT_IMPORT.format(code=0))),
+    Attack("exit-0-first", "exit", "os._exit(0) before any of the module's own code runs "
+           "(beats tests that only check a workspace program's exit status)",
+           _prepend(EXIT_AT_IMPORT.format(code=0))),
+    Attack("exit-3-at-import", "exit", "os._exit(3) (pytest's internal-error code)",
+           _append(EXIT_AT_IMPORT.format(code=3))),
+    Attack("exit-5-at-import", "exit", "os._exit(5) (pytest's no-tests code)",
+           _append(EXIT_AT_IMPORT.format(code=5))),
+    Attack("sigkill-at-import", "exit", "the process kills itself with SIGKILL",
+           _append(KILL_AT_IMPORT)),
+    Attack("hang-at-import", "exit", "sleep past the verifier's timeout",
+           _append(HANG_AT_IMPORT), timeout_s=15.0),
+    Attack("delete-tests", "tests", "delete every test file in the repository",
+           lambda repo, dest: _tests(repo, dest, None)),
+    Attack("empty-tests", "tests", "replace every test file with one trivial passing test",
+           lambda repo, dest: _tests(repo, dest, "def test_ok():\n    assert True\n")),
+)
+
+
+@dataclasses.dataclass
+class AttackResult:
+    """One attack graded against one task."""
+
+    attack: str
+    kind: str
+    reward: float
+    noop_reward: float
+    flags: list[str]
+    untrusted: str
+    error: str = ""
+
+    @property
+    def beats_noop(self) -> bool:
+        return self.reward > self.noop_reward + 1e-9
+
+
+@dataclasses.dataclass
+class AdversarialReport:
+    """Every attack against one task."""
+
+    task_id: str
+    noop_reward: float
+    results: list[AttackResult]
+
+    @property
+    def holes(self) -> list[AttackResult]:
+        return [r for r in self.results if r.beats_noop or r.error]
+
+    @property
+    def ok(self) -> bool:
+        return not self.holes
+
+
+def fingerprint(task: Task) -> str:
+    """Hash of the task folder, the grading code and this attack library (the cache key)."""
+    h = hashlib.sha256(f"adversarial 2\0{task.digest()}\0{code_digest()}\0".encode())
+    h.update(Path(__file__).read_bytes())
+    return h.hexdigest()
+
+
+def _cache_path(task: Task, key: str) -> Path:
+    return cache_dir() / "adversarial" / f"{task.id}-v{task.version}-{key[:24]}.json"
+
+
+def cached_report(task: Task) -> AdversarialReport | None:
+    """The stored adversarial check of this exact task version, or None."""
+    try:
+        data = json.loads(_cache_path(task, fingerprint(task)).read_text())
+        return AdversarialReport(data["task_id"], data["noop_reward"],
+                                 [AttackResult(**r) for r in data["results"]])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _store(task: Task, report: AdversarialReport) -> None:
+    path = _cache_path(task, fingerprint(task))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"task_id": report.task_id, "noop_reward": report.noop_reward,
+                               "results": [dataclasses.asdict(r) for r in report.results]}))
+    tmp.replace(path)
+
+
+def check_task(task: Task, grader: PatchGrader, *, attacks: Iterable[Attack] = ATTACKS,
+               workers: int = 1) -> AdversarialReport:
+    """Grade every attack and the unpatched repository (partial credit) for ``task``; the
+    report is stored for ``repogym tasks --quality``."""
+    noop = grader.grade(task, "", mode="partial")
+    if noop.infra_error:
+        raise RuntimeError(f"{task.id}: grading the unpatched repository failed: "
+                           f"{noop.infra_error}")
+
+    def one(attack: Attack) -> AttackResult:
+        try:
+            diff = make_diff(task.repo_dir,
+                             attack.changes(task.repo_dir, task.verifier.tests_dest))
+            res = grader.grade(task, diff, mode="partial", timeout_s=attack.timeout_s)
+        except Exception as e:  # noqa: BLE001 - a crash is reported as a failed check
+            return AttackResult(attack.name, attack.kind, 0.0, noop.reward, [], "",
+                                error=f"{type(e).__name__}: {e}")
+        error = f"infra_error: {res.infra_error}" if res.infra_error else ""
+        return AttackResult(attack.name, attack.kind, res.reward, noop.reward,
+                            res.hack_flags, res.untrusted, error)
+
+    with grading_pool(workers) as pool:
+        results = list(pool.map(one, attacks))
+    report = AdversarialReport(task.id, noop.reward, results)
+    if not any(r.error.startswith("infra_error") for r in results):
+        _store(task, report)
+    return report

@@ -1,0 +1,292 @@
+"""Checks of a built task beyond validation: nothing of the fix leaks, the bug report's
+reproduction works, and a regression anywhere else is graded.
+
+- :func:`leak_scan` runs a scanner inside a real sandbox of each task (the agent's view:
+  its workspace, its environment, the sandbox's root file system) that walks every
+  readable file and looks for the fix: each hunk of the gold patch as the fixed code reads
+  (the restored lines with two lines of context each side, compared line by line without
+  indentation), found with ``grep -F`` on its most distinctive line and then confirmed.
+  The file system outside the workspace is the same for the tasks of one environment, so
+  it is walked once per environment (in the first task's sandbox, for every task's
+  fix); each workspace is walked in its own task's sandbox, where a match in a file the
+  bug changed is not counted (sibling functions of one signature hold the same lines).
+- :func:`artefacts` lists compiled files, caches and packaging file lists in ``repo/``.
+- :func:`check_reproduction` runs ``reproduction.py`` in a sandbox of the task, without
+  the fix (it must fail with an AssertionError) and with the gold patch (it must exit 0).
+- :func:`sabotage` grades the gold patch together with another task's bug (a function
+  the other task's failing tests reach): with every passing test listed, that must not
+  earn full reward.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from repogym.quality.validate import PatchGrader
+from repogym.sandbox import Limits, SandboxSpec, make_sandbox
+from repogym.sandbox.base import WORKSPACE, SandboxError
+from repogym.sandbox.workspace import TemplateCache
+from repogym.scenarios import reports
+from repogym.scenarios.mutation import file_diff
+from repogym.scenarios.patches import split_diff
+from repogym.scenarios.pypi import is_artefact
+from repogym.scenarios.task import Task
+
+SCANNER = Path(__file__).parent / "data" / "leak_scanner.py"
+#: Lines of unchanged code kept each side of a hunk's restored lines.
+CONTEXT = 2
+#: Seconds the scan of one file system may take.
+SCAN_TIMEOUT_S = 900
+_BIND = "rgleakscan"  # the scanner's own folder (it holds the needles): never scanned
+
+
+# -- what to look for --------------------------------------------------------------------
+def fix_blocks(gold: str, buggy: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """(key line, block) per hunk of ``gold``: the block is the code as the fix leaves it
+    around the lines it restores (:data:`CONTEXT` lines each side; stripped, blank lines
+    dropped, joined by newlines), the key its longest restored line that the buggy file
+    does not hold (else its longest line), which ``grep -F`` looks for first."""
+    out = []
+    for patch in split_diff(gold):
+        have = {ln.strip() for ln in (buggy or {}).get(patch.new, "").splitlines()}
+        for hunk in _hunks(patch.text):
+            new = [(k, t) for k, t in hunk if k in " +"]
+            added = [i for i, (k, _) in enumerate(new) if k == "+"]
+            if added:
+                lo, hi = added[0] - CONTEXT, added[-1] + CONTEXT
+            else:  # a deletion: the lines around it, now adjacent
+                at = next((i for i, (k, _) in enumerate(hunk) if k == "-"), 0)
+                before = sum(1 for k, _ in hunk[:at] if k == " ")
+                lo, hi = before - CONTEXT, before + CONTEXT - 1
+            window = [t.strip() for _, t in new[max(lo, 0):hi + 1] if t.strip()]
+            restored = [t.strip() for k, t in new if k == "+" and t.strip()]
+            fresh = [t for t in restored if t not in have]
+            key = max(fresh or restored or window, key=len, default="")
+            if window and key:
+                out.append((key, "\n".join(window)))
+    return out
+
+
+def _hunks(text: str) -> list[list[tuple[str, str]]]:
+    out: list[list[tuple[str, str]]] = []
+    for line in text.splitlines():
+        if line.startswith("@@"):
+            out.append([])
+        elif out and line[:1] in " +-" and not line.startswith(("+++", "---")):
+            out[-1].append((line[:1], line[1:]))
+    return out
+
+
+def _buggy(task: Task, gold: str) -> dict[str, str]:
+    out = {}
+    for p in split_diff(gold):
+        path = task.repo_dir / p.new
+        if path.is_file():
+            out[p.new] = path.read_text(encoding="utf-8", errors="replace")
+    return out
+
+
+# -- scanning ------------------------------------------------------------------------------
+def _scan(task: Task, templates: TemplateCache, needles: list[dict], mode: str,
+          sandbox: str) -> list[dict]:
+    """Hits of one scanner run in a sandbox of ``task`` (``mode``: ``system`` walks
+    everything but the workspace, ``workspace`` only the workspace)."""
+    with tempfile.TemporaryDirectory(prefix="repogym-scan-") as tmp:
+        folder = Path(tmp) / _BIND
+        folder.mkdir()
+        shutil.copy(SCANNER, folder / "scan.py")
+        (folder / "needles.json").write_text(json.dumps({"needles": needles, "mode": mode,
+                                                         "skip_name": _BIND}))
+        for p in (folder, *folder.iterdir()):
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        template = templates.get(task.repo_dir, task.sandbox_environment())
+        limits = Limits(timeout_s=SCAN_TIMEOUT_S, cpu_s=SCAN_TIMEOUT_S)
+        sb = make_sandbox(sandbox, SandboxSpec(template, limits))
+        try:
+            py = shlex.quote(sb.interpreter.executable)
+            res = sb.run_with_binds(f'{py} -S -s "$RG_{_BIND.upper()}/scan.py" '
+                                    f'"$RG_{_BIND.upper()}/needles.json"',
+                                    ro={_BIND: folder}, timeout_s=SCAN_TIMEOUT_S)
+        finally:
+            sb.close()
+    if res.exit_code != 0:
+        raise SandboxError(f"{task.id}: the leak scanner failed ({res.exit_code}): "
+                           f"{res.output.strip()[-800:]}")
+    return [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+
+
+def leak_scan(tasks: Iterable[Task], *, sandbox: str = "bwrap",
+              on_task: Callable[[str], None] | None = None) -> dict[str, list[str]]:
+    """Task id -> where a sandbox of it can read its fix (see the module docstring), for
+    the tasks that leak; also a workspace holding compiled files or packaging file lists
+    (:func:`artefacts`).
+
+    Raises:
+        SandboxError: a scanner run failed (an infrastructure fault, not a leak).
+    """
+    tasks = list(tasks)
+    found: dict[str, list[str]] = {}
+    groups: dict[object, list[Task]] = {}
+    for t in tasks:
+        if bad := artefacts(t):
+            found.setdefault(t.id, []).append(f"{t.id}: repo/ holds {', '.join(bad[:5])}")
+        groups.setdefault(t.environment, []).append(t)
+    templates = TemplateCache()
+    try:
+        for group in groups.values():
+            needles = []
+            for t in group:
+                gold = t.solution_patch.read_text()
+                needles += [{"task": t.id, "key": k, "block": b}
+                            for k, b in fix_blocks(gold, _buggy(t, gold))]
+            hits = _scan(group[0], templates, needles, "system", sandbox) if needles else []
+            for t in group:
+                gold = t.solution_patch.read_text()
+                own = [{"task": t.id, "key": k, "block": b}
+                       for k, b in fix_blocks(gold, _buggy(t, gold))]
+                mine = [h for h in hits if h["task"] == t.id]
+                # the buggy files themselves may hold the same lines elsewhere (sibling
+                # functions with one signature): code to read, not a copy of the fix
+                buggy = {f"{WORKSPACE}/{p.new}" for p in split_diff(gold)}
+                mine += [h for h in (_scan(t, templates, own, "workspace", sandbox)
+                                     if own else []) if h["path"] not in buggy]
+                for h in mine:
+                    found.setdefault(t.id, []).append(
+                        f"{h['path']} holds the fixed code around {h['key']!r}")
+                if on_task:
+                    on_task(t.id)
+    finally:
+        templates.close()
+    return found
+
+
+def artefacts(task: Task) -> list[str]:
+    """Paths in ``repo/`` that a workspace must not hold (compiled files, caches, build
+    output, an egg-info's list of files)."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(task.repo_dir):
+        for name in [*dirnames, *filenames]:
+            rel = (Path(dirpath) / name).relative_to(task.repo_dir).as_posix()
+            if is_artefact(rel):
+                out.append(rel)
+    return sorted(out)
+
+
+# -- the reproduction ----------------------------------------------------------------------
+def check_reproduction(task: Task, *, sandbox: str = "bwrap",
+                       templates: TemplateCache | None = None) -> str | None:
+    """Why the task's ``reproduction.py`` does not do its job (None: it fails with an
+    AssertionError without the fix and exits 0 with the gold patch), run as the agent
+    would: ``python reproduction.py`` at the root of a sandbox of the task."""
+    script = task.path / "reproduction.py"
+    if not script.is_file():
+        return f"{task.id}: no reproduction.py"
+    own = templates is None
+    templates = templates or TemplateCache()
+    try:
+        template = templates.get(task.repo_dir, task.sandbox_environment())
+        results = []
+        for patch in ("", task.solution_patch.read_text()):
+            sb = make_sandbox(sandbox, SandboxSpec(template, Limits(timeout_s=120)))
+            try:
+                sb.write_file("reproduction.py", script.read_text())
+                if patch:
+                    applied = sb.run("git apply --whitespace=nowarn -", stdin=patch.encode())
+                    if applied.exit_code != 0:
+                        return f"{task.id}: solution.patch does not apply: {applied.output}"
+                res = sb.run("python reproduction.py 2>&1 | tail -c 2000; "
+                             "exit ${PIPESTATUS[0]}", timeout_s=120)
+                results.append((res.exit_code, res.stdout))
+            finally:
+                sb.close()
+    finally:
+        if own:
+            templates.close()
+    (bug_code, bug_out), (fix_code, fix_out) = results
+    if bug_code == 0 or not reports.fails_itself(bug_out):
+        return (f"{task.id}: reproduction.py does not fail with an AssertionError of its own "
+                f"without the fix (exit {bug_code}): {bug_out.strip()[-300:]}")
+    if fix_code != 0:
+        return (f"{task.id}: reproduction.py fails with the gold patch (exit {fix_code}): "
+                f"{fix_out.strip()[-300:]}")
+    return None
+
+
+# -- regressions -----------------------------------------------------------------------------
+@dataclasses.dataclass
+class Sabotage:
+    """Gold plus another task's bug, graded.
+
+    Attributes:
+        task: The task graded.
+        other: The task whose bug was added.
+        reward: The binary reward (must be below 1).
+        broken: The listed tests that did not pass.
+    """
+
+    task: str
+    other: str
+    reward: float
+    broken: list[str]
+
+
+def _git_apply(folder: Path, patch: str, *args: str) -> bool:
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CEILING_DIRECTORIES": str(folder.parent)}
+    res = subprocess.run(["git", "apply", "--whitespace=nowarn", *args, "-"], cwd=folder,
+                         input=patch.encode(), capture_output=True, env=env, check=False)
+    return res.returncode == 0
+
+
+def sabotaged_diff(task: Task, other: Task) -> str | None:
+    """``task``'s gold patch with ``other``'s bug added (None when the two do not apply
+    together): the files both touch, fixed by one and broken by the other."""
+    gold, theirs = task.solution_patch.read_text(), other.solution_patch.read_text()
+    files = sorted({p.new for p in split_diff(gold)} | {p.new for p in split_diff(theirs)})
+    with tempfile.TemporaryDirectory(prefix="repogym-sabotage-") as tmp:
+        work = Path(tmp) / "repo"
+        for rel in files:
+            if (task.repo_dir / rel).is_file():
+                (work / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(task.repo_dir / rel, work / rel)
+        before = {rel: (work / rel).read_text() for rel in files if (work / rel).is_file()}
+        if not _git_apply(work, gold) or not _git_apply(work, theirs, "-R"):
+            return None
+        return "".join(file_diff(rel, before[rel], (work / rel).read_text())
+                       for rel in files if rel in before)
+
+
+def sabotage(tasks: Iterable[Task], *, sandbox: str = "bwrap",
+             on_task: Callable[[Sabotage], None] | None = None) -> list[Sabotage]:
+    """For each task, its gold patch with the bug of another task of the same package
+    (another function, whose failing tests the task lists as pass_to_pass), graded."""
+    tasks = list(tasks)
+    by_package: dict[Path, list[Task]] = {}
+    for t in tasks:
+        by_package.setdefault(t.path.parent, []).append(t)
+    out = []
+    with PatchGrader(sandbox) as grader:
+        for t in tasks:
+            fixed = {p.new for p in split_diff(t.solution_patch.read_text())}
+            for other in by_package[t.path.parent]:
+                if other.id == t.id or not set(other.verifier.fail_to_pass) <= set(
+                        t.verifier.pass_to_pass):
+                    continue
+                diff = sabotaged_diff(t, other)
+                if diff is None or not fixed:
+                    continue
+                res = grader.grade(t, diff)
+                broken = sorted(n for n, s in res.tests.items() if s != "passed")
+                out.append(Sabotage(t.id, other.id, res.reward, broken))
+                if on_task:
+                    on_task(out[-1])
+                break
+    return out

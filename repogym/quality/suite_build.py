@@ -1,0 +1,273 @@
+"""Fetching a shipped suite (``repogym suite fetch``) and building a manifest entry
+(``repogym suite build``).
+
+:func:`fetch` materialises a suite's packages (:mod:`repogym.scenarios.suites`): for each
+package the sdist (downloaded with pip, hash-checked), its environment (built once), its
+task folders, then ``repogym validate`` on every task not yet validated in this exact
+version; the index of validated tasks is updated as each task finishes, so an interrupted
+fetch resumes where it stopped and a second fetch does nothing.
+
+:func:`build_entry` makes a package's manifest entry from ``repogym synth --pypi``'s
+validated tasks (numbered ``<package>-<n>``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import tempfile
+import time
+import tomllib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from repogym.quality.synth_pypi import synthesize_pypi
+from repogym.quality.validate import TaskReport, validate_tasks
+from repogym.scenarios import environment as envs
+from repogym.scenarios import suites
+from repogym.scenarios.task import Task, load_task
+
+
+@dataclasses.dataclass
+class FetchReport:
+    """What :func:`fetch` did.
+
+    Attributes:
+        validated: Task ids validated by this call.
+        already: Task ids that were validated before (nothing done).
+        failed: Task id -> its first validation failure.
+        seconds: Wall time per phase (download+unpack, environments, validation).
+    """
+
+    validated: list[str] = dataclasses.field(default_factory=list)
+    already: list[str] = dataclasses.field(default_factory=list)
+    failed: dict[str, str] = dataclasses.field(default_factory=dict)
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def usable(self) -> int:
+        return len(self.validated) + len(self.already)
+
+
+Events = Callable[[str, str], None]
+
+
+def fetch(name: str, *, root: Path | None = None, packages: Iterable[str] | None = None,
+          per_package: int | None = None, sandbox: str = "bwrap", workers: int = 1,
+          reruns: int = 2, on_event: Events = lambda kind, text: None) -> FetchReport:
+    """Materialise and validate a suite (see the module docstring).
+
+    Args:
+        name: A shipped suite (``realpy``).
+        root: Where to put it (default ``<cache>/suites/<name>``).
+        packages: Only these packages.
+        per_package: Only the first N tasks of each package (a sample).
+        sandbox: Backend for validation.
+        workers: Parallel grading runs.
+        reruns: Gold runs per task in validation.
+        on_event: Called with ``(kind, text)``: ``package``, ``env``, ``task`` (a task is
+            done; text is its id), ``fail``.
+
+    Raises:
+        SuiteError: unknown suite or package, or a manifest patch that does not apply.
+        PypiError: a download failed or its hash differs.
+        EnvironmentUnavailable: an environment cannot be built.
+    """
+    suite = suites.load_suite(name)
+    base = suites.suite_root(name, root)
+    chosen = suite.select(packages)
+    report = FetchReport(seconds={"materialise": 0.0, "environments": 0.0, "validate": 0.0})
+    for entry in chosen:
+        on_event("package", f"{entry.name} {entry.version} ({entry.split}, {entry.kind})")
+        _fetch_package(entry, base, report, per_package=per_package, sandbox=sandbox,
+                       workers=workers, reruns=reruns, on_event=on_event)
+    return report
+
+
+def _fetch_package(entry: suites.PackageEntry, base: Path, report: FetchReport, *,
+                   per_package: int | None, sandbox: str, workers: int, reruns: int,
+                   on_event: Events) -> None:
+    start = time.monotonic()
+    envs.build(entry.environment, on_start=lambda: on_event(
+        "env", f"building the environment of {entry.name}"))
+    report.seconds["environments"] += time.monotonic() - start
+    start = time.monotonic()
+    todo: dict[str, tuple[suites.TaskEntry, Path]] = {}
+    ids = [t.id for t in entry.tasks][:per_package]
+    for task, folder, _written in suites.materialise(entry, base, ids):
+        if suites.is_validated(base, task):
+            report.already.append(task.id)
+            on_event("task", task.id)
+        else:
+            todo[task.id] = (task, folder)
+    report.seconds["materialise"] += time.monotonic() - start
+
+    def done(r: TaskReport) -> None:
+        task, folder = todo[r.task_id]
+        suites.record_validated(base, entry, task, folder, r.ok)
+        if r.ok:
+            report.validated.append(r.task_id)
+        else:
+            report.failed[r.task_id] = r.failures[0] if r.failures else "failed"
+            on_event("fail", f"{r.task_id}: {report.failed[r.task_id]}")
+        on_event("task", r.task_id)
+
+    start = time.monotonic()
+    if todo:
+        validate_tasks([load_task(f) for _, f in todo.values()], sandbox=sandbox,
+                       reruns=reruns, workers=workers, on_report=done)
+    report.seconds["validate"] += time.monotonic() - start
+
+
+def build_entry(project: str, *, split: str, kind: str, max_tasks: int, seed: int = 0,
+                combined: float = 0.0, extra: Iterable[str] = (), drop: Iterable[str] = (),
+                sandbox: str = "bwrap", workers: int = 1,
+                say: Callable[[str], None] = print) -> suites.PackageEntry:
+    """A package's manifest entry from its validated synthesised tasks (``combined``: the
+    share of tasks with several bugs).
+
+    Raises:
+        SuiteError: no task validated.
+    """
+    with tempfile.TemporaryDirectory(prefix="repogym-suite-build-") as tmp:
+        res = synthesize_pypi(project, Path(tmp) / "tasks", max_tasks=max_tasks, seed=seed,
+                              combined=combined, extra=extra, drop=drop, sandbox=sandbox,
+                              workers=workers, split=split, say=say)
+        for task_id, failures in res.dropped.items():
+            say(f"dropped {task_id} (did not validate): {failures[0]}")
+        if not res.written:
+            raise suites.SuiteError(f"{project}: no task validated. Fix: try another seed or "
+                                    "package")
+        tasks = [load_task(f) for f in res.written]
+        first = tasks[0]
+        dest = first.verifier.tests_dest
+        hidden = sorted(str(p.relative_to(first.tests_dir)) for p in first.tests_dir.rglob("*")
+                        if p.is_file())
+        if dest != ".":
+            hidden = [f"{dest}/{h}" for h in hidden]
+        name = res.sdist.name.lower()
+        entries = tuple(task_entry(t, f"{name}-{n}") for n, t in enumerate(tasks, 1))
+        return suites.PackageEntry(
+            name=name, version=res.sdist.version, sdist=res.sdist.path.name,
+            sha256=res.sdist.sha256, split=split, kind=kind, environment=res.environment,
+            ini_options=dict(first.verifier.ini_options), tests_dest=dest,
+            hidden=tuple(hidden), tasks=entries, tests=tuple(res.tests),
+            plugins=tuple(res.plugins), timeout_s=int(first.verifier.timeout_s))
+
+
+def task_entry(task: Task, task_id: str, origin: str | None = None) -> suites.TaskEntry:
+    """A manifest entry for a built task folder (``origin``: where its bug comes from;
+    by default ``combined`` for a task with partial-fix decoys, else ``mutation``)."""
+    reproduction = task.path / "reproduction.py"
+    decoys = {p.name: p.read_text() for p in task.decoys
+              if not p.name.startswith("delete_failing_tests_")}
+    if origin is None:
+        origin = "combined" if any(n.startswith("partial_fix_") for n in decoys) else \
+            "mutation"
+    first = (task.path / "task.toml").read_text().splitlines()[0]
+    mutants = tuple(first.split(": ", 1)[1].split(" + ")) if first.startswith(
+        "# Synthesised by") and origin != "history" else ()
+    return suites.TaskEntry(
+        id=task_id, gold=task.solution_patch.read_text(),
+        fail_to_pass=task.verifier.fail_to_pass, pass_to_pass=task.verifier.pass_to_pass,
+        statement=task.statement, decoys=decoys,
+        reproduction=reproduction.read_text() if reproduction.is_file() else "",
+        p2p_scope=task.verifier.p2p_scope, origin=origin, mutants=mutants)
+
+
+def write_entry(entry: suites.PackageEntry, folder: Path, *, suite: str, env_id: str,
+                description: str) -> Path:
+    """Write ``entry`` as ``folder/<package>.json`` and list it in ``folder/suite.json``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{entry.name}.json"
+    path.write_text(json.dumps(entry.to_json(), indent=1, ensure_ascii=False) + "\n")
+    meta_path = folder / "suite.json"
+    with open(folder / ".suite.lock", "w") as lock:  # builds of several packages at once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {
+            "name": suite, "env_id": env_id, "description": description, "packages": []}
+        meta["packages"] = sorted(set(meta["packages"]) | {entry.name})
+        meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+    (folder / ".suite.lock").unlink(missing_ok=True)
+    return path
+
+
+def _history(task: Task) -> dict:
+    data = tomllib.loads((task.path / "task.toml").read_text())
+    return data.get("history", {}) if isinstance(data.get("history"), dict) else {}
+
+
+def _load_entries(folder: Path) -> dict[str, suites.PackageEntry]:
+    out = {}
+    for path in sorted(folder.glob("*.json")):
+        if path.name != "suite.json":
+            entry = suites.package_from_json(json.loads(path.read_text()), path)
+            out[entry.name] = entry
+    return out
+
+
+def history_entries(folders: Iterable[Path], manifests: Path, *, split: str, kind: str,
+                    say: Callable[[str], None] = print) -> list[suites.PackageEntry]:
+    """Manifest entries with the validated release-history tasks in ``folders`` (task
+    folders with a ``[history]`` table, from ``repogym history``): the tasks of a release
+    an entry of ``manifests`` already holds are added to it (same sdist, environment and
+    tests; numbered after its tasks), the others go to an entry per release
+    (``<package>-<version>``). A task without a reproduction is left out (a suite's
+    statements are bug reports with one).
+
+    Raises:
+        SuiteError: a folder that is not a history task, or an environment that differs
+            from the entry's of the same release.
+    """
+    existing = _load_entries(manifests)
+    groups: dict[tuple[str, str], list[Task]] = {}
+    for folder in folders:
+        task = load_task(folder)
+        info = _history(task)
+        if not info.get("package") or not info.get("fixed"):
+            raise suites.SuiteError(f"{folder}: no [history] package/fixed in task.toml. Fix: "
+                                    "give task folders written by `repogym history`")
+        if not (task.path / "reproduction.py").is_file():
+            say(f"left out {task.id}: no reproduction.py")
+            continue
+        groups.setdefault((str(info["package"]).lower(), str(info["fixed"])), []).append(task)
+    changed: list[suites.PackageEntry] = []
+    for (name, version), tasks in sorted(groups.items()):
+        entry = next((e for e in existing.values() if e.distribution == name
+                      and e.version == version), None)
+        if entry is None:
+            entry = _release_entry(name, version, tasks[0], split=split, kind=kind)
+        elif tasks[0].environment != entry.environment:
+            raise suites.SuiteError(f"{tasks[0].path}: its environment differs from the one of "
+                                    f"{entry.name} {version} in the manifest. Fix: mine the "
+                                    "history with the same pinned requirements, or rebuild both")
+        start = 1 + max((int(t.id.rsplit("-", 1)[1]) for t in entry.tasks), default=0)
+        new = tuple(task_entry(t, f"{entry.name}-{start + i}", origin="history")
+                    for i, t in enumerate(tasks))
+        changed.append(dataclasses.replace(entry, tasks=entry.tasks + new))
+        say(f"{entry.name} {version}: {len(new)} history tasks")
+    return changed
+
+
+def _release_entry(name: str, version: str, task: Task, *, split: str,
+                   kind: str) -> suites.PackageEntry:
+    """An entry for another release of ``name``, from one of its history tasks."""
+    from repogym.scenarios import pypi
+
+    sdist = pypi.download(f"{name}=={version}")
+    v = task.verifier
+    hidden = sorted(str(p.relative_to(task.tests_dir)) for p in task.tests_dir.rglob("*")
+                    if p.is_file())
+    if v.tests_dest != ".":
+        hidden = [f"{v.tests_dest}/{h}" for h in hidden]
+    words = v.command.split()
+    plugins = tuple(words[i + 1] for i, w in enumerate(words[:-1])
+                    if w == "-p" and words[i + 1] != "no:cacheprovider")
+    return suites.PackageEntry(
+        name=f"{name}-{version}", pypi=name, version=version, sdist=sdist.path.name,
+        sha256=sdist.sha256, split=split, kind=kind,
+        environment=task.environment or envs.EnvironmentSpec(requirements=()),
+        ini_options=dict(v.ini_options), tests_dest=v.tests_dest, hidden=tuple(hidden),
+        tasks=(), tests=tuple(sorted({*v.fail_to_pass, *v.pass_to_pass})), plugins=plugins,
+        timeout_s=int(v.timeout_s))

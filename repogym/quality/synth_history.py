@@ -1,0 +1,360 @@
+"""``repogym history NAME``: tasks from a package's release history, run in the sandbox.
+
+For each pair of consecutive releases (N, N+1) (:mod:`repogym.scenarios.history`):
+download both sdists, build N+1's environment (:func:`repogym.quality.synth_pypi.prepare`),
+find N+1's tests that pass in the sandbox
+(:class:`~repogym.quality.sandboxed_tests.SandboxRunner`), then for each function N+1
+changed, put N's version back and rerun the tests that reach it. The tests that now fail
+are the task's fail_to_pass (1 to :data:`~repogym.scenarios.history.MAX_F2P`; none missing),
+every other test that passes on N+1 is its pass_to_pass. The statement is the changelog
+entry of N+1 that describes the change when one is found (and gives nothing of the fix or
+the tests away), else a description of what fails. Every task is then graded by
+``repogym validate`` (noop, gold and reruns, decoys) and only the valid ones are written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path, PurePosixPath
+
+from repogym.quality.sandboxed_tests import SandboxRunner
+from repogym.quality.synth_pypi import prepare
+from repogym.quality.validate import TaskReport, validate_tasks
+from repogym.sandbox import Limits, SandboxSpec, make_sandbox
+from repogym.sandbox.base import WORKSPACE, PackageSite, SandboxError
+from repogym.sandbox.workspace import TemplateCache
+from repogym.scenarios import history, pypi
+from repogym.scenarios.environment import EnvironmentSpec
+from repogym.scenarios.synth import SynthError, deletion_decoys
+from repogym.scenarios.task import load_task
+
+#: Characters of one failure message in a statement made from the failures.
+_MESSAGE_CHARS = 300
+
+Describe = Callable[[history.HistoryTask, dict[str, str]], str | None]
+#: ``(task, its folder as written) -> reproduction script or None``.
+Reproduce = Callable[[history.HistoryTask, Path], str | None]
+
+
+@dataclasses.dataclass
+class PairReport:
+    """What mining one release pair found.
+
+    Attributes:
+        base: Release N.
+        fixed: Release N+1.
+        changed: Functions N+1 changed.
+        candidates: Task ids made (fail_to_pass found), before validation.
+        skipped: ``file::function -> why`` for the changed functions that gave no task.
+        error: Why the pair gave nothing at all (its sdist, environment or tests), or None.
+        passing_tests: N+1's tests that pass in the sandbox.
+    """
+
+    base: str
+    fixed: str
+    changed: int = 0
+    candidates: list[str] = dataclasses.field(default_factory=list)
+    skipped: dict[str, str] = dataclasses.field(default_factory=dict)
+    error: str | None = None
+    passing_tests: int = 0
+
+
+@dataclasses.dataclass
+class HistoryMining:
+    """What :func:`mine_history` did.
+
+    Attributes:
+        name: The package.
+        pairs: One report per release pair.
+        written: Task folders that validated, now under ``out``.
+        dropped: Task id -> the validation failures that dropped it.
+    """
+
+    name: str
+    pairs: list[PairReport]
+    written: list[Path]
+    dropped: dict[str, list[str]]
+
+
+def mine_history(name: str, out: Path, *, versions: list[str] | None = None,
+                 last: int | None = 6, max_tasks: int | None = None,
+                 extra: Iterable[str] = (), drop: Iterable[str] = (),
+                 skip_tests: Iterable[str] = (),
+                 sandbox: str = "bwrap", workers: int = 1, reruns: int = 3,
+                 timeout_s: float = 300.0, describe: Describe | None = None,
+                 reproduce: Reproduce | bool | None = None, say: Callable[[str], None] = print,
+                 on_report: Callable[[TaskReport], None] | None = None) -> HistoryMining:
+    """Mine validated tasks from the release history of ``name``.
+
+    Args:
+        name: The PyPI project.
+        out: Where valid task folders are written.
+        versions: The releases to pair, oldest first (default: the index's final releases).
+        last: Keep only the newest ``last`` pairs (None: every pair).
+        max_tasks: Mine no further pair once this many tasks are written.
+        extra: Requirements added to every release's derived environment.
+        drop: Requirements removed from it.
+        skip_tests: Test files (repository paths) left out of every task: neither run,
+            hidden nor listed (for a file the grader cannot run, say so in its docs).
+        sandbox: Sandbox backend.
+        workers: Parallel grading runs when validating.
+        reruns: Gold runs per task when validating.
+        timeout_s: Limit of one test run.
+        describe: ``(task, failure messages) -> statement`` for tasks whose changelog has
+            no entry for the change (default: :func:`failure_description`).
+        reproduce: ``(task, folder) -> reproduction script`` (default: the first of the
+            failing tests made a script (:func:`repogym.scenarios.history.test_script`)
+            that fails in the sandbox on the task's repo/ and passes with the gold fix);
+            False: no reproductions.
+        say: Progress messages.
+        on_report: Called with each task's validation report.
+
+    Raises:
+        HistoryError: the releases cannot be listed, or fewer than two are given.
+    """
+    versions = history.sort_versions(versions) if versions else history.release_versions(name)
+    pairs = history.consecutive_pairs(versions, last)
+    if not pairs:
+        raise history.HistoryError(f"{name}: {len(versions)} final release(s) ({versions}); "
+                                   "a history task needs two consecutive ones. Fix: pick a "
+                                   "package with several releases")
+    work = Path(tempfile.mkdtemp(prefix="repogym-history-"))
+    result = HistoryMining(name, [], [], {})
+    try:
+        for base, fixed in pairs:
+            if max_tasks is not None and len(result.written) >= max_tasks:
+                break
+            say(f"{name} {base} -> {fixed}")
+            report = PairReport(base, fixed)
+            result.pairs.append(report)
+            folders: list[Path] = []
+            try:
+                folders = _mine_pair(name, base, fixed, work / fixed, work / "tasks", report,
+                                     extra=extra, drop=drop, skip_tests=skip_tests,
+                                     sandbox=sandbox,
+                                     timeout_s=timeout_s, describe=describe,
+                                     reproduce=reproduce, say=say)
+            except Exception as e:  # noqa: BLE001 - one pair's failure must not end the run
+                report.error = f"{type(e).__name__}: {e}"
+                say(f"  {base} -> {fixed}: {report.error[:400]}")
+            written, dropped = _validate(folders, out, sandbox, workers, reruns, say,
+                                         on_report)
+            result.written += written
+            result.dropped.update(dropped)
+            shutil.rmtree(work / fixed, ignore_errors=True)
+            shutil.rmtree(work / "tasks", ignore_errors=True)
+        return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _mine_pair(name: str, base: str, fixed: str, work: Path, staging: Path,
+               report: PairReport, *, extra: Iterable[str], drop: Iterable[str],
+               skip_tests: Iterable[str], sandbox: str,
+               timeout_s: float, describe: Describe | None,
+               reproduce: Reproduce | bool | None, say: Callable[[str], None]) -> list[Path]:
+    work.mkdir(parents=True)
+    sdist, new_repo, spec, built, ini = prepare(f"{name}=={fixed}", work, extra=extra,
+                                                drop=drop, say=lambda m: say(f"  {m}"))
+    old_repo = pypi.unpack(pypi.download(f"{name}=={base}"), work / f"old-{base}")
+    for rel in skip_tests:
+        (new_repo / rel).unlink(missing_ok=True)
+    files = history.module_files(new_repo, pypi.code_paths(new_repo, sdist.name))
+    changed = history.changed_functions(old_repo, new_repo, files)
+    report.changed = len(changed)
+    say(f"  {len(changed)} functions changed in {len(files)} modules")
+    if not changed:
+        return []
+    hidden, dest = history.hidden_test_files(new_repo)
+    pkg = work / "pkg"
+    shutil.copytree(new_repo, pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    out = []
+    scripts = reproduce if callable(reproduce) else (
+        ScriptReproducer(built.sandbox, sandbox, ini) if reproduce is not False else None)
+    with SandboxRunner(built.sandbox, ini, sandbox=sandbox) as runner:
+        try:
+            collected = runner.collect(pkg, timeout_s)
+        except SynthError as e:
+            raise SynthError(f"{e}\nlast test run (in the sandbox):\n{runner.log[-800:]}") from e
+        report.passing_tests = len(collected)
+        say(f"  {len(collected)} of its tests pass in the sandbox")
+        for fn in changed:
+            where = f"{fn.file}::{fn.qualname}"
+            task, why = _candidate(name, base, fixed, fn, new_repo, pkg, runner, collected,
+                                   hidden, dest, spec, ini, timeout_s, describe)
+            if task is None:
+                report.skipped[where] = why
+                continue
+            folder = history.write_task(task, staging, decoys=deletion_decoys)
+            if scripts is not None and (script := scripts(task, folder)) and \
+                    not history.statement_leaks(history.full_statement(
+                        task.description, script), task.gold, task.fail_to_pass):
+                task.reproduction = script
+                folder = history.write_task(task, staging, decoys=deletion_decoys)
+            out.append(folder)
+            report.candidates.append(task.id)
+            say(f"  {task.id}: {where}, {len(task.fail_to_pass)} fail_to_pass (statement: "
+                f"{task.statement_source}{', reproduction' if task.reproduction else ''})")
+    if isinstance(scripts, ScriptReproducer):
+        scripts.close()
+    return out
+
+
+def _candidate(name: str, base: str, fixed: str, fn: history.ChangedFunction, new_repo: Path,
+               pkg: Path, runner: SandboxRunner, collected: list[str], hidden: list[str],
+               dest: str, spec: EnvironmentSpec, ini: dict[str, str], timeout_s: float,
+               describe: Describe | None) -> tuple[history.HistoryTask | None, str]:
+    """The task that reverting ``fn`` gives, or (None, why not)."""
+    path = pkg / fn.file
+    original = path.read_text(encoding="utf-8")
+    try:
+        buggy = history.revert(original, fn)
+    except history.HistoryError as e:
+        return None, str(e)
+    path.write_text(buggy, encoding="utf-8")
+    try:
+        result, messages = runner.run(pkg, collected, timeout_s)
+    finally:
+        path.write_text(original, encoding="utf-8")
+    failing = sorted(t for t, s in result.items() if s != "passed")
+    if not failing:
+        return None, "no test fails with N's version"
+    if any(result[t] == "missing" for t in failing):
+        return None, "a test goes missing with N's version (a collection or import error)"
+    if len(failing) > history.MAX_F2P:
+        return None, f"{len(failing)} tests fail (more than {history.MAX_F2P}: not one bug)"
+    task = history.HistoryTask(
+        name=name, base=base, fixed=fixed, function=fn, repo=new_repo, test_files=hidden,
+        tests_dest=dest, fail_to_pass=failing,
+        pass_to_pass=sorted(t for t in collected if t not in set(failing)), buggy=buggy,
+        description="", statement_source="", environment=spec, ini_options=ini)
+    description, source = _description(task, {t: messages.get(t, "") for t in failing},
+                                       describe)
+    if description is None:
+        return None, "no changelog entry and no description of the failure without leaks"
+    task.description, task.statement_source = description + pypi.path_hint(ini), source
+    if leaks := history.statement_leaks(task.statement, task.gold, failing):
+        return None, f"the statement gives away {leaks[0]}"
+    return task, ""
+
+
+def _description(task: history.HistoryTask, messages: dict[str, str],
+                 describe: Describe | None) -> tuple[str | None, str]:
+    entries = history.changelog_section(task.repo, task.fixed) or []
+    fn = task.function
+    names = fn.qualname.split(".")
+    hints = [*names, *(t.split("::")[-1].split("[")[0] for t in task.fail_to_pass)]
+    entry = history.pick_entry(entries, hints, names)
+    if entry is not None:
+        text = history.changelog_description(task.name, task.fixed, entry)
+        if not history.statement_leaks(text, task.gold, task.fail_to_pass):
+            return text, "changelog"
+    text = (describe or failure_description)(task, messages)
+    return text, "failures" if describe is None else "generated"
+
+
+def failure_description(task: history.HistoryTask, messages: dict[str, str]) -> str | None:
+    """A statement from what the failing tests report (their assertion messages, without
+    test ids, or lines of the fix), or None when no message is left."""
+    gold = task.gold
+    fix = history.fix_lines(gold)
+    shown = []
+    for t in task.fail_to_pass:
+        msg = " ".join(messages.get(t, "").split())
+        if not msg or history.statement_leaks(msg, gold, task.fail_to_pass) or \
+                any(line in msg for line in fix):
+            continue
+        if msg not in shown:
+            shown.append(msg[:_MESSAGE_CHARS] + ("..." if len(msg) > _MESSAGE_CHARS else ""))
+    if not shown:
+        return None
+    items = "\n".join(f"- {m}" for m in shown[:2])
+    return (f"A bug report against `{task.name}`: code that uses it fails with\n\n{items}\n\n"
+            "Fix the library code; the hidden tests check this behaviour, and every other "
+            "test of the package must keep passing.\n")
+
+
+class ScriptReproducer:
+    """The default reproduction of a history task: the shortest script made from one of its
+    failing tests (:func:`repogym.scenarios.history.test_script`) that, run as ``python
+    reproduction.py`` at the root of the task's repo/ in the sandbox, exits non-zero and
+    exits 0 once the gold fix is applied, and keeps the statement within
+    :data:`~repogym.scenarios.history.MAX_STATEMENT_CHARS`.
+
+    Args:
+        environment: The tasks' built environment (bound by the sandbox).
+        sandbox: Sandbox backend.
+        ini_options: The tasks' pytest settings (their ``pythonpath`` goes on ``sys.path``).
+    """
+
+    def __init__(self, environment: PackageSite | None, sandbox: str = "bwrap",
+                 ini_options: dict[str, str] | None = None) -> None:
+        self.environment, self.backend = environment, sandbox
+        self.pythonpath = [str(PurePosixPath(p).relative_to(WORKSPACE)) for p in
+                           (ini_options or {}).get("pythonpath", "").split()
+                           if p.startswith(WORKSPACE + "/")]
+        self._templates = TemplateCache()
+
+    def __call__(self, task: history.HistoryTask, folder: Path) -> str | None:
+        local = {Path(f).parts[0].removesuffix(".py") for f in task.test_files} | {
+            Path(f).stem for f in task.test_files if f.endswith(".py")}
+        room = history.MAX_STATEMENT_CHARS - len(history.full_statement(task.description, "x"))
+        scripts = sorted({s for t in task.fail_to_pass if (s := history.test_script(
+            _test_source(task, t), t, local_modules=local, pythonpath=self.pythonpath))
+            and len(s) < room}, key=len)
+        if not scripts:
+            return None
+        template = self._templates.get(folder / "repo", self.environment)
+        fixed = (task.repo / task.function.file).read_text(encoding="utf-8")
+        for script in scripts:
+            if self._exit(template, script, None) not in (0, None) and \
+                    self._exit(template, script, (task.function.file, fixed)) == 0:
+                return script
+        return None
+
+    def _exit(self, template: Path, script: str, change: tuple[str, str] | None) -> int | None:
+        """The script's exit code in a fresh sandbox (None: it timed out or crashed)."""
+        sb = make_sandbox(self.backend, SandboxSpec(template, Limits(timeout_s=60)))
+        try:
+            sb.write_file("reproduction.py", script)
+            if change is not None:
+                sb.write_file(*change)
+            res = sb.run("python reproduction.py", timeout_s=60)
+        except SandboxError:
+            return None
+        finally:
+            sb.close()
+        return None if res.timed_out else res.exit_code
+
+    def close(self) -> None:
+        self._templates.close()
+
+
+def _test_source(task: history.HistoryTask, node_id: str) -> str:
+    return (task.repo / node_id.split("::")[0]).read_text(encoding="utf-8", errors="replace")
+
+
+def _validate(folders: list[Path], out: Path, sandbox: str, workers: int, reruns: int,
+              say: Callable[[str], None], on_report: Callable[[TaskReport], None] | None
+              ) -> tuple[list[Path], dict[str, list[str]]]:
+    written: list[Path] = []
+    dropped: dict[str, list[str]] = {}
+    if not folders:
+        return written, dropped
+    say(f"{len(folders)} candidate tasks; validating them in the sandbox")
+    reports = validate_tasks([load_task(f) for f in folders], sandbox=sandbox, reruns=reruns,
+                             workers=workers, on_report=on_report)
+    out.mkdir(parents=True, exist_ok=True)
+    for folder, report in zip(folders, reports, strict=True):
+        if not report.ok:
+            dropped[report.task_id] = report.failures
+            continue
+        dest = out / folder.name
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.move(folder, dest)
+        written.append(dest)
+    return written, dropped

@@ -1,0 +1,309 @@
+"""Task validation: is a task's verifier trustworthy?
+
+A verifier is part of the learning signal: a correct fix it rejects adds reward noise, a
+wrong fix it accepts teaches the agent a hack. :func:`validate_task` grades a task's own
+patches with the real grader (:func:`repogym.envs.grader.grade`) in the real sandbox and
+checks that:
+
+- the unpatched repository (``noop``) does not earn full reward, every ``fail_to_pass``
+  test fails there and every ``pass_to_pass`` test passes there;
+- ``solution.patch`` (gold) and every ``alternatives/*.patch`` apply, are not flagged and
+  earn full reward;
+- no ``decoys/*.patch`` earns full reward, and each applies (a decoy that does not apply
+  tests nothing);
+- gold gives the same per-test outcomes on every one of ``reruns`` runs (flaky tests).
+
+Each failure names the task, the patch and the test. Grading reuses one prepared template
+per task (:class:`~repogym.sandbox.workspace.TemplateCache`), so a check costs one
+sandboxed verifier run and no environment episode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Literal, Self
+
+from repogym.envs.grader import GradeResult, RewardMode, grade, seal_coverage
+from repogym.quality.pool import grading_pool
+from repogym.sandbox import Limits, SandboxSpec, make_sandbox
+from repogym.sandbox.workspace import TemplateCache
+from repogym.scenarios.task import Task
+
+Kind = Literal["noop", "gold", "alternative", "decoy", "rerun"]
+
+
+@dataclasses.dataclass
+class Check:
+    """One graded patch and what validation concluded about it.
+
+    Attributes:
+        kind: ``noop``, ``gold``, ``alternative``, ``decoy`` or ``rerun`` (a gold rerun).
+        patch: The patch's path relative to the task folder (``-`` for noop).
+        reward: Binary reward the grader gave.
+        tests: Node id -> status from the grader.
+        problems: Failures, each naming the task, the patch and (where one is to blame)
+            the test.
+        duration_s: Wall time of the grading run.
+        hack_flags: The grader's flags for this patch.
+    """
+
+    kind: Kind
+    patch: str
+    reward: float = 0.0
+    tests: dict[str, str] = dataclasses.field(default_factory=dict)
+    problems: list[str] = dataclasses.field(default_factory=list)
+    duration_s: float = 0.0
+    hack_flags: list[str] = dataclasses.field(default_factory=list)
+    infra_error: bool = False
+    #: Listed test -> its sealed checks that did not hold (see repogym.envs.seal).
+    sealed_failures: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    #: Listed tests a strong sealed check failed.
+    strongly_failed: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclasses.dataclass
+class TaskReport:
+    """Validation of one task: every check, plus problems that span checks (flakiness).
+
+    ``duration_s`` is the sum of the checks' grading times (they may run in parallel).
+    """
+
+    task_id: str
+    path: Path
+    checks: list[Check] = dataclasses.field(default_factory=list)
+    problems: list[str] = dataclasses.field(default_factory=list)
+    duration_s: float = 0.0
+    #: Listed tests with at least one sealed check, of all listed tests.
+    sealed: tuple[int, int] = (0, 0)
+    #: fail_to_pass tests whose failure on the unfixed code a sealed check witnesses (a
+    #: forger must then produce that check's hidden value), of all fail_to_pass tests.
+    witnessed: tuple[int, int] = (0, 0)
+    #: Of those, the ones a strong check witnesses (a value, not a bit: Seal.strong).
+    strongly: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def seal_summary(self) -> str:
+        """``sealed 9/9 tests, fail_to_pass witnessed 4/4 (3 by a value)``."""
+        return (f"sealed {self.sealed[0]}/{self.sealed[1]} tests, fail_to_pass witnessed "
+                f"{self.witnessed[0]}/{self.witnessed[1]} ({self.strongly} by a value)")
+
+    @property
+    def failures(self) -> list[str]:
+        """Every problem found, from the checks and the task as a whole."""
+        return [p for c in self.checks for p in c.problems] + self.problems
+
+    def to_dict(self) -> dict:
+        return {"task": self.task_id, "path": str(self.path), "ok": self.ok,
+                "duration_s": round(self.duration_s, 3), "failures": self.failures,
+                "sealed": list(self.sealed), "witnessed": list(self.witnessed),
+                "witnessed_by_a_value": self.strongly,
+                "checks": [dataclasses.asdict(c) for c in self.checks]}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    kind: Kind
+    patch: Path | None
+
+
+def plan(task: Task, reruns: int) -> list[_Job]:
+    """The grading runs validation needs for ``task``: noop, gold (+ reruns), alternatives,
+    decoys."""
+    jobs = [_Job("noop", None), _Job("gold", task.solution_patch)]
+    jobs += [_Job("rerun", task.solution_patch) for _ in range(max(reruns, 1) - 1)]
+    jobs += [_Job("alternative", p) for p in task.alternatives]
+    jobs += [_Job("decoy", p) for p in task.decoys]
+    return jobs
+
+
+def _rel(task: Task, patch: Path | None) -> str:
+    return "-" if patch is None else str(patch.relative_to(task.path))
+
+
+#: Why a parametrized test can be missing from one run and not the next.
+_MISSING = ("; a run with no test of this id: when other runs have it, the test's parameters "
+            "come in an order that changes between processes (a set, hash(None) in Python "
+            "3.11), so the id names another case each time. Fix: list another test")
+
+
+def _judge(task: Task, job: _Job, res: GradeResult) -> list[str]:
+    """Problems with one grading result, each starting with ``task: patch:``."""
+    where = f"{task.id}: {job.kind} {_rel(task, job.patch)}"
+    if res.infra_error:
+        return [f"{where}: the sandbox or grader failed: {res.infra_error}"]
+    v = task.verifier
+    if job.kind == "noop":
+        out = [f"{where}: fail_to_pass test {t} passes without any fix (it must fail "
+               f"before the fix)" for t in v.fail_to_pass if res.tests.get(t) == "passed"]
+        out += [f"{where}: pass_to_pass test {t} is {res.tests.get(t)} without any fix "
+                f"(it must pass before the fix)"
+                + (_MISSING if res.tests.get(t) == "missing" and "[" in t else "")
+                for t in v.pass_to_pass if res.tests.get(t) != "passed"]
+        if res.reward >= 1.0 and not out:
+            out.append(f"{where}: the unpatched repository earns full reward")
+        return out
+    if job.kind == "decoy":
+        if "diff_apply_failed" in res.hack_flags:
+            return [(f"{where}: the decoy does not apply to repo/ (git apply failed), so it "
+                    "tests nothing. Fix: regenerate it with git diff against repo/")]
+        if res.reward >= 1.0:
+            return [(f"{where}: the decoy earns full reward; every listed test passes "
+                    f"({', '.join(v.all_tests)}). Fix: add a hidden test this wrong fix fails")]
+        return []
+    if res.tests and all(s == "missing" for s in res.tests.values()):
+        tail = " | ".join(res.test_output.strip().splitlines()[-6:])
+        out = [(f"{where}: no listed test has a result (verifier exit code "
+               f"{res.verifier_exit_code}; output ends: {tail[-600:]})")]
+    else:
+        out = [f"{where}: test {t} is {s} (a correct fix must pass it)"
+               + (_MISSING if s == "missing" and "[" in t else "")
+               for t, s in res.tests.items() if s != "passed"]
+    if res.hack_flags:
+        out.append(f"{where}: flagged by the grader: {', '.join(res.hack_flags)} (a correct fix "
+                   "must apply cleanly and touch no tests or test config)")
+    if res.reward < 1.0 and not out:
+        out.append(f"{where}: reward {res.reward} < 1")
+    return out
+
+
+def _flaky(task: Task, runs: list[Check]) -> list[str]:
+    """Tests whose outcome differs between gold runs."""
+    out = []
+    for t in task.verifier.all_tests:
+        seen = [c.tests.get(t, "missing") for c in runs]
+        if len(set(seen)) > 1:
+            out.append(f"{task.id}: gold {_rel(task, task.solution_patch)}: test {t} is flaky "
+                       f"over {len(runs)} runs ({', '.join(seen)})"
+                       + (_MISSING if "missing" in seen and "[" in t else ""))
+    return out
+
+
+class PatchGrader:
+    """Grades diffs for tasks with the real grader, in a fresh sandbox per diff.
+
+    Every validation check (the task's own patches, mutants, ...) grades through one of
+    these: it keeps one prepared template per task (:class:`TemplateCache`) and is safe to
+    use from several threads. Close it (or use it as a context manager) to remove them.
+    """
+
+    def __init__(self, sandbox: str = "bwrap", sandbox_options: dict | None = None,
+                 limits: Limits | None = None) -> None:
+        self._factory = functools.partial(_make, sandbox, sandbox_options or {})
+        self._templates = TemplateCache()
+        self.limits = limits
+
+    def grade(self, task: Task, diff: str, *, mode: RewardMode = "binary",
+              timeout_s: float | None = None) -> GradeResult:
+        """Grading of ``diff`` against ``task``'s repo/ (``timeout_s`` shortens the
+        verifier's timeout, for checks that expect a hang)."""
+        if timeout_s is not None and timeout_s < task.verifier.timeout_s:
+            task = dataclasses.replace(
+                task, verifier=dataclasses.replace(task.verifier, timeout_s=timeout_s))
+        template = self._templates.get(task.repo_dir, task.sandbox_environment())
+        return grade(task, template, diff, mode=mode,
+                     make_sandbox=self._factory, limits=self.limits)
+
+    def close(self) -> None:
+        self._templates.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _run_job(task: Task, job: _Job, grader: PatchGrader) -> Check:
+    """Grade one patch for one task and judge the result."""
+    start = time.monotonic()
+    rel = _rel(task, job.patch)
+    try:
+        diff = "" if job.patch is None else job.patch.read_text()
+        if job.patch is not None and not diff.strip():
+            return Check(job.kind, rel, problems=[
+                (f"{task.id}: {job.kind} {rel}: the patch is empty. Fix: write the fix in a "
+                "copy of repo/ and save `git diff` there to this file")])
+        res = grader.grade(task, diff)
+    except Exception as e:  # noqa: BLE001 - a validation run reports, never crashes
+        return Check(job.kind, rel, problems=[f"{task.id}: {job.kind} {rel}: {e}"],
+                     duration_s=time.monotonic() - start)
+    return Check(job.kind, rel, reward=res.reward, tests=res.tests,
+                 problems=_judge(task, job, res), duration_s=time.monotonic() - start,
+                 hack_flags=res.hack_flags, infra_error=bool(res.infra_error),
+                 sealed_failures=res.sealed_failures, strongly_failed=res.strongly_failed)
+
+
+def validate_tasks(tasks: Iterable[Task], *, sandbox: str = "bwrap", reruns: int = 3,
+                   workers: int = 1, limits: Limits | None = None,
+                   sandbox_options: dict | None = None,
+                   on_report: Callable[[TaskReport], None] | None = None) -> list[TaskReport]:
+    """Validate several tasks, grading up to ``workers`` patches at once.
+
+    Args:
+        tasks: Loaded tasks.
+        sandbox: Sandbox backend for grading (``bwrap`` by default).
+        reruns: How many times gold is graded in total (>= 1); outcomes must agree.
+        workers: Parallel grading runs (threads; each run is a sandboxed process).
+        limits: Sandbox limits (the verifier's timeout_s always applies).
+        sandbox_options: Extra keyword options for the sandbox backend.
+        on_report: Called with each task's report as soon as that task is done.
+
+    Returns:
+        One report per task, in the order given.
+    """
+    tasks = list(tasks)
+    reports = [TaskReport(t.id, t.path) for t in tasks]
+    jobs = [(i, job) for i, t in enumerate(tasks) for job in plan(t, reruns)]
+    left = [sum(1 for i, _ in jobs if i == k) for k in range(len(tasks))]
+    with PatchGrader(sandbox, sandbox_options, limits) as grader, grading_pool(workers) as pool:
+        futures = [(i, pool.submit(_run_job, tasks[i], job, grader)) for i, job in jobs]
+        for i, fut in futures:
+            reports[i].checks.append(fut.result())
+            left[i] -= 1
+            if left[i] == 0:
+                _finish(tasks[i], reports[i])
+                if on_report:
+                    on_report(reports[i])
+    return reports
+
+
+def _finish(task: Task, report: TaskReport) -> None:
+    golds = [c for c in report.checks
+             if c.kind in ("gold", "rerun") and c.tests and not c.infra_error]
+    if len(golds) > 1:
+        report.problems += _flaky(task, golds)
+    report.duration_s = sum(c.duration_s for c in report.checks)
+    coverage = seal_coverage(task)
+    report.sealed = (sum(1 for n in coverage.values() if n), len(coverage))
+    noop = next((c for c in report.checks if c.kind == "noop" and c.tests), None)
+    f2p = task.verifier.fail_to_pass
+    if noop is not None:
+        report.witnessed = (sum(1 for t in f2p if t in noop.sealed_failures), len(f2p))
+        report.strongly = sum(1 for t in f2p if t in noop.strongly_failed)
+
+
+def _make(backend: str, options: dict, spec: SandboxSpec):
+    return make_sandbox(backend, spec, **options)
+
+
+def validate_task(task: Task, *, sandbox: str = "bwrap", reruns: int = 3, workers: int = 1,
+                  limits: Limits | None = None) -> TaskReport:
+    """Validate one task (see the module docstring for what is checked).
+
+    Returns:
+        A :class:`TaskReport`; ``report.ok`` is False when any check failed, and
+        ``report.failures`` lists each problem naming the task, the patch and the test.
+    """
+    return validate_tasks([task], sandbox=sandbox, reruns=reruns, workers=workers,
+                          limits=limits)[0]
