@@ -87,7 +87,8 @@ def main() -> None:
     for log in trainer.state.log_history:
         if "reward" in log:
             print(f"step {log['step']}: reward/mean {log['reward']:.3f}  "
-                  f"tool calls/mean {log.get('tools/call_frequency', 0):.2f}")
+                  f"tool calls/mean {log.get('tools/call_frequency', 0):.2f}  "
+                  f"loss {log.get('loss', float('nan')):.6g}")
     graded = [r for r in results if r["reward"] is not None]
     passed = sum(s == "passed" for r in graded for s in r["tests"].values())
     total = sum(len(r["tests"]) for r in graded)
