@@ -3,7 +3,10 @@
 Each rollout is a real repogym episode in a bwrap sandbox: the model calls the env's tools
 (bash, read, write, edit, submit) through its chat template, and the reward comes from the
 task's hidden tests via repogym's grader (``RepoGymToolEnv.get_reward``). The tiny model is
-randomly initialised, so expect rewards of 0: the point is the plumbing. A first episode
+randomly initialised and then taught two tool calls in a few supervised steps (``--warm-start``):
+a one-line partial fix and a submit, so groups hold different rewards (``--reward-mode
+partial``: the fraction of hidden tests passed) and the GRPO loss is not zero; the point is
+the plumbing, not a claim about learning. A first episode
 driven by the gold patch through the same adapter shows a reward of 1.0.
 
     python examples/trl_grpo.py                 # a few GRPO steps (minutes on a CPU)
@@ -22,18 +25,50 @@ import tempfile
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 
-def tiny_chat_model() -> tuple:
+# Tool calls in the Qwen3 chat template's format, which TRL parses into calls of the env's
+# methods: a one-line partial fix of retry-zero (more hidden tests pass) and a plain submit.
+WARM_CALLS = (
+    '<tool_call>\n{"name": "bash", "arguments": {"command": '
+    '"sed -i \'s/max(retries, 1) + 1/retries + 1/\' retry.py"}}\n</tool_call>',
+    '<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call>',
+)
+
+
+def tiny_chat_model(warm_start: int = 0) -> tuple:
     """A ~0.5M-parameter Qwen2 and a BPE tokenizer, built offline, with Qwen3's chat template
-    (which renders tool calls, so TRL can parse them)."""
+    (which renders tool calls, so TRL can parse them). ``warm_start`` supervised steps on
+    :data:`WARM_CALLS` (after the assistant header) make it emit those calls, so GRPO sees
+    tool calls and rewards that differ within a group."""
+    import torch
     from trl.chat_template_utils import qwen3_chat_template
 
     from repogym.agents.toy.tiny import TinyConfig, build_tiny
 
-    model, tok = build_tiny(config=TinyConfig(max_len=4096), extra_corpus=[('<tool_call>\n{"name": "bash", "arguments": '
-                                           '{"command": "ls"}}\n</tool_call>'), "submit"])
+    model, tok = build_tiny(config=TinyConfig(max_len=4096), extra_corpus=list(WARM_CALLS))
     tok.chat_template = qwen3_chat_template
     tok.eos_token = "<|im_end|>"
     model.generation_config.eos_token_id = tok.eos_token_id
+    if warm_start:
+        head = tok.apply_chat_template([{"role": "user", "content": "Fix the bug."}],
+                                       add_generation_prompt=True, tokenize=False)
+        head_ids = tok(head, add_special_tokens=False)["input_ids"]
+        calls = [tok(f"{c}<|im_end|>", add_special_tokens=False)["input_ids"] for c in WARM_CALLS]
+        width = len(head_ids) + max(map(len, calls))
+        ids = torch.full((len(calls), width), tok.pad_token_id)
+        labels = torch.full((len(calls), width), -100)  # learn the calls, not the prompt
+        for i, c in enumerate(calls):
+            ids[i, :len(head_ids) + len(c)] = torch.tensor(head_ids + c)
+            labels[i, len(head_ids):len(head_ids) + len(c)] = torch.tensor(c)
+        batch = {"input_ids": ids, "attention_mask": (labels != -100) | (torch.arange(width)
+                                                                        < len(head_ids))}
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        model.train()
+        for _ in range(warm_start):
+            loss = model(**batch, labels=labels).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        print(f"warm start: {warm_start} steps, loss {loss.item():.3f}")
     return model, tok
 
 
@@ -56,6 +91,9 @@ def main() -> None:
     p.add_argument("--tasks", nargs="+", default=["retry-zero", "empty-mean"])
     p.add_argument("--generations", type=int, default=4, help="rollouts per prompt (group)")
     p.add_argument("--env-server", help="a `repogym serve` URL to run the sandboxes on")
+    p.add_argument("--warm-start", type=int, default=150,
+                   help="supervised steps teaching the tiny model the tool-call format (0: none)")
+    p.add_argument("--reward-mode", default="partial", choices=("binary", "partial", "f2p"))
     args = p.parse_args()
 
     from datasets import Dataset
@@ -66,16 +104,17 @@ def main() -> None:
     results: list[dict] = []
     RepoGymToolEnv.remote, RepoGymToolEnv.results, RepoGymToolEnv.max_steps = (
         args.env_server, results, 3)
+    RepoGymToolEnv.reward_mode = args.reward_mode
     print(f"oracle through the adapter on {args.tasks[0]}: reward {oracle_check(args.tasks[0])}")
     results.clear()
 
     rows = [r for r in task_rows() if r["task"] in args.tasks]
-    model, tok = tiny_chat_model()
+    model, tok = tiny_chat_model(args.warm_start)
     config = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="trl-grpo-"), use_cpu=True, bf16=False,
         report_to="none", max_steps=args.steps, learning_rate=1e-4, logging_steps=1,
         per_device_train_batch_size=args.generations, num_generations=args.generations,
-        max_completion_length=48, max_tool_calling_iterations=2, save_strategy="no",
+        max_completion_length=96, max_tool_calling_iterations=2, save_strategy="no",
         temperature=1.0, seed=0, dataloader_num_workers=0)
     trainer = GRPOTrainer(model=model, processing_class=tok, args=config,
                           train_dataset=Dataset.from_list(rows * args.steps * 2),
