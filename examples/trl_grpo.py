@@ -28,17 +28,18 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 # Tool calls in the Qwen3 chat template's format, which TRL parses into calls of the env's
 # methods: a one-line partial fix of retry-zero (more hidden tests pass) and a plain submit.
 WARM_CALLS = (
-    '<tool_call>\n{"name": "bash", "arguments": {"command": '
-    '"sed -i \'s/max(retries, 1) + 1/retries + 1/\' retry.py"}}\n</tool_call>',
+    ('<tool_call>\n{"name": "bash", "arguments": {"command": '
+     '"sed -i \'s/max(retries, 1) + 1/retries + 1/\' retry.py"}}\n</tool_call>'),
     '<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call>',
 )
 
 
-def tiny_chat_model(warm_start: int = 0) -> tuple:
+def tiny_chat_model(warm_start: int = 0, head: str | None = None) -> tuple:
     """A ~0.5M-parameter Qwen2 and a BPE tokenizer, built offline, with Qwen3's chat template
     (which renders tool calls, so TRL can parse them). ``warm_start`` supervised steps on
-    :data:`WARM_CALLS` (after the assistant header) make it emit those calls, so GRPO sees
-    tool calls and rewards that differ within a group."""
+    :data:`WARM_CALLS` after ``head`` (a rendered prompt, as TRL renders it: tools in the system
+    turn, the env's first observation) make it emit those calls, so GRPO sees tool calls and
+    rewards that differ within a group."""
     import torch
     from trl.chat_template_utils import qwen3_chat_template
 
@@ -49,8 +50,8 @@ def tiny_chat_model(warm_start: int = 0) -> tuple:
     tok.eos_token = "<|im_end|>"
     model.generation_config.eos_token_id = tok.eos_token_id
     if warm_start:
-        head = tok.apply_chat_template([{"role": "user", "content": "Fix the bug."}],
-                                       add_generation_prompt=True, tokenize=False)
+        head = head or tok.apply_chat_template([{"role": "user", "content": "Fix the bug."}],
+                                               add_generation_prompt=True, tokenize=False)
         head_ids = tok(head, add_special_tokens=False)["input_ids"]
         calls = [tok(f"{c}<|im_end|>", add_special_tokens=False)["input_ids"] for c in WARM_CALLS]
         width = len(head_ids) + max(map(len, calls))
@@ -109,7 +110,20 @@ def main() -> None:
     results.clear()
 
     rows = [r for r in task_rows() if r["task"] in args.tasks]
-    model, tok = tiny_chat_model(args.warm_start)
+    head = None
+    if args.warm_start:  # the prompt TRL will show: tools in the system turn, first observation
+        from trl.chat_template_utils import qwen3_chat_template
+
+        probe = RepoGymToolEnv()
+        obs = probe.reset(**rows[0])
+        messages = [dict(m) for m in rows[0]["prompt"]]
+        messages[-1]["content"] = f"{messages[-1]['content']}{obs}"
+        tools = [probe.bash, probe.read, probe.write, probe.edit, probe.submit]
+        _, render = tiny_chat_model(0)
+        render.chat_template = qwen3_chat_template
+        head = render.apply_chat_template(messages, tools=tools, add_generation_prompt=True,
+                                          tokenize=False)
+    model, tok = tiny_chat_model(args.warm_start, head)
     config = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="trl-grpo-"), use_cpu=True, bf16=False,
         report_to="none", max_steps=args.steps, learning_rate=1e-4, logging_steps=1,
