@@ -4,9 +4,11 @@ Each rollout is a real repogym episode in a bwrap sandbox: the model calls the e
 (bash, read, write, edit, submit) through its chat template, and the reward comes from the
 task's hidden tests via repogym's grader (``RepoGymToolEnv.get_reward``). The tiny model is
 randomly initialised and then taught two tool calls in a few supervised steps (``--warm-start``):
-a one-line partial fix and a submit, so groups hold different rewards (``--reward-mode
-partial``: the fraction of hidden tests passed) and the GRPO loss is not zero; the point is
-the plumbing, not a claim about learning. A first episode
+a one-line partial fix and a submit, meant to give groups different rewards (``--reward-mode
+partial``: the fraction of hidden tests passed) and so a non-zero GRPO loss. KNOWN GAP: under
+GRPOTrainer the warm-started model still logs tools/call_frequency 0 and loss 0 (2026-12-02,
+``--steps 2 --generations 4``); outside TRL it emits both calls. The point is the plumbing,
+not a claim about learning. A first episode
 driven by the gold patch through the same adapter shows a reward of 1.0.
 
     python examples/trl_grpo.py                 # a few GRPO steps (minutes on a CPU)
