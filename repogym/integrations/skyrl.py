@@ -6,11 +6,7 @@ is played by :class:`RepoGymTextEnv`: ``init`` resets the task and returns the p
 the env's first observation, each ``step`` takes the model's raw text (one tool call, as
 RepoEnv parses it), and the last step's reward comes from the hidden tests.
 
-verl: its ``AgentLoopBase`` runs ``async def run(sampling_params, **kwargs)`` over a server
-handle and returns token ids and masks; the env part is the same ``reset``/``step`` calls
-as here, so an agent loop can hold a :class:`RepoGymTextEnv` (or a ``RemoteEnv``) and
-tokenise its observations. It is not shipped: verl 0.9 pulls a GPU stack that is not
-installable on the CPU CI machine, so it could not be tested against the real package.
+verl: see :mod:`repogym.integrations.verl` (an ``AgentLoopBase`` over the same env).
 """
 
 from __future__ import annotations

@@ -1,0 +1,137 @@
+"""verl: repogym tasks as a multi-turn agent loop (needs ``repogym[verl]``).
+
+Importing this module registers ``"repogym_agent"`` in verl's agent-loop registry
+(``verl.experimental.agent_loop.register``), so a verl dataset row with
+``agent_name: repogym_agent`` and ``extra_info: {"task": "<id>"}`` (see :func:`verl_rows`)
+is played by :class:`RepoGymAgentLoop`:
+
+* the prompt (the row's ``raw_prompt`` with the env's first observation appended to the
+  last user message) is tokenised through verl's own Continuous Token builder
+  (``AgentLoopBase.ct_build_initial_tokens``);
+* each turn the policy server (``server_manager.generate``) emits token ids; they are
+  decoded and given to ``RepoEnv.step`` as one tool call, and get ``response_mask`` 1;
+* the env's observation is rendered as a chat-template user turn and appended with
+  ``response_mask`` 0 (and log-prob 0.0), as verl's ``ToolAgentLoop`` does for tool output;
+* the episode's reward (hidden tests; ``reward_mode`` as configured) is returned as
+  ``reward_score``, which verl places on the last response token.
+
+Config (``actor_rollout_ref.rollout.multi_turn`` / the agent-loop yaml, see
+``examples/verl/``): ``repogym.remote`` (a ``repogym serve`` URL), ``repogym.sandbox``,
+``repogym.reward_mode``, ``repogym.max_steps`` — read from ``trainer_config.repogym``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from uuid import uuid4
+
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopBase,
+    AgentLoopMetrics,
+    AgentLoopOutput,
+    register,
+)
+
+from repogym.envs import make_suite_env
+
+AGENT_NAME = "repogym_agent"
+
+
+def verl_rows(split: str | None = None) -> list[dict[str, Any]]:
+    """verl RLHFDataset rows (one per task): ``prompt``, ``agent_name``, ``data_source``,
+    ``reward_model``, ``extra_info``."""
+    from repogym.integrations.trl import task_rows
+
+    return [{"prompt": r["prompt"], "agent_name": AGENT_NAME, "data_source": "repogym",
+             "reward_model": {"style": "rule", "ground_truth": ""},
+             "extra_info": {"task": r["task"], "split": r["split"]}} for r in task_rows(split)]
+
+
+def _settings(config: Any) -> dict[str, Any]:
+    section = config.get("repogym") if hasattr(config, "get") else None
+    return dict(section or {})
+
+
+@register(AGENT_NAME)
+class RepoGymAgentLoop(AgentLoopBase):
+    """One repogym episode per ``run`` call, driven by verl's policy server."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.settings = _settings(self.config)
+        self.response_length = int(self.rollout_config.response_length)
+        multi_turn = self.rollout_config.get("multi_turn", {}) or {}
+        self.max_turns = int(self.settings.get("max_steps")
+                             or multi_turn.get("max_assistant_turns") or 30)
+
+    def _make_env(self) -> Any:
+        remote = self.settings.get("remote")
+        local = {} if remote else {"sandbox": self.settings.get("sandbox", "bwrap")}
+        return make_suite_env(remote=remote,
+                              reward_mode=self.settings.get("reward_mode", "binary"),
+                              max_steps=self.max_turns, **local)
+
+    def _user_turn_ids(self, text: str) -> list[int]:
+        """Token ids of ``text`` as one chat-template user turn opening the next assistant
+        turn (the template rendered with and without the turn; the difference)."""
+        base = [{"role": "user", "content": "x"}]
+        with_turn = base + [{"role": "assistant", "content": "y"}, {"role": "user", "content": text}]
+        short = self.tokenizer.apply_chat_template(base + [{"role": "assistant", "content": "y"}],
+                                                   tokenize=False)
+        full = self.tokenizer.apply_chat_template(with_turn, tokenize=False,
+                                                  add_generation_prompt=True)
+        if not full.startswith(short):
+            raise ValueError("the tokenizer's chat template is not prefix-stable, so an "
+                             "observation turn cannot be appended. Fix: use a ChatML-style "
+                             "template (Qwen, Llama 3) or set apply_chat_template_kwargs")
+        return self.tokenizer.encode(full[len(short):], add_special_tokens=False)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        extra = kwargs.get("extra_info") or {}
+        task = extra.get("task") or kwargs.get("task")
+        if not task:
+            raise ValueError("the row names no task. Fix: put extra_info = {'task': '<id>'} in "
+                             "the dataset row (see repogym.integrations.verl.verl_rows)")
+        env = self._make_env()
+        try:
+            obs, _ = env.reset(seed=extra.get("seed"), options={"task": task})
+            messages = [dict(m) for m in kwargs["raw_prompt"]]
+            if messages and messages[-1].get("role") == "user":
+                messages[-1]["content"] = f"{messages[-1]['content']}\n\n{obs}"
+            else:
+                messages.append({"role": "user", "content": obs})
+            prompt_ids = await self.ct_build_initial_tokens(messages)
+            response_ids: list[int] = []
+            mask: list[int] = []
+            logprobs: list[float] = []
+            reward, turns, info = 0.0, 0, {}
+            done = False
+            while not done and turns < self.max_turns and len(response_ids) < self.response_length:
+                out = await self.server_manager.generate(
+                    request_id=uuid4().hex, prompt_ids=prompt_ids + response_ids,
+                    sampling_params=sampling_params)
+                ids = list(out.token_ids)
+                response_ids += ids
+                mask += [1] * len(ids)
+                logprobs += list(out.log_probs) if out.log_probs else [0.0] * len(ids)
+                turns += 1
+                action = self.tokenizer.decode(ids, skip_special_tokens=True)
+                obs, reward, terminated, truncated, info = env.step(action)
+                done = bool(terminated or truncated)
+                if not done:
+                    obs_ids = self._user_turn_ids(obs)
+                    response_ids += obs_ids
+                    mask += [0] * len(obs_ids)
+                    logprobs += [0.0] * len(obs_ids)
+            if not done:  # response budget spent: grade what is there, as at a step budget
+                obs, reward, _, _, info = env.step(json.dumps({"tool": "submit", "args": {}}))
+        finally:
+            env.close()
+        n = self.response_length
+        return AgentLoopOutput(
+            prompt_ids=prompt_ids, response_ids=response_ids[:n], response_mask=mask[:n],
+            response_logprobs=logprobs[:n], reward_score=float(reward), num_turns=2 * turns + 1,
+            metrics=AgentLoopMetrics(),
+            extra_fields={"task": task, "resolved": bool(info.get("resolved")),
+                          "infra_error": bool(info.get("infra_error"))})
