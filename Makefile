@@ -42,6 +42,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# torch is pinned in the same command so nothing pulls a CUDA build.
 	$(BIN)/pip install -q -e '.[dev]' 'torch==2.13.0'
+	@# verl's agent loop is tested against verl's own classes; verl pins a GPU stack (vLLM,
+	@# SGLang), so on CPU it goes in without its dependencies plus what its agent loop
+	@# imports. Its wheel also ships a top-level `tests` package, which would shadow ours.
+	$(BIN)/pip install -q --no-deps 'verl>=0.9,<0.10'
+	$(BIN)/pip install -q hydra-core codetiming tensordict 'torch==2.13.0'
+	$(BIN)/python .ci/drop_foreign_tests.py verl
 	@touch $(STAMP)
 
 # The sandbox's root file system (Debian minbase, a few minutes the first time; then cached).

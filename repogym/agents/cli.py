@@ -27,13 +27,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from repogym.agents.async_rl import AsyncConfig, AsyncOptions, train_async
-from repogym.agents.distill import DistillConfig, DistillTrainer, OPDConfig
+from repogym.agents.async_rl import AsyncOptions, train_async
+from repogym.agents.distill import DistillTrainer
 from repogym.agents.distributed import Parallel
-from repogym.agents.echo import EchoConfig, echo_trainer
-from repogym.agents.grpo import GRPOConfig, GRPOTrainer
 from repogym.agents.metrics import plot_metrics
-from repogym.agents.ppo import PPOConfig, PPOTrainer
+from repogym.agents.registry import ALGORITHMS, resolve
 from repogym.agents.rollout import RolloutConfig
 from repogym.agents.toy.menu import scripted_episodes
 from repogym.agents.toy.setup import FormatFactory, toy_model, toy_model_path
@@ -46,18 +44,9 @@ __all__ = ["ALGOS", "config_from_args", "main", "print_progress"]
 C = TypeVar("C")
 
 ALGOS: dict[str, tuple[type, Callable[..., Trainer], dict[str, Any]]] = {
-    "ppo": (PPOConfig, PPOTrainer, {}),
-    "grpo": (GRPOConfig, GRPOTrainer, {"variant": "grpo"}),
-    "gspo": (GRPOConfig, GRPOTrainer, {"variant": "gspo"}),
-    "dapo": (GRPOConfig, GRPOTrainer, {"variant": "dapo"}),
-    "cispo": (GRPOConfig, GRPOTrainer, {"variant": "cispo"}),
-    "dr_grpo": (GRPOConfig, GRPOTrainer, {"variant": "dr_grpo"}),
-    "async": (AsyncConfig, GRPOTrainer, {}),
-    "distill": (DistillConfig, DistillTrainer, {}),
-    "opd": (OPDConfig, DistillTrainer, {}),
-    "echo": (EchoConfig, echo_trainer, {}),
-}
-"""``--algo`` name -> (config class, trainer factory, preset fields)."""
+    name: (resolve(a.config), resolve(a.trainer), a.preset)
+    for name, a in ALGORITHMS.items() if a.entry == "repogym.agents.cli:main"}
+"""``--algo`` name -> (config class, trainer factory, preset fields), from the registry."""
 
 TOY_DEFAULTS = {
     "menu": {"lr": 3e-4, "micro_batch": 64, "rollout.max_new_tokens": 6,

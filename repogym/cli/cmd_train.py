@@ -1,8 +1,8 @@
 """``repogym train --algo NAME``: train a reference agent.
 
-Each algorithm is one line in ``ALGOS``: its name -> ``"module:function"``, where the
-function takes the parsed args and returns an exit code. The module is imported only when
-that algorithm runs (torch and friends load lazily). The LM trainers' flags and ``--set
+The algorithms come from :mod:`repogym.agents.registry` (``ALGOS`` here is its name ->
+``"module:function"`` view): the function takes the parsed args and returns an exit code,
+and its module is imported only when that algorithm runs (torch and friends load lazily). The LM trainers' flags and ``--set
 field=value`` are handled by :mod:`repogym.agents.cli`.
 
 ``--nproc N`` (N > 1) runs the same command in N data-parallel processes with torchrun
@@ -13,21 +13,15 @@ models over them (:mod:`repogym.agents.distributed`).
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import subprocess
 import sys
 
+from repogym.agents.registry import ALGORITHMS, data_parallel, resolve
 from repogym.cli.options import SPLITS
 
-_LM = "repogym.agents.cli:main"
-
-#: Algorithm name -> "module:main". Add a trainer by adding a line.
-ALGOS: dict[str, str] = {
-    "sb3-ppo": "repogym.agents.toy.sb3_ppo:main",
-    **{name: _LM for name in ("ppo", "grpo", "gspo", "dapo", "cispo", "dr_grpo", "async",
-                              "distill", "opd", "echo")},
-}
+#: Algorithm name -> "module:main", from the registry (add a trainer by registering it).
+ALGOS: dict[str, str] = {name: algo.entry for name, algo in ALGORITHMS.items()}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -64,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 #: The algorithms ``--nproc`` covers (FSDP2 data parallelism).
-DATA_PARALLEL = ("ppo", "grpo", "gspo", "dapo", "cispo", "dr_grpo", "echo")
+DATA_PARALLEL = tuple(data_parallel())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,8 +67,7 @@ def run(args: argparse.Namespace) -> int:
                          f"covers {', '.join(DATA_PARALLEL)}. Fix: drop --nproc")  # fmt: skip
     if args.nproc > 1 and "WORLD_SIZE" not in os.environ:
         return _torchrun(args)
-    module, _, func = ALGOS[args.algo].partition(":")
-    return int(getattr(importlib.import_module(module), func)(args) or 0)
+    return int(resolve(ALGOS[args.algo])(args) or 0)
 
 
 _FLAGS = {"algo": "--algo", "steps": "--steps", "out": "--out", "seed": "--seed",
