@@ -62,7 +62,7 @@ class TrajectoryLogger(gym.Wrapper[str, str, str, str]):
         self._start = 0.0
 
     @property
-    def spec(self):  # noqa: ANN201 - gymnasium's EnvSpec | None
+    def spec(self):
         """The wrapped env's spec: logging changes nothing the spec describes (and
         ``gym.make(id, log_dir=D)`` recreates the logger from the env's own kwargs)."""
         return self.env.spec
