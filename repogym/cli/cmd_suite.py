@@ -205,9 +205,15 @@ def _audit(args: argparse.Namespace) -> int:
             if problem := audit.check_reproduction(task, sandbox=args.sandbox):
                 problems.append(problem)
     if "sabotage" not in args.skip:
-        for s in audit.sabotage(tasks, sandbox=args.sandbox):
+        graded = audit.sabotage(tasks, sandbox=args.sandbox)
+        for s in graded:
             if s.reward >= 1.0:
                 problems.append(f"{s.task}: gold plus the bug of {s.other} earns full reward")
+        # a task with no other task of its package to borrow a bug from goes unchecked:
+        # say how many were, so a sample that checks nothing cannot pass for one that did
+        print(f"sabotage: {len(graded)} of {len(tasks)} tasks graded with another "
+              f"function's bug, highest reward "
+              f"{max((s.reward for s in graded), default=0.0):.2f}")
     if "leaks" not in args.skip:
         for task_id, found in audit.leak_scan(tasks, sandbox=args.sandbox).items():
             problems += [f"{task_id}: {f}" for f in found]

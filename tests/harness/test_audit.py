@@ -100,8 +100,8 @@ def test_leak_scan_finds_the_fix_in_the_environment_and_in_the_workspace(tasks):
     found = audit.leak_scan(tasks.values())
     assert set(found) == {"audit-scale", "audit-label"}, found
     assert found["audit-scale"] == [
-        "/opt/repogym/env/vendored_calc.py holds the fixed code around "
-        "'out.append(v * factor)'"]
+        ("/opt/repogym/env/vendored_calc.py holds the fixed code around "
+        "'out.append(v * factor)'")]
     assert found["audit-label"][0].startswith("/workspace/notes/old_calc.py holds")
 
 

@@ -136,6 +136,18 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
         assert sum(bool(r["resolved"]) for r in rows) == resolved, rows
         assert not any(r["infra_error"] for r in rows)
 
+    # Every test task: no compiled file or packaging file list in its workspace, its fix
+    # readable nowhere in its sandbox, its reproduction failing without the fix, and its
+    # gold patch plus another covered function's bug scoring below 1.
+    res = _cli(["suite", "audit", "realpy", "--split", "test"], env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"audited {len(test_ids)} tasks" in res.stdout and ": 0 problems" in res.stdout, (
+        res.stdout)
+    m = re.search(r"sabotage: (\d+) of (\d+) tasks graded .* highest reward ([\d.]+)",
+                  res.stdout)
+    assert m and m.group(1) == m.group(2) == str(len(test_ids)), res.stdout
+    assert float(m.group(3)) < 1.0
+
 
 def test_leaderboard_breaks_results_down_by_suite_and_package(tmp_path):
     from repogym.harness.leaderboard import build

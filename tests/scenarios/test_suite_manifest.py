@@ -54,7 +54,7 @@ def test_pass_to_pass_all_is_written_once_per_package(src, tmp_path):
 
 def test_materialised_tasks_have_every_test_no_metadata_and_the_reproduction(src, tmp_path):
     entry = _entry(src)
-    [(task, folder, written)] = list(suites.materialise(entry, tmp_path / "suite"))
+    [(_task, folder, written)] = list(suites.materialise(entry, tmp_path / "suite"))
     assert written
     t = load_task(folder)
     assert t.verifier.pass_to_pass == TESTS[:2] and t.verifier.p2p_scope == "all"
