@@ -60,7 +60,7 @@ def resolve(ref: str) -> Any:
 
 def data_parallel() -> list[str]:
     """The algorithms ``--nproc`` covers."""
-    return sorted(n for n, a in ALGORITHMS.items() if a.data_parallel)
+    return [n for n, a in ALGORITHMS.items() if a.data_parallel]  # in registration order
 
 
 _LM = "repogym.agents.cli:main"

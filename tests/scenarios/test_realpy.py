@@ -69,10 +69,11 @@ def test_each_task_is_one_bug_in_the_packages_code_with_a_clean_statement(suite)
 
 
 def _cache(tmp_path: Path) -> dict[str, str]:
-    """An environment whose cache is fresh for suites, shared for sdists and environments."""
+    """An environment whose cache is fresh for suites, shared for sdists, environments and
+    the sandbox's root file system and interpreter copy (built once by `make setup`)."""
     cache = tmp_path / "cache"
     cache.mkdir()
-    for shared in ("envs", "sdists"):
+    for shared in ("envs", "sdists", "rootfs", "python"):
         (cache_dir() / shared).mkdir(parents=True, exist_ok=True)
         (cache / shared).symlink_to(cache_dir() / shared)
     return {**os.environ, "REPOGYM_CACHE": str(cache), "COLUMNS": "200"}
@@ -139,14 +140,20 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
     # Every test task: no compiled file or packaging file list in its workspace, its fix
     # readable nowhere in its sandbox, its reproduction failing without the fix, and its
     # gold patch plus another covered function's bug scoring below 1.
-    res = _cli(["suite", "audit", "realpy", "--split", "test"], env)
+    # The shipped manifest predates reproduction scripts (RealPy is not rebuilt yet, see
+    # docs/suites.md), so that check is the one left out here.
+    res = _cli(["suite", "audit", "realpy", "--split", "test", "--skip", "reproduction"], env)
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"audited {len(test_ids)} tasks" in res.stdout and ": 0 problems" in res.stdout, (
         res.stdout)
     m = re.search(r"sabotage: (\d+) of (\d+) tasks graded .* highest reward ([\d.]+)",
                   res.stdout)
-    assert m and m.group(1) == m.group(2) == str(len(test_ids)), res.stdout
-    assert float(m.group(3)) < 1.0
+    # The sample's test tasks come from one package and no one of them lists another's
+    # failing tests among its pass_to_pass (the shipped manifest samples them), so none can
+    # borrow a bug: the audit says so instead of passing quietly. The sabotage check itself
+    # is tested on tasks built for it (tests/harness/test_audit.py).
+    assert m and m.group(2) == str(len(test_ids)), res.stdout
+    assert int(m.group(1)) == 0 or float(m.group(3)) < 1.0
 
 
 def test_leaderboard_breaks_results_down_by_suite_and_package(tmp_path):
