@@ -148,6 +148,15 @@ def test_commands_live_in_the_cli():
     assert stray == []
 
 
+def test_commands_do_not_import_each_other():
+    """What several commands share lives in ``cli/options.py`` (options), ``cli/reports.py``
+    (printing) and ``cli/running.py`` (a benchmark run), never in another command."""
+    bad = [f"{mod} imports {dep}" for mod, deps in GRAPH.items()
+           if mod.startswith("repogym.cli.cmd_")
+           for dep in deps if dep.startswith("repogym.cli.cmd_") and dep != mod]
+    assert not bad, "\n".join(bad)
+
+
 def test_no_private_name_of_another_package():
     """``from repogym.x import _name`` only inside package ``x``."""
     bad = []

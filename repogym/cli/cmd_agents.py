@@ -4,31 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import textwrap
 
+from repogym.cli.options import agents_help
 from repogym.harness.baselines import AGENTS, agent_options, agent_summary, resolve_agent_class
-
-_DOC_COLUMN = 28
-
-
-def agents_help(names: list[str] | None = None, width: int = 100) -> str:
-    """Plain text: each agent's one-line summary and its options with defaults and docs."""
-    lines = []
-    for name in names or list(AGENTS):
-        cls = resolve_agent_class(name)
-        lines.append(f"{name}: {agent_summary(cls)}")
-        opts = agent_options(cls)
-        if not opts:
-            lines.append("  (no options)")
-        for o in opts:
-            head, pad = f"  {o.name}={o.default}", " " * _DOC_COLUMN
-            if len(head) >= _DOC_COLUMN - 1:
-                lines.append(head)
-                head = ""
-            lines.append(textwrap.fill(o.doc or "-", width, initial_indent=head.ljust(_DOC_COLUMN),
-                                       subsequent_indent=pad))
-        lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
 
 
 def register(sub: argparse._SubParsersAction) -> None:

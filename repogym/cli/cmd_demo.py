@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from repogym.cli.cmd_run import run_with_progress
+    from repogym.cli.running import run_with_progress
     from repogym.harness.config import RunConfig
     from repogym.harness.leaderboard import build
     from repogym.harness.report import make_console, summary_table

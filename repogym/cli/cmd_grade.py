@@ -24,7 +24,8 @@ import argparse
 import difflib
 from pathlib import Path
 
-from repogym.cli.cmd_run import EXIT_USAGE, add_run_options, execute
+from repogym.cli.options import EXIT_USAGE, add_run_options
+from repogym.cli.running import execute
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from repogym.cli.options import add_sandbox
+from repogym.cli.reports import print_written
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -69,10 +70,7 @@ def run(args: argparse.Namespace) -> int:
     except (HistoryError, OSError) as e:
         print(e, file=sys.stderr)
         return 2
-    for t in res.written:
-        print(f"wrote {t}")
-    for task_id, failures in res.dropped.items():
-        print(f"dropped {task_id} (did not validate): {failures[0]}", file=sys.stderr)
+    print_written(res.written, res.dropped)
     for p in res.pairs:
         what = p.error or (f"{p.changed} functions changed, {len(p.candidates)} candidates, "
                            f"{p.passing_tests} tests pass")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from repogym.cli.cmd_validate import add_mutation_options, mutation_args_error, run_mutation
-from repogym.cli.options import SPLITS
+from repogym.cli.options import SPLITS, add_mutation_options, mutation_args_error
+from repogym.cli.reports import run_mutation
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -117,7 +117,7 @@ def scaffold(name: str, parent: Path) -> Path:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from repogym.cli.cmd_validate import print_mutation
+    from repogym.cli.reports import print_mutation
     from repogym.quality.validate import PatchGrader
     from repogym.quality.validate_mutation import MIN_SCORE, mutation_check
     from repogym.scenarios.task import load_task

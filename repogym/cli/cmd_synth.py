@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from repogym.cli.cmd_validate import add_mutation_options, mutation_args_error, run_mutation
-from repogym.cli.options import SPLITS
+from repogym.cli.options import SPLITS, add_mutation_options, mutation_args_error
+from repogym.cli.reports import print_written, run_mutation
 
 #: Mutants graded per task by `synth --pypi` unless --max-mutants says otherwise: a real
 #: function has 50-100 of them, and a package's own test suite takes seconds per grading, so
@@ -118,10 +118,7 @@ def _run_pypi(args: argparse.Namespace) -> int:
     except (PypiError, EnvironmentUnavailable, SynthError, SandboxError, OSError) as e:
         print(e, file=sys.stderr)
         return 2
-    for t in res.written:
-        print(f"wrote {t}")
-    for task_id, failures in res.dropped.items():
-        print(f"dropped {task_id} (did not validate): {failures[0]}", file=sys.stderr)
+    print_written(res.written, res.dropped)
     if res.written and not args.no_mutation:
         if args.max_mutants is None:
             args.max_mutants = PYPI_MUTANTS

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.quality:
             table.add_row(t.env_id, t.split, ", ".join(t.tags), tests, str(t.max_steps))
             continue
-        from repogym.cli.cmd_validate import adversarial_summary
+        from repogym.cli.reports import adversarial_summary
         from repogym.envs.grader import seal_coverage
         from repogym.quality import adversarial
         from repogym.quality.validate_mutation import cached_report

@@ -20,8 +20,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from repogym.cli.options import SPLITS, add_sandbox
-from repogym.quality.validate import PatchGrader, TaskReport, validate_tasks
+from repogym.cli.options import SPLITS, add_mutation_options, add_sandbox, mutation_args_error
+from repogym.cli.reports import adversarial_summary, print_report, run_adversarial, run_mutation
+from repogym.quality.validate import TaskReport, validate_tasks
 from repogym.scenarios.task import Task, TaskError, load_tasks
 
 if TYPE_CHECKING:  # imported when used: libcst is not needed to start the CLI
@@ -53,29 +54,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def add_mutation_options(p: argparse.ArgumentParser, *, gate: bool) -> None:
-    """The mutation check's options, for ``validate`` (``--mutation`` computes it) or, with
-    ``gate``, for a command that writes tasks and scores them unless ``--no-mutation``."""
-    m = p.add_argument_group("mutation check")
-    if gate:
-        m.add_argument("--no-mutation", action="store_true",
-                       help="do not compute the mutation score of the tasks written")
-        m.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                       help="mutants graded in parallel (default: CPU count)")
-        add_sandbox(m)
-    else:
-        m.add_argument("--mutation", action="store_true",
-                       help="also grade mutants of the gold fix: the hidden tests must reject "
-                            "them")
-    m.add_argument("--min-score", type=float, default=None,
-                   help="lowest passing mutation score (default: MIN_SCORE of "
-                        "repogym.quality.validate_mutation, 0.9)")
-    m.add_argument("--max-mutants", type=int, default=None,
-                   help="grade at most this many mutants per task (a fixed sample; default all)")
-    m.add_argument("--mutation-budget", type=float, default=600.0, metavar="SECONDS",
-                   help="stop starting mutants of a task after this long (default 600)")
-
-
 def _load(paths: list[str]) -> tuple[list[Task], list[str]]:
     if not paths:
         from repogym.scenarios.registry import builtin_tasks
@@ -88,83 +66,6 @@ def _load(paths: list[str]) -> tuple[list[Task], list[str]]:
         except TaskError as e:
             errors.append(str(e))
     return tasks, errors
-
-
-def print_report(report: TaskReport, console) -> None:
-    """A table of one task's checks with their reward, status and timing."""
-    from rich.table import Table
-
-    mark = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
-    table = Table(title=f"{report.task_id}: {mark} ({report.duration_s:.1f}s of grading; "
-                        f"{report.seal_summary()})",
-                  title_justify="left")
-    for col in ("check", "patch", "reward", "flags", "time (s)", "result"):
-        table.add_column(col, overflow="fold")
-    for c in report.checks:
-        result = "[green]ok[/green]" if c.ok else f"[red]{len(c.problems)} problem(s)[/red]"
-        table.add_row(c.kind, c.patch, f"{c.reward:g}", ",".join(c.hack_flags),
-                      f"{c.duration_s:.2f}", result)
-    console.print(table)
-    for p in report.failures:
-        console.print(f"[red]{p}[/red]", soft_wrap=True)
-
-
-def print_mutation(report: MutationReport, console, *, diffs: bool = True) -> None:
-    """The mutation score of one task, each surviving mutant (as a diff unless ``diffs`` is
-    False), and problems."""
-    from rich.markup import escape
-
-    mark = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
-    console.print(f"{report.task_id}: mutation {mark} score {escape(report.summary())} "
-                  f"in {report.duration_s:.1f}s")
-    for m in report.survivors:
-        console.print(f"[yellow]survived[/yellow] {escape(m.id)}", highlight=False)
-        if diffs:
-            console.print(m.diff.rstrip("\n"), markup=False, highlight=False)
-    for p in report.problems:
-        console.print(f"[red]{escape(p)}[/red]", soft_wrap=True)
-
-
-def print_adversarial(report: AdversarialReport, console) -> None:
-    """One task's attacks: reward next to noop's, flags, and why a run was not trusted."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    mark = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
-    table = Table(title=f"{report.task_id}: adversarial {mark} (noop earns "
-                        f"{report.noop_reward:g}, partial credit)", title_justify="left")
-    for col in ("attack", "kind", "reward", "flags", "not trusted because", "result"):
-        table.add_column(col, overflow="fold")
-    for r in report.results:
-        result = ("[red]beats noop[/red]" if r.beats_noop else
-                  f"[red]{escape(r.error)}[/red]" if r.error else "[green]ok[/green]")
-        table.add_row(r.attack, r.kind, f"{r.reward:g}", ",".join(r.flags),
-                      escape(r.untrusted), result)
-    console.print(table)
-
-
-def adversarial_summary(report: AdversarialReport | None) -> str:
-    """``ok (17 attacks)`` / ``2 holes: a, b`` / ``-`` for tables."""
-    if report is None:
-        return "-"
-    if report.ok:
-        return f"ok ({len(report.results)} attacks)"
-    return f"{len(report.holes)} holes: {', '.join(r.attack for r in report.holes)}"
-
-
-def run_adversarial(tasks: list[Task], args: argparse.Namespace, console, *,
-                    quiet: bool = False) -> dict[str, AdversarialReport]:
-    """The adversarial check of each task, printed as each finishes."""
-    from repogym.quality.adversarial import check_task
-
-    out = {}
-    with PatchGrader(args.sandbox) as grader:
-        for task in tasks:
-            with console.status(f"{task.id}: grading attacks"):
-                out[task.id] = check_task(task, grader, workers=args.workers)
-            if not quiet or not out[task.id].ok:
-                print_adversarial(out[task.id], console)
-    return out
 
 
 def _summary(tasks: list[Task], reports: list[TaskReport],
@@ -191,49 +92,6 @@ def _summary(tasks: list[Task], reports: list[TaskReport],
         checks = "[green]ok[/green]" if r.ok else f"[red]{len(r.failures)} problem(s)[/red]"
         table.add_row(task.id, checks, score, hacks)
     console.print(table)
-
-
-def mutation_args_error(args: argparse.Namespace) -> str | None:
-    """What is wrong with the mutation options (fills in the default --min-score), or None."""
-    from repogym.quality.validate_mutation import MIN_SCORE
-
-    if args.min_score is None:
-        args.min_score = MIN_SCORE
-    if not 0.0 <= args.min_score <= 1.0:
-        return "--min-score must be between 0 and 1"
-    if args.max_mutants is not None and args.max_mutants < 1:
-        return "--max-mutants must be >= 1"
-    if args.mutation_budget <= 0:
-        return "--mutation-budget must be > 0 seconds"
-    if args.workers < 1:
-        return "--workers must be >= 1"
-    return None
-
-
-def run_mutation(tasks: list[Task], args: argparse.Namespace, console, *,
-                 diffs: bool = True, quiet: bool = False) -> dict[str, MutationReport]:
-    """The mutation check of each task, printed as each finishes (only failures if
-    ``quiet``; survivors as diffs if ``diffs``)."""
-    from repogym.quality.validate_mutation import mutation_check
-
-    out = {}
-    with PatchGrader(args.sandbox) as grader:
-        for task in tasks:
-            with console.status(f"{task.id}: grading mutants") as status:
-                done = []
-
-                def tick(result, task=task, status=status, done=done) -> None:
-                    done.append(result.status)
-                    status.update(f"{task.id}: {len(done)} mutants graded, "
-                                  f"{done.count('survived')} survived")
-
-                out[task.id] = mutation_check(task, grader, workers=args.workers,
-                                              budget_s=args.mutation_budget,
-                                              max_mutants=args.max_mutants,
-                                              min_score=args.min_score, on_mutant=tick)
-            if not quiet or not out[task.id].ok:
-                print_mutation(out[task.id], console, diffs=diffs)
-    return out
 
 
 def run(args: argparse.Namespace) -> int:
