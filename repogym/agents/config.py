@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 import torch
 
+from repogym.agents.batch import Batch
 from repogym.agents.chat import SYSTEM_PROMPT, ChatFormat
-from repogym.agents.episode import Batch
 from repogym.agents.losses import Correction, KLKind, check_choice, kl_loss
 from repogym.agents.policy import DType, Scores
 from repogym.agents.rollout import RolloutConfig

@@ -34,9 +34,10 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 
+from repogym.agents.batch import Batch
 from repogym.agents.config import TrainConfig
 from repogym.agents.engines import HFEngine, Request, ScriptedEngine
-from repogym.agents.episode import Batch, Episode, collate
+from repogym.agents.episode import Episode, collate
 from repogym.agents.losses import check_choice, opd_advantages, policy_loss
 from repogym.agents.policy import Policy, load_policy
 from repogym.agents.rollout import SUBMIT_ACTION, collect, run_episodes
