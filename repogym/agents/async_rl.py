@@ -126,29 +126,19 @@ _OPTION_FIELDS = [f.name for f in dataclasses.fields(AsyncOptions)]
 
 
 @dataclass
-class AsyncConfig(GRPOConfig):
+class AsyncConfig(AsyncOptions, GRPOConfig):
     """``--algo async``: GRPO as the learner, asynchronous workers (flat option fields).
 
-    Attributes (besides :class:`repogym.agents.grpo.GRPOConfig`'s): those of
-    :class:`AsyncOptions`, and ``epochs`` (default 1 here).
+    Attributes (besides :class:`repogym.agents.grpo.GRPOConfig`'s, and in this order after
+    them): those of :class:`AsyncOptions`, inherited from it, and ``epochs`` (default 1 here).
     """
 
     epochs: int = 1
-    num_workers: int = 2
-    backend: Backend = "thread"
-    ray: str | None = None
-    num_gpus: float = 0.0
-    sync_every: int = 1
-    max_staleness: int = 2
-    correction: Correction = "decoupled"
-    is_cap: float | None = 2.0
-    groups_per_step: int | None = None
-    timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
-        super().__post_init__()
+        GRPOConfig.__post_init__(self)
+        AsyncOptions.__post_init__(self)  # validates the options up front
         self.async_ = {k: getattr(self, k) for k in _OPTION_FIELDS}
-        AsyncOptions.coerce(self.async_)  # validates up front
 
 
 def initial_tickets(opts: AsyncOptions, groups_per_step: int) -> int:

@@ -9,7 +9,8 @@ second, and writes ``OUT/metrics.jsonl``, ``OUT/config.json``, ``OUT/rollouts/``
 ``OUT/checkpoint-<step>/`` and ``OUT/curves.png``.
 
 ``--model tiny`` is the CPU toy (:mod:`repogym.agents.toy`): a tiny model built offline into
-``OUT/tiny-model``, speaking the toy's menu language unless ``--set interface=chat``.
+``OUT/tiny-model``, speaking the toy's menu language unless ``--set interface=chat``; its own
+settings and hooks are :class:`repogym.agents.toy.setup.ToyRun`'s.
 
 Example:
     repogym train --algo grpo --model /models/qwen --steps 20 --out runs/grpo --set lr=1e-6
@@ -28,13 +29,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from repogym.agents.async_rl import AsyncOptions, train_async
+from repogym.agents.config import ChatFormatFactory
 from repogym.agents.distill import DistillTrainer
 from repogym.agents.distributed import Parallel
 from repogym.agents.metrics import plot_metrics
 from repogym.agents.registry import ALGORITHMS, resolve
 from repogym.agents.rollout import RolloutConfig
-from repogym.agents.toy.menu import scripted_episodes
-from repogym.agents.toy.setup import FormatFactory, toy_model, toy_model_path
+from repogym.agents.toy.setup import ToyRun
 from repogym.agents.trainer import Trainer
 from repogym.envs import register_task
 from repogym.scenarios import registered_tasks, select_tasks
@@ -47,14 +48,6 @@ ALGOS: dict[str, tuple[type, Callable[..., Trainer], dict[str, Any]]] = {
     name: (resolve(a.config), resolve(a.trainer), a.preset)
     for name, a in ALGORITHMS.items() if a.entry == "repogym.agents.cli:main"}
 """``--algo`` name -> (config class, trainer factory, preset fields), from the registry."""
-
-TOY_DEFAULTS = {
-    "menu": {"lr": 3e-4, "micro_batch": 64, "rollout.max_new_tokens": 6,
-             "rollout.max_steps": 4, "rollout.max_context": 512, "rollout.group_size": 8},
-    "chat": {"lr": 3e-4, "rollout.max_new_tokens": 24, "rollout.max_steps": 2},
-}  # fmt: skip
-"""The CPU toy's settings before ``--set`` (a 0.5M model on a CPU)."""
-
 
 def _coerce(cls: type, field: dataclasses.Field, text: str) -> Any:
     hint = typing.get_type_hints(cls)[field.name]
@@ -213,10 +206,9 @@ def _main(args: argparse.Namespace, parallel: Parallel) -> int:
     if getattr(args, "ray", None) and "ray" in {f.name for f in dataclasses.fields(cls)}:
         defaults["ray"] = args.ray
     _run_flags(args, defaults)
-    interface = _interface(args)
-    if interface is not None:
-        defaults.update({"tasks": ("retry-zero", "chunk-list-remainder", "float-isclose"),
-                         **TOY_DEFAULTS[interface]})  # fmt: skip
+    toy = ToyRun.from_args(args)
+    if toy is not None:
+        defaults.update(toy.defaults())
     config = config_from_args(cls, args, defaults)
     if not config.tasks:
         raise SystemExit("no tasks. Fix: --task ID (repeatable) or --tasks DIR")
@@ -225,22 +217,18 @@ def _main(args: argparse.Namespace, parallel: Parallel) -> int:
                          "data parallelism covers the synchronous GRPO family and PPO. Fix: "
                          "drop --nproc")  # fmt: skip
     fmt_factory = None
-    if interface is not None:
-        printer.say(f"building the CPU toy's tiny model ({interface} interface)")
-        if parallel.main:
-            toy_model(config, interface)
-        parallel.barrier()
-        config.model = str(toy_model_path(config))
-        fmt_factory = FormatFactory(interface, config)
+    if toy is not None:
+        fmt_factory = toy.build(config, parallel, say=printer.say)
     printer.say(f"loading {config.model} and starting the environments"
                 + (f" ({parallel.world} processes)" if parallel.enabled else ""))
     trainer = make(config, progress=printer, fmt_factory=fmt_factory, parallel=parallel)
     resume = getattr(args, "resume", False) or False
     try:
-        _warm_start(trainer, interface, args, printer)
+        if toy is not None:
+            toy.prepare(trainer, resume=bool(resume), say=printer.say)
         if getattr(config, "async_", None):
             opts = AsyncOptions.coerce(config.async_)
-            train_async(trainer, opts, fmt_factory=fmt_factory or FormatFactory("chat", config),
+            train_async(trainer, opts, fmt_factory=fmt_factory or ChatFormatFactory(config),
                         resume=resume)  # fmt: skip
         else:
             trainer.train(resume=resume)
@@ -250,28 +238,3 @@ def _main(args: argparse.Namespace, parallel: Parallel) -> int:
         print(f"metrics: {config.out}/metrics.jsonl; rollouts: {config.out}/rollouts; curves: "
               f"{plot_metrics(config.out)}", flush=True)  # fmt: skip
     return 0
-
-
-def _interface(args: argparse.Namespace) -> str | None:
-    """``menu`` or ``chat`` for ``--model tiny`` (the CPU toy), else None."""
-    if getattr(args, "model", None) != "tiny":
-        return None
-    chosen = [p.partition("=")[2] for p in args.overrides or [] if p.startswith("interface=")]
-    args.overrides = [p for p in args.overrides or [] if not p.startswith("interface=")]
-    interface = chosen[-1] if chosen else "menu"
-    if interface not in ("menu", "chat"):
-        raise SystemExit(f"--set interface={interface}: expected menu or chat")
-    return interface
-
-
-def _warm_start(trainer: Trainer, interface: str | None, args: argparse.Namespace,
-                printer: _Printer) -> None:  # fmt: skip
-    """The CPU toy's supervised warm start on one real trajectory per menu entry."""
-    steps = trainer.config.warm_start_steps
-    if interface != "menu" or getattr(args, "resume", False) or steps == 0:
-        return
-    steps = 60 if steps is None else steps
-    printer.say(f"warm start: {steps} supervised steps on one trajectory per menu entry")
-    episodes = scripted_episodes(trainer.fmt, trainer.pool, trainer.config.rollout)
-    trainer.sft(episodes, steps, lr=1e-3)
-

@@ -15,15 +15,23 @@ from typing import Any, Literal
 
 import torch
 
+from repogym.agents.batch import Batch
 from repogym.agents.chat import SYSTEM_PROMPT, ChatFormat
-from repogym.agents.episode import Batch
 from repogym.agents.losses import Correction, KLKind, check_choice, kl_loss
 from repogym.agents.policy import DType, Scores
 from repogym.agents.rollout import RolloutConfig
 from repogym.agents.server_engine import WeightSync
 from repogym.agents.shaping import ShapingConfig
 
-__all__ = ["AsyncCorrection", "ExtraTerm", "Progress", "TrainConfig", "chat_format", "lr_factor"]
+__all__ = [
+    "AsyncCorrection",
+    "ChatFormatFactory",
+    "ExtraTerm",
+    "Progress",
+    "TrainConfig",
+    "chat_format",
+    "lr_factor",
+]
 
 Progress = Callable[[str, Mapping[str, Any]], None]
 """``progress(event, fields)``: ``collect`` (step, episodes), ``episode`` (done, total),
@@ -106,8 +114,6 @@ class TrainConfig:
         behaviour_is_cap: ``C`` of that correction.
         reuse_cache: In-process engine: keep the KV cache across turns.
         shaping: Reward shaping (:class:`repogym.agents.shaping.ShapingConfig` or its dict).
-        warm_start_steps: Supervised steps before RL (the CPU toy's menu only; None: the
-            toy's default).
         save_every: Save a checkpoint every this many steps (and always at the end).
         save_rollouts: Write ``OUT/rollouts/step-*.jsonl``.
         eval_every: Evaluate every this many steps and after the last (0: never).
@@ -153,7 +159,6 @@ class TrainConfig:
     behaviour_is_cap: float | None = 3.0
     reuse_cache: bool = True
     shaping: ShapingConfig | dict | None = None
-    warm_start_steps: int | None = None
     save_every: int = 0
     save_rollouts: bool = True
     eval_every: int = 0
@@ -201,3 +206,18 @@ def chat_format(config: TrainConfig, tokenizer: Any) -> ChatFormat:
     return ChatFormat(tokenizer, system_prompt=config.system_prompt or SYSTEM_PROMPT,
                       max_obs_chars=config.max_obs_chars,
                       observation_role=config.observation_role)  # fmt: skip
+
+
+@dataclass
+class ChatFormatFactory:
+    """Builds :func:`chat_format` of ``config`` for a tokenizer (picklable, for asynchronous
+    workers).
+
+    Attributes:
+        config: The trainer's config (its chat options).
+    """
+
+    config: TrainConfig
+
+    def __call__(self, tokenizer: Any) -> ChatFormat:
+        return chat_format(self.config, tokenizer)

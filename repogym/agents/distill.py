@@ -21,6 +21,11 @@ self-distillation, where the teacher is a frozen copy of the student given the g
 first prompt (``privileged``). The teacher's sequence then has a longer first prompt; its
 positions are the student's shifted by the difference.
 
+The oracle's completions and the privileged hint come from the trainer's :class:`Oracle`
+(``DistillTrainer(..., oracle=...)`` or its ``oracle`` attribute): by default
+:class:`GoldPatchOracle`, tool calls that apply the task's gold patch, and the patch itself as
+the hint. A format with its own action language supplies its own oracle.
+
 Run it: ``repogym train --algo distill --model PATH --steps 20 --out runs/distill`` or
 ``--algo opd`` (``--set teacher=PATH``).
 """
@@ -30,13 +35,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol
 
 import torch
 
+from repogym.agents.batch import Batch
 from repogym.agents.config import TrainConfig
 from repogym.agents.engines import HFEngine, Request, ScriptedEngine
-from repogym.agents.episode import Batch, Episode, collate
+from repogym.agents.episode import Episode, collate
 from repogym.agents.losses import check_choice, opd_advantages, policy_loss
 from repogym.agents.policy import Policy, load_policy
 from repogym.agents.rollout import SUBMIT_ACTION, collect, run_episodes
@@ -44,19 +50,26 @@ from repogym.agents.scoring import distill_stats
 from repogym.agents.trainer import Trainer
 from repogym.scenarios.registry import registered_tasks
 
-__all__ = ["DistillConfig", "DistillTrainer", "OPDConfig", "Teacher", "oracle_texts"]
+__all__ = [
+    "DistillConfig",
+    "DistillTrainer",
+    "GoldPatchOracle",
+    "OPDConfig",
+    "Oracle",
+    "Teacher",
+    "oracle_texts",
+]
 
 
-@runtime_checkable
-class OracleFormat(Protocol):
-    """A format with its own oracle and gold hint (the CPU toy's menu)."""
+class Oracle(Protocol):
+    """Where distillation's oracle trajectory and privileged hint come from, per task."""
 
     def oracle_texts(self, task: str) -> list[str]:
-        """The completions of the gold trajectory."""
+        """The completions of the gold trajectory, in the episode format's language."""
         ...
 
     def gold_hint(self, task: str) -> str:
-        """The privileged hint naming the gold fix."""
+        """The privileged text naming the gold fix (appended to the teacher's first prompt)."""
         ...
 
 
@@ -66,6 +79,27 @@ def oracle_texts(task: str) -> list[str]:
     write = {"tool": "write", "args": {"path": "/tmp/gold.patch", "content": patch}}
     apply = {"tool": "bash", "args": {"command": "git apply /tmp/gold.patch"}}
     return [json.dumps(write), json.dumps(apply), SUBMIT_ACTION]
+
+
+@dataclass
+class GoldPatchOracle:
+    """The default :class:`Oracle`: the gold patch as tool calls, and as the hint.
+
+    Attributes:
+        max_hint_chars: The hint's patch is clipped to this many characters.
+    """
+
+    max_hint_chars: int = 2000
+
+    def oracle_texts(self, task: str) -> list[str]:
+        """See :func:`oracle_texts`."""
+        return oracle_texts(task)
+
+    def gold_hint(self, task: str) -> str:
+        """The gold patch (clipped), introduced as a reference fix."""
+        patch = registered_tasks()[task].solution_patch.read_text(encoding="utf-8")
+        return ("\n\nA correct fix (reference, do not copy blindly):\n"
+                + patch[: self.max_hint_chars])  # fmt: skip
 
 
 @dataclass
@@ -133,15 +167,18 @@ class DistillTrainer(Trainer):
     Args:
         config: :class:`DistillConfig`.
         teacher: A teacher to use instead of the one ``config.teacher`` names.
+        oracle: The oracle's completions and hints (default: :class:`GoldPatchOracle`); it
+            may also be set as the ``oracle`` attribute before training starts.
         **kwargs: As for :class:`repogym.agents.trainer.Trainer`.
     """
 
     config: DistillConfig
 
     def __init__(self, config: DistillConfig, *, teacher: Teacher | None = None,
-                 **kwargs: Any) -> None:  # fmt: skip
+                 oracle: Oracle | None = None, **kwargs: Any) -> None:  # fmt: skip
         super().__init__(config, **kwargs)
         self.teacher = teacher
+        self.oracle: Oracle = oracle or GoldPatchOracle(config.max_hint_chars)
         self._oracle: list[Episode] | None = None
         self.episodes: list[Episode] = []
 
@@ -160,12 +197,8 @@ class DistillTrainer(Trainer):
         return self.teacher
 
     def hint(self, task: str) -> str:
-        """The privileged text for ``task``: the format's gold hint, or the gold patch."""
-        if isinstance(self.fmt, OracleFormat):
-            return self.fmt.gold_hint(task)
-        patch = registered_tasks()[task].solution_patch.read_text(encoding="utf-8")
-        return ("\n\nA correct fix (reference, do not copy blindly):\n"
-                + patch[: self.config.max_hint_chars])  # fmt: skip
+        """The privileged text for ``task``: the oracle's gold hint."""
+        return self.oracle.gold_hint(task)
 
     # -- data -------------------------------------------------------------------------------
     def collect(self, step: int) -> tuple[Batch | None, dict[str, float]]:
@@ -202,8 +235,7 @@ class DistillTrainer(Trainer):
         cfg = self.config
         episodes = []
         for task in cfg.tasks:
-            texts = (self.fmt.oracle_texts(task) if isinstance(self.fmt, OracleFormat)
-                     else oracle_texts(task))  # fmt: skip
+            texts = self.oracle.oracle_texts(task)
             turn = iter(range(10**6))
 
             def script(i: int, request: Request, texts: list[str] = texts, turn=turn) -> str:

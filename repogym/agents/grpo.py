@@ -33,8 +33,8 @@ from typing import Any, Literal, get_args
 
 import torch
 
+from repogym.agents.batch import Batch
 from repogym.agents.config import TrainConfig
-from repogym.agents.episode import Batch
 from repogym.agents.losses import (
     AggMode,
     GroupMode,

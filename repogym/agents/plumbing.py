@@ -15,9 +15,10 @@ from typing import Any
 
 import torch
 
+from repogym.agents.batch import Batch
 from repogym.agents.config import AsyncCorrection, ExtraTerm, TrainConfig
 from repogym.agents.distributed import Parallel
-from repogym.agents.episode import Batch, Episode, Turn, collate
+from repogym.agents.episode import Episode, Turn, collate
 from repogym.agents.losses import aggregate, async_policy_loss, kl, kl_loss, policy_loss
 from repogym.agents.metrics import mean_metrics, sum_losses
 from repogym.agents.policy import Policy, Reference, Scores

@@ -28,8 +28,8 @@ from typing import Any, Literal
 
 import torch
 
+from repogym.agents.batch import Batch
 from repogym.agents.config import TrainConfig
-from repogym.agents.episode import Batch
 from repogym.agents.losses import AggMode, gae, kl_reward_penalty, value_loss
 from repogym.agents.policy import Policy
 from repogym.agents.trainer import Trainer

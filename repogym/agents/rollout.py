@@ -4,7 +4,8 @@ An :class:`EpisodeFormat` turns observations into prompt tokens and completions 
 environment actions (:class:`repogym.agents.chat.ChatFormat` for real models; the CPU toy has
 its menu language). :func:`run_episodes` runs episodes in lockstep: each turn, every live
 episode's context (its exact tokens so far) gets one completion from the engine, batched;
-the environments (``gym.make("repogym/<id>-v<version>")``, bwrap by default) step in threads.
+the environments (``gym.make("repogym/<id>-v<version>")``, bwrap by default) step in threads
+(one turn's mechanics are in :mod:`repogym.agents.turns`).
 
 Context budget: a completion gets at most ``max_new_tokens`` and never more than the room
 left in ``max_context``; when less than ``min_turn_tokens`` is left, the episode is submitted
@@ -17,8 +18,6 @@ and are masked out of every loss.
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,9 +25,10 @@ from typing import Any, Protocol, Self
 
 import gymnasium as gym
 
-from repogym.agents.engines import Engine, Generation, Request
-from repogym.agents.episode import Episode, Turn
+from repogym.agents.engines import Engine
+from repogym.agents.episode import Episode
 from repogym.agents.sampling import episode_seed
+from repogym.agents.turns import SUBMIT_ACTION, DialogueState, LiveEpisode, play_turn
 from repogym.scenarios.registry import registered_tasks
 
 __all__ = [
@@ -42,26 +42,9 @@ __all__ = [
     "run_episodes",
 ]
 
-SUBMIT_ACTION = json.dumps({"tool": "submit", "args": {}})
-
 GRADE_CACHE: dict = {}
 """The process-wide grading cache pools use by default: one real grading per (task,
 version, reward mode, diff) per process."""
-
-
-class DialogueState(Protocol):
-    """One episode's token state in a format (see :class:`repogym.agents.chat.Dialogue`)."""
-
-    pending: list[int]
-    pending_mask: list[int]
-
-    def add_completion(self, completion_ids: list[int]) -> list[str]:
-        """Record a completion; returns the environment actions it stands for."""
-        ...
-
-    def observe(self, observation: str, *, final: bool = False) -> None:
-        """Append an observation; ``pending`` becomes its tokens."""
-        ...
 
 
 class EpisodeFormat(Protocol):
@@ -180,17 +163,6 @@ def env_id(task: str) -> str:
     return tasks[task].env_id
 
 
-@dataclass
-class _Live:
-    """An episode in flight."""
-
-    episode: Episode
-    env: gym.Env
-    dialogue: DialogueState
-    done: bool = False
-    seed: int | None = None
-
-
 def run_episodes(
     engine: Engine, fmt: EpisodeFormat, pool: EnvPool, tasks: Sequence[str],
     config: RolloutConfig, *, seed: int = 0, max_context: int | None = None,
@@ -225,90 +197,17 @@ def run_episodes(
         pool.get(*key)  # make environments in this thread (gym.make is not thread-safe)
     with ThreadPoolExecutor(max(1, config.workers)) as threads:
         started = list(threads.map(lambda k: pool.reset(k[0], k[1], seed + k[1]), keys))
-        live = [_Live(Episode(task=task, prompt=obs), env, fmt.start(obs, info))
+        live = [LiveEpisode(Episode(task=task, prompt=obs), env, fmt.start(obs, info))
                 for (task, _), (env, obs, info) in zip(keys, started, strict=True)]  # fmt: skip
         for x, s in zip(live, seeds or [None] * len(live), strict=True):
             x.seed = s
         stats = {} if stats is None else stats
         while not all(x.done for x in live):
-            _turn([x for x in live if not x.done], engine, config, budget, threads, on_episode,
-                  stats)  # fmt: skip
+            play_turn([x for x in live if not x.done], engine, budget=budget,
+                      max_new_tokens=config.max_new_tokens,
+                      min_turn_tokens=config.min_turn_tokens, greedy=config.greedy,
+                      threads=threads, on_episode=on_episode, stats=stats)  # fmt: skip
     return [x.episode for x in live]
-
-
-def _turn(active: list[_Live], engine: Engine, config: RolloutConfig, budget: int,
-          threads: ThreadPoolExecutor, on_episode: Callable | None,
-          stats: dict[str, float]) -> None:  # fmt: skip
-    """One completion for every active episode, then its environment steps."""
-    contexts = [x.episode.context_ids() + x.dialogue.pending for x in active]
-    rooms = [budget - len(c) for c in contexts]
-    full = [x for x, room in zip(active, rooms, strict=True) if room < config.min_turn_tokens]
-    list(threads.map(lambda x: _context_full(x, budget), full))
-    todo = [(i, x) for i, x in enumerate(active) if not x.done]
-    requests = [Request(id(x), contexts[i], min(config.max_new_tokens, rooms[i]), x.seed)
-                for i, x in todo]  # fmt: skip
-    start = time.monotonic()
-    gens = engine.generate(requests, greedy=config.greedy) if requests else []
-    stats["gen_s"] = stats.get("gen_s", 0.0) + time.monotonic() - start
-    stats["gen_tokens"] = stats.get("gen_tokens", 0) + sum(len(g.token_ids) for g in gens)
-    jobs = [(x, gen) for (_, x), gen in zip(todo, gens, strict=True)]
-    list(threads.map(lambda job: _act(*job, budget), jobs))
-    for x in active:
-        if x.done and on_episode is not None:
-            on_episode(x.episode)
-
-
-def _act(live: _Live, gen: Generation, budget: int) -> None:
-    """Record the completion as a turn and step the environment through its actions."""
-    dlg, ep = live.dialogue, live.episode
-    turn = Turn(dlg.pending, gen.token_ids, gen.logprobs, dlg.pending_mask,
-                finish_reason=gen.finish_reason)  # fmt: skip
-    actions = dlg.add_completion(gen.token_ids)
-    ep.turns.append(turn)
-    turn.action = "\n".join(actions)
-    observations = []
-    for action in actions or [""]:
-        obs, reward, terminated, truncated, info = live.env.step(action)
-        observations.append(obs)
-        if terminated or truncated:
-            _finish(live, float(reward), terminated, truncated, info)
-            break
-    turn.observation = "".join(observations)
-    dlg.observe(turn.observation, final=live.done)
-    if getattr(dlg, "delta_rendered", False):
-        ep.info["delta_rendered"] = True
-    if live.done:
-        room = max(budget - len(ep.context_ids()), 0)
-        ep.final_ids, ep.final_obs_mask = dlg.pending[:room], dlg.pending_mask[:room]
-
-
-def _context_full(live: _Live, budget: int) -> None:
-    """Submit the episode as it stands: its context budget is spent."""
-    ep = live.episode
-    used = len(ep.context_ids()) + len(live.dialogue.pending)
-    notice = (f"[context budget reached: {used} of {budget} tokens; the episode was submitted "
-              "as it stands]\n")  # fmt: skip
-    obs, reward, terminated, truncated, info = live.env.step(SUBMIT_ACTION)
-    _finish(live, float(reward), terminated, truncated, info)
-    ep.info.update(context_full=True, context_notice=notice + obs)
-    room = max(budget - len(ep.context_ids()), 0)
-    ep.final_ids = live.dialogue.pending[:room]
-    ep.final_obs_mask = live.dialogue.pending_mask[:room]
-    if ep.turns:
-        ep.turns[-1].observation += notice
-
-
-def _finish(live: _Live, reward: float, terminated: bool, truncated: bool, info: dict) -> None:
-    """Copy the last step's outcome into the episode."""
-    ep = live.episode
-    ep.reward, ep.terminated, ep.truncated = reward, terminated, truncated
-    ep.infra_error = info.get("infra_error") or None
-    ep.graded = terminated or info.get("truncated") == "max_steps"
-    ep.resolved = bool(info.get("resolved"))
-    ep.info.update(hack_flags=list(info.get("hack_flags", [])), diff=info.get("diff", ""),
-                   tests=info.get("tests"),
-                   truncated_by=info.get("truncated") if truncated else None)  # fmt: skip
-    live.done = True
 
 
 @dataclass

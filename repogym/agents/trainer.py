@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from repogym.agents.batch import Batch
 from repogym.agents.checkpoint import (
     RunLog,
     read_state,
@@ -48,7 +49,7 @@ from repogym.agents.config import (
 )
 from repogym.agents.distributed import Parallel
 from repogym.agents.engines import Engine, HFEngine
-from repogym.agents.episode import Batch, Episode, collate, write_rollouts
+from repogym.agents.episode import Episode, collate, write_rollouts
 from repogym.agents.evaluation import evaluate
 from repogym.agents.plumbing import LossPlumbing
 from repogym.agents.policy import Policy, Reference, load_policy

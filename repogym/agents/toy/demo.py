@@ -26,8 +26,7 @@ from repogym.agents.cli import print_progress
 from repogym.agents.grpo import GRPOConfig, GRPOTrainer
 from repogym.agents.metrics import plot_metrics
 from repogym.agents.rollout import RolloutConfig, collect
-from repogym.agents.toy.menu import scripted_episodes
-from repogym.agents.toy.setup import TOY_TASKS, FormatFactory, toy_model
+from repogym.agents.toy.setup import TOY_TASKS, FormatFactory, toy_model, warm_start
 from repogym.agents.trainer import Trainer
 
 
@@ -66,8 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     trainer = GRPOTrainer(config, fmt_factory=FormatFactory("menu", config))
     trainer.progress = lambda event, f: event == "step" and print_progress(f["step"], f["metrics"])
     try:
-        episodes = scripted_episodes(trainer.fmt, trainer.pool, config.rollout)
-        loss = trainer.sft(episodes, args.sft_steps, lr=1e-3)
+        loss = warm_start(trainer, args.sft_steps)
         print(f"warm start: {args.sft_steps} steps, loss {loss:.3f}", flush=True)
         before = evaluate(trainer, args.eval_samples)
         print(f"before: resolve_rate {before:.3f}", flush=True)
