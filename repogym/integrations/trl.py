@@ -20,17 +20,27 @@ on a ``repogym serve`` instead of this machine.
 
 from __future__ import annotations
 
+import inspect
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 import gymnasium as gym
 
 from repogym.envs import make_suite_env
-from repogym.envs.actions import TOOLS
+from repogym.envs.actions import TOOL_HELP, TOOLS
 
 PROMPT = ("Fix the bug described below in the repository. Use the tools to look around and "
-          "change files; call submit when you are done.")
+          "change files; call submit when you are done.\n\n")
+
+NATIVE_TOOLS = ("Act by calling the tools given to you (bash, read, write, edit, submit) as function "
+                "calls, in the tool-call format your instructions describe; each call's result "
+                "comes back as the tool's response. Call submit when you are done: your changes "
+                "are then graded by hidden tests.")
+"""What replaces the env's text-action help (:data:`~repogym.envs.actions.TOOL_HELP`, JSON
+or fenced bash, which TRL does not parse) in the observations: under TRL the tools are the
+model's native tools, which the chat template lists with their schemas and whose calls TRL
+parses (``tokenizer.parse_response``) and runs as this env's methods."""
 
 
 def task_rows(split: str | None = None, tags: Iterable[str] | None = None,
@@ -82,7 +92,7 @@ class RepoGymToolEnv:
         self._task = row["task"]
         obs, self._info = self._env.reset(seed=row.get("seed"), options={"task": self._task})
         self._reward, self._done = None, False
-        return obs
+        return _native(obs) if TOOL_HELP in obs else f"{obs.rstrip()}\n\n{NATIVE_TOOLS}\n"
 
     def _act(self, tool: str, **args: Any) -> str:
         if self._done:
@@ -91,7 +101,7 @@ class RepoGymToolEnv:
             json.dumps({"tool": tool, "args": {k: v for k, v in args.items() if v is not None}}))
         if terminated or truncated:
             self._finish(float(reward), info)
-        return obs
+        return _native(obs)
 
     def _finish(self, reward: float, info: dict[str, Any]) -> None:
         self._done, self._info = True, info
@@ -134,6 +144,19 @@ class RepoGymToolEnv:
 
 
 _OPEN: list[gym.Env] = []
+
+
+def tools_of(env: RepoGymToolEnv) -> list[Callable[..., str]]:
+    """The env's tools as GRPOTrainer lists them (in the system prompt it renders, and in
+    that order): the public functions of its class other than ``reset`` and ``get_reward``."""
+    return [getattr(env, name)
+            for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
+            if name not in ("reset", "get_reward") and not name.startswith("_")]
+
+
+def _native(obs: str) -> str:
+    """The observation with the text-action help replaced by :data:`NATIVE_TOOLS`."""
+    return obs.replace(TOOL_HELP, NATIVE_TOOLS)
 
 # The tool methods' docstrings (TRL builds the tools' schemas from them) come from the one
 # tool schema, so the model reads the same descriptions as every other agent.
