@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -162,3 +162,52 @@ def _native(obs: str) -> str:
 # tool schema, so the model reads the same descriptions as every other agent.
 for _tool in TOOLS.values():
     getattr(RepoGymToolEnv, _tool.name).__doc__ = _tool.docstring()
+
+
+class ScriptedTurns:
+    """A logits processor confining each generated turn to one of ``turns`` (token ids, each
+    ending with the end-of-turn token): at every step only the tokens that continue a turn
+    matching what was generated so far are allowed, and the model's own logits choose among
+    them (so a choice between turns is sampled from the model, and is what GRPO trains).
+    ``start`` is the width of the current ``generate`` call's input (set by
+    :func:`script_model`)."""
+
+    def __init__(self, turns: Sequence[Sequence[int]], eos_token_id: int) -> None:
+        self.turns = [tuple(t) for t in turns]
+        self.eos = eos_token_id
+        self.start = 0
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        allowed = torch.full_like(scores, float("-inf"))
+        for row, ids in enumerate(input_ids[:, self.start:].tolist()):
+            n = len(ids)
+            nxt = {t[n] for t in self.turns if len(t) > n and list(t[:n]) == ids} or {self.eos}
+            allowed[row, sorted(nxt)] = 0.0
+        return scores + allowed
+
+
+def script_model(model: Any, tokenizer: Any, turns: Sequence[str]) -> ScriptedTurns:
+    """Make ``model.generate`` (which GRPOTrainer calls) emit only the assistant turns in
+    ``turns`` (text in the chat template's format, e.g. Qwen3's ``<tool_call>`` blocks; the
+    end-of-turn token is appended), choosing among them by the model's sampled logits.
+
+    For smoke tests and demos with a tiny model: what it emits still goes through TRL's real
+    generation, tool-call parsing (``parse_response``), tool loop and loss. Returns the
+    processor."""
+    from transformers import LogitsProcessorList
+
+    processor = ScriptedTurns([tokenizer(t + tokenizer.eos_token, add_special_tokens=False)
+                               ["input_ids"] for t in turns], tokenizer.eos_token_id)
+    generate = model.generate
+
+    def scripted_generate(*args: Any, **kwargs: Any) -> Any:
+        inputs = kwargs["input_ids"] if "input_ids" in kwargs else args[0]
+        processor.start = inputs.shape[1]
+        kwargs["logits_processor"] = LogitsProcessorList(
+            [*(kwargs.get("logits_processor") or []), processor])
+        return generate(*args, **kwargs)
+
+    model.generate = scripted_generate
+    return processor
