@@ -2,9 +2,12 @@
 
 TRL creates one :class:`RepoGymToolEnv` per rollout (and reuses it), calls
 ``reset(**row)`` with the dataset row, exposes the public methods (``bash``, ``read``,
-``write``, ``edit``, ``submit``) as tools the model calls through its chat template, and
-scores the rollout with ``get_reward()``: the hidden tests' reward from repogym's grader
-(a rollout that never called ``submit`` is graded as it stands, as a truncated episode is).
+``write``, ``edit``, ``submit``) as the model's native tools (listed by its chat template,
+whose tool calls TRL parses with ``tokenizer.parse_response`` and runs as these methods;
+the observation asks for such calls, :data:`NATIVE_TOOLS`), and scores the rollout with
+``get_reward()``: the hidden tests' reward from repogym's grader (a rollout that never called
+``submit`` is graded as it stands, as a truncated episode is). :func:`script_model` confines
+a (tiny) model's turns to given tool calls, for smoke tests of this plumbing.
 
 Example::
 
