@@ -1,18 +1,23 @@
-"""TRL's GRPOTrainer on repogym tasks, on a CPU, with a tiny offline chat model.
+"""TRL's GRPOTrainer on repogym tasks, on a CPU, with a tiny offline chat model (a toy demo).
 
-Each rollout is a real repogym episode in a bwrap sandbox: the model calls the env's tools
-(bash, read, write, edit, submit) through its chat template, and the reward comes from the
-task's hidden tests via repogym's grader (``RepoGymToolEnv.get_reward``). The tiny model is
-randomly initialised and then taught two tool calls in a few supervised steps (``--warm-start``):
-a one-line partial fix and a submit, meant to give groups different rewards (``--reward-mode
-partial``: the fraction of hidden tests passed) and so a non-zero GRPO loss. KNOWN GAP: under
-GRPOTrainer the warm-started model still logs tools/call_frequency 0 and loss 0 (2026-12-02,
-``--steps 2 --generations 4``); outside TRL it emits both calls. The point is the plumbing,
-not a claim about learning. A first episode
-driven by the gold patch through the same adapter shows a reward of 1.0.
+A demo of the plumbing, not of learning: the model is a randomly initialised ~0.5M-parameter
+Qwen2 with Qwen3's chat template. Each rollout is a real repogym episode in a bwrap sandbox:
+the env's methods (bash, read, write, edit, submit) are the model's native tools, which the
+template lists in the system turn; TRL parses the template's ``<tool_call>`` blocks from the
+completions (``tokenizer.parse_response``), runs them as the env's methods, feeds their
+output back as tool responses, and takes the reward from ``RepoGymToolEnv.get_reward``:
+with ``--reward-mode partial``, the fraction of retry-zero's hidden tests that pass.
 
-    python examples/trl_grpo.py                 # a few GRPO steps (minutes on a CPU)
-    python examples/trl_grpo.py --steps 2 --tasks retry-zero
+Such a model cannot write a tool call by itself, so its decoding is scripted
+(``repogym.integrations.trl.script_model``): every turn is one of two calls in Qwen3's format,
+a one-line partial fix (3/4 hidden tests then pass: reward 0.75) or a submit (2/4 as the
+repository stands: 0.5), and the model's sampled logits choose which. The choice differs
+within a group, so the rewards do, and the advantages and the loss are non-zero. (Teaching
+the tiny model the calls by supervised steps instead did not give reliable calls within a
+few CPU minutes.) A first episode driven by the gold patch through the adapter shows 1.0.
+
+    python examples/trl_grpo.py                 # 3 GRPO steps, a minute or two on a CPU
+    python examples/trl_grpo.py --steps 1 --generations 8
     python examples/trl_grpo.py --env-server http://127.0.0.1:8000   # sandboxes over there
 
 Needs ``pip install 'repogym[trl]' 'torch==2.13.0'``.
@@ -23,64 +28,65 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+from typing import Any
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 
 # Tool calls in the Qwen3 chat template's format, which TRL parses into calls of the env's
-# methods: a one-line partial fix of retry-zero (more hidden tests pass) and a plain submit.
-WARM_CALLS = (
-    ('<tool_call>\n{"name": "bash", "arguments": {"command": '
-     '"sed -i \'s/max(retries, 1) + 1/retries + 1/\' retry.py"}}\n</tool_call>'),
+# methods: a one-line partial fix of retry-zero (one more hidden test passes) and a submit.
+FIX = "sed -i 's/max(retries, 1) + 1/retries + 1/' retry.py"
+CALLS = (
+    f'<tool_call>\n{{"name": "bash", "arguments": {{"command": "{FIX}"}}}}\n</tool_call>',
     '<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call>',
 )
 
 
-def tiny_chat_model(warm_start: int = 0, head: str | None = None) -> tuple:
+def trl_template(tok: Any) -> str | None:
+    """The chat template GRPOTrainer renders with: the tokenizer's own if it is prefix
+    preserving, else TRL's training version of it (as ``GRPOTrainer.__init__`` picks)."""
+    from trl.chat_template_utils import (
+        get_training_chat_template,
+        is_chat_template_prefix_preserving,
+    )
+
+    return None if is_chat_template_prefix_preserving(tok) else get_training_chat_template(tok)
+
+
+def trl_prompt(tok: Any, row: dict[str, Any], env: Any) -> list[int]:
+    """The prompt's token ids as GRPOTrainer builds them for ``row``: the env's first
+    observation appended to the last message, the env's tools (in TRL's order) in the system
+    turn, TRL's template, the generation prompt. ``env`` is reset as TRL resets it."""
+    from repogym.integrations.trl import tools_of
+
+    messages = [dict(m) for m in row["prompt"]]
+    messages[-1]["content"] += env.reset(**row)
+    return tok.apply_chat_template(messages, tools=tools_of(env), chat_template=trl_template(tok),
+                                   add_generation_prompt=True, tokenize=True, return_dict=False)
+
+
+def tiny_chat_model(corpus: list[str] = ()) -> tuple:
     """A ~0.5M-parameter Qwen2 and a BPE tokenizer, built offline, with Qwen3's chat template
-    (which renders tool calls, so TRL can parse them). ``warm_start`` supervised steps on
-    :data:`WARM_CALLS` after ``head`` (a rendered prompt, as TRL renders it: tools in the system
-    turn, the env's first observation) make it emit those calls, so GRPO sees tool calls and
-    rewards that differ within a group."""
-    import torch
+    (which lists tools and renders tool calls, so TRL can parse them). ``corpus``: texts
+    the tokenizer should encode compactly (the rendered prompts)."""
     from trl.chat_template_utils import qwen3_chat_template
 
     from repogym.agents.toy.tiny import TinyConfig, build_tiny
 
-    model, tok = build_tiny(config=TinyConfig(max_len=4096), extra_corpus=list(WARM_CALLS))
+    model, tok = build_tiny(vocab_size=2048, config=TinyConfig(max_len=4096),
+                            extra_corpus=[*CALLS, *corpus])
     tok.chat_template = qwen3_chat_template
-    tok.eos_token = "<|im_end|>"
+    tok.eos_token = "<|im_end|>"  # Qwen3's end of turn: TRL stops generating a turn there
     model.generation_config.eos_token_id = tok.eos_token_id
-    if warm_start:
-        head = head or tok.apply_chat_template([{"role": "user", "content": "Fix the bug."}],
-                                               add_generation_prompt=True, tokenize=False)
-        head_ids = tok(head, add_special_tokens=False)["input_ids"]
-        calls = [tok(f"{c}<|im_end|>", add_special_tokens=False)["input_ids"] for c in WARM_CALLS]
-        width = len(head_ids) + max(map(len, calls))
-        ids = torch.full((len(calls), width), tok.pad_token_id)
-        labels = torch.full((len(calls), width), -100)  # learn the calls, not the prompt
-        for i, c in enumerate(calls):
-            ids[i, :len(head_ids) + len(c)] = torch.tensor(head_ids + c)
-            labels[i, len(head_ids):len(head_ids) + len(c)] = torch.tensor(c)
-        batch = {"input_ids": ids, "attention_mask": (labels != -100) | (torch.arange(width)
-                                                                        < len(head_ids))}
-        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-        model.train()
-        for _ in range(warm_start):
-            loss = model(**batch, labels=labels).loss
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        print(f"warm start: {warm_start} steps, loss {loss.item():.3f}")
+    model.config.eos_token_id = tok.eos_token_id
     return model, tok
 
 
-def oracle_check(task_id: str) -> float:
+def oracle_check(env_cls: type, task_id: str) -> float:
     """Drive the adapter with the task's gold patch: the grader must give 1.0."""
-    from repogym.integrations.trl import RepoGymToolEnv
     from repogym.scenarios.registry import registered_tasks
 
-    env = RepoGymToolEnv()
+    env = env_cls()
     env.reset(task=task_id, seed=0)
     env.write("/tmp/fix.patch", registered_tasks()[task_id].solution_patch.read_text())
     env.bash("git apply /tmp/fix.patch")
@@ -88,67 +94,77 @@ def oracle_check(task_id: str) -> float:
     return env.get_reward()
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=4, help="GRPO optimizer steps")
-    p.add_argument("--tasks", nargs="+", default=["retry-zero", "empty-mean"])
-    p.add_argument("--generations", type=int, default=4, help="rollouts per prompt (group)")
-    p.add_argument("--env-server", help="a `repogym serve` URL to run the sandboxes on")
-    p.add_argument("--warm-start", type=int, default=150,
-                   help="supervised steps teaching the tiny model the tool-call format (0: none)")
-    p.add_argument("--reward-mode", default="partial", choices=("binary", "partial", "f2p"))
-    args = p.parse_args()
-
+def train(steps: int = 3, tasks: tuple[str, ...] = ("retry-zero",), generations: int = 4,
+          env_server: str | None = None, reward_mode: str = "partial",
+          scripted: bool = True) -> tuple[list[dict], list[dict]]:
+    """Run GRPOTrainer; returns its ``log_history`` and the episodes repogym graded."""
+    import torch
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from repogym.integrations.trl import RepoGymToolEnv, task_rows
+    from repogym.integrations.trl import RepoGymToolEnv, script_model, task_rows
 
+    torch.manual_seed(0)
     results: list[dict] = []
-    RepoGymToolEnv.remote, RepoGymToolEnv.results, RepoGymToolEnv.max_steps = (
-        args.env_server, results, 3)
-    RepoGymToolEnv.reward_mode = args.reward_mode
-    print(f"oracle through the adapter on {args.tasks[0]}: reward {oracle_check(args.tasks[0])}")
+    env_cls = type("RepoGymToolEnv", (RepoGymToolEnv,),  # TRL names the reward after it
+                   {"remote": env_server, "results": results, "max_steps": 3,
+                    "reward_mode": reward_mode})
+    binary = type("OracleEnv", (env_cls,), {"reward_mode": "binary", "results": None})
+    print(f"oracle through the adapter on {tasks[0]}: reward {oracle_check(binary, tasks[0])}")
+
+    rows = [r for r in task_rows() if r["task"] in tasks]
+    # The prompts as TRL renders them (the text does not depend on the vocabulary), so that
+    # the tokenizer learns to encode them compactly.
+    _, render = tiny_chat_model()
+    probe = env_cls()
+    corpus = [render.decode(trl_prompt(render, r, probe)) for r in rows]
+    model, tok = tiny_chat_model(corpus)
+    print(f"prompt: {len(trl_prompt(tok, rows[0], probe))} tokens")
+    if scripted:
+        script_model(model, tok, CALLS)
+    env_cls.close_all()
     results.clear()
 
-    rows = [r for r in task_rows() if r["task"] in args.tasks]
-    head = None
-    if args.warm_start:  # the prompt TRL will show: tools in the system turn, first observation
-        from trl.chat_template_utils import qwen3_chat_template
-
-        probe = RepoGymToolEnv()
-        obs = probe.reset(**rows[0])
-        messages = [dict(m) for m in rows[0]["prompt"]]
-        messages[-1]["content"] = f"{messages[-1]['content']}{obs}"
-        tools = [probe.bash, probe.read, probe.write, probe.edit, probe.submit]
-        _, render = tiny_chat_model(0)
-        render.chat_template = qwen3_chat_template
-        head = render.apply_chat_template(messages, tools=tools, add_generation_prompt=True,
-                                          tokenize=False)
-    model, tok = tiny_chat_model(args.warm_start, head)
     config = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="trl-grpo-"), use_cpu=True, bf16=False,
-        report_to="none", max_steps=args.steps, learning_rate=1e-4, logging_steps=1,
-        per_device_train_batch_size=args.generations, num_generations=args.generations,
-        max_completion_length=96, max_tool_calling_iterations=2, save_strategy="no",
+        report_to="none", max_steps=steps, learning_rate=1e-4, logging_steps=1,
+        per_device_train_batch_size=generations, num_generations=generations,
+        max_completion_length=160, max_tool_calling_iterations=2, save_strategy="no",
         temperature=1.0, seed=0, dataloader_num_workers=0)
     trainer = GRPOTrainer(model=model, processing_class=tok, args=config,
-                          train_dataset=Dataset.from_list(rows * args.steps * 2),
-                          environment_factory=RepoGymToolEnv)
+                          train_dataset=Dataset.from_list(rows * steps * 2),
+                          environment_factory=env_cls)
     try:
         trainer.train()
     finally:
-        RepoGymToolEnv.close_all()
-    for log in trainer.state.log_history:
+        env_cls.close_all()
+    return trainer.state.log_history, results
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=3, help="GRPO optimizer steps")
+    p.add_argument("--tasks", nargs="+", default=["retry-zero"],
+                   help="tasks (the scripted fix is retry-zero's; elsewhere it fails)")
+    p.add_argument("--generations", type=int, default=4, help="rollouts per prompt (group)")
+    p.add_argument("--env-server", help="a `repogym serve` URL to run the sandboxes on")
+    p.add_argument("--unscripted", action="store_true",
+                   help="let the tiny model generate freely (it then makes no tool calls)")
+    p.add_argument("--reward-mode", default="partial", choices=("binary", "partial", "f2p"))
+    args = p.parse_args()
+
+    logs, results = train(args.steps, tuple(args.tasks), args.generations, args.env_server,
+                          args.reward_mode, scripted=not args.unscripted)
+    for log in logs:
         if "reward" in log:
-            print(f"step {log['step']}: reward/mean {log['reward']:.3f}  "
-                  f"tool calls/mean {log.get('tools/call_frequency', 0):.2f}  "
-                  f"loss {log.get('loss', float('nan')):.6g}")
+            print(f"step {log['step']}: tools/call_frequency {log['tools/call_frequency']:.2f}  "
+                  f"reward {log['reward']:.3f}  reward_std {log['reward_std']:.3f}  "
+                  f"loss {log['loss']:.6g}  grad_norm {log['grad_norm']:.4g}")
     graded = [r for r in results if r["reward"] is not None]
     passed = sum(s == "passed" for r in graded for s in r["tests"].values())
     total = sum(len(r["tests"]) for r in graded)
-    print(f"{len(results)} episodes graded by repogym: mean reward "
-          f"{sum(r['reward'] for r in graded) / max(1, len(graded)):.3f}, hidden tests passed "
+    print(f"{len(results)} episodes graded by repogym: rewards "
+          f"{sorted(round(r['reward'], 3) for r in graded)}, hidden tests passed "
           f"{passed}/{total}, infra errors {len(results) - len(graded)}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 from transformers.utils import get_json_schema
 
-from repogym.integrations.trl import RepoGymToolEnv, task_dataset, task_rows
+from repogym.envs.actions import TOOL_HELP
+from repogym.integrations.trl import NATIVE_TOOLS, RepoGymToolEnv, task_dataset, task_rows, tools_of
 from repogym.scenarios.registry import registered_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,8 +41,12 @@ def test_adapter_tools_rewards_and_dataset():
         assert read["required"] == ["path"] and read["properties"]["start"]["type"] == "integer"
         assert "hidden tests" in schemas["submit"]["function"]["description"]
 
+        assert [t.__name__ for t in tools_of(env)] == sorted(schemas)  # TRL's order
+
         obs = env.reset(task="retry-zero", seed=0, prompt=[], split="train")
         assert obs.startswith("# Task: retry-zero")
+        # The model is told to use its native tool calls, not repogym's JSON/bash text actions
+        assert NATIVE_TOOLS in obs and TOOL_HELP not in obs and '{"tool"' not in obs
         env.write("/tmp/fix.patch", registered_tasks()["retry-zero"].solution_patch.read_text())
         assert "exit code: 0" in env.bash("git apply /tmp/fix.patch")
         assert "Submitted" in env.submit()
@@ -61,10 +67,43 @@ def test_adapter_tools_rewards_and_dataset():
 
 
 @pytest.mark.slow
-def test_trl_grpo_example_runs_two_rollouts():
-    run = subprocess.run([sys.executable, str(ROOT / "examples" / "trl_grpo.py"), "--steps", "1",
-                          "--tasks", "retry-zero", "--generations", "2"],
+def test_trl_grpo_example_logs_tool_calls_and_a_loss():
+    run = subprocess.run([sys.executable, str(ROOT / "examples" / "trl_grpo.py"), "--steps", "2"],
                          capture_output=True, text=True, timeout=900, cwd=ROOT, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "oracle through the adapter on retry-zero: reward 1.0" in run.stdout
     assert "episodes graded by repogym" in run.stdout and "infra errors 0" in run.stdout
+    steps = [dict(zip(line.split()[2::2], map(float, line.split()[3::2])))
+             for line in run.stdout.splitlines() if line.startswith("step ")]
+    assert len(steps) == 2, run.stdout
+    assert all(s["tools/call_frequency"] > 0 for s in steps)
+    assert any(s["reward_std"] > 0 and s["loss"] != 0 for s in steps), run.stdout
+
+
+def load_example():
+    spec = importlib.util.spec_from_file_location("trl_grpo", ROOT / "examples" / "trl_grpo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_grpo_trainer_runs_scripted_tool_calls_and_rewards_reach_the_loss():
+    """TRL's real GRPOTrainer, one step, a group of 6: the tiny model's decoding is confined to
+    the two Qwen3-format calls of the example (a partial fix, a submit), which TRL must parse
+    and run in the bwrap sandboxes; the partial fix must show in the hidden tests, the rewards
+    must differ within the group, and the loss and gradient must be non-zero."""
+    example = load_example()
+    logs, results = example.train(steps=1, generations=6)
+
+    step = next(log for log in logs if "reward" in log)
+    assert step["tools/call_frequency"] >= 1 and step["tools/failure_frequency"] == 0
+    # every rollout was a graded episode; the sed call reached the sandbox in some of them
+    assert len(results) == 6 and all(r["infra_error"] is None for r in results)
+    fixed = [r for r in results
+             if r["tests"]["tests/test_retry.py::test_zero_disables_retries"] == "passed"]
+    assert 0 < len(fixed) < 6
+    assert sorted({r["reward"] for r in results}) == [0.5, 0.75]
+    assert all(r["reward"] == 0.75 for r in fixed)
+    # the reward reached the loss
+    assert step["reward_std"] > 0 and step["frac_reward_zero_std"] == 0
+    assert step["loss"] != 0 and step["grad_norm"] > 0
