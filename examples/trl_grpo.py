@@ -20,6 +20,13 @@ few CPU minutes.) A first episode driven by the gold patch through the adapter s
     python examples/trl_grpo.py --steps 1 --generations 8
     python examples/trl_grpo.py --env-server http://127.0.0.1:8000   # sandboxes over there
 
+The real path: ``--model DIR``, a local Hugging Face chat model whose template TRL can parse
+tool calls from (Qwen3, Qwen2.5, Llama 3.x, ...). Its decoding is not scripted, it trains on
+a GPU when there is one (bf16), with longer completions and more tool turns::
+
+    python examples/trl_grpo.py --model /models/Qwen3-0.6B --tasks retry-zero slugify-unicode \
+        --generations 8 --steps 50
+
 Needs ``pip install 'repogym[trl]' 'torch==2.13.0'``.
 """
 
@@ -94,25 +101,44 @@ def oracle_check(env_cls: type, task_id: str) -> float:
     return env.get_reward()
 
 
+def pretrained(path: str) -> tuple:
+    """A local chat model and its tokenizer (the real path: nothing is scripted)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    if not tok.chat_template:
+        raise SystemExit(f"--model {path}: its tokenizer has no chat template, so TRL cannot "
+                         "list the tools or parse tool calls. Fix: use a chat (instruct) model")
+    return AutoModelForCausalLM.from_pretrained(path, torch_dtype="auto"), tok
+
+
 def train(steps: int = 3, tasks: tuple[str, ...] = ("retry-zero",), generations: int = 4,
           env_server: str | None = None, reward_mode: str = "partial",
-          scripted: bool = True) -> tuple[list[dict], list[dict]]:
-    """Run GRPOTrainer; returns its ``log_history`` and the episodes repogym graded."""
+          scripted: bool = True, model_path: str | None = None,
+          max_completion_length: int | None = None) -> tuple[list[dict], list[dict]]:
+    """Run GRPOTrainer; returns its ``log_history`` and the episodes repogym graded. With
+    ``model_path`` a local chat model trains unscripted (``scripted`` is ignored)."""
     import torch
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
 
     from repogym.integrations.trl import RepoGymToolEnv, script_model, task_rows
 
     torch.manual_seed(0)
     results: list[dict] = []
     env_cls = type("RepoGymToolEnv", (RepoGymToolEnv,),  # TRL names the reward after it
-                   {"remote": env_server, "results": results, "max_steps": 3,
+                   {"remote": env_server, "results": results,
+                    "max_steps": 3 if model_path is None else 20,
                     "reward_mode": reward_mode})
     binary = type("OracleEnv", (env_cls,), {"reward_mode": "binary", "results": None})
     print(f"oracle through the adapter on {tasks[0]}: reward {oracle_check(binary, tasks[0])}")
 
     rows = [r for r in task_rows() if r["task"] in tasks]
+    if missing := set(tasks) - {r["task"] for r in rows}:
+        raise SystemExit(f"--tasks: no such task {sorted(missing)} (see `repogym tasks`)")
+    if model_path is not None:
+        model, tok = pretrained(model_path)
+        env_cls.close_all()
+        return _run(model, tok, rows, env_cls, steps, generations, max_completion_length or 1024,
+                    tool_turns=10, lr=1e-6)
     # The prompts as TRL renders them (the text does not depend on the vocabulary), so that
     # the tokenizer learns to encode them compactly.
     _, render = tiny_chat_model()
@@ -124,13 +150,24 @@ def train(steps: int = 3, tasks: tuple[str, ...] = ("retry-zero",), generations:
         script_model(model, tok, CALLS)
     env_cls.close_all()
     results.clear()
+    return _run(model, tok, rows, env_cls, steps, generations, max_completion_length or 160,
+                tool_turns=2, lr=1e-4)
 
+
+def _run(model: Any, tok: Any, rows: list[dict], env_cls: type, steps: int, generations: int,
+         max_completion_length: int, tool_turns: int, lr: float,
+         ) -> tuple[list[dict], list[dict]]:
+    import torch
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    gpu = torch.cuda.is_available()
     config = GRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="trl-grpo-"), use_cpu=True, bf16=False,
-        report_to="none", max_steps=steps, learning_rate=1e-4, logging_steps=1,
-        per_device_train_batch_size=generations, num_generations=generations,
-        max_completion_length=160, max_tool_calling_iterations=2, save_strategy="no",
-        temperature=1.0, seed=0, dataloader_num_workers=0)
+        output_dir=tempfile.mkdtemp(prefix="trl-grpo-"), use_cpu=not gpu, bf16=gpu,
+        report_to="none", max_steps=steps, learning_rate=lr,
+        logging_steps=1, per_device_train_batch_size=generations, num_generations=generations,
+        max_completion_length=max_completion_length, max_tool_calling_iterations=tool_turns,
+        save_strategy="no", temperature=1.0, seed=0, dataloader_num_workers=0)
     trainer = GRPOTrainer(model=model, processing_class=tok, args=config,
                           train_dataset=Dataset.from_list(rows * steps * 2),
                           environment_factory=env_cls)
@@ -138,7 +175,7 @@ def train(steps: int = 3, tasks: tuple[str, ...] = ("retry-zero",), generations:
         trainer.train()
     finally:
         env_cls.close_all()
-    return trainer.state.log_history, results
+    return trainer.state.log_history, env_cls.results
 
 
 def main() -> None:
@@ -151,10 +188,17 @@ def main() -> None:
     p.add_argument("--unscripted", action="store_true",
                    help="let the tiny model generate freely (it then makes no tool calls)")
     p.add_argument("--reward-mode", default="partial", choices=("binary", "partial", "f2p"))
+    p.add_argument("--model", metavar="DIR",
+                   help="a local Hugging Face chat model to train instead of the scripted toy")
+    p.add_argument("--max-completion-length", type=int,
+                   help="tokens per completion, tool turns included (default 160; 1024 with "
+                        "--model)")
     args = p.parse_args()
 
     logs, results = train(args.steps, tuple(args.tasks), args.generations, args.env_server,
-                          args.reward_mode, scripted=not args.unscripted)
+                          args.reward_mode, scripted=not args.unscripted,
+                          model_path=args.model,
+                          max_completion_length=args.max_completion_length)
     for log in logs:
         if "reward" in log:
             print(f"step {log['step']}: tools/call_frequency {log['tools/call_frequency']:.2f}  "
