@@ -16,7 +16,7 @@ from dedupe import count_duplicates, dedupe
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BUDGET_S = 3.0
-HARD_LIMIT_S = 3 * BUDGET_S
+HARD_LIMIT_S = BUDGET_S + 2.0  # past the budget the answer is known; the original needs minutes
 
 
 def run_timed(setup: str, call: str) -> dict:
