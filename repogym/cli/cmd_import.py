@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from repogym.cli.options import SPLITS, add_mutation_options, mutation_args_error
+from repogym.cli.options import SPLITS, add_mutation_options, bad_mutation_args
 from repogym.cli.reports import run_mutation
 
 
@@ -36,8 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from repogym.scenarios.swebench import InstanceError, import_swebench
     from repogym.scenarios.task import load_task
 
-    if problem := mutation_args_error(args):
-        print(problem, file=sys.stderr)
+    if bad_mutation_args(args):
         return 2
     try:
         done, errors = import_swebench(args.instances, args.repos, args.out,

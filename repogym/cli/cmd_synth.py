@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from repogym.cli.options import SPLITS, add_mutation_options, mutation_args_error
+from repogym.cli.options import SPLITS, add_mutation_options, bad_mutation_args
 from repogym.cli.reports import print_written, run_mutation
 
 #: Mutants graded per task by `synth --pypi` unless --max-mutants says otherwise: a real
@@ -67,8 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from repogym.scenarios.synth import SynthError, synthesize
     from repogym.scenarios.task import load_task
 
-    if problem := mutation_args_error(args):
-        print(problem, file=sys.stderr)
+    if bad_mutation_args(args):
         return 2
     if (args.package is None) == (args.pypi is None):
         print("give PACKAGE_DIR or --pypi NAME[==VERSION] (one of them)", file=sys.stderr)

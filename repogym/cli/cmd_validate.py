@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from repogym.cli.options import SPLITS, add_mutation_options, add_sandbox, mutation_args_error
+from repogym.cli.options import SPLITS, add_mutation_options, add_sandbox, bad_mutation_args
 from repogym.cli.reports import adversarial_summary, print_report, run_adversarial, run_mutation
 from repogym.quality.validate import TaskReport, validate_tasks
 from repogym.scenarios.task import Task, TaskError, load_tasks
@@ -102,8 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if args.reruns < 1:
         console.print("--reruns must be >= 1 (the number of gold runs)")
         return 2
-    if problem := mutation_args_error(args):
-        console.print(problem)
+    if bad_mutation_args(args):
         return 2
     tasks, errors = _load(args.tasks) if not args.suite or args.tasks else ([], [])
     if args.suite:

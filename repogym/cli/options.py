@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import textwrap
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from repogym.sandbox import BACKENDS
 from repogym.scenarios.task import SPLITS
 
 __all__ = ["EXIT_USAGE", "REWARD_MODES", "SPLITS", "add_mutation_options", "add_run_options",
-           "add_sandbox", "agents_help", "mutation_args_error"]
+           "add_sandbox", "agents_help", "bad_mutation_args"]
 
 
 def add_sandbox(p: argparse.ArgumentParser | argparse._ArgumentGroup,
@@ -71,8 +72,16 @@ def add_mutation_options(p: argparse.ArgumentParser, *, gate: bool) -> None:
                    help="stop starting mutants of a task after this long (default 600)")
 
 
-def mutation_args_error(args: argparse.Namespace) -> str | None:
-    """What is wrong with the mutation options (fills in the default --min-score), or None."""
+def bad_mutation_args(args: argparse.Namespace) -> bool:
+    """Whether the mutation options are wrong (said on standard error); fills in the
+    default --min-score."""
+    if problem := _mutation_args_error(args):
+        print(f"error: {problem}", file=sys.stderr)
+        return True
+    return False
+
+
+def _mutation_args_error(args: argparse.Namespace) -> str | None:
     from repogym.quality.validate_mutation import MIN_SCORE
 
     if args.min_score is None:
