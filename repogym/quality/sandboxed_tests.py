@@ -201,6 +201,11 @@ class SandboxRunner:
         #: Wall time of one run of every collected test (set by :meth:`collect`).
         self.suite_seconds = 0.0
         self._calls: dict[str, list[tuple[str, int, int]]] = {}
+        self._defined: dict[str, str] = {}
+        #: What :meth:`run` did with changed files: sandboxed runs, runs left out (no
+        #: collected test reaches the change), tests run, and the seconds those runs took.
+        self.stats = {"runs": 0, "no test reaches the change": 0, "tests run": 0,
+                      "seconds": 0.0}
 
     def collect(self, root: Path, timeout_s: float) -> list[str]:
         """Take ``root`` as the pristine package; the ids of the tests that pass there."""
@@ -218,9 +223,11 @@ class SandboxRunner:
         start = time.monotonic()
         still, masked_ids = self._pass_when_masked(root, passing, timeout_s)
         self.suite_seconds = time.monotonic() - start
-        only = next((r["collected"] for r in self._sandboxed({}, self._files, timeout_s,
-                                                              collect_only=True)
+        listing = self._sandboxed({}, self._files, timeout_s, collect_only=True)
+        only = next((r["collected"] for r in listing
                      if isinstance(r.get("collected"), list)), [])
+        self._defined = next((r["defined"] for r in listing
+                              if isinstance(r.get("defined"), dict)), {})
         steady = stable_ids([set(found), masked_ids, set(only)])
         self.collected = sorted(passing & still & steady)
         self._calls = {r["trace"]: [tuple(x) for x in r.get("spans", [])]
@@ -294,11 +301,19 @@ class SandboxRunner:
         selected = self.selected(changes) if changes else None
         found = dict.fromkeys(self.collected, "passed")
         messages: dict[str, str] = {}
+        if changes and selected is not None and not selected:
+            self.stats["no test reaches the change"] += 1
         if selected is None or selected:
             args = self._files if selected is None else sorted(selected)
             if len(args) > _MAX_IDS:
                 args = sorted({t.split("::", 1)[0] for t in args})
+            start = time.monotonic()
             records = self._sandboxed(changes, args, timeout_s)
+            if changes:
+                self.stats["runs"] += 1
+                self.stats["tests run"] += len(self.collected if selected is None
+                                               else selected)
+                self.stats["seconds"] += time.monotonic() - start
             ran, messages = statuses(records)
             if selected is not None:
                 ran = {t: ran.get(t, "missing") for t in selected}
@@ -339,6 +354,17 @@ class SandboxRunner:
         finally:
             sb.close()
         return (124 if res.timed_out else res.exit_code), res.stdout
+
+    def same_test(self, node_id: str) -> str:
+        """What ``node_id`` is as a test: where its function is written, with its
+        parameters; so a method that a mixin gives several test classes (cachetools'
+        ``CacheTestMixin``, inherited by each cache's ``TestCase``) is one test however
+        many classes run it. The node id itself when the collection did not say."""
+        at = self._defined.get(node_id)
+        if not isinstance(at, str):
+            return node_id
+        _, bracket, params = node_id.partition("[")
+        return at + bracket + params
 
     def covering(self, files: Iterable[str]) -> set[str]:
         """The collected tests that reached code in ``files`` on the pristine package."""

@@ -135,6 +135,53 @@ def test_unittest_classes_of_any_name_are_listed(tmp_path: Path) -> None:
             "tests/test_calc.py::AddTest::test_written_here"]
 
 
+MIXIN = """\
+import unittest
+
+import pytest
+
+from calc import add
+
+
+class AddMixin:
+    def test_inherited(self):
+        self.assertEqual(add(1, 1), 2)
+
+
+class FirstTest(unittest.TestCase, AddMixin):
+    def test_written_here(self):
+        self.assertEqual(add(2, 2), 4)
+
+
+class SecondTest(unittest.TestCase, AddMixin):
+    pass
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_param(n):
+    assert add(n, 0) == n
+"""
+
+
+def test_a_method_a_mixin_gives_several_classes_is_one_test(tmp_path: Path) -> None:
+    """cachetools' CacheTestMixin is inherited by every cache's TestCase: a bug in the base
+    class fails each of its methods once per class, which is one failing test each, not
+    seven. Parametrized cases stay tests of their own."""
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (root / "tests" / "test_calc.py").write_text(MIXIN)
+    with SandboxRunner(None, {"pythonpath": "."}) as runner:
+        ids = runner.collect(root, timeout_s=60)
+        assert len(ids) == 5, ids
+        same = {t: runner.same_test(t) for t in ids}
+    first, second = (same[f"tests/test_calc.py::{c}::test_inherited"]
+                     for c in ("FirstTest", "SecondTest"))
+    assert first == second == "tests/test_calc.py:9"
+    assert len(set(same.values())) == 4, same
+    assert same["tests/test_calc.py::test_param[1]"] != same["tests/test_calc.py::test_param[2]"]
+
+
 def test_a_missing_test_requirement_is_named(tmp_path: Path) -> None:
     root = tmp_path / "pkg"
     (root / "tests").mkdir(parents=True)

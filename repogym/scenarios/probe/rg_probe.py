@@ -3,7 +3,8 @@
 Loaded with ``-p rg_probe``; writes one JSON object per line to ``$RG_PROBE_OUT``:
 ``{"case": node id, "when": phase, "outcome": ..., "message": ...}`` per test phase,
 ``{"collect": node id}`` per collector that failed, ``{"seal": n, "case": node id, "got":
-...}`` per value a sealed check reported (the grader's launcher's runtime), ``{"collected": [node id, ...]}`` once
+...}`` per value a sealed check reported (the grader's launcher's runtime), ``{"collected": [node id, ...]}`` and
+``{"defined": {node id: "file:line", ...}}`` (where each test's function is written) once
 collection is done and, with ``RG_PROBE_TRACE=1``,
 ``{"trace": node id, "spans": [[file, first line, last line], ...]}``: the functions of
 the working folder that each test called (profiled with ``sys.setprofile``) and, with
@@ -107,6 +108,20 @@ def pytest_collectreport(report) -> None:
 
 def pytest_collection_finish(session) -> None:
     _send(collected=[item.nodeid for item in session.items])
+    _send(defined={item.nodeid: at for item in session.items
+                   if (at := _defined_at(item)) is not None})
+
+
+def _defined_at(item) -> str | None:
+    """Where the test function of ``item`` is written (``file:line`` in the working folder),
+    so that one method a mixin gives several test classes is known as one test."""
+    fn = getattr(item, "function", None)
+    while hasattr(fn, "__wrapped__"):  # a decorator's wrapper (hypothesis.given, ...)
+        fn = fn.__wrapped__
+    code = getattr(fn, "__code__", None)
+    if code is None or not code.co_filename.startswith(_root):
+        return None
+    return f"{code.co_filename[len(_root):]}:{code.co_firstlineno}"
 
 
 def _span(code):
