@@ -174,12 +174,17 @@ class SandboxRunner:
         sandbox_options: Extra options for the backend.
         limits: Sandbox limits (each run's timeout comes from the caller).
         plugins: pytest plugins to load by name (``-p``), as the tasks' command does.
+        stop_after: A run with changed files (a mutant) stops once more than this many
+            tests failed (counted as :meth:`same_test` counts them): synthesis drops such a
+            mutant whatever the rest do, so the rest need not run. None: every run is whole.
     """
 
     def __init__(self, environment: PackageSite | None, ini_options: dict[str, str] | None = None,
                  *, sandbox: str = "bwrap", sandbox_options: dict | None = None,
-                 limits: Limits | None = None, plugins: Iterable[str] = ()) -> None:
+                 limits: Limits | None = None, plugins: Iterable[str] = (),
+                 stop_after: int | None = None) -> None:
         self.environment = environment
+        self.stop_after = stop_after
         self.backend, self.options = sandbox, dict(sandbox_options or {})
         self.limits = limits or Limits()
         self.plugins = tuple(plugins)
@@ -308,7 +313,8 @@ class SandboxRunner:
             if len(args) > _MAX_IDS:
                 args = sorted({t.split("::", 1)[0] for t in args})
             start = time.monotonic()
-            records = self._sandboxed(changes, args, timeout_s)
+            records = self._sandboxed(changes, args, timeout_s,
+                                      stop_after=self.stop_after if changes else None)
             if changes:
                 self.stats["runs"] += 1
                 self.stats["tests run"] += len(self.collected if selected is None
@@ -401,13 +407,16 @@ class SandboxRunner:
         return out
 
     def _command(self, sb: Sandbox, args: list[str], trace: bool,
-                 collect_only: bool = False, calls: bool = False) -> str:
+                 collect_only: bool = False, calls: bool = False,
+                 stop_after: int | None = None) -> str:
         py = shlex.quote(sb.interpreter.executable)
         words = " ".join(shlex.quote(a) for a in (["--collect-only", *args] if collect_only
                                                    else args))
         plugins = "".join(f" -p {shlex.quote(p)}" for p in self.plugins) + "".join(
             f" {o}" for p in self.plugins for o in PLUGIN_OPTIONS.get(p, ()))
         record = ' RG_PROBE_CALLS="$RG_PROBE/calls.json"' if calls else ""
+        if stop_after is not None:
+            record += f" RG_PROBE_MAXFAIL={int(stop_after)}"
         return (f'PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONPATH="$RG_PROBE:$PYTHONPATH" '
                 f"RG_PROBE_TRACE={int(trace)}{record} RG_PROBE_OUT={_OUT} {py} -m pytest "
                 f'-c "$RG_PROBE/pytest.ini" --rootdir=. -p no:cacheprovider -p rg_probe -q'
@@ -416,7 +425,7 @@ class SandboxRunner:
 
     def _sandboxed(self, changes: dict[str, str], args: list[str], timeout_s: float,
                    trace: bool = False, collect_only: bool = False,
-                   calls: bool = False) -> list[dict]:
+                   calls: bool = False, stop_after: int | None = None) -> list[dict]:
         """Probe records of one pytest run over ``args`` with ``changes`` written in."""
         assert self._template is not None
         limits = dataclasses.replace(self.limits, timeout_s=timeout_s,
@@ -425,7 +434,8 @@ class SandboxRunner:
         try:
             for rel, text in changes.items():
                 sb.write_file(rel, text)
-            res = sb.run_with_binds(self._command(sb, args, trace, collect_only, calls),
+            res = sb.run_with_binds(self._command(sb, args, trace, collect_only, calls,
+                                                  stop_after),
                                     ro={"probe": self._probe},
                                     timeout_s=timeout_s)
             if res.timed_out:

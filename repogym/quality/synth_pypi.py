@@ -29,7 +29,7 @@ from repogym.quality.sandboxed_tests import SandboxRunner
 from repogym.quality.validate import TaskReport, validate_tasks
 from repogym.scenarios import environment as envs
 from repogym.scenarios import pypi
-from repogym.scenarios.synth import SynthError, synthesize
+from repogym.scenarios.synth import MAX_FAIL_TO_PASS, SynthError, synthesize
 from repogym.scenarios.task import load_task
 
 
@@ -115,7 +115,8 @@ def synthesize_pypi(project: str, out: Path, *, max_tasks: int = 10, seed: int =
         lap("download, environment build and pinning")
         plugins = plugins_of(repo, sdist.name, built, extra=extra, drop=drop)
         staging = work / "tasks"
-        with SandboxRunner(built.sandbox, ini, sandbox=sandbox, plugins=plugins) as runner:
+        with SandboxRunner(built.sandbox, ini, sandbox=sandbox, plugins=plugins,
+                           stop_after=MAX_FAIL_TO_PASS) as runner:
             try:
                 folders = synthesize(repo, staging, max_tasks=max_tasks, seed=seed,
                                      combined=combined, p2p_sample=p2p_sample,

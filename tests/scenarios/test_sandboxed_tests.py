@@ -182,6 +182,26 @@ def test_a_method_a_mixin_gives_several_classes_is_one_test(tmp_path: Path) -> N
     assert same["tests/test_calc.py::test_param[1]"] != same["tests/test_calc.py::test_param[2]"]
 
 
+def test_a_mutant_run_stops_once_too_many_tests_fail(tmp_path: Path) -> None:
+    """A mutant that fails more tests than a task may list is dropped whatever the rest do:
+    its run stops there (cachetools: most mutants of its base class break every cache's
+    tests), and the pristine runs stay whole."""
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (root / "tests" / "test_calc.py").write_text("from calc import add\n" + "".join(
+        f"\n\ndef test_{n}():\n    assert add({n}, 1) == {n + 1}\n" for n in range(12)))
+    with SandboxRunner(None, {"pythonpath": "."}, stop_after=3) as runner:
+        ids = runner.collect(root, timeout_s=60)
+        assert len(ids) == 12
+        (root / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+        status, _ = runner.run(root, ids, timeout_s=60)
+        assert sorted(status.values()).count("failed") == 4, status
+        runner.stop_after = None
+        status, _ = runner.run(root, ids, timeout_s=60)
+        assert set(status.values()) == {"failed"}, status
+
+
 def test_a_missing_test_requirement_is_named(tmp_path: Path) -> None:
     root = tmp_path / "pkg"
     (root / "tests").mkdir(parents=True)

@@ -10,7 +10,8 @@ collection is done and, with ``RG_PROBE_TRACE=1``,
 the working folder that each test called (profiled with ``sys.setprofile``) and, with
 ``RG_PROBE_CALLS=<config.json>`` (``{"tests": [test file, ...]}``),
 ``{"calls": node id, "seq": [call, ...]}``: the calls each test made into the package, with
-their arguments and outcomes (:mod:`rg_calls`).
+their arguments and outcomes (:mod:`rg_calls`). With ``RG_PROBE_MAXFAIL=n`` the run stops
+once more than ``n`` tests failed.
 """
 
 from __future__ import annotations
@@ -110,6 +111,24 @@ def pytest_collection_finish(session) -> None:
     _send(collected=[item.nodeid for item in session.items])
     _send(defined={item.nodeid: at for item in session.items
                    if (at := _defined_at(item)) is not None})
+
+
+_failed: set = set()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """With ``RG_PROBE_MAXFAIL=n``, stop the session once more than ``n`` tests failed
+    (a test a mixin gives several classes counts once, as synthesis counts it): such a
+    mutant is dropped whatever the other tests do."""
+    outcome = yield
+    limit = os.environ.get("RG_PROBE_MAXFAIL")
+    if not limit or not outcome.get_result().failed:
+        return
+    _, bracket, params = item.nodeid.partition("[")
+    _failed.add((_defined_at(item) or item.nodeid) + bracket + params)
+    if len(_failed) > int(limit):
+        item.session.shouldstop = f"rg_probe: over {limit} tests failed"
 
 
 def _defined_at(item) -> str | None:
