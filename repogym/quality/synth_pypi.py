@@ -127,8 +127,9 @@ def synthesize_pypi(project: str, out: Path, *, max_tasks: int = 10, seed: int =
                                      environment=spec, ini_options=ini, plugins=plugins,
                                      split=split, note=pypi.path_hint(ini), say=say)
             except SynthError as e:
-                raise SynthError(f"{e}\nlast test run (in the sandbox):\n{runner.log[-1500:]}"
-                                 ) from e
+                last = f"\nlast test run (in the sandbox):\n{runner.log[-1500:]}" \
+                    if runner.log.strip() else ""
+                raise SynthError(f"{e} (sdist {sdist.path.name}){last}") from e
             passing, tests, seconds = len(runner.collected), runner.collected, \
                 runner.suite_seconds
             say(f"{passing} tests pass in the sandbox (a full run took "

@@ -423,12 +423,14 @@ class _Package:
                 if p.startswith("/workspace/")]
 
 
-def _scan(root: Path, timeout_s: float, runner: TestRunner) -> _Package:
+def _scan(root: Path, timeout_s: float, runner: TestRunner, name: str = "") -> _Package:
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                    if "__pycache__" not in p.parts)
     test_files = [f for f in files if is_test_file(f) or Path(f).name == "conftest.py"]
     if not test_files:
-        raise SynthError(f"{root}: no test files (test_*.py). Fix: give a package with tests")
+        raise SynthError(f"{name or root}: no test files (test_*.py or *_test.py) in it. "
+                         "Fix: give a package with its tests (a source distribution without "
+                         "them cannot be used)")
     dest = hidden_tests_dest(test_files)
     hidden = (lambda f: f in test_files) if dest == "." else (
         lambda f: f == dest or f.startswith(dest + "/"))
@@ -482,7 +484,8 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
     try:
         shutil.copytree(Path(package_dir).resolve(), work / "pkg", ignore=_IGNORE)
         start = time.monotonic()
-        pkg = _scan(work / "pkg", timeout_s, runner or HostRunner())
+        pkg = _scan(work / "pkg", timeout_s, runner or HostRunner(),
+                    name or Path(package_dir).resolve().name)
         if say is not None:
             say(f"{len(pkg.node_ids)} tests collected in {time.monotonic() - start:.0f}s")
         pkg.name = name or Path(package_dir).resolve().name

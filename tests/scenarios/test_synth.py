@@ -161,6 +161,17 @@ def test_package_with_failing_tests_is_refused(tmp_path):
         synthesize(pkg, tmp_path / "out")
 
 
+def test_a_package_without_tests_is_refused_by_name(tmp_path):
+    """bidict's and sortedcontainers' sdists ship no tests: the error names the package,
+    not a temporary folder."""
+    pkg = tmp_path / "untested"
+    pkg.mkdir()
+    (pkg / "m.py").write_text("def f():\n    return 1\n")
+    with pytest.raises(SynthError, match=r"^bidict: no test files .*Fix: give a package with "
+                                         r"its tests"):
+        synthesize(pkg, tmp_path / "out", name="bidict")
+
+
 def test_cli_prints_the_mutation_score_of_each_task(tmp_path):
     env = {**os.environ, "REPOGYM_CACHE": str(tmp_path / "cache")}
     res = subprocess.run([sys.executable, "-m", "repogym.cli", "synth", str(REPRS),
