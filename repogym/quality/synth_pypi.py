@@ -140,8 +140,14 @@ def synthesize_pypi(project: str, out: Path, *, max_tasks: int = 10, seed: int =
                 "test reaches the change)")
         lap("test discovery and synthesis")
         say(f"{len(folders)} candidate tasks; validating them in the sandbox")
+        def reported(report: TaskReport) -> None:
+            say(f"validated {report.task_id}: {'ok' if report.ok else 'FAILED'} "
+                f"({time.monotonic() - clock:.0f}s into validation)")
+            if on_report is not None:
+                on_report(report)
+
         reports = validate_tasks([load_task(f) for f in folders], sandbox=sandbox,
-                                 reruns=reruns, workers=workers, on_report=on_report)
+                                 reruns=reruns, workers=workers, on_report=reported)
         lap("validation")
         gold = [c.duration_s for r in reports for c in r.checks if c.kind in ("gold", "rerun")]
         if gold:
