@@ -11,7 +11,8 @@ the working folder that each test called (profiled with ``sys.setprofile``) and,
 ``RG_PROBE_CALLS=<config.json>`` (``{"tests": [test file, ...]}``),
 ``{"calls": node id, "seq": [call, ...]}``: the calls each test made into the package, with
 their arguments and outcomes (:mod:`rg_calls`). With ``RG_PROBE_MAXFAIL=n`` the run stops
-once more than ``n`` tests failed.
+once more than ``n`` tests failed. With ``RG_PROBE_ENV=<json object>`` the tests run with
+that environment (the grader's), not the probe's.
 """
 
 from __future__ import annotations
@@ -66,10 +67,20 @@ def _install_seals() -> None:
     sys.modules["_repogym_seal"] = _seals.module()
 
 
+#: The probe's settings (``RG_PROBE_*``), read before the tests' environment replaces ours.
+_conf: dict = {}
+
+
 def pytest_configure(config) -> None:
     global _out
-    _out = open(os.environ["RG_PROBE_OUT"], "w", encoding="utf-8")  # noqa: SIM115
+    _conf.update({k: v for k, v in os.environ.items() if k.startswith("RG_PROBE_")})
+    _out = open(_conf["RG_PROBE_OUT"], "w", encoding="utf-8")  # noqa: SIM115
     _install_seals()
+    if "RG_PROBE_ENV" in _conf:
+        # The tests see the grader's environment (no PYTHONPATH, ...): a test that starts
+        # ``python -m pkg`` gets what it gets when graded (this process's imports are set).
+        os.environ.clear()
+        os.environ.update(json.loads(_conf["RG_PROBE_ENV"]))
 
 
 def pytest_runtest_logstart(nodeid, location) -> None:
@@ -122,7 +133,7 @@ def pytest_runtest_makereport(item, call):
     (a test a mixin gives several classes counts once, as synthesis counts it): such a
     mutant is dropped whatever the other tests do."""
     outcome = yield
-    limit = os.environ.get("RG_PROBE_MAXFAIL")
+    limit = _conf.get("RG_PROBE_MAXFAIL")
     if not limit or not outcome.get_result().failed:
         return
     _, bracket, params = item.nodeid.partition("[")
@@ -156,10 +167,10 @@ def _span(code):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    if os.environ.get("RG_PROBE_CALLS"):
+    if _conf.get("RG_PROBE_CALLS"):
         yield from _record_calls(item)
         return
-    if os.environ.get("RG_PROBE_TRACE") != "1":
+    if _conf.get("RG_PROBE_TRACE") != "1":
         yield
         return
     seen = set()
@@ -182,7 +193,7 @@ def pytest_runtest_protocol(item, nextitem):
 def _record_calls(item):
     import rg_calls
 
-    with open(os.environ["RG_PROBE_CALLS"], encoding="utf-8") as f:
+    with open(_conf["RG_PROBE_CALLS"], encoding="utf-8") as f:
         config = json.load(f)
     recorder = rg_calls.Recorder(_root, set(config.get("tests", [])))
     previous = sys.gettrace()
