@@ -17,8 +17,9 @@ something that changes from one process to the next (isodate parametrizes over a
 tuples, one holding ``None``, whose hash in Python 3.11 is its address), so an id listed
 today names another case, or nothing, in the next grading.
 A later run with changed files reruns only the tests that called a function whose lines
-changed (every test when a change lies outside any function): a test that never reaches
-the change passes as it did on the pristine package, and is reported so without running.
+changed (every test when a change lies outside any function), and every test that started
+another process (its child's calls are not traced): a test that never reaches the change
+passes as it did on the pristine package, and is reported so without running.
 Candidates found this way are then graded for real by ``repogym validate``.
 """
 
@@ -207,6 +208,7 @@ class SandboxRunner:
         self.suite_seconds = 0.0
         self._calls: dict[str, list[tuple[str, int, int]]] = {}
         self._defined: dict[str, str] = {}
+        self._spawning: set[str] = set()
         #: What :meth:`run` did with changed files: sandboxed runs, runs left out (no
         #: collected test reaches the change), tests run, and the seconds those runs took.
         self.stats = {"runs": 0, "no test reaches the change": 0, "tests run": 0,
@@ -237,6 +239,8 @@ class SandboxRunner:
         self.collected = sorted(passing & still & steady)
         self._calls = {r["trace"]: [tuple(x) for x in r.get("spans", [])]
                        for r in records if isinstance(r.get("trace"), str)}
+        self._spawning = {r["trace"] for r in records
+                          if isinstance(r.get("trace"), str) and r.get("spawns")}
         if not self.collected:
             raise SynthError(self._none_listed(root, found, messages, named))
         return self.collected
@@ -385,8 +389,9 @@ class SandboxRunner:
 
     def selected(self, changes: dict[str, str]) -> set[str] | None:
         """The collected tests that called a function a change touches (None: all of them,
-        for a change outside every function)."""
-        out: set[str] = set()
+        for a change outside every function), and every test that started another process
+        (python-slugify's ``python -m slugify``: what the child ran was not traced)."""
+        out: set[str] = set(self._spawning)
         for rel, text in changes.items():
             old = self._snapshot[rel].decode("utf-8")
             lines = _changed_lines(old, text)

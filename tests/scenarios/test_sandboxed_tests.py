@@ -221,6 +221,29 @@ def test_tests_run_with_the_graders_environment(tmp_path: Path) -> None:
             "tests/test_calc.py::test_add", "tests/test_calc.py::test_child_sees_no_pythonpath"]
 
 
+def test_a_test_that_starts_a_process_always_reruns(tmp_path: Path) -> None:
+    """A mutant's run reruns the tests that reached the changed function; the calls of a
+    test's child process (python-slugify's `python -m slugify`) are not traced, so such a
+    test reruns whatever changed, or its failure is missed and it is listed in
+    pass_to_pass of a task whose noop then fails it."""
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n\n\n"
+                                  "if __name__ == '__main__':\n    print(add(2, 3))\n")
+    (root / "tests" / "test_calc.py").write_text(
+        "import subprocess\nimport sys\n\n\n"
+        "def test_cli():\n    out = subprocess.run([sys.executable, '-m', 'calc'], "
+        "capture_output=True, text=True).stdout\n    assert out == '5\\n'\n\n\n"
+        "def test_other():\n    assert True\n")
+    with SandboxRunner(None, {"pythonpath": "."}) as runner:
+        ids = runner.collect(root, timeout_s=60)
+        assert ids == ["tests/test_calc.py::test_cli", "tests/test_calc.py::test_other"]
+        (root / "calc.py").write_text((root / "calc.py").read_text().replace("a + b", "a - b"))
+        status, _ = runner.run(root, ids, timeout_s=60)
+    assert status == {"tests/test_calc.py::test_cli": "failed",
+                      "tests/test_calc.py::test_other": "passed"}
+
+
 def test_a_missing_test_requirement_is_named(tmp_path: Path) -> None:
     root = tmp_path / "pkg"
     (root / "tests").mkdir(parents=True)

@@ -6,8 +6,9 @@ Loaded with ``-p rg_probe``; writes one JSON object per line to ``$RG_PROBE_OUT`
 ...}`` per value a sealed check reported (the grader's launcher's runtime), ``{"collected": [node id, ...]}`` and
 ``{"defined": {node id: "file:line", ...}}`` (where each test's function is written) once
 collection is done and, with ``RG_PROBE_TRACE=1``,
-``{"trace": node id, "spans": [[file, first line, last line], ...]}``: the functions of
-the working folder that each test called (profiled with ``sys.setprofile``) and, with
+``{"trace": node id, "spans": [[file, first line, last line], ...], "spawns": bool}``: the
+functions of the working folder that each test called (profiled with ``sys.setprofile``),
+and whether it started another process (whose calls are not seen) and, with
 ``RG_PROBE_CALLS=<config.json>`` (``{"tests": [test file, ...]}``),
 ``{"calls": node id, "seq": [call, ...]}``: the calls each test made into the package, with
 their arguments and outcomes (:mod:`rg_calls`). With ``RG_PROBE_MAXFAIL=n`` the run stops
@@ -174,10 +175,13 @@ def pytest_runtest_protocol(item, nextitem):
         yield
         return
     seen = set()
+    spawned = []
 
     def profile(frame, event, arg):
         if event == "call":
             seen.add(frame.f_code)
+        elif event == "c_call" and not spawned and _starts_process(arg):
+            spawned.append(True)
 
     sys.setprofile(profile)
     threading.setprofile(profile)
@@ -187,7 +191,29 @@ def pytest_runtest_protocol(item, nextitem):
         sys.setprofile(None)
         threading.setprofile(None)
     spans = {s for s in map(_span, seen) if s is not None}
-    _send(trace=item.nodeid, spans=sorted(spans))
+    _send(trace=item.nodeid, spans=sorted(spans), spawns=bool(spawned))
+
+
+def _spawners() -> set:
+    import _posixsubprocess
+
+    names = ("fork", "forkpty", "system", "posix_spawn", "posix_spawnp", "execv", "execve",
+             "spawnv", "spawnve")
+    return {getattr(os, n) for n in names if hasattr(os, n)} | {_posixsubprocess.fork_exec}
+
+
+_SPAWNERS: set = set()
+
+
+def _starts_process(fn) -> bool:
+    """Whether ``fn`` (a C function being called) starts another process, whose calls the
+    profile cannot see (a test that runs ``python -m pkg``)."""
+    if not _SPAWNERS:
+        _SPAWNERS.update(_spawners())
+    try:
+        return fn in _SPAWNERS
+    except TypeError:
+        return False
 
 
 def _record_calls(item):
