@@ -17,7 +17,9 @@ something that changes from one process to the next (isodate parametrizes over a
 tuples, one holding ``None``, whose hash in Python 3.11 is its address), so an id listed
 today names another case, or nothing, in the next grading.
 A later run with changed files reruns only the tests that called a function whose lines
-changed (every test when a change lies outside any function), and every test that started
+changed (every test when a change lies outside any function, or in one that ran before
+any test did, at import: python-slugify builds a module-level table with a function), and
+every test that started
 another process (its child's calls are not traced): a test that never reaches the change
 passes as it did on the pristine package, and is reported so without running.
 Candidates found this way are then graded for real by ``repogym validate``.
@@ -209,6 +211,7 @@ class SandboxRunner:
         self._calls: dict[str, list[tuple[str, int, int]]] = {}
         self._defined: dict[str, str] = {}
         self._spawning: set[str] = set()
+        self._loading: list[tuple[str, int, int]] = []
         #: What :meth:`run` did with changed files: sandboxed runs, runs left out (no
         #: collected test reaches the change), tests run, and the seconds those runs took.
         self.stats = {"runs": 0, "no test reaches the change": 0, "tests run": 0,
@@ -241,6 +244,8 @@ class SandboxRunner:
                        for r in records if isinstance(r.get("trace"), str)}
         self._spawning = {r["trace"] for r in records
                           if isinstance(r.get("trace"), str) and r.get("spawns")}
+        self._loading = [tuple(x) for r in records if isinstance(r.get("loading"), list)
+                         for x in r["loading"]]
         if not self.collected:
             raise SynthError(self._none_listed(root, found, messages, named))
         return self.collected
@@ -398,6 +403,8 @@ class SandboxRunner:
             inside = _function_lines(old)
             if not lines or any(n not in inside for n in lines):
                 return None
+            if any(f == rel and a <= n <= b for f, a, b in self._loading for n in lines):
+                return None  # a function run at import: what it made, any test may read
             for test, spans in self._calls.items():
                 if any(f == rel and a <= n <= b for f, a, b in spans for n in lines):
                     out.add(test)

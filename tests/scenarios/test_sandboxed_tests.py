@@ -244,6 +244,21 @@ def test_a_test_that_starts_a_process_always_reruns(tmp_path: Path) -> None:
                       "tests/test_calc.py::test_other": "passed"}
 
 
+def test_a_function_run_at_import_reaches_every_test(tmp_path: Path) -> None:
+    """python-slugify builds PRE_TRANSLATIONS at import with add_uppercase_char: no test
+    calls it, but a test reads the table, so a mutant of it reruns every test."""
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text("def make():\n    return {1: 2}\n\n\nTABLE = make()\n")
+    (root / "tests" / "test_calc.py").write_text(
+        "from calc import TABLE\n\n\ndef test_table():\n    assert TABLE == {1: 2}\n")
+    with SandboxRunner(None, {"pythonpath": "."}) as runner:
+        ids = runner.collect(root, timeout_s=60)
+        (root / "calc.py").write_text((root / "calc.py").read_text().replace("2}", "3}"))
+        status, _ = runner.run(root, ids, timeout_s=60)
+    assert status == {"tests/test_calc.py::test_table": "failed"}
+
+
 def test_a_missing_test_requirement_is_named(tmp_path: Path) -> None:
     root = tmp_path / "pkg"
     (root / "tests").mkdir(parents=True)

@@ -8,7 +8,9 @@ Loaded with ``-p rg_probe``; writes one JSON object per line to ``$RG_PROBE_OUT`
 collection is done and, with ``RG_PROBE_TRACE=1``,
 ``{"trace": node id, "spans": [[file, first line, last line], ...], "spawns": bool}``: the
 functions of the working folder that each test called (profiled with ``sys.setprofile``),
-and whether it started another process (whose calls are not seen) and, with
+and whether it started another process (whose calls are not seen); ``{"loading": spans}``:
+the functions called before any test ran (at import: a module-level table built by a
+function), and, with
 ``RG_PROBE_CALLS=<config.json>`` (``{"tests": [test file, ...]}``),
 ``{"calls": node id, "seq": [call, ...]}``: the calls each test made into the package, with
 their arguments and outcomes (:mod:`rg_calls`). With ``RG_PROBE_MAXFAIL=n`` the run stops
@@ -77,6 +79,8 @@ def pytest_configure(config) -> None:
     _conf.update({k: v for k, v in os.environ.items() if k.startswith("RG_PROBE_")})
     _out = open(_conf["RG_PROBE_OUT"], "w", encoding="utf-8")  # noqa: SIM115
     _install_seals()
+    if _conf.get("RG_PROBE_TRACE") == "1":  # what runs before any test: imports, ...
+        sys.setprofile(_loading)
     if "RG_PROBE_ENV" in _conf:
         # The tests see the grader's environment (no PYTHONPATH, ...): a test that starts
         # ``python -m pkg`` gets what it gets when graded (this process's imports are set).
@@ -119,7 +123,18 @@ def pytest_collectreport(report) -> None:
         _send(collect=report.nodeid)
 
 
+_loaded: set = set()
+
+
+def _loading(frame, event, arg) -> None:
+    if event == "call":
+        _loaded.add(frame.f_code)
+
+
 def pytest_collection_finish(session) -> None:
+    if _conf.get("RG_PROBE_TRACE") == "1":
+        sys.setprofile(None)
+        _send(loading=sorted({s for s in map(_span, _loaded) if s is not None}))
     _send(collected=[item.nodeid for item in session.items])
     _send(defined={item.nodeid: at for item in session.items
                    if (at := _defined_at(item)) is not None})
