@@ -259,6 +259,25 @@ def test_a_function_run_at_import_reaches_every_test(tmp_path: Path) -> None:
     assert status == {"tests/test_calc.py::test_table": "failed"}
 
 
+def test_tests_failing_on_the_pristine_package_do_not_stop_a_mutants_run(
+        tmp_path: Path) -> None:
+    """humanize's benchmark tests fail in the sandbox (so are not listed) and come first
+    in a run of whole files: counted, they stopped a mutant's run before the listed tests
+    ran, and those were reported passed, then failed noop in grading."""
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text("OFFSET = 0\n\n\ndef add(a, b):\n    return a + b + OFFSET\n")
+    (root / "tests" / "test_calc.py").write_text("from calc import add\n" + "".join(
+        f"\n\ndef test_broken_{n}():\n    assert False\n" for n in range(4)) + "".join(
+        f"\n\ndef test_add_{n}():\n    assert add({n}, 1) == {n + 1}\n" for n in range(3)))
+    with SandboxRunner(None, {"pythonpath": "."}, stop_after=2) as runner:
+        ids = runner.collect(root, timeout_s=60)
+        assert len(ids) == 3
+        (root / "calc.py").write_text((root / "calc.py").read_text().replace("= 0", "= 1"))
+        status, _ = runner.run(root, ids, timeout_s=60)
+    assert set(status.values()) == {"failed"}, status
+
+
 def test_a_missing_test_requirement_is_named(tmp_path: Path) -> None:
     root = tmp_path / "pkg"
     (root / "tests").mkdir(parents=True)
