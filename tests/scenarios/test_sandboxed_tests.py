@@ -278,6 +278,20 @@ def test_tests_failing_on_the_pristine_package_do_not_stop_a_mutants_run(
     assert set(status.values()) == {"failed"}, status
 
 
+def test_an_unknown_plugin_marker_is_named(tmp_path: Path) -> None:
+    """python-dateutil marks tests `no_cover` (pytest-cov's marker) and makes warnings
+    errors: without pytest-cov collection stops, and the error says which plugin to add."""
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (root / "tests" / "test_calc.py").write_text(
+        "import pytest\n\n\n@pytest.mark.no_cover\ndef test_add():\n    assert True\n")
+    with SandboxRunner(None, {"pythonpath": ".", "filterwarnings": "error"}) as runner, \
+            pytest.raises(SynthError, match=r"unknown marker `no_cover`.*--requirement "
+                                            r"pytest-cov"):
+        runner.collect(root, timeout_s=60)
+
+
 def test_a_missing_test_requirement_is_named(tmp_path: Path) -> None:
     root = tmp_path / "pkg"
     (root / "tests").mkdir(parents=True)
