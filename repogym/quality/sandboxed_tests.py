@@ -17,8 +17,11 @@ something that changes from one process to the next (isodate parametrizes over a
 tuples, one holding ``None``, whose hash in Python 3.11 is its address), so an id listed
 today names another case, or nothing, in the next grading.
 A later run with changed files reruns only the tests that called a function whose lines
-changed (every test when a change lies outside any function): a test that never reaches
-the change passes as it did on the pristine package, and is reported so without running.
+changed (every test when a change lies outside any function, or in one that ran before
+any test did, at import: python-slugify builds a module-level table with a function), and
+every test that started
+another process (its child's calls are not traced): a test that never reaches the change
+passes as it did on the pristine package, and is reported so without running.
 Candidates found this way are then graded for real by ``repogym validate``.
 """
 
@@ -41,7 +44,7 @@ from typing import Self
 
 from repogym.envs.canaries import add_canaries
 from repogym.envs.seal import judge_case
-from repogym.envs.verifier import LAUNCHER_DIR, ini_text
+from repogym.envs.verifier import LAUNCHER_DIR, ini_text, verifier_env
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.base import WORKSPACE, PackageSite, Sandbox, SandboxError
 from repogym.sandbox.workspace import TemplateCache
@@ -50,6 +53,11 @@ from repogym.scenarios.synth import PROBE_DIR, SynthError, calls_of, probe_recor
 from repogym.scenarios.task import PLUGIN_OPTIONS
 
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+_UNKNOWN_MARK = re.compile(r"PytestUnknownMarkWarning: Unknown pytest\.mark\.(\w+)")
+#: Markers of common pytest plugins -> the plugin's requirement.
+_MARK_PLUGINS = {"no_cover": "pytest-cov", "benchmark": "pytest-benchmark",
+                 "asyncio": "pytest-asyncio", "timeout": "pytest-timeout",
+                 "django_db": "pytest-django", "flaky": "flaky", "vcr": "pytest-recording"}
 _OUT = "/tmp/rg-probe.jsonl"
 _LOG = "/tmp/rg-probe.log"
 #: The first run (profiled) may take this many times the timeout of a plain run.
@@ -174,12 +182,17 @@ class SandboxRunner:
         sandbox_options: Extra options for the backend.
         limits: Sandbox limits (each run's timeout comes from the caller).
         plugins: pytest plugins to load by name (``-p``), as the tasks' command does.
+        stop_after: A run with changed files (a mutant) stops once more than this many
+            tests failed (counted as :meth:`same_test` counts them): synthesis drops such a
+            mutant whatever the rest do, so the rest need not run. None: every run is whole.
     """
 
     def __init__(self, environment: PackageSite | None, ini_options: dict[str, str] | None = None,
                  *, sandbox: str = "bwrap", sandbox_options: dict | None = None,
-                 limits: Limits | None = None, plugins: Iterable[str] = ()) -> None:
+                 limits: Limits | None = None, plugins: Iterable[str] = (),
+                 stop_after: int | None = None) -> None:
         self.environment = environment
+        self.stop_after = stop_after
         self.backend, self.options = sandbox, dict(sandbox_options or {})
         self.limits = limits or Limits()
         self.plugins = tuple(plugins)
@@ -201,6 +214,13 @@ class SandboxRunner:
         #: Wall time of one run of every collected test (set by :meth:`collect`).
         self.suite_seconds = 0.0
         self._calls: dict[str, list[tuple[str, int, int]]] = {}
+        self._defined: dict[str, str] = {}
+        self._spawning: set[str] = set()
+        self._loading: list[tuple[str, int, int]] = []
+        #: What :meth:`run` did with changed files: sandboxed runs, runs left out (no
+        #: collected test reaches the change), tests run, and the seconds those runs took.
+        self.stats = {"runs": 0, "no test reaches the change": 0, "tests run": 0,
+                      "seconds": 0.0}
 
     def collect(self, root: Path, timeout_s: float) -> list[str]:
         """Take ``root`` as the pristine package; the ids of the tests that pass there."""
@@ -218,13 +238,19 @@ class SandboxRunner:
         start = time.monotonic()
         still, masked_ids = self._pass_when_masked(root, passing, timeout_s)
         self.suite_seconds = time.monotonic() - start
-        only = next((r["collected"] for r in self._sandboxed({}, self._files, timeout_s,
-                                                              collect_only=True)
+        listing = self._sandboxed({}, self._files, timeout_s, collect_only=True)
+        only = next((r["collected"] for r in listing
                      if isinstance(r.get("collected"), list)), [])
+        self._defined = next((r["defined"] for r in listing
+                              if isinstance(r.get("defined"), dict)), {})
         steady = stable_ids([set(found), masked_ids, set(only)])
         self.collected = sorted(passing & still & steady)
         self._calls = {r["trace"]: [tuple(x) for x in r.get("spans", [])]
                        for r in records if isinstance(r.get("trace"), str)}
+        self._spawning = {r["trace"] for r in records
+                          if isinstance(r.get("trace"), str) and r.get("spawns")}
+        self._loading = [tuple(x) for r in records if isinstance(r.get("loading"), list)
+                         for x in r["loading"]]
         if not self.collected:
             raise SynthError(self._none_listed(root, found, messages, named))
         return self.collected
@@ -241,6 +267,13 @@ class SandboxRunner:
             return (f"{head}; they fail to import {', '.join(missing[:5])}. Fix: add the "
                     f"test requirements the package does not declare, e.g. "
                     f"{' '.join(f'--requirement {m}' for m in missing[:3])}")
+        if not found and (mark := _UNKNOWN_MARK.search(self.log)):
+            plugin = _MARK_PLUGINS.get(mark.group(1))
+            return (f"{head}: pytest stopped collecting at the unknown marker "
+                    f"`{mark.group(1)}` (a plugin's, not registered without it; its "
+                    "filterwarnings makes the warning an error). Fix: add the plugin that "
+                    "defines it, " + (f"--requirement {plugin}" if plugin else
+                                      "--requirement PLUGIN"))
         if not found:
             return (f"{head}: pytest collected nothing. Last run:\n{self.log}\nFix: check "
                     "that its tests run with plain pytest (no plugin it does not declare)")
@@ -294,14 +327,29 @@ class SandboxRunner:
         selected = self.selected(changes) if changes else None
         found = dict.fromkeys(self.collected, "passed")
         messages: dict[str, str] = {}
+        if changes and selected is not None and not selected:
+            self.stats["no test reaches the change"] += 1
         if selected is None or selected:
             args = self._files if selected is None else sorted(selected)
             if len(args) > _MAX_IDS:
                 args = sorted({t.split("::", 1)[0] for t in args})
-            records = self._sandboxed(changes, args, timeout_s)
+            # Stop early only when nothing but listed tests runs: a whole file also runs
+            # tests that fail on the pristine package (humanize's benchmarks), which
+            # would stop the run before the listed ones.
+            by_id = selected is not None and args == sorted(selected)
+            start = time.monotonic()
+            records = self._sandboxed(changes, args, timeout_s,
+                                      stop_after=self.stop_after if changes and by_id
+                                      else None)
+            if changes:
+                self.stats["runs"] += 1
+                self.stats["tests run"] += len(self.collected if selected is None
+                                               else selected)
+                self.stats["seconds"] += time.monotonic() - start
             ran, messages = statuses(records)
-            if selected is not None:
-                ran = {t: ran.get(t, "missing") for t in selected}
+            # a test that should have run and did not is missing, never passed
+            ran = {t: ran.get(t, "missing") for t in (self.collected if selected is None
+                                                      else selected)}
             found.update(ran)
         return ({t: found.get(t, "missing") for t in node_ids},
                 {t: messages.get(t, "") for t in node_ids})
@@ -340,6 +388,17 @@ class SandboxRunner:
             sb.close()
         return (124 if res.timed_out else res.exit_code), res.stdout
 
+    def same_test(self, node_id: str) -> str:
+        """What ``node_id`` is as a test: where its function is written, with its
+        parameters; so a method that a mixin gives several test classes (cachetools'
+        ``CacheTestMixin``, inherited by each cache's ``TestCase``) is one test however
+        many classes run it. The node id itself when the collection did not say."""
+        at = self._defined.get(node_id)
+        if not isinstance(at, str):
+            return node_id
+        _, bracket, params = node_id.partition("[")
+        return at + bracket + params
+
     def covering(self, files: Iterable[str]) -> set[str]:
         """The collected tests that reached code in ``files`` on the pristine package."""
         wanted = set(files)
@@ -353,14 +412,17 @@ class SandboxRunner:
 
     def selected(self, changes: dict[str, str]) -> set[str] | None:
         """The collected tests that called a function a change touches (None: all of them,
-        for a change outside every function)."""
-        out: set[str] = set()
+        for a change outside every function), and every test that started another process
+        (python-slugify's ``python -m slugify``: what the child ran was not traced)."""
+        out: set[str] = set(self._spawning)
         for rel, text in changes.items():
             old = self._snapshot[rel].decode("utf-8")
             lines = _changed_lines(old, text)
             inside = _function_lines(old)
             if not lines or any(n not in inside for n in lines):
                 return None
+            if any(f == rel and a <= n <= b for f, a, b in self._loading for n in lines):
+                return None  # a function run at import: what it made, any test may read
             for test, spans in self._calls.items():
                 if any(f == rel and a <= n <= b for f, a, b in spans for n in lines):
                     out.add(test)
@@ -375,13 +437,20 @@ class SandboxRunner:
         return out
 
     def _command(self, sb: Sandbox, args: list[str], trace: bool,
-                 collect_only: bool = False, calls: bool = False) -> str:
+                 collect_only: bool = False, calls: bool = False,
+                 stop_after: int | None = None) -> str:
         py = shlex.quote(sb.interpreter.executable)
         words = " ".join(shlex.quote(a) for a in (["--collect-only", *args] if collect_only
                                                    else args))
         plugins = "".join(f" -p {shlex.quote(p)}" for p in self.plugins) + "".join(
             f" {o}" for p in self.plugins for o in PLUGIN_OPTIONS.get(p, ()))
         record = ' RG_PROBE_CALLS="$RG_PROBE/calls.json"' if calls else ""
+        if stop_after is not None:
+            record += f" RG_PROBE_MAXFAIL={int(stop_after)}"
+        # The tests get the grader's environment: without it a test whose subprocess needs
+        # the package's requirements (python-slugify's `python -m slugify`) passes here and
+        # fails every grading.
+        record += " RG_PROBE_ENV=" + shlex.quote(json.dumps(verifier_env(**sb.interpreter.env)))
         return (f'PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONPATH="$RG_PROBE:$PYTHONPATH" '
                 f"RG_PROBE_TRACE={int(trace)}{record} RG_PROBE_OUT={_OUT} {py} -m pytest "
                 f'-c "$RG_PROBE/pytest.ini" --rootdir=. -p no:cacheprovider -p rg_probe -q'
@@ -390,7 +459,7 @@ class SandboxRunner:
 
     def _sandboxed(self, changes: dict[str, str], args: list[str], timeout_s: float,
                    trace: bool = False, collect_only: bool = False,
-                   calls: bool = False) -> list[dict]:
+                   calls: bool = False, stop_after: int | None = None) -> list[dict]:
         """Probe records of one pytest run over ``args`` with ``changes`` written in."""
         assert self._template is not None
         limits = dataclasses.replace(self.limits, timeout_s=timeout_s,
@@ -399,7 +468,8 @@ class SandboxRunner:
         try:
             for rel, text in changes.items():
                 sb.write_file(rel, text)
-            res = sb.run_with_binds(self._command(sb, args, trace, collect_only, calls),
+            res = sb.run_with_binds(self._command(sb, args, trace, collect_only, calls,
+                                                  stop_after),
                                     ro={"probe": self._probe},
                                     timeout_s=timeout_s)
             if res.timed_out:

@@ -18,6 +18,7 @@ import dataclasses
 import shutil
 import statistics
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from repogym.quality.sandboxed_tests import SandboxRunner
 from repogym.quality.validate import TaskReport, validate_tasks
 from repogym.scenarios import environment as envs
 from repogym.scenarios import pypi
-from repogym.scenarios.synth import SynthError, synthesize
+from repogym.scenarios.synth import MAX_FAIL_TO_PASS, SynthError, synthesize
 from repogym.scenarios.task import load_task
 
 
@@ -102,11 +103,20 @@ def synthesize_pypi(project: str, out: Path, *, max_tasks: int = 10, seed: int =
         SynthError: no test of the package passes in the sandbox.
     """
     work = Path(tempfile.mkdtemp(prefix="repogym-pypi-"))
+    clock = time.monotonic()
+
+    def lap(what: str) -> None:
+        nonlocal clock
+        say(f"{what}: {time.monotonic() - clock:.0f}s")
+        clock = time.monotonic()
+
     try:
         sdist, repo, spec, built, ini = prepare(project, work, extra=extra, drop=drop, say=say)
+        lap("download, environment build and pinning")
         plugins = plugins_of(repo, sdist.name, built, extra=extra, drop=drop)
         staging = work / "tasks"
-        with SandboxRunner(built.sandbox, ini, sandbox=sandbox, plugins=plugins) as runner:
+        with SandboxRunner(built.sandbox, ini, sandbox=sandbox, plugins=plugins,
+                           stop_after=MAX_FAIL_TO_PASS) as runner:
             try:
                 folders = synthesize(repo, staging, max_tasks=max_tasks, seed=seed,
                                      combined=combined, p2p_sample=p2p_sample,
@@ -117,15 +127,28 @@ def synthesize_pypi(project: str, out: Path, *, max_tasks: int = 10, seed: int =
                                      environment=spec, ini_options=ini, plugins=plugins,
                                      split=split, note=pypi.path_hint(ini), say=say)
             except SynthError as e:
-                raise SynthError(f"{e}\nlast test run (in the sandbox):\n{runner.log[-1500:]}"
-                                 ) from e
+                last = f"\nlast test run (in the sandbox):\n{runner.log[-1500:]}" \
+                    if runner.log.strip() else ""
+                raise SynthError(f"{e} (sdist {sdist.path.name}){last}") from e
             passing, tests, seconds = len(runner.collected), runner.collected, \
                 runner.suite_seconds
             say(f"{passing} tests pass in the sandbox (a full run took "
                 f"{runner.suite_seconds:.1f}s)")
+            st = runner.stats
+            say(f"mutant runs: {st['runs']} in the sandbox ({st['tests run']} tests, "
+                f"{st['seconds']:.0f}s), {st['no test reaches the change']} not run (no "
+                "test reaches the change)")
+        lap("test discovery and synthesis")
         say(f"{len(folders)} candidate tasks; validating them in the sandbox")
+        def reported(report: TaskReport) -> None:
+            say(f"validated {report.task_id}: {'ok' if report.ok else 'FAILED'} "
+                f"({time.monotonic() - clock:.0f}s into validation)")
+            if on_report is not None:
+                on_report(report)
+
         reports = validate_tasks([load_task(f) for f in folders], sandbox=sandbox,
-                                 reruns=reruns, workers=workers, on_report=on_report)
+                                 reruns=reruns, workers=workers, on_report=reported)
+        lap("validation")
         gold = [c.duration_s for r in reports for c in r.checks if c.kind in ("gold", "rerun")]
         if gold:
             say(f"grading gold (every listed test): median {statistics.median(gold):.1f}s over "
@@ -137,6 +160,8 @@ def synthesize_pypi(project: str, out: Path, *, max_tasks: int = 10, seed: int =
                   if r.ok and r.task_id not in holes]
             for task_id, found in audit.leak_scan(ok, sandbox=sandbox).items():
                 holes[task_id] = [f"{task_id}: a sandbox of it can read the fix: {found[0]}"]
+        if leak_scan or adversarial:
+            lap("leak scan" + (" and attacks" if adversarial else ""))
         written, dropped = [], {}
         out.mkdir(parents=True, exist_ok=True)
         for folder, report in zip(folders, reports, strict=True):

@@ -165,7 +165,9 @@ def download(project: str, *, sha256: str | None = None) -> Sdist:
         req = Path(tmp) / "req.txt"
         line = f"{name}=={version}" if version else name
         req.write_text(line + (f" --hash=sha256:{sha256}" if sha256 else "") + "\n")
-        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+        # Only the project itself as source: its build requirements may be wheels (with
+        # ``:all:`` pip builds them from source too: bidict's uv_build needs a Rust one).
+        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", name,
                 "--disable-pip-version-check", "--no-input", "--progress-bar", "off",
                 "--dest", str(Path(tmp) / "out"), "-r", str(req)]
         if sha256:

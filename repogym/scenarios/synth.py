@@ -3,7 +3,9 @@
 :func:`synthesize` takes a local Python package with its own pytest tests and injects bugs
 into its functions (:func:`repogym.scenarios.mutation.mutants`: edited in place, so a bug
 is formatted like the code around it). A bug is kept when 1 to :data:`MAX_FAIL_TO_PASS`
-tests fail with it (more is a crash, not a bug a user would report), none goes missing
+tests fail with it (more is a crash, not a bug a user would report; a test method that a
+mixin gives several test classes counts once, though each class's run is listed), none
+goes missing
 (an import or collection error) and every other test still passes. Bugs are drawn one per
 function, and at most :data:`MAX_CHEAP_SHARE` of them remove a call or return ``None``;
 with ``combined`` a share of the tasks hold 2 or 3 bugs in different functions (and files,
@@ -421,12 +423,14 @@ class _Package:
                 if p.startswith("/workspace/")]
 
 
-def _scan(root: Path, timeout_s: float, runner: TestRunner) -> _Package:
+def _scan(root: Path, timeout_s: float, runner: TestRunner, name: str = "") -> _Package:
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                    if "__pycache__" not in p.parts)
     test_files = [f for f in files if is_test_file(f) or Path(f).name == "conftest.py"]
     if not test_files:
-        raise SynthError(f"{root}: no test files (test_*.py). Fix: give a package with tests")
+        raise SynthError(f"{name or root}: no test files (test_*.py or *_test.py) in it. "
+                         "Fix: give a package with its tests (a source distribution without "
+                         "them cannot be used)")
     dest = hidden_tests_dest(test_files)
     hidden = (lambda f: f in test_files) if dest == "." else (
         lambda f: f == dest or f.startswith(dest + "/"))
@@ -479,7 +483,11 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
     work = Path(tempfile.mkdtemp(prefix="repogym-synth-"))
     try:
         shutil.copytree(Path(package_dir).resolve(), work / "pkg", ignore=_IGNORE)
-        pkg = _scan(work / "pkg", timeout_s, runner or HostRunner())
+        start = time.monotonic()
+        pkg = _scan(work / "pkg", timeout_s, runner or HostRunner(),
+                    name or Path(package_dir).resolve().name)
+        if say is not None:
+            say(f"{len(pkg.node_ids)} tests collected in {time.monotonic() - start:.0f}s")
         pkg.name = name or Path(package_dir).resolve().name
         pkg.environment, pkg.ini_options = environment, dict(ini_options or {})
         pkg.plugins = tuple(plugins)
@@ -496,8 +504,12 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
                              "Fix: synthesise from a package whose tests all pass")
         functions = [(f, q) for f in pkg.sources
                      for q in function_names((pkg.root / f).read_text())]
+        if say is not None:
+            say(f"a run of every test: {time.monotonic() - start:.1f}s; {len(functions)} "
+                f"functions in {len(pkg.sources)} files to mutate")
         rng.shuffle(functions)
-        maker = _Maker(pkg, Path(out), rng, timeout_s, p2p_sample, split, slow_suite_s, note)
+        maker = _Maker(pkg, Path(out), rng, timeout_s, p2p_sample, split, slow_suite_s, note,
+                       say)
         written = maker.make(functions, max_tasks, combined, max_trials or 30 * max_tasks)
         if say is not None:
             say(f"{pkg.name}: {len(written)} tasks; {maker.summary()}")
@@ -530,6 +542,11 @@ class Reporter:
         self.node_ids, self.name, self.paths = list(node_ids), name, list(paths)
         self.note, self.timeout_s = note, timeout_s
         self._pristine: dict[str, list[dict]] = {}
+        #: Why checks were refused or bugs got no report, reason -> count.
+        self.refusals: dict[str, int] = {}
+
+    def _refuse(self, why: str) -> None:
+        self.refusals[why] = self.refusals.get(why, 0) + 1
 
     @contextlib.contextmanager
     def applied(self, changes: dict[str, str]) -> Iterator[None]:
@@ -604,13 +621,24 @@ class Reporter:
     def _check(self, changes: dict[str, str], tests: list[str], gold: str,
                buggy_sources: list[str]) -> tuple[reports.Check, str] | None:
         """A verified check of the bug in ``changes`` (and what it prints with the bug)."""
-        for c in self._candidates(changes, sorted(tests)[:_REPORT_TESTS])[:6]:
+        candidates = self._candidates(changes, sorted(tests)[:_REPORT_TESTS])
+        if not candidates:
+            self._refuse("bug: no call that misbehaves, no inline check")
+        for c in candidates[:6]:
             text = reports.script([c], self.paths)
-            if len(text) > reports.MAX_CHARS - 600 or str(self.root) in text or \
-                    reports.leaks(text, gold, buggy_sources, self.node_ids):
+            if len(text) > reports.MAX_CHARS - 600:
+                self._refuse("check: script too long")
+                continue
+            if str(self.root) in text or reports.leaks(text, gold, buggy_sources,
+                                                       self.node_ids):
+                self._refuse("check: leaks the fix, a path or a test name")
                 continue
             fails, observed = self._fails(text, changes)
-            if fails and self._passes(text):
+            if not fails:
+                self._refuse("check: does not fail by its own assertion with the bug")
+            elif not self._passes(text):
+                self._refuse("check: fails without the bug")
+            else:
                 return c, observed
         return None
 
@@ -620,7 +648,8 @@ class _Maker:
     """Draws bugs, writes their reports and their task folders (see :func:`synthesize`)."""
 
     def __init__(self, pkg: _Package, out: Path, rng: random.Random, timeout_s: float,
-                 p2p_sample: int, split: str, slow_suite_s: float, note: str) -> None:
+                 p2p_sample: int, split: str, slow_suite_s: float, note: str,
+                 say: Callable[[str], None] | None = None) -> None:
         self.pkg, self.out, self.rng, self.timeout_s = pkg, out, rng, timeout_s
         self.p2p_sample, self.split, self.note = p2p_sample, split, note
         self.slow = split != "test" and pkg.suite_s > slow_suite_s
@@ -631,6 +660,10 @@ class _Maker:
         self.components = self.cheap = 0
         self.trials = self.singles = self.kept = self.unreported = 0
         self.seconds: dict[str, float] = {}
+        #: Why mutants tried were not kept, reason -> count (see :meth:`_why_not`).
+        self.drops: dict[str, int] = {}
+        self.say = say
+        self._start = time.monotonic()
 
     # the whole run
     def make(self, functions: list[tuple[str, str]], max_tasks: int, combined: float,
@@ -646,6 +679,7 @@ class _Maker:
                 if (path := self._single(bug)) is not None:
                     written.append(path)
                     self.singles += 1
+                    self._progress(f"task {path.name} written")
                 continue
             pool.append(bug)
             if len(pool) >= group:
@@ -688,6 +722,9 @@ class _Maker:
                 self.trials += 1
                 with self._timed("trials"):
                     bug = self._try(m)
+                if bug is None and self.trials % 20 == 0:
+                    self._progress("dropped so far: " + ", ".join(
+                        f"{n} {why}" for why, n in sorted(self.drops.items())))
                 if bug is not None:
                     self.kept += 1
                     yield bug
@@ -695,20 +732,30 @@ class _Maker:
 
     def _kept(self, result: dict[str, str], messages: dict[str, str]) -> list[str] | None:
         failing = sorted(t for t, s in result.items() if s != "passed")
-        if not failing or len(failing) > MAX_FAIL_TO_PASS:
-            return None
-        if any(result[t] == "missing" or _CRASH.search(messages.get(t, "")) for t in failing):
-            return None  # an import or collection error: not a bug a user would report
-        return failing
+        return None if _why_not(result, messages, self._same) else failing
+
+    def _same(self, node_id: str) -> str:
+        same = getattr(self.pkg.runner, "same_test", None)
+        return same(node_id) if same is not None else node_id
 
     def _try(self, m: Mutant) -> Bug | None:
         with self.reporter.applied({m.file: m.source}):
             result, messages = self.pkg.runner.run(self.pkg.root, self.pkg.node_ids,
                                                    self.timeout_s)
-        failing = self._kept(result, messages)
-        if failing is None:
+        if why := _why_not(result, messages, self._same):
+            self.drops[why] = self.drops.get(why, 0) + 1
             return None
+        failing = sorted(t for t, s in result.items() if s != "passed")
+        tests = len({self._same(t) for t in failing})
+        self._progress(f"bug kept: {m.id} fails {tests} tests" + (
+            f" ({len(failing)} node ids: inherited methods run once per class)"
+            if tests < len(failing) else ""))
         return Bug((m,), tuple(failing), {t: messages.get(t, "") for t in failing})
+
+    def _progress(self, message: str) -> None:
+        if self.say is not None:
+            self.say(f"[{time.monotonic() - self._start:.0f}s, {self.trials} tried, "
+                     f"{self.singles} tasks] {message}")
 
     @contextlib.contextmanager
     def _timed(self, phase: str) -> Iterator[None]:
@@ -719,10 +766,15 @@ class _Maker:
             self.seconds[phase] = self.seconds.get(phase, 0.0) + time.monotonic() - start
 
     def summary(self) -> str:
-        """What the synthesis did and where its time went."""
+        """What the synthesis did, why mutants were dropped and where its time went."""
         times = ", ".join(f"{k} {v:.0f}s" for k, v in sorted(self.seconds.items()))
+        drops = ", ".join(f"{n} {why}" for why, n in sorted(self.drops.items(),
+                                                              key=lambda kv: -kv[1]))
+        refused = ", ".join(f"{n} {why}" for why, n in sorted(self.reporter.refusals.items(),
+                                                                key=lambda kv: -kv[1]))
         return (f"{self.trials} mutants tried, {self.kept} bugs kept, {self.unreported} "
-                f"without a report; {times}")
+                f"without a report; dropped: {drops or 'none'}; report refusals: "
+                f"{refused or 'none'}; {times}")
 
     def _count(self, bug: Bug) -> None:
         self.components += len(bug.mutants)
@@ -736,6 +788,7 @@ class _Maker:
                                                               list(bug.failing))])
         if made is None:
             self.unreported += 1
+            self._progress(f"no verified report for {m.id}: bug dropped")
             return None
         self._count(bug)
         with self._timed("decoys"):
@@ -813,6 +866,21 @@ class _Maker:
             timeout_s=timeout, decoys=decoys, hints=list(bug.failing),
             comment=f"Synthesised by `repogym synth`: {' + '.join(m.id for m in bug.mutants)}"),
             self.out)
+
+
+def _why_not(result: dict[str, str], messages: dict[str, str],
+             same: Callable[[str], str] = str) -> str:
+    """Why a mutant that gives ``result`` is not a bug to keep ("" when it is one).
+    ``same``: what a node id is as a test (:meth:`SandboxRunner.same_test`: a method
+    that a mixin gives several test classes is one test, run once per class)."""
+    failing = [t for t, s in result.items() if s != "passed"]
+    if not failing:
+        return "no test fails"
+    if len({same(t) for t in failing}) > MAX_FAIL_TO_PASS:
+        return f"over {MAX_FAIL_TO_PASS} tests fail"
+    if any(result[t] == "missing" or _CRASH.search(messages.get(t, "")) for t in failing):
+        return "import or collection error"  # not a bug a user would report
+    return ""
 
 
 def _observed(output: str) -> str:

@@ -137,6 +137,13 @@ def test_download_checks_the_hash_and_reuses_the_copy():
         pypi.download("munch==0.0.404")
 
 
+def test_download_takes_build_requirements_as_wheels():
+    """bidict builds with uv_build, whose sdist needs a Rust toolchain (maturin): only
+    the project itself is fetched as source."""
+    sdist = pypi.download("bidict==0.24.1")
+    assert sdist.path.name == "bidict-0.24.1.tar.gz" and sdist.path.is_file()
+
+
 def test_synth_pypi_writes_validated_tasks_with_bugs_formatted_like_their_code(tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "COLUMNS": "200"}

@@ -135,6 +135,163 @@ def test_unittest_classes_of_any_name_are_listed(tmp_path: Path) -> None:
             "tests/test_calc.py::AddTest::test_written_here"]
 
 
+MIXIN = """\
+import unittest
+
+import pytest
+
+from calc import add
+
+
+class AddMixin:
+    def test_inherited(self):
+        self.assertEqual(add(1, 1), 2)
+
+
+class FirstTest(unittest.TestCase, AddMixin):
+    def test_written_here(self):
+        self.assertEqual(add(2, 2), 4)
+
+
+class SecondTest(unittest.TestCase, AddMixin):
+    pass
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_param(n):
+    assert add(n, 0) == n
+"""
+
+
+def test_a_method_a_mixin_gives_several_classes_is_one_test(tmp_path: Path) -> None:
+    """cachetools' CacheTestMixin is inherited by every cache's TestCase: a bug in the base
+    class fails each of its methods once per class, which is one failing test each, not
+    seven. Parametrized cases stay tests of their own."""
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (root / "tests" / "test_calc.py").write_text(MIXIN)
+    with SandboxRunner(None, {"pythonpath": "."}) as runner:
+        ids = runner.collect(root, timeout_s=60)
+        assert len(ids) == 5, ids
+        same = {t: runner.same_test(t) for t in ids}
+    first, second = (same[f"tests/test_calc.py::{c}::test_inherited"]
+                     for c in ("FirstTest", "SecondTest"))
+    assert first == second == "tests/test_calc.py:9"
+    assert len(set(same.values())) == 4, same
+    assert same["tests/test_calc.py::test_param[1]"] != same["tests/test_calc.py::test_param[2]"]
+
+
+def test_a_mutant_run_stops_once_too_many_tests_fail(tmp_path: Path) -> None:
+    """A mutant that fails more tests than a task may list is dropped whatever the rest do:
+    its run stops there (cachetools: most mutants of its base class break every cache's
+    tests), and the pristine runs stay whole."""
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (root / "tests" / "test_calc.py").write_text("from calc import add\n" + "".join(
+        f"\n\ndef test_{n}():\n    assert add({n}, 1) == {n + 1}\n" for n in range(12)))
+    with SandboxRunner(None, {"pythonpath": "."}, stop_after=3) as runner:
+        ids = runner.collect(root, timeout_s=60)
+        assert len(ids) == 12
+        (root / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+        status, _ = runner.run(root, ids, timeout_s=60)
+        assert sorted(status.values()).count("failed") == 4, status
+        runner.stop_after = None
+        status, _ = runner.run(root, ids, timeout_s=60)
+        assert set(status.values()) == {"failed"}, status
+
+
+def test_tests_run_with_the_graders_environment(tmp_path: Path) -> None:
+    """python-slugify's tests run `python -m slugify` in a subprocess: graded, that child
+    gets the grader's environment (no PYTHONPATH, so not the task's requirements), so
+    synthesis must see the same or every task it lists the test in fails noop."""
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (root / "tests" / "test_calc.py").write_text(
+        "import os\nimport subprocess\nimport sys\n\nfrom calc import add\n\n\n"
+        "def test_add():\n    assert add(1, 1) == 2\n\n\n"
+        "def test_child_sees_no_pythonpath():\n"
+        "    code = 'import os, sys; sys.exit(\"PYTHONPATH\" in os.environ)'\n"
+        "    assert subprocess.run([sys.executable, '-c', code]).returncode == 0\n"
+        "    assert os.environ['HOME'] == '/tmp'\n")
+    with SandboxRunner(None, {"pythonpath": "."}) as runner:
+        assert runner.collect(root, timeout_s=60) == [
+            "tests/test_calc.py::test_add", "tests/test_calc.py::test_child_sees_no_pythonpath"]
+
+
+def test_a_test_that_starts_a_process_always_reruns(tmp_path: Path) -> None:
+    """A mutant's run reruns the tests that reached the changed function; the calls of a
+    test's child process (python-slugify's `python -m slugify`) are not traced, so such a
+    test reruns whatever changed, or its failure is missed and it is listed in
+    pass_to_pass of a task whose noop then fails it."""
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n\n\n"
+                                  "if __name__ == '__main__':\n    print(add(2, 3))\n")
+    (root / "tests" / "test_calc.py").write_text(
+        "import subprocess\nimport sys\n\n\n"
+        "def test_cli():\n    out = subprocess.run([sys.executable, '-m', 'calc'], "
+        "capture_output=True, text=True).stdout\n    assert out == '5\\n'\n\n\n"
+        "def test_other():\n    assert True\n")
+    with SandboxRunner(None, {"pythonpath": "."}) as runner:
+        ids = runner.collect(root, timeout_s=60)
+        assert ids == ["tests/test_calc.py::test_cli", "tests/test_calc.py::test_other"]
+        (root / "calc.py").write_text((root / "calc.py").read_text().replace("a + b", "a - b"))
+        status, _ = runner.run(root, ids, timeout_s=60)
+    assert status == {"tests/test_calc.py::test_cli": "failed",
+                      "tests/test_calc.py::test_other": "passed"}
+
+
+def test_a_function_run_at_import_reaches_every_test(tmp_path: Path) -> None:
+    """python-slugify builds PRE_TRANSLATIONS at import with add_uppercase_char: no test
+    calls it, but a test reads the table, so a mutant of it reruns every test."""
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text("def make():\n    return {1: 2}\n\n\nTABLE = make()\n")
+    (root / "tests" / "test_calc.py").write_text(
+        "from calc import TABLE\n\n\ndef test_table():\n    assert TABLE == {1: 2}\n")
+    with SandboxRunner(None, {"pythonpath": "."}) as runner:
+        ids = runner.collect(root, timeout_s=60)
+        (root / "calc.py").write_text((root / "calc.py").read_text().replace("2}", "3}"))
+        status, _ = runner.run(root, ids, timeout_s=60)
+    assert status == {"tests/test_calc.py::test_table": "failed"}
+
+
+def test_tests_failing_on_the_pristine_package_do_not_stop_a_mutants_run(
+        tmp_path: Path) -> None:
+    """humanize's benchmark tests fail in the sandbox (so are not listed) and come first
+    in a run of whole files: counted, they stopped a mutant's run before the listed tests
+    ran, and those were reported passed, then failed noop in grading."""
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text("OFFSET = 0\n\n\ndef add(a, b):\n    return a + b + OFFSET\n")
+    (root / "tests" / "test_calc.py").write_text("from calc import add\n" + "".join(
+        f"\n\ndef test_broken_{n}():\n    assert False\n" for n in range(4)) + "".join(
+        f"\n\ndef test_add_{n}():\n    assert add({n}, 1) == {n + 1}\n" for n in range(3)))
+    with SandboxRunner(None, {"pythonpath": "."}, stop_after=2) as runner:
+        ids = runner.collect(root, timeout_s=60)
+        assert len(ids) == 3
+        (root / "calc.py").write_text((root / "calc.py").read_text().replace("= 0", "= 1"))
+        status, _ = runner.run(root, ids, timeout_s=60)
+    assert set(status.values()) == {"failed"}, status
+
+
+def test_an_unknown_plugin_marker_is_named(tmp_path: Path) -> None:
+    """python-dateutil marks tests `no_cover` (pytest-cov's marker) and makes warnings
+    errors: without pytest-cov collection stops, and the error says which plugin to add."""
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (root / "tests" / "test_calc.py").write_text(
+        "import pytest\n\n\n@pytest.mark.no_cover\ndef test_add():\n    assert True\n")
+    with SandboxRunner(None, {"pythonpath": ".", "filterwarnings": "error"}) as runner, \
+            pytest.raises(SynthError, match=r"unknown marker `no_cover`.*--requirement "
+                                            r"pytest-cov"):
+        runner.collect(root, timeout_s=60)
+
+
 def test_a_missing_test_requirement_is_named(tmp_path: Path) -> None:
     root = tmp_path / "pkg"
     (root / "tests").mkdir(parents=True)

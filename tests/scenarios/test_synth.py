@@ -161,6 +161,17 @@ def test_package_with_failing_tests_is_refused(tmp_path):
         synthesize(pkg, tmp_path / "out")
 
 
+def test_a_package_without_tests_is_refused_by_name(tmp_path):
+    """bidict's and sortedcontainers' sdists ship no tests: the error names the package,
+    not a temporary folder."""
+    pkg = tmp_path / "untested"
+    pkg.mkdir()
+    (pkg / "m.py").write_text("def f():\n    return 1\n")
+    with pytest.raises(SynthError, match=r"^bidict: no test files .*Fix: give a package with "
+                                         r"its tests"):
+        synthesize(pkg, tmp_path / "out", name="bidict")
+
+
 def test_cli_prints_the_mutation_score_of_each_task(tmp_path):
     env = {**os.environ, "REPOGYM_CACHE": str(tmp_path / "cache")}
     res = subprocess.run([sys.executable, "-m", "repogym.cli", "synth", str(REPRS),
@@ -172,3 +183,22 @@ def test_cli_prints_the_mutation_score_of_each_task(tmp_path):
               if line.startswith("wrote ")]
     line = rf"^{task}: mutation (ok|FAILED) score \d\.\d\d \("
     assert re.search(line, res.stdout, re.MULTILINE), res.stdout
+
+
+def test_a_mixin_method_failing_in_every_class_counts_once():
+    """A mutant of cachetools' Cache fails a CacheTestMixin method in each of its 7+ cache
+    classes: one failing test per method (and the cap still holds for distinct tests)."""
+    from repogym.scenarios.synth import MAX_FAIL_TO_PASS, _why_not
+
+    classes = [f"C{n}Test" for n in range(MAX_FAIL_TO_PASS + 1)]
+    result = {f"tests/test_c.py::{c}::test_get": "failed" for c in classes}
+    result["tests/test_c.py::test_other"] = "passed"
+    same = {f"tests/test_c.py::{c}::test_get": "tests/__init__.py:12" for c in classes}.get
+    assert _why_not(result, {}) == f"over {MAX_FAIL_TO_PASS} tests fail"
+    assert _why_not(result, {}, lambda t: same(t, t)) == ""
+    many = {f"tests/test_c.py::test_{n}": "failed" for n in range(MAX_FAIL_TO_PASS + 1)}
+    assert _why_not(many, {}, lambda t: same(t, t)) == f"over {MAX_FAIL_TO_PASS} tests fail"
+    assert _why_not({"tests/test_c.py::test_0": "passed"}, {}) == "no test fails"
+    assert _why_not({"tests/test_c.py::test_0": "failed"},
+                    {"tests/test_c.py::test_0": "ImportError: no"}) == \
+        "import or collection error"

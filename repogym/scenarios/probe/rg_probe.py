@@ -3,13 +3,19 @@
 Loaded with ``-p rg_probe``; writes one JSON object per line to ``$RG_PROBE_OUT``:
 ``{"case": node id, "when": phase, "outcome": ..., "message": ...}`` per test phase,
 ``{"collect": node id}`` per collector that failed, ``{"seal": n, "case": node id, "got":
-...}`` per value a sealed check reported (the grader's launcher's runtime), ``{"collected": [node id, ...]}`` once
+...}`` per value a sealed check reported (the grader's launcher's runtime), ``{"collected": [node id, ...]}`` and
+``{"defined": {node id: "file:line", ...}}`` (where each test's function is written) once
 collection is done and, with ``RG_PROBE_TRACE=1``,
-``{"trace": node id, "spans": [[file, first line, last line], ...]}``: the functions of
-the working folder that each test called (profiled with ``sys.setprofile``) and, with
+``{"trace": node id, "spans": [[file, first line, last line], ...], "spawns": bool}``: the
+functions of the working folder that each test called (profiled with ``sys.setprofile``),
+and whether it started another process (whose calls are not seen); ``{"loading": spans}``:
+the functions called before any test ran (at import: a module-level table built by a
+function), and, with
 ``RG_PROBE_CALLS=<config.json>`` (``{"tests": [test file, ...]}``),
 ``{"calls": node id, "seq": [call, ...]}``: the calls each test made into the package, with
-their arguments and outcomes (:mod:`rg_calls`).
+their arguments and outcomes (:mod:`rg_calls`). With ``RG_PROBE_MAXFAIL=n`` the run stops
+once more than ``n`` tests failed. With ``RG_PROBE_ENV=<json object>`` the tests run with
+that environment (the grader's), not the probe's.
 """
 
 from __future__ import annotations
@@ -64,10 +70,22 @@ def _install_seals() -> None:
     sys.modules["_repogym_seal"] = _seals.module()
 
 
+#: The probe's settings (``RG_PROBE_*``), read before the tests' environment replaces ours.
+_conf: dict = {}
+
+
 def pytest_configure(config) -> None:
     global _out
-    _out = open(os.environ["RG_PROBE_OUT"], "w", encoding="utf-8")  # noqa: SIM115
+    _conf.update({k: v for k, v in os.environ.items() if k.startswith("RG_PROBE_")})
+    _out = open(_conf["RG_PROBE_OUT"], "w", encoding="utf-8")  # noqa: SIM115
     _install_seals()
+    if _conf.get("RG_PROBE_TRACE") == "1":  # what runs before any test: imports, ...
+        sys.setprofile(_loading)
+    if "RG_PROBE_ENV" in _conf:
+        # The tests see the grader's environment (no PYTHONPATH, ...): a test that starts
+        # ``python -m pkg`` gets what it gets when graded (this process's imports are set).
+        os.environ.clear()
+        os.environ.update(json.loads(_conf["RG_PROBE_ENV"]))
 
 
 def pytest_runtest_logstart(nodeid, location) -> None:
@@ -105,8 +123,51 @@ def pytest_collectreport(report) -> None:
         _send(collect=report.nodeid)
 
 
+_loaded: set = set()
+
+
+def _loading(frame, event, arg) -> None:
+    if event == "call":
+        _loaded.add(frame.f_code)
+
+
 def pytest_collection_finish(session) -> None:
+    if _conf.get("RG_PROBE_TRACE") == "1":
+        sys.setprofile(None)
+        _send(loading=sorted({s for s in map(_span, _loaded) if s is not None}))
     _send(collected=[item.nodeid for item in session.items])
+    _send(defined={item.nodeid: at for item in session.items
+                   if (at := _defined_at(item)) is not None})
+
+
+_failed: set = set()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """With ``RG_PROBE_MAXFAIL=n``, stop the session once more than ``n`` tests failed
+    (a test a mixin gives several classes counts once, as synthesis counts it): such a
+    mutant is dropped whatever the other tests do."""
+    outcome = yield
+    limit = _conf.get("RG_PROBE_MAXFAIL")
+    if not limit or not outcome.get_result().failed:
+        return
+    _, bracket, params = item.nodeid.partition("[")
+    _failed.add((_defined_at(item) or item.nodeid) + bracket + params)
+    if len(_failed) > int(limit):
+        item.session.shouldstop = f"rg_probe: over {limit} tests failed"
+
+
+def _defined_at(item) -> str | None:
+    """Where the test function of ``item`` is written (``file:line`` in the working folder),
+    so that one method a mixin gives several test classes is known as one test."""
+    fn = getattr(item, "function", None)
+    while hasattr(fn, "__wrapped__"):  # a decorator's wrapper (hypothesis.given, ...)
+        fn = fn.__wrapped__
+    code = getattr(fn, "__code__", None)
+    if code is None or not code.co_filename.startswith(_root):
+        return None
+    return f"{code.co_filename[len(_root):]}:{code.co_firstlineno}"
 
 
 def _span(code):
@@ -122,17 +183,20 @@ def _span(code):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    if os.environ.get("RG_PROBE_CALLS"):
+    if _conf.get("RG_PROBE_CALLS"):
         yield from _record_calls(item)
         return
-    if os.environ.get("RG_PROBE_TRACE") != "1":
+    if _conf.get("RG_PROBE_TRACE") != "1":
         yield
         return
     seen = set()
+    spawned = []
 
     def profile(frame, event, arg):
         if event == "call":
             seen.add(frame.f_code)
+        elif event == "c_call" and not spawned and _starts_process(arg):
+            spawned.append(True)
 
     sys.setprofile(profile)
     threading.setprofile(profile)
@@ -142,13 +206,35 @@ def pytest_runtest_protocol(item, nextitem):
         sys.setprofile(None)
         threading.setprofile(None)
     spans = {s for s in map(_span, seen) if s is not None}
-    _send(trace=item.nodeid, spans=sorted(spans))
+    _send(trace=item.nodeid, spans=sorted(spans), spawns=bool(spawned))
+
+
+def _spawners() -> set:
+    import _posixsubprocess
+
+    names = ("fork", "forkpty", "system", "posix_spawn", "posix_spawnp", "execv", "execve",
+             "spawnv", "spawnve")
+    return {getattr(os, n) for n in names if hasattr(os, n)} | {_posixsubprocess.fork_exec}
+
+
+_SPAWNERS: set = set()
+
+
+def _starts_process(fn) -> bool:
+    """Whether ``fn`` (a C function being called) starts another process, whose calls the
+    profile cannot see (a test that runs ``python -m pkg``)."""
+    if not _SPAWNERS:
+        _SPAWNERS.update(_spawners())
+    try:
+        return fn in _SPAWNERS
+    except TypeError:
+        return False
 
 
 def _record_calls(item):
     import rg_calls
 
-    with open(os.environ["RG_PROBE_CALLS"], encoding="utf-8") as f:
+    with open(_conf["RG_PROBE_CALLS"], encoding="utf-8") as f:
         config = json.load(f)
     recorder = rg_calls.Recorder(_root, set(config.get("tests", [])))
     previous = sys.gettrace()
