@@ -36,7 +36,7 @@ import keyword
 import re
 import textwrap
 import tokenize
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 #: Longest statement (report and reproduction together).
 MAX_CHARS = 2000
@@ -344,21 +344,13 @@ def _context(tree: ast.Module, needed: set[str], skip: ast.AST) -> list[ast.stmt
     return sorted(keep, key=lambda s: s.lineno)
 
 
-def _uses_fixture_or_self(fn: ast.FunctionDef, method: bool) -> bool:
+def _fixture_free(fn: ast.FunctionDef, method: bool) -> bool:
+    """A test function without parameters, or a test method taking only ``self``."""
     args = fn.args
     params = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
-    if args.vararg or args.kwarg:
-        return True
-    if method:
-        if params[:1] != ["self"] or len(params) > 1:
-            return True
-        # only self.assert*/self.fail* may be used: nothing set up by setUp
-        for n in ast.walk(fn):
-            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and \
-                    n.value.id == "self" and not n.attr.startswith(("assert", "fail")):
-                return True
+    if args.vararg or args.kwarg or fn.decorator_list:
         return False
-    return bool(params)
+    return params == ["self"] if method else not params
 
 
 def _rewrite_asserts(body: list[ast.stmt], source: str) -> list[str]:
@@ -381,48 +373,212 @@ def _rewrite_asserts(body: list[ast.stmt], source: str) -> list[str]:
     return out
 
 
-def inline_check(test_source: str, node_id: str) -> Check | None:
-    """The failing test's body as a check (None for a test with fixtures or parameters,
-    that uses ``self`` beyond its assertions, or whose module cannot be parsed)."""
-    if "[" in node_id:
+@dataclasses.dataclass
+class _Module:
+    """A test module read for an inline check."""
+
+    path: str
+    source: str
+    tree: ast.Module
+
+
+#: Reads a test file (path relative to the package root) or gives None for another file.
+Reader = Callable[[str], "str | None"]
+
+
+def _module(path: str, read: Reader) -> _Module | None:
+    text = read(path)
+    if text is None:
         return None
-    parts = node_id.split("::")[1:]
     try:
-        tree = ast.parse(test_source)
+        return _Module(path, text, ast.parse(text))
     except SyntaxError:
         return None
-    scope: list[ast.stmt] = tree.body
-    fn = None
-    for i, name in enumerate(parts):
-        found = [n for n in scope if isinstance(n, ast.FunctionDef | ast.ClassDef)
-                 and n.name == name]
-        if not found:
+
+
+def _target(mod: _Module, stmt: ast.ImportFrom, read: Reader) -> _Module | None:
+    """The test module a ``from X import ...`` in ``mod`` reads (None: not a test file)."""
+    folder = mod.path.rsplit("/", 1)[0] if "/" in mod.path else ""
+    if stmt.level:
+        parts = folder.split("/") if folder else []
+        parts = parts[:len(parts) - (stmt.level - 1)] if stmt.level > 1 else parts
+        base = "/".join(parts)
+    else:
+        base = ""
+    dotted = (stmt.module or "").replace(".", "/")
+    stem = "/".join(x for x in (base, dotted) if x)
+    for candidate in (f"{stem}.py", f"{stem}/__init__.py" if stem else "__init__.py"):
+        if (found := _module(candidate, read)) is not None:
+            return found
+    return None
+
+
+def _class_chain(mod: _Module, name: str, read: Reader, depth: int = 0
+                 ) -> list[tuple[_Module, ast.ClassDef]]:
+    """Class ``name`` of ``mod`` and the bases of it that test modules define (a mixin in
+    the tests' ``__init__.py``), most derived first; bases found nowhere (``TestCase``,
+    ``Protocol``) are left out."""
+    found = [n for n in mod.tree.body if isinstance(n, ast.ClassDef) and n.name == name]
+    if found:
+        chain = [(mod, found[-1])]
+        if depth < 4:
+            for base in found[-1].bases:
+                if isinstance(base, ast.Name):
+                    chain += [c for c in _class_chain(mod, base.id, read, depth + 1)
+                              if c not in chain]
+        return chain
+    for stmt in mod.tree.body:
+        if isinstance(stmt, ast.ImportFrom) and depth < 4 and any(
+                (a.asname or a.name) == name for a in stmt.names):
+            real = next(a.name for a in stmt.names if (a.asname or a.name) == name)
+            other = _target(mod, stmt, read)
+            return _class_chain(other, real, read, depth + 1) if other else []
+    return []
+
+
+def _self_attrs(nodes: Iterable[ast.AST]) -> set[str]:
+    return {n.attr for node in nodes for n in ast.walk(node) if isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name) and n.value.id == "self"}
+
+
+def _member_names(stmt: ast.stmt) -> set[str]:
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {stmt.name}
+    return _bound(stmt)
+
+
+def _members(chain: list[tuple[_Module, ast.ClassDef]], wanted: set[str]
+             ) -> list[tuple[_Module, ast.stmt]] | None:
+    """The class-body statements of ``chain`` that ``wanted`` names need (with what they
+    use of ``self``), the most derived definition of each; None when ``self`` is used for
+    something no class of the chain defines (and no ``setUp`` may set)."""
+    import unittest
+
+    by_name: dict[str, tuple[_Module, ast.stmt]] = {}
+    for mod, cls in reversed(chain):  # bases first: the derived class overrides
+        for stmt in cls.body:
+            for name in _member_names(stmt):
+                if name.startswith("test") or (hasattr(unittest.TestCase, name) and
+                                               name not in ("setUp", "tearDown")):
+                    continue
+                by_name[name] = (mod, stmt)
+    todo = set(wanted) | ({"setUp"} & set(by_name))
+    keep: list[tuple[_Module, ast.stmt]] = []
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name not in by_name:
+            if hasattr(unittest.TestCase, name) or "setUp" in by_name:
+                continue
             return None
-        if i == len(parts) - 1:
-            fn = found[0]
-        else:
-            scope = found[0].body
-    if not isinstance(fn, ast.FunctionDef) or fn.decorator_list or \
-            _uses_fixture_or_self(fn, len(parts) == 2):
+        item = by_name[name]
+        if item not in keep:
+            keep.append(item)
+            todo |= _self_attrs([item[1]])
+    return sorted(keep, key=lambda m: (m[0].path != chain[0][0].path, m[1].lineno))
+
+
+def _needed_imports(mod: _Module, names: set[str], skip: ast.AST | None, read: Reader,
+                    depth: int = 0) -> list[str] | None:
+    """Module-level lines of ``mod`` binding ``names``, an import from another test module
+    replaced by that module's own lines for the names (the script cannot import the
+    hidden tests); None when a name cannot be written."""
+    context = _context(mod.tree, names, skip) if skip is not None else _context(
+        mod.tree, names, ast.Pass())
+    if context is None:
+        return None
+    names = names | _used_names(s for s in context if not isinstance(s, ast.ImportFrom))
+    lines: list[str] = []
+    for stmt in context:
+        if isinstance(stmt, ast.ImportFrom) and (other := _target(mod, stmt, read)) is not None:
+            if depth >= 3:
+                return None
+            wanted = {a.name for a in stmt.names if (a.asname or a.name) in names}
+            if any(a.asname and a.asname != a.name for a in stmt.names
+                   if (a.asname or a.name) in names):
+                return None
+            sub = _needed_imports(other, wanted, None, read, depth + 1)
+            if sub is None:
+                return None
+            lines += [ln for ln in sub if ln not in lines]
+            continue
+        seg = ast.get_source_segment(mod.source, stmt, padded=False)
+        if seg is None:
+            return None
+        lines += seg.splitlines()
+    return lines
+
+
+def inline_check(test_source: str, node_id: str, read: Reader | None = None
+                 ) -> Check | None:
+    """The failing test's body as a check (None for a parametrized test, one with
+    fixtures, or one whose module cannot be parsed).
+
+    A test method of a ``unittest``-style class becomes a script with a class holding what
+    the method uses of ``self`` (class attributes such as ``Cache = LRUCache``, helper
+    methods, ``setUp``), gathered from the class and from its bases that test modules
+    define (a mixin in the tests' ``__init__.py``; ``read`` gives those files' text), and
+    ``self`` an instance of it.
+    """
+    if "[" in node_id:
+        return None
+    path, *parts = node_id.split("::")
+    files = {path: test_source}
+    reader: Reader = lambda p: files.get(p) if p in files else (read(p) if read else None)
+    mod = _module(path, reader)
+    if mod is None or not parts or len(parts) > 2:
+        return None
+    method = len(parts) == 2
+    if method:
+        chain = _class_chain(mod, parts[0], reader)
+        owner = next(((m, n) for m, c in chain for n in c.body if isinstance(n, ast.FunctionDef)
+                      and n.name == parts[1]), None)
+        if owner is None:
+            return None
+        fn_mod, fn = owner
+    else:
+        fn_mod = mod
+        fn = next((n for n in mod.tree.body if isinstance(n, ast.FunctionDef)
+                   and n.name == parts[0]), None)
+    if fn is None or not _fixture_free(fn, method):
         return None
     body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(
         fn.body[0].value, ast.Constant) else fn.body
     if not body:
         return None
-    context = _context(tree, _used_names(body) - {"self"}, fn)
-    if context is None:
+    members = _members(chain, _self_attrs(body)) if method else []
+    if members is None:
         return None
+    needs: dict[str, set[str]] = {fn_mod.path: _used_names(body) - {"self"}}
+    modules = {fn_mod.path: fn_mod}
+    for m, stmt in members:
+        modules[m.path] = m
+        needs.setdefault(m.path, set()).update(_used_names([stmt]) - {"self"} -
+                                               _member_names(stmt))
     lines: list[str] = []
-    for stmt in context:
-        seg = ast.get_source_segment(test_source, stmt, padded=False)
-        if seg is None:
+    for p, names in needs.items():
+        got = _needed_imports(modules[p], names, fn if p == fn_mod.path else None, reader)
+        if got is None:
             return None
-        lines += seg.splitlines()
-    if len(parts) == 2:
-        lines += ["import unittest", "", "self = unittest.TestCase()"]
-    lines += ["", *_rewrite_asserts(body, test_source)]
-    last = body[-1]
-    call = (ast.get_source_segment(test_source, last) or "").splitlines()[0]
+        lines += [ln for ln in got if ln not in lines or not ln.strip()]
+    if method:
+        lines += ["import unittest", "", "", "class Case(unittest.TestCase):"]
+        for m, stmt in members:
+            seg = ast.get_source_segment(m.source, stmt, padded=False)
+            if seg is None:
+                return None
+            lines += textwrap.indent(textwrap.dedent(" " * stmt.col_offset + seg),
+                                     "    ").splitlines()
+        if not members:
+            lines.append("    pass")
+        lines += ["", "", "self = Case()"]
+        if any(_member_names(s) == {"setUp"} for _, s in members):
+            lines.append("self.setUp()")
+    lines += ["", *_rewrite_asserts(body, fn_mod.source)]
+    call = (ast.get_source_segment(fn_mod.source, body[-1]) or "").splitlines()[0]
     return Check(tuple(lines), (), call, "", "", "", source="test")
 
 
@@ -496,9 +652,11 @@ def statement(package: str, checks: Sequence[Check], reproduction: str,
 
 def fails_itself(output: str) -> bool:
     """True when a reproduction's output ends in an AssertionError raised by the script
-    itself (the last frame of the traceback is ``reproduction.py``), not by an ``assert``
-    of the library that the bug trips."""
+    itself (the last frame of the traceback is ``reproduction.py``, or ``unittest``'s
+    called from it), not by an ``assert`` of the library that the bug trips."""
     frames = [ln for ln in output.splitlines() if ln.lstrip().startswith('File "')]
+    while frames and re.search(r'/unittest/[a-z_]+\.py"', frames[-1]):
+        frames.pop()  # ``self.assertEqual`` of the script: unittest raises for it
     last = [ln for ln in output.strip().splitlines() if ln.strip()][-1:]
     return bool(frames and last) and "reproduction.py" in frames[-1] and \
         last[0].startswith("AssertionError")

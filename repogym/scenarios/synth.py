@@ -542,6 +542,7 @@ class Reporter:
         self.node_ids, self.name, self.paths = list(node_ids), name, list(paths)
         self.note, self.timeout_s = note, timeout_s
         self._pristine: dict[str, list[dict]] = {}
+        self._test_files = set(self.hidden)
         #: Why checks were refused or bugs got no report, reason -> count.
         self.refusals: dict[str, int] = {}
 
@@ -612,11 +613,17 @@ class Reporter:
                                                                pristine.get(t, []))]
         for t in tests:
             file = self.root / t.split("::", 1)[0]
-            if file.is_file() and (c := reports.inline_check(file.read_text(), t)):
+            if file.is_file() and (c := reports.inline_check(file.read_text(), t, self._read)):
                 named = [r for r in buggy.get(t, []) if r.get("qualname")]
                 function = reports.function_of(named[-1]) if named else ""
                 out.append(dataclasses.replace(c, function=function))
         return out
+
+    def _read(self, rel: str) -> str | None:
+        """A test file's text (None for any other file: scripts inline test code only)."""
+        if rel not in self._test_files:
+            return None
+        return (self.root / rel).read_text(encoding="utf-8", errors="replace")
 
     def _check(self, changes: dict[str, str], tests: list[str], gold: str,
                buggy_sources: list[str]) -> tuple[reports.Check, str] | None:

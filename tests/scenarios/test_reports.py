@@ -232,6 +232,79 @@ def test_a_test_body_becomes_a_check_when_its_calls_cannot_be_replayed(tmp_path)
                                 "t.py::test_f") is None  # a fixture: not inlined
 
 
+MIXIN = {  # cachetools' layout: test methods in a mixin of the tests package
+    "tests/__init__.py": textwrap.dedent("""\
+        import datetime
+
+        DAY = datetime.date(2020, 1, 1)
+
+
+        class Lock:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+
+        class LaterMixin:
+            Pick = None
+
+            def day(self):
+                with Lock():
+                    return DAY
+
+            def test_next_day(self):
+                self.assertEqual(self.Pick(self.day()).day, 2)
+        """),
+    "tests/test_later.py": textwrap.dedent("""\
+        import unittest
+
+        from pkg.core import later
+
+        from . import LaterMixin
+
+
+        class LaterTest(unittest.TestCase, LaterMixin):
+            Pick = staticmethod(later)
+
+            def setUp(self):
+                self.base = 1
+
+            def test_base(self):
+                self.assertEqual(later(self.day()).day, self.base + 1)
+        """),
+}
+
+
+@pytest.mark.parametrize("node", ["tests/test_later.py::LaterTest::test_next_day",
+                                  "tests/test_later.py::LaterTest::test_base"])
+def test_a_unittest_method_from_a_mixin_becomes_a_check(tmp_path, node):
+    """``self.Pick`` (a class attribute of the concrete class), ``self.day()`` (a mixin
+    helper using a class of the tests package) and ``setUp`` are written into the script;
+    the tests package is not imported (it is hidden)."""
+    code = CODE.replace("return day + datetime.timedelta(days=1)",
+                        "return day + datetime.timedelta(days=2)")
+    buggy = _package(tmp_path / "buggy", code)
+    gold = _package(tmp_path / "gold", CODE)
+    check = reports.inline_check(MIXIN["tests/test_later.py"], node, MIXIN.get)
+    assert check is not None
+    script = reports.script([check])
+    assert "from . import" not in script and "tests" not in script
+    assert "class Lock:" in script  # what the mixin's helper uses, from the tests package
+    # the concrete class's attribute, only where the test uses it
+    assert ("Pick = staticmethod(later)" in script) == node.endswith("test_next_day")
+    assert "self.setUp()" in script  # unittest runs the class's setUp before each test
+    code_, out = _run(script, buggy)
+    assert code_ != 0 and "AssertionError: 3 != 2" in out and reports.fails_itself(out), out
+    assert _run(script, gold)[0] == 0
+    # no class of the chain defines what self.missing is: nothing is drafted
+    lone = MIXIN["tests/test_later.py"].replace("later(self.day())", "later(self.missing)")
+    assert reports.inline_check(lone.replace("    def setUp(self):\n        self.base = 1\n",
+                                             ""), "tests/test_later.py::LaterTest::test_base",
+                                MIXIN.get) is None
+
+
 def test_statement_format_and_the_reproduction_in_it(recorded):
     gold_calls, buggy_calls, _, _ = recorded["test_add"]
     [check] = reports.replay_checks(buggy_calls, gold_calls)
@@ -253,6 +326,12 @@ def test_only_the_scripts_own_assertion_counts():
                '    assert map is False\nAssertionError\n')
     assert reports.fails_itself(own) and not reports.fails_itself(library)
     assert not reports.fails_itself("ok\n")
+    unit = ('Traceback (most recent call last):\n  File "/workspace/reproduction.py", line 9, '
+            'in <module>\n    self.assertEqual(2, f())\n  File "/usr/lib/python3.11/unittest/'
+            'case.py", line 873, in assertEqual\n    assertion_func(first, second, msg=msg)\n'
+            '  File "/usr/lib/python3.11/unittest/case.py", line 866, in _baseAssertEqual\n'
+            '    raise self.failureException(msg)\nAssertionError: 2 != 3\n')
+    assert reports.fails_itself(unit)  # the script's self.assertEqual
 
 
 def test_leaks_are_lines_and_tokens_of_the_fix_and_test_names():
