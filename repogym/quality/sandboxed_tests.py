@@ -49,15 +49,12 @@ from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.base import WORKSPACE, PackageSite, Sandbox, SandboxError
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios.patches import is_test_file
+from repogym.scenarios.pypi import MARK_PLUGINS
 from repogym.scenarios.synth import PROBE_DIR, SynthError, calls_of, probe_records
 from repogym.scenarios.task import PLUGIN_OPTIONS
 
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 _UNKNOWN_MARK = re.compile(r"PytestUnknownMarkWarning: Unknown pytest\.mark\.(\w+)")
-#: Markers of common pytest plugins -> the plugin's requirement.
-_MARK_PLUGINS = {"no_cover": "pytest-cov", "benchmark": "pytest-benchmark",
-                 "asyncio": "pytest-asyncio", "timeout": "pytest-timeout",
-                 "django_db": "pytest-django", "flaky": "flaky", "vcr": "pytest-recording"}
 _OUT = "/tmp/rg-probe.jsonl"
 _LOG = "/tmp/rg-probe.log"
 #: The first run (profiled) may take this many times the timeout of a plain run.
@@ -268,7 +265,7 @@ class SandboxRunner:
                     f"test requirements the package does not declare, e.g. "
                     f"{' '.join(f'--requirement {m}' for m in missing[:3])}")
         if not found and (mark := _UNKNOWN_MARK.search(self.log)):
-            plugin = _MARK_PLUGINS.get(mark.group(1))
+            plugin = MARK_PLUGINS.get(mark.group(1))
             return (f"{head}: pytest stopped collecting at the unknown marker "
                     f"`{mark.group(1)}` (a plugin's, not registered without it; its "
                     "filterwarnings makes the warning an error). Fix: add the plugin that "

@@ -58,6 +58,13 @@ ARTEFACTS = ("__pycache__", "*.pyc", "*.pyo", "*.so", "*.pyd", "*.o", "*.dist-in
 ROOT_ARTEFACTS = ("build", "dist", "MANIFEST", "SOURCES.txt", "wheelhouse")
 #: The one file of an ``*.egg-info`` folder a workspace keeps (see :func:`keep_metadata`).
 METADATA_FILE = "PKG-INFO"
+#: Markers of common pytest plugins -> the plugin's requirement. A plugin that is otherwise a
+#: tool (pytest-cov) is kept when the tests use its marker: under ``filterwarnings =
+#: error`` an unregistered marker stops collection.
+MARK_PLUGINS = {"no_cover": "pytest-cov", "benchmark": "pytest-benchmark",
+                "asyncio": "pytest-asyncio", "timeout": "pytest-timeout",
+                "django_db": "pytest-django", "flaky": "flaky", "vcr": "pytest-recording"}
+_MARK_USE = re.compile(r"\bpytest\.mark\.(\w+)|\bmark\.(\w+)")
 #: Requirements that are tools around the tests, not needed to run them.
 TOOLS = re.compile(
     r"^(coverage|pytest-cov|codecov|coveralls|flake8.*|pycodestyle|pyflakes|pylint|mypy.*|"
@@ -533,18 +540,38 @@ def declared_requirements(repo: Path) -> list[Requirement]:
     return _requirements_of(lines, sorted(extras_named))
 
 
+def marker_plugins(repo: Path) -> set[str]:
+    """The plugins (:data:`MARK_PLUGINS`) whose markers the project's test files use."""
+    out: set[str] = set()
+    for path in repo.rglob("*.py"):
+        if not (path.name.startswith("test_") or path.name.endswith("_test.py")
+                or path.name == "conftest.py") or any(p in _SKIP_SCAN for p in path.parts):
+            continue
+        text = path.read_text(errors="replace")
+        for m in _MARK_USE.finditer(text):
+            if (plugin := MARK_PLUGINS.get(m.group(1) or m.group(2))) is not None:
+                out.add(canonicalize_name(plugin))
+    return out
+
+
+_SKIP_SCAN = {".git", ".tox", ".nox", "build", "dist", "__pycache__", ".venv", "venv",
+              "node_modules"}
+
+
 def derive_environment(repo: Path, name: str, *, extra: Iterable[str] = (),
                        drop: Iterable[str] = ()) -> EnvironmentSpec:
     """The environment a project's tests need: its declared install and test requirements
-    (:func:`declared_requirements`) minus tools (:data:`TOOLS`), the project itself and
+    (:func:`declared_requirements`) minus tools (:data:`TOOLS`; but a declared plugin
+    whose marker the tests use is kept, :func:`marker_plugins`), the project itself and
     ``drop``, plus ``extra``; the project is excluded from the build in case a requirement
     pulls it in."""
     own = canonicalize_name(name)
     dropped = {canonicalize_name(d) for d in drop} | {own}
+    marked = marker_plugins(repo)
     reqs: dict[str, str] = {}
     for req in declared_requirements(repo):
         key = canonicalize_name(req.name)
-        if key in dropped or TOOLS.match(key):
+        if key in dropped or (TOOLS.match(key) and key not in marked):
             continue
         reqs.setdefault(key, str(req))
     for text in extra:
@@ -557,7 +584,8 @@ def pytest_plugins(site: Path, requested: Iterable[str]) -> list[str]:
     """The pytest plugins (``pytest11`` entry points) that the ``requested`` distributions
     installed in ``site`` provide, as the module names ``-p`` loads: the grader turns
     plugin auto-loading off, so a test requirement such as pytest-mock (its ``mocker``
-    fixture) works only when its plugin is named in the command."""
+    fixture) works only when its plugin is named in the command (a tool such as
+    pytest-cov is among them only when requested: a marker of it the tests use)."""
     wanted = {canonicalize_name(r) for r in requested} - {"pytest"}
     out: list[str] = []
     for info in sorted(site.glob("*.dist-info")):
@@ -566,7 +594,7 @@ def pytest_plugins(site: Path, requested: Iterable[str]) -> list[str]:
         if meta.is_file():
             name = email.parser.Parser().parsestr(meta.read_text(errors="replace")).get(
                 "Name", "")
-        if canonicalize_name(name) not in wanted or TOOLS.match(canonicalize_name(name)):
+        if canonicalize_name(name) not in wanted:
             continue
         cfg = configparser.ConfigParser(interpolation=None, delimiters=("=",))
         try:

@@ -123,6 +123,12 @@ def test_environment_and_pytest_settings_come_from_the_projects_own_files(tmp_pa
     assert ini == {"markers": "slow: slow tests", "filterwarnings": "error",
                    "pythonpath": "/workspace/lib /workspace/src"}  # addopts is the grader's
     assert pypi.code_paths(repo, "demo") == ["src/demo"]
+    # python-dateutil: a test marked no_cover under filterwarnings = error needs pytest-cov's
+    # plugin loaded (it registers the marker), so the declared tool is kept
+    (repo / "tests" / "test_demo.py").write_text(
+        "import pytest\n\n\n@pytest.mark.no_cover\ndef test_x():\n    pass\n")
+    assert pypi.marker_plugins(repo) == {"pytest-cov"}
+    assert "pytest-cov" in pypi.derive_environment(repo, "demo").requirements
 
 
 def test_download_checks_the_hash_and_reuses_the_copy():
