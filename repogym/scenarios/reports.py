@@ -318,6 +318,22 @@ def _bound(stmt: ast.stmt) -> set[str]:
     return set()
 
 
+def _reach(start: Iterable[str], step: Callable[[str], set[str] | None]) -> bool:
+    """Visits every name reachable from ``start`` (``step(name)`` gives the names it
+    needs); False as soon as a step gives None (a name that cannot be written)."""
+    todo, seen = sorted(start), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        more = step(name)
+        if more is None:
+            return False
+        todo += sorted(more - seen)
+    return True
+
+
 def _context(tree: ast.Module, needed: set[str], skip: ast.AST) -> list[ast.stmt] | None:
     """The module-level statements that bind ``needed`` (and what they need), in order;
     None when a name is bound by something else (a loop, a test function)."""
@@ -326,13 +342,9 @@ def _context(tree: ast.Module, needed: set[str], skip: ast.AST) -> list[ast.stmt
         for name in _bound(stmt):
             by_name.setdefault(name, []).append(stmt)
     keep: list[ast.stmt] = []
-    todo = sorted(needed)
-    seen: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
+
+    def step(name: str) -> set[str] | None:
+        more: set[str] = set()
         for stmt in by_name.get(name, []):
             if stmt is skip or isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and \
                     stmt.name.startswith("test"):
@@ -340,7 +352,11 @@ def _context(tree: ast.Module, needed: set[str], skip: ast.AST) -> list[ast.stmt
             if stmt not in keep:
                 keep.append(stmt)
                 if not isinstance(stmt, ast.Import | ast.ImportFrom):
-                    todo += sorted(_used_names([stmt]) - seen)
+                    more |= _used_names([stmt])
+        return more
+
+    if not _reach(needed, step):
+        return None
     return sorted(keep, key=lambda s: s.lineno)
 
 
@@ -383,7 +399,7 @@ class _Module:
 
 
 #: Reads a test file (path relative to the package root) or gives None for another file.
-Reader = Callable[[str], "str | None"]
+Reader = Callable[[str], str | None]
 
 
 def _module(path: str, read: Reader) -> _Module | None:
@@ -462,22 +478,18 @@ def _members(chain: list[tuple[_Module, ast.ClassDef]], wanted: set[str]
                                                name not in ("setUp", "tearDown")):
                     continue
                 by_name[name] = (mod, stmt)
-    todo = set(wanted) | ({"setUp"} & set(by_name))
     keep: list[tuple[_Module, ast.stmt]] = []
-    seen: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        if name not in by_name:
-            if hasattr(unittest.TestCase, name) or "setUp" in by_name:
-                continue
-            return None
-        item = by_name[name]
-        if item not in keep:
-            keep.append(item)
-            todo |= _self_attrs([item[1]])
+
+    def step(name: str) -> set[str] | None:
+        if name not in by_name:  # a TestCase method, or what setUp may set
+            return set() if hasattr(unittest.TestCase, name) or "setUp" in by_name else None
+        if (item := by_name[name]) in keep:
+            return set()
+        keep.append(item)
+        return _self_attrs([item[1]])
+
+    if not _reach(set(wanted) | ({"setUp"} & set(by_name)), step):
+        return None
     return sorted(keep, key=lambda m: (m[0].path != chain[0][0].path, m[1].lineno))
 
 
