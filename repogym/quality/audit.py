@@ -267,7 +267,7 @@ def sabotaged_diff(task: Task, other: Task) -> str | None:
 def sabotage(tasks: Iterable[Task], *, sandbox: str = "bwrap",
              on_task: Callable[[Sabotage], None] | None = None) -> list[Sabotage]:
     """For each task, its gold patch with the bug of another task of the same package
-    (another function, whose failing tests the task lists as pass_to_pass), graded."""
+    (another function, breaking tests the task lists as pass_to_pass), graded."""
     tasks = list(tasks)
     by_package: dict[Path, list[Task]] = {}
     for t in tasks:
@@ -277,8 +277,10 @@ def sabotage(tasks: Iterable[Task], *, sandbox: str = "bwrap",
         for t in tasks:
             fixed = {p.new for p in split_diff(t.solution_patch.read_text())}
             for other in by_package[t.path.parent]:
-                if other.id == t.id or not set(other.verifier.fail_to_pass) <= set(
-                        t.verifier.pass_to_pass):
+                # the other bug must break a test this task lists besides its own failing
+                # ones (two bugs may share failing tests; those prove nothing here)
+                extra = set(other.verifier.fail_to_pass) - set(t.verifier.fail_to_pass)
+                if other.id == t.id or not extra or not extra <= set(t.verifier.pass_to_pass):
                     continue
                 diff = sabotaged_diff(t, other)
                 if diff is None or not fixed:

@@ -601,8 +601,9 @@ def _functions(tree: ast.Module) -> list[_Fn]:
 
 
 def function_names(source: str) -> list[str]:
-    """Qualified names (``Class.method``, ``outer.inner``) of every function, in source order."""
-    return [f.qualname for f in _functions(ast.parse(source))]
+    """Qualified names (``Class.method``, ``outer.inner``) of every function, in source order,
+    each once (a property's getter and setter share one: ``Version.patch``)."""
+    return list(dict.fromkeys(f.qualname for f in _functions(ast.parse(source))))
 
 
 def touched_functions(source: str, lines: Iterable[int]) -> set[str]:

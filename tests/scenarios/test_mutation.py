@@ -339,3 +339,13 @@ def test_gold_that_fails_stops_the_check(tmp_path, cache):
     [problem] = report.problems
     assert problem.startswith("badgold: mutation: gold does not pass cleanly")
 
+
+
+def test_function_names_list_a_property_once():
+    """A getter and its setter share a name; synthesis keeps one bug per function, so the
+    name once (listed twice, semver's ``Version.patch`` gave the same task twice)."""
+    from repogym.scenarios.mutation import function_names
+
+    src = ("class V:\n    @property\n    def patch(self):\n        return self._p\n\n"
+           "    @patch.setter\n    def patch(self, value):\n        raise AttributeError('ro')\n")
+    assert function_names(src) == ["V.patch"]

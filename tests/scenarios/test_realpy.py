@@ -53,11 +53,12 @@ def test_manifest_is_packages_of_many_kinds_split_by_package(suite):
         assert p.hidden and all(t.id.startswith(p.name + "-") for t in p.tasks)
 
 
-def test_each_task_is_one_bug_in_the_packages_code_with_a_clean_statement(suite):
+def test_each_task_is_bugs_in_the_packages_code_with_a_clean_statement(suite):
     for p in suite.packages:
         for t in p.tasks:
             files = {fp.new for fp in split_diff(t.gold)}
-            assert len(files) == 1 and not files & set(p.hidden), (t.id, files)
+            most = 3 if t.origin == "combined" else 1  # 2-3 bugs in different functions
+            assert 1 <= len(files) <= most and not files & set(p.hidden), (t.id, files)
             assert t.fail_to_pass and not set(t.fail_to_pass) & set(t.pass_to_pass), t.id
             assert not re.search(r"0x[0-9a-fA-F]{6,}", t.statement), t.id
             for leak in ("/workspace", "/tmp/", "repogym-", "/run/repogym"):
@@ -66,6 +67,37 @@ def test_each_task_is_one_bug_in_the_packages_code_with_a_clean_statement(suite)
                    if ln[:1] in "+-" and ln[:3] not in ("+++", "---") and len(ln[1:].strip()) > 7]
             assert not any(line in t.statement for line in fix), t.id
             assert "delete_failing_tests_0.patch" not in t.decoys  # made at fetch time
+
+
+def _rebuilt(suite):
+    """Packages built since bug reports: every task has a reproduction script."""
+    return [p for p in suite.packages if all(t.reproduction for t in p.tasks)]
+
+
+def test_rebuilt_packages_are_graded_whole_and_described_by_bug_reports(suite):
+    """A rebuilt package: pass_to_pass is every other passing test (no sample); each
+    statement is a bug report of at most 2,000 characters holding its reproduction
+    script and no test id; no task fails 20 or more tests; at most a quarter of a
+    package's bugs are a `return None` or a removed call."""
+    from repogym.scenarios.reports import MAX_CHARS, reproduction_of
+    from repogym.scenarios.suites import all_others
+
+    rebuilt = _rebuilt(suite)
+    assert {p.name for p in rebuilt} >= {"inflection", "isodate"}, [p.name for p in rebuilt]
+    for p in rebuilt:
+        assert p.tests
+        cheap = 0
+        for t in p.tasks:
+            assert t.p2p_scope == "all" and t.pass_to_pass == all_others(p.tests,
+                                                                         t.fail_to_pass)
+            assert len(t.statement) <= MAX_CHARS and reproduction_of(t.statement) == \
+                t.reproduction, t.id
+            names = {i.split("::")[-1].split("[")[0] for i in p.tests}
+            assert not any(n in t.statement for n in names if len(n) > 6), t.id
+            assert 1 <= len(t.fail_to_pass) < 20, t.id
+            cheap += any(m.split("::")[-1].startswith(("return_value", "remove_call"))
+                         for m in t.mutants)
+        assert cheap <= len(p.tasks) / 4, (p.name, cheap, len(p.tasks))
 
 
 def _cache(tmp_path: Path) -> dict[str, str]:
@@ -138,49 +170,15 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
         assert not any(r["infra_error"] for r in rows)
 
     # Every test task: no compiled file or packaging file list in its workspace, its fix
-    # readable nowhere in its sandbox, its reproduction failing without the fix, and its
-    # gold patch plus another covered function's bug scoring below 1.
-    # The shipped manifest predates reproduction scripts (RealPy is not rebuilt yet, see
-    # docs/suites.md), so that check is the one left out here.
-    res = _cli(["suite", "audit", "realpy", "--split", "test", "--skip", "reproduction"], env)
+    # readable nowhere in its sandbox, its reproduction failing without the fix and passing
+    # with it, and its gold patch plus another covered function's bug scoring below 1.
+    res = _cli(["suite", "audit", "realpy", "--split", "test"], env)
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"audited {len(test_ids)} tasks" in res.stdout and ": 0 problems" in res.stdout, (
         res.stdout)
     m = re.search(r"sabotage: (\d+) of (\d+) tasks graded .* highest reward ([\d.]+)",
                   res.stdout)
-    # The sample's test tasks come from one package and no one of them lists another's
-    # failing tests among its pass_to_pass (the shipped manifest samples them), so none can
-    # borrow a bug: the audit says so instead of passing quietly. The sabotage check itself
-    # is tested on tasks built for it (tests/harness/test_audit.py).
-    assert m and m.group(2) == str(len(test_ids)), res.stdout
-    assert int(m.group(1)) == 0 or float(m.group(3)) < 1.0
-
-
-def test_leaderboard_breaks_results_down_by_suite_and_package(tmp_path):
-    from repogym.harness.leaderboard import build
-    from repogym.harness.results import ROW_KEYS
-
-    def run(name: str, suite: str, rows: list[tuple[str, list[str], bool]]) -> None:
-        d = tmp_path / "runs" / name
-        d.mkdir(parents=True)
-        (d / "run.json").write_text(json.dumps({"suite": suite, "label": name}))
-        lines = [json.dumps({**dict.fromkeys(ROW_KEYS), "agent": name, "task": task,
-                             "split": "test", "tags": tags, "sample": 0, "reward": float(ok),
-                             "resolved": ok, "steps": 3, "hack_flags": []})
-                 for task, tags, ok in rows]
-        (d / "results.jsonl").write_text("\n".join(lines) + "\n")
-
-    run("agent-a", "realpy", [("toolz-1", ["realpy", "toolz"], True),
-                              ("toolz-2", ["realpy", "toolz"], False),
-                              ("parse-1", ["realpy", "parse"], True)])
-    run("agent-b", "builtin", [("retry-zero", ["bugfix"], True)])
-    build([tmp_path / "runs"], tmp_path / "board")
-    md = (tmp_path / "board" / "leaderboard.md").read_text()
-    suites = md.split("## Resolve rate by suite")[1].split("##")[0]
-    assert "| agent | builtin | realpy |" in suites, suites
-    assert "| agent-a | - | 66.7% |" in suites and "| agent-b | 100.0% | - |" in suites
-    packages = md.split("## Resolve rate by package")[1].split("##")[0]
-    assert "| toolz | 2 | - | 50.0% |" in packages, packages
-    assert "| parse | 1 | - | 100.0% |" in packages, packages
-    page = (tmp_path / "board" / "index.html").read_text()
-    assert "Resolve rate by package" in page and "Resolve rate by suite" in page
+    # pass_to_pass is every other passing test, so each task's gold patch can be given
+    # another task's bug, and none of those earns full reward
+    assert m and m.group(1) == m.group(2) == str(len(test_ids)), res.stdout
+    assert float(m.group(3)) < 1.0, res.stdout
