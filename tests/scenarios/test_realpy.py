@@ -182,3 +182,33 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
     # another task's bug, and none of those earns full reward
     assert m and m.group(1) == m.group(2) == str(len(test_ids)), res.stdout
     assert float(m.group(3)) < 1.0, res.stdout
+
+
+def test_leaderboard_breaks_results_down_by_suite_and_package(tmp_path):
+    from repogym.harness.leaderboard import build
+    from repogym.harness.results import ROW_KEYS
+
+    def run(name: str, suite: str, rows: list[tuple[str, list[str], bool]]) -> None:
+        d = tmp_path / "runs" / name
+        d.mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps({"suite": suite, "label": name}))
+        lines = [json.dumps({**dict.fromkeys(ROW_KEYS), "agent": name, "task": task,
+                             "split": "test", "tags": tags, "sample": 0, "reward": float(ok),
+                             "resolved": ok, "steps": 3, "hack_flags": []})
+                 for task, tags, ok in rows]
+        (d / "results.jsonl").write_text("\n".join(lines) + "\n")
+
+    run("agent-a", "realpy", [("toolz-1", ["realpy", "toolz"], True),
+                              ("toolz-2", ["realpy", "toolz"], False),
+                              ("parse-1", ["realpy", "parse"], True)])
+    run("agent-b", "builtin", [("retry-zero", ["bugfix"], True)])
+    build([tmp_path / "runs"], tmp_path / "board")
+    md = (tmp_path / "board" / "leaderboard.md").read_text()
+    suites = md.split("## Resolve rate by suite")[1].split("##")[0]
+    assert "| agent | builtin | realpy |" in suites, suites
+    assert "| agent-a | - | 66.7% |" in suites and "| agent-b | 100.0% | - |" in suites
+    packages = md.split("## Resolve rate by package")[1].split("##")[0]
+    assert "| toolz | 2 | - | 50.0% |" in packages, packages
+    assert "| parse | 1 | - | 100.0% |" in packages, packages
+    page = (tmp_path / "board" / "index.html").read_text()
+    assert "Resolve rate by package" in page and "Resolve rate by suite" in page
