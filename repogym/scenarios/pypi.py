@@ -47,6 +47,7 @@ from packaging.utils import canonicalize_name, parse_sdist_filename
 from repogym.sandbox.base import WORKSPACE
 from repogym.sandbox.runtime import cache_dir
 from repogym.scenarios.environment import EnvironmentSpec
+from repogym.scenarios.patches import is_test_file
 
 #: Extras and dependency groups that hold a project's test requirements (also any whose
 #: name holds ``test``: ``unittest``, ``test-extras``...).
@@ -64,7 +65,7 @@ METADATA_FILE = "PKG-INFO"
 MARK_PLUGINS = {"no_cover": "pytest-cov", "benchmark": "pytest-benchmark",
                 "asyncio": "pytest-asyncio", "timeout": "pytest-timeout",
                 "django_db": "pytest-django", "flaky": "flaky", "vcr": "pytest-recording"}
-_MARK_USE = re.compile(r"\bpytest\.mark\.(\w+)|\bmark\.(\w+)")
+_MARK_USE = re.compile(r"\bmark\.(\w+)")  # pytest.mark.x, or mark.x after an import
 #: Requirements that are tools around the tests, not needed to run them.
 TOOLS = re.compile(
     r"^(coverage|pytest-cov|codecov|coveralls|flake8.*|pycodestyle|pyflakes|pylint|mypy.*|"
@@ -544,12 +545,11 @@ def marker_plugins(repo: Path) -> set[str]:
     """The plugins (:data:`MARK_PLUGINS`) whose markers the project's test files use."""
     out: set[str] = set()
     for path in repo.rglob("*.py"):
-        if not (path.name.startswith("test_") or path.name.endswith("_test.py")
-                or path.name == "conftest.py") or any(p in _SKIP_SCAN for p in path.parts):
+        if not (is_test_file(path.name) or path.name == "conftest.py") or any(
+                p in _SKIP_SCAN for p in path.parts):
             continue
-        text = path.read_text(errors="replace")
-        for m in _MARK_USE.finditer(text):
-            if (plugin := MARK_PLUGINS.get(m.group(1) or m.group(2))) is not None:
+        for m in _MARK_USE.finditer(path.read_text(errors="replace")):
+            if (plugin := MARK_PLUGINS.get(m.group(1))) is not None:
                 out.add(canonicalize_name(plugin))
     return out
 

@@ -334,7 +334,8 @@ def _reach(start: Iterable[str], step: Callable[[str], set[str] | None]) -> bool
     return True
 
 
-def _context(tree: ast.Module, needed: set[str], skip: ast.AST) -> list[ast.stmt] | None:
+def _context(tree: ast.Module, needed: set[str], skip: ast.AST | None = None
+             ) -> list[ast.stmt] | None:
     """The module-level statements that bind ``needed`` (and what they need), in order;
     None when a name is bound by something else (a loop, a test function)."""
     by_name: dict[str, list[ast.stmt]] = {}
@@ -415,12 +416,8 @@ def _module(path: str, read: Reader) -> _Module | None:
 def _target(mod: _Module, stmt: ast.ImportFrom, read: Reader) -> _Module | None:
     """The test module a ``from X import ...`` in ``mod`` reads (None: not a test file)."""
     folder = mod.path.rsplit("/", 1)[0] if "/" in mod.path else ""
-    if stmt.level:
-        parts = folder.split("/") if folder else []
-        parts = parts[:len(parts) - (stmt.level - 1)] if stmt.level > 1 else parts
-        base = "/".join(parts)
-    else:
-        base = ""
+    parts = folder.split("/") if folder and stmt.level else []
+    base = "/".join(parts[:len(parts) - stmt.level + 1])  # level 1: the module's folder
     dotted = (stmt.module or "").replace(".", "/")
     stem = "/".join(x for x in (base, dotted) if x)
     for candidate in (f"{stem}.py", f"{stem}/__init__.py" if stem else "__init__.py"):
@@ -495,15 +492,15 @@ def _members(chain: list[tuple[_Module, ast.ClassDef]], wanted: set[str]
 
 def _needed_imports(mod: _Module, names: set[str], skip: ast.AST | None, read: Reader,
                     depth: int = 0) -> list[str] | None:
-    """Module-level lines of ``mod`` binding ``names``, an import from another test module
-    replaced by that module's own lines for the names (the script cannot import the
-    hidden tests); None when a name cannot be written."""
-    context = _context(mod.tree, names, skip) if skip is not None else _context(
-        mod.tree, names, ast.Pass())
+    """Module-level statements of ``mod`` (their source, one string each) binding
+    ``names``, an import from another test module replaced by that module's own statements
+    for the names (the script cannot import the hidden tests); None when a name cannot be
+    written."""
+    context = _context(mod.tree, names, skip)
     if context is None:
         return None
     names = names | _used_names(s for s in context if not isinstance(s, ast.ImportFrom))
-    lines: list[str] = []
+    segments: list[str] = []
     for stmt in context:
         if isinstance(stmt, ast.ImportFrom) and (other := _target(mod, stmt, read)) is not None:
             if depth >= 3:
@@ -515,13 +512,13 @@ def _needed_imports(mod: _Module, names: set[str], skip: ast.AST | None, read: R
             sub = _needed_imports(other, wanted, None, read, depth + 1)
             if sub is None:
                 return None
-            lines += [ln for ln in sub if ln not in lines]
+            segments += [g for g in sub if g not in segments]
             continue
         seg = ast.get_source_segment(mod.source, stmt, padded=False)
         if seg is None:
             return None
-        lines += seg.splitlines()
-    return lines
+        segments.append(seg)
+    return segments
 
 
 def inline_check(test_source: str, node_id: str, read: Reader | None = None
@@ -570,12 +567,13 @@ def inline_check(test_source: str, node_id: str, read: Reader | None = None
         modules[m.path] = m
         needs.setdefault(m.path, set()).update(_used_names([stmt]) - {"self"} -
                                                _member_names(stmt))
-    lines: list[str] = []
+    segments: list[str] = []  # a statement two modules need is written once
     for p, names in needs.items():
         got = _needed_imports(modules[p], names, fn if p == fn_mod.path else None, reader)
         if got is None:
             return None
-        lines += [ln for ln in got if ln not in lines or not ln.strip()]
+        segments += [g for g in got if g not in segments]
+    lines = [ln for seg in segments for ln in seg.splitlines()]
     if method:
         lines += ["import unittest", "", "", "class Case(unittest.TestCase):"]
         for m, stmt in members:
