@@ -8,7 +8,7 @@ A run of ``repogym run --agent apr`` gives each task one tier (:func:`tier_of`):
   resolves it (it exhausted its edit sets or its budget, or its repair made the
   reproduction pass but not the hidden tests);
 - ``unmeasured``: the search could not start (the statement has no reproduction, the
-  reproduction does not fail, the helper failed) or the episode had an infra or agent
+  reproduction does not fail or runs no repository code, the helper failed) or the episode had an infra or agent
   error.
 
 :func:`summarize` counts them by package (the task id without its last ``-`` part:
@@ -23,7 +23,8 @@ from typing import Any
 
 TIERS = ("trivial", "search-resistant", "unmeasured")
 #: ``stop_reason`` prefixes of an episode whose search never ran on the task.
-_UNMEASURED = ("no_reproduction", "reproduction_passes", "helper_failed")
+_UNMEASURED = ("no_reproduction", "reproduction_passes", "reproduction_broken",
+               "helper_failed")
 
 
 def tier_of(row: dict[str, Any]) -> str:

@@ -168,17 +168,20 @@ def test_tiers_count_trivial_tasks_per_package_over_the_measured_ones():
              "stop_reason": "search_exhausted: 40 edit sets tried"},
             {"task": "toolz-3", "split": "train", "resolved": False,
              "stop_reason": "no_reproduction"},
+            {"task": "toolz-4", "split": "train", "resolved": False,
+             "stop_reason": "reproduction_broken: ModuleNotFoundError: No module named 'toolz'"},
             {"task": "semver-h0a1b2c3d", "split": "test", "resolved": False,
              "stop_reason": None},  # a repair that passed the reproduction, not the tests
             {"task": "semver-h0a1b2c3d", "split": "test", "resolved": False,
              "infra_error": "reset: sandbox failed"}]
     assert tiers(rows) == {"semver-h0a1b2c3d": "search-resistant", "toolz-1": "trivial",
-                           "toolz-2": "search-resistant", "toolz-3": "unmeasured"}
+                           "toolz-2": "search-resistant", "toolz-3": "unmeasured",
+                           "toolz-4": "unmeasured"}
     s = summarize(rows)
     assert list(s) == ["semver", "toolz", "split:test", "split:train", "all"]
-    assert s["toolz"] == {"tasks": 3, "trivial": 1, "search-resistant": 1, "unmeasured": 1,
+    assert s["toolz"] == {"tasks": 4, "trivial": 1, "search-resistant": 1, "unmeasured": 2,
                           "trivial_share": 0.5}
-    assert s["semver"]["trivial_share"] == 0.0 and s["all"]["tasks"] == 4
+    assert s["semver"]["trivial_share"] == 0.0 and s["all"]["tasks"] == 5
 
 
 def test_the_helper_tries_edits_in_a_forked_interpreter_and_keeps_the_first_that_passes(
@@ -214,3 +217,48 @@ def test_the_helper_tries_edits_in_a_forked_interpreter_and_keeps_the_first_that
     assert result == {"found": 3, "next": 4, "forked": 4, "rejected_by_tests": 0}
     assert (ws / "ranges.py").read_text() == FIXED  # the pair is left applied, nothing else
     assert not list(ws.rglob("__pycache__"))
+
+
+def test_the_helper_runs_the_reproduction_as_if_at_the_repository_root(tmp_path):
+    """A src-layout package: the statement's script puts ``dirname(__file__)/src`` on the
+    path, as synthesised reproductions do; the helper keeps the script in its own folder
+    but runs it as ``reproduction.py`` at the root, so the package imports, the traceback's
+    frames are the package's, and the search repairs it (it found no module before)."""
+    import hashlib
+    import shutil
+    import subprocess
+    import sys
+    import zlib
+    from base64 import b64decode
+
+    from repogym.harness.baselines.apr import HELPER
+
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    (ws / "src" / "ranges").mkdir(parents=True)
+    (ws / "src" / "ranges" / "__init__.py").write_text(BUGGY)
+    (home).mkdir()
+    (home / "reproduction.py").write_text(
+        "import os\nimport sys\n\nsys.path.insert(0, os.path.join(os.path.dirname("
+        "os.path.abspath(__file__)), 'src'))\n\n" + REPRODUCTION)
+    shutil.copy(HELPER, home / "rg_apr.py")
+
+    def helper(*args: str) -> str:
+        return subprocess.run([sys.executable, "-B", str(home / "rg_apr.py"), *args], cwd=ws,
+                              capture_output=True, text=True, check=True).stdout
+
+    report = json.loads(zlib.decompress(b64decode(helper("trace").split()[3])))
+    assert report["exit_code"] == 1 and "AssertionError" in report["error"], report["output"]
+    assert [f[0] for f in report["frames"]] == [], report["frames"]  # the script's own assert
+    assert "src/ranges/__init__.py" in report["sources"]
+    assert any(c[0] == "src/ranges/__init__.py" and c[2] == "within" for c in report["calls"])
+    at = BUGGY.index("low < x")
+    second = BUGGY.index("x < high") + 2
+    path = "src/ranges/__init__.py"
+    edits = [[path, at + 4, at + 5, "<=", "within", "compare"],
+             [path, second, second + 1, "<=", "within", "compare"]]
+    (home / "candidates.json").write_text(json.dumps({
+        "files": {path: hashlib.sha256(BUGGY.encode()).hexdigest()},
+        "edits": edits, "sets": [[0], [1], [0, 1]]}))
+    result = json.loads(helper("search", "0", "30", "5").split("RGAPR ", 1)[1])
+    assert result["found"] == 2 and result["forked"] == 3
+    assert (ws / path).read_text() == FIXED

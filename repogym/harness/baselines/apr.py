@@ -23,7 +23,8 @@ the env's tools, as any agent does:
 
 The search is bounded by ``max_edits`` (edit sets tried), ``max_seconds`` (its wall time)
 and the episode's step budget. ``stop_reason`` says why an episode ended without a repair
-(``no_reproduction``, ``reproduction_passes``, ``no_candidates``, ``search_exhausted``,
+(``no_reproduction``, ``reproduction_passes``, ``reproduction_broken`` (it ran no
+repository code: the package did not import), ``no_candidates``, ``search_exhausted``,
 ``search_budget``, ``step_budget``, ``helper_failed``); ``repair`` describes the edit set
 found. A task the agent resolves is ``trivial`` (:mod:`repogym.quality.tiers`).
 """
@@ -325,6 +326,9 @@ class AprAgent:
             return
         if report.get("exit_code") == 0:
             self.stop_reason = "reproduction_passes"
+            return
+        if not report.get("sources"):  # e.g. the package did not import: nothing to search
+            self.stop_reason = f"reproduction_broken: {report.get('error') or 'no code ran'}"
             return
         edits, sets = plan(report, max_functions=self.max_functions, max_edits=self.max_edits,
                            double_pool=self.double_pool)

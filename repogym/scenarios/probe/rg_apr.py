@@ -27,7 +27,6 @@ import importlib
 import json
 import os
 import re
-import runpy
 import signal
 import subprocess
 import sys
@@ -78,12 +77,29 @@ def env():
 def run_repro(timeout):
     start = time.monotonic()
     try:
-        res = subprocess.run([sys.executable, REPRO], check=False, cwd=ROOT, env=env(), timeout=timeout,
+        res = subprocess.run([sys.executable, os.path.abspath(__file__), "repro"], check=False,
+                             cwd=ROOT, env=env(), timeout=timeout,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         code, out = res.returncode, res.stdout.decode("utf-8", "replace")
     except subprocess.TimeoutExpired:
         code, out = None, "timed out"
     return code, out[-2000:], time.monotonic() - start
+
+
+def run_reproduction():
+    """Run the reproduction in this process as the statement says to run it: as
+    ``reproduction.py`` at the repository root (``__file__`` there, so a script that puts
+    ``dirname(__file__)/src`` on ``sys.path`` finds a src-layout package), while its code
+    keeps this folder's file name, so its own frames are never taken for repository ones."""
+    with open(REPRO, encoding="utf-8") as f:
+        code = compile(f.read(), REPRO, "exec")
+    if sys.path and sys.path[0] == HOME:
+        sys.path[0] = ROOT  # not this helper's folder: the repository, as for the script
+    elif ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    sys.argv = [os.path.join(ROOT, "reproduction.py")]
+    exec(code, {"__name__": "__main__", "__file__": sys.argv[0],  # noqa: S102 - the script
+                "__builtins__": __builtins__})
 
 
 def workspace_file(path):
@@ -119,8 +135,6 @@ def trace():
         lines.setdefault(c.co_filename, set()).add(frame.f_lineno)
         return local
 
-    sys.path[0] = ROOT
-    sys.argv = [REPRO]
     sys.dont_write_bytecode = True
     error, frames = None, []
     signal.signal(signal.SIGALRM, _alarm)
@@ -128,7 +142,7 @@ def trace():
     threading.settrace(tracer)
     sys.settrace(tracer)
     try:
-        runpy.run_path(REPRO, run_name="__main__")
+        run_reproduction()
     except SystemExit as e:
         if e.code not in (None, 0):
             error = f"SystemExit: {e.code}"
@@ -219,7 +233,7 @@ class Zygote:
         with open(ZYGOTE) as f:
             data = json.load(f)
         sys.path[:] = data["path"]
-        sys.argv = [REPRO]
+        sys.argv = [os.path.join(ROOT, "reproduction.py")]
         self.texts, self.modules, self.old, self.roots, self.live = texts, {}, {}, {}, {}
         for name, path in data["modules"]:
             module = importlib.import_module(name)
@@ -326,7 +340,7 @@ def _child(zygote, edits):
         except Exception:  # noqa: BLE001 - any failure to patch: a fresh interpreter decides
             os._exit(NOT_PATCHED)
         try:
-            runpy.run_path(REPRO, run_name="__main__")
+            run_reproduction()
             code = 0
         except SystemExit as e:
             code = 0 if e.code in (None, 0) else 1
@@ -453,12 +467,14 @@ def main(argv):
     os.makedirs(HOME, exist_ok=True)
     if argv[:1] == ["trace"]:
         trace()
+    elif argv[:1] == ["repro"]:
+        run_reproduction()
     elif argv[:1] == ["chunk"]:
         chunk(int(argv[1]))
     elif argv[:1] == ["search"]:
         search(int(argv[1]), float(argv[2]), float(argv[3]), argv[4:5] == ["tests"])
     else:
-        raise SystemExit("usage: rg_apr.py trace | chunk N | search START SECONDS TIMEOUT [tests]")
+        raise SystemExit("usage: rg_apr.py trace | repro | chunk N | search START SECONDS TIMEOUT [tests]")
 
 
 if __name__ == "__main__":
