@@ -9,13 +9,18 @@ goes missing
 (an import or collection error) and every other test still passes. Bugs are drawn one per
 function, and at most :data:`MAX_CHEAP_SHARE` of them remove a call or return ``None``;
 with ``combined`` a share of the tasks hold 2 or 3 bugs in different functions (and files,
-where the package has several), each of which fails tests of its own.
+where the package has several), each of which fails tests of its own. A bug drawn for a
+combination gets its verified check once, as it enters a pool; members are chosen from the
+pool before anything runs (:func:`choose_members`: the union of their failing tests within
+the cap, their statement within :data:`reports.MAX_CHARS`, the most files, then the
+shortest), and each set is run once with every bug in.
 
 Every task gets a bug report as its statement (:mod:`repogym.scenarios.reports`): the
 calls its failing tests make into the package are recorded with the bug and without it,
 the first call that misbehaves becomes a check (its inputs, what it gives, what it should
 give), and the checks become ``reproduction.py``, verified to fail with the bug and pass
-without it (with each bug alone, for a task of several). A report that holds a line or a
+without it (for a task of several, each check with its bug alone, then the script with
+every bug in and at the gold code). A report that holds a line or a
 token of the fix, or a hidden test's name, is refused; a bug with no report is dropped.
 
 Each task folder (:func:`write_task`):
@@ -567,26 +572,64 @@ class Reporter:
         make, or None when no verified report without leaks can be written. ``parts``: each
         bug's own changes and the tests it fails alone (one part, ``(changes, failing)``,
         for a single bug); each gets a check, verified with that bug alone."""
-        gold = "".join(file_diff(f, t, (self.root / f).read_text(encoding="utf-8"))
-                       for f, t in sorted(changes.items()))
+        gold = self.gold(changes)
         buggy_sources = list(changes.values())
-        checks, observed = [], []
+        found = []
         for part_changes, tests in parts:
-            found = self._check(dict(part_changes), list(tests), gold, buggy_sources)
-            if found is None:
+            check = self._check(dict(part_changes), list(tests), gold, buggy_sources)
+            if check is None:
                 return None
-            checks.append(found[0])
-            observed.append(found[1])
-        if not checks:
+            found.append(check)
+        if not found:
             return None
-        text = reports.script(checks, self.paths)
-        if len(checks) > 1 and not (self._fails(text, changes)[0] and self._passes(text)):
-            return None
-        stmt = reports.statement(self.name, checks, text, observed, self.note)
-        if len(stmt) > reports.MAX_CHARS or reports.leaks(stmt, gold, buggy_sources,
-                                                           self.node_ids):
-            return None
-        return stmt, text
+        made, why = self.combined(changes, found, verify=len(found) > 1)
+        if made is None:
+            self._refuse(f"report: {why}")
+        return made
+
+    def gold(self, changes: dict[str, str]) -> str:
+        """The fix of ``changes``: each file back to its text in ``root``."""
+        return "".join(file_diff(f, t, (self.root / f).read_text(encoding="utf-8"))
+                       for f, t in sorted(changes.items()))
+
+    def check(self, changes: dict[str, str], tests: Sequence[str],
+              shortest: bool = False) -> tuple[reports.Check, str] | None:
+        """A verified check of the one bug ``changes`` makes (and what its script prints
+        with the bug), found once and reused in any combination (:meth:`combined`);
+        ``shortest``: try the candidates with the shortest scripts first (several checks
+        share one statement)."""
+        return self._check(dict(changes), list(tests), self.gold(changes),
+                           list(changes.values()), shortest=shortest)
+
+    def draft(self, found: Sequence[tuple[reports.Check, str]]) -> tuple[str, str]:
+        """(statement, reproduction) holding the checks ``found`` (runs nothing)."""
+        text = reports.script([c for c, _ in found], self.paths)
+        return reports.statement(self.name, [c for c, _ in found], text,
+                                 [o for _, o in found], self.note), text
+
+    def combined(self, changes: dict[str, str], found: Sequence[tuple[reports.Check, str]],
+                 verify: bool = True) -> tuple[tuple[str, str] | None, str]:
+        """((statement, reproduction), "") for the bugs of ``changes`` from their verified
+        checks ``found``, or (None, why not). ``verify``: run the script, which must fail
+        by its own assertion with every bug in and pass at the gold code."""
+        gold, buggy_sources = self.gold(changes), list(changes.values())
+        stmt, text = self.draft(found)
+        if len(stmt) > reports.MAX_CHARS:
+            return None, f"statement over {reports.MAX_CHARS} characters"
+        if reports.leaks(stmt, gold, buggy_sources, self.node_ids):
+            return None, "statement leaks a fix or a test name"
+        if verify and (why := self.verify(text, changes)):
+            return None, why
+        return (stmt, text), ""
+
+    def verify(self, text: str, changes: dict[str, str]) -> str:
+        """Why the reproduction ``text`` is not verified ("" when it is): it must fail by
+        its own assertion with ``changes`` in and pass at the gold code."""
+        if not self._fails(text, changes)[0]:
+            return "script does not fail by its own assertion with the bugs"
+        if not self._passes(text):
+            return "script fails at the gold code"
+        return ""
 
     def _gold_calls(self, tests: list[str]) -> dict[str, list[dict]]:
         todo = [t for t in tests if t not in self._pristine]
@@ -626,11 +669,14 @@ class Reporter:
         return (self.root / rel).read_text(encoding="utf-8", errors="replace")
 
     def _check(self, changes: dict[str, str], tests: list[str], gold: str,
-               buggy_sources: list[str]) -> tuple[reports.Check, str] | None:
+               buggy_sources: list[str], shortest: bool = False
+               ) -> tuple[reports.Check, str] | None:
         """A verified check of the bug in ``changes`` (and what it prints with the bug)."""
         candidates = self._candidates(changes, sorted(tests)[:_REPORT_TESTS])
         if not candidates:
             self._refuse("bug: no call that misbehaves, no inline check")
+        if shortest:
+            candidates.sort(key=lambda c: len(reports.script([c], self.paths)))
         for c in candidates[:6]:
             text = reports.script([c], self.paths)
             if len(text) > reports.MAX_CHARS - 600:
@@ -648,6 +694,58 @@ class Reporter:
             else:
                 return c, observed
         return None
+
+
+# -- combining bugs -------------------------------------------------------------------------
+#: Sets of pooled bugs run together, at most, each time a bug enters the pool.
+_TRIES_PER_BUG = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Pooled:
+    """A bug waiting to be combined, with its verified check (found once, when it entered
+    the pool) and what the check's script printed with the bug."""
+
+    bug: Bug
+    check: reports.Check
+    observed: str
+
+
+def choose_members(pool: Sequence[Pooled], k: int, *, chars: Callable[[Sequence[Pooled]], int],
+                   same: Callable[[str], str] = str, skip: Collection[frozenset[str]] = (),
+                   refusals: dict[str, int] | None = None,
+                   judged: set[frozenset[str]] | None = None) -> list[Pooled] | None:
+    """``k`` bugs of ``pool`` to combine, chosen before running anything, or None: in
+    different functions, the union of their failing tests (a test that ``same`` maps
+    several node ids to counted once) at most :data:`MAX_FAIL_TO_PASS`, ``chars`` of them
+    (the length of their statement) at most :data:`reports.MAX_CHARS`, and not a set of
+    ``skip`` (bug ids); of those, the set in the most files, then the shortest.
+    ``refusals`` counts why sets were refused (``set: ...``), each set once (``judged``:
+    those counted already)."""
+    best: tuple[tuple[int, int], list[Pooled]] | None = None
+    for members in itertools.combinations(pool, k):
+        ids = frozenset(p.bug.id for p in members)
+        why = ""
+        if ids in skip:
+            continue
+        functions = {(m.file, m.function) for p in members for m in p.bug.mutants}
+        if len(functions) < sum(len(p.bug.mutants) for p in members):
+            why = "set: two bugs in one function"
+        elif len({same(t) for p in members for t in p.bug.failing}) > MAX_FAIL_TO_PASS:
+            why = f"set: over {MAX_FAIL_TO_PASS} failing tests together"
+        else:
+            length = chars(members)
+            if length > reports.MAX_CHARS:
+                why = f"set: statement over {reports.MAX_CHARS} characters"
+            else:
+                key = (-len({m.file for p in members for m in p.bug.mutants}), length)
+                if best is None or key < best[0]:
+                    best = (key, list(members))
+        if why and refusals is not None and (judged is None or ids not in judged):
+            refusals[why] = refusals.get(why, 0) + 1
+        if judged is not None:
+            judged.add(ids)
+    return best[1] if best is not None else None
 
 
 # -- making tasks ---------------------------------------------------------------------------
@@ -669,6 +767,13 @@ class _Maker:
         self.seconds: dict[str, float] = {}
         #: Why mutants tried were not kept, reason -> count (see :meth:`_why_not`).
         self.drops: dict[str, int] = {}
+        #: Combinations: why sets of pooled bugs were refused (``set:``, before running
+        #: anything, each set counted once) or tried and refused (``tried:``), and how
+        #: many were ``written``.
+        self.combos: dict[str, int] = {}
+        self.tries = 0
+        self._tried: set[frozenset[str]] = set()
+        self._judged: set[frozenset[str]] = set()
         self.say = say
         self._start = time.monotonic()
 
@@ -677,37 +782,39 @@ class _Maker:
              max_trials: int) -> list[Path]:
         n_combined = round(max_tasks * max(0.0, min(1.0, combined)))
         written: list[Path] = []
-        pool: list[Bug] = []
+        pool: list[Pooled] = []
         group = self.rng.choice((2, 3))
+        if max_tasks <= 0:
+            return written
         for bug in self._bugs(functions, max_trials):
-            if len(written) >= max_tasks:
-                break
             if self.singles < max_tasks - n_combined:
                 if (path := self._single(bug)) is not None:
                     written.append(path)
                     self.singles += 1
                     self._progress(f"task {path.name} written")
-                continue
-            pool.append(bug)
-            if len(pool) >= group:
-                members = self._members(pool, group)
-                path = self._combination(members)
-                pool = [b for b in pool if b not in members] if path else pool[1:]
-                if path is not None:
-                    written.append(path)
-                    group = self.rng.choice((2, 3))
+            elif (pooled := self._pooled(bug)) is not None:
+                pool.append(pooled)
+                for _ in range(_TRIES_PER_BUG):  # sets with the new bug, or sets left
+                    members = self._members(pool, group) or self._members(pool, 5 - group)
+                    if members is None or len(written) >= max_tasks:
+                        break
+                    self._tried.add(frozenset(p.bug.id for p in members))
+                    if (path := self._combination(members)) is not None:
+                        written.append(path)
+                        pool = [p for p in pool if p not in members]
+                        group = self.rng.choice((2, 3))
+            if len(written) >= max_tasks:  # before another mutant is tried
+                break
+        if pool:
+            self._progress(f"{len(pool)} pooled bugs left uncombined")
         return written
 
-    def _members(self, pool: list[Bug], k: int) -> list[Bug]:
-        """``k`` bugs of the pool, in as many files as there are."""
-        out = [pool[0]]
-        for bug in pool[1:]:
-            if len(out) < k and bug.mutants[0].file not in {b.mutants[0].file for b in out}:
-                out.append(bug)
-        for bug in pool[1:]:
-            if len(out) < k and bug not in out:
-                out.append(bug)
-        return out
+    def _members(self, pool: list[Pooled], k: int) -> list[Pooled] | None:
+        """``k`` bugs of the pool to combine (:func:`choose_members`), or None."""
+        return choose_members(
+            pool, k, same=self._same, skip=self._tried, refusals=self.combos,
+            judged=self._judged, chars=lambda ms: len(self.reporter.draft(
+                [(p.check, p.observed) for p in ms])[0]))
 
     # drawing bugs
     def _bugs(self, functions: list[tuple[str, str]], max_trials: int) -> Iterator[Bug]:
@@ -737,10 +844,6 @@ class _Maker:
                     yield bug
                     break
 
-    def _kept(self, result: dict[str, str], messages: dict[str, str]) -> list[str] | None:
-        failing = sorted(t for t, s in result.items() if s != "passed")
-        return None if _why_not(result, messages, self._same) else failing
-
     def _same(self, node_id: str) -> str:
         same = getattr(self.pkg.runner, "same_test", None)
         return same(node_id) if same is not None else node_id
@@ -762,7 +865,7 @@ class _Maker:
     def _progress(self, message: str) -> None:
         if self.say is not None:
             self.say(f"[{time.monotonic() - self._start:.0f}s, {self.trials} tried, "
-                     f"{self.singles} tasks] {message}")
+                     f"{self.singles + self.combos.get('written', 0)} tasks] {message}")
 
     @contextlib.contextmanager
     def _timed(self, phase: str) -> Iterator[None]:
@@ -779,9 +882,13 @@ class _Maker:
                                                               key=lambda kv: -kv[1]))
         refused = ", ".join(f"{n} {why}" for why, n in sorted(self.reporter.refusals.items(),
                                                                 key=lambda kv: -kv[1]))
+        combos = ", ".join(f"{n} {why}" for why, n in sorted(self.combos.items(),
+                                                              key=lambda kv: -kv[1]))
         return (f"{self.trials} mutants tried, {self.kept} bugs kept, {self.unreported} "
                 f"without a report; dropped: {drops or 'none'}; report refusals: "
-                f"{refused or 'none'}; {times}")
+                f"{refused or 'none'}; "
+                + (f"combinations ({self.tries} tried): {combos or 'none'}; "
+                   if self.tries or self.combos else "") + times)
 
     def _count(self, bug: Bug) -> None:
         self.components += len(bug.mutants)
@@ -802,26 +909,58 @@ class _Maker:
             decoys = self._wrong_fix(m, list(bug.failing))
         return self._write(bug, {m.file: m.source}, made, decoys)
 
-    def _combination(self, members: list[Bug]) -> Path | None:
-        ms = [b.mutants[0] for b in members]
+    def _pooled(self, bug: Bug) -> Pooled | None:
+        """``bug`` with its verified check (found once, reused in every combination
+        tried), or None when it has none (the bug is dropped, as a single would be)."""
+        m = bug.mutants[0]
+        with self._timed("reports"):
+            found = self.reporter.check({m.file: m.source}, bug.failing, shortest=True)
+        if found is None:
+            self.unreported += 1
+            self._progress(f"no verified report for {m.id}: bug not pooled")
+            return None
+        self._progress(f"bug {m.id} pooled for a combination (a check of "
+                       f"{len(reports.script([found[0]], self.pkg.paths))} characters)")
+        return Pooled(bug, *found)
+
+    def _refused(self, why: str, members: Sequence[Pooled]) -> None:
+        self.combos[why] = self.combos.get(why, 0) + 1
+        self._progress(f"combination {' + '.join(p.bug.id for p in members)} refused: {why}")
+
+    def _combination(self, members: list[Pooled]) -> Path | None:
+        """The task of ``members`` together: one run of the suite with all of them (1 to
+        :data:`MAX_FAIL_TO_PASS` failing tests, each member failing one of its own), a
+        report from their cached checks, its script run with the bugs and at gold."""
+        self.tries += 1
+        bugs = [p.bug for p in members]
+        ms = [b.mutants[0] for b in bugs]
         changes = bug_changes(self.originals, ms)
         if changes is None:
+            self._refused("tried: the changes clash", members)
+            return None
+        found = [(p.check, p.observed) for p in members]
+        made, why = self.reporter.combined(changes, found, verify=False)
+        if made is None:
+            self._refused(f"tried: {why}", members)
             return None
         with self.reporter.applied(changes), self._timed("combinations"):
             result, messages = self.pkg.runner.run(self.pkg.root, self.pkg.node_ids,
                                                    self.timeout_s)
-        failing = self._kept(result, messages)
-        if failing is None or any(not set(b.failing) & set(failing) for b in members):
+        if why := _why_not(result, messages, self._same):
+            self._refused(f"tried: together, {why}", members)
+            return None
+        failing = sorted(t for t, s in result.items() if s != "passed")
+        if any(not set(b.failing) & set(failing) for b in bugs):
+            self._refused("tried: a bug fails none of its own tests with the others",
+                          members)
+            return None
+        with self._timed("combinations"):
+            why = self.reporter.verify(made[1], changes)
+        if why:
+            self._refused(f"tried: {why}", members)
             return None
         bug = Bug(tuple(ms), tuple(failing), {t: messages.get(t, "") for t in failing},
-                  tuple(b.failing for b in members))
-        parts = [({m.file: m.source}, [t for t in b.failing if t in failing])
-                 for m, b in zip(ms, members, strict=True)]
-        with self._timed("reports"):
-            made = self.reporter.report(changes, parts)
-        if made is None:
-            self.unreported += 1
-            return None
+                  tuple(b.failing for b in bugs))
         self._count(bug)
         decoys = {}
         for n, m in enumerate(ms):  # every fix that leaves one of the bugs
@@ -829,7 +968,11 @@ class _Maker:
             decoys[f"partial_fix_{n}.patch"] = "".join(
                 file_diff(f, changes[f], left[f]) for f in sorted(changes) if left[f] !=
                 changes[f])
-        return self._write(bug, changes, made, decoys)
+        path = self._write(bug, changes, made, decoys)
+        self.combos["written"] = self.combos.get("written", 0) + 1
+        self._progress(f"combined task {path.name} written ({len(ms)} bugs, "
+                       f"{len(failing)} failing tests, {len(made[0])} characters)")
+        return path
 
     # decoys and the folder
     def _wrong_fix(self, m: Mutant, f2p: list[str]) -> dict[str, str]:

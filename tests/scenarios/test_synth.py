@@ -202,3 +202,104 @@ def test_a_mixin_method_failing_in_every_class_counts_once():
     assert _why_not({"tests/test_c.py::test_0": "failed"},
                     {"tests/test_c.py::test_0": "ImportError: no"}) == \
         "import or collection error"
+
+
+def _pooled(file: str, function: str, failing: int, body: int, first: int = 0):
+    """A pooled bug of ``function`` failing ``failing`` tests (numbered from ``first``) whose
+    check's body is ``body`` characters long."""
+    from repogym.scenarios.mutation import Mutant
+    from repogym.scenarios.synth import Bug, Pooled
+
+    m = Mutant(file, function, "swap_args", "0-1", 1, 0, 1, "")
+    tests = tuple(f"tests/test_m.py::test_{n}" for n in range(first, first + failing))
+    check = reports.Check((f"assert {function}() == {'x' * body!r}",), (), f"{function}()",
+                          "returns 1", "return 2", function)
+    return Pooled(Bug((m,), tests, {}), check, "")
+
+
+def _chars(members):
+    text = reports.script([p.check for p in members])
+    return len(reports.statement("pkg", [p.check for p in members], text,
+                                 [p.observed for p in members]))
+
+
+def test_members_are_chosen_within_the_cap_and_the_length_budget_before_any_run():
+    """The union of the members' failing tests must be at most 19 (a mixin method counted
+    once) and their statement at most 2,000 characters; of the sets left, the one in the
+    most files, then the shortest, and never a set tried already."""
+    from repogym.scenarios.synth import MAX_FAIL_TO_PASS, choose_members
+
+    a = _pooled("pkg/a.py", "f", 12, 10)
+    b = _pooled("pkg/a.py", "g", 12, 10, first=20)  # 24 failing with a: over the cap
+    c = _pooled("pkg/b.py", "h", 7, 10, first=40)  # 19 with a: within the cap
+    refusals: dict[str, int] = {}
+    judged: set = set()
+    assert choose_members([a, b], 2, chars=_chars, refusals=refusals, judged=judged) is None
+    assert refusals == {f"set: over {MAX_FAIL_TO_PASS} failing tests together": 1}
+    assert choose_members([a, b, c], 2, chars=_chars, refusals=refusals,
+                          judged=judged) == [a, c]
+    assert refusals == {f"set: over {MAX_FAIL_TO_PASS} failing tests together": 1}  # once
+    assert choose_members([a, b, c], 3, chars=_chars) is None
+    # the same tests run once per class (a mixin's method) count once
+    same = lambda t: re.sub(r"test_(\d+)", lambda m: f"test_{int(m[1]) % 20}", t)
+    assert choose_members([a, b], 2, chars=_chars, same=same) == [a, b]
+
+    # the length budget: a long check is left out for a short one, in one file or not
+    long = _pooled("pkg/c.py", "k", 1, reports.MAX_CHARS - 400, first=60)
+    short = _pooled("pkg/a.py", "m", 1, 40, first=70)
+    assert _chars([c, long]) > reports.MAX_CHARS >= _chars([c, short])
+    refusals = {}
+    assert choose_members([c, long, short], 2, chars=_chars, refusals=refusals) == [c, short]
+    assert refusals == {f"set: statement over {reports.MAX_CHARS} characters": 2}
+    # files first, then length: c + shorter (one file) is the shortest, but two files
+    # win, and of those the shorter
+    shorter = _pooled("pkg/b.py", "n", 1, 5, first=80)
+    assert _chars([c, shorter]) < _chars([shorter, short]) < _chars([c, short])
+    assert choose_members([c, shorter, short], 2, chars=_chars) == [shorter, short]
+    assert choose_members([c, shorter, short], 2, chars=_chars,
+                          skip={frozenset({shorter.bug.id, short.bug.id})}) == [c, short]
+    assert choose_members([c, shorter], 2, chars=_chars) == [c, shorter]
+    # two bugs of one function are never combined
+    twin = _pooled("pkg/b.py", "h", 1, 5, first=90)
+    assert choose_members([c, twin], 2, chars=_chars) is None
+
+
+def test_combined_tasks_reuse_each_bugs_check_fit_the_statement_and_validate(
+        tmp_path, monkeypatch):
+    """With ``combined``, a task of 2-3 bugs is written: its statement (one paragraph per
+    check and one script) fits in 2,000 characters, its reproduction fails with the bugs
+    and passes with the gold patch, 1 to 19 tests fail, and no partial fix earns full
+    reward. Each bug's check is drafted once (the recorded calls are taken once per bug),
+    however many combinations are tried."""
+    from repogym.quality.audit import check_reproduction
+    from repogym.scenarios.synth import MAX_FAIL_TO_PASS, Reporter
+
+    drafted: list[str] = []
+    candidates = Reporter._candidates
+
+    def counted(self, changes, tests):
+        drafted.append(repr(sorted(changes.items())))
+        return candidates(self, changes, tests)
+
+    monkeypatch.setattr(Reporter, "_candidates", counted)
+    said: list[str] = []
+    folders = synthesize(PACKAGE, tmp_path / "out", max_tasks=2, seed=0, combined=0.5,
+                         say=said.append)
+    combined = [f for f in folders if " + " in (f / "task.toml").read_text().splitlines()[0]]
+    assert combined, said
+    kept = [s for s in said if "] bug kept: " in s]
+    assert len(drafted) == len(set(drafted)) == len(kept), said
+    assert len(combined) == 1 and len(folders) == 2
+    assert re.search(r"combinations \(\d+ tried\): .*\b1 written\b", said[-1]), said[-1]
+    tasks = load_tasks(tmp_path / "out")
+    for task in tasks:
+        if task.path not in combined:
+            continue
+        assert len(task.statement) <= reports.MAX_CHARS
+        assert reports.reproduction_of(task.statement) == \
+            (task.path / "reproduction.py").read_text()
+        assert check_reproduction(task) is None
+        assert 1 <= len(task.verifier.fail_to_pass) <= MAX_FAIL_TO_PASS
+        assert any(p.name.startswith("partial_fix_") for p in task.decoys)
+    reports_ = validate_tasks([t for t in tasks if t.path in combined], reruns=1, workers=2)
+    assert all(r.ok for r in reports_), [r.failures for r in reports_]
