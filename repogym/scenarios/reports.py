@@ -175,7 +175,9 @@ def _fstring(text: str) -> str:
 
 
 def _shown(text: str) -> str:
-    text = " ".join(str(text).split())
+    """``text`` for a sentence of the report: one line, no memory address (``<X object at
+    0x7f...>`` differs from run to run and says nothing of the bug), at most _SHOWN long."""
+    text = without_addresses(" ".join(str(text).split()))
     return text if len(text) <= _SHOWN else text[:_SHOWN - 3] + "..."
 
 

@@ -354,3 +354,14 @@ def test_leaks_are_lines_and_tokens_of_the_fix_and_test_names():
     assert reports.leaks("see test_sep_is_dashed", gold, buggy,
                          ["tests/test_core.py::test_sep_is_dashed"]) == [
         "a hidden test's name: 'test_sep_is_dashed'"]
+
+
+def test_a_report_shows_no_memory_address():
+    """parse's `search` returned `<parse.Match object at 0x7fdb...>`: an address differs
+    from run to run and tells nothing; the sentence keeps the object, not the address."""
+    check = reports.Check(body=("assert False",), imports=(("parse", "search"),),
+                          call="search('{:^2S}', 'foo')",
+                          actual="returned <parse.Match object at 0x7fdbefb75390>",
+                          expected="return <Result ('foo',) {}>", function="search")
+    text = reports.statement("parse", [check], reports.script([check]))
+    assert "`<parse.Match object>`" in text and "0x" not in text, text
