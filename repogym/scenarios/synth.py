@@ -796,7 +796,11 @@ class _Maker:
                 pool.append(pooled)
                 for _ in range(_TRIES_PER_BUG):  # sets with the new bug, or sets left
                     members = self._members(pool, group) or self._members(pool, 5 - group)
-                    if members is None or len(written) >= max_tasks:
+                    if members is None:
+                        self._progress(f"no set to combine in a pool of {len(pool)} yet; "
+                                       "refused so far: " + self._combos())
+                        break
+                    if len(written) >= max_tasks:
                         break
                     self._tried.add(frozenset(p.bug.id for p in members))
                     if (path := self._combination(members)) is not None:
@@ -882,13 +886,16 @@ class _Maker:
                                                               key=lambda kv: -kv[1]))
         refused = ", ".join(f"{n} {why}" for why, n in sorted(self.reporter.refusals.items(),
                                                                 key=lambda kv: -kv[1]))
-        combos = ", ".join(f"{n} {why}" for why, n in sorted(self.combos.items(),
-                                                              key=lambda kv: -kv[1]))
+        combos = self._combos()
         return (f"{self.trials} mutants tried, {self.kept} bugs kept, {self.unreported} "
                 f"without a report; dropped: {drops or 'none'}; report refusals: "
                 f"{refused or 'none'}; "
-                + (f"combinations ({self.tries} tried): {combos or 'none'}; "
+                + (f"combinations ({self.tries} tried): {combos}; "
                    if self.tries or self.combos else "") + times)
+
+    def _combos(self) -> str:
+        return ", ".join(f"{n} {why}" for why, n in sorted(self.combos.items(),
+                                                           key=lambda kv: -kv[1])) or "none"
 
     def _count(self, bug: Bug) -> None:
         self.components += len(bug.mutants)
