@@ -26,7 +26,7 @@ from repogym.quality.validate import TaskReport, validate_tasks
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.base import WORKSPACE, PackageSite, SandboxError
 from repogym.sandbox.workspace import TemplateCache
-from repogym.scenarios import history, pypi
+from repogym.scenarios import history, pypi, reports
 from repogym.scenarios.environment import EnvironmentSpec
 from repogym.scenarios.synth import SynthError, deletion_decoys
 from repogym.scenarios.task import load_task
@@ -258,12 +258,12 @@ def _description(task: history.HistoryTask, messages: dict[str, str],
 
 def failure_description(task: history.HistoryTask, messages: dict[str, str]) -> str | None:
     """A statement from what the failing tests report (their assertion messages, without
-    test ids, or lines of the fix), or None when no message is left."""
+    test ids, lines of the fix or memory addresses), or None when no message is left."""
     gold = task.gold
     fix = history.fix_lines(gold)
     shown = []
     for t in task.fail_to_pass:
-        msg = " ".join(messages.get(t, "").split())
+        msg = reports.without_addresses(" ".join(messages.get(t, "").split()))
         if not msg or history.statement_leaks(msg, gold, task.fail_to_pass) or \
                 any(line in msg for line in fix):
             continue

@@ -67,6 +67,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
+from repogym.sandbox.base import WORKSPACE
 from repogym.scenarios import reports
 from repogym.scenarios.environment import EnvironmentSpec
 from repogym.scenarios.mutation import Mutant, file_diff, function_names, mutants
@@ -682,8 +683,8 @@ class Reporter:
             if len(text) > reports.MAX_CHARS - 600:
                 self._refuse("check: script too long")
                 continue
-            if str(self.root) in text or reports.leaks(text, gold, buggy_sources,
-                                                       self.node_ids):
+            if any(path in text for path in (str(self.root), *_RUN_PATHS)) or reports.leaks(
+                    text, gold, buggy_sources, self.node_ids):
                 self._refuse("check: leaks the fix, a path or a test name")
                 continue
             fails, observed = self._fails(text, changes)
@@ -694,6 +695,12 @@ class Reporter:
             else:
                 return c, observed
         return None
+
+
+#: Paths of a sandbox run that a recorded call can hold (sqlparse's ``main`` was called with
+#: ``/workspace/tests/files/...``): a script naming one points into the hidden tests or a
+#: folder the agent's run does not have.
+_RUN_PATHS = (WORKSPACE + "/", "/tmp/", "/run/repogym")
 
 
 # -- combining bugs -------------------------------------------------------------------------

@@ -209,3 +209,19 @@ def test_history_mines_a_validated_task_with_the_changelog_entry_and_a_reproduct
     subprocess.run(["git", "apply", str(folder / "solution.patch")], cwd=work, check=True)
     assert subprocess.run([sys.executable, "reproduction.py"], cwd=work,
                           check=False).returncode == 0
+
+
+def test_a_statement_from_failures_shows_no_memory_address():
+    """sqlparse's failures read `<Identifier 'foo' at 0x7FFB7DCE7BD0>`: an address differs
+    on every run and says nothing of the bug."""
+    from types import SimpleNamespace
+
+    from repogym.quality.synth_history import failure_description
+
+    gold = ("--- a/p.py\n+++ b/p.py\n@@ -1 +1 @@\n-    return tokens[:2]\n"
+            "+    return tokens\n")
+    task = SimpleNamespace(name="sqlparse", gold=gold, fail_to_pass=["tests/t.py::test_a"])
+    text = failure_description(task, {"tests/t.py::test_a": (
+        "AssertionError: assert 2 == 4 + where 2 = len([<Identifier 'foo' at 0x7FFB7DCE7BD0>, "
+        "<Parenthesis '(c1)' at 0x7FFB7DCE41D0>])")})
+    assert text is not None and "<Identifier 'foo'>" in text and "0x" not in text, text

@@ -23,7 +23,8 @@ from repogym.sandbox.runtime import cache_dir
 from repogym.scenarios.patches import split_diff
 from repogym.scenarios.suites import load_suite, read_index
 
-SAMPLE = ("schema", "inflection")  # one train package, one test package; both small and fast
+SAMPLE = ("schema", "inflection")
+HISTORY_PACKAGES = 5  # packages the release-history tasks come from (docs/suites.md)  # one train package, one test package; both small and fast
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*-\d+$")
 
 
@@ -33,7 +34,8 @@ def suite():
 
 
 def test_manifest_reaches_300_tasks_from_10_packages(suite):
-    assert len(suite.packages) >= 10 and suite.tasks >= 300, (len(suite.packages), suite.tasks)
+    packages = {p.distribution for p in suite.packages}  # a release's entry is its package's
+    assert len(packages) >= 10 and suite.tasks >= 300, (packages, suite.tasks)
 
 
 def test_manifest_is_packages_of_many_kinds_split_by_package(suite):
@@ -83,7 +85,7 @@ def test_rebuilt_packages_are_graded_whole_and_described_by_bug_reports(suite):
     from repogym.scenarios.suites import all_others
 
     rebuilt = _rebuilt(suite)
-    assert {p.name for p in rebuilt} >= {"inflection", "isodate"}, [p.name for p in rebuilt]
+    assert [p.name for p in rebuilt] == [p.name for p in suite.packages]  # every package
     for p in rebuilt:
         assert p.tests
         cheap = 0
@@ -98,6 +100,36 @@ def test_rebuilt_packages_are_graded_whole_and_described_by_bug_reports(suite):
             cheap += any(m.split("::")[-1].startswith(("return_value", "remove_call"))
                          for m in t.mutants)
         assert cheap <= len(p.tasks) / 4, (p.name, cheap, len(p.tasks))
+
+
+def test_release_history_tasks_are_real_fixes_reported_with_a_reproduction(suite):
+    """Tasks mined from consecutive releases (`repogym history`, `suite add-history`): one
+    function of release N+1 put back to release N's code, graded by N+1's tests, the
+    statement a bug report (N+1's changelog entry or the failures) holding a reproduction
+    verified in the sandbox; at least 50 of them, from several packages."""
+    from repogym.scenarios.reports import MAX_CHARS, reproduction_of
+
+    history = [(p, t) for p in suite.packages for t in p.tasks if t.origin == "history"]
+    assert len(history) >= 50, len(history)
+    assert len({p.distribution for p, _ in history}) >= HISTORY_PACKAGES
+    assert len({t.statement for _, t in history}) == len(history)  # no report given twice
+    for p, t in history:
+        assert len(split_diff(t.gold)) == 1 and not t.mutants, t.id
+        assert t.reproduction and reproduction_of(t.statement) == t.reproduction, t.id
+        assert len(t.statement) <= MAX_CHARS and 1 <= len(t.fail_to_pass) < 20, t.id
+
+
+def test_combined_tasks_hold_two_or_three_bugs_each_left_by_a_partial_fix(suite):
+    from repogym.scenarios.reports import MAX_CHARS
+
+    combined = [t for p in suite.packages for t in p.tasks if t.origin == "combined"]
+    assert combined
+    for t in combined:
+        assert 2 <= len(t.mutants) <= 3, t.id
+        functions = {m.split("::")[1] for m in t.mutants}
+        assert len(functions) == len(t.mutants), t.id  # different functions
+        assert sum(n.startswith("partial_fix_") for n in t.decoys) == len(t.mutants), t.id
+        assert 1 <= len(t.fail_to_pass) < 20 and len(t.statement) <= MAX_CHARS, t.id
 
 
 def _cache(tmp_path: Path) -> dict[str, str]:
