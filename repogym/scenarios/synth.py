@@ -781,6 +781,8 @@ class _Maker:
         self.tries = 0
         self._tried: set[frozenset[str]] = set()
         self._judged: set[frozenset[str]] = set()
+        #: Statement length of a set of pooled bugs (ids): drafted once, not on every choice.
+        self._lengths: dict[frozenset[str], int] = {}
         self.say = say
         self._start = time.monotonic()
 
@@ -824,8 +826,14 @@ class _Maker:
         """``k`` bugs of the pool to combine (:func:`choose_members`), or None."""
         return choose_members(
             pool, k, same=self._same, skip=self._tried, refusals=self.combos,
-            judged=self._judged, chars=lambda ms: len(self.reporter.draft(
-                [(p.check, p.observed) for p in ms])[0]))
+            judged=self._judged, chars=self._length)
+
+    def _length(self, members: Sequence[Pooled]) -> int:
+        ids = frozenset(p.bug.id for p in members)
+        if ids not in self._lengths:
+            self._lengths[ids] = len(self.reporter.draft(
+                [(p.check, p.observed) for p in members])[0])
+        return self._lengths[ids]
 
     # drawing bugs
     def _bugs(self, functions: list[tuple[str, str]], max_trials: int) -> Iterator[Bug]:
