@@ -280,8 +280,10 @@ def failure_description(task: history.HistoryTask, messages: dict[str, str]) -> 
 class ScriptReproducer:
     """The default reproduction of a history task: the shortest script made from one of its
     failing tests (:func:`repogym.scenarios.history.test_script`) that, run as ``python
-    reproduction.py`` at the root of the task's repo/ in the sandbox, exits non-zero and
-    exits 0 once the gold fix is applied, and keeps the statement within
+    reproduction.py`` at the root of the task's repo/ in the sandbox, fails with an
+    AssertionError of its own (wrapped by :func:`repogym.scenarios.history.asserting_script`
+    where the test expected an exception or the bug raises one) and exits 0 once the gold
+    fix is applied, and keeps the statement within
     :data:`~repogym.scenarios.history.MAX_STATEMENT_CHARS`.
 
     Args:
@@ -310,24 +312,36 @@ class ScriptReproducer:
         template = self._templates.get(folder / "repo", self.environment)
         fixed = (task.repo / task.function.file).read_text(encoding="utf-8")
         for script in scripts:
-            if self._exit(template, script, None) not in (0, None) and \
-                    self._exit(template, script, (task.function.file, fixed)) == 0:
+            code, output = self._run(template, script, None)
+            if code in (0, None):
+                continue
+            if not reports.fails_itself(output):
+                # The test expected an exception, or the bug raises one: state it as the
+                # script's own AssertionError (the rule every reproduction keeps).
+                script = history.asserting_script(script) or ""
+                if not script or len(script) >= room or not reports.fails_itself(
+                        self._run(template, script, None)[1]):
+                    continue
+            if self._run(template, script, (task.function.file, fixed))[0] == 0:
                 return script
         return None
 
-    def _exit(self, template: Path, script: str, change: tuple[str, str] | None) -> int | None:
-        """The script's exit code in a fresh sandbox (None: it timed out or crashed)."""
+    def _run(self, template: Path, script: str,
+             change: tuple[str, str] | None) -> tuple[int | None, str]:
+        """The script's exit code (None: it timed out or crashed) and the tail of its
+        output, in a fresh sandbox."""
         sb = make_sandbox(self.backend, SandboxSpec(template, Limits(timeout_s=60)))
         try:
             sb.write_file("reproduction.py", script)
             if change is not None:
                 sb.write_file(*change)
-            res = sb.run("python reproduction.py", timeout_s=60)
+            res = sb.run("python reproduction.py 2>&1 | tail -c 3000; exit ${PIPESTATUS[0]}",
+                         timeout_s=60)
         except SandboxError:
-            return None
+            return None, ""
         finally:
             sb.close()
-        return None if res.timed_out else res.exit_code
+        return (None if res.timed_out else res.exit_code), res.stdout
 
     def close(self) -> None:
         self._templates.close()

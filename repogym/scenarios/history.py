@@ -581,6 +581,38 @@ class _Messages(ast.NodeTransformer):
         return node
 
 
+def asserting_script(script: str) -> str | None:
+    """``script`` with its closing call wrapped so that whatever else the call raises (the
+    library's own error, pytest's ``DID NOT RAISE``, an assert inside pytest or the library)
+    becomes an AssertionError of the script's own that names it, the original traceback
+    chained above it: a reproduction then fails by stating what went wrong, as
+    :func:`repogym.scenarios.reports.fails_itself` asks, even where the test it came from
+    expected an exception or none. An AssertionError of the script's own (``unittest``'s
+    for its ``self.assert*``) passes through.
+    None for a script without a closing call after its definitions."""
+    try:
+        tree = ast.parse(script)
+    except SyntaxError:
+        return None
+    last_def = max((i for i, n in enumerate(tree.body)
+                    if isinstance(n, (ast.FunctionDef, ast.ClassDef))), default=None)
+    if last_def is None or last_def == len(tree.body) - 1:
+        return None
+    lines = script.rstrip().splitlines()
+    call = lines[tree.body[last_def + 1].lineno - 1:]
+    head = "\n".join(lines[:tree.body[last_def + 1].lineno - 1]).rstrip()
+    body = "\n".join("    " + ln if ln.strip() else ln for ln in call)
+    return (f"import traceback\n{head}\n\n\ntry:\n{body}\n"
+            "except (KeyboardInterrupt, SystemExit):\n    raise\n"
+            "except BaseException as error:\n"
+            "    frames = [f for f in traceback.extract_tb(error.__traceback__)\n"
+            "              if '/unittest/' not in f.filename]\n"
+            "    if isinstance(error, AssertionError) and frames[-1].filename == __file__:\n"
+            "        raise\n"
+            "    message = ' '.join(str(error).split())\n"
+            "    raise AssertionError(f'{type(error).__name__}: {message}') from error\n")
+
+
 def _class_call(owner: ast.ClassDef) -> str:
     if owner.bases:  # a unittest.TestCase: debug() runs setUp, the test and tearDown
         return 'Case("reproduce").debug()'

@@ -78,9 +78,9 @@ Changes
 '''
 
 
-def _sdist(folder: Path, version: str, module: str) -> Path:
+def _sdist(folder: Path, version: str, module: str, tests: str = TESTS) -> Path:
     """An sdist of rgdemo ``version`` (the package, its tests, a changelog) in ``folder``."""
-    files = {"rgdemo/__init__.py": module, "tests/test_rgdemo.py": TESTS,
+    files = {"rgdemo/__init__.py": module, "tests/test_rgdemo.py": tests,
              "CHANGES.rst": CHANGES, "PKG-INFO": f"Metadata-Version: 2.1\nName: rgdemo\n"
                                                  f"Version: {version}\n"}
     dest = folder / f"rgdemo-{version}"
@@ -209,6 +209,81 @@ def test_history_mines_a_validated_task_with_the_changelog_entry_and_a_reproduct
     subprocess.run(["git", "apply", str(folder / "solution.patch")], cwd=work, check=True)
     assert subprocess.run([sys.executable, "reproduction.py"], cwd=work,
                           check=False).returncode == 0
+
+
+RAISING = NEW.replace('''    """Limit value to [low, high]."""
+''', '''    """Limit value to [low, high]."""
+    if low > high:
+        raise ValueError("low is above high")
+''')
+RAISING_TESTS = TESTS + '''
+
+def test_clamp_rejects_reversed_bounds():
+    with pytest.raises(ValueError):
+        clamp(1, 5, 0)
+'''
+
+
+def test_a_reproduction_of_an_expected_exception_fails_by_its_own_assertion(
+        tmp_path, monkeypatch):
+    """The fix makes ``clamp`` raise, and the test says so with ``pytest.raises``: run
+    without the fix, the test's body fails by pytest's ``DID NOT RAISE``, which is not the
+    script's own AssertionError. The miner writes the wrapped script instead, which the
+    suite audit accepts: it fails by stating what went wrong and passes with the fix."""
+    from repogym.quality.synth_history import mine_history
+    from repogym.scenarios import reports
+
+    sdists = tmp_path / "sdists"
+    _sdist(sdists, "1.1", NEW, RAISING_TESTS)
+    _sdist(sdists, "1.2", RAISING, RAISING_TESTS)
+    monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
+    res = mine_history("rgdemo", tmp_path / "out", versions=["1.1", "1.2"], reruns=1,
+                       say=lambda m: None)
+    [folder] = res.written
+    task = load_task(folder)
+    assert task.verifier.fail_to_pass == (
+        "tests/test_rgdemo.py::test_clamp_rejects_reversed_bounds",)
+    script = (folder / "reproduction.py").read_text()
+    assert "pytest.raises(ValueError)" in script and "raise AssertionError(" in script
+    assert f"Reproduction:\n\n```python\n{script}```" in task.statement
+    work = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(task.repo_dir), str(work)], check=True)
+    (work / "reproduction.py").write_text(script)
+    before = subprocess.run([sys.executable, "reproduction.py"], cwd=work, capture_output=True,
+                            text=True, check=False)
+    assert before.returncode != 0 and reports.fails_itself(before.stderr), before.stderr
+    assert before.stderr.rstrip().endswith("AssertionError: Failed: DID NOT RAISE ValueError")
+    subprocess.run(["git", "apply", str(folder / "solution.patch")], cwd=work, check=True)
+    assert subprocess.run([sys.executable, "reproduction.py"], cwd=work,
+                          check=False).returncode == 0
+
+
+def test_asserting_script_states_what_the_call_raised_and_keeps_its_own_assertions(tmp_path):
+    from repogym.scenarios import reports
+
+    def run(script: str) -> tuple[int, str]:
+        (tmp_path / "reproduction.py").write_text(script)
+        done = subprocess.run([sys.executable, "reproduction.py"], cwd=tmp_path,
+                              capture_output=True, text=True, check=False)
+        return done.returncode, done.stderr
+
+    library = "import json\n\n\ndef reproduce():\n    json.loads('{')\n\n\nreproduce()\n"
+    code, out = run(library)
+    assert code == 1 and not reports.fails_itself(out)  # json's error, not the script's
+    code, out = run(history.asserting_script(library))
+    assert code == 1 and reports.fails_itself(out) and "JSONDecodeError: Expecting" in out
+    own = "def reproduce():\n    assert 1 == 2, 'expected 2, got 1'\n\n\nreproduce()\n"
+    code, out = run(history.asserting_script(own))
+    assert out.rstrip().endswith("\nAssertionError: expected 2, got 1")  # passed through
+    assert "direct cause" not in out
+    unit = ("import unittest\n\n\nclass Case(unittest.TestCase):\n    def reproduce(self):\n"
+            "        self.assertEqual(1, 2)\n\n\nCase('reproduce').debug()\n")
+    code, out = run(history.asserting_script(unit))
+    assert out.rstrip().endswith("\nAssertionError: 1 != 2") and reports.fails_itself(out)
+    assert "direct cause" not in out
+    assert run(history.asserting_script("def reproduce():\n    pass\n\n\nreproduce()\n")) \
+        == (0, "")
+    assert history.asserting_script("def reproduce():\n    pass\n") is None  # no call
 
 
 def test_a_statement_from_failures_shows_no_memory_address():
