@@ -262,3 +262,32 @@ def test_the_helper_runs_the_reproduction_as_if_at_the_repository_root(tmp_path)
     result = json.loads(helper("search", "0", "30", "5").split("RGAPR ", 1)[1])
     assert result["found"] == 2 and result["forked"] == 3
     assert (ws / path).read_text() == FIXED
+
+
+def test_the_helper_takes_the_frames_of_the_error_a_wrapped_reproduction_was_raised_from(
+        tmp_path):
+    """A history reproduction turns the library's own error into an AssertionError of its
+    own, raised ``from`` it (``history.asserting_script``): the frames in the repository are
+    those of the chained error, as the printed traceback shows them."""
+    import shutil
+    import subprocess
+    import sys
+    import zlib
+    from base64 import b64decode
+
+    from repogym.harness.baselines.apr import HELPER
+    from repogym.scenarios.history import asserting_script
+
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    (ws / "ranges").mkdir(parents=True)
+    (ws / "ranges" / "__init__.py").write_text(BUGGY)
+    home.mkdir()
+    script = asserting_script("from ranges import width\n\n\ndef reproduce():\n"
+                              "    assert width(None, 3) is None\n\n\nreproduce()\n")
+    (home / "reproduction.py").write_text(script)
+    shutil.copy(HELPER, home / "rg_apr.py")
+    out = subprocess.run([sys.executable, "-B", str(home / "rg_apr.py"), "trace"], cwd=ws,
+                         capture_output=True, text=True, check=True).stdout
+    report = json.loads(zlib.decompress(b64decode(out.split()[3])))
+    assert report["error"].startswith("AssertionError: TypeError: unsupported operand"), report
+    assert report["frames"] == [["ranges/__init__.py", 10, "width"]], report["frames"]

@@ -148,8 +148,12 @@ def trace():
             error = f"SystemExit: {e.code}"
     except BaseException as e:  # noqa: BLE001 - the reproduction's failure is the report
         error = "".join(traceback.format_exception_only(type(e), e)).strip()
-        frames = [[rel(f.filename), f.lineno, f.name]
-                  for f in traceback.extract_tb(e.__traceback__) if workspace_file(f.filename)]
+        chain = [e]  # the error it was raised from first, as the traceback prints them
+        while (cause := chain[0].__cause__ or chain[0].__context__) is not None \
+                and cause not in chain:
+            chain.insert(0, cause)
+        frames = [[rel(f.filename), f.lineno, f.name] for x in chain
+                  for f in traceback.extract_tb(x.__traceback__) if workspace_file(f.filename)]
     finally:
         sys.settrace(None)
         threading.settrace(None)
