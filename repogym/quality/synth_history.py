@@ -304,9 +304,8 @@ class ScriptReproducer:
         local = {Path(f).parts[0].removesuffix(".py") for f in task.test_files} | {
             Path(f).stem for f in task.test_files if f.endswith(".py")}
         room = history.MAX_STATEMENT_CHARS - len(history.full_statement(task.description, "x"))
-        scripts = sorted({s for t in task.fail_to_pass if (s := history.test_script(
-            _test_source(task, t), t, local_modules=local, pythonpath=self.pythonpath))
-            and len(s) < room}, key=len)
+        scripts = sorted({s for t in task.fail_to_pass if (s := self._script(task, t, local))
+                          and len(s) < room}, key=len)
         if not scripts:
             return None
         template = self._templates.get(folder / "repo", self.environment)
@@ -325,6 +324,29 @@ class ScriptReproducer:
             if self._run(template, script, (task.function.file, fixed))[0] == 0:
                 return script
         return None
+
+    def _script(self, task: history.HistoryTask, node_id: str, local: set[str]) -> str | None:
+        """The failing test ``node_id`` as a standalone script: the test's body as a
+        function (:func:`repogym.scenarios.history.test_script`), else, for a test it
+        cannot stand alone for (a method a ``unittest`` mixin defines, helpers on
+        ``self``), the test's body inlined with what it uses of its class and bases, as
+        synthesised bugs' reports do (:func:`repogym.scenarios.reports.inline_check`)."""
+        source = _test_source(task, node_id)
+        script = history.test_script(source, node_id, local_modules=local,
+                                     pythonpath=self.pythonpath)
+        if script is not None:
+            return script
+
+        def read(rel: str) -> str | None:  # test files only: a script inlines test code
+            if rel not in task.test_files:
+                return None
+            return (task.repo / rel).read_text(encoding="utf-8", errors="replace")
+
+        check = reports.inline_check(source, node_id, read)
+        if check is None:
+            return None
+        script = reports.script([check], self.pythonpath)
+        return script if len(script) <= history.MAX_REPRODUCTION_CHARS else None
 
     def _run(self, template: Path, script: str,
              change: tuple[str, str] | None) -> tuple[int | None, str]:

@@ -462,6 +462,16 @@ def _member_names(stmt: ast.stmt) -> set[str]:
     return _bound(stmt)
 
 
+def _member_needs(stmt: ast.stmt) -> set[str]:
+    """The module-level names a class-body statement reads: an assignment's loaded names
+    (``clamp = staticmethod(clamp)`` reads the module's ``clamp``), a definition's names
+    but its own."""
+    if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
+        return {n.id for n in ast.walk(stmt)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return _used_names([stmt]) - _member_names(stmt)
+
+
 def _members(chain: list[tuple[_Module, ast.ClassDef]], wanted: set[str]
              ) -> list[tuple[_Module, ast.stmt]] | None:
     """The class-body statements of ``chain`` that ``wanted`` names need (with what they
@@ -567,8 +577,7 @@ def inline_check(test_source: str, node_id: str, read: Reader | None = None
     modules = {fn_mod.path: fn_mod}
     for m, stmt in members:
         modules[m.path] = m
-        needs.setdefault(m.path, set()).update(_used_names([stmt]) - {"self"} -
-                                               _member_names(stmt))
+        needs.setdefault(m.path, set()).update(_member_needs(stmt) - {"self"})
     segments: list[str] = []  # a statement two modules need is written once
     for p, names in needs.items():
         got = _needed_imports(modules[p], names, fn if p == fn_mod.path else None, reader)

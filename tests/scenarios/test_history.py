@@ -78,9 +78,10 @@ Changes
 '''
 
 
-def _sdist(folder: Path, version: str, module: str, tests: str = TESTS) -> Path:
+def _sdist(folder: Path, version: str, module: str, tests: str = TESTS,
+           extra: dict[str, str] | None = None) -> Path:
     """An sdist of rgdemo ``version`` (the package, its tests, a changelog) in ``folder``."""
-    files = {"rgdemo/__init__.py": module, "tests/test_rgdemo.py": tests,
+    files = {**(extra or {}), "rgdemo/__init__.py": module, "tests/test_rgdemo.py": tests,
              "CHANGES.rst": CHANGES, "PKG-INFO": f"Metadata-Version: 2.1\nName: rgdemo\n"
                                                  f"Version: {version}\n"}
     dest = folder / f"rgdemo-{version}"
@@ -300,3 +301,63 @@ def test_a_statement_from_failures_shows_no_memory_address():
         "AssertionError: assert 2 == 4 + where 2 = len([<Identifier 'foo' at 0x7FFB7DCE7BD0>, "
         "<Parenthesis '(c1)' at 0x7FFB7DCE41D0>])")})
     assert text is not None and "<Identifier 'foo'>" in text and "0x" not in text, text
+
+
+MIXIN_INIT = '''\
+class ClampMixin:
+    high = 10
+
+    def test_caps_at_high(self):
+        self.assertEqual(self.clamp(15, 0, self.high), self.high)
+
+    def test_keeps_inside(self):
+        self.assertEqual(self.clamp(3, 0, self.high), 3)
+'''
+MIXIN_TESTS = '''\
+import unittest
+
+from rgdemo import clamp, describe
+
+from . import ClampMixin
+
+
+class ClampTest(ClampMixin, unittest.TestCase):
+    clamp = staticmethod(clamp)
+
+    def test_describe(self):
+        self.assertEqual(describe(2), "value 2")
+'''
+
+
+def test_a_failing_test_a_unittest_mixin_defines_gets_a_reproduction(tmp_path, monkeypatch):
+    """cachetools' layout: the test methods live in a mixin of the tests package and use a
+    class attribute of the concrete TestCase (``self.clamp``). The test alone cannot stand
+    as a script, so the miner inlines its body with what it uses of the class and the
+    mixin, as synthesised bugs' reports do, and checks that script in the sandbox."""
+    from repogym.quality.synth_history import mine_history
+    from repogym.scenarios import reports
+
+    sdists = tmp_path / "sdists"
+    extra = {"tests/__init__.py": MIXIN_INIT}
+    _sdist(sdists, "1.0", OLD, MIXIN_TESTS, extra)
+    _sdist(sdists, "1.1", NEW, MIXIN_TESTS, extra)
+    monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
+    res = mine_history("rgdemo", tmp_path / "out", versions=["1.0", "1.1"], reruns=1,
+                       say=lambda m: None)
+    [folder] = res.written
+    task = load_task(folder)
+    assert task.verifier.fail_to_pass == ("tests/test_rgdemo.py::ClampTest::test_caps_at_high",)
+    script = (folder / "reproduction.py").read_text()
+    assert "high = 10" in script and "clamp = staticmethod(clamp)" in script, script
+    assert "ClampMixin" not in script and "test_caps" not in script
+    assert "def clamp" not in script  # test code is inlined, never the package's own
+    work = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(task.repo_dir), str(work)], check=True)
+    (work / "reproduction.py").write_text(script)
+    before = subprocess.run([sys.executable, "reproduction.py"], cwd=work, capture_output=True,
+                            text=True, check=False)
+    assert before.returncode != 0 and reports.fails_itself(before.stderr), before.stderr
+    assert "AssertionError: 15 != 10" in before.stderr
+    subprocess.run(["git", "apply", str(folder / "solution.patch")], cwd=work, check=True)
+    assert subprocess.run([sys.executable, "reproduction.py"], cwd=work,
+                          check=False).returncode == 0
