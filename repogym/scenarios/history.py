@@ -600,9 +600,18 @@ def asserting_script(script: str) -> str | None:
         return None
     lines = script.rstrip().splitlines()
     call = lines[tree.body[last_def + 1].lineno - 1:]
-    head = "\n".join(lines[:tree.body[last_def + 1].lineno - 1]).rstrip()
+    # ``import traceback`` goes after the docstring and ``__future__`` imports, if any
+    lead = 0
+    for n in tree.body[:last_def]:
+        if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+                and isinstance(n.value.value, str) and lead == 0) and not (
+                isinstance(n, ast.ImportFrom) and n.module == "__future__"):
+            break
+        lead = n.end_lineno or n.lineno
+    head = "\n".join([*lines[:lead], "import traceback",
+                      *lines[lead:tree.body[last_def + 1].lineno - 1]]).rstrip()
     body = "\n".join("    " + ln if ln.strip() else ln for ln in call)
-    return (f"import traceback\n{head}\n\n\ntry:\n{body}\n"
+    return (f"{head}\n\n\ntry:\n{body}\n"
             "except (KeyboardInterrupt, SystemExit):\n    raise\n"
             "except BaseException as error:\n"
             "    frames = [f for f in traceback.extract_tb(error.__traceback__)\n"

@@ -3,6 +3,7 @@ built here (its sdists are placed in the download cache, so nothing is fetched).
 
 from __future__ import annotations
 
+import ast
 import io
 import subprocess
 import sys
@@ -285,6 +286,9 @@ def test_asserting_script_states_what_the_call_raised_and_keeps_its_own_assertio
     assert run(history.asserting_script("def reproduce():\n    pass\n\n\nreproduce()\n")) \
         == (0, "")
     assert history.asserting_script("def reproduce():\n    pass\n") is None  # no call
+    documented = history.asserting_script(
+        '"""Reproduces it."""\nimport json\n\n\ndef reproduce():\n    pass\n\n\nreproduce()\n')
+    assert ast.get_docstring(ast.parse(documented)) == "Reproduces it."  # still first
 
 
 def test_a_statement_from_failures_shows_no_memory_address():
