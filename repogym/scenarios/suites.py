@@ -426,7 +426,9 @@ def is_validated(root: Path, task: TaskEntry) -> bool:
 
 def validated_tasks(name: str, root: Path | None = None, *, split: str | None = None,
                     packages: Iterable[str] | None = None) -> list[Task]:
-    """The tasks of a suite that were materialised and validated here.
+    """The tasks of a suite that were materialised and validated here, as the suite's
+    manifest has them now: a task the manifest no longer holds, or holds changed since it
+    was validated (a newer repogym), is not one of them until fetched again.
 
     Raises:
         SuiteError: none are (the message says how to fetch the suite).
@@ -434,13 +436,18 @@ def validated_tasks(name: str, root: Path | None = None, *, split: str | None = 
     suite = load_suite(name)
     base = suite_root(name, root)
     index = read_index(base)
+    current = {t.id: t.digest for p in suite.packages for t in p.tasks}
     keep = None if packages is None else set(packages)
-    out = [load_task(Path(info["path"])) for tid, info in sorted(index.items())
-           if (split is None or info["split"] == split)
-           and (keep is None or info["package"] in keep) and Path(info["path"]).is_dir()]
+    chosen = {tid: info for tid, info in sorted(index.items())
+              if (split is None or info["split"] == split)
+              and (keep is None or info["package"] in keep) and Path(info["path"]).is_dir()}
+    out = [load_task(Path(info["path"])) for tid, info in chosen.items()
+           if current.get(tid) == info.get("digest")]
     if not out:
+        stale = f" ({len(chosen)} validated from another version of its manifest)" \
+            if chosen else ""
         raise SuiteError(f"no validated task of suite {suite.name!r} here (split={split!r}, "
-                         f"packages={sorted(keep) if keep else 'all'}) under {base}. Fix: "
-                         f"`repogym suite fetch {suite.name}` (downloads, builds and "
+                         f"packages={sorted(keep) if keep else 'all'}) under {base}{stale}. "
+                         f"Fix: `repogym suite fetch {suite.name}` (downloads, builds and "
                          "validates it)")
     return out

@@ -97,3 +97,25 @@ def test_history_tasks_join_their_release_or_get_an_entry_of_their_own(src, tmp_
         write_entry(entry, manifests, suite="demo", env_id="repogym/Demo-v0", description="")
     meta = json.loads((manifests / "suite.json").read_text())
     assert meta["packages"] == ["munch", "munch-2.5.0"]
+
+
+def test_only_tasks_the_manifest_holds_now_are_served(src, tmp_path, monkeypatch):
+    """A task validated here and then removed from the manifest, or changed in it (a newer
+    repogym), is not served (nor registered, run or audited) until fetched again."""
+    import dataclasses
+
+    entry = _entry(src)
+    [(task, folder, _)] = list(suites.materialise(entry, tmp_path / "suite"))
+    suites.record_validated(tmp_path, entry, task, folder, True)
+    suite = suites.Suite("munchy", "repogym/Munchy-v0", "", (entry,))
+    monkeypatch.setattr(suites, "load_suite", lambda name: suite)
+    [served] = suites.validated_tasks("munchy", tmp_path)
+    assert served.id == "munch-1"
+    changed = dataclasses.replace(entry, tasks=(dataclasses.replace(
+        entry.tasks[0], statement="A better bug report."),))
+    for now in (changed, dataclasses.replace(entry, tasks=())):
+        monkeypatch.setattr(suites, "load_suite", lambda name, now=now: suites.Suite(
+            "munchy", "repogym/Munchy-v0", "", (now,)))
+        with pytest.raises(suites.SuiteError, match="1 validated from another version of "
+                                                    "its manifest.*repogym suite fetch munchy"):
+            suites.validated_tasks("munchy", tmp_path)
