@@ -97,6 +97,21 @@ def _sdist(folder: Path, version: str, module: str, tests: str = TESTS,
     return archive
 
 
+def _reproduce(task, folder: Path, script: str, tmp_path: Path
+               ) -> tuple[subprocess.CompletedProcess, int]:
+    """``script`` run as ``python reproduction.py`` at the root of a copy of the task's
+    repo/, as the contract says: (the run without the fix, its exit code with the gold
+    patch applied)."""
+    work = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(task.repo_dir), str(work)], check=True)
+    (work / "reproduction.py").write_text(script)
+    before = subprocess.run([sys.executable, "reproduction.py"], cwd=work, capture_output=True,
+                            text=True, check=False)
+    subprocess.run(["git", "apply", str(folder / "solution.patch")], cwd=work, check=True)
+    return before, subprocess.run([sys.executable, "reproduction.py"], cwd=work,
+                                  check=False).returncode
+
+
 # -- pure parts ----------------------------------------------------------------------------
 def test_changed_functions_ignore_docstrings_and_revert_puts_the_old_code_back(tmp_path):
     for version, text in (("old", OLD), ("new", NEW)):
@@ -202,15 +217,9 @@ def test_history_mines_a_validated_task_with_the_changelog_entry_and_a_reproduct
     assert 'base = "1.0"\nfixed = "1.1"\nfile = "rgdemo/__init__.py"\nfunction = "clamp"' in toml
     assert 'statement_source = "changelog"' in toml
     # the reproduction fails on repo/ and passes with the gold fix, run as the contract says
-    work = tmp_path / "run"
-    subprocess.run(["cp", "-r", str(task.repo_dir), str(work)], check=True)
-    (work / "reproduction.py").write_text(script)
-    before = subprocess.run([sys.executable, "reproduction.py"], cwd=work, capture_output=True,
-                            text=True, check=False)
+    before, after = _reproduce(task, folder, script, tmp_path)
     assert before.returncode != 0 and "expected 10, got 15" in before.stderr
-    subprocess.run(["git", "apply", str(folder / "solution.patch")], cwd=work, check=True)
-    assert subprocess.run([sys.executable, "reproduction.py"], cwd=work,
-                          check=False).returncode == 0
+    assert after == 0
 
 
 RAISING = NEW.replace('''    """Limit value to [low, high]."""
@@ -248,16 +257,10 @@ def test_a_reproduction_of_an_expected_exception_fails_by_its_own_assertion(
     script = (folder / "reproduction.py").read_text()
     assert "pytest.raises(ValueError)" in script and "raise AssertionError(" in script
     assert f"Reproduction:\n\n```python\n{script}```" in task.statement
-    work = tmp_path / "run"
-    subprocess.run(["cp", "-r", str(task.repo_dir), str(work)], check=True)
-    (work / "reproduction.py").write_text(script)
-    before = subprocess.run([sys.executable, "reproduction.py"], cwd=work, capture_output=True,
-                            text=True, check=False)
+    before, after = _reproduce(task, folder, script, tmp_path)
     assert before.returncode != 0 and reports.fails_itself(before.stderr), before.stderr
     assert before.stderr.rstrip().endswith("AssertionError: Failed: DID NOT RAISE ValueError")
-    subprocess.run(["git", "apply", str(folder / "solution.patch")], cwd=work, check=True)
-    assert subprocess.run([sys.executable, "reproduction.py"], cwd=work,
-                          check=False).returncode == 0
+    assert after == 0
 
 
 def test_asserting_script_states_what_the_call_raised_and_keeps_its_own_assertions(tmp_path):
@@ -355,13 +358,7 @@ def test_a_failing_test_a_unittest_mixin_defines_gets_a_reproduction(tmp_path, m
     assert "high = 10" in script and "clamp = staticmethod(clamp)" in script, script
     assert "ClampMixin" not in script and "test_caps" not in script
     assert "def clamp" not in script  # test code is inlined, never the package's own
-    work = tmp_path / "run"
-    subprocess.run(["cp", "-r", str(task.repo_dir), str(work)], check=True)
-    (work / "reproduction.py").write_text(script)
-    before = subprocess.run([sys.executable, "reproduction.py"], cwd=work, capture_output=True,
-                            text=True, check=False)
+    before, after = _reproduce(task, folder, script, tmp_path)
     assert before.returncode != 0 and reports.fails_itself(before.stderr), before.stderr
     assert "AssertionError: 15 != 10" in before.stderr
-    subprocess.run(["git", "apply", str(folder / "solution.patch")], cwd=work, check=True)
-    assert subprocess.run([sys.executable, "reproduction.py"], cwd=work,
-                          check=False).returncode == 0
+    assert after == 0
