@@ -30,6 +30,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from repogym.quality.sandboxed_tests import run_reproduction
 from repogym.quality.validate import PatchGrader
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.base import WORKSPACE, SandboxError
@@ -197,13 +198,11 @@ def check_reproduction(task: Task, *, sandbox: str = "bwrap",
         for patch in ("", task.solution_patch.read_text()):
             sb = make_sandbox(sandbox, SandboxSpec(template, Limits(timeout_s=120)))
             try:
-                sb.write_file("reproduction.py", script.read_text())
                 if patch:
                     applied = sb.run("git apply --whitespace=nowarn -", stdin=patch.encode())
                     if applied.exit_code != 0:
                         return f"{task.id}: solution.patch does not apply: {applied.output}"
-                res = sb.run("python reproduction.py 2>&1 | tail -c 2000; "
-                             "exit ${PIPESTATUS[0]}", timeout_s=120)
+                res = run_reproduction(sb, script.read_text(), 120)
                 results.append((res.exit_code, res.stdout))
             finally:
                 sb.close()

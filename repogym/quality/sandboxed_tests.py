@@ -46,7 +46,7 @@ from repogym.envs.canaries import add_canaries
 from repogym.envs.seal import judge_case
 from repogym.envs.verifier import LAUNCHER_DIR, ini_text, verifier_env
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
-from repogym.sandbox.base import WORKSPACE, PackageSite, Sandbox, SandboxError
+from repogym.sandbox.base import WORKSPACE, ExecResult, PackageSite, Sandbox, SandboxError
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios.patches import is_test_file
 from repogym.scenarios.pypi import MARK_PLUGINS
@@ -167,6 +167,17 @@ def _test_names(path: Path) -> tuple[dict[str, set[str]], set[str]] | None:
     renamed |= {m for c, methods in classes.items() if c.startswith("Test") for m in methods
                 if m.startswith("test")}
     return classes, renamed
+
+
+def run_reproduction(sb: Sandbox, text: str, timeout_s: float, *, first: str = ""
+                     ) -> ExecResult:
+    """Write ``text`` as ``reproduction.py`` at the workspace root of ``sb`` and run it as
+    the agent would, ``python reproduction.py``, after the shell command ``first`` if any:
+    the exit code is the script's, stdout the last 3,000 characters of its output (stdout
+    and stderr)."""
+    sb.write_file("reproduction.py", text)
+    return sb.run(f"{first}python reproduction.py 2>&1 | tail -c 3000; "
+                  "exit ${PIPESTATUS[0]}", timeout_s=timeout_s)
 
 
 class SandboxRunner:
@@ -375,10 +386,8 @@ class SandboxRunner:
         try:
             for rel, body in changes.items():
                 sb.write_file(rel, body)
-            sb.write_file("reproduction.py", text)
             gone = " ".join(shlex.quote(h) for h in sorted(hidden))
-            res = sb.run(f"rm -f -- {gone}; python reproduction.py 2>&1 | tail -c 3000; "
-                         "exit ${PIPESTATUS[0]}", timeout_s=timeout_s)
+            res = run_reproduction(sb, text, timeout_s, first=f"rm -f -- {gone}; ")
         except SandboxError as e:
             return 125, str(e)
         finally:

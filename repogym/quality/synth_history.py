@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
-from repogym.quality.sandboxed_tests import SandboxRunner
+from repogym.quality.sandboxed_tests import SandboxRunner, run_reproduction
 from repogym.quality.synth_pypi import prepare
 from repogym.quality.validate import TaskReport, validate_tasks
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
@@ -354,11 +354,9 @@ class ScriptReproducer:
         output, in a fresh sandbox."""
         sb = make_sandbox(self.backend, SandboxSpec(template, Limits(timeout_s=60)))
         try:
-            sb.write_file("reproduction.py", script)
             if change is not None:
                 sb.write_file(*change)
-            res = sb.run("python reproduction.py 2>&1 | tail -c 3000; exit ${PIPESTATUS[0]}",
-                         timeout_s=60)
+            res = run_reproduction(sb, script, 60)
         except SandboxError:
             return None, ""
         finally:

@@ -602,10 +602,10 @@ def asserting_script(script: str) -> str | None:
     call = lines[tree.body[last_def + 1].lineno - 1:]
     # ``import traceback`` goes after the docstring and ``__future__`` imports, if any
     lead = 0
-    for n in tree.body[:last_def]:
-        if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
-                and isinstance(n.value.value, str) and lead == 0) and not (
-                isinstance(n, ast.ImportFrom) and n.module == "__future__"):
+    for i, n in enumerate(tree.body[:last_def]):
+        docstring = i == 0 and isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) \
+            and isinstance(n.value.value, str)
+        if not docstring and not (isinstance(n, ast.ImportFrom) and n.module == "__future__"):
             break
         lead = n.end_lineno or n.lineno
     head = "\n".join([*lines[:lead], "import traceback",
