@@ -68,18 +68,28 @@ class Masked:
     seals: list[sl.Seal] = dataclasses.field(default_factory=list)
     #: Installed node id of each test function of a sealed file -> its number of seals.
     checks: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: Installed test case id -> the task's parameter id, where a parametrize table's
+    #: expectation columns left the file (:attr:`repogym.envs.seal.Sealed.case_ids`).
+    case_ids: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def original(self, node_id: str) -> str:
         """The task's node id for an installed one (canaries and unknown ids unchanged)."""
         head, sep, params = node_id.partition("[")
+        if node_id in self.case_ids:
+            params = self.case_ids[node_id]
         base = self.renamed.get(head)
-        return (base + sep + params) if base is not None else node_id
+        return (base + sep + params) if base is not None else head + sep + params
 
     def installed(self, node_id: str) -> str:
         """The installed node id for one of the task's."""
         head, sep, params = node_id.partition("[")
         back = {v: k for k, v in self.renamed.items()}
-        return back.get(head, head) + sep + params
+        head = back.get(head, head)
+        if sep:
+            cases = {(c.partition("[")[0], p): c for c, p in self.case_ids.items()}
+            if (found := cases.get((head, params))) is not None:
+                return found
+        return head + sep + params
 
 
 class _Names:
@@ -202,7 +212,8 @@ def _indent(line: str) -> str:
 
 
 def add_canaries(text: str, rel: str, rng: random.Random, *, rename: bool = True,
-                 seal: bool = False) -> tuple[str, Masked]:
+                 seal: bool = False, helpers: dict[str, set[str]] | None = None
+                 ) -> tuple[str, Masked]:
     """``text`` masked: tests renamed (unless ``rename`` is False), assertions sealed (with
     ``seal``; :mod:`repogym.envs.seal`) and canaries added.
 
@@ -210,6 +221,8 @@ def add_canaries(text: str, rel: str, rng: random.Random, *, rename: bool = True
     last test of their scope (module, test class), in a random order. Node ids use ``rel``,
     the file's workspace path. A file that does not parse is left as it is (it fails
     collection, which the grader sees). Line numbers of the file's own code are kept.
+    ``helpers`` maps a test module's name to its equality helpers (calls to one imported
+    from there are sealed like the assertion it makes).
     """
     masked = Masked()
     try:
@@ -223,8 +236,10 @@ def add_canaries(text: str, rel: str, rng: random.Random, *, rename: bool = True
         tree = _parse(text)
     footer = ""
     if seal:
-        text, sealed = sl.seal_file(text, tree, rel, rng, taken)
+        text, sealed = sl.seal_file(text, tree, rel, rng, taken,
+                                    helpers=_imported_helpers(tree, helpers or {}), gold=True)
         masked.seals, masked.checks, footer = sealed.seals, sealed.checks_by_test, sealed.footer
+        masked.case_ids = sealed.case_ids
     lines = text.splitlines()
     inserts: list[tuple[int, list[str]]] = []  # (line index to insert before, lines)
 
@@ -254,6 +269,31 @@ def add_canaries(text: str, rel: str, rng: random.Random, *, rename: bool = True
     return "\n".join(lines) + "\n" + footer, masked
 
 
+def _imported_helpers(tree: ast.Module, helpers: dict[str, set[str]]) -> set[str]:
+    """Local names of the equality helpers a file imports from other test modules."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found = helpers.get(node.module.rsplit(".", 1)[-1], set())
+            names |= {a.asname or a.name for a in node.names if a.name in found}
+    return names
+
+
+def helpers_by_module(files: dict[str, Path]) -> dict[str, set[str]]:
+    """Module name -> the equality helpers (:func:`repogym.envs.seal.equality_helpers`) of
+    each Python file among the files grading installs."""
+    found: dict[str, set[str]] = {}
+    for rel, src in files.items():
+        if src.suffix == ".py":
+            try:
+                tree = _parse(src.read_text(encoding="utf-8", errors="surrogateescape"))
+            except (SyntaxError, ValueError):
+                continue
+            if names := sl.equality_helpers(tree):
+                found.setdefault(Path(rel).stem, set()).update(names)
+    return found
+
+
 def plant(files: dict[str, Path], dest: Path, node_ids: Iterable[str], rng: random.Random, *,
           rename: bool = True) -> Masked:
     """Write each ``workspace path -> source file`` under ``dest``; the files holding a listed
@@ -261,6 +301,7 @@ def plant(files: dict[str, Path], dest: Path, node_ids: Iterable[str], rng: rand
     added), the others copied as they are. Sources must be regular files (the caller
     leaves symbolic links out)."""
     holding = {n.split("::", 1)[0] for n in node_ids}
+    helpers = helpers_by_module(files)
     out = Masked()
     for rel, src in files.items():
         target = dest / rel
@@ -269,10 +310,11 @@ def plant(files: dict[str, Path], dest: Path, node_ids: Iterable[str], rng: rand
             shutil.copyfile(src, target, follow_symlinks=False)
             continue
         text, masked = add_canaries(src.read_text(encoding="utf-8", errors="surrogateescape"),
-                                    rel, rng, rename=rename, seal=True)
+                                    rel, rng, rename=rename, seal=True, helpers=helpers)
         target.write_text(text, encoding="utf-8", errors="surrogateescape")
         out.canaries += masked.canaries
         out.renamed.update(masked.renamed)
         out.seals += masked.seals
         out.checks.update(masked.checks)
+        out.case_ids.update(masked.case_ids)
     return out

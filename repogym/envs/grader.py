@@ -29,12 +29,14 @@ import secrets
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Literal, get_args
 
 from repogym.envs import canaries as cn
+from repogym.envs import gold as gd
 from repogym.envs import verifier as vr
 from repogym.sandbox.base import ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.sandbox.common import DiffError
@@ -87,7 +89,7 @@ def code_digest() -> str:
         h = hashlib.sha256()
         here = Path(__file__).parent
         for f in (Path(__file__), here / "canaries.py", here / "seal.py", here / "verifier.py",
-                  *sorted((here / "launcher").glob("*.py"))):
+                  here / "gold.py", *sorted((here / "launcher").glob("*.py"))):
             h.update(f.read_bytes())
         _CODE_DIGEST = h.hexdigest()
     return _CODE_DIGEST
@@ -267,6 +269,79 @@ def install_tests(sb: Sandbox, gdir: Path) -> ExecResult:
                              ro={"grader": gdir})
 
 
+def _verify(task: Task, template: Path, kept: str, flags: set[str],
+            make_sandbox: SandboxFactory, limits: Limits, rng: random.Random
+            ) -> tuple[cn.Masked, VerifierRun]:
+    """Apply ``kept`` (a filtered diff) in a fresh sandbox, plant the masked hidden tests
+    and run the verifier; adds to ``flags`` what applying and installing showed.
+
+    Raises:
+        SandboxError: the infrastructure failed.
+    """
+    v = task.verifier
+    with grading_dir(template) as gdir:
+        masked = cn.plant(_files_to_plant(task, template), gdir / "tests", v.all_tests,
+                          rng, rename=v.rename_tests)
+        sb = make_sandbox(SandboxSpec(template=template, limits=limits))
+        try:
+            applied = apply_diff(sb, kept)
+            if applied is not None and applied.exit_code != 0:
+                flags.add("diff_apply_failed")
+            installed = install_tests(sb, gdir)
+            if installed.exit_code != 0:
+                if applied is None:  # into the pristine repository: infrastructure
+                    raise SandboxError(f"could not install the hidden tests: "
+                                       f"{installed.output.strip()[-500:]}")
+                # The agent's diff filled or broke the workspace, even one that failed
+                # to apply: git apply stops half-way when it runs out of space.
+                flags.add("tests_install_failed")
+            run = run_verifier(sb, gdir, v.pytest_args(), list(v.all_tests),
+                               v.timeout_s, v.ini_options)
+        finally:
+            sb.close()
+    return masked, run
+
+
+#: Gold gradings a recording makes (the values they agree on are kept).
+GOLD_RUNS = 2
+_GOLD_LOCKS: dict[str, threading.Lock] = {}
+_GOLD_LOCKS_LOCK = threading.Lock()
+
+
+def gold_values(task: Task, template: Path, make_sandbox: SandboxFactory,
+                limits: Limits) -> gd.GoldValues:
+    """What the gold patch's checks report (:mod:`repogym.envs.gold`): recorded once per
+    task and grading code (:data:`GOLD_RUNS` gradings of the gold patch), then read from
+    repogym's cache. A run that cannot be trusted records nothing.
+
+    Raises:
+        SandboxError: the infrastructure failed while recording.
+    """
+    key = task.digest()
+    if (found := gd.load(key, code_digest())) is not None:
+        return found
+    with _GOLD_LOCKS_LOCK:
+        lock = _GOLD_LOCKS.setdefault(key, threading.Lock())
+    with lock:
+        if (found := gd.load(key, code_digest())) is not None:
+            return found
+        v = task.verifier
+        kept, _ = filter_diff(task.solution_patch.read_text(errors="surrogateescape"), v)
+        runs = []
+        for _ in range(GOLD_RUNS):
+            masked, run = _verify(task, template, kept, set(), make_sandbox, limits,
+                                  random.Random(secrets.randbits(64)))
+            ex = run.exec
+            verdict = vr.judge(run.channel, exit_code=ex.exit_code, timed_out=ex.timed_out,
+                               truncated=ex.output_truncated, exhausted=ex.resource_exhausted,
+                               node_ids=v.all_tests, masked=masked,
+                               channel_error=run.channel_error)
+            runs.append(gd.from_run(run.channel, masked) if verdict.trusted else {})
+        values = gd.agreed(runs)
+        gd.save(key, code_digest(), values)
+        return values
+
+
 def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
           make_sandbox: SandboxFactory, limits: Limits | None = None,
           extra_flags: list[str] = (), rng: random.Random | None = None) -> GradeResult:
@@ -281,26 +356,9 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
     limits = dataclasses.replace(limits or Limits(), timeout_s=v.timeout_s)
     rng = rng or random.Random(secrets.randbits(64))
     try:
-        with grading_dir(template) as gdir:
-            masked = cn.plant(_files_to_plant(task, template), gdir / "tests", v.all_tests,
-                              rng, rename=v.rename_tests)
-            sb = make_sandbox(SandboxSpec(template=template, limits=limits))
-            try:
-                applied = apply_diff(sb, kept)
-                if applied is not None and applied.exit_code != 0:
-                    flags.add("diff_apply_failed")
-                installed = install_tests(sb, gdir)
-                if installed.exit_code != 0:
-                    if applied is None:  # into the pristine repository: infrastructure
-                        raise SandboxError(f"could not install the hidden tests: "
-                                           f"{installed.output.strip()[-500:]}")
-                    # The agent's diff filled or broke the workspace, even one that failed
-                    # to apply: git apply stops half-way when it runs out of space.
-                    flags.add("tests_install_failed")
-                run = run_verifier(sb, gdir, v.pytest_args(), list(v.all_tests),
-                                   v.timeout_s, v.ini_options)
-            finally:
-                sb.close()
+        masked, run = _verify(task, template, kept, flags, make_sandbox, limits, rng)
+        if any(s.gold for s in masked.seals):
+            gd.resolve(masked, gold_values(task, template, make_sandbox, limits))
     except SandboxError as e:
         return GradeResult(0.0, False, {t: "missing" for t in v.all_tests}, {}, sorted(flags),
                            diff, infra_error=str(e), duration_s=time.monotonic() - start)
@@ -360,11 +418,12 @@ def unmask_log(log: str, masked: cn.Masked) -> str:
     rewrite a name already put back (``b -> c`` after ``a -> b``) or the head of a longer
     one (``test_add`` inside ``test_add_zero``).
     """
-    if not masked.renamed:
+    back = {**masked.renamed, **{c: masked.original(c) for c in masked.case_ids}}
+    if not back:
         return log
-    names = sorted(masked.renamed, key=len, reverse=True)
+    names = sorted(back, key=len, reverse=True)
     pattern = re.compile(r"(?<![\w./-])(" + "|".join(map(re.escape, names)) + r")(?!\w)")
-    return pattern.sub(lambda m: masked.renamed[m.group(1)], log)
+    return pattern.sub(lambda m: back[m.group(1)], log)
 
 
 def swebench_available() -> bool:

@@ -64,6 +64,15 @@ class Seal:
         expected: The hidden value (for ``raises``: the accepted class names).
         options: ``approx``'s keyword arguments; ``raises``' ``match`` pattern.
         times: How often a passing run of the test reaches it (loops over literals).
+        key: The check's identity across gradings (the task's node id of its test, its line,
+            column and part): how a value recorded at gold is found again.
+        gold: The expectation is what the check reported when the gold patch was graded
+            (:mod:`repogym.envs.gold`): the test compared with a value the grader cannot
+            compute by itself (a local, a helper's result, an object), which left the file.
+        cases: For a ``gold`` check, installed test case id -> the fingerprints
+            (:func:`fingerprint`) its values had at gold; a case without an entry is not
+            judged by this check (gold did not reach it, or reached it unstably).
+        gold_strong: For a ``gold`` check, whether its gold values carry more than a bit.
     """
 
     cid: int
@@ -73,12 +82,20 @@ class Seal:
     expected: object
     options: tuple[tuple[str, object], ...] = ()
     times: int = 1
+    key: str = ""
+    gold: bool = False
+    cases: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict, hash=False,
+                                                          compare=False)
+    gold_strong: bool = False
 
     @property
     def strong(self) -> bool:
         """Whether guessing its hidden expectation is hopeless: a value (``==``, ``approx``,
-        ``in``) or an exception with a message pattern. A truth or ``is`` check carries a
-        bit or two, an exception class a few: a forger can guess those."""
+        ``in``, a gold value that is more than a bit) or an exception with a message
+        pattern. A truth or ``is`` check carries a bit or two, an exception class a few: a
+        forger can guess those."""
+        if self.gold:
+            return self.gold_strong
         return self.op in ("==", "approx", "in") or (
             self.op == "raises" and bool(dict(self.options).get("match")))
 
@@ -136,6 +153,9 @@ class Sealed:
     checks_by_test: dict[str, int] = dataclasses.field(default_factory=dict)
     #: The line that imports the sandbox's check runtime; it goes at the file's end.
     footer: str = ""
+    #: Installed test case id -> the task's parameter id, for the parametrized tests whose
+    #: expectation columns left the file (their cases run under random ids).
+    case_ids: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 #: Modules whose names a sealed expectation may call (pure value constructors).
@@ -250,8 +270,14 @@ def _pytest_names(tree: ast.Module) -> set[str]:
 
 
 def _expectation(test: ast.expr, pytest_names: set[str], ns: dict[str, object],
-                 local: set[str]) -> tuple[str, object, tuple, ast.expr] | None:
-    """(op, expected, options, computed side) of an assertion that can be sealed."""
+                 local: set[str], gold: bool = False
+                 ) -> tuple[str, object, tuple, ast.expr] | None:
+    """(op, expected, options, computed side) of an assertion that can be sealed.
+
+    With ``gold``, an ``==`` whose sides the grader can compute neither of is sealed too:
+    its expected side leaves the file, and the expectation is the value the other side had
+    when the gold patch was graded (``expected`` None; :class:`Seal` ``gold``).
+    """
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and \
             isinstance(test.operand, _TRUTHY):
         return "truth", False, (), test.operand
@@ -278,7 +304,10 @@ def _expectation(test: ast.expr, pytest_names: set[str], ns: dict[str, object],
     ok, value = _value(right, ns, local)
     if not ok and op == "==":
         ok, value = _value(left, ns, local)
-        left = right
+        if ok:
+            left = right
+        elif gold:  # neither side is the grader's to compute: the left one's value at gold
+            return "==", None, (), left
     if not ok or _value(left, ns, local)[0]:
         return None  # nothing hidden, or nothing the code computes
     if op == "is" and canon.singleton(value) is None:
@@ -303,24 +332,219 @@ def _exception_names(node: ast.expr) -> tuple[str, ...] | None:
     return None
 
 
-def _raises(item: ast.withitem, pytest_names: set[str]) -> tuple[tuple[str, ...],
-                                                                  tuple] | None:
+def _raises(item: ast.withitem, pytest_names: set[str], self_name: str | None = None
+            ) -> tuple[tuple[str, ...], tuple] | None:
+    """(accepted class names, options) of ``with pytest.raises(E[, match=...])`` or
+    unittest's ``with self.assertRaises(E)`` / ``self.assertRaisesRegex(E, pattern)``."""
     call = item.context_expr
-    if not isinstance(call, ast.Call) or not _is_pytest_attr(call.func, "raises",
-                                                             pytest_names):
+    if not isinstance(call, ast.Call):
         return None
-    if len(call.args) != 1 or any(kw.arg != "match" for kw in call.keywords):
+    f = call.func
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+            f.value.id == self_name and f.attr in ("assertRaises", "assertRaisesRegex"):
+        regex = f.attr == "assertRaisesRegex"
+        if call.keywords or len(call.args) != 1 + regex:
+            return None
+        pattern = call.args[1] if regex else None
+    elif _is_pytest_attr(f, "raises", pytest_names):
+        if len(call.args) != 1 or any(kw.arg != "match" for kw in call.keywords):
+            return None
+        pattern = call.keywords[0].value if call.keywords else None
+    else:
         return None
     names = _exception_names(call.args[0])
     if names is None:
         return None
-    options: tuple = ()
-    for kw in call.keywords:
-        ok, pattern = _literal(kw.value)
-        if not ok or not isinstance(pattern, str):
+    if pattern is None:
+        return names, ()
+    ok, text = _literal(pattern)
+    if not ok or not isinstance(text, str):
+        return None
+    return names, (("match", text),)
+
+
+#: unittest's assertion methods, by the assertion each stands for (``assertEqual(a, b)`` is
+#: ``assert a == b``). Messages (a third argument or ``msg=``) are dropped like assert's.
+_UNITTEST = {
+    "assertEqual": "==", "assertEquals": "==", "assertListEqual": "==",
+    "assertTupleEqual": "==", "assertDictEqual": "==", "assertSetEqual": "==",
+    "assertMultiLineEqual": "==", "assertIn": "in", "assertIs": "is", "assertIsNone": "none",
+    "assertTrue": "truth", "assertFalse": "not",
+}
+_ARITY = {"==": 2, "in": 2, "is": 2, "none": 1, "truth": 1, "not": 1}
+
+
+def equality_helpers(tree: ast.Module) -> set[str]:
+    """Module-level functions of a test file that only assert their two first arguments
+    are equal (``def eq_(a, b): assert a == b, msg``, nose's style): a call to one is sealed
+    like the assertion it makes."""
+    found = set()
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef) or len(node.args.args) < 2 or \
+                node.args.vararg or node.args.kwarg:
+            continue
+        body = [b for b in node.body if not (isinstance(b, ast.Expr) and
+                                             isinstance(b.value, ast.Constant))]
+        first, second = node.args.args[0].arg, node.args.args[1].arg
+        if len(body) == 1 and isinstance(body[0], ast.Assert) and \
+                isinstance(t := body[0].test, ast.Compare) and len(t.ops) == 1 and \
+                isinstance(t.ops[0], ast.Eq) and isinstance(t.left, ast.Name) and \
+                isinstance(t.comparators[0], ast.Name) and \
+                {t.left.id, t.comparators[0].id} == {first, second}:
+            found.add(node.name)
+    return found
+
+
+def _call_assertion(call: ast.expr, helpers: set[str], self_name: str | None
+                    ) -> ast.expr | None:
+    """The ``assert`` test a statement's call stands for: ``self.assertEqual(a, b)`` and a
+    call to an equality helper (:func:`equality_helpers`) are ``a == b``; None for any
+    other call."""
+    if not isinstance(call, ast.Call) or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    f = call.func
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+            f.value.id == self_name and f.attr in _UNITTEST:
+        kind = _UNITTEST[f.attr]
+        if any(kw.arg not in ("msg",) for kw in call.keywords):
             return None
-        options = (("match", pattern),)
-    return names, options
+    elif isinstance(f, ast.Name) and f.id in helpers and not call.keywords:
+        kind = "=="
+    else:
+        return None
+    n = _ARITY[kind]
+    if len(call.args) < n:
+        return None
+    args = call.args[:n]
+
+    def at(node: ast.expr) -> ast.expr:
+        return ast.copy_location(node, call)
+
+    if kind == "truth":
+        return args[0]
+    if kind == "not":
+        return at(ast.UnaryOp(op=ast.Not(), operand=args[0]))
+    if kind == "none":
+        return at(ast.Compare(left=args[0], ops=[ast.Is()],
+                              comparators=[at(ast.Constant(value=None))]))
+    op = {"==": ast.Eq(), "in": ast.In(), "is": ast.Is()}[kind]
+    return at(ast.Compare(left=args[0], ops=[op], comparators=[args[1]]))
+
+
+def _literal_locals(fn: ast.FunctionDef, ns: dict[str, object]) -> dict[str, ast.expr]:
+    """Names the test binds once, at its top level, to an expected value the grader can
+    compute (``expected = [1, 2]``), and never rebinds: name -> the value's expression."""
+    counts: dict[str, int] = {}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store | ast.Del):
+            counts[n.id] = counts.get(n.id, 0) + 1
+    args = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
+    found = {}
+    for stmt in fn.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+                isinstance(name := stmt.targets[0], ast.Name) and counts.get(name.id) == 1 \
+                and name.id not in args and _value(stmt.value, ns, set())[0]:
+            found[name.id] = stmt.value
+    return found
+
+
+@dataclasses.dataclass
+class _Table:
+    """A test's ``@pytest.mark.parametrize`` table, when the grader can read all of it."""
+
+    names: list[str]
+    rows: list[list[ast.expr]]
+    values: list[list[object]]
+    ids: list[str]  # pytest's ids of the rows, as the task's node ids name them
+    values_node: ast.expr
+    single: bool
+
+
+def _is_parametrize(node: ast.expr, pytest_names: set[str]) -> bool:
+    """``pytest.mark.parametrize`` or ``mark.parametrize`` (``from pytest import mark``)."""
+    if not isinstance(node, ast.Attribute) or node.attr != "parametrize":
+        return False
+    mark = node.value
+    return (isinstance(mark, ast.Attribute) and mark.attr == "mark" and
+            isinstance(mark.value, ast.Name) and mark.value.id in pytest_names) or \
+        (isinstance(mark, ast.Name) and mark.id == "mark" and "from:mark" in pytest_names)
+
+
+def _table(fn: ast.FunctionDef, pytest_names: set[str], ns: dict[str, object]
+           ) -> _Table | None:
+    """The test's one parametrize table, if it has exactly one, written as a literal list
+    of rows of values the grader can compute (their ids are then pytest's own)."""
+    decs = [d for d in fn.decorator_list
+            if isinstance(d, ast.Call) and _is_parametrize(d.func, pytest_names)]
+    if len(decs) != 1 or decs[0].keywords or len(decs[0].args) != 2 or any(
+            "parametrize" in ast.dump(d) for d in fn.decorator_list if d is not decs[0]):
+        return None
+    ok, argnames = _literal(decs[0].args[0])
+    if ok and isinstance(argnames, str):
+        names = [n.strip() for n in argnames.split(",") if n.strip()]
+    elif ok and isinstance(argnames, list | tuple) and all(isinstance(n, str)
+                                                           for n in argnames):
+        names = list(argnames)
+    else:
+        return None
+    node = decs[0].args[1]
+    if not names or not isinstance(node, ast.List | ast.Tuple) or not node.elts:
+        return None
+    single = len(names) == 1
+    rows = []
+    for e in node.elts:
+        if single:
+            rows.append([e])
+        elif isinstance(e, ast.Tuple | ast.List) and len(e.elts) == len(names) and \
+                not any(isinstance(x, ast.Starred) for x in e.elts):
+            rows.append(list(e.elts))
+        else:
+            return None
+    values = []
+    for row in rows:
+        cells = [_value(c, ns, set()) for c in row]
+        if not all(ok for ok, _ in cells):
+            return None
+        values.append([v for _, v in cells])
+    ids = _pytest_ids(names, values, single)
+    return _Table(names, rows, values, ids, node, single) if ids else None
+
+
+def _pytest_ids(names: list[str], values: list[list[object]], single: bool
+                ) -> list[str] | None:
+    """The ids pytest gives the rows of a parametrize table (its own id maker)."""
+    try:
+        from _pytest.mark.structures import ParameterSet
+        from _pytest.python import IdMaker
+
+        sets = [ParameterSet.extract_from(v[0] if single else tuple(v), force_tuple=single)
+                for v in values]
+        ids = IdMaker(names, sets, None, None, None, None).make_unique_parameterset_ids()
+    except Exception:  # noqa: BLE001 - another pytest: the table stays as it is
+        return None
+    return [str(i) for i in ids] if len(ids) == len(values) else None
+
+
+def _column_side(test: ast.expr, params: dict[str, int]) -> tuple[ast.expr, str] | None:
+    """(computed side, column) of ``<x> == <column>`` (either order)."""
+    if not params or not isinstance(test, ast.Compare) or len(test.ops) != 1 or \
+            not isinstance(test.ops[0], ast.Eq):
+        return None
+    left, right = test.left, test.comparators[0]
+    if isinstance(right, ast.Name) and right.id in params:
+        return left, right.id
+    if isinstance(left, ast.Name) and left.id in params:
+        return right, left.id
+    return None
+
+
+def _bare_argument(test: ast.expr, computed: ast.expr, args: set[str]) -> bool:
+    """Whether the side of ``test`` other than ``computed`` is one of the test's arguments
+    (a parameter or fixture: its value is the process's to read)."""
+    if not isinstance(test, ast.Compare):
+        return False
+    other = test.comparators[0] if computed is test.left else test.left
+    return isinstance(other, ast.Name) and other.id in args
 
 
 def _sealable(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -407,8 +631,25 @@ def _tests(tree: ast.Module, rel: str) -> Iterator[tuple[str, ast.FunctionDef]]:
                     yield f"{rel}::{node.name}::{sub.name}", sub
 
 
+@dataclasses.dataclass
+class _Scope:
+    """What sealing one test needs to know of it."""
+
+    local: set[str]  # names it binds
+    literals: dict[str, object]  # its literal locals being inlined, with their values
+    consumed: dict[str, int]  # literal local -> uses sealed away so far
+    self_name: str | None  # a method's first argument (for unittest's assertions)
+    #: Parametrized arguments being tried as expectation columns -> their column.
+    params: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: (index in Sealed.seals, column) of each check against a column.
+    param_seals: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    #: The test's arguments (fixtures and parameters; not ``self``).
+    args: set[str] = dataclasses.field(default_factory=set)
+
+
 def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
-              taken: set[str]) -> tuple[str, Sealed]:
+              taken: set[str], helpers: Iterable[str] = (),
+              gold: bool = False) -> tuple[str, Sealed]:
     """``text`` with its sealable assertions replaced by sealed checks.
 
     The returned text has the same lines as ``text`` (line numbers stay true); the file must
@@ -420,8 +661,13 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         rel: The file's workspace path (node ids are ``rel::...``).
         rng: Draws the check numbers and the runtime module's alias.
         taken: Names the file uses (the alias avoids them).
+        helpers: Names of equality helpers the file imports from other test files (its own
+            are found here: :func:`equality_helpers`).
+        gold: Also seal ``==`` assertions whose expected side the grader cannot compute,
+            against the value recorded at gold (:mod:`repogym.envs.gold`).
     """
     pytest_names = _pytest_names(tree)
+    helpers = set(helpers) | equality_helpers(tree)
     ns = value_names(tree)
     src = _Text(text)
     out = Sealed()
@@ -436,45 +682,124 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         used.add(n)
         return n
 
-    def compare(node_id: str, test: ast.expr, line: int, local: set[str],
+    def compare(node_id: str, test: ast.expr, stmt: ast.stmt, part: int, scope: _Scope,
                 times: int) -> str | None:
         """The sealed check for one assertion's test, or None."""
-        if not (exp := _expectation(test, pytest_names, ns, local)):
+        names = {**ns, **scope.literals}
+        local = scope.local - set(scope.literals)
+        key = f"{rel}:{stmt.lineno}:{stmt.col_offset}:{part}"
+        if (column := _column_side(test, scope.params)) is not None:
+            computed, name = column
+            scope.param_seals.append((len(out.seals), scope.params[name]))
+            scope.consumed[name] = scope.consumed.get(name, 0) + 1
+            n = cid()
+            out.seals.append(Seal(n, node_id, stmt.lineno, "==", None, (), times, key,
+                                  gold=True))
+            return f"{alias}.check({n}, ({src.segment(computed)}))"
+        if not (exp := _expectation(test, pytest_names, names, local, gold=gold)):
             return None
         op, expected, options, computed = exp
+        if expected is None and op == "==" and _bare_argument(test, computed, scope.args):
+            return None  # its value stands in the test's arguments, which code can read
         n = cid()
-        out.seals.append(Seal(n, node_id, line, op, expected, options, times))
+        out.seals.append(Seal(n, node_id, stmt.lineno, op, expected, options, times, key,
+                              gold=expected is None and op == "=="))
+        inside = {id(c) for c in ast.walk(computed)}
+        for c in ast.walk(test):  # the expected side's names are gone from the file
+            if isinstance(c, ast.Name) and id(c) not in inside and c.id in scope.literals:
+                scope.consumed[c.id] = scope.consumed.get(c.id, 0) + 1
         return f"{alias}.check({n}, ({src.segment(computed)}))"
 
-    def block(node_id: str, body: list[ast.stmt], local: set[str], times: int = 1) -> None:
+    def assertion(node_id: str, stmt: ast.stmt, test: ast.expr, scope: _Scope,
+                  times: int) -> None:
+        parts = test.values if isinstance(test, ast.BoolOp) and \
+            isinstance(test.op, ast.And) else [test]
+        calls = [compare(node_id, p, stmt, i, scope, times) for i, p in enumerate(parts)]
+        if not any(calls):
+            return
+        if len(parts) == 1:
+            src.replace(stmt, calls[0])
+        else:  # assert a and b: each part checked in turn, as the ``and`` would
+            src.replace(stmt, "(" + ", ".join(
+                c or f"{alias}.hold(({src.segment(p)}))" for c, p in zip(calls, parts))
+                + ")")
+
+    def block(node_id: str, body: list[ast.stmt], scope: _Scope, times: int = 1) -> None:
         for stmt in body:
             if isinstance(stmt, ast.Assert):
-                parts = stmt.test.values if isinstance(stmt.test, ast.BoolOp) and \
-                    isinstance(stmt.test.op, ast.And) else [stmt.test]
-                calls = [compare(node_id, p, stmt.lineno, local, times) for p in parts]
-                if not any(calls):
-                    continue
-                if len(parts) == 1:
-                    src.replace(stmt, calls[0])
-                else:  # assert a and b: each part checked in turn, as the ``and`` would
-                    src.replace(stmt, "(" + ", ".join(
-                        c or f"{alias}.hold(({src.segment(p)}))" for c, p in zip(calls, parts))
-                        + ")")
+                assertion(node_id, stmt, stmt.test, scope, times)
+            elif isinstance(stmt, ast.Expr) and \
+                    (test := _call_assertion(stmt.value, helpers, scope.self_name)):
+                assertion(node_id, stmt, test, scope, times)
             elif isinstance(stmt, ast.With):
                 for item in stmt.items:
-                    if found := _raises(item, pytest_names):
+                    if found := _raises(item, pytest_names, scope.self_name):
                         names, options = found
                         n = cid()
                         src.replace(item.context_expr, f"{alias}.raises({n})")
                         out.seals.append(Seal(n, node_id, stmt.lineno, "raises", names,
-                                              options, times))
+                                              options, times,
+                                              f"{rel}:{stmt.lineno}:{stmt.col_offset}:r"))
             elif isinstance(stmt, ast.For) and (k := _iterations(stmt)):
-                block(node_id, stmt.body, local, times * k)
+                block(node_id, stmt.body, scope, times * k)
+
+    def seal_test(node_id: str, fn: ast.FunctionDef, self_name: str | None) -> None:
+        local = _stores(fn)
+        args = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)} - {self_name}
+        candidates = _literal_locals(fn, ns)
+        table = _table(fn, pytest_names, ns)
+        columns = dict(zip(table.names, range(len(table.names)))) if table else {}
+        loads = {k: sum(1 for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == k
+                        and isinstance(n.ctx, ast.Load)) for k in {*candidates, *columns}}
+        while True:  # a literal local or a column leaves the file only if all its uses do
+            literals = {k: _value(v, ns, set())[1] for k, v in candidates.items()}
+            scope = _Scope(local, literals, {}, self_name, columns, [], args)
+            marks = len(src.edits), len(out.seals)
+            block(node_id, fn.body, scope)
+            partial = {k for k in {*candidates, *columns}
+                       if scope.consumed.get(k, 0) != loads[k]}
+            if not partial:
+                break
+            del src.edits[marks[0]:], out.seals[marks[1]:]
+            candidates = {k: v for k, v in candidates.items() if k not in partial}
+            columns = {k: v for k, v in columns.items() if k not in partial}
+        for stmt in fn.body:  # the inlined values leave the file with their assertions
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name) and \
+                    stmt.targets[0].id in candidates and scope.consumed.get(
+                        stmt.targets[0].id):
+                src.replace(stmt.value, "(None)")
+        if table and (blank := {c for k, c in columns.items() if scope.consumed.get(k)}):
+            hide_columns(node_id, table, blank, scope.param_seals)
+
+    def hide_columns(node_id: str, table: _Table, blank: set[int],
+                     param_seals: list[tuple[int, int]]) -> None:
+        """The table without its expectation columns, its cases under random ids; the
+        checks against a column get each case's value as their expectation."""
+        tokens = []
+        while len(tokens) < len(table.rows):
+            if (t := "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(8))) \
+                    not in tokens:
+                tokens.append(t)
+        rows = []
+        for row in table.rows:
+            cells = ["None" if c in blank else src.segment(e) for c, e in enumerate(row)]
+            rows.append(cells[0] if table.single else "(" + ", ".join(cells) + ",)")
+        src.replace(table.values_node, "([" + ", ".join(rows) + "]), ids=(" +
+                    repr(tokens) + ")")
+        for token, original in zip(tokens, table.ids):
+            out.case_ids[f"{node_id}[{token}]"] = original
+        for index, column in param_seals:
+            prints = [fingerprint({"v": canon.encode(v[column])}) for v in table.values]
+            out.seals[index] = dataclasses.replace(
+                out.seals[index], gold_strong=informative(prints),
+                cases={f"{node_id}[{t}]": frozenset({p}) for t, p in zip(tokens, prints)})
 
     for node_id, fn in _tests(tree, rel):
         out.checks_by_test[node_id] = 0
         if _sealable(fn):
-            block(node_id, fn.body, _stores(fn))
+            args = fn.args.posonlyargs + fn.args.args
+            self_name = args[0].arg if "::" in node_id.split("::", 1)[1] and args else None
+            seal_test(node_id, fn, self_name)
     for s in out.seals:
         out.checks_by_test[s.test] += 1
     if out.seals:
@@ -499,10 +824,65 @@ class CheckOutcome:
     strong_failed: bool = False
 
 
+#: A fingerprint longer than this is kept as its sha256.
+_FINGERPRINT_CHARS = 512
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+#: The repr ``object`` gives: it names a class, nothing of the value.
+_DEFAULT_REPR = re.compile(r"^<[\w.]+ object at 0x\?>$")
+
+
+def fingerprint(got: object) -> str | None:
+    """What a gold check compares of one reported value: its canonical encoding, or for
+    an object that has none (``opaque``) its repr with addresses blanked. None for a
+    malformed record."""
+    if not isinstance(got, dict):
+        return None
+    if "digest" in got:
+        text = "d:" + str(got["digest"])[:80]
+    else:
+        try:
+            data = canon.dumps(got.get("v"))
+        except (TypeError, ValueError, RecursionError):
+            return None
+        if '"opaque"' in data:
+            text = "o:" + _ADDRESS.sub("0x?", str(got.get("shown", ""))[:400])
+        else:
+            text = "v:" + data
+    if len(text) > _FINGERPRINT_CHARS:
+        import hashlib
+
+        text = "h:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return text
+
+
+def informative(prints: Iterable[str]) -> bool:
+    """Whether gold values with these fingerprints carry more than a bit or two: not only
+    booleans and None, and not an object's default repr."""
+    weak = {"v:null", 'v:{"n":"0"}', 'v:{"n":"1"}'}
+    prints = list(prints)
+    return bool(prints) and not all(
+        p in weak or (p.startswith("o:") and _DEFAULT_REPR.match(p[2:])) for p in prints)
+
+
+def _gold_failure(s: Seal, case: str, values: list[object]) -> str | None:
+    """Why ``case``'s values of a gold check differ from gold's, or None."""
+    want = s.cases[case]
+    got = {fingerprint(v) for v in values}
+    if got == want:
+        return None
+    bad = next((v for v in values if fingerprint(v) not in want), values[0])
+    return f"line {s.line}: got {s.shown(bad)}"
+
+
 def judge_case(case: str, seals: Iterable[Seal],
                records: dict[tuple[str, int], list[object]]) -> CheckOutcome:
-    """The outcome of every sealed check of ``case``'s function, for that case."""
-    own = [s for s in seals if s.test == function_of(case)]
+    """The outcome of every sealed check of ``case``'s function, for that case.
+
+    A gold check (:attr:`Seal.gold`) counts only for the cases gold reached it in; there
+    the set of values reported must be the set gold reported.
+    """
+    own = [s for s in seals if s.test == function_of(case)
+           and (not s.gold or case in s.cases)]
     failed, strong = [], False
     for s in own:
         before = len(failed)
@@ -511,7 +891,9 @@ def judge_case(case: str, seals: Iterable[Seal],
         calls = [g["calls"] for g in got if isinstance(g, dict) and "calls" in g]
         if not values:
             failed.append(f"line {s.line}: not reached")
-        elif bad := next((g for g in values if not s.holds(g)), None):
+        elif s.gold and (why := _gold_failure(s, case, values)):
+            failed.append(why)
+        elif not s.gold and (bad := next((g for g in values if not s.holds(g)), None)):
             failed.append(f"line {s.line}: got {s.shown(bad)}")
         elif calls != [s.times]:
             failed.append(f"line {s.line}: reached {calls[0] if calls else 0} times of "

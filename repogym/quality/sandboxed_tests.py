@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Self
 
-from repogym.envs.canaries import add_canaries
+from repogym.envs.canaries import Masked, add_canaries
 from repogym.envs.seal import judge_case
 from repogym.envs.verifier import LAUNCHER_DIR, ini_text, verifier_env
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
@@ -310,20 +310,20 @@ class SandboxRunner:
             return set(), set()
         rng = random.Random(0)
         changes: dict[str, str] = {}
-        back: dict[str, str] = {}
-        seals: list = []
+        back = Masked()
         for rel in files:
             text = (root / rel).read_text(encoding="utf-8", errors="surrogateescape")
             changes[rel], masked = add_canaries(text, rel, rng, seal=True)
-            back.update(masked.renamed)
-            seals += masked.seals
+            back.renamed.update(masked.renamed)
+            back.case_ids.update(masked.case_ids)
+            back.seals += masked.seals
         records = self._sandboxed(changes, files, timeout_s)
         ran, _ = statuses(records)
         values = seal_records(records)
+        seals = [s for s in back.seals if not s.gold or s.cases]  # no gold recorded here
         passed, seen = set(), set()
         for node, status in ran.items():
-            base, bracket, params = node.partition("[")
-            name = back.get(base, base) + bracket + params  # unrenamed: under its own name
+            name = back.original(node)  # unrenamed: under its own name
             seen.add(name)
             if status == "passed" and not judge_case(node, seals, values).failed:
                 passed.add(name)

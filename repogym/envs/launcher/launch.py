@@ -112,6 +112,11 @@ class ExceptionInfo:
     def typename(self) -> str:
         return self.type.__name__ if self.type else ""
 
+    @property
+    def exception(self):
+        """The exception, as unittest's ``assertRaises`` context gives it."""
+        return self.value
+
     def errisinstance(self, exc) -> bool:
         return isinstance(self.value, exc)
 

@@ -1,0 +1,96 @@
+"""Expectations recorded at gold: sealing assertions whose expected value is not a literal.
+
+Real packages' tests compare with values the grader cannot compute by itself: a local
+built by the test (``eq_(find_by_attr(f, "d"), d)``), another call's result, an object.
+Such an assertion is sealed anyway (:func:`repogym.envs.seal.seal_file` with ``gold``): its
+expected side leaves the planted file, the check reports the value of the other side, and
+the expectation is **what that side was when the gold patch was graded**. The grader grades
+the gold patch twice (different canaries and check numbers) and keeps, per check and test
+case, the fingerprints (:func:`repogym.envs.seal.fingerprint`) both runs agreed on; a check
+whose values differ between the runs (time, hash seed, addresses in a repr) is dropped and
+its test is judged by its other checks and pytest. Records live in repogym's cache, keyed
+by the task's files and the grading code, outside every sandbox.
+
+A gold value is as secret as a literal one: the forger must report, for each such check,
+what the fixed code computes there. It is weak where it carries a bit (a boolean, None, an
+object's default repr): :func:`repogym.envs.seal.informative`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from repogym.envs import seal as sl
+from repogym.envs.canaries import Masked
+from repogym.envs.verifier import Channel
+from repogym.sandbox.runtime import cache_dir
+
+#: Check key -> the task's test case id -> the sorted fingerprints gold reported.
+GoldValues = dict[str, dict[str, list[str]]]
+#: Bump when what a record holds changes.
+_FORMAT = 1
+
+
+def from_run(channel: Channel, masked: Masked) -> GoldValues:
+    """The gold values one trusted verifier run reported, by check key and task case id."""
+    by_cid = {s.cid: s for s in masked.seals if s.gold}
+    out: GoldValues = {}
+    for (case, cid), got in channel.seals.items():
+        s = by_cid.get(cid)
+        if s is None:
+            continue
+        prints = {sl.fingerprint(g) for g in got if not (isinstance(g, dict) and "calls" in g)}
+        if prints and None not in prints:
+            out.setdefault(s.key, {})[masked.original(case)] = sorted(prints)
+    return out
+
+
+def agreed(runs: list[GoldValues]) -> GoldValues:
+    """The values every run reported alike (a check or case one run lacks is dropped)."""
+    first, *rest = runs
+    out: GoldValues = {}
+    for key, cases in first.items():
+        for case, prints in cases.items():
+            if all(r.get(key, {}).get(case) == prints for r in rest):
+                out.setdefault(key, {})[case] = prints
+    return out
+
+
+def resolve(masked: Masked, gold: GoldValues) -> None:
+    """Give ``masked``'s gold checks their expectations, per installed test case."""
+    seals = []
+    for s in masked.seals:
+        if s.gold and not s.cases:  # a table's column checks have theirs already
+            cases = {masked.installed(case): frozenset(prints)
+                     for case, prints in gold.get(s.key, {}).items()}
+            s = dataclasses.replace(s, cases=cases, gold_strong=bool(cases) and all(
+                sl.informative(p) for p in cases.values()))
+        seals.append(s)
+    masked.seals = seals
+
+
+def _path(task_digest: str, code_digest: str) -> Path:
+    name = hashlib.sha256(f"gold {_FORMAT}\0{task_digest}\0{code_digest}".encode()).hexdigest()
+    return cache_dir() / "gold" / f"{name[:32]}.json"
+
+
+def load(task_digest: str, code_digest: str) -> GoldValues | None:
+    """The recorded gold values of a task, or None if none are recorded."""
+    try:
+        data = json.loads(_path(task_digest, code_digest).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def save(task_digest: str, code_digest: str, gold: GoldValues) -> None:
+    """Record a task's gold values (atomically: concurrent graders may race)."""
+    path = _path(task_digest, code_digest)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(gold, sort_keys=True))
+    os.replace(tmp, path)
