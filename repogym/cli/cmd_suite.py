@@ -124,12 +124,25 @@ def _show(args: argparse.Namespace) -> int:
     index = suites.read_index(suites.suite_root(args.name))
     table = Table(title=f"{suite.name} ({suite.env_id}): {suite.description}",
                   title_justify="left")
-    for col in ("package", "version", "kind", "split", "tasks", "validated here"):
+    for col in ("package", "version", "kind", "split", "tasks", "validated here", "served",
+                "f2p by a value seal"):
         table.add_column(col)
+    withheld = suites.withheld_tasks(args.name)
     for p in suite.packages:
-        ok = sum(1 for t in p.tasks if t.id in index)
-        table.add_row(p.name, p.version, p.kind, p.split, str(len(p.tasks)), str(ok))
-    Console().print(table)
+        ids = [t.id for t in p.tasks if t.id in index]
+        seals = [index[t].get("seals") or {} for t in ids]
+        share = "-" if not any(s.get("f2p") for s in seals) else \
+            f"{sum(s.get('witnessed', 0) for s in seals)}/{sum(s.get('f2p', 0) for s in seals)}"
+        table.add_row(p.name, p.version, p.kind, p.split, str(len(p.tasks)), str(len(ids)),
+                      str(sum(1 for t in ids if t not in withheld)), share)
+    console = Console()
+    console.print(table)
+    served = sum(1 for t in index if t not in withheld)
+    console.print(f"{served} of {len(index)} validated tasks served; {len(withheld)} withheld "
+                  f"(ask for one by name: `repogym run --task ID`, `gym.make(\"repogym/ID-v0\")`)",
+                  highlight=False, markup=False)
+    for tid, why in withheld.items():
+        console.print(f"withheld {tid}: {why}", highlight=False, markup=False, soft_wrap=True)
     return 0
 
 
@@ -163,6 +176,9 @@ def _fetch(args: argparse.Namespace) -> int:
                        workers=args.workers, reruns=args.reruns, on_event=event)
     wall = time.monotonic() - start
     phases = ", ".join(f"{k} {v:.0f}s" for k, v in report.seconds.items())
+    held = suites.withheld_tasks(args.name, args.root)
+    print(f"{suite.name}: seal floor: {report.usable - len(held)} served, {len(held)} "
+          f"withheld (`repogym suite show {suite.name}` says why)")
     print(f"{suite.name}: {report.usable}/{total} tasks validated "
           f"({len(report.validated)} now, {len(report.already)} before, "
           f"{len(report.failed)} failed) in {wall:.0f}s ({phases}); "

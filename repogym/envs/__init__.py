@@ -11,7 +11,8 @@ import gymnasium as gym
 from repogym.envs.repo_env import RepoEnv, SuiteEnv, TextSpace
 from repogym.scenarios.registry import BUILTIN_DIR, add_tasks, registered_tasks
 from repogym.scenarios.suites import MAX_STEPS as SUITE_MAX_STEPS
-from repogym.scenarios.suites import read_index, suite_meta, suite_names, suite_root
+from repogym.scenarios.suites import (read_index, suite_meta, suite_names, suite_root,
+                                      withheld_reason)
 from repogym.scenarios.task import Task, TaskError, find_task_dirs, load_task, load_tasks
 
 SUITE_ID = "repogym/Suite-v0"
@@ -112,9 +113,10 @@ def register_suites() -> None:
         for tid, path in sorted(paths.items()):
             _register(f"repogym/{tid}-v0", "repogym.envs:make_env", {"task": path},
                       SUITE_MAX_STEPS)
-        if paths:
+        served = sorted(paths[t] for t in paths if withheld_reason(index[t]) is None)
+        if served:  # a task under the seal floor is made only by its own id
             _register(suite_meta(name)["env_id"], "repogym.envs:make_suite_env",
-                      {"tasks": sorted(paths.values())}, None)
+                      {"tasks": served}, None)
 
 
 #: Around every repogym env, outside the TimeLimit ``max_episode_steps`` adds: the env

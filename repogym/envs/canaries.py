@@ -76,7 +76,7 @@ class Masked:
         """The task's node id for an installed one (canaries and unknown ids unchanged)."""
         head, sep, params = node_id.partition("[")
         if node_id in self.case_ids:
-            params = self.case_ids[node_id]
+            params = self.case_ids[node_id] + "]"
         base = self.renamed.get(head)
         return (base + sep + params) if base is not None else head + sep + params
 
@@ -87,7 +87,7 @@ class Masked:
         head = back.get(head, head)
         if sep:
             cases = {(c.partition("[")[0], p): c for c, p in self.case_ids.items()}
-            if (found := cases.get((head, params))) is not None:
+            if (found := cases.get((head, params.removesuffix("]")))) is not None:
                 return found
         return head + sep + params
 

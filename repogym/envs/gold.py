@@ -64,7 +64,7 @@ def resolve(masked: Masked, gold: GoldValues) -> None:
     """Give ``masked``'s gold checks their expectations, per installed test case."""
     seals = []
     for s in masked.seals:
-        if s.gold and not s.cases:  # a table's column checks have theirs already
+        if s.gold:
             cases = {masked.installed(case): frozenset(prints)
                      for case, prints in gold.get(s.key, {}).items()}
             s = dataclasses.replace(s, cases=cases, gold_strong=bool(cases) and all(

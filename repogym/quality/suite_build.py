@@ -19,11 +19,13 @@ import json
 import tempfile
 import time
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from repogym.quality.synth_pypi import synthesize_pypi
-from repogym.quality.validate import TaskReport, validate_tasks
+from repogym.envs.grader import code_digest
+from repogym.quality.pool import grading_pool
+from repogym.quality.validate import PatchGrader, TaskReport, validate_tasks
 from repogym.scenarios import environment as envs
 from repogym.scenarios import suites
 from repogym.scenarios.task import Task, load_task
@@ -105,7 +107,8 @@ def _fetch_package(entry: suites.PackageEntry, base: Path, report: FetchReport, 
 
     def done(r: TaskReport) -> None:
         task, folder = todo[r.task_id]
-        suites.record_validated(base, entry, task, folder, r.ok)
+        seals = seal_record(r.strongly, r.witnessed[1]) if r.witnessed else None
+        suites.record_validated(base, entry, task, folder, r.ok, seals)
         if r.ok:
             report.validated.append(r.task_id)
         else:
@@ -118,6 +121,32 @@ def _fetch_package(entry: suites.PackageEntry, base: Path, report: FetchReport, 
         validate_tasks([load_task(f) for _, f in todo.values()], sandbox=sandbox,
                        reruns=reruns, workers=workers, on_report=done)
     report.seconds["validate"] += time.monotonic() - start
+    start = time.monotonic()
+    index = suites.read_index(base)
+    stale = [load_task(Path(index[t]["path"])) for t in report.already
+             if t in index and index[t].get("seals", {}).get("grader") != code_digest()]
+    for task, seals in measure_seals(stale, sandbox=sandbox, workers=workers):
+        suites.record_seals(base, task.id, seals)
+    report.seconds["seals"] = report.seconds.get("seals", 0.0) + time.monotonic() - start
+
+
+def seal_record(witnessed: int, f2p: int) -> dict:
+    """A task's seal measure as the suite index keeps it (:func:`suites.record_seals`)."""
+    return {"grader": code_digest(), "witnessed": witnessed, "f2p": f2p}
+
+
+def measure_seals(tasks: list[Task], *, sandbox: str = "bwrap", workers: int = 1
+                  ) -> Iterator[tuple[Task, dict]]:
+    """Each task's fail_to_pass tests witnessed by a value seal: noop graded (gold recorded
+    first where its checks need it), and the tests whose failure a strong check showed."""
+    with PatchGrader(sandbox) as grader, grading_pool(workers) as pool:
+        futures = [(t, pool.submit(grader.grade, t, "")) for t in tasks]
+        for task, fut in futures:
+            res = fut.result()
+            if res.infra_error:
+                continue
+            f2p = task.verifier.fail_to_pass
+            yield task, seal_record(sum(1 for t in f2p if t in res.strongly_failed), len(f2p))
 
 
 def build_entry(project: str, *, split: str, kind: str, max_tasks: int, seed: int = 0,

@@ -46,10 +46,10 @@ def builtin_tasks() -> list[Task]:
     return sorted(load_tasks(BUILTIN_DIR), key=lambda t: t.id)
 
 
-def suite_tasks(suite: str | Path) -> list[Task]:
+def suite_tasks(suite: str | Path, *, withheld: bool = False) -> list[Task]:
     """The tasks of a suite: ``"builtin"``, a shipped suite by name (``"realpy"``: its tasks
-    validated here, see :mod:`repogym.scenarios.suites`), or a folder of task folders (or one
-    task folder).
+    validated here and above the seal floor, or all of them with ``withheld``; see
+    :mod:`repogym.scenarios.suites`), or a folder of task folders (or one task folder).
 
     Raises:
         TaskError: the folder is missing or a task in it is malformed (naming file and key).
@@ -58,5 +58,5 @@ def suite_tasks(suite: str | Path) -> list[Task]:
     if str(suite) == BUILTIN_SUITE:
         return builtin_tasks()
     if str(suite).lower() in suite_names():
-        return validated_tasks(str(suite))
+        return validated_tasks(str(suite), withheld=withheld)
     return load_tasks(suite)

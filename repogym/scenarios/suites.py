@@ -403,20 +403,59 @@ def read_index(root: Path) -> dict[str, dict]:
         return {}
 
 
+def _write_index(root: Path, index: dict[str, dict]) -> None:
+    tmp = _index_path(root).with_suffix(".tmp")
+    root.mkdir(parents=True, exist_ok=True)
+    tmp.write_text(json.dumps({"tasks": dict(sorted(index.items()))}, indent=1) + "\n")
+    os.replace(tmp, _index_path(root))
+
+
 def record_validated(root: Path, entry: PackageEntry, task: TaskEntry, folder: Path,
-                     ok: bool) -> None:
-    """Add (``ok``) or remove a task from the index of validated tasks."""
+                     ok: bool, seals: dict | None = None) -> None:
+    """Add (``ok``) or remove a task from the index of validated tasks; ``seals`` is its
+    seal measure (:func:`record_seals`)."""
     index = read_index(root)
     if ok:
         index[task.id] = {"package": entry.distribution, "split": entry.split,
                           "path": str(folder),
                           "digest": task.digest}
+        if seals is not None:
+            index[task.id]["seals"] = seals
     else:
         index.pop(task.id, None)
-    tmp = _index_path(root).with_suffix(".tmp")
-    root.mkdir(parents=True, exist_ok=True)
-    tmp.write_text(json.dumps({"tasks": dict(sorted(index.items()))}, indent=1) + "\n")
-    os.replace(tmp, _index_path(root))
+    _write_index(root, index)
+
+
+#: The share of a task's fail_to_pass tests that a value seal must witness (their failure
+#: on the unfixed code shown by a check whose hidden value a forger would have to name)
+#: for a suite to serve the task by default.
+SEAL_FLOOR = 0.9
+
+
+def record_seals(root: Path, task_id: str, seals: dict) -> None:
+    """Store a validated task's seal measure: ``{"grader": <grading code digest>,
+    "witnessed": <fail_to_pass tests a value seal witnesses>, "f2p": <their number>}``."""
+    index = read_index(root)
+    if task_id in index:
+        index[task_id]["seals"] = seals
+        _write_index(root, index)
+
+
+def withheld_reason(info: dict, grader: str | None = None) -> str | None:
+    """Why an index entry is not served by default (None: it is): its fail_to_pass tests
+    witnessed by a value seal are under :data:`SEAL_FLOOR`, or were never measured (or
+    measured by other grading code than ``grader``, when given)."""
+    seals = info.get("seals")
+    if not isinstance(seals, dict) or not seals.get("f2p"):
+        return "seal floor not measured (run `repogym suite fetch` again)"
+    if grader is not None and seals.get("grader") != grader:
+        return "seal floor measured by another repogym (run `repogym suite fetch` again)"
+    share = seals.get("witnessed", 0) / seals["f2p"]
+    if share < SEAL_FLOOR:
+        return (f"{seals.get('witnessed', 0)} of {seals['f2p']} fail_to_pass tests witnessed "
+                f"by a value seal ({share:.0%} < {SEAL_FLOOR:.0%}): a forger that flips "
+                "pytest's reports could earn the rest")
+    return None
 
 
 def is_validated(root: Path, task: TaskEntry) -> bool:
@@ -424,11 +463,22 @@ def is_validated(root: Path, task: TaskEntry) -> bool:
     return read_index(root).get(task.id, {}).get("digest") == task.digest
 
 
+def withheld_tasks(name: str, root: Path | None = None) -> dict[str, str]:
+    """The validated tasks of a suite it does not serve by default, with why
+    (:func:`withheld_reason`)."""
+    index = read_index(suite_root(name, root))
+    return {tid: why for tid, info in sorted(index.items())
+            if (why := withheld_reason(info)) is not None}
+
+
 def validated_tasks(name: str, root: Path | None = None, *, split: str | None = None,
-                    packages: Iterable[str] | None = None) -> list[Task]:
+                    packages: Iterable[str] | None = None,
+                    withheld: bool = False) -> list[Task]:
     """The tasks of a suite that were materialised and validated here, as the suite's
     manifest has them now: a task the manifest no longer holds, or holds changed since it
-    was validated (a newer repogym), is not one of them until fetched again.
+    was validated (a newer repogym), is not one of them until fetched again. A task under
+    the seal floor (:func:`withheld_reason`) is left out unless ``withheld`` (ask for it by
+    name: ``repogym run --task ID``, ``gym.make("repogym/<id>-v0")``).
 
     Raises:
         SuiteError: none are (the message says how to fetch the suite).
@@ -441,13 +491,17 @@ def validated_tasks(name: str, root: Path | None = None, *, split: str | None = 
     chosen = {tid: info for tid, info in sorted(index.items())
               if (split is None or info["split"] == split)
               and (keep is None or info["package"] in keep) and Path(info["path"]).is_dir()}
-    out = [load_task(Path(info["path"])) for tid, info in chosen.items()
-           if current.get(tid) == info.get("digest")]
+    fresh = {tid: info for tid, info in chosen.items() if current.get(tid) == info.get("digest")}
+    served = {tid: info for tid, info in fresh.items()
+              if withheld or withheld_reason(info) is None}
+    out = [load_task(Path(info["path"])) for info in served.values()]
     if not out:
-        stale = f" ({len(chosen)} validated from another version of its manifest)" \
-            if chosen else ""
+        stale = f" ({len(chosen) - len(fresh)} validated from another version of its " \
+            "manifest)" if len(fresh) < len(chosen) else ""
+        held = f" ({len(fresh)} withheld under the seal floor: `repogym suite show " \
+            f"{suite.name}` says why)" if fresh else ""
         raise SuiteError(f"no validated task of suite {suite.name!r} here (split={split!r}, "
-                         f"packages={sorted(keep) if keep else 'all'}) under {base}{stale}. "
-                         f"Fix: `repogym suite fetch {suite.name}` (downloads, builds and "
-                         "validates it)")
+                         f"packages={sorted(keep) if keep else 'all'}) under {base}{stale}"
+                         f"{held}. Fix: `repogym suite fetch {suite.name}` (downloads, builds "
+                         "and validates it)")
     return out
