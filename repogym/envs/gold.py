@@ -36,8 +36,9 @@ _FORMAT = 1
 
 
 def from_run(channel: Channel, masked: Masked) -> GoldValues:
-    """The gold values one trusted verifier run reported, by check key and task case id."""
-    by_cid = {s.cid: s for s in masked.seals if s.gold}
+    """The gold values one trusted verifier run reported, by check key and task case id
+    (gold checks' values, and the messages of ``raises`` checks with a pattern)."""
+    by_cid = {s.cid: s for s in masked.seals if s.records_gold}
     out: GoldValues = {}
     for (case, cid), got in channel.seals.items():
         s = by_cid.get(cid)
@@ -64,10 +65,10 @@ def resolve(masked: Masked, gold: GoldValues) -> None:
     """Give ``masked``'s gold checks their expectations, per installed test case."""
     seals = []
     for s in masked.seals:
-        if s.gold:
+        if s.records_gold:
             cases = {masked.installed(case): frozenset(prints)
                      for case, prints in gold.get(s.key, {}).items()}
-            s = dataclasses.replace(s, cases=cases, gold_strong=bool(cases) and all(
+            s = dataclasses.replace(s, cases=cases, gold_strong=s.gold and bool(cases) and all(
                 sl.informative(p) for p in cases.values()))
         seals.append(s)
     masked.seals = seals

@@ -357,7 +357,7 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
     rng = rng or random.Random(secrets.randbits(64))
     try:
         masked, run = _verify(task, template, kept, flags, make_sandbox, limits, rng)
-        if any(s.gold for s in masked.seals):
+        if any(s.records_gold for s in masked.seals):
             gd.resolve(masked, gold_values(task, template, make_sandbox, limits))
     except SandboxError as e:
         return GradeResult(0.0, False, {t: "missing" for t in v.all_tests}, {}, sorted(flags),

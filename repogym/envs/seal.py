@@ -71,7 +71,8 @@ class Seal:
             compute by itself (a local, a helper's result, an object), which left the file.
         cases: For a ``gold`` check, installed test case id -> the fingerprints
             (:func:`fingerprint`) its values had at gold; a case without an entry is not
-            judged by this check (gold did not reach it, or reached it unstably).
+            judged by this check (gold did not reach it, or reached it unstably). For a
+            ``raises`` with a pattern, the messages gold's exceptions had.
         gold_strong: For a ``gold`` check, whether its gold values carry more than a bit.
     """
 
@@ -96,8 +97,15 @@ class Seal:
         forger can guess those."""
         if self.gold:
             return self.gold_strong
-        return self.op in ("==", "approx", "in") or (
-            self.op == "raises" and bool(dict(self.options).get("match")))
+        if self.op == "raises":  # a pattern is searched in the forger's text: gold's message
+            return bool(dict(self.options).get("match")) and bool(self.cases)
+        return self.op in ("==", "approx", "in")
+
+    @property
+    def records_gold(self) -> bool:
+        """Whether gold's values are recorded for it: a gold check, or a ``raises`` with a
+        message pattern (the message must be the one gold's code raised)."""
+        return self.gold or (self.op == "raises" and bool(dict(self.options).get("match")))
 
     def holds(self, got: object) -> bool:
         """Whether one reported value ``got`` satisfies the hidden expectation."""
@@ -826,11 +834,16 @@ _DEFAULT_REPR = re.compile(r"^<[\w.]+ object at 0x\?>$")
 
 def fingerprint(got: object) -> str | None:
     """What a gold check compares of one reported value: its canonical encoding, or for
-    an object that has none (``opaque``) its repr with addresses blanked. None for a
-    malformed record."""
+    an object that has none (``opaque``) its repr with addresses blanked; for a ``raises``
+    record, the exception's message so blanked. None for a malformed record."""
     if not isinstance(got, dict):
         return None
-    if "digest" in got:
+    if "raised" in got:
+        message = got.get("message")
+        if not isinstance(message, str) or not got.get("raised"):
+            return None
+        text = "m:" + _ADDRESS.sub("0x?", message)
+    elif "digest" in got:
         text = "d:" + str(got["digest"])[:80]
     else:
         try:
@@ -888,6 +901,9 @@ def judge_case(case: str, seals: Iterable[Seal],
             failed.append(why)
         elif not s.gold and (bad := next((g for g in values if not s.holds(g)), None)):
             failed.append(f"line {s.line}: got {s.shown(bad)}")
+        elif s.op == "raises" and case in s.cases and (bad := next(
+                (g for g in values if fingerprint(g) not in s.cases[case]), None)):
+            failed.append(f"line {s.line}: got {s.shown(bad)}")  # not gold's message
         elif calls != [s.times]:
             failed.append(f"line {s.line}: reached {calls[0] if calls else 0} times of "
                           f"{s.times}")
