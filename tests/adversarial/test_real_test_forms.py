@@ -1,0 +1,198 @@
+"""The forms real packages' tests use are sealed: a report-flipping forger earns nothing.
+
+Real suites rarely write ``assert f(x) == <literal>`` alone: they use unittest's
+``self.assertEqual``, nose-style ``eq_`` helpers imported from a helper module,
+``@pytest.mark.parametrize`` tables with an expectation column, expected values bound to a
+local first, and comparisons with objects the test builds. Each is sealed here
+(:mod:`repogym.envs.seal`, :mod:`repogym.envs.gold`), so the payload that resolved a third of
+RealPy (flip every non-canary report to passed) earns what noop earns on such a task.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import textwrap
+
+import pytest
+
+from repogym.envs import canaries as cn
+from repogym.envs import grader
+from repogym.envs import seal as sl
+from repogym.quality.validate import PatchGrader
+from repogym.scenarios.task import load_task
+from tests.adversarial import payloads
+from tests.scenarios._tasks import write_task
+
+#: The clamp task's hidden tests, as a real package would write them. Every one of them
+#: fails on the unfixed clamp (which ignores ``high``).
+REAL_FORMS = '''\
+import unittest
+
+import pytest
+
+from helper import eq_
+from mod import clamp
+
+
+class Box:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return isinstance(other, Box) and other.v == self.v
+
+    def __repr__(self):
+        return f"Box({self.v})"
+
+
+class TestClamp(unittest.TestCase):
+    def test_unittest_equal(self):
+        self.assertEqual(clamp(15, 0, 10), 10)
+
+    def test_unittest_true(self):
+        self.assertTrue(clamp(11, 0, 10) == 10)
+        self.assertEqual(clamp(12, 0, 10), 10)
+
+
+def test_helper():
+    eq_(clamp(20, 0, 7), 7)
+
+
+@pytest.mark.parametrize("value, expected", [(30, 9), (40, 9), (5, 5)])
+def test_table(value, expected):
+    assert clamp(value, 0, 9) == expected
+
+
+def test_literal_local():
+    expected = 3
+    assert clamp(8, 0, 3) == expected
+
+
+def test_object():
+    want = Box(4)
+    assert Box(clamp(9, 0, 4)) == want
+
+
+def test_inside():
+    assert clamp(5, 0, 10) == 5
+'''
+HELPER = '''\
+def eq_(one, other):
+    """nose's eq_."""
+    assert one == other, f"{one!r} != {other!r}"
+'''
+F2P = ("tests/test_mod.py::TestClamp::test_unittest_equal",
+       "tests/test_mod.py::TestClamp::test_unittest_true", "tests/test_mod.py::test_helper",
+       "tests/test_mod.py::test_table[30-9]", "tests/test_mod.py::test_table[40-9]",
+       "tests/test_mod.py::test_literal_local", "tests/test_mod.py::test_object")
+
+
+@pytest.fixture(scope="module")
+def real_forms(tmp_path_factory: pytest.TempPathFactory):
+    root = write_task(tmp_path_factory.mktemp("forms") / "real-forms", tests=REAL_FORMS,
+                      f2p=F2P, p2p=("tests/test_mod.py::test_inside",
+                                    "tests/test_mod.py::test_table[5-5]"))
+    (root / "tests" / "helper.py").write_text(HELPER)
+    return load_task(root)
+
+
+def test_every_form_gets_a_seal_and_no_expected_value_stays_in_the_file(real_forms):
+    files = grader._files_to_plant(real_forms, real_forms.repo_dir)
+    masked_dir = real_forms.path.parent / "planted"
+    masked = cn.plant(files, masked_dir, real_forms.verifier.all_tests, random.Random(3))
+    planted = (masked_dir / "tests" / "test_mod.py").read_text()
+    by_test = {masked.original(s.test): s for s in masked.seals}
+    for test in F2P:
+        assert test.partition("[")[0] in by_test, (test, planted)
+    # the table's expectation column and ids, the literal local and the helper's
+    # expected values are gone; line numbers are kept
+    assert "(30, 9)" not in planted and "expected = 3" not in planted
+    assert "eq_(clamp(20, 0, 7), 7)" not in planted and "), 10)" not in planted
+    assert len(planted.splitlines()) >= len(REAL_FORMS.splitlines())
+    ast.parse(planted)
+    cases = {masked.original(c) for c in masked.case_ids}
+    assert cases == {"tests/test_mod.py::test_table[30-9]", "tests/test_mod.py::test_table[40-9]",
+                     "tests/test_mod.py::test_table[5-5]"}
+
+
+def test_unittest_helpers_and_locals_seal_like_assert():
+    src = textwrap.dedent('''\
+        import unittest
+        from helper import check_equal
+
+        class TestX(unittest.TestCase):
+            def test_a(self):
+                self.assertIsNone(f(1))
+                self.assertIn(f(2), (1, 2))
+                self.assertFalse(f(3))
+                check_equal(f(4), [1, 2])
+                with self.assertRaises(KeyError) as cm:
+                    f(5)
+                self.assertEqual(cm.exception.args, ("k",))
+        ''')
+    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(),
+                             helpers={"check_equal"}, gold=True)
+    ops = [(s.line, s.op, s.expected) for s in out.seals]
+    assert ops == [(6, "is", None), (7, "in", (1, 2)), (8, "truth", False), (9, "==", [1, 2]),
+                   (10, "raises", ("KeyError",)), (12, "==", ("k",))]
+    assert "[1, 2]" not in text and "KeyError" not in text
+
+
+def test_an_argument_compared_bare_is_not_a_seal():
+    """``assert f(x) == expected`` where ``expected`` is a fixture or a parameter that
+    stays in the table: its value is the process's to read, so it earns no seal."""
+    src = textwrap.dedent('''\
+        import pytest
+
+        @pytest.mark.parametrize("a, expected", [(1, 2), (2, 4)])
+        def test_roundtrip(a, expected):
+            assert f(a) == expected
+            assert g(expected) == a
+
+        def test_fixture(tree):
+            assert find(tree) == tree
+        ''')
+    _, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(), gold=True)
+    assert out.seals == [] and out.case_ids == {}
+
+
+@pytest.mark.slow
+def test_the_report_flipping_forger_earns_no_more_than_noop_on_real_forms(real_forms):
+    flip = payloads.SELECTIVE
+    with PatchGrader() as g:
+        noop = g.grade(real_forms, "")
+        gold = g.grade(real_forms, real_forms.solution_patch.read_text())
+        forged = g.grade(real_forms, _diff(real_forms, _buggy(real_forms) + "\n" + flip))
+        gold_again = g.grade(real_forms, real_forms.solution_patch.read_text())
+    assert gold.resolved and gold_again.resolved, gold.test_output[-2000:]
+    assert noop.reward == 0.0 and set(F2P) <= set(noop.strongly_failed), noop.sealed_failures
+    assert forged.infra_error is None and forged.reward <= noop.reward, (
+        forged.tests, forged.untrusted)
+    # the flip worked on pytest's side: the seals, not pytest, failed the tests
+    assert set(F2P) <= set(forged.sealed_failures), forged.test_output[-2000:]
+
+
+def _buggy(task) -> str:
+    return (task.repo_dir / "mod.py").read_text()
+
+
+def _diff(task, text: str) -> str:
+    from tests.scenarios._tasks import diff
+
+    return diff({"mod.py": _buggy(task)}, {"mod.py": text})
+
+
+def test_gold_values_that_differ_between_runs_are_dropped():
+    from repogym.envs import gold as gd
+
+    a = {"k1": {"t::a": ["v:1"]}, "k2": {"t::a": ["o:<X at 0x?>"], "t::b": ["v:2"]}}
+    b = {"k1": {"t::a": ["v:1"]}, "k2": {"t::a": ["o:<Y>"], "t::b": ["v:2"]}}
+    assert gd.agreed([a, b]) == {"k1": {"t::a": ["v:1"]}, "k2": {"t::b": ["v:2"]}}
+
+
+def test_a_default_repr_or_a_bool_is_not_an_informative_gold_value():
+    assert not sl.informative(["v:null"])
+    assert not sl.informative(['v:{"n":"1"}'])
+    assert not sl.informative(["o:<mod.Box object at 0x?>"])
+    assert sl.informative(["o:Box(4)"]) and sl.informative(['v:{"s":"abc"}'])
