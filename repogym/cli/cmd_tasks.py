@@ -17,6 +17,8 @@ from repogym.cli.options import SPLITS
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tasks", help="list tasks (built-ins, plus --dir folders)")
     p.add_argument("--dir", action="append", default=[], help="also register this task folder")
+    p.add_argument("--suite", help="also list a fetched suite's tasks (those withheld under "
+                                   "the seal floor too)")
     p.add_argument("--split", choices=SPLITS)
     p.add_argument("--tag", action="append", default=[], help="keep tasks with any of these tags")
     p.add_argument("--quality", action="store_true",
@@ -39,6 +41,21 @@ def quality_line(scores: dict[str, float | None]) -> str:
             f"{statistics.median(known.values()):.2f}, min {known[worst]:.2f} ({worst}){todo}")
 
 
+def value_column(task, info: dict | None) -> str:
+    """``witnessed/f2p`` as the suite fetch measured it (a value seal showed the test's
+    failure at noop), else ``≤sealed/f2p`` from the planted seals; ``withheld`` marks a
+    suite task under the floor."""
+    from repogym.envs.grader import value_sealed
+    from repogym.scenarios.suites import withheld_reason
+
+    seals = (info or {}).get("seals") or {}
+    if seals.get("f2p"):
+        held = " withheld" if withheld_reason(info) else ""
+        return f"{seals.get('witnessed', 0)}/{seals['f2p']}{held}"
+    found = value_sealed(task)
+    return f"≤{sum(found.values())}/{len(found)}"
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
@@ -51,6 +68,18 @@ def run(args: argparse.Namespace) -> int:
 
     for d in args.dir:
         register_task(d, overwrite=True)
+    measured: dict[str, dict] = {}
+    if args.suite:
+        from repogym.scenarios import suites
+
+        try:
+            for t in suites.validated_tasks(args.suite, withheld=True):
+                register_task(t.path, overwrite=True)
+        except suites.SuiteError as e:
+            Console(stderr=True).print(f"error: {e}", markup=False, highlight=False)
+            return 2
+        measured = {tid: info for tid, info in
+                    suites.read_index(suites.suite_root(args.suite)).items()}
     try:
         tasks = select_tasks(registered_tasks().values(), split=args.split, tags=args.tag)
     except ValueError as e:
@@ -58,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     tasks.sort(key=lambda t: (t.split, t.id))
     table = Table(title=f"{len(tasks)} tasks")
-    cols = (["env id", "split", "tests (f2p/p2p)", "sealed", "decoys", "mutation score",
-             "adversarial"]
+    cols = (["env id", "split", "tests (f2p/p2p)", "sealed", "f2p by a value seal", "decoys",
+             "mutation score", "adversarial"]
             if args.quality
             else ["env id", "split", "tags", "tests (f2p/p2p)", "max steps"])
     for col in cols:
@@ -82,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
         coverage = seal_coverage(t)
         sealed = sum(1 for n in coverage.values() if n)
         sealed_shares[t.id] = sealed / max(len(coverage), 1)
-        table.add_row(t.env_id, t.split, tests, f"{sealed}/{len(coverage)}", str(len(t.decoys)),
+        table.add_row(t.env_id, t.split, tests, f"{sealed}/{len(coverage)}",
+                      value_column(t, measured.get(t.id)), str(len(t.decoys)),
                       "-" if report is None else escape(report.summary()),
                       escape(adversarial_summary(adversarial.cached_report(t))))
     console = make_console()

@@ -37,6 +37,7 @@ from typing import Literal, get_args
 
 from repogym.envs import canaries as cn
 from repogym.envs import gold as gd
+from repogym.envs import seal as sl
 from repogym.envs import verifier as vr
 from repogym.sandbox.base import ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.sandbox.common import DiffError
@@ -224,6 +225,24 @@ def seal_coverage(task: Task) -> dict[str, int]:
         masked = cn.plant(_files_to_plant(task, task.repo_dir), Path(tmp), v.all_tests,
                           random.Random(0), rename=False)
     return {t: masked.checks.get(t.partition("[")[0], 0) for t in v.all_tests}
+
+
+def value_sealed(task: Task) -> dict[str, bool]:
+    """fail_to_pass test -> whether a value seal checks it (:attr:`Seal.strong`): a
+    literal, a parametrize column or a gold value that carries more than a bit (gold values
+    as recorded for this task, if they are). A static upper bound of what ``repogym
+    validate`` measures: whether such a check *witnesses* the test's failure at noop."""
+    v = task.verifier
+    with tempfile.TemporaryDirectory() as tmp:
+        masked = cn.plant(_files_to_plant(task, task.repo_dir), Path(tmp), v.all_tests,
+                          random.Random(0))
+    gd.resolve(masked, gd.load(task.digest(), code_digest()) or {})
+    out = {}
+    for t in v.fail_to_pass:
+        case = masked.installed(t)
+        out[t] = any(s.strong and (not s.gold or case in s.cases) for s in masked.seals
+                     if s.test == sl.function_of(case))
+    return out
 
 
 @dataclasses.dataclass
