@@ -68,7 +68,7 @@ def resolve(masked: Masked, gold: GoldValues) -> None:
         if s.records_gold:
             cases = {masked.installed(case): frozenset(prints)
                      for case, prints in gold.get(s.key, {}).items()}
-            s = dataclasses.replace(s, cases=cases, gold_strong=s.gold and bool(cases) and all(
+            s = dataclasses.replace(s, cases=cases, gold_strong=bool(cases) and all(
                 sl.informative(p) for p in cases.values()))
         seals.append(s)
     masked.seals = seals
