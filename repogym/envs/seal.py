@@ -465,6 +465,7 @@ class _Table:
     ids: list[str]  # pytest's ids of the rows, as the task's node ids name them
     values_node: ast.expr
     single: bool
+    ids_node: ast.expr | None = None  # the table's own ``ids=[...]``
 
 
 def _is_parametrize(node: ast.expr, pytest_names: set[str]) -> bool:
@@ -483,9 +484,12 @@ def _table(fn: ast.FunctionDef, pytest_names: set[str], ns: dict[str, object]
     of rows of values the grader can compute (their ids are then pytest's own)."""
     decs = [d for d in fn.decorator_list
             if isinstance(d, ast.Call) and _is_parametrize(d.func, pytest_names)]
-    if len(decs) != 1 or decs[0].keywords or len(decs[0].args) != 2 or any(
+    if len(decs) != 1 or len(decs[0].args) != 2 or any(
             "parametrize" in ast.dump(d) for d in fn.decorator_list if d is not decs[0]):
         return None
+    if any(kw.arg != "ids" for kw in decs[0].keywords):
+        return None
+    ids_node = decs[0].keywords[0].value if decs[0].keywords else None
     ok, argnames = _literal(decs[0].args[0])
     if ok and isinstance(argnames, str):
         names = [n.strip() for n in argnames.split(",") if n.strip()]
@@ -513,8 +517,15 @@ def _table(fn: ast.FunctionDef, pytest_names: set[str], ns: dict[str, object]
         if not all(ok for ok, _ in cells):
             return None
         values.append([v for _, v in cells])
-    ids = _pytest_ids(names, values, single)
-    return _Table(names, rows, values, ids, node, single) if ids else None
+    if ids_node is None:
+        ids = _pytest_ids(names, values, single)
+    else:  # the table names its rows itself
+        ok, ids = _literal(ids_node)
+        if not ok or not isinstance(ids, list | tuple) or len(ids) != len(rows) or \
+                len(set(ids)) != len(ids) or not all(isinstance(i, str) and i for i in ids):
+            return None
+        ids = list(ids)
+    return _Table(names, rows, values, ids, node, single, ids_node) if ids else None
 
 
 def _pytest_ids(names: list[str], values: list[list[object]], single: bool
@@ -545,13 +556,24 @@ def _column_side(test: ast.expr, params: dict[str, int]) -> tuple[ast.expr, str]
     return None
 
 
-def _bare_argument(test: ast.expr, computed: ast.expr, args: set[str]) -> bool:
-    """Whether the side of ``test`` other than ``computed`` is one of the test's arguments
-    (a parameter or fixture: its value is the process's to read)."""
-    if not isinstance(test, ast.Compare):
-        return False
-    other = test.comparators[0] if computed is test.left else test.left
-    return isinstance(other, ast.Name) and other.id in args
+def _gold_side(test: ast.Compare, args: set[str]) -> ast.expr | None:
+    """The side of ``a == b`` whose value at gold a gold check compares: the side that
+    calls code when the other does not (``assert expected == f(x)`` checks ``f(x)``), else
+    not a bare name when the other is one, else the left. None when a side is a bare
+    argument of the test (a parameter or fixture: its value is the process's to read, so
+    such a check would hold no secret), or when both sides call code (``f(x) == g(x)``:
+    dropping the expected side would drop a failure it raises, and keeping it would hand
+    a forger the value)."""
+    sides = [test.left, test.comparators[0]]
+    if any(isinstance(s, ast.Name) and s.id in args for s in sides):
+        return None
+    calls = [any(isinstance(n, ast.Call) for n in ast.walk(s)) for s in sides]
+    if all(calls):  # the expected side runs code too: dropping it could drop the failure
+        return None
+    if calls[0] != calls[1]:
+        return sides[0] if calls[0] else sides[1]
+    named = [isinstance(s, ast.Name) for s in sides]
+    return sides[1] if named == [True, False] else sides[0]
 
 
 def _sealable(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -703,8 +725,9 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         if not (exp := _expectation(test, pytest_names, names, local, gold=gold)):
             return None
         op, expected, options, computed = exp
-        if expected is None and op == "==" and _bare_argument(test, computed, scope.args):
-            return None  # its value stands in the test's arguments, which code can read
+        if expected is None and op == "==":
+            if (computed := _gold_side(test, scope.args)) is None:
+                return None  # a side is one of the test's arguments, which code can read
         n = cid()
         out.seals.append(Seal(n, node_id, stmt.lineno, op, expected, options, times, key,
                               gold=expected is None and op == "=="))
@@ -789,8 +812,12 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         for row in table.rows:
             cells = ["None" if c in blank else src.segment(e) for c, e in enumerate(row)]
             rows.append(cells[0] if table.single else "(" + ", ".join(cells) + ",)")
-        src.replace(table.values_node, "([" + ", ".join(rows) + "]), ids=(" +
-                    repr(tokens) + ")")
+        if table.ids_node is None:
+            src.replace(table.values_node, "([" + ", ".join(rows) + "]), ids=(" +
+                        repr(tokens) + ")")
+        else:
+            src.replace(table.values_node, "([" + ", ".join(rows) + "])")
+            src.replace(table.ids_node, "(" + repr(tokens) + ")")
         for token, original in zip(tokens, table.ids):
             out.case_ids[f"{node_id}[{token}]"] = original
 

@@ -139,6 +139,44 @@ def test_unittest_helpers_and_locals_seal_like_assert():
     assert "[1, 2]" not in text and "KeyError" not in text
 
 
+def test_a_gold_check_compares_the_side_that_runs_code_and_keeps_every_failure():
+    """``assert expected == f(x)`` checks ``f(x)``, never the expectation itself (which
+    would hold at noop); ``f(x) == g(x)`` is not sealed: dropping ``g(x)`` would drop the
+    failure it raises on the unfixed code, and keeping it would hand a forger the value."""
+    src = textwrap.dedent('''\
+        TABLE = [("a", "A")]
+
+        def test_reversed():
+            want = make("d")
+            assert want == f(1)
+
+        def test_both_sides_call():
+            assert parse(1) == normalize(1)
+        ''')
+    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(),
+                             gold=True)
+    assert [(s.line, s.gold) for s in out.seals] == [(5, True)]
+    assert ".check(" in text.splitlines()[4] and "(f(1))" in text.splitlines()[4]
+    assert "assert parse(1) == normalize(1)" in text
+
+
+def test_a_table_that_names_its_rows_runs_them_under_random_ids():
+    src = textwrap.dedent('''\
+        import pytest
+
+        @pytest.mark.parametrize(["raw", "parsed"], [("x", (1, 2)), ("y", (3, 4))],
+                                 ids=["first", "second"])
+        def test_parse(raw, parsed):
+            result = parse(raw)
+            assert result == parsed
+        ''')
+    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(),
+                             gold=True)
+    assert sorted(out.case_ids.values()) == ["first", "second"]
+    assert "(1, 2)" not in text and "first" not in text
+    assert len(text.splitlines()) == len(src.splitlines())
+
+
 def test_an_argument_compared_bare_is_not_a_seal():
     """``assert f(x) == expected`` where ``expected`` is a fixture or a parameter that
     stays in the table: its value is the process's to read, so it earns no seal."""
