@@ -66,10 +66,10 @@ def run(args: argparse.Namespace) -> int:
     n = c["common_tasks"]
     lines = [f"A: {label_a} ({args.run_a}): {rate(c['a_rate'])} of {n} common tasks",
              f"B: {label_b} ({args.run_b}): {rate(c['b_rate'])} of {n} common tasks",
-             f"only A resolved (A better): {c['a_better']}   only B resolved (B better): "
-             f"{c['b_better']}   both: {c['both']}   neither: {c['neither']}",
-             f"exact two-sided sign test (McNemar's exact test with one sample per task): "
-             f"p = {c['p_value']:.4g}"]
+             (f"only A resolved (A better): {c['a_better']}   only B resolved (B better): "
+              f"{c['b_better']}   both: {c['both']}   neither: {c['neither']}"),
+             ("exact two-sided sign test (McNemar's exact test with one sample per task): "
+              f"p = {c['p_value']:.4g}")]
     for line in lines:
         console.print(escape(line), soft_wrap=True, highlight=False)
     if n == 0:

@@ -12,7 +12,6 @@ from repogym.envs.grader import REWARD_MODES
 from repogym.harness.baselines import transport_options
 from repogym.harness.provenance import public_args
 
-
 #: Longest setting value shown whole in a label; longer ones are cut (run.json has them all).
 _LABEL_VALUE_CHARS = 24
 
