@@ -1,7 +1,7 @@
 """Running a benchmark with progress and printing its report: ``run``, ``grade`` and ``demo``.
 
 On a terminal the progress is a live bar; when output goes to a file or pipe (nohup, CI) it
-is one plain, flushed line per finished episode. The end of a run says how many episodes
+is one plain, flushed line per finished episode (and one a minute while none finishes). The end of a run says how many episodes
 were agent errors (and the command that runs them again) and how many were not scored; an
 outage of the model's endpoint stops the run with :data:`EXIT_OUTAGE` and the command that
 resumes it.
@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import threading
 import time
-from typing import Any
+from typing import Any, Self
 
 from rich.console import Console
 from rich.markup import escape
@@ -57,12 +58,24 @@ def _resume_note(console: Console, cfg: Any, p: Any) -> None:
 
 
 class PlainProgress:
-    """One flushed line per finished episode, for logs (output to a file or pipe)."""
+    """One flushed line per finished episode, for logs (output to a file or pipe), and a
+    line every :attr:`heartbeat_s` seconds while no episode finishes."""
+
+    heartbeat_s = 60.0
 
     def __init__(self, console: Console, label: str, total: int) -> None:
         self.console, self.label, self.total = console, label, total
         self.done, self.start = 0, time.monotonic()
+        self.last = self.start
         self.counts = {"resolved": 0, "agent errors": 0, "not scored": 0}
+        self._stop = threading.Event()
+
+    def __enter__(self) -> Self:
+        threading.Thread(target=self._beat, daemon=True, name="repogym-progress").start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
 
     def begin(self, out: Any, workers: int) -> None:
         """Say what the run will do."""
@@ -74,13 +87,24 @@ class PlainProgress:
         from repogym.harness.results import episode_status, unscored
 
         self.done += 1
+        self.last = time.monotonic()
         self.counts["resolved"] += bool(row.get("resolved")) and not unscored(row)
         self.counts["agent errors"] += bool(row.get("agent_error"))
         self.counts["not scored"] += unscored(row)
-        totals = ", ".join(f"{k} {v}" for k, v in self.counts.items())
         self._say(f"[{self.done}/{self.total}] {row.get('task')} #{row.get('sample')}: "
                   f"{episode_status(row)} ({row.get('steps')} steps, {row.get('wall_s')} s) | "
-                  f"{totals} | {time.monotonic() - self.start:.0f} s elapsed")
+                  f"{self._totals()} | {self.last - self.start:.0f} s elapsed")
+
+    def _totals(self) -> str:
+        return ", ".join(f"{k} {v}" for k, v in self.counts.items())
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat_s):
+            now = time.monotonic()
+            if now - self.last >= self.heartbeat_s:
+                self._say(f"[{self.done}/{self.total}] running: no episode finished in the "
+                          f"last {now - self.last:.0f} s | {self._totals()} | "
+                          f"{now - self.start:.0f} s elapsed")
 
     def _say(self, line: str) -> None:
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -111,10 +135,10 @@ def run_with_progress(cfg: Any, console: Console, show: bool = True) -> list[dic
     _resume_note(console, cfg, p)
     agent = runner.prepare_agent(cfg) if p.todo else None
     if show and not console.is_terminal:
-        plain = PlainProgress(console, cfg.label, len(p.todo))
-        if p.todo:
-            plain.begin(cfg.out, cfg.workers)
-        return runner.run(cfg, on_row=plain.row, agent=agent)
+        with PlainProgress(console, cfg.label, len(p.todo)) as plain:
+            if p.todo:
+                plain.begin(cfg.out, cfg.workers)
+            return runner.run(cfg, on_row=plain.row, agent=agent)
     counts = {"resolved": 0, "errors": 0}
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("resolved {task.fields[resolved]}  errors {task.fields[errors]}"),

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -187,3 +188,30 @@ def test_time_is_not_spent_on_a_dead_endpoint_at_the_start(tmp_path: Path) -> No
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Connection refused" in proc.stdout
     assert not (tmp_path / "o" / "results.jsonl").exists()
+
+
+def test_plain_progress_says_it_is_alive_while_no_episode_finishes() -> None:
+    """Off a terminal, a long episode still shows up in the log (a line per heartbeat)."""
+    import io
+
+    from rich.console import Console
+
+    from repogym.cli.running import PlainProgress
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=200)
+    assert not console.is_terminal
+    progress = PlainProgress(console, "m", 2)
+    progress.heartbeat_s = 0.05
+    with progress:
+        progress.begin("out", 1)
+        deadline = time.monotonic() + 30
+        while "running: no episode finished" not in buf.getvalue() and \
+                time.monotonic() < deadline:
+            time.sleep(0.02)
+        progress.row({"task": "t", "sample": 0, "resolved": True, "steps": 2, "wall_s": 1.0})
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "m: 2 episode(s) to run, 1 worker(s), results in out"
+    assert lines[1].startswith("[0/2] running: no episode finished in the last")
+    assert any(line.startswith("[1/2] t #0: solved (2 steps, 1.0 s) | resolved 1, agent "
+                               "errors 0, not scored 0 |") for line in lines)

@@ -80,6 +80,9 @@ def test_agent_errors_are_kept_on_resume_unless_retry_errors(tmp_path: Path) -> 
     proc = run_cli(*cmd, RG_TEST_FAIL="1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert all("flaky failure" in r["agent_error"] for r in rows_of(out))
+    end = proc.stdout.split("agent errors: ", 1)[1].split("\n", 1)[0]  # said at the end
+    assert end.startswith("2 (counted as failures; to run them again: repogym run --agent")
+    assert end.endswith("--no-progress --retry-errors)")
     proc = run_cli(*cmd)  # a plain resume keeps them: they are the agent's results
     assert "2 episode(s) already recorded, 0 to run" in proc.stdout
     assert "2 recorded episode(s) are agent errors" in proc.stdout and "--retry-errors" in proc.stdout
