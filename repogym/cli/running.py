@@ -57,6 +57,11 @@ def _resume_note(console: Console, cfg: Any, p: Any) -> None:
                       "and count as failures; --retry-errors runs them again")
 
 
+#: How the plain progress lines name an episode's status.
+_STATUS_WORDS = {"agent_error": "agent error", "endpoint": "endpoint error",
+                 "infra": "infra error"}
+
+
 class PlainProgress:
     """One flushed line per finished episode, for logs (output to a file or pipe), and a
     line every :attr:`heartbeat_s` seconds while no episode finishes."""
@@ -91,8 +96,9 @@ class PlainProgress:
         self.counts["resolved"] += bool(row.get("resolved")) and not unscored(row)
         self.counts["agent errors"] += bool(row.get("agent_error"))
         self.counts["not scored"] += unscored(row)
+        status = _STATUS_WORDS.get(episode_status(row), episode_status(row))
         self._say(f"[{self.done}/{self.total}] {row.get('task')} #{row.get('sample')}: "
-                  f"{episode_status(row)} ({row.get('steps')} steps, {row.get('wall_s')} s) | "
+                  f"{status} ({row.get('steps')} steps, {row.get('wall_s')} s) | "
                   f"{self._totals()} | {self.last - self.start:.0f} s elapsed")
 
     def _totals(self) -> str:
@@ -176,12 +182,13 @@ def execute(cfg: Any, console: Console, args: argparse.Namespace) -> int:
     from repogym.harness.baselines import AgentConfigError
     from repogym.harness.metrics import group_by_agent, summarize_groups
     from repogym.harness.report import print_summaries
-    from repogym.harness.results import RESULTS, TRAJECTORIES
+    from repogym.harness.results import RESULTS, TRAJECTORIES, read_results
     from repogym.harness.runner import EndpointOutage
 
     try:
         rows = run_with_progress(cfg, console, show=not args.no_progress)
     except EndpointOutage as e:
+        print_error_counts(console, summarize_groups(group_by_agent(read_results(cfg.out))))
         console.print(f"[red]stopped: the model endpoint looks down:[/] {escape(str(e))}\n"
                       f"The {e.failures} episodes it failed are recorded as endpoint errors "
                       "(not scored), the episodes in flight were not recorded, and what "
