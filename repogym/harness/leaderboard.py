@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from repogym.envs.wrappers import read_trajectory
+from repogym.harness.baselines import AgentError, agent_options, resolve_agent_class
 from repogym.harness.metrics import common_k, jsonable, summarize, summarize_groups
-from repogym.harness.provenance import effective_args, endpoint_of, public_args
+from repogym.harness.provenance import endpoint_of, public_args
 from repogym.harness.results import (
     STATUSES,
     episode_status,
@@ -265,12 +266,12 @@ def run_info(entry: Entry) -> dict[str, Any]:
     prov = meta.get("provenance") or {}
     agent = str(meta.get("agent") or "")
     given = public_args(meta.get("agent_args") or {})
-    known = set(effective_args(agent, {})) if agent else set()
+    known = _option_names(agent)
 
     def option(key: str, value: Any) -> Any:
         if value is not None:
             return value
-        return "n/a" if meta and key not in known else None
+        return "n/a" if known is not None and key not in known else None
 
     tasks = prov.get("tasks")
     if tasks is None and meta:
@@ -293,6 +294,14 @@ def run_info(entry: Entry) -> dict[str, Any]:
         "repogym_dirty": prov.get("repogym_dirty"),
         "provenance_recorded": bool(prov),
     }
+
+
+def _option_names(agent: str) -> set[str] | None:
+    """The options ``agent`` takes; None when it is not recorded or cannot be loaded here."""
+    try:
+        return {o.name for o in agent_options(resolve_agent_class(agent))} if agent else None
+    except AgentError:
+        return None
 
 
 def _kv(d: dict[str, Any]) -> str:
