@@ -71,7 +71,8 @@ a.ep{display:inline-block;min-width:1.5em;margin:1px;padding:.1em .25em;border-r
 color:#fff;text-decoration:none;font-weight:600}
 .solved{background:#1a7f37}.failed{background:#cf222e}.hacked{background:#9a6700}
 .infra{background:#6e7781}.agent_error{background:#8250df}.endpoint{background:#0969da}
-#runs td{text-align:left;max-width:22rem;overflow-wrap:anywhere}
+#runs td{text-align:left;max-width:22rem}#runs td:nth-child(6){overflow-wrap:anywhere}
+#leaderboard td:nth-child(5){white-space:nowrap}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f8fa;
 padding:.6rem;border:1px solid #d0d7de;font-size:.82rem}
 """
