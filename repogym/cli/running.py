@@ -1,10 +1,10 @@
 """Running a benchmark with progress and printing its report: ``run``, ``grade`` and ``demo``.
 
 On a terminal the progress is a live bar; when output goes to a file or pipe (nohup, CI) it
-is one plain, flushed line per finished episode (and one a minute while none finishes). The end of a run says how many episodes
-were agent errors (and the command that runs them again) and how many were not scored; an
-outage of the model's endpoint stops the run with :data:`EXIT_OUTAGE` and the command that
-resumes it.
+is one plain, flushed line per finished episode (and one a minute while none finishes). The
+end of a run says how many episodes were agent errors (and the command that runs them again)
+and how many were not scored; an outage of the model's endpoint stops the run with
+:data:`EXIT_OUTAGE` and the command that resumes it.
 """
 
 from __future__ import annotations

@@ -11,8 +11,10 @@ hashed the URL into the label) resume too.
 An *outage* is told from failures: when ``max_endpoint_errors`` episodes in a row end with
 an ``endpoint_error`` (the model's server refused connections or answered 5xx even after the
 agent's retries), the run stops with :class:`EndpointOutage`; what was recorded is kept,
-and those episodes are not scored and are run again by a resume. Before any episode starts, the agent is built once in this process and its
-optional ``preflight()`` is called, so a wrong model name, a rejected argument or a bad key
+and those episodes are not scored and are run again by a resume.
+
+Before any episode starts, the agent is built once in this process and its optional
+``preflight()`` is called, so a wrong model name, a rejected argument or a bad key
 stops the run at once (:class:`~repogym.harness.baselines.AgentConfigError`) instead of turning
 every episode into an agent error. The episodes run on the backend the config names
 (:mod:`repogym.harness.backends`); rows are appended as they finish
