@@ -179,6 +179,25 @@ def test_a_persistent_500_stops_the_run_and_an_isolated_one_does_not(tmp_path: P
     assert stub.episode_requests == 7  # 2 + 1 + 2 + 2: no request after the stop
 
 
+def test_an_outage_stops_a_pool_of_workers(tmp_path: Path) -> None:
+    """Two worker processes: the first two requests are answered, then only 503s; the run
+    stops at the second endpoint error in a row, with the workers stopped."""
+    stub = ChatStub(lambda n, body: (200, SUBMIT) if n <= 2 else
+                    (503, {"error": {"message": "no capacity"}})).start()
+    cfg = RunConfig(agent="openai", out=tmp_path / "o", task_ids=[TASK], samples=6, workers=2,
+                    max_endpoint_errors=2,
+                    agent_args={"base_url": stub.url, "model": "stub-model", "max_retries": 0})
+    try:
+        with pytest.raises(EndpointOutage, match="HTTP 503"):
+            run(cfg)
+    finally:
+        stub.kill()
+    rows = rows_of(tmp_path / "o")  # in the order they finished, which varies
+    assert 3 <= len(rows) < 6 and all(r["endpoint_error"] for r in rows[-2:])
+    assert all("HTTP 503" in r["endpoint_error"] for r in rows if r["endpoint_error"])
+    assert all(r["steps"] == 1 for r in rows if not r["endpoint_error"])
+
+
 def test_time_is_not_spent_on_a_dead_endpoint_at_the_start(tmp_path: Path) -> None:
     """Down before the run starts: the preflight says so (exit 2), nothing is recorded."""
     stub = ChatStub(lambda n, body: (200, SUBMIT)).start()
