@@ -35,7 +35,13 @@ from typing import Any
 
 from repogym.envs.wrappers import read_trajectory
 from repogym.harness.baselines import AgentError, agent_options, resolve_agent_class
-from repogym.harness.metrics import common_k, jsonable, summarize, summarize_groups
+from repogym.harness.metrics import (
+    common_k,
+    jsonable,
+    paired_comparison,
+    summarize,
+    summarize_groups,
+)
 from repogym.harness.provenance import endpoint_of, public_args
 from repogym.harness.results import (
     STATUSES,
@@ -350,6 +356,27 @@ def info_cells(info: dict[str, Any]) -> list[str]:
             NOT_RECORDED if started is None else started.replace("T", " "), version]
 
 
+#: The header of the paired comparisons with the top run.
+PAIRED_COLUMNS = ["run", "compared with", "common tasks", "only it resolved",
+                  "only the other resolved", "p (exact sign test)"]
+
+
+def paired_with_top(board: Board) -> list[dict[str, Any]]:
+    """Each run after the first compared with the top run on their common tasks
+    (:func:`~repogym.harness.metrics.paired_comparison`, the run as A, the top run as B)."""
+    if len(board.entries) < 2:
+        return []
+    top, *rest = board.entries
+    return [{"run": e.name, "with": top.name, **paired_comparison(e.rows, top.rows)}
+            for e in rest]
+
+
+def paired_rows(board: Board) -> list[list[str]]:
+    """:func:`paired_with_top` as cells of :data:`PAIRED_COLUMNS`."""
+    return [[c["run"], c["with"], str(c["common_tasks"]), str(c["a_better"]),
+             str(c["b_better"]), f"{c['p_value']:.3g}"] for c in paired_with_top(board)]
+
+
 #: The header of the runs table (after the run's name).
 INFO_COLUMNS = ["agent", "model", "endpoint", "sampling", "agent options", "tasks",
                 "started (UTC)", "repogym"]
@@ -521,6 +548,7 @@ def html_page(board: Board, images: dict[str, Path], links: dict[int, str],
             + _html_table("leaderboard", columns(board.k), table_rows(board))
             + f"<p class=\"sub\">{esc(footnote(board.k))}</p><h2>Runs</h2>"
             + _html_table("runs", ["run", *INFO_COLUMNS], _info_rows(board))
+            + _paired_html(board)
             + "<h2>Resolve rate by split</h2>"
             + _html_table("splits", ["agent", *split_cols],
                           _breakdown_rows(board.entries, split_cols, splits))
@@ -530,6 +558,17 @@ def html_page(board: Board, images: dict[str, Path], links: dict[int, str],
                           _tag_rows(board.entries, tag_cols, tags))
             + f"<div class=\"plots\">{figs}</div>")
     return _page("repogym leaderboard", body)
+
+
+def _paired_html(board: Board) -> str:
+    rows = paired_rows(board)
+    if not rows:
+        return ""
+    return ("<h2>Paired comparison with the top run</h2><p class=\"sub\">On the tasks both "
+            "scored: tasks only one of the two resolved (with several samples: where its "
+            "fraction of resolved samples is higher), and the two-sided p-value of the exact "
+            "sign test on them (McNemar's exact test with one sample per task).</p>"
+            + _html_table("paired", PAIRED_COLUMNS, rows))
 
 
 def _info_rows(board: Board) -> list[list[str]]:
@@ -545,6 +584,11 @@ def markdown(board: Board, links: dict[int, str]) -> str:
     lines = ["# repogym leaderboard", ""] + md_table(columns(board.k), table_rows(board))
     lines += ["", footnote(board.k), ""] + [f"Note: {n}" for n in board.notes]
     lines += ["", "## Runs", ""] + md_table(["run", *INFO_COLUMNS], _info_rows(board))
+    if paired := paired_rows(board):
+        lines += ["", "## Paired comparison with the top run", "",
+                  ("Tasks only one of the two resolved, on the tasks both scored; p: exact "
+                   "two-sided sign test (McNemar's exact test with one sample per task)."), ""]
+        lines += md_table(PAIRED_COLUMNS, paired)
     cols, table = breakdown(board.entries, "split")
     lines += ["", "## Resolve rate by split", ""]
     lines += md_table(["agent", *cols], _breakdown_rows(board.entries, cols, table))
@@ -632,6 +676,8 @@ def build(result_dirs: list[str | Path], out: str | Path) -> Board:
     (out / "leaderboard.md").write_text(markdown(board, links))
     (out / "index.html").write_text(html_page(board, images, links, sources))
     runs = {name: {**s, "run": board.infos[name]} for name, s in jsonable(board.summaries).items()}
+    paired = paired_with_top(board)
     (out / "summary.json").write_text(json.dumps(
-        {"k": k, "interval": INTERVAL, "notes": notes, "runs": runs}, indent=2) + "\n")
+        {"k": k, "interval": INTERVAL, "notes": notes, "runs": runs,
+         "paired_with_top": paired}, indent=2) + "\n")
     return board

@@ -172,6 +172,11 @@ def test_page_shows_runs_matrix_and_episode_links_in_chromium(real_runs: Path,
     assert re.fullmatch(rf"{re.escape(__version__)} (@ [0-9a-f]{{12}}.*|\(git commit not "
                         r"recorded\))", info[llm]["repogym"])  # no commit outside a checkout
     assert info["oracle"]["model"] == info["oracle"]["endpoint"] == "n/a"
+    paired_head, *paired = page.tables["paired"]
+    assert paired_head[:5] == ["run", "compared with", "common tasks", "only it resolved",
+                               "only the other resolved"]
+    # noop against oracle on 2 tasks: oracle alone resolved both; exact p = 2 * 1/4
+    assert ["noop [noop-a]", "oracle", "2", "0", "2", "0.5"] in paired
     tags_head, *tag_rows = page.tables["tags"]
     assert tags_head == ["tag", "tasks", *names]
     assert ["off-by-one", "2", "100.0%", "0.0%", "0.0%", "0.0%"] in tag_rows  # both tasks
@@ -200,6 +205,9 @@ def test_page_shows_runs_matrix_and_episode_links_in_chromium(real_runs: Path,
     summary = json.loads((out / "summary.json").read_text())
     assert "Wilson" in summary["interval"]
     assert summary["runs"]["oracle"]["resolve_ci"] == pytest.approx([0.3424, 1.0], abs=1e-4)
+    noop_vs_oracle = next(c for c in summary["paired_with_top"] if c["run"] == "noop [noop-a]")
+    assert (noop_vs_oracle["a_better"], noop_vs_oracle["b_better"]) == (0, 2)
+    assert noop_vs_oracle["p_value"] == 0.5 and noop_vs_oracle["b_only"] == TASKS
     meta = summary["runs"][llm]["run"]
     assert meta["model"] == "org/stub-7b" and meta["sampling"]["temperature"] == 0.3
     assert meta["repogym_version"] == __version__ and meta["started_at"]
