@@ -34,6 +34,7 @@ SUBCOMMANDS: list[str] = [
     "repogym.cli.cmd_grade",
     "repogym.cli.cmd_tiers",
     "repogym.cli.cmd_leaderboard",
+    "repogym.cli.cmd_compare",
     "repogym.cli.cmd_demo",
     "repogym.cli.cmd_train",
     "repogym.cli.cmd_plot",

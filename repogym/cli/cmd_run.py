@@ -34,6 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-steps", type=int, help="override every task's step budget")
     p.add_argument("--act-timeout", type=float, default=300.0,
                    help="seconds per agent act() before the episode is an agent error")
+    p.add_argument("--max-endpoint-errors", type=int, default=3, metavar="N",
+                   help="stop the run (exit status 3, resumable) after N episodes in a row "
+                        "failed on the model's endpoint (connection refused, timeouts, HTTP "
+                        "5xx after the agent's retries); those are recorded as endpoint "
+                        "errors, not scored. 0: never stop (default 3)")
     add_run_options(p)
     p.set_defaults(func=run)
 

@@ -13,7 +13,7 @@ from repogym.harness.baselines import AGENTS, agent_options, agent_summary, reso
 from repogym.sandbox import BACKENDS
 from repogym.scenarios.task import SPLITS
 
-__all__ = ["EXIT_USAGE", "REWARD_MODES", "SPLITS", "add_mutation_options", "add_run_options",
+__all__ = ["EXIT_OUTAGE", "EXIT_USAGE", "REWARD_MODES", "SPLITS", "add_mutation_options", "add_run_options",
            "add_sandbox", "agents_help", "bad_mutation_args"]
 
 
@@ -26,6 +26,8 @@ def add_sandbox(p: argparse.ArgumentParser | argparse._ArgumentGroup,
 
 #: Exit status when nothing could run: bad options, tasks or agent settings.
 EXIT_USAGE = 2
+#: Exit status of a run stopped because the model's endpoint was down (resume it later).
+EXIT_OUTAGE = 3
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:

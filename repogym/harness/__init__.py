@@ -4,8 +4,9 @@
   (one episode) and :mod:`~repogym.harness.backends` (threads, processes, Ray, remote env
   servers);
 - :mod:`~repogym.harness.results`, :mod:`~repogym.harness.metrics`,
-  :mod:`~repogym.harness.report`, :mod:`~repogym.harness.swebench_report`: what a run
-  records and how it is summarised; :mod:`~repogym.harness.leaderboard`;
+  :mod:`~repogym.harness.report`, :mod:`~repogym.harness.swebench_report`,
+  :mod:`~repogym.harness.provenance`: what a run records (and about itself) and how it is
+  summarised; :mod:`~repogym.harness.leaderboard`;
 - :mod:`~repogym.harness.baselines`: the benchmark agents (oracle, noop, scripted, hf,
   openai, apr); the trainers are :mod:`repogym.agents`;
 - :mod:`~repogym.harness.config`: a run's settings and label.

@@ -8,8 +8,15 @@ The page needs no server and no external asset (inline CSS, plots as base64 PNGs
 scripts). It holds: the per-run table (one pass@k for everyone, k stated), costs (tokens,
 episode wall time mean and total), resolve rate per split, per suite (each run's
 ``--suite``), per package (tasks of a shipped suite such as RealPy are tagged
-``<suite>, <package>``) and per tag, and a task × run matrix whose every mark (one per sample: solved, failed, hacked, infra) links to that
-episode's trajectory rendered as HTML under ``OUT/episodes/``.
+``<suite>, <package>``) and per tag, and a task × run matrix whose every mark (one per sample:
+solved, failed, agent error, hacked, endpoint error, infra error) links to that episode's
+trajectory rendered as HTML under ``OUT/episodes/``.
+
+Each resolve rate comes with its 95 % Wilson interval over tasks
+(:func:`~repogym.harness.metrics.wilson_interval`), and a table says what each run was: the
+model, the endpoint's host, the sampling settings, the agent's options, the task set, when it
+started and with which repogym (version and git commit), from ``run.json``'s provenance
+(:mod:`repogym.harness.provenance`); runs recorded before repogym kept it say "not recorded".
 """
 
 from __future__ import annotations
@@ -27,16 +34,34 @@ from pathlib import Path
 from typing import Any
 
 from repogym.envs.wrappers import read_trajectory
-from repogym.harness.metrics import common_k, jsonable, summarize, summarize_groups
-from repogym.harness.results import find_run_dirs, read_results, read_run_meta
+from repogym.harness.baselines import AgentError, agent_options, resolve_agent_class
+from repogym.harness.metrics import (
+    common_k,
+    jsonable,
+    paired_comparison,
+    summarize,
+    summarize_groups,
+)
+from repogym.harness.provenance import endpoint_of, public_args
+from repogym.harness.results import (
+    STATUSES,
+    episode_status,
+    find_run_dirs,
+    read_results,
+    read_run_meta,
+    unscored,
+)
 from repogym.scenarios.registry import registered_tasks
 from repogym.scenarios.suites import suite_names
 
 EPISODES = "episodes"
-STATUS_MARK = {"solved": "✓", "failed": "✗", "hacked": "⚑", "infra": "⚠"}
-STATUS_HELP = {"solved": "resolved", "failed": "not resolved (or agent error)",
-               "hacked": "hack flags raised (see the episode)",
-               "infra": "infrastructure error (excluded from the rates)"}
+STATUS_MARK = {"solved": "✓", "failed": "✗", "agent_error": "!", "hacked": "⚑",
+               "endpoint": "⊘", "infra": "⚠"}
+STATUS_HELP = STATUSES
+NOT_RECORDED = "not recorded"
+#: What ``resolve_ci`` in summary.json is.
+INTERVAL = ("resolve_ci: 95% Wilson score interval of resolve_rate with the scored tasks as "
+            "trials (n = scored_tasks); run fields that are null were not recorded by the run")
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
 max-width:1200px;color:#1b1f24;padding:0 1rem}
@@ -51,7 +76,10 @@ figcaption{color:#57606a;font-size:.85rem}
 a.ep{display:inline-block;min-width:1.5em;margin:1px;padding:.1em .25em;border-radius:4px;
 color:#fff;text-decoration:none;font-weight:600}
 .solved{background:#1a7f37}.failed{background:#cf222e}.hacked{background:#9a6700}
-.infra{background:#6e7781}pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f8fa;
+.infra{background:#6e7781}.agent_error{background:#8250df}.endpoint{background:#0969da}
+#runs td{text-align:left;max-width:22rem}#runs td:nth-child(6){overflow-wrap:anywhere}
+#leaderboard td:nth-child(5){white-space:nowrap}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f8fa;
 padding:.6rem;border:1px solid #d0d7de;font-size:.82rem}
 """
 
@@ -75,12 +103,14 @@ class Board:
         k: The pass@k budget used for every entry (0 when some entry has no scored episode).
         notes: Warnings for the reader (e.g. labels disambiguated by folder).
         entries: The entries, in table order (best resolve rate first).
+        infos: Entry name -> :func:`run_info` (what the run was).
     """
 
     summaries: dict[str, dict[str, Any]]
     k: int
     notes: list[str]
     entries: list[Entry]
+    infos: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 def load_entries(paths: list[str | Path]) -> tuple[list[Entry], list[str]]:
@@ -125,12 +155,8 @@ def _folder_tags(dirs: list[Path]) -> list[str]:
 
 # -- statuses and breakdowns ----------------------------------------------------------------------
 def status(row: dict[str, Any]) -> str:
-    """An episode's matrix status: ``infra``, ``hacked``, ``solved`` or ``failed``."""
-    if row.get("infra_error"):
-        return "infra"
-    if row.get("hack_flags"):
-        return "hacked"
-    return "solved" if row.get("resolved") else "failed"
+    """An episode's matrix status (:func:`~repogym.harness.results.episode_status`)."""
+    return episode_status(row)
 
 
 def _task_tags(row: dict[str, Any]) -> list[str]:
@@ -190,12 +216,17 @@ def _fmt(value: Any, kind: str) -> str:
             "int": f"{value:.0f}"}.get(kind, str(value))
 
 
+def ci_text(ci: list[float] | None) -> str:
+    """A 95 % interval as ``[44.2, 65.0]`` (percent), ``-`` when there is none."""
+    return "-" if not ci else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
 def columns(k: int) -> list[str]:
     """The per-run table's header (pass@k only when k > 1)."""
     passk = [f"pass@{k}"] if k > 1 else []
-    return ["agent", "episodes", "tasks", "resolve rate", "mean reward", "pass@1", *passk,
-            "mean steps", "tokens total", "tokens mean", "wall s mean", "wall s total",
-            "hack flags", "infra errors", "agent errors"]
+    return ["agent", "episodes", "tasks", "resolve rate", "95% CI", "mean reward", "pass@1",
+            *passk, "mean steps", "tokens total", "tokens mean", "wall s mean", "wall s total",
+            "hack flags", "agent errors", "endpoint errors", "infra errors"]
 
 
 def table_rows(board: Board) -> list[list[str]]:
@@ -205,10 +236,12 @@ def table_rows(board: Board) -> list[list[str]]:
         s = board.summaries[e.name]
         pk = [_fmt(s["pass_at_k"].get(board.k), "pct")] if board.k > 1 else []
         out.append([e.name, str(s["episodes"]), str(s["tasks"]), _fmt(s["resolve_rate"], "pct"),
-                    _fmt(s["mean_reward"], "f3"), _fmt(s["pass_at_k"].get(1), "pct"), *pk,
+                    ci_text(s.get("resolve_ci")), _fmt(s["mean_reward"], "f3"),
+                    _fmt(s["pass_at_k"].get(1), "pct"), *pk,
                     _fmt(s["mean_steps"], "f1"), str(s["tokens"]), _fmt(s["mean_tokens"], "int"),
                     _fmt(s["mean_wall_s"], "f1"), _fmt(s["wall_s"], "f1"),
-                    str(s["hack_flagged"]), str(s["infra_errors"]), str(s["agent_errors"])])
+                    str(s["hack_flagged"]), str(s["agent_errors"]),
+                    str(s.get("endpoint_errors", 0)), str(s["infra_errors"])])
     return out
 
 
@@ -217,10 +250,136 @@ def footnote(k: int) -> str:
     kdef = (f"pass@{k} uses k = {k} for every agent (the fewest samples any agent has of any "
             "task)" if k > 1 else "some agent has a single sample of some task, so only "
             "pass@1 is shown")
-    return ("Resolve rate, mean reward and pass@k exclude infra-error episodes; agent errors "
-            "count as failures. pass@k is the unbiased estimator of Chen et al. (2021), "
-            f"averaged over tasks; {kdef}. Tokens are prompt + completion tokens; wall time is "
-            "per episode, from reset to the graded last step.")
+    return ("Resolve rate, mean reward and pass@k exclude infra-error and endpoint-error "
+            "episodes (the sandbox, grader or model server failed: not scored); agent errors "
+            "count as failures. 95% CI: the Wilson score interval of the resolve rate with "
+            "the scored tasks as trials (with several samples per task, the samples of a task "
+            "are not independent, so tasks, not episodes, are counted). pass@k is the "
+            f"unbiased estimator of Chen et al. (2021), averaged over tasks; {kdef}. Tokens "
+            "are prompt + completion tokens; wall time is per episode, from reset to the "
+            "graded last step. `repogym compare A B` compares two runs task by task.")
+
+
+# -- what each run was ----------------------------------------------------------------------------
+def run_info(entry: Entry) -> dict[str, Any]:
+    """What ``run.json`` says about a run, for the page and ``summary.json``.
+
+    From the provenance of runs that recorded it; for older runs only what their
+    ``run.json`` held (the options as given, the task selection), everything else None
+    (shown as "not recorded"). ``model``/``endpoint`` are ``"n/a"`` for agents without such
+    an option.
+    """
+    meta = read_run_meta(entry.run_dir)
+    prov = meta.get("provenance") or {}
+    agent = str(meta.get("agent") or "")
+    given = public_args(meta.get("agent_args") or {})
+    known = _option_names(agent)
+
+    def option(key: str, value: Any) -> Any:
+        if value is not None:
+            return value
+        return "n/a" if known is not None and key not in known else None
+
+    tasks = prov.get("tasks")
+    if tasks is None and meta:
+        tasks = {k: meta.get(k) for k in ("suite", "split", "tags", "task_ids", "samples",
+                                          "seed", "reward_mode", "max_steps")}
+        tasks["count"] = len({r.get("task") for r in entry.rows})
+    return {
+        "agent": agent or None,
+        "model": option("model", prov.get("model", given.get("model"))),
+        "endpoint": option("base_url", prov.get("endpoint") if prov
+                           else endpoint_of(given.get("base_url"))),
+        "sampling": prov.get("sampling"),
+        "agent_options": prov.get("agent_options"),
+        "agent_options_given": given if meta else None,
+        "tasks": tasks,
+        "started_at": prov.get("started_at"),
+        "updated_at": prov.get("updated_at"),
+        "repogym_version": prov.get("repogym_version"),
+        "repogym_commit": prov.get("repogym_commit"),
+        "repogym_dirty": prov.get("repogym_dirty"),
+        "provenance_recorded": bool(prov),
+    }
+
+
+def _option_names(agent: str) -> set[str] | None:
+    """The options ``agent`` takes; None when it is not recorded or cannot be loaded here."""
+    try:
+        return {o.name for o in agent_options(resolve_agent_class(agent))} if agent else None
+    except AgentError:
+        return None
+
+
+def _kv(d: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={json.dumps(v) if not isinstance(v, str) else v}"
+                     for k, v in d.items()) or "(none)"
+
+
+def _tasks_text(t: dict[str, Any] | None) -> str:
+    if not t:
+        return NOT_RECORDED
+    sel = [f"suite {t.get('suite')}"]
+    sel += [f"split {t['split']}"] if t.get("split") else []
+    sel += [f"tags {','.join(t['tags'])}"] if t.get("tags") else []
+    sel += [f"{len(t['task_ids'])} chosen ids"] if t.get("task_ids") else []
+    sel.append(f"{t.get('count')} tasks x {t.get('samples')} sample(s), seed {t.get('seed')}")
+    if t.get("reward_mode") not in (None, "binary"):
+        sel.append(f"reward {t['reward_mode']}")
+    if t.get("max_steps"):
+        sel.append(f"max {t['max_steps']} steps")
+    return ", ".join(sel)
+
+
+def info_cells(info: dict[str, Any]) -> list[str]:
+    """The cells of one run in the runs table (:data:`INFO_COLUMNS`)."""
+    def text(v: Any) -> str:
+        return NOT_RECORDED if v is None else str(v)
+
+    if info["agent_options"] is not None:
+        options = _kv(info["agent_options"])
+    elif info["agent_options_given"] is not None:
+        options = f"as given: {_kv(info['agent_options_given'])} (defaults {NOT_RECORDED})"
+    else:
+        options = NOT_RECORDED
+    sampling = NOT_RECORDED if info["sampling"] is None else _kv(info["sampling"])
+    if info["repogym_version"] is None:
+        version = NOT_RECORDED
+    else:
+        commit = info["repogym_commit"]
+        version = (f"{info['repogym_version']} @ {commit[:12]}"
+                   + (" +uncommitted changes" if info["repogym_dirty"] else "")
+                   if commit else f"{info['repogym_version']} (git commit {NOT_RECORDED})")
+    started = info["started_at"]
+    return [text(info["agent"]), text(info["model"]), text(info["endpoint"]), sampling,
+            options, _tasks_text(info["tasks"]),
+            NOT_RECORDED if started is None else started.replace("T", " "), version]
+
+
+#: The header of the paired comparisons with the top run.
+PAIRED_COLUMNS = ["run", "compared with", "common tasks", "only it resolved",
+                  "only the other resolved", "p (exact sign test)"]
+
+
+def paired_with_top(board: Board) -> list[dict[str, Any]]:
+    """Each run after the first compared with the top run on their common tasks
+    (:func:`~repogym.harness.metrics.paired_comparison`, the run as A, the top run as B)."""
+    if len(board.entries) < 2:
+        return []
+    top, *rest = board.entries
+    return [{"run": e.name, "with": top.name, **paired_comparison(e.rows, top.rows)}
+            for e in rest]
+
+
+def paired_rows(board: Board) -> list[list[str]]:
+    """:func:`paired_with_top` as cells of :data:`PAIRED_COLUMNS`."""
+    return [[c["run"], c["with"], str(c["common_tasks"]), str(c["a_better"]),
+             str(c["b_better"]), f"{c['p_value']:.3g}"] for c in paired_with_top(board)]
+
+
+#: The header of the runs table (after the run's name).
+INFO_COLUMNS = ["agent", "model", "endpoint", "sampling", "agent options", "tasks",
+                "started (UTC)", "repogym"]
 
 
 # -- episode pages --------------------------------------------------------------------------------
@@ -387,7 +546,10 @@ def html_page(board: Board, images: dict[str, Path], links: dict[int, str],
     body = (f"<h1>repogym leaderboard</h1><p class=\"sub\">{len(board.entries)} runs, built "
             f"{stamp} from {esc(', '.join(sources))}</p>{notes}"
             + _html_table("leaderboard", columns(board.k), table_rows(board))
-            + f"<p class=\"sub\">{esc(footnote(board.k))}</p><h2>Resolve rate by split</h2>"
+            + f"<p class=\"sub\">{esc(footnote(board.k))}</p><h2>Runs</h2>"
+            + _html_table("runs", ["run", *INFO_COLUMNS], _info_rows(board))
+            + _paired_html(board)
+            + "<h2>Resolve rate by split</h2>"
             + _html_table("splits", ["agent", *split_cols],
                           _breakdown_rows(board.entries, split_cols, splits))
             + _suite_html(board.entries)
@@ -398,6 +560,21 @@ def html_page(board: Board, images: dict[str, Path], links: dict[int, str],
     return _page("repogym leaderboard", body)
 
 
+def _paired_html(board: Board) -> str:
+    rows = paired_rows(board)
+    if not rows:
+        return ""
+    return ("<h2>Paired comparison with the top run</h2><p class=\"sub\">On the tasks both "
+            "scored: tasks only one of the two resolved (with several samples: where its "
+            "fraction of resolved samples is higher), and the two-sided p-value of the exact "
+            "sign test on them (McNemar's exact test with one sample per task).</p>"
+            + _html_table("paired", PAIRED_COLUMNS, rows))
+
+
+def _info_rows(board: Board) -> list[list[str]]:
+    return [[e.name, *info_cells(board.infos.get(e.name) or run_info(e))] for e in board.entries]
+
+
 def markdown(board: Board, links: dict[int, str]) -> str:
     """The leaderboard as Markdown: the run table, breakdowns, and the matrix with links."""
     def md_table(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -406,6 +583,12 @@ def markdown(board: Board, links: dict[int, str]) -> str:
 
     lines = ["# repogym leaderboard", ""] + md_table(columns(board.k), table_rows(board))
     lines += ["", footnote(board.k), ""] + [f"Note: {n}" for n in board.notes]
+    lines += ["", "## Runs", ""] + md_table(["run", *INFO_COLUMNS], _info_rows(board))
+    if paired := paired_rows(board):
+        lines += ["", "## Paired comparison with the top run", "",
+                  ("Tasks only one of the two resolved, on the tasks both scored; p: exact "
+                   "two-sided sign test (McNemar's exact test with one sample per task)."), ""]
+        lines += md_table(PAIRED_COLUMNS, paired)
     cols, table = breakdown(board.entries, "split")
     lines += ["", "## Resolve rate by split", ""]
     lines += md_table(["agent", *cols], _breakdown_rows(board.entries, cols, table))
@@ -455,7 +638,7 @@ def plots(board: Board, out: Path) -> dict[str, Path]:
     paths["resolve_rate"] = _save(fig, out / "resolve_rate.png")
     for key in ("reward", "steps"):
         fig, ax = plt.subplots(figsize=(6.4, 3.6))
-        data = [[float(r.get(key) or 0) for r in e.rows if not r.get("infra_error")] or [0.0]
+        data = [[float(r.get(key) or 0) for r in e.rows if not unscored(r)] or [0.0]
                 for e in board.entries]
         ax.boxplot(data, showmeans=True)
         ax.set_xticks(range(1, len(names) + 1), names, rotation=20, ha="right")
@@ -485,12 +668,16 @@ def build(result_dirs: list[str | Path], out: str | Path) -> Board:
     k = common_k(e.rows for e in entries)
     summaries = summarize_groups({e.name: e.rows for e in entries})
     entries.sort(key=lambda e: (-(summaries[e.name]["resolve_rate"] or 0), e.name))
-    board = Board({e.name: summaries[e.name] for e in entries}, k, notes, entries)
+    board = Board({e.name: summaries[e.name] for e in entries}, k, notes, entries,
+                  {e.name: run_info(e) for e in entries})
     links = write_episode_pages(entries, out)
     images = plots(board, out)
     sources = [str(d) for d in result_dirs]
     (out / "leaderboard.md").write_text(markdown(board, links))
     (out / "index.html").write_text(html_page(board, images, links, sources))
+    runs = {name: {**s, "run": board.infos[name]} for name, s in jsonable(board.summaries).items()}
+    paired = paired_with_top(board)
     (out / "summary.json").write_text(json.dumps(
-        {"k": k, "notes": notes, "runs": jsonable(board.summaries)}, indent=2) + "\n")
+        {"k": k, "interval": INTERVAL, "notes": notes, "runs": runs,
+         "paired_with_top": paired}, indent=2) + "\n")
     return board

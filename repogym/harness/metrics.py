@@ -1,9 +1,17 @@
 """Scores of result rows: resolve rate, mean reward, pass@k, costs.
 
-Infra-error episodes are excluded from every rate (the sandbox or grader failed, not the
-agent; trainers mask them the same way) and counted apart; agent errors count as failures.
-pass@k is the unbiased estimator of Chen et al. (2021) averaged over tasks, and one ``k`` is
-used for every agent being compared (:func:`common_ks`), so the numbers line up.
+Infra-error and endpoint-error episodes are excluded from every rate (the sandbox, the
+grader or the model's server failed, not the agent; trainers mask them the same way) and
+counted apart; agent errors count as failures. pass@k is the unbiased estimator of Chen et
+al. (2021) averaged over tasks, and one ``k`` is used for every agent being compared
+(:func:`common_ks`), so the numbers line up.
+
+Uncertainty: the resolve rate gets a 95 % Wilson score interval whose trials are the *tasks*
+(:func:`wilson_interval` with ``n`` = scored tasks): with one sample per task that is the
+usual binomial interval; with several, the samples of a task are not independent trials, so
+counting episodes would overstate the precision. Two runs are compared on their common tasks
+with an exact sign test (:func:`paired_comparison`), which is McNemar's exact test when each
+task has one sample.
 """
 
 from __future__ import annotations
@@ -12,6 +20,8 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
+
+from repogym.harness.results import unscored
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -36,8 +46,8 @@ def default_ks(max_n: int) -> list[int]:
 
 
 def scored(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows that count in the rates (no infra error)."""
-    return [r for r in rows if not r.get("infra_error")]
+    """The rows that count in the rates (no infra or endpoint error)."""
+    return [r for r in rows if not unscored(r)]
 
 
 def samples_per_task(rows: Iterable[dict[str, Any]]) -> dict[str, list[bool]]:
@@ -67,6 +77,69 @@ def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+#: The normal quantile of a two-sided 95 % interval.
+Z95 = 1.959963984540054
+
+
+def wilson_interval(p: float | None, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """The Wilson score interval of a proportion ``p`` observed over ``n`` trials.
+
+    Returns:
+        ``(low, high)``, or None when ``p`` is None or ``n`` is 0.
+    """
+    if p is None or n <= 0:
+        return None
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def sign_test_p(wins: int, losses: int) -> float:
+    """Exact two-sided sign test (binomial, p = 1/2) of ``wins`` against ``losses``; ties are
+    left out by the caller. With one sample per task this is McNemar's exact test."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(wins, losses) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def paired_comparison(rows_a: Iterable[dict[str, Any]],
+                      rows_b: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Compare two runs task by task on the tasks both scored.
+
+    Each task's score in a run is the fraction of its scored samples that resolved it (0 or 1
+    with one sample). A task counts for A when A's score is higher, for B when B's is; ties
+    (both resolved, both failed, equal fractions) carry no information and are left out of
+    the exact sign test (:func:`sign_test_p`).
+
+    Returns:
+        ``common_tasks``, ``a_better`` and ``b_better`` (task counts; with one sample: only A
+        resolved, only B resolved), ``both``/``neither`` (ties at 1 and at 0), ``a_rate`` and
+        ``b_rate`` (resolve rates on the common tasks), ``p_value`` and the task ids
+        ``a_only``/``b_only``.
+    """
+    a, b = samples_per_task(rows_a), samples_per_task(rows_b)
+    common = sorted(set(a) & set(b))
+    score_a = {t: sum(a[t]) / len(a[t]) for t in common}
+    score_b = {t: sum(b[t]) / len(b[t]) for t in common}
+    a_only = [t for t in common if score_a[t] > score_b[t]]
+    b_only = [t for t in common if score_b[t] > score_a[t]]
+    return {
+        "common_tasks": len(common),
+        "a_better": len(a_only),
+        "b_better": len(b_only),
+        "both": sum(score_a[t] == score_b[t] == 1.0 for t in common),
+        "neither": sum(score_a[t] == score_b[t] == 0.0 for t in common),
+        "a_rate": _mean(list(score_a.values())),
+        "b_rate": _mean(list(score_b.values())),
+        "p_value": sign_test_p(len(a_only), len(b_only)),
+        "a_only": a_only,
+        "b_only": b_only,
+    }
+
+
 def summarize(rows: Iterable[dict[str, Any]], ks: list[int] | None = None) -> dict[str, Any]:
     """Aggregate one run's rows.
 
@@ -76,10 +149,11 @@ def summarize(rows: Iterable[dict[str, Any]], ks: list[int] | None = None) -> di
             samples. Default: :func:`common_ks` of this run alone (every task counts).
 
     Returns:
-        Counts (``episodes``, ``tasks``, ``scored``, ``resolved``, ``hack_flagged``,
-        ``infra_errors``, ``agent_errors``), rates (``resolve_rate``, ``mean_reward``,
-        ``pass_at_k`` as {k: value}), ``mean_steps`` and costs (``tokens``, ``mean_tokens``,
-        ``wall_s`` total and ``mean_wall_s`` per episode).
+        Counts (``episodes``, ``tasks``, ``scored``, ``scored_tasks``, ``resolved``,
+        ``hack_flagged``, ``infra_errors``, ``agent_errors``, ``endpoint_errors``), rates
+        (``resolve_rate`` with ``resolve_ci``, its 95 % Wilson interval over the scored tasks,
+        ``mean_reward``, ``pass_at_k`` as {k: value}), ``mean_steps`` and costs (``tokens``,
+        ``mean_tokens``, ``wall_s`` total and ``mean_wall_s`` per episode).
     """
     rows = list(rows)
     ok = scored(rows)
@@ -91,12 +165,16 @@ def summarize(rows: Iterable[dict[str, Any]], ks: list[int] | None = None) -> di
             pass_k[k] = sum(vals) / len(vals)
     walls = [float(r.get("wall_s") or 0.0) for r in rows]
     tokens = [int(r.get("tokens") or 0) for r in rows]
+    rate = _mean([float(bool(r.get("resolved"))) for r in ok])
+    ci = wilson_interval(rate, len(per_task))
     return {
         "episodes": len(rows),
         "tasks": len({r["task"] for r in rows}),
         "scored": len(ok),
+        "scored_tasks": len(per_task),
         "resolved": sum(bool(r.get("resolved")) for r in ok),
-        "resolve_rate": _mean([float(bool(r.get("resolved"))) for r in ok]),
+        "resolve_rate": rate,
+        "resolve_ci": list(ci) if ci else None,
         "mean_reward": _mean([float(r.get("reward") or 0.0) for r in ok]),
         "pass_at_k": pass_k,
         "mean_steps": _mean([float(r.get("steps") or 0) for r in ok]),
@@ -107,6 +185,7 @@ def summarize(rows: Iterable[dict[str, Any]], ks: list[int] | None = None) -> di
         "hack_flagged": sum(bool(r.get("hack_flags")) for r in rows),
         "infra_errors": sum(bool(r.get("infra_error")) for r in rows),
         "agent_errors": sum(bool(r.get("agent_error")) for r in rows),
+        "endpoint_errors": sum(bool(r.get("endpoint_error")) for r in rows),
     }
 
 

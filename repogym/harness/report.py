@@ -11,6 +11,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from repogym.harness.metrics import jsonable
@@ -34,22 +35,27 @@ def _num(x: float | None, fmt: str = ".2f") -> str:
 def summary_table(summaries: dict[str, dict[str, Any]], title: str = "results") -> Table:
     """A table of :func:`repogym.harness.metrics.summarize_groups` output, one row per run.
 
-    Columns: episodes, resolve rate, mean reward, pass@k (the same k for every row), mean
-    steps, episode wall time (mean and total), tokens (total), episodes with hack flags,
-    infra errors, agent errors.
+    Columns: episodes, resolve rate and its 95 % Wilson interval over tasks, mean reward,
+    pass@k (the same k for every row), mean steps, episode wall time (mean and total), tokens
+    (total), episodes with hack flags, agent errors (failures), endpoint and infra errors
+    (not scored).
     """
     ks = sorted({k for s in summaries.values() for k in s["pass_at_k"]})
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("agent", overflow="fold", min_width=8)
-    for col in ("episodes", "resolved", "reward", *(f"pass@{k}" for k in ks), "steps",
-                "wall s mean", "wall s total", "tokens", "hacks", "infra err", "agent err"):
+    for col in ("episodes", "resolved", "95% CI", "reward", *(f"pass@{k}" for k in ks),
+                "steps", "wall s mean", "wall s total", "tokens", "hacks", "agent err",
+                "endpoint err", "infra err"):
         table.add_column(col, justify="right", overflow="fold")
     for agent, s in summaries.items():
-        table.add_row(agent, str(s["episodes"]), _pct(s["resolve_rate"]),
+        ci = s.get("resolve_ci")
+        table.add_row(escape(agent), str(s["episodes"]), _pct(s["resolve_rate"]),
+                      f"{_pct(ci[0])}-{_pct(ci[1])}" if ci else "-",
                       _num(s["mean_reward"], ".3f"), *(_pct(s["pass_at_k"].get(k)) for k in ks),
                       _num(s["mean_steps"], ".1f"), _num(s["mean_wall_s"], ".1f"),
                       _num(s["wall_s"], ".1f"), str(s["tokens"]), str(s["hack_flagged"]),
-                      str(s["infra_errors"]), str(s["agent_errors"]))
+                      str(s["agent_errors"]), str(s.get("endpoint_errors", 0)),
+                      str(s["infra_errors"]))
     return table
 
 

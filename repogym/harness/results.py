@@ -17,7 +17,41 @@ TRAJECTORIES = "trajectories"
 #: Every key of a results row, in the order they are written.
 ROW_KEYS = ("agent", "task", "split", "tags", "sample", "seed", "reward", "resolved", "steps",
             "wall_s", "tokens", "usage", "hack_flags", "infra_error", "agent_error",
-            "truncated", "stop_reason", "trajectory")
+            "endpoint_error", "truncated", "stop_reason", "trajectory")
+
+
+def unscored(row: dict[str, Any]) -> bool:
+    """Whether an episode says nothing about the agent: its sandbox or grader failed
+    (``infra_error``) or its model endpoint did (``endpoint_error``). Such episodes are left
+    out of every rate and always run again by a resume."""
+    return bool(row.get("infra_error") or row.get("endpoint_error"))
+
+
+#: An episode's status (:func:`episode_status`) -> what it means.
+STATUSES = {
+    "solved": "resolved",
+    "failed": "not resolved",
+    "agent_error": "agent error: the agent raised or timed out (counts as a failure)",
+    "hacked": "hack flags raised (see the episode)",
+    "endpoint": "model endpoint error: its server was down or failing (not scored; a resume "
+                "runs it again)",
+    "infra": "infrastructure error: the sandbox or grader failed (not scored; a resume runs "
+             "it again)",
+}
+
+
+def episode_status(row: dict[str, Any]) -> str:
+    """One of :data:`STATUSES`: an infra or endpoint error first (the episode says nothing
+    about the agent), then an agent error, hack flags, resolved or not."""
+    if row.get("infra_error"):
+        return "infra"
+    if row.get("endpoint_error"):
+        return "endpoint"
+    if row.get("agent_error"):
+        return "agent_error"
+    if row.get("hack_flags"):
+        return "hacked"
+    return "solved" if row.get("resolved") else "failed"
 
 
 def episode_key(row: dict[str, Any]) -> tuple[Any, Any, Any]:

@@ -3,7 +3,9 @@
 An *episode* is ``(task id, sample index)``. :class:`EpisodeWorker` owns one environment (a
 :class:`~repogym.envs.SuiteEnv` wrapped in a TrajectoryLogger) and one agent. Failures are
 data: an agent that raises, or whose ``act`` exceeds ``act_timeout_s``, is an ``agent_error``
-for that episode (reward 0); a sandbox or grader failure is an ``infra_error``. The one
+for that episode (reward 0); a sandbox or grader failure is an ``infra_error``; a model
+endpoint that failed even after the agent's retries
+(:class:`~repogym.harness.baselines.EndpointError`) is an ``endpoint_error``. The one
 exception is :class:`~repogym.harness.baselines.AgentConfigError` (bad credentials, unknown
 model): it ends the whole run, because every other episode would fail the same way.
 """
@@ -18,7 +20,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from repogym.harness.baselines import Agent, AgentConfigError, make_agent
+from repogym.harness.baselines import Agent, AgentConfigError, EndpointError, make_agent
 from repogym.harness.config import RunConfig
 from repogym.harness.results import ROW_KEYS, TRAJECTORIES
 from repogym.scenarios.registry import BUILTIN_DIR
@@ -84,6 +86,10 @@ class _AgentFailed(Exception):
     """Wraps whatever the agent raised, to tell it apart from env failures."""
 
 
+class _EndpointFailed(Exception):
+    """The agent's model endpoint failed (an outage, not the agent's doing)."""
+
+
 class _EnvFailed(Exception):
     """The env raised (it should not): recorded as an infra error."""
 
@@ -127,6 +133,9 @@ class EpisodeWorker:
                                      timeout_s=self.cfg.act_timeout_s)
         except AgentConfigError:
             raise
+        except EndpointError as e:
+            self._agent = None
+            raise _EndpointFailed(f"{type(e).__name__} in {fn_name}: {e}") from e
         except Exception as e:
             self._agent = None  # unknown state (or a hung thread): build a fresh one next time
             raise _AgentFailed(f"{type(e).__name__} in {fn_name}: {e}") from e
@@ -170,6 +179,8 @@ class EpisodeWorker:
             self._episode(env, task, obs, row)
         except _AgentFailed as e:
             row["agent_error"] = str(e)
+        except _EndpointFailed as e:
+            row["endpoint_error"] = str(e)
         except _EnvFailed as e:
             row["infra_error"] = str(e)
         except AgentConfigError:

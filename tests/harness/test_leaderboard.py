@@ -16,8 +16,10 @@ import pytest
 from repogym.harness.config import RunConfig
 from repogym.harness.leaderboard import build
 from repogym.harness.runner import run
+from repogym.version import __version__
 
 from .conftest import TASKS, run_cli
+from .test_outage import SUBMIT, ChatStub
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE_AGENTS = ["oracle", "noop", "random", "replay"]
@@ -118,10 +120,18 @@ def _pixels(img: np.ndarray, css_hex: str) -> int:
 
 @pytest.fixture(scope="module")
 def real_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder of real runs: oracle, and noop twice (same label, two folders)."""
+    """A folder of real runs: oracle, noop twice (same label, two folders), and the openai
+    agent against a chat-completions stub on 127.0.0.1 (it submits at once)."""
     root = tmp_path_factory.mktemp("runs")
     for agent, out in (("oracle", "oracle"), ("noop", "noop-a"), ("noop", "sweep/noop-b")):
         run(RunConfig(agent=agent, out=root / out, task_ids=TASKS))
+    stub = ChatStub(lambda n, body: (200, SUBMIT)).start()
+    try:
+        run(RunConfig(agent="openai", out=root / "llm", task_ids=TASKS,
+                      agent_args={"base_url": stub.url, "model": "org/stub-7b",
+                                  "temperature": 0.3, "backoff_s": 0.01}))
+    finally:
+        stub.kill()
     return root
 
 
@@ -131,25 +141,52 @@ def test_page_shows_runs_matrix_and_episode_links_in_chromium(real_runs: Path,
     proc = run_cli("leaderboard", "--results", str(real_runs), "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "label 'noop' is used by 2 runs" in proc.stdout  # said, not silently merged
+    assert "openai-stub-7b-temperature=0.3" in proc.stdout  # the model and settings, no URL
     for name in ("index.html", "leaderboard.md", "resolve_rate.png", "reward.png", "steps.png"):
         assert (out / name).stat().st_size > 0, name
     page = parse(dump_dom(out / "index.html", tmp_path / "profile"))
     header, *body = page.tables["leaderboard"]
     assert header[:4] == ["agent", "episodes", "tasks", "resolve rate"]
     assert "pass@2" not in header  # one sample per task: one k (=1) for every run
-    assert [r[0] for r in body] == ["oracle", "noop [noop-a]", "noop [noop-b]"]
-    assert [r[3] for r in body] == ["100.0%", "0.0%", "0.0%"]
-    assert {"tokens total", "tokens mean", "wall s mean", "wall s total"} <= set(header)
+    llm = "openai-stub-7b-temperature=0.3"
+    names = ["oracle", "noop [noop-a]", "noop [noop-b]", llm]
+    assert [r[0] for r in body] == names
+    assert [r[3] for r in body] == ["100.0%", "0.0%", "0.0%", "0.0%"]
+    # 95% Wilson intervals over 2 tasks: 2/2 -> [34.2, 100], 0/2 -> [0, 65.8]
+    assert header[4] == "95% CI" and [r[4] for r in body] == ["[34.2, 100.0]"] + [
+        "[0.0, 65.8]"] * 3
+    assert {"tokens total", "tokens mean", "wall s mean", "wall s total", "agent errors",
+            "endpoint errors", "infra errors"} <= set(header)
+    runs_head, *runs = page.tables["runs"]
+    info = {r[0]: dict(zip(runs_head, r)) for r in runs}
+    assert runs_head == ["run", "agent", "model", "endpoint", "sampling", "agent options",
+                         "tasks", "started (UTC)", "repogym"]
+    port = llm_port(real_runs)
+    assert info[llm]["model"] == "org/stub-7b" and info[llm]["endpoint"] == \
+        f"http://127.0.0.1:{port}"  # the host only: no path
+    assert "/v1" not in info[llm]["agent options"]
+    assert info[llm]["sampling"] == "temperature=0.3, max_tokens=1024"
+    assert "backoff_s=0.01" in info[llm]["agent options"]
+    assert info[llm]["tasks"] == "suite builtin, 2 chosen ids, 2 tasks x 1 sample(s), seed 0"
+    assert re.fullmatch(r"20\d\d-\d\d-\d\d \d\d:\d\d:\d\dZ", info[llm]["started (UTC)"])
+    assert re.fullmatch(rf"{re.escape(__version__)} (@ [0-9a-f]{{12}}.*|\(git commit not "
+                        r"recorded\))", info[llm]["repogym"])  # no commit outside a checkout
+    assert info["oracle"]["model"] == info["oracle"]["endpoint"] == "n/a"
+    paired_head, *paired = page.tables["paired"]
+    assert paired_head[:5] == ["run", "compared with", "common tasks", "only it resolved",
+                               "only the other resolved"]
+    # noop against oracle on 2 tasks: oracle alone resolved both; exact p = 2 * 1/4
+    assert ["noop [noop-a]", "oracle", "2", "0", "2", "0.5"] in paired
     tags_head, *tag_rows = page.tables["tags"]
-    assert tags_head == ["tag", "tasks", "oracle", "noop [noop-a]", "noop [noop-b]"]
-    assert ["off-by-one", "2", "100.0%", "0.0%", "0.0%"] in tag_rows  # both tasks have it
+    assert tags_head == ["tag", "tasks", *names]
+    assert ["off-by-one", "2", "100.0%", "0.0%", "0.0%", "0.0%"] in tag_rows  # both tasks
     assert page.tables["splits"][0] == ["agent", "train"]
     mhead, *mrows = page.tables["matrix"]
-    assert mhead == ["task", "split", "oracle", "noop [noop-a]", "noop [noop-b]"]
+    assert mhead == ["task", "split", *names]
     assert [r[0] for r in mrows] == TASKS
     links = page.links["matrix"][1:]
     for row in links:
-        (oracle,), (noop_a,), (noop_b,) = row[2:]
+        (oracle,), (noop_a,), (noop_b,), _ = row[2:]
         assert oracle[0] == "ep solved" and noop_a[0] == noop_b[0] == "ep failed"
         assert len({oracle[1], noop_a[1], noop_b[1]}) == 3
         for _, href in row[2][:1] + row[3][:1] + row[4][:1]:
@@ -163,8 +200,57 @@ def test_page_shows_runs_matrix_and_episode_links_in_chromium(real_runs: Path,
     html = (out / "index.html").read_text()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # no external assets
     md = (out / "leaderboard.md").read_text()
-    assert "| oracle | 2 | 2 | 100.0% |" in md and "## Tasks × runs" in md
-    assert f"[✓]({links[0][2][0][1]})" in md
+    assert "| oracle | 2 | 2 | 100.0% | [34.2, 100.0] |" in md and "## Tasks × runs" in md
+    assert f"[✓]({links[0][2][0][1]})" in md and "## Runs" in md
+    summary = json.loads((out / "summary.json").read_text())
+    assert "Wilson" in summary["interval"]
+    assert summary["runs"]["oracle"]["resolve_ci"] == pytest.approx([0.3424, 1.0], abs=1e-4)
+    noop_vs_oracle = next(c for c in summary["paired_with_top"] if c["run"] == "noop [noop-a]")
+    assert (noop_vs_oracle["a_better"], noop_vs_oracle["b_better"]) == (0, 2)
+    assert noop_vs_oracle["p_value"] == 0.5 and noop_vs_oracle["b_only"] == TASKS
+    meta = summary["runs"][llm]["run"]
+    assert meta["model"] == "org/stub-7b" and meta["sampling"]["temperature"] == 0.3
+    assert meta["repogym_version"] == __version__ and meta["started_at"]
+
+
+def llm_port(root: Path) -> int:
+    """The port the stub of the ``llm`` run listened on (from its run.json)."""
+    meta = json.loads((root / "llm" / "run.json").read_text())
+    assert meta["agent_args"]["base_url"].count("/") == 2  # recorded without its path
+    return int(meta["agent_args"]["base_url"].rsplit(":", 1)[1])
+
+
+def test_errors_are_marked_apart_from_failures_in_chromium(tmp_path: Path) -> None:
+    folder = tmp_path / "r"
+    folder.mkdir()
+    base = {"agent": "m", "split": "train", "tags": ["x"], "reward": 0.0, "resolved": False,
+            "steps": 1, "wall_s": 1.0, "tokens": 0, "hack_flags": [], "infra_error": None}
+    kinds = {"t0": {}, "t1": {"agent_error": "RuntimeError in act: boom"},
+             "t2": {"endpoint_error": "EndpointError in act: Connection refused"},
+             "t3": {"infra_error": "reset: sandbox died"}, "t4": {"resolved": True}}
+    with (folder / "results.jsonl").open("w") as f:
+        for task, extra in kinds.items():
+            f.write(json.dumps({**base, "task": task, "sample": 0, **extra}) + "\n")
+    out = tmp_path / "lb"
+    board = build([folder], out)
+    s = board.summaries["m"]
+    assert (s["scored"], s["resolved"], s["agent_errors"], s["endpoint_errors"],
+            s["infra_errors"]) == (3, 1, 1, 1, 1)
+    page = parse(dump_dom(out / "index.html", tmp_path / "profile"))
+    marks = {row[0]: cell for row, cells in zip(page.tables["matrix"][1:],
+                                                 page.links["matrix"][1:])
+             for cell in cells[2:]}
+    assert {t: c[0][0] for t, c in marks.items()} == {
+        "t0": "ep failed", "t1": "ep agent_error", "t2": "ep endpoint", "t3": "ep infra",
+        "t4": "ep solved"}
+    dom = dump_dom(out / "index.html", tmp_path / "profile2")
+    assert "agent error: the agent raised or timed out" in dom  # the legend says which is which
+    assert "model endpoint error" in dom
+    img = _screenshot(out / "index.html", tmp_path / "shot.png", tmp_path / "profile3")
+    for colour in ("#cf222e", "#8250df", "#0969da", "#6e7781", "#1a7f37"):
+        assert _pixels(img, colour) > 100, colour  # each status has its own colour
+    md = (out / "leaderboard.md").read_text()
+    assert "| m | 5 | 5 | 33.3% | [6.1, 79.2] |" in md  # 1 of 3 scored tasks
 
 
 def test_one_pass_at_k_for_every_run(tmp_path: Path) -> None:
@@ -177,7 +263,7 @@ def test_one_pass_at_k_for_every_run(tmp_path: Path) -> None:
     assert board.summaries["beta <b>"]["pass_at_k"][2] == 0.5
     md = (tmp_path / "lb" / "leaderboard.md").read_text()
     assert "| pass@2 |" in md and "k = 2 for every agent" in md
-    assert "| beta <b> | 4 | 2 | 25.0% | 0.250 | 25.0% | 50.0% |" in md
+    assert "| beta <b> | 4 | 2 | 25.0% | [2.7, 80.2] | 0.250 | 25.0% | 50.0% |" in md
     html = (tmp_path / "lb" / "index.html").read_text()
     assert "beta &lt;b&gt;" in html and "beta <b>" not in html  # escaped
     dirs.append(_write(tmp_path / "c", "gamma", [False, False]))
@@ -195,6 +281,13 @@ def test_committed_leaderboard_lists_the_reference_agents(tmp_path: Path) -> Non
     assert oracle[3] == "100.0%"  # every built-in's gold patch resolves its task
     noop = next(r for r in rows if r[0] == "noop")
     assert noop[3] == "0.0%"
+    assert oracle[4] == "[89.0, 100.0]" and noop[4] == "[0.0, 11.0]"  # Wilson, 31 tasks
+    runs_head, *runs = tables.tables["runs"]
+    info = {r[0]: dict(zip(runs_head, r)) for r in runs}
+    # recorded before runs kept their provenance: said, not invented
+    assert info["oracle"]["started (UTC)"] == info["oracle"]["repogym"] == "not recorded"
+    assert info["random"]["agent options"] == "as given: seed=0 (defaults not recorded)"
+    assert info["oracle"]["tasks"] == "suite builtin, 31 tasks x 1 sample(s), seed 0"
     hrefs = [h for row in tables.links["matrix"] for cell in row for _, h in cell]
     assert len(hrefs) >= 4 * len(tables.tables["matrix"][1:])
     assert all((REPO / "leaderboard" / h).is_file() for h in hrefs)  # every episode page

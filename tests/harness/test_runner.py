@@ -10,7 +10,7 @@ import pytest
 from repogym.harness.baselines import AgentConfigError
 from repogym.harness.config import RunConfig, default_label
 from repogym.harness.results import read_results
-from repogym.harness.runner import run
+from repogym.harness.runner import plan, run
 
 from .conftest import TASKS, rows_of, run_cli
 
@@ -80,6 +80,9 @@ def test_agent_errors_are_kept_on_resume_unless_retry_errors(tmp_path: Path) -> 
     proc = run_cli(*cmd, RG_TEST_FAIL="1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert all("flaky failure" in r["agent_error"] for r in rows_of(out))
+    end = proc.stdout.split("agent errors: ", 1)[1].split("\n", 1)[0]  # said at the end
+    assert end.startswith("2 (counted as failures; to run them again: repogym run --agent")
+    assert end.endswith("--no-progress --retry-errors)")
     proc = run_cli(*cmd)  # a plain resume keeps them: they are the agent's results
     assert "2 episode(s) already recorded, 0 to run" in proc.stdout
     assert "2 recorded episode(s) are agent errors" in proc.stdout and "--retry-errors" in proc.stdout
@@ -91,16 +94,42 @@ def test_agent_errors_are_kept_on_resume_unless_retry_errors(tmp_path: Path) -> 
     assert "100.0%" in proc.stdout
 
 
-def test_default_labels_tell_settings_apart() -> None:
+def test_default_labels_name_the_model_and_the_chosen_settings_never_the_url() -> None:
     assert default_label("oracle", {}) == "oracle"
-    a = default_label("openai", {"model": "Qwen/Qwen3-8B", "temperature": 0.7})
-    b = default_label("openai", {"model": "Qwen/Qwen3-8B", "temperature": 0.2})
-    assert a.startswith("openai-Qwen3-8B-") and b.startswith("openai-Qwen3-8B-") and a != b
+    a = default_label("openai", {"model": "Qwen/Qwen3-8B", "temperature": 0.7,
+                                 "base_url": "http://localhost:8000/v1"})
+    b = default_label("openai", {"model": "Qwen/Qwen3-8B", "temperature": 0.2,
+                                 "base_url": "http://127.0.0.1:8000/v1", "timeout_s": 30})
+    assert (a, b) == ("openai-Qwen3-8B-temperature=0.7", "openai-Qwen3-8B-temperature=0.2")
     assert a == default_label("openai", {"temperature": 0.7, "model": "Qwen/Qwen3-8B"})
-    assert default_label("oracle", {}, reward_mode="partial") != "oracle"
+    assert default_label("oracle", {}, reward_mode="partial") == "oracle-reward_mode=partial"
     assert default_label("pkg.mod:MyAgent", {}) == "MyAgent"
-    assert RunConfig(agent="random", out=Path("x"), agent_args={"seed": 1}).label.startswith(
-        "random-")
+    assert RunConfig(agent="random", out=Path("x"), agent_args={"seed": 1}).label == \
+        "random-seed=1"
+    long = default_label("openai", {"model": "m", "system_prompt": "Fix it. " * 20})
+    assert long == "openai-m-system_prompt=Fix it. Fix it. Fix i..."
+
+
+def test_resume_matches_settings_not_the_url_and_old_labels_resume(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    args = {"model": "org/m", "temperature": 0.5, "base_url": "http://localhost:9/v1"}
+    cfg = RunConfig(agent="openai", out=out, agent_args=args)
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({**cfg.meta(), "label": "openai-m-254879"}))
+    (out / "results.jsonl").write_text(json.dumps(
+        {"agent": "openai-m-254879", "task": TASKS[0], "sample": 0, "resolved": True}) + "\n")
+    # the same server as 127.0.0.1, the run labelled by an older version: one run
+    same = RunConfig(agent="openai", out=out,
+                     agent_args={**args, "base_url": "http://127.0.0.1:9/v1", "timeout_s": 5})
+    p = plan(same)
+    assert same.label == "openai-m-254879" and p.done == 1 and "continuing it" in p.notes[0]
+    hotter = RunConfig(agent="openai", out=out, agent_args={**args, "temperature": 1.0})
+    with pytest.raises(ValueError, match=r"holds results of \['openai-m-254879'\]"):
+        plan(hotter)
+    renamed = RunConfig(agent="openai", out=out, label="openai-m-254879",
+                        agent_args={**args, "temperature": 1.0})
+    p = plan(renamed)  # --name continues it on purpose, and says what changed
+    assert "temperature: 0.5 -> 1.0" in p.notes[0]
 
 
 def test_agent_that_raises_or_hangs_is_an_agent_error_and_the_run_goes_on(

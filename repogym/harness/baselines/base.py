@@ -15,9 +15,16 @@ Optional hooks the runner uses when present:
   argument), which stops the run with that message.
 - ``stop_reason``: why the agent ended the current episode when it was not its own choice
   (e.g. ``context_limit: ...``), recorded in results.jsonl; None otherwise.
+- ``TRANSPORT_OPTIONS``: the names of the options that say how to reach the model (URL, key
+  variable, timeouts, retries) rather than how it behaves; they are left out of the run's
+  label and of the settings a resume must match, so the same server reached as
+  ``localhost`` or ``127.0.0.1`` is the same run.
 
 Raising :class:`AgentConfigError` from ``reset``/``act`` stops the whole run too (every other
-episode would fail the same way); any other exception is an agent error of that episode.
+episode would fail the same way). Raising :class:`EndpointError` marks the episode as hit by
+a failing model endpoint: it is recorded as an ``endpoint_error`` (not scored, re-run by a
+resume), and a run of them in a row stops the run as an outage. Any other exception is an
+agent error of that episode.
 """
 
 from __future__ import annotations
@@ -48,6 +55,25 @@ class AgentError(RuntimeError):
 
 class AgentConfigError(AgentError):
     """The agent's settings cannot work (credentials, model name, arguments): stop the run."""
+
+
+class EndpointError(AgentError):
+    """The model's endpoint failed (connection refused, timeout, HTTP 5xx) even after retries.
+
+    Not the agent's failure: the episode is recorded as an ``endpoint_error``, left out of
+    the rates and run again by a resume.
+    """
+
+
+def transport_options(agent: str) -> frozenset[str]:
+    """The options of ``agent`` (a built-in name or ``module:Class``) that only say how to
+    reach the model (its ``TRANSPORT_OPTIONS``); empty when it declares none or cannot be
+    loaded (the run reports that when it builds the agent)."""
+    try:
+        cls = resolve_agent_class(agent)
+    except AgentError:
+        return frozenset()
+    return frozenset(getattr(cls, "TRANSPORT_OPTIONS", ()))
 
 
 @runtime_checkable

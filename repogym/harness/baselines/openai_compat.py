@@ -5,7 +5,10 @@ package). The env's tools are offered as functions; the model's first tool call 
 action (``{"name", "arguments"}``), and a plain text reply is passed to the env as is (the env
 also accepts JSON and ```bash blocks in text). Transient failures (connection errors,
 timeouts, 408/409/429/5xx, malformed bodies) are retried with exponential backoff; token
-usage from the responses is recorded per episode.
+usage from the responses is recorded per episode. When the retries of a connection error,
+timeout or 408/409/429/5xx run out, the agent raises
+:class:`~repogym.harness.baselines.EndpointError`: the endpoint failed, not the model, so the
+episode is not scored and a run of such episodes stops the run as an outage.
 
 When the conversation outgrows the model's context (an HTTP 400/413 whose message says so,
 as vLLM, SGLang and hosted APIs word it), the agent submits: the episode's current diff is
@@ -27,7 +30,13 @@ import urllib.request
 from typing import Any
 
 from repogym.envs.actions import TOOL_HELP, openai_tools
-from repogym.harness.baselines.base import AgentConfigError, AgentError, new_usage, tool_call
+from repogym.harness.baselines.base import (
+    AgentConfigError,
+    AgentError,
+    EndpointError,
+    new_usage,
+    tool_call,
+)
 
 SYSTEM_PROMPT = ("You are a software engineer fixing a bug in a repository. Investigate, fix "
                  "the code (not the tests), then call submit.")
@@ -43,7 +52,11 @@ _MODEL_RE = re.compile(r"model.{0,80}(not (exist|found)|does not exist|unknown|i
 
 
 class _Transient(Exception):
-    """A failure worth retrying."""
+    """A failure worth retrying; ``endpoint`` when the server (not its reply) failed."""
+
+    def __init__(self, message: str, *, endpoint: bool = True) -> None:
+        super().__init__(message)
+        self.endpoint = endpoint
 
 
 class _ContextExceeded(Exception):
@@ -81,6 +94,9 @@ class OpenAIAgent:
         backoff_s: First retry delay; doubles each retry (capped at 60 s).
         system_prompt: Replaces the default system prompt.
     """
+
+    #: How to reach the model, not how it behaves: not part of the label or resume check.
+    TRANSPORT_OPTIONS = ("base_url", "api_key_env", "timeout_s", "max_retries", "backoff_s")
 
     def __init__(self, base_url: str | None = None, model: str | None = None,
                  api_key_env: str = "OPENAI_API_KEY", temperature: float = 0.0,
@@ -176,8 +192,9 @@ class OpenAIAgent:
                 return self._request_once(body or self._body())
             except _Transient as e:
                 if attempt == retries:
-                    raise AgentError(f"{self.url}: gave up after {attempt + 1} attempts: {e}. "
-                                     "Fix: check the server, or raise max_retries") from e
+                    error = EndpointError if e.endpoint else AgentError
+                    raise error(f"{self.url}: gave up after {attempt + 1} attempts: {e}. "
+                                "Fix: check the server, or raise max_retries") from e
                 self.usage["retries"] += 1
                 time.sleep(min(delay, 60.0))
                 delay *= 2
@@ -203,7 +220,7 @@ class OpenAIAgent:
             if not isinstance(message, dict):
                 raise TypeError("message is not an object")
         except (ValueError, KeyError, IndexError, TypeError) as e:
-            raise _Transient(f"malformed response ({e}): {raw[:200]!r}") from e
+            raise _Transient(f"malformed response ({e}): {raw[:200]!r}", endpoint=False) from e
         usage = data.get("usage") or {}
         self.usage["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
         self.usage["completion_tokens"] += int(usage.get("completion_tokens") or 0)
