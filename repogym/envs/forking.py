@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 
 from repogym.envs.session import Session
 
-if TYPE_CHECKING:
-    from repogym.envs.repo_env import RepoEnv
+#: A :class:`repogym.envs.repo_env.RepoEnv` (which imports this module).
+RepoEnv = Any
 
 
 @dataclasses.dataclass

@@ -74,7 +74,7 @@ def test_fork_session_is_taken_once_and_http_fork_works(server):
         fork.close()
     finally:
         env.close()
-    status, body, headers = http(server.url + "/reset", "POST", {"task": TASK},
+    status, body, _ = http(server.url + "/reset", "POST", {"task": TASK},
                                  {"X-Session-Id": "new"})
     assert status == 200
     sid = body["session_id"]
