@@ -190,13 +190,17 @@ class Session:
         save = getattr(self._shell, "save_state", None)
         if save is None:
             return None
-        path = f"/tmp/.rg-shell-{secrets.token_hex(8)}"
-        if not save(path):
+        name = f".rg-shell-{secrets.token_hex(8)}"
+        if not save(f"/tmp/{name}"):
             return None
-        res = sb.run(f"cat -- {path}; rm -f -- {path}")
-        if res.exit_code != 0 or res.output_truncated:
-            raise SandboxError(f"could not read the shell's saved state: {res.stderr[-500:]}")
-        return res.stdout
+        take = getattr(sb, "take_tmp_file", None)
+        if take is None:
+            raise SandboxError(f"the {self._backend!r} sandbox cannot hand over the shell's "
+                               "state (no take_tmp_file)")
+        try:
+            return take(name)
+        except FileNotFoundError as e:  # the agent's processes removed it meanwhile
+            raise SandboxError(f"the shell's saved state vanished: {e}") from e
 
     # -- diff and grading ---------------------------------------------------------------
     def diff(self) -> tuple[str, list[str]]:

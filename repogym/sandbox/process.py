@@ -36,6 +36,7 @@ class ProcessSandbox(SandboxBase):
     """Runs ``bash -c`` at the workspace with a clean environment and rlimits, nothing more."""
 
     backend = "process"
+    tmp_is_workspace_tmp = False  # commands see the host's /tmp
 
     def __init__(self, spec: SandboxSpec) -> None:
         warnings.warn(_UNSAFE, RuntimeWarning, stacklevel=3)
