@@ -213,6 +213,11 @@ class Session:
         self.stop_shell()
         return grader.diff_or_flag(self._live())
 
+    def current_diff(self) -> tuple[str, list[str]]:
+        """The workspace's diff as it stands, like :meth:`diff` but with the shell left
+        running (a process the agent left in the background may change it later)."""
+        return grader.diff_or_flag(self._live())
+
     def grade(self, diff: str, flags: list[str] = (), *, mode: grader.RewardMode,
               cache: MutableMapping[tuple, Any] | None = None
               ) -> grader.GradeResult:
