@@ -115,9 +115,8 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _write_atif(args: argparse.Namespace, path: Path) -> int:
-    from repogym.integrations.atif import to_atif
-
     from repogym.harness.prm import episode_files
+    from repogym.integrations.atif import to_atif
 
     files = episode_files(path)
     if not files:

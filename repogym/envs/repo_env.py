@@ -19,7 +19,6 @@ from gymnasium.vector.utils import (
 )
 
 from repogym.envs import forking, grader
-from repogym.envs.progress import NOT_MEASURED, ProgressMeter
 from repogym.envs.actions import (
     MAX_ACTION_CHARS,
     ActionError,
@@ -27,6 +26,7 @@ from repogym.envs.actions import (
     ignored_note,
     parse_action,
 )
+from repogym.envs.progress import NOT_MEASURED, ProgressMeter
 from repogym.envs.session import SHELL_MODES, Session, ShellMode
 from repogym.sandbox import Limits, Sandbox, SandboxError, SandboxSpec, make_sandbox
 from repogym.sandbox.workspace import TemplateCache
