@@ -81,24 +81,22 @@ _TTY_NOISE = re.compile(
 _PLAIN = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
                    b" _-+=.,:;/@%^&*()[]{}<>|?~#`\"$")
 _QUOTED = [chr(b) if b in _PLAIN else f"\\x{b:02x}" for b in range(256)]
-#: Writes (in a subshell, so the shell's own state is untouched) a script that gives a new
-#: shell this one's state: exported variables (others unset), working folder, functions,
-#: aliases, umask and options (last: ``errexit`` must not stop the script; not the line
-#: editing ones: ``set +o emacs`` ends a shell without a terminal). ``{path}`` is
-#: where it goes.
-_CAPTURE = r"""(
-__rg_e=$-; __rg_o=$(builtin set +o); builtin set +e +u
-__rg_keep=" $(builtin compgen -e | while builtin read -r v; do builtin printf '%s ' "$v"; done)"
-builtin printf '__rg_keep=%q\n' "$__rg_keep"
-builtin printf '%s\n' 'for __rg_v in $(builtin compgen -e); do case "$__rg_keep" in' \
-  '*" $__rg_v "*) ;; *) builtin unset -v "$__rg_v";; esac; done' \
-  'builtin unset -v __rg_keep __rg_v'
+#: Writes (in a subshell, so the shell's own state is untouched; with no other process) a
+#: script that gives a new shell this one's state: exported variables (others unset), working
+#: folder, functions, aliases, umask and options (last: ``errexit`` must not stop the script;
+#: not the line editing ones: ``set +o emacs`` ends a shell without a terminal). ``{path}``
+#: is where it goes.
+_CAPTURE = r"""( __rg_o=$SHELLOPTS; builtin set +e +u
+builtin printf '%s\n' 'for __rg_v in $(builtin compgen -e); do builtin unset -v "$__rg_v"; done'
 builtin printf 'builtin cd -- %q\n' "$PWD"
 builtin printf '%s\n' 'builtin unset -v OLDPWD'
 builtin export -p; builtin declare -f; builtin alias -p; builtin umask -p; builtin shopt -p
-builtin printf '%s\n' "$__rg_o" | while builtin read -r l; do
-  case $l in *' emacs'|*' vi') ;; *) builtin printf '%s\n' "$l";; esac; done
-case $__rg_e in *e*) builtin printf '%s\n' 'builtin set -e';; esac
+builtin printf '__rg_o=%q\n' "$__rg_o"
+builtin printf '%s\n' 'for __rg_v in ${SHELLOPTS//:/ }; do case $__rg_v in emacs|vi) ;;' \
+  '*) case ":$__rg_o:" in *":$__rg_v:"*) ;; *) builtin set +o "$__rg_v";; esac;; esac; done' \
+  'for __rg_v in ${__rg_o//:/ }; do case $__rg_v in errexit|emacs|vi) ;;' \
+  '*) builtin set -o "$__rg_v";; esac; done; builtin unset -v __rg_o __rg_v'
+case ":$__rg_o:" in *:errexit:*) builtin printf '%s\n' 'builtin set -e';; esac
 ) > {path} 2>/dev/null"""
 NUL_ERROR = ("the command contains a NUL character, which bash cannot run. Fix: remove it "
              "(printf '\\0' writes one)")

@@ -237,17 +237,16 @@ class Workspace:
             if self.overlay:
                 self._make_overlay(size_mb, inodes, copy_of)
             elif copy_of is not None:
+                assert copy_of._root is not None
+                _copy_into(copy_of._root, ("merged", "tmp"), self._root)
                 self.path = self._root / "merged"
-                self.path.mkdir()
-                _copy_tree(copy_of.path, self.path)
             else:
                 self.path = self._root / "merged"
                 shutil.copytree(self.template, self.path, symlinks=True)
             self.tmp = self._root / "tmp"
-            self.tmp.mkdir()
-            os.chmod(self.tmp, 0o1777)
-            if copy_of is not None:
-                _copy_tree(copy_of.tmp, self.tmp)
+            if copy_of is None:
+                self.tmp.mkdir()
+                os.chmod(self.tmp, 0o1777)
         except BaseException:
             self.close()
             raise
@@ -261,15 +260,18 @@ class Workspace:
         mount("tmpfs", self._root, "tmpfs", f"size={size_mb}m,nr_inodes={inodes},mode=0755")
         self._mounts.append(self._root)
         upper, work, merged = (self._root / n for n in ("upper", "work", "merged"))
-        for d in (upper, work, merged):
-            d.mkdir()
-        os.chown(upper, self.uid, SANDBOX_GID)
         if copy_of is not None:
             if not copy_of.overlay or copy_of._root is None:
                 raise ValueError("copy_of is not an overlay workspace")
-            # What the other workspace changed: files, whiteouts (deletions) and opaque
-            # folders (their xattrs), copied while its overlay is mounted but frozen.
-            _copy_tree(copy_of._root / "upper", upper)
+            # What the other workspace changed (files, whiteouts for deletions, opaque
+            # folders' xattrs) and its /tmp, copied while its overlay is mounted, with
+            # nothing of it running.
+            _copy_into(copy_of._root, ("upper", "tmp"), self._root)
+        else:
+            upper.mkdir()
+            os.chown(upper, self.uid, SANDBOX_GID)
+        work.mkdir()
+        merged.mkdir()
         mount("overlay", merged, "overlay",
                f"lowerdir={self.template},upperdir={upper},workdir={work}")
         self._mounts.append(merged)
@@ -311,15 +313,12 @@ class Workspace:
         self.close()
 
 
-def _copy_tree(src: Path, dst: Path) -> None:
-    """Copy the contents of ``src`` into the folder ``dst`` as they are: symlinks as links
-    (never followed), FIFOs and devices as such (never opened), owners, modes, xattrs and
-    hard links kept."""
-    res = subprocess.run(["cp", "-a", "--", f"{src}/.", f"{dst}/"], check=False,
-                         capture_output=True,
-                         text=True, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+def _copy_into(src: Path, names: tuple[str, ...], dst: Path) -> None:
+    """Copy the folders ``src/<name>`` into ``dst`` as they are, in one ``cp -a``: symlinks
+    as links (never followed), FIFOs and devices as such (never opened), owners, modes,
+    xattrs and hard links kept."""
+    res = subprocess.run(["cp", "-a", "--", *(f"{src}/{n}" for n in names), f"{dst}/"],
+                         check=False, capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
     if res.returncode != 0:
         raise SandboxError(f"could not copy the workspace {src}: {res.stderr.strip()[-500:]}")
-
-
-

@@ -85,6 +85,25 @@ def test_fork_is_independent_and_grades_as_its_replay(envs, prefix, mine, theirs
         fork.close()
 
 
+def test_fork_keeps_shell_options_aliases_umask_and_errexit(make_env):
+    env = make_env()
+    env.reset(seed=0)
+    env.step(call("bash", command="set -o pipefail; set +o hashall; shopt -s nullglob; "
+                                  "alias hi='echo hello'; umask 027; unset PAGER; set -e"))
+    fork = env.unwrapped.fork()
+    try:
+        probe = ("echo $SHELLOPTS; shopt -q nullglob && echo nullglob; hi; umask; "
+                 "echo pager=${PAGER-unset}")
+        want = env.step(call("bash", command=probe))[0]
+        assert fork.step(call("bash", command=probe))[0] == want
+        assert "pipefail" in want and "hashall" not in want and "errexit" in want
+        assert "nullglob\nhello\n0027\npager=unset\n" in want
+        obs = fork.step(call("bash", command="false"))[0]  # errexit: the shell ends
+        assert "the shell exited" in obs
+    finally:
+        fork.close()
+
+
 def test_fork_keeps_the_shell_state_and_step_budget(make_env):
     env = make_env(max_episode_steps=4)
     env.reset(seed=0)
@@ -152,7 +171,8 @@ def test_closing_the_original_leaves_the_fork_working(make_env):
 def test_background_jobs_stay_with_the_original(make_env):
     env = make_env()
     env.reset(seed=0)
-    env.step(call("bash", command="(while :; do echo x >> /tmp/log; sleep 0.05; done) &"))
+    env.step(call("bash", command="(while :; do echo x >> /tmp/log; sleep 0.05; done) & "
+                                  "sleep 0.3"))
     fork = env.unwrapped.fork()  # the original is frozen while its files are copied
     try:
         count = "sleep 0.5; wc -l < /tmp/log; jobs -p | wc -l"
