@@ -164,36 +164,38 @@ class Session:
         """A new session, with a sandbox of its own, in this one's state.
 
         The new sandbox's workspace and ``/tmp`` are a copy of this one's, taken while this
-        sandbox is frozen (when its shell left jobs running that could change files); the persistent shell's working folder, exported variables,
-        functions, aliases, umask and options are saved (:meth:`PersistentShell.save_state`)
-        and given to the fork's shell at its first command. Background jobs and
-        non-exported variables are not copied. Neither session sees what the other does
-        afterwards.
+        sandbox is frozen (when its shell left jobs running that could change files); the
+        persistent shell's working folder, exported variables, functions, aliases, umask
+        and options are saved (:meth:`PersistentShell.save_state`) and given to the fork's
+        shell at its first command. Background jobs and non-exported variables are not
+        copied. Neither session sees what the other does afterwards.
 
         Raises:
             RuntimeError: the session is closed (the episode ended).
             SandboxError: the sandbox could not be copied.
         """
         sb = self._live()
-        replay = self._save_shell(sb)
+        saved = self._save_shell()
         frozen = getattr(sb, "frozen", None)
         jobs = getattr(self._shell, "has_jobs", None)
         busy = self._shell is not None and (jobs is None or jobs())
         with frozen() if busy and frozen is not None else contextlib.nullcontext():
+            replay = self._take_saved(sb, saved) if saved is not None else self._replay
             other = Session(self.task, self.template, self.make_sandbox, self.limits,
                             self.max_obs_chars, shell=self.shell_mode, copy_of=sb)
-        other._replay = replay if replay is not None else self._replay
+        other._replay = replay
         other._digest = self._digest
         return other
 
-    def _save_shell(self, sb: Sandbox) -> str | None:
-        """The script that restores the persistent shell's state, or None without one."""
+    def _save_shell(self) -> str | None:
+        """Save the persistent shell's state to a file of the sandbox's ``/tmp``; its name,
+        or None when no shell runs."""
         save = getattr(self._shell, "save_state", None)
-        if save is None:
-            return None
         name = f".rg-shell-{secrets.token_hex(8)}"
-        if not save(f"/tmp/{name}"):
-            return None
+        return name if save is not None and save(f"/tmp/{name}") else None
+
+    def _take_saved(self, sb: Sandbox, name: str) -> str:
+        """The script :meth:`_save_shell` saved (the file is removed)."""
         take = getattr(sb, "take_tmp_file", None)
         if take is None:
             raise SandboxError(f"the {self._backend!r} sandbox cannot hand over the shell's "
