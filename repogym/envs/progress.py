@@ -20,6 +20,7 @@ from typing import Any
 
 from repogym.envs import grader
 from repogym.envs.session import Session
+from repogym.sandbox import SandboxError
 
 #: ``info["progress"]`` when nothing was measured at this step.
 NOT_MEASURED = -1.0
@@ -57,7 +58,10 @@ class ProgressMeter:
         if (session is None or session.closed or info.get("tool") not in CHANGING_TOOLS
                 or "action_error" in info):
             return NOT_MEASURED
-        return self.measure(session, mode)
+        try:
+            return self.measure(session, mode)
+        except SandboxError:  # the next step meets the failure and reports it (infra_error)
+            return NOT_MEASURED
 
     def baseline(self, session: Session, mode: grader.RewardMode) -> float:
         """The share passing on the untouched repository (``reset``'s ``info["progress"]``);
