@@ -19,6 +19,7 @@ import gymnasium as gym
 
 from repogym.envs.progress import ProgressMeter
 from repogym.envs.session import Session
+from repogym.sandbox.workspace import TemplateCache
 
 #: A :class:`repogym.envs.repo_env.RepoEnv` (which imports this module).
 RepoEnv = Any
@@ -37,14 +38,16 @@ class Snapshot:
     transcript: list[str]
     rng: Any
     progress: ProgressMeter
+    templates: TemplateCache
 
     @property
     def closed(self) -> bool:
         return self.session.closed
 
     def close(self) -> None:
-        """Free the copy's sandbox. Idempotent."""
+        """Free the copy's sandbox (and its hold on the templates). Idempotent."""
         self.session.close()
+        self.templates.close()
 
 
 def _live_session(env: RepoEnv, what: str) -> Session:
@@ -60,7 +63,7 @@ def take(env: RepoEnv) -> Snapshot:
     session = _live_session(env, "snapshot").fork()
     return Snapshot(session=session, task=env.task, steps=env._steps,
                     transcript=list(env._transcript), rng=copy.deepcopy(env._np_random),
-                    progress=env._progress.fork())
+                    progress=env._progress.fork(), templates=env._templates.share())
 
 
 def restore(env: RepoEnv, snapshot: Snapshot) -> None:
@@ -69,6 +72,8 @@ def restore(env: RepoEnv, snapshot: Snapshot) -> None:
         raise ValueError("the snapshot is closed. Fix: restore a snapshot before closing it")
     session = snapshot.session.fork()  # the snapshot stays restorable
     env._close_session()
+    env._templates.close()  # the restored episode lives on the snapshot's templates
+    env._templates = snapshot.templates.share()
     env.session, env.task = session, snapshot.task
     env._steps, env._done = snapshot.steps, False
     env._transcript = list(snapshot.transcript)
@@ -81,7 +86,8 @@ def fork(env: RepoEnv) -> RepoEnv:
 
     The fork shares ``env``'s templates (the lease is freed when both have closed) and its
     ``grade_cache``; it has its own sandbox, transcript and random generator. Close it
-    like any env.
+    like any env. (Per-episode state added to RepoEnv must be copied here: ``copy.copy``
+    shares mutable attributes.)
     """
     session = _live_session(env, "fork").fork()
     other = copy.copy(env)

@@ -183,3 +183,17 @@ def test_background_jobs_stay_with_the_original(make_env):
         assert int(lines) > int(first) and jobs == "1"
     finally:
         fork.close()
+
+
+def test_a_snapshot_outlives_its_env(make_env):
+    env = make_env()
+    env.reset(seed=0)
+    env.step(call("write", path="new.txt", content="kept"))
+    snap = env.unwrapped.snapshot()
+    try:
+        env.close()  # frees the env's sandbox; the snapshot keeps the templates
+        env.unwrapped.restore(snap)
+        assert "kept" in env.step(call("read", path="new.txt"))[0]
+    finally:
+        snap.close()
+    assert "new.txt" in env.step(call("submit"))[4]["diff"]  # the restored episode lives on
