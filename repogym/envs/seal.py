@@ -466,6 +466,10 @@ class _Table:
     values_node: ast.expr
     single: bool
     ids_node: ast.expr | None = None  # the table's own ``ids=[...]``
+    #: A module constant the table is (``@parametrize("a, b", CASES)``): its name, and the
+    #: name's place in the decorator.
+    shared: str | None = None
+    ref_node: ast.expr | None = None
 
 
 def _is_parametrize(node: ast.expr, pytest_names: set[str]) -> bool:
@@ -478,10 +482,38 @@ def _is_parametrize(node: ast.expr, pytest_names: set[str]) -> bool:
         (isinstance(mark, ast.Name) and mark.id == "mark" and "from:mark" in pytest_names)
 
 
-def _table(fn: ast.FunctionDef, pytest_names: set[str], ns: dict[str, object]
-           ) -> _Table | None:
+def shared_tables(tree: ast.Module, pytest_names: set[str]) -> dict[str, ast.expr]:
+    """Module constants that are parametrize tables and nothing else: name -> its literal
+    list or tuple of rows, for a name bound once at module level whose every use is the
+    table argument of a test's ``@pytest.mark.parametrize``."""
+    bound: dict[str, list[ast.expr]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name):
+            bound.setdefault(node.targets[0].id, []).append(node.value)
+    tables = {name: values[0] for name, values in bound.items()
+              if len(values) == 1 and isinstance(values[0], ast.List | ast.Tuple)}
+    as_table = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and \
+                node.name.startswith("test"):
+            for d in node.decorator_list:
+                if isinstance(d, ast.Call) and _is_parametrize(d.func, pytest_names) and \
+                        len(d.args) == 2 and isinstance(d.args[1], ast.Name):
+                    as_table.add(id(d.args[1]))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in tables and (
+                not isinstance(node.ctx, ast.Load) or id(node) not in as_table) and \
+                node not in [n.targets[0] for n in tree.body if isinstance(n, ast.Assign)]:
+            tables.pop(node.id)
+    return tables
+
+
+def _table(fn: ast.FunctionDef, pytest_names: set[str], ns: dict[str, object],
+           shared: dict[str, ast.expr] | None = None) -> _Table | None:
     """The test's one parametrize table, if it has exactly one, written as a literal list
-    of rows of values the grader can compute (their ids are then pytest's own)."""
+    of rows of values the grader can compute (their ids are then pytest's own), in the
+    decorator or as a module constant (:func:`shared_tables`)."""
     decs = [d for d in fn.decorator_list
             if isinstance(d, ast.Call) and _is_parametrize(d.func, pytest_names)]
     if len(decs) != 1 or len(decs[0].args) != 2 or any(
@@ -498,7 +530,9 @@ def _table(fn: ast.FunctionDef, pytest_names: set[str], ns: dict[str, object]
         names = list(argnames)
     else:
         return None
-    node = decs[0].args[1]
+    node, name = decs[0].args[1], None
+    if isinstance(node, ast.Name) and node.id in (shared or {}):
+        name, node = node.id, shared[node.id]
     if not names or not isinstance(node, ast.List | ast.Tuple) or not node.elts:
         return None
     single = len(names) == 1
@@ -525,7 +559,8 @@ def _table(fn: ast.FunctionDef, pytest_names: set[str], ns: dict[str, object]
                 len(set(ids)) != len(ids) or not all(isinstance(i, str) and i for i in ids):
             return None
         ids = list(ids)
-    return _Table(names, rows, values, ids, node, single, ids_node) if ids else None
+    return _Table(names, rows, values, ids, node, single, ids_node, name,
+                  decs[0].args[1]) if ids else None
 
 
 def _pytest_ids(names: list[str], values: list[list[object]], single: bool
@@ -544,15 +579,18 @@ def _pytest_ids(names: list[str], values: list[list[object]], single: bool
 
 
 def _column_side(test: ast.expr, params: dict[str, int]) -> tuple[ast.expr, str] | None:
-    """(computed side, column) of ``<x> == <column>`` (either order)."""
+    """(computed side, column) of ``<x> == <column>`` (either order), or of ``<x> ==
+    <an expression of one column only>`` (``expected.replace("-", "_")``): the side that
+    reads nothing but the column is the expectation."""
     if not params or not isinstance(test, ast.Compare) or len(test.ops) != 1 or \
             not isinstance(test.ops[0], ast.Eq):
         return None
-    left, right = test.left, test.comparators[0]
-    if isinstance(right, ast.Name) and right.id in params:
-        return left, right.id
-    if isinstance(left, ast.Name) and left.id in params:
-        return right, left.id
+    sides = [test.left, test.comparators[0]]
+    names = [{n.id for n in ast.walk(s) if isinstance(n, ast.Name)} for s in sides]
+    for i in (1, 0):
+        if len(names[i]) == 1 and (col := next(iter(names[i]))) in params and \
+                col not in names[1 - i]:
+            return sides[1 - i], col
     return None
 
 
@@ -717,7 +755,8 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         key = f"{rel}:{stmt.lineno}:{stmt.col_offset}:{part}"
         if (column := _column_side(test, scope.params)) is not None:
             computed, name = column
-            scope.consumed[name] = scope.consumed.get(name, 0) + 1
+            scope.consumed[name] = scope.consumed.get(name, 0) + sum(
+                1 for n in ast.walk(test) if isinstance(n, ast.Name) and n.id == name)
             n = cid()
             out.seals.append(Seal(n, node_id, stmt.lineno, "==", None, (), times, key,
                                   gold=True))
@@ -770,14 +809,20 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
             elif isinstance(stmt, ast.For) and (k := _iterations(stmt)):
                 block(node_id, stmt.body, scope, times * k)
 
-    def seal_test(node_id: str, fn: ast.FunctionDef, self_name: str | None) -> None:
+    def seal_test(node_id: str, fn: ast.FunctionDef, self_name: str | None, *,
+                  dry: bool = False) -> set[int]:
+        """Seal one test; returns the table columns that leave the file (with ``dry``,
+        only says which would, and changes nothing)."""
         local = _stores(fn)
         args = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)} - {self_name}
         candidates = _literal_locals(fn, ns)
-        table = _table(fn, pytest_names, ns)
+        table = _table(fn, pytest_names, ns, shared)
         columns = dict(zip(table.names, range(len(table.names)))) if table else {}
+        if table and table.shared and not dry:  # the columns every user leaves
+            columns = {k: c for k, c in columns.items() if c in allowed.get(table.shared, ())}
         loads = {k: sum(1 for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == k
                         and isinstance(n.ctx, ast.Load)) for k in {*candidates, *columns}}
+        start = len(src.edits), len(out.seals)
         while True:  # a literal local or a column leaves the file only if all its uses do
             literals = {k: _value(v, ns, set())[1] for k, v in candidates.items()}
             scope = _Scope(local, literals, {}, self_name, columns, args)
@@ -790,13 +835,29 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
             del src.edits[marks[0]:], out.seals[marks[1]:]
             candidates = {k: v for k, v in candidates.items() if k not in partial}
             columns = {k: v for k, v in columns.items() if k not in partial}
+        blank = {c for k, c in columns.items() if scope.consumed.get(k)}
+        if dry:
+            del src.edits[start[0]:], out.seals[start[1]:]
+            return blank
         for stmt in fn.body:  # the inlined values leave the file with their assertions
             if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name) and \
                     stmt.targets[0].id in candidates and scope.consumed.get(
                         stmt.targets[0].id):
                 src.replace(stmt.value, "(None)")
-        if table and (blank := {c for k, c in columns.items() if scope.consumed.get(k)}):
+        if table and table.shared:
+            if allowed.get(table.shared):
+                users.append((node_id, table))
+        elif table and blank:
             hide_columns(node_id, table, blank)
+        return blank
+
+    def blanked(table: _Table, blank: set[int]) -> str:
+        """The table's rows, written with ``None`` for the ``blank`` columns, in parens."""
+        rows = []
+        for row in table.rows:
+            cells = ["None" if c in blank else src.segment(e) for c, e in enumerate(row)]
+            rows.append(cells[0] if table.single else "(" + ", ".join(cells) + ",)")
+        return "([" + ", ".join(rows) + "])"
 
     def hide_columns(node_id: str, table: _Table, blank: set[int]) -> None:
         """The table without its expectation columns, its cases under random ids (pytest
@@ -808,25 +869,47 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
             if (t := "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(8))) \
                     not in tokens:
                 tokens.append(t)
-        rows = []
-        for row in table.rows:
-            cells = ["None" if c in blank else src.segment(e) for c, e in enumerate(row)]
-            rows.append(cells[0] if table.single else "(" + ", ".join(cells) + ",)")
-        if table.ids_node is None:
-            src.replace(table.values_node, "([" + ", ".join(rows) + "]), ids=(" +
+        if table.shared and table.ids_node is None:  # the constant is blanked once
+            src.replace(table.ref_node, f"{table.shared}, ids=({tokens!r})")
+        elif table.shared:
+            src.replace(table.ids_node, "(" + repr(tokens) + ")")
+        elif table.ids_node is None:
+            src.replace(table.values_node, blanked(table, blank) + ", ids=(" +
                         repr(tokens) + ")")
         else:
-            src.replace(table.values_node, "([" + ", ".join(rows) + "])")
+            src.replace(table.values_node, blanked(table, blank))
             src.replace(table.ids_node, "(" + repr(tokens) + ")")
         for token, original in zip(tokens, table.ids):
             out.case_ids[f"{node_id}[{token}]"] = original
 
-    for node_id, fn in _tests(tree, rel):
+    def self_of(node_id: str, fn: ast.FunctionDef) -> str | None:
+        args = fn.args.posonlyargs + fn.args.args
+        return args[0].arg if "::" in node_id.split("::", 1)[1] and args else None
+
+    # A module constant table loses the columns that every test using it only expects.
+    shared = shared_tables(tree, pytest_names)
+    allowed: dict[str, set[int]] = {}
+    users: list[tuple[str, _Table]] = []
+    tests = list(_tests(tree, rel))
+    for name in list(shared):
+        using = [(i, f) for i, f in tests if (t := _table(f, pytest_names, ns, shared))
+                 and t.shared == name]
+        if not using or not all(_sealable(f) for _, f in using):
+            continue
+        common = None
+        for i, f in using:
+            cols = seal_test(i, f, self_of(i, f), dry=True)
+            common = cols if common is None else common & cols
+        allowed[name] = common or set()
+    for node_id, fn in tests:
         out.checks_by_test[node_id] = 0
         if _sealable(fn):
-            args = fn.args.posonlyargs + fn.args.args
-            self_name = args[0].arg if "::" in node_id.split("::", 1)[1] and args else None
-            seal_test(node_id, fn, self_name)
+            seal_test(node_id, fn, self_of(node_id, fn))
+    for name in {t.shared for _, t in users}:
+        table = next(t for _, t in users if t.shared == name)
+        src.replace(table.values_node, blanked(table, allowed[name]))
+    for node_id, table in users:
+        hide_columns(node_id, table, allowed[table.shared])
     for s in out.seals:
         out.checks_by_test[s.test] += 1
     if out.seals:

@@ -177,6 +177,41 @@ def test_a_table_that_names_its_rows_runs_them_under_random_ids():
     assert len(text.splitlines()) == len(src.splitlines())
 
 
+def test_a_module_constant_table_loses_the_columns_every_user_only_expects():
+    """``CASES`` feeds two tests that both only expect its second column: the column
+    leaves the constant. ``SHARED``'s second column is an input of ``test_down``: it stays,
+    and neither test that reads it is sealed against it."""
+    src = textwrap.dedent('''\
+        import pytest
+
+        CASES = (("-1", "-1st"), ("2", "2nd"))
+        SHARED = [("a", "A"), ("b", "B")]
+
+        @pytest.mark.parametrize(("number", "ordinalized"), CASES)
+        def test_ordinal(number, ordinalized):
+            assert ordinalized == number + ordinal(number)
+
+        @pytest.mark.parametrize(("number", "ordinalized"), CASES)
+        def test_ordinalize(number, ordinalized):
+            assert ordinalized == ordinalize(number)
+
+        @pytest.mark.parametrize("low, up", SHARED)
+        def test_up(low, up):
+            assert upper(low) == up
+
+        @pytest.mark.parametrize("low, up", SHARED)
+        def test_down(low, up):
+            assert lower(up) == low
+        ''')
+    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(),
+                             gold=True)
+    assert "-1st" not in text and "2nd" not in text and '("a", "A")' in text
+    assert sorted({s.test for s in out.seals}) == ["tests/t.py::test_ordinal",
+                                                   "tests/t.py::test_ordinalize"]
+    assert sorted(out.case_ids.values()) == ["-1--1st", "-1--1st", "2-2nd", "2-2nd"]
+    assert len(text.splitlines()) == len(src.splitlines())
+
+
 def test_an_argument_compared_bare_is_not_a_seal():
     """``assert f(x) == expected`` where ``expected`` is a fixture or a parameter that
     stays in the table: its value is the process's to read, so it earns no seal."""
