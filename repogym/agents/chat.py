@@ -109,6 +109,8 @@ class ChatFormat:
         observation_role: ``auto`` (``tool`` if the template renders it, else ``user``).
         strict: Raise :class:`ChatFormatError` when the template rewrites history, instead
             of falling back to delta rendering.
+        chat_template_kwargs: Extra keyword arguments of every rendering (e.g. Qwen3's
+            ``enable_thinking``), as verl's ``data.apply_chat_template_kwargs``.
     """
 
     tokenizer: Any
@@ -119,6 +121,7 @@ class ChatFormat:
     closing_fence: bool = True
     observation_role: Literal["auto", "tool", "user"] = "auto"
     strict: bool = False
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     template: str = field(init=False)
     end_of_turn: int | None = field(init=False)
     stops: Stops = field(init=False)
@@ -134,7 +137,7 @@ class ChatFormat:
     # -- rendering ---------------------------------------------------------------------------
     def render(self, messages: list[dict[str, str]], *, generation_prompt: bool) -> str:
         """The conversation as the template writes it."""
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = dict(self.chat_template_kwargs)
         if self.tools and "tools" in self.template:
             kwargs["tools"] = self.tools
         return self.tokenizer.apply_chat_template(
@@ -209,11 +212,15 @@ class Dialogue:
         pending_mask: 1 on the environment-output tokens of ``pending``.
     """
 
-    def __init__(self, fmt: ChatFormat, messages: list[dict[str, str]]) -> None:
+    def __init__(self, fmt: ChatFormat, messages: list[dict[str, str]],
+                 prompt_ids: list[int] | None = None) -> None:
+        """``prompt_ids``: the first prompt's tokens when another path built them (verl's
+        Continuous Token builder); by default the template's rendering of ``messages``."""
         self.fmt = fmt
         self.messages = list(messages)
         self.ids: list[int] = []
-        self.pending: list[int] = fmt.encode(fmt.render(self.messages, generation_prompt=True))
+        self.pending: list[int] = (list(prompt_ids) if prompt_ids is not None else
+                                   fmt.encode(fmt.render(self.messages, generation_prompt=True)))
         self.pending_mask: list[int] = [0] * len(self.pending)
         self.delta_rendered = False
 
