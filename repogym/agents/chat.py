@@ -12,7 +12,8 @@ A :class:`Dialogue` keeps the token ids of one episode. After each completion it
 conversation again, checks that the text of the ids so far is a prefix of the rendering,
 and appends only the tokens of the rest (end of turn, observation, next generation prompt).
 Nothing generated is ever re-tokenised. A template that rewrites history (Qwen3's dropping
-of earlier reasoning, ``| trim`` on assistant messages) fails that check; the dialogue then
+of earlier reasoning, ``| trim`` on assistant messages, gpt-oss's refusal of channel tags in
+earlier content) fails that check; the dialogue then
 falls back to **delta rendering**: the text the template writes after an assistant turn for
 the new message, taken from a minimal two-message conversation (as TRL and verl do), is
 appended instead (``Dialogue.delta_rendered``; ``strict=True`` raises
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from jinja2 import TemplateError
 
 from repogym.envs.actions import TOOL_HELP, openai_tools
 
@@ -246,13 +249,18 @@ class Dialogue:
         """
         message = self.fmt.observation_message(observation)
         self.messages.append(message)
-        rendered = self.fmt.render(self.messages, generation_prompt=not final)
+        try:
+            rendered = self.fmt.render(self.messages, generation_prompt=not final)
+        except TemplateError as e:  # it refuses the turns as generated (gpt-oss: channel tags)
+            rendered, refused = "", f"the chat template refuses the conversation so far: {e}"
+        else:
+            refused = ""
         so_far = self.fmt.decode(self.ids)
-        delta = rendered[len(so_far):] if rendered.startswith(so_far) else None
+        delta = rendered[len(so_far):] if rendered.startswith(so_far) and not refused else None
         pending = self.fmt.encode(delta) if delta is not None else []
         if delta is None or self.fmt.decode(self.ids + pending) != rendered:
             if self.fmt.strict:
-                raise ChatFormatError(_mismatch(so_far, rendered))
+                raise ChatFormatError(refused or _mismatch(so_far, rendered))
             delta = self.fmt.delta_text(self.messages[-2]["content"] + self._eot_suffix(),
                                         message, final=final)  # fmt: skip
             pending = self.fmt.encode(delta)

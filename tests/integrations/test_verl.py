@@ -4,8 +4,13 @@ AgentLoopOutput and Continuous Token builder); the policy server is scripted."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import time
+from pathlib import Path
 
+import gymnasium as gym
 import pytest
+import trl
 
 pytest.importorskip("verl.experimental.agent_loop.agent_loop")
 
@@ -35,7 +40,7 @@ class ScriptedServer:
         return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids))
 
 
-def _loop(tokenizer, server, response_length=4096):
+def _loop(tokenizer, server, response_length=4096, data_config=None):
     config = OmegaConf.create({
         "actor_rollout_ref": {"rollout": {"prompt_length": 4096,
                                           "response_length": response_length,
@@ -43,7 +48,7 @@ def _loop(tokenizer, server, response_length=4096):
         "repogym": {"sandbox": "bwrap", "max_steps": 10}})
     return RepoGymAgentLoop(trainer_config=DictConfigWrap(config), server_manager=server,
                             tokenizer=tokenizer, processor=None, dataset_cls=None,
-                            data_config=DictConfigWrap(OmegaConf.create({})))
+                            data_config=DictConfigWrap(OmegaConf.create(data_config or {})))
 
 
 def _play(actions, response_length=4096):
@@ -106,3 +111,123 @@ def test_row_without_task_names_the_fix():
 
     with pytest.raises(ValueError, match="extra_info"):
         asyncio.run(main())
+
+
+# -- chat templates that rewrite earlier turns (TRL's copies of the real templates) ----------
+TEMPLATES = Path(trl.__file__).parent / "chat_templates"
+GPT_OSS_TOKENS = ["<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>", "<|call|>",
+                  "<|constrain|>"]
+#: template file, apply_chat_template_kwargs, how the model writes one action, its end of turn
+CASES = {
+    "qwen3": ("qwen3", {}, "<think>\nI look first.\n</think>\n\n{}<|im_end|>", "<|im_end|>"),
+    "qwen3-no-thinking": ("qwen3", {"enable_thinking": False}, "{}<|im_end|>", "<|im_end|>"),
+    "qwen3.5-think": ("qwen3_5_think", {}, "I look first.\n</think>\n\n{}<|im_end|>",
+                      "<|im_end|>"),
+    "gpt-oss": ("gptoss", {}, "<|channel|>analysis<|message|>I look first.<|end|><|start|>"
+                "assistant<|channel|>final<|message|>{}<|return|>", "<|return|>"),
+}
+
+
+class Recorder(gym.Wrapper):
+    """Records the first observation, then each step's observation and wall-clock interval
+    (steps may run in threads)."""
+
+    def __init__(self, env, log):
+        super().__init__(env)
+        self.log = log
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.log.append((id(self), 0.0, 0.0, obs))
+        return obs, info
+
+    def step(self, action):
+        start = time.monotonic()
+        out = self.env.step(action)
+        self.log.append((id(self), start, time.monotonic(), out[0]))
+        return out
+
+
+class BreakSandbox(gym.Wrapper):
+    """Removes the sandbox's workspace right after reset: the next tool call is an
+    infrastructure failure (as tests/envs/test_grading.py's crashed sandbox)."""
+
+    def reset(self, **kwargs):
+        out = self.env.reset(**kwargs)
+        workspace = self.env.unwrapped.session.sandbox.workspace
+        subprocess.run(["umount", "-l", str(workspace.path)], check=False)
+        subprocess.run(["rm", "-rf", str(workspace.path)], check=False)
+        return out
+
+
+def _wrapped_loop(tokenizer, server, wrap, data_config=None):
+    loop = _loop(tokenizer, server, data_config=data_config)
+    make = loop._make_env
+    loop._make_env = lambda: wrap(make())
+    return loop
+
+
+def _row():
+    return next(r for r in verl_rows("train") if r["extra_info"]["task"] == "retry-zero")
+
+
+def _template_tokenizer(name):
+    tokenizer = build_tokenizer()
+    tokenizer.add_special_tokens({"additional_special_tokens": GPT_OSS_TOKENS},
+                                 replace_extra_special_tokens=False)
+    tokenizer.chat_template = (TEMPLATES / f"{name}.jinja").read_text()
+    return tokenizer
+
+
+def _delta(tokenizer, kwargs, obs, completion, eot):
+    """The delta rendering contract: what the template writes after an assistant turn for
+    the observation as a user turn and the next generation prompt, from a minimal
+    conversation; its end of turn left out when the completion already ends with it."""
+    probe = "ASSISTANT-PROBE"
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "u"}, {"role": "assistant", "content": probe},
+         {"role": "user", "content": obs}], tokenize=False, add_generation_prompt=True, **kwargs)
+    after = text[text.index(probe) + len(probe):]
+    if completion.endswith(eot) and after.startswith(eot):
+        after = after[len(eot):]
+    return after
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_templates_that_rewrite_history_record_exact_delta_rendered_tokens(case):
+    name, kwargs, write, eot = CASES[case]
+    tokenizer = _template_tokenizer(name)
+    actions = [call("bash", command="ls"), call("read", path="retry.py"), call("submit")]
+    completions = [write.format(a) for a in actions]
+    server = ScriptedServer(tokenizer, completions)
+    log = []
+    row = _row()
+
+    async def main():
+        loop = _wrapped_loop(tokenizer, server, lambda env: Recorder(env, log),
+                             {"apply_chat_template_kwargs": kwargs})
+        return await loop.run({}, raw_prompt=row["prompt"], extra_info=row["extra_info"])
+
+    out = asyncio.run(main())
+    observations = [obs for *_, obs in log]
+    assert len(observations) == 4 and "Hidden tests passed" in observations[-1]
+    # the prompt is the template's rendering (verl's builder, with the kwargs)
+    first = [dict(m) for m in row["prompt"]]
+    first[-1]["content"] += f"\n\n{log[0][3]}"
+    assert out.prompt_ids == tokenizer.encode(tokenizer.apply_chat_template(
+        first, tokenize=False, add_generation_prompt=True, **kwargs), add_special_tokens=False)
+    observations = observations[1:]
+    expect_ids, expect_mask = [], []
+    for i, completion in enumerate(completions):
+        ids = tokenizer.encode(completion, add_special_tokens=False)
+        expect_ids += ids
+        expect_mask += [1] * len(ids)
+        if i < len(completions) - 1:
+            delta = tokenizer.encode(_delta(tokenizer, kwargs, observations[i], completion, eot),
+                                     add_special_tokens=False)
+            expect_ids += delta
+            expect_mask += [0] * len(delta)
+    assert out.response_ids == expect_ids
+    assert out.response_mask == expect_mask
+    assert out.extra_fields["delta_rendered"] is True
+    assert out.num_turns == 7 and out.reward_score == 0.0
