@@ -4,12 +4,12 @@ AgentLoopOutput and Continuous Token builder); the policy server is scripted."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 from pathlib import Path
 
 import gymnasium as gym
 import pytest
+import torch
 import trl
 
 pytest.importorskip("verl.experimental.agent_loop.agent_loop")
@@ -26,6 +26,7 @@ from repogym.agents.toy.tiny import build_tokenizer
 from repogym.integrations.verl import AGENT_NAME, RepoGymAgentLoop, verl_rows
 from repogym.scenarios.registry import registered_tasks
 from tests.conftest import apply_patch_actions, call
+from tests.integrations._sandbox import BreakSandbox
 
 
 class ScriptedServer:
@@ -148,18 +149,6 @@ class Recorder(gym.Wrapper):
         return out
 
 
-class BreakSandbox(gym.Wrapper):
-    """Removes the sandbox's workspace right after reset: the next tool call is an
-    infrastructure failure (as tests/envs/test_grading.py's crashed sandbox)."""
-
-    def reset(self, **kwargs):
-        out = self.env.reset(**kwargs)
-        workspace = self.env.unwrapped.session.sandbox.workspace
-        subprocess.run(["umount", "-l", str(workspace.path)], check=False)
-        subprocess.run(["rm", "-rf", str(workspace.path)], check=False)
-        return out
-
-
 def _wrapped_loop(tokenizer, server, wrap, data_config=None):
     loop = _loop(tokenizer, server, data_config=data_config)
     make = loop._make_env
@@ -231,3 +220,57 @@ def test_templates_that_rewrite_history_record_exact_delta_rendered_tokens(case)
     assert out.response_mask == expect_mask
     assert out.extra_fields["delta_rendered"] is True
     assert out.num_turns == 7 and out.reward_score == 0.0
+
+
+def test_concurrent_loops_step_their_envs_at_the_same_time():
+    """Env calls run in threads: four loops under asyncio.gather have env steps in flight at
+    the same time (with env calls on the event loop, no two steps could overlap)."""
+    tokenizer = build_tokenizer()
+    log = []
+    row = _row()
+
+    async def one():
+        server = ScriptedServer(tokenizer, [call("bash", command="sleep 1"), call("submit")])
+        loop = _wrapped_loop(tokenizer, server, lambda env: Recorder(env, log))
+        return await loop.run({}, raw_prompt=row["prompt"], extra_info=row["extra_info"])
+
+    async def main():
+        return await asyncio.gather(*(one() for _ in range(4)))
+
+    outs = asyncio.run(main())
+    assert [o.reward_score for o in outs] == [0.0] * 4
+    steps = [(who, a, b) for who, a, b, _ in log if b > 0]
+    assert len(steps) == 8 and len({who for who, *_ in steps}) == 4
+    overlapping = {frozenset((w1, w2)) for w1, a1, b1 in steps for w2, a2, b2 in steps
+                   if w1 != w2 and a1 < b2 and a2 < b1}
+    assert overlapping, steps
+
+
+def test_infra_error_episode_is_masked_not_scored():
+    """A sandbox failure masks the sample the way verl masks one: response_mask all 0, so
+    verl's loss aggregation gives it no weight whatever its tokens' losses are."""
+    from verl.trainer.ppo.core_algos import agg_loss
+
+    tokenizer = build_tokenizer()
+    row = _row()
+
+    async def play(wrap):
+        server = ScriptedServer(tokenizer, [call("bash", command="ls"), call("submit")])
+        loop = _wrapped_loop(tokenizer, server, wrap)
+        return await loop.run({}, raw_prompt=row["prompt"], extra_info=row["extra_info"])
+
+    broken = asyncio.run(play(BreakSandbox))
+    fine = asyncio.run(play(lambda env: env))
+    assert broken.extra_fields["infra_error"] is True and fine.extra_fields["infra_error"] is False
+    assert broken.response_ids and set(broken.response_mask) == {0}
+    assert 1 in fine.response_mask and broken.reward_score == 0.0
+    # verl's own token-mean aggregation over a batch of both: the broken sample has no weight
+    batch = [o.as_dict() for o in (fine, broken)]
+    width = max(len(b["response_mask"]) for b in batch)
+    masks = torch.zeros(2, width)
+    for i, b in enumerate(batch):
+        masks[i, :len(b["response_mask"])] = b["response_mask"]
+    losses = torch.rand(2, width)
+    poisoned = losses.clone()
+    poisoned[1] = 1e6
+    assert torch.equal(agg_loss(losses, masks, "token-mean"), agg_loss(poisoned, masks, "token-mean"))
