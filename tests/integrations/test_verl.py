@@ -4,6 +4,8 @@ AgentLoopOutput and Continuous Token builder); the policy server is scripted."""
 from __future__ import annotations
 
 import asyncio
+import re
+import shlex
 import time
 from pathlib import Path
 
@@ -274,3 +276,37 @@ def test_infra_error_episode_is_masked_not_scored():
     poisoned = losses.clone()
     poisoned[1] = 1e6
     assert torch.equal(agg_loss(losses, masks, "token-mean"), agg_loss(poisoned, masks, "token-mean"))
+
+
+def _example_overrides():
+    """The Hydra overrides examples/verl/run_grpo.sh passes to verl.trainer.main_ppo (shell
+    defaults such as ``${MODEL:-...}`` take their default; ``"$@"`` adds nothing)."""
+    script = (Path(__file__).parents[2] / "examples" / "verl" / "run_grpo.sh").read_text()
+    command = script[script.index("python -m verl.trainer.main_ppo"):].replace("\\\n", " ")
+    words = shlex.split(command, comments=True)[3:]
+    return [re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", w) for w in words if w != "$@"]
+
+
+def test_run_grpo_example_composes_with_verls_config_and_fits_the_shipped_rows():
+    """The example's overrides on verl's own ppo_trainer config pass verl's validate_config
+    (as main_ppo calls it), and its train batch leaves verl's drop_last train dataloader
+    non-empty on the rows make_dataset.py writes."""
+    import verl
+    from hydra import compose, initialize_config_dir
+    from torch.utils.data import DataLoader
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    config_dir = Path(verl.__file__).parent / "trainer" / "config"
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        config = compose("ppo_trainer", overrides=_example_overrides())
+    validate_config(config, use_reference_policy=need_reference_policy(config),
+                    use_critic=need_critic(config))
+    rows = verl_rows("train")
+    batch = config.data.train_batch_size
+    assert len(DataLoader(range(len(rows)), batch_size=batch, drop_last=True)) >= 1, (
+        f"data.train_batch_size={batch} > {len(rows)} train rows: verl's 'Train dataloader is "
+        "empty!'")
+    assert config.actor_rollout_ref.rollout.agent.agent_loop_config_path.endswith(
+        "repogym_agent_loop.yaml")
+    assert config.repogym.max_steps == config.actor_rollout_ref.rollout.multi_turn.max_assistant_turns
