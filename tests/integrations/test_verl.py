@@ -126,8 +126,8 @@ CASES = {
     "qwen3-no-thinking": ("qwen3", {"enable_thinking": False}, "{}<|im_end|>", "<|im_end|>"),
     "qwen3.5-think": ("qwen3_5_think", {}, "I look first.\n</think>\n\n{}<|im_end|>",
                       "<|im_end|>"),
-    "gpt-oss": ("gptoss", {}, "<|channel|>analysis<|message|>I look first.<|end|><|start|>"
-                "assistant<|channel|>final<|message|>{}<|return|>", "<|return|>"),
+    "gpt-oss": ("gptoss", {}, ("<|channel|>analysis<|message|>I look first.<|end|><|start|>"
+                               "assistant<|channel|>final<|message|>{}<|return|>"), "<|return|>"),
 }
 
 
