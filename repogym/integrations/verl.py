@@ -12,12 +12,18 @@ is played by :class:`RepoGymAgentLoop`:
   decoded and given to ``RepoEnv.step`` as one tool call, and get ``response_mask`` 1;
 * the env's observation is rendered as a chat-template user turn and appended with
   ``response_mask`` 0 (and log-prob 0.0), as verl's ``ToolAgentLoop`` does for tool output;
+  the rendering is the reference trainers' (:class:`repogym.agents.chat.Dialogue`): the whole
+  conversation when it extends the tokens so far, else (a template that rewrites earlier
+  turns: Qwen3, gpt-oss) delta rendering; verl's ``data.apply_chat_template_kwargs`` apply;
+* the env's blocking calls run in a thread pool, so concurrent loops step at the same time;
 * the episode's reward (hidden tests; ``reward_mode`` as configured) is returned as
-  ``reward_score``, which verl places on the last response token.
+  ``reward_score``, which verl places on the last response token; an ``infra_error``
+  episode is masked instead (``response_mask`` all 0, ``extra_fields["infra_error"]``).
 
 Config (``actor_rollout_ref.rollout.multi_turn`` / the agent-loop yaml, see
 ``examples/verl/``): ``repogym.remote`` (a ``repogym serve`` URL), ``repogym.sandbox``,
-``repogym.reward_mode``, ``repogym.max_steps`` — read from ``trainer_config.repogym``.
+``repogym.reward_mode``, ``repogym.max_steps``, ``repogym.env_threads`` (the pool's size,
+default 64) — read from ``trainer_config.repogym``.
 """
 
 from __future__ import annotations
