@@ -69,6 +69,7 @@ _ENV_THREADS: ThreadPoolExecutor | None = None
 
 
 def _env_threads(size: int) -> ThreadPoolExecutor:
+    """The process's pool for env calls (made by the first loop, with its ``size``)."""
     global _ENV_THREADS
     if _ENV_THREADS is None:
         _ENV_THREADS = ThreadPoolExecutor(max_workers=size, thread_name_prefix="repogym-env")
@@ -100,7 +101,8 @@ class RepoGymAgentLoop(AgentLoopBase):
                               max_steps=self.max_turns, **local)
 
     async def _in_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run a blocking env call in the env threads, so other loops go on meanwhile."""
+        """Run a blocking call (the env's, the chat rendering) in the env threads, so other
+        loops go on meanwhile."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.env_threads, partial(fn, *args, **kwargs))
 
@@ -135,8 +137,8 @@ class RepoGymAgentLoop(AgentLoopBase):
                 action = self.tokenizer.decode(ids, skip_special_tokens=True)
                 obs, reward, terminated, truncated, info = await self._in_thread(env.step, action)
                 done = bool(terminated or truncated)
-                if not done:
-                    dialogue.observe(obs)
+                if not done:  # rendering re-tokenises the conversation: off the loop too
+                    await self._in_thread(dialogue.observe, obs)
                     response_ids += dialogue.pending
                     mask += [0] * len(dialogue.pending)
                     logprobs += [0.0] * len(dialogue.pending)
