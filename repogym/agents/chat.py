@@ -12,7 +12,8 @@ A :class:`Dialogue` keeps the token ids of one episode. After each completion it
 conversation again, checks that the text of the ids so far is a prefix of the rendering,
 and appends only the tokens of the rest (end of turn, observation, next generation prompt).
 Nothing generated is ever re-tokenised. A template that rewrites history (Qwen3's dropping
-of earlier reasoning, ``| trim`` on assistant messages) fails that check; the dialogue then
+of earlier reasoning, ``| trim`` on assistant messages, gpt-oss's refusal of channel tags in
+earlier content) fails that check; the dialogue then
 falls back to **delta rendering**: the text the template writes after an assistant turn for
 the new message, taken from a minimal two-message conversation (as TRL and verl do), is
 appended instead (``Dialogue.delta_rendered``; ``strict=True`` raises
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from jinja2 import TemplateError
 
 from repogym.envs.actions import TOOL_HELP, openai_tools
 
@@ -109,6 +112,8 @@ class ChatFormat:
         observation_role: ``auto`` (``tool`` if the template renders it, else ``user``).
         strict: Raise :class:`ChatFormatError` when the template rewrites history, instead
             of falling back to delta rendering.
+        chat_template_kwargs: Extra keyword arguments of every rendering (e.g. Qwen3's
+            ``enable_thinking``), as verl's ``data.apply_chat_template_kwargs``.
     """
 
     tokenizer: Any
@@ -119,6 +124,7 @@ class ChatFormat:
     closing_fence: bool = True
     observation_role: Literal["auto", "tool", "user"] = "auto"
     strict: bool = False
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     template: str = field(init=False)
     end_of_turn: int | None = field(init=False)
     stops: Stops = field(init=False)
@@ -134,7 +140,7 @@ class ChatFormat:
     # -- rendering ---------------------------------------------------------------------------
     def render(self, messages: list[dict[str, str]], *, generation_prompt: bool) -> str:
         """The conversation as the template writes it."""
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = dict(self.chat_template_kwargs)
         if self.tools and "tools" in self.template:
             kwargs["tools"] = self.tools
         return self.tokenizer.apply_chat_template(
@@ -209,11 +215,15 @@ class Dialogue:
         pending_mask: 1 on the environment-output tokens of ``pending``.
     """
 
-    def __init__(self, fmt: ChatFormat, messages: list[dict[str, str]]) -> None:
+    def __init__(self, fmt: ChatFormat, messages: list[dict[str, str]],
+                 prompt_ids: list[int] | None = None) -> None:
+        """``prompt_ids``: the first prompt's tokens when another path built them (verl's
+        Continuous Token builder); by default the template's rendering of ``messages``."""
         self.fmt = fmt
         self.messages = list(messages)
         self.ids: list[int] = []
-        self.pending: list[int] = fmt.encode(fmt.render(self.messages, generation_prompt=True))
+        self.pending: list[int] = (list(prompt_ids) if prompt_ids is not None else
+                                   fmt.encode(fmt.render(self.messages, generation_prompt=True)))
         self.pending_mask: list[int] = [0] * len(self.pending)
         self.delta_rendered = False
 
@@ -239,13 +249,18 @@ class Dialogue:
         """
         message = self.fmt.observation_message(observation)
         self.messages.append(message)
-        rendered = self.fmt.render(self.messages, generation_prompt=not final)
+        try:
+            rendered = self.fmt.render(self.messages, generation_prompt=not final)
+        except TemplateError as e:  # it refuses the turns as generated (gpt-oss: channel tags)
+            rendered, refused = "", f"the chat template refuses the conversation so far: {e}"
+        else:
+            refused = ""
         so_far = self.fmt.decode(self.ids)
-        delta = rendered[len(so_far):] if rendered.startswith(so_far) else None
+        delta = rendered[len(so_far):] if rendered.startswith(so_far) and not refused else None
         pending = self.fmt.encode(delta) if delta is not None else []
         if delta is None or self.fmt.decode(self.ids + pending) != rendered:
             if self.fmt.strict:
-                raise ChatFormatError(_mismatch(so_far, rendered))
+                raise ChatFormatError(refused or _mismatch(so_far, rendered))
             delta = self.fmt.delta_text(self.messages[-2]["content"] + self._eot_suffix(),
                                         message, final=final)  # fmt: skip
             pending = self.fmt.encode(delta)

@@ -136,9 +136,9 @@ def _finish(live: LiveEpisode, reward: float, terminated: bool, truncated: bool,
     ep = live.episode
     ep.reward, ep.terminated, ep.truncated = reward, terminated, truncated
     ep.infra_error = info.get("infra_error") or None
-    ep.graded = terminated or info.get("truncated") == "max_steps"
+    ep.graded = terminated or info.get("truncated_reason") == "max_steps"
     ep.resolved = bool(info.get("resolved"))
+    reason = info.get("truncated_reason") or None
     ep.info.update(hack_flags=list(info.get("hack_flags", [])), diff=info.get("diff", ""),
-                   tests=info.get("tests"),
-                   truncated_by=info.get("truncated") if truncated else None)  # fmt: skip
+                   tests=info.get("tests"), truncated_by=reason if truncated else None)
     live.done = True

@@ -22,6 +22,7 @@ except ImportError as e:  # pragma: no cover - depends on the installed extras
 
 from repogym.envs import grader
 from repogym.envs.actions import TOOL_HELP, ActionError, error_observation, parse_action
+from repogym.envs.info import DuelStepInfo, duel_step_info, graded_info, mark_truncated
 from repogym.envs.repo_env import SuiteEnv, TextSpace
 from repogym.sandbox import Limits, SandboxError, SandboxSpec
 from repogym.sandbox.workspace import TemplateCache, make_diff
@@ -91,6 +92,10 @@ class RepoDuelEnv(ParallelEnv):
     ## Episode End
     An agent terminates when it submits (and is graded then). Both are truncated, and graded,
     when ``max_steps`` turns have run, or when the sandbox fails (``info["infra_error"]``).
+
+    ## Info
+    Each live agent's ``info`` after a step is a :class:`~repogym.envs.info.DuelStepInfo`:
+    every key of ``RepoEnv``'s step info plus the duel's own, on every step, one type each.
 
     ## Arguments
     ``task``: a Task, id or folder, or a sequence of them (one is drawn per reset;
@@ -189,12 +194,12 @@ class RepoDuelEnv(ParallelEnv):
         rew = dict.fromkeys(acting, 0.0)
         term = dict.fromkeys(acting, False)
         trunc = dict.fromkeys(acting, False)
-        infos: dict[str, dict[str, Any]] = {a: {"tool": None, "exit_code": None,
-                                                "step": self._steps} for a in acting}
+        infos: dict[str, DuelStepInfo] = {a: duel_step_info(self._steps) for a in acting}
         for agent in acting:
             if self._env.session.closed:  # the other agent's turn broke the sandbox
                 obs[agent], trunc[agent] = "The episode ended: the sandbox failed.\n", True
-                infos[agent].update(infra_error="sandbox failed", truncated="infra_error")
+                infos[agent]["infra_error"] = "sandbox failed"
+                mark_truncated(infos[agent], "infra_error")
                 continue
             obs[agent], term[agent], trunc[agent] = self._act(agent, actions[agent],
                                                               infos[agent])
@@ -204,9 +209,10 @@ class RepoDuelEnv(ParallelEnv):
                 if not (term[agent] or trunc[agent]):
                     obs[agent] += self._finish(agent, infos[agent])
                     trunc[agent] = True
-                    infos[agent].setdefault("truncated", "max_steps")
+                    if not infos[agent]["truncated_reason"]:
+                        mark_truncated(infos[agent], "max_steps")
         for agent in acting:
-            rew[agent] = float(infos[agent].get("reward", 0.0))
+            rew[agent] = infos[agent]["reward"]
         self.agents = [a for a in acting if not (term[a] or trunc[a])]
         if not self.agents:
             self._env.session.close()
@@ -234,7 +240,8 @@ class RepoDuelEnv(ParallelEnv):
             info["tool"] = call.name
             if call.name == "submit":
                 obs = self._finish(agent, info)
-                return obs, "truncated" not in info, "truncated" in info
+                failed = bool(info["truncated_reason"])
+                return obs, not failed, failed
             return self._env.session.run_tool(call, info), False, False
         except ActionError as e:
             info["action_error"] = str(e)
@@ -244,7 +251,8 @@ class RepoDuelEnv(ParallelEnv):
 
     def _infra_failure(self, err: SandboxError, info: dict[str, Any]) -> str:
         self._env.session.close()
-        info.update(infra_error=str(err), truncated="infra_error", reward=0.0)
+        info.update(infra_error=str(err), reward=0.0, graded=False)
+        mark_truncated(info, "infra_error")
         return f"The sandbox failed: {err}\nThe episode ends here.\n"
 
     def _finish(self, agent: str, info: dict[str, Any]) -> str:
@@ -265,8 +273,9 @@ class RepoDuelEnv(ParallelEnv):
         test = self._current_test()
         self._tester_test = test if test is not None else ""
         valid, details = self.validate_test(self._tester_test)
-        info.update(reward=1.0 if valid else 0.0, repro_valid=valid, repro=details,
-                    repro_test=self._tester_test, infra_error=details.get("infra_error"))
+        info.update(reward=1.0 if valid else 0.0, repro_valid=valid, repro=dict(details),
+                    repro_test=self._tester_test, infra_error=details.get("infra_error", ""),
+                    graded=not details.get("infra_error"))
         if details.get("infra_error"):
             return f"Grading failed (infrastructure): {details['infra_error']}\n"
         if not self._tester_test.strip():
@@ -288,14 +297,12 @@ class RepoDuelEnv(ParallelEnv):
         on_fix = self.run_test(test, grader.filter_diff(diff, self.task.verifier)[0])
         resolved = result.reward == 1.0 and result.resolved
         bonus = self.repro_weight if valid and resolved and on_fix.status == "passed" else 0.0
-        infra = result.infra_error or details.get("infra_error")
+        infra = result.infra_error or details.get("infra_error") or ""
         reward = 0.0 if infra else result.reward + bonus
-        info.update(
-            reward=reward, hidden_reward=result.reward, repro_bonus=bonus, repro_valid=valid,
-            repro_on_fix=on_fix.status, tests=result.tests,
-            reward_breakdown=result.reward_breakdown, resolved=result.resolved,
-            hack_flags=result.hack_flags, diff=result.diff, infra_error=infra,
-        )
+        info.update(graded_info(result))
+        info.update(reward=float(reward), hidden_reward=float(result.reward),
+                    repro_bonus=float(bonus), repro_valid=valid, repro_on_fix=on_fix.status,
+                    infra_error=infra, graded=not infra)
         if infra:
             return f"Grading failed (infrastructure): {infra}\n"
         passed = sum(s == "passed" for s in result.tests.values())

@@ -19,11 +19,10 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from repogym.envs import grader
+from repogym.envs.info import NOT_MEASURED
 from repogym.envs.session import Session
 from repogym.sandbox import SandboxError
 
-#: ``info["progress"]`` when nothing was measured at this step.
-NOT_MEASURED = -1.0
 #: Tools whose call can change the workspace (the others cannot).
 CHANGING_TOOLS = frozenset({"bash", "write", "edit"})
 

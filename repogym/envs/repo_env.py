@@ -26,7 +26,15 @@ from repogym.envs.actions import (
     ignored_note,
     parse_action,
 )
-from repogym.envs.progress import NOT_MEASURED, ProgressMeter
+from repogym.envs.info import (
+    NOT_MEASURED,
+    ResetInfo,
+    StepInfo,
+    graded_info,
+    mark_truncated,
+    step_info,
+)
+from repogym.envs.progress import ProgressMeter
 from repogym.envs.session import SHELL_MODES, Session, ShellMode
 from repogym.sandbox import Limits, Sandbox, SandboxError, SandboxSpec, make_sandbox
 from repogym.sandbox.workspace import TemplateCache
@@ -142,8 +150,15 @@ class RepoEnv(gym.Env[str, str]):
 
     ## Episode End
     Terminated by ``submit`` (graded). Truncated at the step budget (graded too;
-    ``info["truncated"] == "max_steps"``) or when the sandbox fails
+    ``info["truncated_reason"] == "max_steps"``) or when the sandbox fails
     (``info["infra_error"]`` set: trainers must mask such episodes, not score them).
+
+    ## Info
+    ``reset`` returns a :class:`~repogym.envs.info.ResetInfo`; every ``step`` a
+    :class:`~repogym.envs.info.StepInfo` holding every one of its keys with one type each
+    (neutral values where a key does not apply: ``exit_code`` -1 and ``tool_ran`` False
+    when no command ran, ``tests`` {} and ``infra_error`` "" before grading), so vector envs
+    batch it (docs/trajectory-format.md lists the keys).
 
     ## Arguments
     ``task`` (a Task, a registered task id, or a task folder), ``sandbox`` ("bwrap", "docker", "process"),
@@ -239,7 +254,7 @@ class RepoEnv(gym.Env[str, str]):
 
     # -- Gymnasium API -------------------------------------------------------------------
     def reset(self, *, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+              options: dict[str, Any] | None = None) -> tuple[str, ResetInfo]:
         super().reset(seed=seed)
         self._close_session()
         self.task = self._select_task(options)
@@ -250,19 +265,19 @@ class RepoEnv(gym.Env[str, str]):
         self._steps, self._done = 0, False
         obs = self.session.prompt()
         self._transcript = [obs]
-        info = {"task": self.task.id, "env_id": self.task.env_id, "split": self.task.split,
-                "max_steps": self._budget(), "sandbox": self.sandbox_backend,
-                "shell": self.shell, "reward_mode": self.reward_mode,
-                "progress": (self._progress.baseline(self.session, self.reward_mode)
-                             if self.progress else NOT_MEASURED)}
+        info = ResetInfo(task=self.task.id, env_id=self.task.env_id, split=self.task.split,
+                         max_steps=self._budget(), sandbox=self.sandbox_backend,
+                         shell=self.shell, reward_mode=self.reward_mode,
+                         progress=(self._progress.baseline(self.session, self.reward_mode)
+                                   if self.progress else NOT_MEASURED))
         return obs, info
 
-    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, StepInfo]:
         if self.session is None or self.session.closed or self._done:
             raise gym.error.ResetNeeded("step() after the episode ended. Fix: call reset()")
         self._steps += 1
         start = time.monotonic()
-        info: dict[str, Any] = {"tool": None, "exit_code": None, "step": self._steps}
+        info = step_info(self._steps, timings=self.timings)
         reward, terminated, truncated = 0.0, False, False
         try:
             call = parse_action(action)
@@ -278,12 +293,12 @@ class RepoEnv(gym.Env[str, str]):
             info["action_error"] = str(e)
         except SandboxError as e:
             obs, truncated = f"The sandbox failed: {e}\nThe episode ends here.\n", True
-            info.update(infra_error=str(e), truncated="infra_error", resolved=False,
-                        tests={}, hack_flags=[], diff="", reward_breakdown={})
+            info["infra_error"] = str(e)
+            mark_truncated(info, "infra_error")
         if not (terminated or truncated) and self._steps >= self._budget():
             obs += self._finish(info)
             reward, truncated = info["reward"], True
-            info["truncated"] = "max_steps"
+            mark_truncated(info, "max_steps")
         info["progress"] = (self._progress.step(self.session, info, terminated or truncated,
                                                 self.reward_mode)
                             if self.progress else NOT_MEASURED)
@@ -293,15 +308,11 @@ class RepoEnv(gym.Env[str, str]):
         self._transcript += [f"$ {action}", obs]
         return obs, float(reward), terminated, truncated, info
 
-    def _finish(self, info: dict[str, Any]) -> str:
+    def _finish(self, info: StepInfo) -> str:
         diff, flags = self.session.diff()
         self.session.close()  # nothing of the episode runs while it is graded
         result = self.session.grade(diff, flags, mode=self.reward_mode, cache=self.grade_cache)
-        info.update(
-            reward=result.reward, tests=result.tests, reward_breakdown=result.reward_breakdown,
-            resolved=result.resolved, hack_flags=result.hack_flags, diff=result.diff,
-            infra_error=result.infra_error, verifier_exit_code=result.verifier_exit_code,
-        )
+        info.update(graded_info(result))
         if self.timings:
             info["grade_duration_s"] = result.duration_s
         if result.infra_error:

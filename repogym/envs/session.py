@@ -104,7 +104,8 @@ class Session:
     # -- tools (the Workbench the handlers of repogym.envs.tools act on) ------------------
     def run_tool(self, call: ToolCall, info: dict[str, Any]) -> str:
         """Run a validated non-submit call through its tool's handler (:data:`TOOLS`);
-        returns the observation and fills ``info``.
+        returns the observation and fills ``info`` (``tool_ran``, ``exit_code``, ...; see
+        :class:`repogym.envs.info.StepInfo`).
 
         What the agent got wrong becomes the observation (``exit_code`` 1); only a
         :class:`~repogym.sandbox.SandboxError` (the infrastructure) propagates.
@@ -114,16 +115,18 @@ class Session:
         if run is None:
             raise ValueError(f"{call.name} is not run by the session (the env handles it)")
         try:
-            return run(self, call.args, info)
+            obs = run(self, call.args, info)
         except FileNotFoundError as e:
             info["exit_code"] = 1
             path = call.args.get("path", "")
             is_dir = bool(path) and self._live().run(
                 f"test -d {shlex.quote(path)}").exit_code == 0
-            return tools.not_a_file(path, e, is_dir, self.max_obs_chars)
+            obs = tools.not_a_file(path, e, is_dir, self.max_obs_chars)
         except (OSError, ValueError) as e:  # ValueError: an argument the sandbox cannot take
             info["exit_code"] = 1
-            return tools.clip_text(f"Error: {e}", self.max_obs_chars) + "\n"
+            obs = tools.clip_text(f"Error: {e}", self.max_obs_chars) + "\n"
+        info["tool_ran"] = True
+        return obs
 
     def bash(self, command: str) -> ExecResult:
         """Run ``command`` in the persistent shell (started now if needed) or, with

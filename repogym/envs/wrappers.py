@@ -15,9 +15,10 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
+from repogym.envs.info import NO_EXIT_CODE
+
 SCHEMA = "repogym.trajectory/1"
-_SUMMARY_KEYS = ("tests", "reward_breakdown", "resolved", "hack_flags", "diff", "infra_error",
-                 "verifier_exit_code", "truncated")
+_SUMMARY_KEYS = ("tests", "reward_breakdown", "resolved", "hack_flags", "diff")
 
 
 class StepBudget(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
@@ -106,20 +107,29 @@ class TrajectoryLogger(gym.Wrapper[str, str, str, str]):
         if self._file is not None:
             self._write({"type": "step", "t": self._steps, "at": at, "action": action,
                          "observation": obs, "reward": float(reward), "terminated": terminated,
-                         "truncated": truncated, "tool": info.get("tool"),
-                         "exit_code": info.get("exit_code"),
+                         "truncated": truncated, "tool": info.get("tool") or None,
+                         "exit_code": info.get("exit_code") if info.get("tool_ran") else None,
                          "duration_s": round(duration, 4),
                          "flags": info.get("hack_flags", []),
-                         "action_error": info.get("action_error"),
+                         "action_error": info.get("action_error") or None,
                          "progress": info.get("progress")})
             if terminated or truncated:
                 self._end({"reward": float(reward), "abandoned": False,
-                           **{k: info.get(k) for k in _SUMMARY_KEYS}})
+                           **{k: info.get(k) for k in _SUMMARY_KEYS}, **_absent_as_null(info)})
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:
         self._end({"abandoned": True})
         super().close()
+
+
+def _absent_as_null(info: dict[str, Any]) -> dict[str, Any]:
+    """The summary's optional keys, null where the env's info has its neutral value (the
+    trajectory format predates :mod:`repogym.envs.info`'s always-present keys)."""
+    code = info.get("verifier_exit_code")
+    return {"infra_error": info.get("infra_error") or None,
+            "verifier_exit_code": None if code in (None, NO_EXIT_CODE) else code,
+            "truncated": info.get("truncated_reason") or None}
 
 
 def _now() -> str:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from repogym.envs.progress import NOT_MEASURED
+from repogym.envs.info import NOT_MEASURED
 from repogym.envs.repo_env import RepoEnv
 from repogym.envs.wrappers import read_trajectory
 from repogym.harness.results import RESULTS, TRAJECTORIES

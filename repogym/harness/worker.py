@@ -209,7 +209,8 @@ class EpisodeWorker:
             done = terminated or truncated
         row.update(reward=float(reward), resolved=bool(info.get("resolved")),
                    hack_flags=list(info.get("hack_flags") or []),
-                   infra_error=info.get("infra_error"), truncated=info.get("truncated"))
+                   infra_error=info.get("infra_error") or None,
+                   truncated=info.get("truncated_reason") or None)
 
     def _record_agent_state(self, row: dict[str, Any]) -> None:
         row["stop_reason"] = getattr(self._agent, "stop_reason", None)

@@ -73,16 +73,22 @@ class RepoGymTextEnv(BaseTextEnv):
         return messages, {"task": self.task}
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
+        """One turn. ``metadata`` is the env's step info plus ``loss_masked``: True when the
+        sandbox or grader failed (``infra_error``), the episode then ends (``done``) and is
+        to be left out of the loss, not scored (its ``reward`` is 0.0 only because the
+        output's type wants a float)."""
         self.turns += 1
         obs, reward, terminated, truncated, info = self.env.step(action)
         done = bool(terminated or truncated)
+        masked = bool(info.get("infra_error"))
         if done:
             self._metrics = {"resolved": float(bool(info.get("resolved"))),
-                             "steps": self.turns, "reward": float(reward),
-                             "infra_error": float(bool(info.get("infra_error")))}
+                             "steps": self.turns, "reward": 0.0 if masked else float(reward),
+                             "infra_error": float(masked)}
         return BaseTextEnvStepOutput(
             observations=[] if done else [{"role": "user", "content": obs}],
-            reward=float(reward), done=done, metadata=info, postprocessed_action=action)
+            reward=0.0 if masked else float(reward), done=done,
+            metadata={**info, "loss_masked": masked}, postprocessed_action=action)
 
     def get_metrics(self) -> dict[str, Any]:
         return dict(self._metrics)

@@ -113,7 +113,7 @@ class RepoGymToolEnv:
             self.results.append({"task": self._task, "reward": self._reward,
                                  "resolved": bool(info.get("resolved")),
                                  "tests": info.get("tests", {}),
-                                 "infra_error": info.get("infra_error")})
+                                 "infra_error": info.get("infra_error") or None})
 
     def bash(self, command: str) -> str:
         return self._act("bash", command=command)

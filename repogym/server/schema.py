@@ -48,7 +48,7 @@ class RepoObservation(BaseModel):
     info: dict[str, Any] = Field(description="The env's info dict (same keys as in-process).")
     terminated: bool = Field(description="The episode ended by submit.")
     truncated: bool = Field(description="The episode ended by the step budget or a sandbox "
-                            "failure (info['truncated'] says which).")
+                            "failure (info['truncated_reason'] says which).")
     done: bool = Field(False, description="terminated or truncated.")
     reward: float | None = Field(None, description="Reward of the step (None after reset).")
     metadata: dict[str, Any] = Field(default_factory=dict)

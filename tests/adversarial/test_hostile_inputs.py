@@ -147,7 +147,7 @@ def test_deep_trees_in_the_grading_and_the_episode_leave_nothing(attacker, backe
         *_, info = env.step(call("bash", command="python3 /tmp/deep.py; echo made"))
         assert info["exit_code"] == 0
         *_, info = env.step(call("submit"))
-        assert info["infra_error"] is None and info["reward"] == 0.0
+        assert info["infra_error"] == "" and info["reward"] == 0.0
     finally:
         close_and_check(env)
 
@@ -193,10 +193,10 @@ def test_no_file_system_state_the_agent_leaves_makes_an_infra_error(states, shel
                  call("bash", command="cd /; cd /workspace; pwd"), call("submit")]
         for action in steps:
             obs, _, term, trunc, info = env.step(action)
-            assert info.get("infra_error") is None, (states, action, obs[-600:], info)
+            assert info["infra_error"] == "", (states, action, obs[-600:], info)
             if term or trunc:
                 break
         assert term or trunc
-        assert info.get("reward") is not None or "reward_breakdown" in info, info
+        assert info["graded"], info
     finally:
         env.close()

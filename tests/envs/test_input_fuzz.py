@@ -94,7 +94,7 @@ def raw_text() -> st.SearchStrategy[str]:
 def check_step(env: RepoEnv, action: str) -> None:
     obs, reward, terminated, truncated, info = env.step(action)
     assert isinstance(obs, str) and obs.encode("utf-8")  # no lone surrogate reaches the agent
-    assert info.get("infra_error") is None, info
+    assert info["infra_error"] == "", info
     assert reward == 0.0 and not terminated and not truncated
     if info.get("action_error"):
         assert obs.startswith("Invalid action: ") and '{"tool": "bash"' in obs
@@ -151,7 +151,7 @@ def test_files_with_nul_and_non_utf8_bytes_round_trip(env):
 
 def obs_of(env: RepoEnv, tool: str, **args: object) -> tuple[str, dict]:
     obs, *_, info = env.step(json.dumps({"tool": tool, "args": args}))
-    assert info.get("infra_error") is None
+    assert info["infra_error"] == ""
     return obs, info
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
+from repogym.envs.info import duel_step_info
 from repogym.envs.multi import FIXER, TESTER, RepoDuelEnv
 from tests.conftest import apply_patch_actions, call
 
@@ -138,7 +139,13 @@ def test_broken_test_is_an_error_not_a_failure(duel):
               FIXER: call("bash", command="true")})
     _, rew, *_, info = env.step({TESTER: call("submit"), FIXER: "not a tool call"})
     assert rew[TESTER] == 0.0 and info[TESTER]["repro"] == {"original": "error"}
-    assert "action_error" in info[FIXER]
+    assert info[FIXER]["action_error"]
+    # one schema: every key for both agents, each with the type its neutral value has
+    neutral = duel_step_info(0)
+    for agent_info in info.values():
+        assert set(agent_info) == set(neutral)
+        assert all(type(agent_info[k]) is type(v) for k, v in neutral.items()), agent_info
+    assert info[FIXER]["tool"] == "" and info[FIXER]["exit_code"] == -1
 
 
 def test_missing_action_and_bad_repro_path(duel):

@@ -10,6 +10,7 @@ from skyrl_gym.metrics import aggregate_for_environment
 from repogym.integrations.skyrl import ENV_ID, RepoGymTextEnv, skyrl_rows
 from repogym.scenarios.registry import registered_tasks
 from tests.conftest import apply_patch_actions, call
+from tests.integrations._sandbox import BreakSandbox
 
 
 def test_registered_env_plays_oracle_and_noop_with_metrics():
@@ -75,3 +76,27 @@ def test_max_turns_from_skyrl_train_is_the_step_budget():
         nested.close()
     with pytest.raises(ValueError, match="max_turns"):
         skyrl_gym.make(ENV_ID, extras={"extra_info": {"task": "retry-zero"}, "max_turns": 0})
+
+
+def test_infra_error_ends_the_episode_masked():
+    """A sandbox failure ends the episode with ``loss_masked`` in the step's metadata (what a
+    BaseTextEnvStepOutput can carry) and ``infra_error`` in the metrics; a normal step says
+    ``loss_masked: False``."""
+    row = {"extra_info": {"task": "retry-zero"}}
+    env = skyrl_gym.make(ENV_ID, env_config={"max_steps": 10}, extras=row)
+    env.env = BreakSandbox(env.env)
+    try:
+        env.init([{"role": "user", "content": "go"}])
+        out = env.step(call("bash", command="ls"))
+        assert out["done"] and out["observations"] == []
+        assert out["metadata"]["loss_masked"] is True and out["metadata"]["infra_error"]
+        assert out["reward"] == 0.0 and env.get_metrics()["infra_error"] == 1.0
+        assert json.dumps(out["metadata"])
+    finally:
+        env.close()
+    env = skyrl_gym.make(ENV_ID, extras=row)
+    try:
+        env.init([{"role": "user", "content": "go"}])
+        assert env.step(call("bash", command="ls"))["metadata"]["loss_masked"] is False
+    finally:
+        env.close()

@@ -162,7 +162,8 @@ class MenuEnv(gym.Env[np.ndarray, np.int64]):
         for action in (*entry.actions, submit):
             _, reward, terminated, truncated, info = self.env.step(action)
             if terminated or truncated:
-                return float(reward), bool(info.get("resolved", False)), info.get("infra_error")
+                return (float(reward), bool(info.get("resolved", False)),
+                        info.get("infra_error") or None)
         raise RuntimeError("the wrapped env did not end the episode on submit")
 
     def close(self) -> None:
