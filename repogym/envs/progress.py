@@ -55,7 +55,7 @@ class ProgressMeter:
                 return NOT_MEASURED
             return share_passed(info["tests"])
         if (session is None or session.closed or info.get("tool") not in CHANGING_TOOLS
-                or "action_error" in info):
+                or info.get("action_error")):
             return NOT_MEASURED
         try:
             return self.measure(session, mode)

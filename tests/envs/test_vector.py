@@ -15,8 +15,10 @@ import pytest
 from repogym.envs.info import NO_EXIT_CODE, ResetInfo, StepInfo, step_info
 from tests.conftest import call
 
-STEP_KEYS = set(StepInfo.__required_keys__)
-RESET_KEYS = set(ResetInfo.__required_keys__)
+#: In both (a reset reports the untouched repository's progress): batched for every env.
+BOTH_KEYS = set(StepInfo.__required_keys__) & set(ResetInfo.__required_keys__)
+STEP_KEYS = set(StepInfo.__required_keys__) - BOTH_KEYS
+RESET_KEYS = set(ResetInfo.__required_keys__) - BOTH_KEYS
 #: What ``_add_info`` makes of each numeric key: numpy arrays of one dtype.
 NUMERIC = {"step": np.int_, "exit_code": np.int_, "verifier_exit_code": np.int_,
            "reward": np.float64, "tool_ran": np.bool_, "timed_out": np.bool_,
@@ -55,6 +57,9 @@ def check_batch(infos: dict, reset: list[bool]) -> None:
     for key in RESET_KEYS:
         if any(reset):
             assert infos[f"_{key}"].tolist() == reset, key
+    for key in BOTH_KEYS:
+        assert infos[f"_{key}"].all(), key
+        assert infos[key].dtype == np.float64, (key, infos[key].dtype)
     for key, kind in NUMERIC.items():
         if any(stepped):
             assert np.issubdtype(infos[key].dtype, kind), (key, infos[key].dtype)
