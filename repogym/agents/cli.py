@@ -24,11 +24,12 @@ import json
 import time
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from repogym.agents.async_rl import AsyncOptions, train_async
+from repogym.agents.checkpoint import checkpoint_step, resolve_resume
 from repogym.agents.config import ChatFormatFactory
 from repogym.agents.distill import DistillTrainer
 from repogym.agents.distributed import Parallel
@@ -40,7 +41,7 @@ from repogym.agents.trainer import Trainer
 from repogym.envs import register_task
 from repogym.scenarios import registered_tasks, select_tasks
 
-__all__ = ["ALGOS", "config_from_args", "main", "print_progress"]
+__all__ = ["ALGOS", "config_from_args", "main", "print_progress", "step_eta"]
 
 C = TypeVar("C")
 
@@ -122,9 +123,9 @@ class _Printer:
 
     def __init__(self, quiet: bool = False) -> None:
         self.t0 = time.monotonic()
-        self.step_t0 = self.t0
+        self.step_t0: float | None = None  # when the current step began (None: unknown)
         self.last = 0.0
-        self.first_step: int | None = None
+        self.step_times: list[float] = []
         self.quiet = quiet
 
     def say(self, text: str) -> None:
@@ -135,7 +136,6 @@ class _Printer:
         now = time.monotonic()
         if event == "collect":
             self.step_t0 = now
-            self.first_step = self.first_step or f["step"]
             self.say(f"step {f['step']}: collecting {f['episodes']} episodes")
         elif event == "episode" and (now - self.last > 2.0 or f["done"] == f["total"]):
             self.last = now
@@ -143,9 +143,20 @@ class _Printer:
         elif event == "update":
             self.say(f"step {f['step']}: updating")
         elif event == "step":
-            done = f["step"] - (self.first_step or f["step"]) + 1
-            eta = (now - self.t0) / max(done, 1) * (f["steps"] - f["step"])
-            print_progress(f["step"], f["metrics"], prefix=self.say, eta=eta, steps=f["steps"])
+            if self.step_t0 is not None:  # the asynchronous loop's first step has no start
+                self.step_times.append(now - self.step_t0)
+            self.step_t0 = now  # the next one starts here (a synchronous one at "collect")
+            print_progress(f["step"], f["metrics"], prefix=self.say, steps=f["steps"],
+                           eta=step_eta(self.step_times, f["steps"] - f["step"]))  # fmt: skip
+
+
+def step_eta(step_times: Sequence[float], remaining: int) -> float | None:
+    """Seconds left: the mean measured step time (collection to logging) times the steps left;
+    loading, warm start and environment start-up are not steps and do not count. None before
+    any step was measured."""
+    if not step_times:
+        return None
+    return sum(step_times) / len(step_times) * remaining
 
 
 def print_progress(step: int, m: Mapping[str, float], *, prefix: Callable[[str], None] = print,
@@ -185,6 +196,23 @@ def _run_flags(args: argparse.Namespace, defaults: dict[str, Any]) -> None:
         defaults.setdefault("eval_every", 10)
 
 
+def _nothing_to_do(config: Any, resume: bool | str, say: Callable[[str], None] | None) -> bool:
+    """True (said) when the checkpoint ``--resume`` names is already at ``--steps`` (the total
+    number of steps, not how many more)."""
+    try:
+        path = resolve_resume(config.out, resume)
+        step = checkpoint_step(path)
+    except FileNotFoundError as e:
+        raise SystemExit(str(e)) from e
+    if step < config.steps:
+        return False
+    if say is not None:
+        say(f"nothing to do: {path} is at step {step} and --steps {config.steps} is the total "
+            f"number of steps (not how many more). Fix: to train further, resume with --steps "
+            f"above {step}, e.g. --steps {step + config.steps} for {config.steps} more")  # fmt: skip
+    return True
+
+
 def main(args: argparse.Namespace) -> int:
     """``repogym train --algo <LM algorithm>``; returns the exit code."""
     parallel = Parallel.from_env()
@@ -216,13 +244,15 @@ def _main(args: argparse.Namespace, parallel: Parallel) -> int:
         raise SystemExit(f"--nproc {parallel.world} with --algo {args.algo} and these settings: "
                          "data parallelism covers the synchronous GRPO family and PPO. Fix: "
                          "drop --nproc")  # fmt: skip
+    resume = getattr(args, "resume", False) or False
+    if resume and _nothing_to_do(config, resume, say=printer.say if parallel.main else None):
+        return 0
     fmt_factory = None
     if toy is not None:
         fmt_factory = toy.build(config, parallel, say=printer.say)
     printer.say(f"loading {config.model} and starting the environments"
                 + (f" ({parallel.world} processes)" if parallel.enabled else ""))
     trainer = make(config, progress=printer, fmt_factory=fmt_factory, parallel=parallel)
-    resume = getattr(args, "resume", False) or False
     try:
         if toy is not None:
             toy.prepare(trainer, resume=bool(resume), say=printer.say)

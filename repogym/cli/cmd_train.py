@@ -27,8 +27,9 @@ ALGOS: dict[str, str] = {name: algo.entry for name, algo in ALGORITHMS.items()}
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a reference agent (--algo)")
     p.add_argument("--algo", required=True, choices=sorted(ALGOS), help="which trainer")
-    p.add_argument("--steps", type=int, help="training budget (the trainer's unit: env steps "
-                                             "for sb3-*, updates for LM trainers)")
+    p.add_argument("--steps", type=int, help="training budget, the total of the run (the "
+                   "trainer's unit: env steps for sb3-*, updates for LM trainers); with "
+                   "--resume too, the last step, not how many more")  # fmt: skip
     p.add_argument("--out", help="output folder (model, metrics.jsonl, rollouts, checkpoints)")
     p.add_argument("--seed", type=int, help="random seed")
     p.add_argument("--model", help="policy model: a local Hugging Face folder, or 'tiny' (the "
@@ -41,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    metavar="FIELD=VALUE", help="set a field of the trainer's config (repeatable; "
                                                "rollout.FIELD for rollout settings)")
     p.add_argument("--resume", nargs="?", const=True, default=False, metavar="CHECKPOINT",
-                   help="continue from the latest OUT/checkpoint-N (or the one given)")
+                   help="continue from the latest OUT/checkpoint-N (or the one given) up to "
+                        "--steps in all (nothing to do if the checkpoint is at or past it)")
     p.add_argument("--rollout-server", metavar="URL",
                    help="sample from an OpenAI-compatible server (vLLM, SGLang) by token ids")
     p.add_argument("--ray", metavar="local|ADDRESS",

@@ -85,6 +85,36 @@ def test_resume_continues_bit_identically(qwen_dir: Path, tmp_path: Path) -> Non
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_resume_at_or_past_steps_says_there_is_nothing_to_do(qwen_dir: Path, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+    rows = train(qwen_dir, "grpo", tmp_path, steps=1)
+    capsys.readouterr()
+    for steps in ("1", "0"):  # --steps is the total: the checkpoint is already there
+        assert main(["train", "--algo", "grpo", "--model", str(qwen_dir), "--out", str(tmp_path),
+                     "--task", "retry-zero", "--resume", "--steps", steps]) == 0  # fmt: skip
+        out = capsys.readouterr().out
+        assert "nothing to do" in out and "checkpoint-1 is at step 1" in out, out
+        assert f"--steps {steps} is the total" in out and "--steps above 1" in out
+    assert [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()] == rows
+
+
+def test_the_eta_counts_measured_steps_only(monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+    from repogym.agents import cli
+
+    clock = [0.0]
+    monkeypatch.setattr(cli.time, "monotonic", lambda: clock[0])
+    printer = cli._Printer()
+    clock[0] = 66.0  # loading and a warm start: not a training step
+    for step, seconds in ((1, 2.0), (2, 4.0)):
+        printer("collect", {"step": step, "episodes": 2})
+        clock[0] += seconds
+        printer("step", {"step": step, "steps": 10, "metrics": {}})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].endswith("ETA 18s") and lines[3].endswith("ETA 24s"), lines  # 2 s x 9, 3 s x 8
+    assert cli.step_eta([], 5) is None
+
+
 def test_lr_schedule_warms_up(qwen_dir: Path, tmp_path: Path) -> None:
     rows = train(qwen_dir, "grpo", tmp_path, "--set", "warmup_steps=2", "--set",
                  "lr_schedule=cosine", steps=2)  # fmt: skip
