@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from repogym.cli.options import EXIT_USAGE
+from repogym.cli.reports import print_error, print_line, print_note
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
@@ -29,11 +30,11 @@ def config_from_args(args: argparse.Namespace) -> Any:
 def _resume_note(console: Console, cfg: Any, p: Any) -> None:
     if not p.done:
         return
-    console.print(f"resuming {cfg.out}: {p.done} episode(s) already recorded, "
-                  f"{len(p.todo)} to run")
+    print_line(console, f"resuming {cfg.out}: {p.done} episode(s) already recorded, "
+                        f"{len(p.todo)} to run")
     if p.kept_errors and not cfg.retry_errors:
-        console.print(f"[yellow]note:[/] {p.kept_errors} recorded episode(s) are agent errors "
-                      "and count as failures; --retry-errors runs them again")
+        print_note(console, f"{p.kept_errors} recorded episode(s) are agent errors and count "
+                            "as failures; --retry-errors runs them again")
 
 
 def run_with_progress(cfg: Any, console: Console, show: bool = True) -> list[dict[str, Any]]:
@@ -81,15 +82,15 @@ def execute(cfg: Any, console: Console, args: argparse.Namespace) -> int:
     try:
         rows = run_with_progress(cfg, console, show=not args.no_progress)
     except AgentConfigError as e:
-        console.print(f"[red]error: the agent cannot run with these settings:[/] {e}\n"
-                      "Nothing was recorded for the episodes it stopped; fix the settings and "
-                      "run the same command again (add --retry-errors to also re-run recorded "
-                      "agent errors).")
+        print_error(console, f"{e}\nNothing was recorded for the episodes it stopped; fix the "
+                    "settings and run the same command again (add --retry-errors to also re-run "
+                    "recorded agent errors).",
+                    label="error: the agent cannot run with these settings")  # fmt: skip
         return EXIT_USAGE
     except (ValueError, FileNotFoundError, RuntimeError) as e:
-        console.print(f"[red]error:[/] {e}")
+        print_error(console, e)
         return EXIT_USAGE
     print_summaries(console, summarize_groups(group_by_agent(rows)), str(cfg.out), args.json)
     if not args.json:
-        console.print(f"results: {cfg.out / RESULTS}  trajectories: {cfg.out / TRAJECTORIES}/")
+        print_line(console, f"results: {cfg.out / RESULTS}  trajectories: {cfg.out / TRAJECTORIES}/")
     return 0

@@ -76,6 +76,8 @@ class GradeResult:
     sealed_failures: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     #: Listed tests a strong sealed check failed (a forger would have to name its value).
     strongly_failed: list[str] = dataclasses.field(default_factory=list)
+    #: What ``git apply`` said when the diff did not apply ("" when it applied).
+    apply_output: str = ""
 
 
 def code_digest() -> str:
@@ -276,6 +278,7 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
     """
     start = time.monotonic()
     v = task.verifier
+    apply_output = ""
     kept, flags_list = filter_diff(diff, v)
     flags = set(flags_list) | set(extra_flags)
     limits = dataclasses.replace(limits or Limits(), timeout_s=v.timeout_s)
@@ -289,6 +292,7 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
                 applied = apply_diff(sb, kept)
                 if applied is not None and applied.exit_code != 0:
                     flags.add("diff_apply_failed")
+                    apply_output = applied.output.strip()[-2000:]
                 installed = install_tests(sb, gdir)
                 if installed.exit_code != 0:
                     if applied is None:  # into the pristine repository: infrastructure
@@ -336,7 +340,7 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
         verifier_exit_code=ex.exit_code, test_output=log[-20000:],
         duration_s=time.monotonic() - start, untrusted=verdict.reason,
         sealed_failures=verdict.sealed_failures,
-        strongly_failed=sorted(verdict.strongly_failed),
+        strongly_failed=sorted(verdict.strongly_failed), apply_output=apply_output,
     )
 
 
