@@ -70,9 +70,9 @@ def test_a_gold_patch_that_does_not_apply_reports_gits_message_once(tmp_path):
     [gold] = [c for c in report.checks if c.kind == "gold"]
     # The root cause only (git's own words), not every test it left failing.
     assert gold.problems == [
-        "empty-mean: gold solution.patch: the patch does not apply to repo/ (git apply: error: "
-        "patch failed: stats.py:15; error: stats.py: patch does not apply). Fix: make the "
-        "change in a copy of repo/ and save `git diff` there to this file"]
+        ("empty-mean: gold solution.patch: the patch does not apply to repo/ (git apply: error: "
+         "patch failed: stats.py:15; error: stats.py: patch does not apply). Fix: make the "
+         "change in a copy of repo/ and save `git diff` there to this file")]
     assert report.failures == gold.problems
 
 
@@ -87,9 +87,9 @@ def test_a_hidden_test_that_fails_at_gold_shows_its_exception_and_line(tmp_path)
     [gold] = [c for c in report.checks if c.kind == "gold"]
     line = text.splitlines().index("    assert mean_or_none([]) is None") + 1
     assert gold.problems == [
-        "empty-mean: gold solution.patch: test tests/test_stats.py::test_mean_or_none_on_empty"
-        f"_input is failed: at tests/test_stats.py:{line}: TypeError: 'int' object is not "
-        "iterable (raised at stats.py:17) (a correct fix must pass it)"]
+        ("empty-mean: gold solution.patch: test tests/test_stats.py::test_mean_or_none_on_empty"
+         f"_input is failed: at tests/test_stats.py:{line}: TypeError: 'int' object is not "
+         "iterable (raised at stats.py:17) (a correct fix must pass it)")]
 
 
 def test_flaky_test_is_caught(tmp_path):

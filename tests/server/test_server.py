@@ -136,7 +136,7 @@ def test_each_protocol_answers_in_its_own_terms(server):
     status, body, _ = http(url + "/step", "POST", {"action": {"tool": "bash", "args": [1]}})
     assert status == 422 and body["detail"].startswith(
         'action: "tool" must be a string and "args" an object. Fix: POST /step {"action": ')
-    status, body, _ = http(url + "/reset", "POST", "[]".encode())
+    status, body, _ = http(url + "/reset", "POST", b"[]")
     assert status == 422 and "Fix: send e.g. POST /reset {" in body["detail"]
     # A 5,000-digit integer: the limit, not Python's advice to raise it.
     huge = b'{"seed": ' + b"9" * 5000 + b"}"
