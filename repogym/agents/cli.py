@@ -121,8 +121,8 @@ class _Printer:
     """Progress lines from the first second: phase, episodes, step metrics, ETA (printed by
     rank 0 only under data parallelism)."""
 
-    def __init__(self, quiet: bool = False) -> None:
-        self.t0 = time.monotonic()
+    def __init__(self, quiet: bool = False, started: float | None = None) -> None:
+        self.t0 = time.monotonic() if started is None else started
         self.step_t0: float | None = None  # when the current step began (None: unknown)
         self.last = 0.0
         self.step_times: list[float] = []
@@ -223,7 +223,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _main(args: argparse.Namespace, parallel: Parallel) -> int:
-    printer = _Printer(quiet=not parallel.main)
+    printer = _Printer(quiet=not parallel.main, started=getattr(args, "started", None))
     cls, make, preset = ALGOS[args.algo]
     args.task_ids = _tasks(args)
     defaults: dict[str, Any] = dict(preset)

@@ -16,6 +16,7 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 
 from repogym.agents.registry import ALGORITHMS, data_parallel, resolve
 from repogym.cli.options import SPLITS
@@ -69,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
                          f"covers {', '.join(DATA_PARALLEL)}. Fix: drop --nproc")  # fmt: skip
     if args.nproc > 1 and "WORLD_SIZE" not in os.environ:
         return _torchrun(args)
+    args.started = time.monotonic()  # progress lines count from here
+    if os.environ.get("RANK", "0") == "0":
+        print(f"[{0.0:6.1f}s] loading the {args.algo} trainer (torch, transformers)", flush=True)
     return int(resolve(ALGOS[args.algo])(args) or 0)
 
 

@@ -104,8 +104,14 @@ def warm_start(trainer: Trainer, steps: int, say: Callable[[str], None] | None =
     """
     say = say or (lambda _: None)
     say("warm start: playing one scripted trajectory per menu entry")
-    episodes = scripted_episodes(trainer.fmt, trainer.pool, trainer.config.rollout)
     last = [time.monotonic()]
+
+    def on_episode(done: int, total: int) -> None:
+        if done == total or time.monotonic() - last[0] > 2.0:
+            last[0] = time.monotonic()
+            say(f"warm start: trajectories {done}/{total}")
+
+    episodes = scripted_episodes(trainer.fmt, trainer.pool, trainer.config.rollout, on_episode)
 
     def on_step(step: int, loss: float) -> None:
         if step == steps or time.monotonic() - last[0] > 2.0:
