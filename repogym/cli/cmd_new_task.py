@@ -3,7 +3,8 @@
 The scaffold is a complete, loadable task with a small example bug (``clamp`` ignores its
 upper bound), so ``repogym validate`` can be tried at once: it reports the empty
 ``solution.patch`` until the gold fix is written. Like the other commands that write tasks,
-it prints the task's mutation score, which needs that gold fix too. See docs/authoring.md.
+it prints the task's mutation score, which needs that gold fix too (``--no-mutation`` skips
+it; the mutation options are those of ``synth``). See docs/authoring.md.
 """
 
 from __future__ import annotations
