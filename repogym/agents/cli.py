@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import threading
 import time
 import types
 import typing
@@ -117,20 +118,55 @@ def config_from_args(cls: type[C], args: argparse.Namespace,
         raise SystemExit(f"bad settings for {cls.__name__}: {e}") from e
 
 
+HEARTBEAT_S = 10.0
+"""A phase that prints nothing for this long gets a ``still: <phase> (Ns)`` line."""
+
+
 class _Printer:
     """Progress lines from the first second: phase, episodes, step metrics, ETA (printed by
-    rank 0 only under data parallelism)."""
+    rank 0 only under data parallelism); a silent phase (starting sandboxes, a long
+    generation) gets a ``still: ...`` line every ``heartbeat_s`` seconds. Close it."""
 
-    def __init__(self, quiet: bool = False, started: float | None = None) -> None:
-        self.t0 = time.monotonic() if started is None else started
+    def __init__(self, quiet: bool = False, started: float | None = None,
+                 heartbeat_s: float | None = HEARTBEAT_S) -> None:  # fmt: skip
+        now = time.monotonic()
+        self.t0 = now if started is None else started
         self.step_t0: float | None = None  # when the current step began (None: unknown)
         self.last = 0.0
         self.step_times: list[float] = []
         self.quiet = quiet
+        self.phase, self.phase_t0, self.printed = "starting", now, now
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        if not quiet and heartbeat_s:
+            self._beat = threading.Thread(target=self._heartbeat, args=(heartbeat_s,),
+                                          name="train-progress", daemon=True)  # fmt: skip
+            self._beat.start()
 
-    def say(self, text: str) -> None:
-        if not self.quiet:
-            print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", flush=True)
+    def say(self, text: str, *, phase: bool = True) -> None:
+        """Print ``text`` with the time since the start; it names the phase unless ``phase``
+        is False (a count within it)."""
+        if self.quiet:
+            return
+        with self._lock:
+            now = time.monotonic()
+            if phase:
+                self.phase, self.phase_t0 = text, now
+            self.printed = now
+            print(f"[{now - self.t0:6.1f}s] {text}", flush=True)
+
+    def _heartbeat(self, every: float) -> None:
+        while not self._stop.wait(1.0):
+            now = time.monotonic()
+            if now - self.printed >= every:
+                self.say(f"  still: {self.phase} ({now - self.phase_t0:.0f}s)", phase=False)
+
+    def close(self) -> None:
+        """Stop the heartbeat (idempotent)."""
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
 
     def __call__(self, event: str, f: Mapping[str, Any]) -> None:
         now = time.monotonic()
@@ -139,7 +175,7 @@ class _Printer:
             self.say(f"step {f['step']}: collecting {f['episodes']} episodes")
         elif event == "episode" and (now - self.last > 2.0 or f["done"] == f["total"]):
             self.last = now
-            self.say(f"  episodes {f['done']}/{f['total']}")
+            self.say(f"  episodes {f['done']}/{f['total']}", phase=False)
         elif event == "update":
             self.say(f"step {f['step']}: updating")
         elif event == "step":
@@ -216,14 +252,15 @@ def _nothing_to_do(config: Any, resume: bool | str, say: Callable[[str], None] |
 def main(args: argparse.Namespace) -> int:
     """``repogym train --algo <LM algorithm>``; returns the exit code."""
     parallel = Parallel.from_env()
+    printer = _Printer(quiet=not parallel.main, started=getattr(args, "started", None))
     try:
-        return _main(args, parallel)
+        return _main(args, parallel, printer)
     finally:
+        printer.close()
         parallel.close()
 
 
-def _main(args: argparse.Namespace, parallel: Parallel) -> int:
-    printer = _Printer(quiet=not parallel.main, started=getattr(args, "started", None))
+def _main(args: argparse.Namespace, parallel: Parallel, printer: _Printer) -> int:
     cls, make, preset = ALGOS[args.algo]
     args.task_ids = _tasks(args)
     defaults: dict[str, Any] = dict(preset)

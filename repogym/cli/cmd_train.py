@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         return _torchrun(args)
     args.started = time.monotonic()  # progress lines count from here
     if os.environ.get("RANK", "0") == "0":
-        print(f"[{0.0:6.1f}s] loading the {args.algo} trainer (torch, transformers)", flush=True)
+        print(f"[{0.0:6.1f}s] loading the {args.algo} trainer (importing torch)", flush=True)
     return int(resolve(ALGOS[args.algo])(args) or 0)
 
 
