@@ -21,7 +21,7 @@ import torch
 
 from repogym.agents.metrics import MetricsLogger
 
-__all__ = ["RunLog", "latest_checkpoint", "read_state", "resolve_resume", "rng_state",
+__all__ = ["RunLog", "checkpoint_step", "latest_checkpoint", "read_state", "resolve_resume", "rng_state",
            "set_rng_state", "write_checkpoint"]  # fmt: skip
 
 
@@ -43,6 +43,19 @@ def resolve_resume(out: str | Path, resume: bool | str | Path) -> Path:
         raise FileNotFoundError(f"--resume: no checkpoint in {out}. Fix: train without "
                                 "--resume first, or pass --out of that run")  # fmt: skip
     return path
+
+
+def checkpoint_step(path: str | Path) -> int:
+    """The step a checkpoint folder was saved after (``checkpoint-N``: N, else its state's).
+
+    Raises:
+        FileNotFoundError: If the folder is no checkpoint (the message names the fix).
+    """
+    path = Path(path)
+    name, _, number = path.name.rpartition("-")
+    if name == "checkpoint" and number.isdigit() and (path / "trainer_state.pt").is_file():
+        return int(number)
+    return int(read_state(path)["step"])
 
 
 def rng_state() -> dict[str, Any]:

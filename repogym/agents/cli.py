@@ -21,14 +21,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import threading
 import time
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from repogym.agents.async_rl import AsyncOptions, train_async
+from repogym.agents.checkpoint import checkpoint_step, resolve_resume
 from repogym.agents.config import ChatFormatFactory
 from repogym.agents.distill import DistillTrainer
 from repogym.agents.distributed import Parallel
@@ -40,7 +42,7 @@ from repogym.agents.trainer import Trainer
 from repogym.envs import register_task
 from repogym.scenarios import registered_tasks, select_tasks
 
-__all__ = ["ALGOS", "config_from_args", "main", "print_progress"]
+__all__ = ["ALGOS", "config_from_args", "main", "print_progress", "step_eta"]
 
 C = TypeVar("C")
 
@@ -116,36 +118,81 @@ def config_from_args(cls: type[C], args: argparse.Namespace,
         raise SystemExit(f"bad settings for {cls.__name__}: {e}") from e
 
 
+HEARTBEAT_S = 10.0
+"""A phase that prints nothing for this long gets a ``still: <phase> (Ns)`` line."""
+
+
 class _Printer:
     """Progress lines from the first second: phase, episodes, step metrics, ETA (printed by
-    rank 0 only under data parallelism)."""
+    rank 0 only under data parallelism); a silent phase (starting sandboxes, a long
+    generation) gets a ``still: ...`` line every ``heartbeat_s`` seconds. Close it."""
 
-    def __init__(self, quiet: bool = False) -> None:
-        self.t0 = time.monotonic()
-        self.step_t0 = self.t0
+    def __init__(self, quiet: bool = False, started: float | None = None,
+                 heartbeat_s: float | None = HEARTBEAT_S) -> None:  # fmt: skip
+        now = time.monotonic()
+        self.t0 = now if started is None else started
+        self.step_t0: float | None = None  # when the current step began (None: unknown)
         self.last = 0.0
-        self.first_step: int | None = None
+        self.step_times: list[float] = []
         self.quiet = quiet
+        self.phase, self.phase_t0, self.printed = "starting", now, now
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        if not quiet and heartbeat_s:
+            self._beat = threading.Thread(target=self._heartbeat, args=(heartbeat_s,),
+                                          name="train-progress", daemon=True)  # fmt: skip
+            self._beat.start()
 
-    def say(self, text: str) -> None:
-        if not self.quiet:
-            print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", flush=True)
+    def say(self, text: str, *, phase: bool = True) -> None:
+        """Print ``text`` with the time since the start; it names the phase unless ``phase``
+        is False (a count within it)."""
+        if self.quiet:
+            return
+        with self._lock:
+            now = time.monotonic()
+            if phase:
+                self.phase, self.phase_t0 = text, now
+            self.printed = now
+            print(f"[{now - self.t0:6.1f}s] {text}", flush=True)
+
+    def _heartbeat(self, every: float) -> None:
+        while not self._stop.wait(1.0):
+            now = time.monotonic()
+            if now - self.printed >= every:
+                self.say(f"  still: {self.phase} ({now - self.phase_t0:.0f}s)", phase=False)
+
+    def close(self) -> None:
+        """Stop the heartbeat (idempotent)."""
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
 
     def __call__(self, event: str, f: Mapping[str, Any]) -> None:
         now = time.monotonic()
         if event == "collect":
             self.step_t0 = now
-            self.first_step = self.first_step or f["step"]
             self.say(f"step {f['step']}: collecting {f['episodes']} episodes")
         elif event == "episode" and (now - self.last > 2.0 or f["done"] == f["total"]):
             self.last = now
-            self.say(f"  episodes {f['done']}/{f['total']}")
+            self.say(f"  episodes {f['done']}/{f['total']}", phase=False)
         elif event == "update":
             self.say(f"step {f['step']}: updating")
         elif event == "step":
-            done = f["step"] - (self.first_step or f["step"]) + 1
-            eta = (now - self.t0) / max(done, 1) * (f["steps"] - f["step"])
-            print_progress(f["step"], f["metrics"], prefix=self.say, eta=eta, steps=f["steps"])
+            if self.step_t0 is not None:  # the asynchronous loop's first step has no start
+                self.step_times.append(now - self.step_t0)
+            self.step_t0 = now  # the next one starts here (a synchronous one at "collect")
+            print_progress(f["step"], f["metrics"], prefix=self.say, steps=f["steps"],
+                           eta=step_eta(self.step_times, f["steps"] - f["step"]))  # fmt: skip
+
+
+def step_eta(step_times: Sequence[float], remaining: int) -> float | None:
+    """Seconds left: the mean measured step time (collection to logging) times the steps left;
+    loading, warm start and environment start-up are not steps and do not count. None before
+    any step was measured."""
+    if not step_times:
+        return None
+    return sum(step_times) / len(step_times) * remaining
 
 
 def print_progress(step: int, m: Mapping[str, float], *, prefix: Callable[[str], None] = print,
@@ -185,17 +232,35 @@ def _run_flags(args: argparse.Namespace, defaults: dict[str, Any]) -> None:
         defaults.setdefault("eval_every", 10)
 
 
+def _nothing_to_do(config: Any, resume: bool | str, say: Callable[[str], None] | None) -> bool:
+    """True (said) when the checkpoint ``--resume`` names is already at ``--steps`` (the total
+    number of steps, not how many more)."""
+    try:
+        path = resolve_resume(config.out, resume)
+        step = checkpoint_step(path)
+    except FileNotFoundError as e:
+        raise SystemExit(str(e)) from e
+    if step < config.steps:
+        return False
+    if say is not None:
+        say(f"nothing to do: {path} is at step {step} and --steps {config.steps} is the total "
+            f"number of steps (not how many more). Fix: to train further, resume with --steps "
+            f"above {step}, e.g. --steps {step + config.steps} for {config.steps} more")  # fmt: skip
+    return True
+
+
 def main(args: argparse.Namespace) -> int:
     """``repogym train --algo <LM algorithm>``; returns the exit code."""
     parallel = Parallel.from_env()
+    printer = _Printer(quiet=not parallel.main, started=getattr(args, "started", None))
     try:
-        return _main(args, parallel)
+        return _main(args, parallel, printer)
     finally:
+        printer.close()
         parallel.close()
 
 
-def _main(args: argparse.Namespace, parallel: Parallel) -> int:
-    printer = _Printer(quiet=not parallel.main)
+def _main(args: argparse.Namespace, parallel: Parallel, printer: _Printer) -> int:
     cls, make, preset = ALGOS[args.algo]
     args.task_ids = _tasks(args)
     defaults: dict[str, Any] = dict(preset)
@@ -216,13 +281,15 @@ def _main(args: argparse.Namespace, parallel: Parallel) -> int:
         raise SystemExit(f"--nproc {parallel.world} with --algo {args.algo} and these settings: "
                          "data parallelism covers the synchronous GRPO family and PPO. Fix: "
                          "drop --nproc")  # fmt: skip
+    resume = getattr(args, "resume", False) or False
+    if resume and _nothing_to_do(config, resume, say=printer.say if parallel.main else None):
+        return 0
     fmt_factory = None
     if toy is not None:
         fmt_factory = toy.build(config, parallel, say=printer.say)
     printer.say(f"loading {config.model} and starting the environments"
                 + (f" ({parallel.world} processes)" if parallel.enabled else ""))
     trainer = make(config, progress=printer, fmt_factory=fmt_factory, parallel=parallel)
-    resume = getattr(args, "resume", False) or False
     try:
         if toy is not None:
             toy.prepare(trainer, resume=bool(resume), say=printer.say)

@@ -19,21 +19,25 @@
 - **Updates**: ranks run the same number of forward/backward passes (FSDP's collectives need
   it): :meth:`Parallel.pad_micro_batches` pads a rank's list with zero-weight passes.
 - **Numbers**: :meth:`Parallel.sum` adds tensors over ranks (global token counts, advantage
-  statistics); :meth:`Parallel.reduce_metrics` combines each rank's metrics: ``loss/*``
-  summed (each rank's share is normalised by the global counts), ``*/max`` the maximum, the
-  rest averaged.
+  statistics); :meth:`Parallel.reduce_metrics` combines each rank's metrics with the counts
+  they are means over (:func:`repogym.agents.metrics.reduce_ranks`): ``loss/*`` summed (each
+  rank's share is normalised by the global counts), ``*/max`` the maximum, the rest the
+  count-weighted mean, so a rank with no group contributes nothing and ``--nproc N`` reports
+  what one process reports at the same global batch.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
+
+from repogym.agents.metrics import reduce_ranks
 
 __all__ = ["Parallel"]
 
@@ -120,20 +124,19 @@ class Parallel:
         dist.all_gather_object(out, obj)
         return out
 
-    def reduce_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
-        """Every rank's metrics in one dict: ``loss/*`` summed, ``*/max`` the maximum, the
-        rest averaged over the ranks that report the key."""
+    def reduce_metrics(self, metrics: dict[str, float],
+                       counts: Mapping[str, float] | None = None) -> dict[str, float]:  # fmt: skip
+        """Every rank's metrics in one dict (:func:`~repogym.agents.metrics.reduce_ranks`).
+
+        Args:
+            metrics: This rank's metrics (means over this rank's items).
+            counts: How many items each mean is over (0: none; absent: 1).
+        """
         if not self.enabled:
             return metrics
-        rows = self.gather_objects(metrics)
-        out: dict[str, float] = {}
-        for key in sorted({k for r in rows for k in r}):
-            values = [float(r[key]) for r in rows if key in r]
-            if key.startswith("loss/"):
-                out[key] = sum(values)
-            else:
-                out[key] = max(values) if key.endswith("/max") else sum(values) / len(values)
-        return out
+        # The key sets differ between ranks (a rank with no batch runs no loss), so the rows
+        # are gathered whole rather than all-reduced key by key.
+        return reduce_ranks(self.gather_objects((dict(metrics), dict(counts or {}))))
 
     def pad_micro_batches(self, items: list[T]) -> list[tuple[T, bool]]:
         """``items`` padded (with its last item) to the longest list over ranks, each marked

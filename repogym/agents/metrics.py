@@ -19,6 +19,7 @@ __all__ = [
     "mean_metrics",
     "plot_metrics",
     "read_metrics",
+    "reduce_ranks",
     "sum_losses",
 ]
 
@@ -53,6 +54,49 @@ def sum_losses(rows: Sequence[Mapping[str, float]]) -> dict[str, float]:
     for key in out:
         if key.startswith("loss/"):
             out[key] = sum(r[key] for r in rows if key in r)
+    return out
+
+
+def reduce_rule(key: str) -> str:
+    """How one metric combines over data-parallel ranks: ``"sum"`` (``loss/*``, whose shares
+    are normalised by global counts; ``throughput/*``; counts ``*episodes``), ``"max"``
+    (``*/max``; ``time/*``: the slowest rank sets the pace) or ``"mean"`` (weighted by counts)."""
+    if key.startswith(("loss/", "throughput/")) or key.endswith("episodes"):
+        return "sum"
+    if key.endswith("/max") or key.startswith("time/"):
+        return "max"
+    return "mean"
+
+
+def reduce_ranks(rows: Sequence[tuple[Mapping[str, float], Mapping[str, float]]],
+                 ) -> dict[str, float]:  # fmt: skip
+    """Every rank's ``(metrics, counts)`` as one dict, the same as one process computing the
+    metrics over every rank's items.
+
+    ``counts[key]`` is how many items (episodes, groups, micro-batches) a rank's mean
+    ``metrics[key]`` is taken over; a key without a count counts 1. A mean is the count-weighted
+    mean over the ranks; a rank whose count is 0 contributes nothing (its value is a
+    placeholder), also to sums and maxima. Where every rank's count is 0 the placeholders are
+    averaged (they are what one process reports with nothing to average). See
+    :func:`reduce_rule` for sums and maxima.
+
+    Args:
+        rows: One ``(metrics, counts)`` pair per rank.
+
+    Returns:
+        The combined metrics (every key any rank reports).
+    """
+    out: dict[str, float] = {}
+    for key in sorted({k for m, _ in rows for k in m}):
+        pairs = [(float(m[key]), float(c.get(key, 1.0))) for m, c in rows if key in m]
+        live = [(v, n) for v, n in pairs if n > 0] or [(v, 1.0) for v, _ in pairs]
+        rule = reduce_rule(key)
+        if rule == "sum":
+            out[key] = sum(v for v, _ in live)
+        elif rule == "max":
+            out[key] = max(v for v, _ in live)
+        else:
+            out[key] = sum(v * n for v, n in live) / sum(n for _, n in live)
     return out
 
 

@@ -161,14 +161,22 @@ class LossPlumbing:
         metrics["throughput/tokens_per_s"] = tokens / max(time.monotonic() - start, 1e-9)
         return metrics
 
-    def sft(self, episodes: Sequence[Episode], steps: int, lr: float) -> float:
-        """Supervised steps (cross-entropy on completion tokens) on ``episodes``; last loss."""
+    def sft(self, episodes: Sequence[Episode], steps: int, lr: float,
+            on_step: Callable[[int, float], None] | None = None) -> float:  # fmt: skip
+        """Supervised steps (cross-entropy on completion tokens) on ``episodes``; last loss.
+
+        Args:
+            episodes: The trajectories to imitate.
+            steps: Optimiser steps.
+            lr: AdamW's learning rate.
+            on_step: Called after each step with its number (1-based) and loss (every rank).
+        """
         mine = [e for _, e in self.parallel.mine(list(episodes))] or [self.empty_batch_episode()]
         batch = collate(mine, self.policy.tokenizer.pad_token_id).to(self.device)
         optimizer = torch.optim.AdamW(self.parameters(), lr=lr, weight_decay=0.0)
         total = max(float(self.global_sum(batch.num_action_tokens)), 1.0)
         loss = 0.0
-        for _ in range(steps):
+        for step in range(steps):
             loss = 0.0
             for mb, _ in self.micro_batches(batch):
                 logp = self.policy.score(mb.input_ids, mb.attention_mask, mb.action_mask).logp
@@ -176,6 +184,8 @@ class LossPlumbing:
                 (part * self.parallel.grad_scale).backward()
                 loss += float(part.detach())
             clip_and_step(optimizer, self.config.max_grad_norm, self.parallel)
+            if on_step is not None:
+                on_step(step + 1, float(self.parallel.sum(loss)))
         return float(self.parallel.sum(loss))
 
     def empty_batch_episode(self) -> Episode:

@@ -249,6 +249,16 @@ class Rollout:
             / max(self.stats.get("gen_s", 0.0), 1e-9),
         }
 
+    def counts(self) -> dict[str, float]:
+        """How many items each mean of :meth:`metrics` is over (valid episodes, episodes,
+        groups): the weights of a data-parallel reduction."""
+        eps = self.all_episodes or self.episodes
+        valid = float(sum(e.valid for e in eps))
+        per_episode = ("infra_error_frac", "context_full_frac", "overlong_frac",
+                       "chat/delta_rendered_frac")  # fmt: skip
+        return {"frac_zero_std_groups": float(self.groups_sampled), "reward/mean": valid,
+                "resolve_rate": valid, **{k: float(len(eps)) for k in per_episode}}  # fmt: skip
+
 
 def zero_std(group: Sequence[Episode]) -> bool:
     """True when the valid episodes of a group all have one reward (or fewer than two)."""

@@ -31,6 +31,7 @@ from repogym.agents.episode import Episode
 __all__ = [
     "COMPONENTS",
     "ShapingConfig",
+    "component_counts",
     "component_metrics",
     "default_max_len",
     "episode_components",
@@ -156,7 +157,7 @@ def component_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
         contribution / sum over components of the same; 0 when everything is 0),
         ``reward/env_mean`` and ``reward/proxy_gap`` (mean reward minus the resolve rate).
     """
-    shaped = [e for e in episodes if e.valid and "reward_components" in e.info]
+    shaped = _shaped(episodes)
     if not shaped:
         return {}
     n = len(shaped)
@@ -174,6 +175,17 @@ def component_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     out["reward/env_mean"] = sum(e.info["env_reward"] for e in shaped) / n
     out["reward/proxy_gap"] = sum(e.reward for e in shaped) / n - resolve
     return out
+
+
+def component_counts(episodes: Sequence[Episode]) -> dict[str, float]:
+    """How many episodes each of :func:`component_metrics` is a mean over (the weights of a
+    data-parallel reduction)."""
+    metrics = component_metrics(episodes)
+    return dict.fromkeys(metrics, float(len(_shaped(episodes))))
+
+
+def _shaped(episodes: Sequence[Episode]) -> list[Episode]:
+    return [e for e in episodes if e.valid and "reward_components" in e.info]
 
 
 def default_max_len(rollout: Any) -> int:

@@ -56,7 +56,7 @@ from repogym.agents.policy import Policy, Reference, load_policy
 from repogym.agents.rollout import EnvPool, EpisodeFormat, collect
 from repogym.agents.sampling import step_tasks
 from repogym.agents.server_engine import ServerEngine, check_logprobs
-from repogym.agents.shaping import default_max_len, shape_episodes
+from repogym.agents.shaping import component_counts, default_max_len, shape_episodes
 
 __all__ = ["Trainer"]
 
@@ -111,6 +111,7 @@ class Trainer(LossPlumbing, abc.ABC):
                                            weight_decay=config.weight_decay)  # fmt: skip
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_factor(config))
         self.step = 0
+        self.metric_counts: dict[str, float] = {}  # this step's: see reduce_metrics
         self._checked_server = False
 
     # -- building ----------------------------------------------------------------------------
@@ -199,9 +200,11 @@ class Trainer(LossPlumbing, abc.ABC):
                               on_episode=on_episode, group_ids=[i for i, _ in mine])  # fmt: skip
         self.engine.release()
         metrics = rollout.metrics()
+        self.metric_counts.update(rollout.counts())
         if cfg.shaping is not None:
             metrics.update(shape_episodes(rollout.episodes, cfg.shaping,
                                           default_max_len(cfg.rollout)))  # fmt: skip
+            self.metric_counts.update(component_counts(rollout.episodes))
         if cfg.save_rollouts:
             self.write_episodes(Path(cfg.out) / "rollouts", step, rollout.all_episodes)
         self.episodes = rollout.episodes
@@ -221,18 +224,32 @@ class Trainer(LossPlumbing, abc.ABC):
     def train_step(self, step: int) -> dict[str, float]:
         """One rollout round, its update, the LR schedule and the engine's weight sync."""
         start = time.monotonic()
+        self.metric_counts = {}
         batch, metrics = self.collect(step)
         self.report("update", step=step)
         tokens = int(self.parallel.sum(batch.num_action_tokens if batch is not None else 0))
         if tokens:
+            own = batch is not None
             batch = batch if batch is not None else self.empty_batch()
             metrics.update(self.check_server(batch))
-            metrics.update(self.update(batch))
+            updated = self.update(batch)
+            metrics.update(updated)
+            self.metric_counts.update(self.update_counts(updated, batch if own else None))
             self.engine.sync_weights(self.policy, step)
         metrics["lr"] = self.optimizer.param_groups[0]["lr"]
         self.scheduler.step()
         metrics["time/step_s"] = time.monotonic() - start
-        return self.parallel.reduce_metrics(metrics)
+        return self.parallel.reduce_metrics(metrics, self.metric_counts)
+
+    def update_counts(self, metrics: Mapping[str, float], batch: Batch | None) -> dict[str, float]:
+        """How many items each of :meth:`update`'s means is over on this rank: its real
+        micro-batches (per-micro-batch metrics are averaged over them), its episodes for
+        ``kl/reward_penalty``; 0 for every key on a rank that only ran padding passes."""
+        n_micro = len(batch.split(self.config.micro_batch)) if batch is not None else 0
+        counts = dict.fromkeys(metrics, float(n_micro))
+        if "kl/reward_penalty" in metrics:
+            counts["kl/reward_penalty"] = float(len(batch)) if batch is not None else 0.0
+        return counts
 
     def check_server(self, batch: Batch) -> dict[str, float]:
         """On a run's first update, compare a server's behaviour logprobs with the learner's
@@ -266,6 +283,8 @@ class Trainer(LossPlumbing, abc.ABC):
         rows = [(e.reward, e.resolved) for e in episodes if e.valid]
         everyone = [r for part in self.parallel.gather_objects(rows) for r in part]
         n = max(len(everyone), 1)
+        metrics = self.parallel.reduce_metrics(  # eval/episodes summed, fractions weighted
+            metrics, {"eval/infra_error_frac": metrics.get("eval/episodes", 0.0)})
         metrics.update({"eval/reward_mean": sum(r for r, _ in everyone) / n,
                         "eval/resolve_rate": sum(bool(x) for _, x in everyone) / n})  # fmt: skip
         return metrics

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from repogym.cli.options import SPLITS
+from repogym.cli.reports import print_line
 
 DATA = Path(__file__).parent / "data"
 REPLAY_FILE = DATA / "demo_replay.jsonl"
@@ -52,5 +53,5 @@ def run(args: argparse.Namespace) -> int:
     board = build(dirs, args.out)
     console.print(summary_table(board.summaries,
                                 title="repogym demo: reference agents, built-in suite"))
-    console.print(f"leaderboard: {args.out / 'index.html'}")
+    print_line(console, f"leaderboard: {args.out / 'index.html'}")
     return 0

@@ -25,6 +25,7 @@ import difflib
 from pathlib import Path
 
 from repogym.cli.options import EXIT_USAGE, add_run_options
+from repogym.cli.reports import print_error, print_line
 from repogym.cli.running import execute
 
 
@@ -81,13 +82,13 @@ def run(args: argparse.Namespace) -> int:
                         ray=args.ray, sandbox=args.sandbox, reward_mode=args.reward_mode,
                         retry_errors=args.retry_errors, env_server=args.env_server)
     except (AgentError, TaskError, ValueError) as e:
-        console.print(f"[red]error:[/] {e}")
+        print_error(console, e)
         return EXIT_USAGE
     code = execute(cfg, console, args)
     if code == 0:
         report = _swebench_reports(args, cfg.label, preds)
         if not args.json:
-            console.print(f"swebench report: {report}")
+            print_line(console, f"swebench report: {report}")
     return code
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from repogym.cli.reports import print_error, print_line, print_note
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("leaderboard",
@@ -24,11 +26,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         board = build(args.results, args.out)
     except (ValueError, FileNotFoundError) as e:
-        console.print(f"[red]error:[/] {e}")
+        print_error(console, e)
         return 2
     for note in board.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        print_note(console, note)
     print_summaries(console, board.summaries, "leaderboard", args.json)
     if not args.json:
-        console.print(f"page: {args.out / 'index.html'}  markdown: {args.out / 'leaderboard.md'}")
+        print_line(console, f"page: {args.out / 'index.html'}  markdown: "
+                            f"{args.out / 'leaderboard.md'}")
     return 0

@@ -3,7 +3,8 @@
 The scaffold is a complete, loadable task with a small example bug (``clamp`` ignores its
 upper bound), so ``repogym validate`` can be tried at once: it reports the empty
 ``solution.patch`` until the gold fix is written. Like the other commands that write tasks,
-it prints the task's mutation score, which needs that gold fix too. See docs/authoring.md.
+it prints the task's mutation score, which needs that gold fix too (``--no-mutation`` skips
+it; the mutation options are those of ``synth``). See docs/authoring.md.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
+
+from repogym.cli.options import add_mutation_options, bad_mutation_args
+from repogym.cli.reports import run_mutation
 
 _TOML = '''\
 # A repogym task (see docs/authoring.md). Everything here is checked by `repogym validate`.
@@ -85,6 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("new-task", help="scaffold a task folder (task.toml, repo/, tests/, ...)")
     p.add_argument("name", help="task id: lowercase letters, digits, '.', '_' and '-'")
     p.add_argument("--dir", default=".", help="parent folder (default: current folder)")
+    add_mutation_options(p, gate=True)
     p.set_defaults(func=run)
 
 
@@ -117,18 +122,18 @@ def scaffold(name: str, parent: Path) -> Path:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from repogym.cli.reports import print_mutation
-    from repogym.quality.validate import PatchGrader
-    from repogym.quality.validate_mutation import MIN_SCORE, mutation_check
+    from repogym.quality.validate_mutation import MIN_SCORE
     from repogym.scenarios.task import load_task
 
+    if bad_mutation_args(args):
+        return 2
     try:
         root = scaffold(args.name, Path(args.dir))
     except ValueError as e:
         print(e)
         return 2
-    with PatchGrader() as grader:
-        print_mutation(mutation_check(load_task(root), grader), Console(), diffs=False)
+    if not args.no_mutation:
+        run_mutation([load_task(root)], args, Console(), diffs=False)
     print(f"""created {root}
 next:
   1. put the starting repository in {root}/repo/ and the hidden tests in {root}/tests/

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 from repogym.cli.options import EXIT_USAGE, SPLITS, add_run_options, agents_help
+from repogym.cli.reports import print_error
 from repogym.cli.running import config_from_args, execute
 
 
@@ -50,6 +51,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = config_from_args(args)
     except ValueError as e:
-        console.print(f"[red]error:[/] {e}")
+        print_error(console, e)
         return EXIT_USAGE
     return execute(cfg, console, args)

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from repogym.cli.options import SPLITS, add_sandbox
+from repogym.cli.reports import print_error
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -167,7 +168,7 @@ def _fetch(args: argparse.Namespace) -> int:
             if kind == "task":
                 progress.advance(bar)
             elif kind == "fail":
-                progress.console.print(f"[red]FAIL[/red] {text}", markup=True, soft_wrap=True)
+                print_error(progress.console, text, label="FAIL")
             else:
                 progress.update(bar, description=f"{suite.name}: {text}")
 

@@ -12,6 +12,7 @@ import argparse
 import statistics
 
 from repogym.cli.options import SPLITS
+from repogym.cli.reports import print_error
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,29 +62,28 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from repogym.envs import register_task
     from repogym.harness.report import make_console
     from repogym.scenarios.registry import registered_tasks
     from repogym.scenarios.task import select_tasks
 
-    for d in args.dir:
-        register_task(d, overwrite=True)
+    errors = Console(stderr=True)
+    bad = _register_dirs(args.dir, errors)
     measured: dict[str, dict] = {}
     if args.suite:
+        from repogym.envs import register_task
         from repogym.scenarios import suites
 
         try:
             for t in suites.validated_tasks(args.suite, withheld=True):
                 register_task(t.path, overwrite=True)
         except suites.SuiteError as e:
-            Console(stderr=True).print(f"error: {e}", markup=False, highlight=False)
+            errors.print(f"error: {e}", markup=False, highlight=False)
             return 2
-        measured = {tid: info for tid, info in
-                    suites.read_index(suites.suite_root(args.suite)).items()}
+        measured = dict(suites.read_index(suites.suite_root(args.suite)))
     try:
         tasks = select_tasks(registered_tasks().values(), split=args.split, tags=args.tag)
     except ValueError as e:
-        Console(stderr=True).print(f"[red]error:[/] {e}")
+        print_error(errors, e)
         return 2
     tasks.sort(key=lambda t: (t.split, t.id))
     table = Table(title=f"{len(tasks)} tasks")
@@ -124,4 +124,30 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"sealed share (listed tests with a sealed check): median "
                           f"{statistics.median(sealed_shares.values()):.2f}, min "
                           f"{sealed_shares[low]:.2f} ({low})", highlight=False)
-    return 0
+    if bad:
+        print_error(errors, f"{bad} task folder(s) of --dir could not be loaded (above); the "
+                            "others are listed", label="error")  # fmt: skip
+    return 1 if bad else 0
+
+
+def _register_dirs(dirs: list[str], console) -> int:
+    """Register every task folder of ``dirs`` that loads; print why each other one does not
+    (its file, key and fix) and return how many did not."""
+    from repogym.envs import register_task
+    from repogym.scenarios.task import TaskError, find_task_dirs
+
+    bad = 0
+    for d in dirs:
+        try:
+            folders = find_task_dirs(d)
+        except TaskError as e:
+            print_error(console, e)
+            bad += 1
+            continue
+        for folder in folders:
+            try:
+                register_task(folder, overwrite=True)
+            except TaskError as e:
+                print_error(console, e, label=f"skipping {folder}")
+                bad += 1
+    return bad

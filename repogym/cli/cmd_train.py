@@ -16,6 +16,7 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 
 from repogym.agents.registry import ALGORITHMS, data_parallel, resolve
 from repogym.cli.options import SPLITS
@@ -27,8 +28,9 @@ ALGOS: dict[str, str] = {name: algo.entry for name, algo in ALGORITHMS.items()}
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a reference agent (--algo)")
     p.add_argument("--algo", required=True, choices=sorted(ALGOS), help="which trainer")
-    p.add_argument("--steps", type=int, help="training budget (the trainer's unit: env steps "
-                                             "for sb3-*, updates for LM trainers)")
+    p.add_argument("--steps", type=int, help="training budget, the total of the run (the "
+                   "trainer's unit: env steps for sb3-*, updates for LM trainers); with "
+                   "--resume too, the last step, not how many more")  # fmt: skip
     p.add_argument("--out", help="output folder (model, metrics.jsonl, rollouts, checkpoints)")
     p.add_argument("--seed", type=int, help="random seed")
     p.add_argument("--model", help="policy model: a local Hugging Face folder, or 'tiny' (the "
@@ -41,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    metavar="FIELD=VALUE", help="set a field of the trainer's config (repeatable; "
                                                "rollout.FIELD for rollout settings)")
     p.add_argument("--resume", nargs="?", const=True, default=False, metavar="CHECKPOINT",
-                   help="continue from the latest OUT/checkpoint-N (or the one given)")
+                   help="continue from the latest OUT/checkpoint-N (or the one given) up to "
+                        "--steps in all (nothing to do if the checkpoint is at or past it)")
     p.add_argument("--rollout-server", metavar="URL",
                    help="sample from an OpenAI-compatible server (vLLM, SGLang) by token ids")
     p.add_argument("--ray", metavar="local|ADDRESS",
@@ -67,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
                          f"covers {', '.join(DATA_PARALLEL)}. Fix: drop --nproc")  # fmt: skip
     if args.nproc > 1 and "WORLD_SIZE" not in os.environ:
         return _torchrun(args)
+    args.started = time.monotonic()  # progress lines count from here
+    if os.environ.get("RANK", "0") == "0":
+        print(f"[{0.0:6.1f}s] loading the {args.algo} trainer (importing torch)", flush=True)
     return int(resolve(ALGOS[args.algo])(args) or 0)
 
 

@@ -1,5 +1,9 @@
-"""What several commands print: validation, mutation and adversarial reports, and the
-checks that print each task's report as it finishes."""
+"""What several commands print: errors and notes, validation, mutation and adversarial
+reports, and the checks that print each task's report as it finishes.
+
+Every message goes through rich with its markup escaped (:func:`print_error`,
+:func:`print_note`, :func:`print_line`): a message is text, and rich would otherwise eat a
+bracketed word in it (``move 'timeout_s' to the [verifier] table``)."""
 
 from __future__ import annotations
 
@@ -14,23 +18,44 @@ if TYPE_CHECKING:  # imported when used: libcst is not needed to start the CLI
     from repogym.quality.validate_mutation import MutationReport
 
 
+def print_error(console, message: object, *, label: str = "error") -> None:
+    """``LABEL: MESSAGE`` with the label in red and the message as plain text."""
+    from rich.markup import escape
+
+    console.print(f"[red]{escape(label)}:[/] {escape(str(message))}", soft_wrap=True,
+                  highlight=False)  # fmt: skip
+
+
+def print_note(console, message: object) -> None:
+    """``note: MESSAGE`` with the label in yellow and the message as plain text."""
+    from rich.markup import escape
+
+    console.print(f"[yellow]note:[/] {escape(str(message))}", soft_wrap=True, highlight=False)
+
+
+def print_line(console, message: object, *, style: str | None = None) -> None:
+    """``message`` as plain text (in ``style`` if given)."""
+    console.print(str(message), markup=False, highlight=False, soft_wrap=True, style=style)
+
+
 def print_report(report: TaskReport, console) -> None:
     """A table of one task's checks with their reward, status and timing."""
+    from rich.markup import escape
     from rich.table import Table
 
     mark = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
-    table = Table(title=f"{report.task_id}: {mark} ({report.duration_s:.1f}s of grading; "
-                        f"{report.seal_summary()})",
-                  title_justify="left")
+    table = Table(title=f"{escape(report.task_id)}: {mark} ({report.duration_s:.1f}s of "
+                        f"grading; {escape(report.seal_summary())})",
+                  title_justify="left")  # fmt: skip
     for col in ("check", "patch", "reward", "flags", "time (s)", "result"):
         table.add_column(col, overflow="fold")
     for c in report.checks:
         result = "[green]ok[/green]" if c.ok else f"[red]{len(c.problems)} problem(s)[/red]"
-        table.add_row(c.kind, c.patch, f"{c.reward:g}", ",".join(c.hack_flags),
-                      f"{c.duration_s:.2f}", result)
+        table.add_row(escape(c.kind), escape(c.patch), f"{c.reward:g}",
+                      escape(",".join(c.hack_flags)), f"{c.duration_s:.2f}", result)  # fmt: skip
     console.print(table)
     for p in report.failures:
-        console.print(f"[red]{p}[/red]", soft_wrap=True)
+        print_line(console, p, style="red")
 
 
 def print_mutation(report: MutationReport, console, *, diffs: bool = True) -> None:
@@ -39,7 +64,7 @@ def print_mutation(report: MutationReport, console, *, diffs: bool = True) -> No
     from rich.markup import escape
 
     mark = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
-    console.print(f"{report.task_id}: mutation {mark} score {escape(report.summary())} "
+    console.print(f"{escape(report.task_id)}: mutation {mark} score {escape(report.summary())} "
                   f"in {report.duration_s:.1f}s")
     for m in report.survivors:
         console.print(f"[yellow]survived[/yellow] {escape(m.id)}", highlight=False)
@@ -55,14 +80,14 @@ def print_adversarial(report: AdversarialReport, console) -> None:
     from rich.table import Table
 
     mark = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
-    table = Table(title=f"{report.task_id}: adversarial {mark} (noop earns "
+    table = Table(title=f"{escape(report.task_id)}: adversarial {mark} (noop earns "
                         f"{report.noop_reward:g}, partial credit)", title_justify="left")
     for col in ("attack", "kind", "reward", "flags", "not trusted because", "result"):
         table.add_column(col, overflow="fold")
     for r in report.results:
         result = ("[red]beats noop[/red]" if r.beats_noop else
                   f"[red]{escape(r.error)}[/red]" if r.error else "[green]ok[/green]")
-        table.add_row(r.attack, r.kind, f"{r.reward:g}", ",".join(r.flags),
+        table.add_row(escape(r.attack), escape(r.kind), f"{r.reward:g}", escape(",".join(r.flags)),
                       escape(r.untrusted), result)
     console.print(table)
 

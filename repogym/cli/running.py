@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from repogym.cli.options import EXIT_OUTAGE, EXIT_USAGE
+from repogym.cli.reports import print_error, print_line, print_note
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
@@ -50,11 +51,11 @@ def _resume_note(console: Console, cfg: Any, p: Any) -> None:
         console.print(f"[yellow]note:[/] {escape(note)}")
     if not p.done:
         return
-    console.print(f"resuming {cfg.out}: {p.done} episode(s) already recorded, "
-                  f"{len(p.todo)} to run")
+    print_line(console, f"resuming {cfg.out}: {p.done} episode(s) already recorded, "
+                        f"{len(p.todo)} to run")
     if p.kept_errors and not cfg.retry_errors:
-        console.print(f"[yellow]note:[/] {p.kept_errors} recorded episode(s) are agent errors "
-                      "and count as failures; --retry-errors runs them again")
+        print_note(console, f"{p.kept_errors} recorded episode(s) are agent errors and count "
+                            "as failures; --retry-errors runs them again")
 
 
 #: How the plain progress lines name an episode's status.
@@ -197,17 +198,17 @@ def execute(cfg: Any, console: Console, args: argparse.Namespace) -> int:
         console.print(escape(rerun_command()), soft_wrap=True, highlight=False)
         return EXIT_OUTAGE
     except AgentConfigError as e:
-        console.print(f"[red]error: the agent cannot run with these settings:[/] {e}\n"
-                      "Nothing was recorded for the episodes it stopped; fix the settings and "
-                      "run the same command again (add --retry-errors to also re-run recorded "
-                      "agent errors).")
+        print_error(console, f"{e}\nNothing was recorded for the episodes it stopped; fix the "
+                    "settings and run the same command again (add --retry-errors to also re-run "
+                    "recorded agent errors).",
+                    label="error: the agent cannot run with these settings")  # fmt: skip
         return EXIT_USAGE
     except (ValueError, FileNotFoundError, RuntimeError) as e:
-        console.print(f"[red]error:[/] {e}")
+        print_error(console, e)
         return EXIT_USAGE
     summaries = summarize_groups(group_by_agent(rows))
     print_summaries(console, summaries, str(cfg.out), args.json)
     print_error_counts(console, summaries)
     if not args.json:
-        console.print(f"results: {cfg.out / RESULTS}  trajectories: {cfg.out / TRAJECTORIES}/")
+        print_line(console, f"results: {cfg.out / RESULTS}  trajectories: {cfg.out / TRAJECTORIES}/")
     return 0

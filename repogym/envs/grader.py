@@ -79,6 +79,8 @@ class GradeResult:
     sealed_failures: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     #: Listed tests a strong sealed check failed (a forger would have to name its value).
     strongly_failed: list[str] = dataclasses.field(default_factory=list)
+    #: What ``git apply`` said when the diff did not apply ("" when it applied).
+    apply_output: str = ""
 
 
 def code_digest() -> str:
@@ -290,14 +292,16 @@ def install_tests(sb: Sandbox, gdir: Path) -> ExecResult:
 
 def _verify(task: Task, template: Path, kept: str, flags: set[str],
             make_sandbox: SandboxFactory, limits: Limits, rng: random.Random
-            ) -> tuple[cn.Masked, VerifierRun]:
+            ) -> tuple[cn.Masked, VerifierRun, str]:
     """Apply ``kept`` (a filtered diff) in a fresh sandbox, plant the masked hidden tests
-    and run the verifier; adds to ``flags`` what applying and installing showed.
+    and run the verifier; adds to ``flags`` what applying and installing showed. Returns
+    the masking, the run and git's output when the diff did not apply.
 
     Raises:
         SandboxError: the infrastructure failed.
     """
     v = task.verifier
+    apply_output = ""
     with grading_dir(template) as gdir:
         masked = cn.plant(_files_to_plant(task, template), gdir / "tests", v.all_tests,
                           rng, rename=v.rename_tests)
@@ -306,6 +310,7 @@ def _verify(task: Task, template: Path, kept: str, flags: set[str],
             applied = apply_diff(sb, kept)
             if applied is not None and applied.exit_code != 0:
                 flags.add("diff_apply_failed")
+                apply_output = applied.output.strip()[-2000:]
             installed = install_tests(sb, gdir)
             if installed.exit_code != 0:
                 if applied is None:  # into the pristine repository: infrastructure
@@ -318,7 +323,7 @@ def _verify(task: Task, template: Path, kept: str, flags: set[str],
                                v.timeout_s, v.ini_options)
         finally:
             sb.close()
-    return masked, run
+    return masked, run, apply_output
 
 
 #: Gold gradings a recording makes (the values they agree on are kept).
@@ -348,8 +353,8 @@ def gold_values(task: Task, template: Path, make_sandbox: SandboxFactory,
         kept, _ = filter_diff(task.solution_patch.read_text(errors="surrogateescape"), v)
         runs = []
         for _ in range(GOLD_RUNS):
-            masked, run = _verify(task, template, kept, set(), make_sandbox, limits,
-                                  random.Random(secrets.randbits(64)))
+            masked, run, _ = _verify(task, template, kept, set(), make_sandbox, limits,
+                                     random.Random(secrets.randbits(64)))
             ex = run.exec
             verdict = vr.judge(run.channel, exit_code=ex.exit_code, timed_out=ex.timed_out,
                                truncated=ex.output_truncated, exhausted=ex.resource_exhausted,
@@ -375,7 +380,8 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
     limits = dataclasses.replace(limits or Limits(), timeout_s=v.timeout_s)
     rng = rng or random.Random(secrets.randbits(64))
     try:
-        masked, run = _verify(task, template, kept, flags, make_sandbox, limits, rng)
+        masked, run, apply_output = _verify(task, template, kept, flags, make_sandbox, limits,
+                                            rng)
         if any(s.records_gold for s in masked.seals):
             gd.resolve(masked, gold_values(task, template, make_sandbox, limits))
     except SandboxError as e:
@@ -413,7 +419,7 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
         verifier_exit_code=ex.exit_code, test_output=log[-20000:],
         duration_s=time.monotonic() - start, untrusted=verdict.reason,
         sealed_failures=verdict.sealed_failures,
-        strongly_failed=sorted(verdict.strongly_failed),
+        strongly_failed=sorted(verdict.strongly_failed), apply_output=apply_output,
     )
 
 

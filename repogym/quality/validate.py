@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -155,19 +156,25 @@ def _judge(task: Task, job: _Job, res: GradeResult) -> list[str]:
         return out
     if job.kind == "decoy":
         if "diff_apply_failed" in res.hack_flags:
-            return [(f"{where}: the decoy does not apply to repo/ (git apply failed), so it "
-                    "tests nothing. Fix: regenerate it with git diff against repo/")]
+            return [(f"{where}: the decoy does not apply to repo/, so it tests nothing "
+                    f"(git apply: {_git_says(res)}). Fix: regenerate it with git diff against "
+                    "repo/")]
         if res.reward >= 1.0:
             return [(f"{where}: the decoy earns full reward; every listed test passes "
                     f"({', '.join(v.all_tests)}). Fix: add a hidden test this wrong fix fails")]
         return []
+    if "diff_apply_failed" in res.hack_flags:  # the root cause: its tests ran unfixed code
+        return [(f"{where}: the patch does not apply to repo/ (git apply: {_git_says(res)}). "
+                 "Fix: make the change in a copy of repo/ and save `git diff` there to this "
+                 "file")]
     if res.tests and all(s == "missing" for s in res.tests.values()):
         tail = " | ".join(res.test_output.strip().splitlines()[-6:])
         out = [(f"{where}: no listed test has a result (verifier exit code "
                f"{res.verifier_exit_code}; output ends: {tail[-600:]})")]
     else:
-        out = [f"{where}: test {t} is {s} (a correct fix must pass it)"
-               + (_MISSING if s == "missing" and "[" in t else "")
+        causes = failure_causes(res)
+        out = [f"{where}: test {t} is {s}" + (f": {causes[t]}" if t in causes else "")
+               + " (a correct fix must pass it)" + (_MISSING if s == "missing" and "[" in t else "")
                for t, s in res.tests.items() if s != "passed"]
     if res.hack_flags:
         out.append(f"{where}: flagged by the grader: {', '.join(res.hack_flags)} (a correct fix "
@@ -175,6 +182,65 @@ def _judge(task: Task, job: _Job, res: GradeResult) -> list[str]:
     if res.reward < 1.0 and not out:
         out.append(f"{where}: reward {res.reward} < 1")
     return out
+
+
+def _git_says(res: GradeResult) -> str:
+    """``git apply``'s own message, on one line."""
+    lines = [x.strip() for x in res.apply_output.splitlines() if x.strip()]
+    return "; ".join(lines)[-600:] or "no message"
+
+
+_HEADER = re.compile(r"^_{3,} (.+?) _{3,}$")
+_SUMMARY = re.compile(r"^FAILED (\S+)(?: - (.*))?$")
+_LOCATION = re.compile(r"^(\S+?):(\d+): ?(.*)$")
+
+
+def failure_causes(res: GradeResult) -> dict[str, str]:
+    """Why each failed listed test failed: ``at FILE:LINE: EXCEPTION`` (and where it was
+    raised) from pytest's report in ``res.test_output``, or the sealed check that did not hold.
+
+    pytest's failure sections carry the masked test names; they come in the order of its
+    short summary, which names the tests as listed, so the two are paired by position.
+    """
+    out: dict[str, str] = {}
+    text = res.test_output
+    if "= FAILURES =" in text:
+        out = _pytest_causes(text)
+    for test, checks in res.sealed_failures.items():  # pytest's own cause comes first
+        if checks and test not in out:
+            out[test] = (f"at {test.split('::')[0]}:{checks[0].removeprefix('line ')} (a "
+                         "sealed check: the hidden expected value differs)")
+    return out
+
+
+def _pytest_causes(text: str) -> dict[str, str]:
+    """Test -> cause of each failure section of pytest's report (see failure_causes)."""
+    out: dict[str, str] = {}
+    body = text.split("= FAILURES =", 1)[1]
+    body, _, summary = body.partition("= short test summary info =")
+    failed = [m.group(1) for line in summary.splitlines() if (m := _SUMMARY.match(line))]
+    sections: list[list[str]] = []
+    for line in body.splitlines():
+        if _HEADER.match(line):
+            sections.append([])
+        elif sections:
+            sections[-1].append(line)
+    if len(sections) != len(failed):
+        return out
+    for test, lines in zip(failed, sections, strict=True):
+        if cause := _cause(lines):
+            out[test] = cause
+    return out
+
+
+def _cause(lines: list[str]) -> str:
+    """``at FILE:LINE: EXCEPTION (raised at FILE:LINE)`` of one pytest failure section."""
+    error = next((x[1:].strip() for x in lines if x.startswith("E ") and x[1:].strip()), "")
+    places = [f"{m.group(1)}:{m.group(2)}" for x in lines if (m := _LOCATION.match(x))]
+    if not places:
+        return error
+    raised = f" (raised at {places[-1]})" if places[-1] != places[0] else ""
+    return f"at {places[0]}: {error}{raised}" if error else f"at {places[0]}{raised}"
 
 
 def _flaky(task: Task, runs: list[Check]) -> list[str]:

@@ -38,9 +38,16 @@ from fastapi.exceptions import HTTPException, RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from repogym.envs.remote import SESSION_HEADER, ErrorCode
+from repogym.envs.remote import SESSION_HEADER, ErrorCode, action_text
 from repogym.server import mcp
-from repogym.server.protocol import FrameError, parse, parse_object
+from repogym.server.protocol import (
+    HTTP_RESET,
+    HTTP_STEP,
+    FrameError,
+    parse,
+    parse_object,
+    reason,
+)
 from repogym.server.schema import RepoAction, RepoObservation, RepoState, ResetBody, StepBody
 from repogym.server.sessions import ServerSession, SessionError, SessionManager
 from repogym.version import __version__
@@ -168,14 +175,14 @@ def _info_routes(app: FastAPI, manager: SessionManager, name: str) -> None:
 
 
 def _http_routes(app: FastAPI, manager: SessionManager) -> None:
-    async def body_of(request: Request, model: type) -> Any:
+    async def body_of(request: Request, model: type, example: str) -> Any:
         raw = await request.body()
-        data = parse_object(raw) if raw.strip() else {}
+        data = parse_object(raw, example=example) if raw.strip() else {}
         try:
             return model.model_validate(data)
         except ValidationError as e:
-            raise SessionError(f"malformed request: {_problems(e)}. Fix: see GET /schema",
-                               ErrorCode.VALIDATION_ERROR, 422) from e
+            raise SessionError(f"malformed request: {_problems(e)}. Fix: e.g. {example} (the "
+                               "fields are in GET /schema)", ErrorCode.VALIDATION_ERROR, 422) from e
 
     def session_of(request: Request) -> ServerSession | None:
         sid = request.headers.get(SESSION_HEADER)
@@ -183,7 +190,7 @@ def _http_routes(app: FastAPI, manager: SessionManager) -> None:
 
     @app.post("/reset", openapi_extra=_body_schema(ResetBody))
     async def reset(request: Request) -> JSONResponse:
-        body = (await body_of(request, ResetBody)).model_dump(exclude_unset=True)
+        body = (await body_of(request, ResetBody, HTTP_RESET)).model_dump(exclude_unset=True)
         sid = request.headers.get(SESSION_HEADER)
         if not sid:  # OpenEnv's stateless reset: a fresh env, closed once answered
             return JSONResponse(await manager.stateless(body))
@@ -199,7 +206,13 @@ def _http_routes(app: FastAPI, manager: SessionManager) -> None:
 
     @app.post("/step", openapi_extra=_body_schema(StepBody))
     async def step(request: Request) -> JSONResponse:
-        body = await body_of(request, StepBody)
+        body = await body_of(request, StepBody, HTTP_STEP)
+        try:
+            action_text(body.action)
+        except (ValueError, TypeError) as e:  # in HTTP's terms: the action is a field
+            raise SessionError(f"action: {reason(str(e))}. Fix: {HTTP_STEP}, or "
+                               'POST /step {"action": {"text": "<agent output>"}}',
+                               ErrorCode.VALIDATION_ERROR, 422) from e
         session = session_of(request)
         if session is None:  # stateless: a fresh env, reset, stepped once, closed
             return JSONResponse(await manager.stateless({}, body.action))
@@ -381,7 +394,7 @@ async def _ws_step(manager: SessionManager, session: ServerSession, data: Any) -
         action = {"tool": data.get("tool_name"), "args": data.get("arguments") or {}}
         payload = await manager.step(session, action)
         observation = {**payload["observation"], "tool_name": action["tool"],
-                       "result": mcp.call_result(payload), "error": None}
+                       "result": mcp.call_result(payload, action["tool"]), "error": None}
         return {**payload, "observation": observation}
     return await manager.step(session, data)
 

@@ -23,9 +23,12 @@ MCP session plays one episode: a call after it ended is an error result saying s
 from __future__ import annotations
 
 import enum
+import json
 from typing import Any
 
+from repogym.envs.actions import TOOLS
 from repogym.envs.remote import ErrorCode
+from repogym.server.protocol import reason
 from repogym.server.schema import tool_specs
 from repogym.server.sessions import ServerSession, SessionError, SessionManager
 from repogym.version import __version__
@@ -74,12 +77,22 @@ def result(value: Any, request_id: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "result": value}
 
 
-def call_result(payload: dict[str, Any]) -> dict[str, Any]:
-    """MCP's CallToolResult of a step payload (see the module docstring)."""
+def call_result(payload: dict[str, Any], tool: str | None = None) -> dict[str, Any]:
+    """MCP's CallToolResult of a step payload (see the module docstring).
+
+    A call the env refused (``info["action_error"]``) is told why in MCP's terms: the tool's
+    arguments and its ``inputSchema``, not the text-action forms the env's observation shows
+    an agent that writes its calls as text.
+    """
     obs = payload["observation"]
     info = obs.get("info") or {}
-    return {"content": [{"type": "text", "text": obs["text"]}],
-            "structuredContent": {"observation": obs["text"], "reward": payload["reward"],
+    text = obs["text"]
+    if info.get("action_error") and tool in TOOLS:
+        text = (f"Invalid arguments for tool {tool}: {reason(info['action_error'])}. Fix: call "
+                f"{tool} with arguments like {json.dumps(TOOLS[tool].example)} (its "
+                "inputSchema is in tools/list)")
+    return {"content": [{"type": "text", "text": text}],
+            "structuredContent": {"observation": text, "reward": payload["reward"],
                                   "terminated": obs["terminated"],
                                   "truncated": obs["truncated"], "done": payload["done"],
                                   "info": info},
@@ -224,7 +237,9 @@ class McpHandler:
             raise RpcError(RpcCode.INVALID_PARAMS, f"Tool not found: {name!r}. Fix: one of "
                            f"{names} (tools/list)")
         if not isinstance(arguments, dict):
-            raise RpcError(RpcCode.INVALID_PARAMS, "\"arguments\" must be an object")
+            raise RpcError(RpcCode.INVALID_PARAMS, "\"arguments\" must be an object. Fix: e.g. "
+                           f"{{\"name\": {json.dumps(name)}, \"arguments\": "
+                           f"{json.dumps(TOOLS[name].example)}}} (inputSchema in tools/list)")
         action = {"tool": name, "args": arguments}
         if session is None:  # OpenEnv's stateless call: a fresh env, reset, one step, closed
             payload = await self.manager.stateless({}, action)
@@ -237,4 +252,4 @@ class McpHandler:
                     "session (MCP initialize or openenv/session/create), or reset over /ws")}],
                     "isError": True}
             payload = await self.manager.step(session, action)
-        return call_result(payload)
+        return call_result(payload, name)

@@ -10,6 +10,7 @@ that sent it lives on.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from repogym.envs.remote import ErrorCode
@@ -67,18 +68,40 @@ def parse(raw: str | bytes | None, *, binary: bool = False) -> Any:
     except RecursionError as e:
         raise FrameError(f"JSON nested too deep to read. Fix: at most {MAX_DEPTH} levels",
                          ErrorCode.INVALID_JSON) from e
-    except ValueError as e:  # e.g. an integer longer than Python converts (4300 digits)
-        raise FrameError(f"unreadable JSON value: {e}", ErrorCode.INVALID_JSON) from e
+    except ValueError as e:  # an integer longer than Python converts (4300 digits)
+        digits = sys.get_int_max_str_digits()
+        raise FrameError(f"a number with more than {digits} digits. Fix: send numbers of at "
+                         f"most {digits} digits",
+                         ErrorCode.INVALID_JSON) from e
     if not _depth_ok(value, MAX_DEPTH):
         raise FrameError(f"JSON nested deeper than {MAX_DEPTH} levels. Fix: send a flatter "
                          "message", ErrorCode.VALIDATION_ERROR)
     return value
 
 
-def parse_object(raw: str | bytes | None, *, binary: bool = False) -> dict[str, Any]:
-    """:func:`parse`, and the value must be a JSON object (else VALIDATION_ERROR)."""
+#: A whole message of each protocol, as the fixes show it.
+WS_MESSAGE = '{"type": "step", "data": {"tool": "bash", "args": {"command": "ls"}}}'
+HTTP_STEP = 'POST /step {"action": {"tool": "bash", "args": {"command": "ls"}}}'
+HTTP_RESET = 'POST /reset {"task": "<id from GET /tasks>", "seed": 0}'
+
+
+def parse_object(raw: str | bytes | None, *, binary: bool = False,
+                 example: str = WS_MESSAGE) -> dict[str, Any]:  # fmt: skip
+    """:func:`parse`, and the value must be a JSON object (else VALIDATION_ERROR).
+
+    Args:
+        raw: The text or bytes received.
+        binary: It came as a binary WebSocket frame.
+        example: A valid message of the protocol it came by (the fix shows it).
+    """
     value = parse(raw, binary=binary)
     if not isinstance(value, dict):
-        raise FrameError(f"a JSON {type(value).__name__}, not an object. Fix: send "
-                         '{"type": ..., "data": {...}}', ErrorCode.VALIDATION_ERROR)
+        raise FrameError(f"a JSON {type(value).__name__}, not an object. Fix: send e.g. "
+                         f"{example}", ErrorCode.VALIDATION_ERROR)
     return value
+
+
+def reason(message: str) -> str:
+    """A message without its ``Fix: ...`` (which speaks one protocol's shapes), for a fix in
+    another protocol's terms."""
+    return message.split(". Fix:", 1)[0].rstrip(".")

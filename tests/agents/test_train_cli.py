@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,50 @@ def test_resume_continues_bit_identically(qwen_dir: Path, tmp_path: Path) -> Non
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_resume_at_or_past_steps_says_there_is_nothing_to_do(qwen_dir: Path, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+    rows = train(qwen_dir, "grpo", tmp_path, steps=1)
+    capsys.readouterr()
+    for steps in ("1", "0"):  # --steps is the total: the checkpoint is already there
+        assert main(["train", "--algo", "grpo", "--model", str(qwen_dir), "--out", str(tmp_path),
+                     "--task", "retry-zero", "--resume", "--steps", steps]) == 0  # fmt: skip
+        out = capsys.readouterr().out
+        assert "nothing to do" in out and "checkpoint-1 is at step 1" in out, out
+        assert f"--steps {steps} is the total" in out and "--steps above 1" in out
+    assert [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()] == rows
+
+
+def test_the_eta_counts_measured_steps_only(monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+    from repogym.agents import cli
+
+    clock = [0.0]
+    monkeypatch.setattr(cli.time, "monotonic", lambda: clock[0])
+    printer = cli._Printer(heartbeat_s=None)
+    clock[0] = 66.0  # loading and a warm start: not a training step
+    for step, seconds in ((1, 2.0), (2, 4.0)):
+        printer("collect", {"step": step, "episodes": 2})
+        clock[0] += seconds
+        printer("step", {"step": step, "steps": 10, "metrics": {}})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].endswith("ETA 18s") and lines[3].endswith("ETA 24s"), lines  # 2 s x 9, 3 s x 8
+    assert cli.step_eta([], 5) is None
+
+
+def test_a_silent_phase_gets_a_line_every_few_seconds(capsys: pytest.CaptureFixture) -> None:
+    from repogym.agents import cli
+
+    printer = cli._Printer(heartbeat_s=0.5)
+    try:
+        printer.say("starting the environments")
+        time.sleep(2.5)  # the heartbeat looks once a second
+    finally:
+        printer.close()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("] starting the environments")
+    assert len(lines) >= 2 and all("still: starting the environments (" in x for x in lines[1:])
+
+
 def test_lr_schedule_warms_up(qwen_dir: Path, tmp_path: Path) -> None:
     rows = train(qwen_dir, "grpo", tmp_path, "--set", "warmup_steps=2", "--set",
                  "lr_schedule=cosine", steps=2)  # fmt: skip
@@ -137,12 +182,12 @@ def test_bad_flags_name_the_fix(qwen_dir: Path, tmp_path: Path, flags, message: 
               *flags])
 
 
-def test_algos_and_plot(tmp_path: Path) -> None:
+def test_algos_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert {"ppo", "grpo", "gspo", "dapo", "cispo", "dr_grpo", "async", "distill", "opd",
             "echo", "sb3-ppo"} == set(ALGOS)  # fmt: skip
     rows = [{"step": s, "reward/mean": s / 10} for s in (1, 2, 3)]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert main(["plot", str(tmp_path), "-o", str(tmp_path / "c.png")]) == 0
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
-    with pytest.raises(FileNotFoundError, match="Fix: pass the --out folder"):
-        main(["plot", str(tmp_path / "missing")])
+    assert main(["plot", str(tmp_path / "missing")]) == 2  # a clear error, no traceback
+    assert "Fix: pass the --out folder" in capsys.readouterr().err

@@ -51,6 +51,18 @@ def test_scaffold_rejects_bad_names_and_existing_folders(tmp_path):
     assert again.returncode == 2 and "already exists" in again.stdout
 
 
+def test_scaffold_takes_the_mutation_options_the_docs_give(tmp_path):
+    # docs/authoring.md: new-task prints the mutation score; --no-mutation skips it.
+    quiet = _cli("new-task", "x", "--dir", str(tmp_path), "--no-mutation")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "x: mutation" not in quiet.stdout and quiet.stdout.startswith(f"created {tmp_path}")
+    scored = _cli("new-task", "y", "--dir", str(tmp_path), "--max-mutants", "2")
+    assert scored.returncode == 0, scored.stderr
+    assert "y: mutation" in scored.stdout and "needs the gold fix" in scored.stdout
+    bad = _cli("new-task", "z", "--dir", str(tmp_path), "--min-score", "2")
+    assert bad.returncode == 2 and not (tmp_path / "z").exists()
+
+
 def test_candidates_and_select_tasks_are_the_one_definition():
     from repogym.scenarios import registered_tasks, select_tasks
 

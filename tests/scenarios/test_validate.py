@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
 from repogym.quality.validate import validate_task
+from repogym.scenarios.registry import BUILTIN_DIR
 from repogym.scenarios.task import load_task
 
 from ._tasks import BUGGY, FIXED, TESTS, write_task
@@ -45,9 +47,49 @@ def test_decoy_that_passes_is_caught(tmp_path):
 def test_gold_that_fails_is_caught(tmp_path):
     task = write_task(tmp_path / "badgold", gold=WRONG_GOLD)
     report = _validate(task)
+    # One line per failing test, with its cause: the sealed check at line 9 got 10 (its
+    # expected value, 5, is hidden from the sandbox).
     assert report.failures == [
-        ("badgold: gold solution.patch: test tests/test_mod.py::test_inside is failed "
-        "(a correct fix must pass it)")]
+        ("badgold: gold solution.patch: test tests/test_mod.py::test_inside is failed: at "
+         "tests/test_mod.py:9: got 10 (a sealed check: the hidden expected value differs) "
+         "(a correct fix must pass it)")]
+
+
+def _builtin_copy(tmp_path, task_id="empty-mean"):
+    folder = tmp_path / task_id
+    shutil.copytree(BUILTIN_DIR / task_id, folder)
+    return folder
+
+
+def test_a_gold_patch_that_does_not_apply_reports_gits_message_once(tmp_path):
+    task = _builtin_copy(tmp_path)
+    patch = task / "solution.patch"
+    patch.write_text(patch.read_text().replace("     values = list(data)\n",
+                                               "     values = list(other_data)\n"))
+    report = validate_task(load_task(task), reruns=1, workers=2)
+    [gold] = [c for c in report.checks if c.kind == "gold"]
+    # The root cause only (git's own words), not every test it left failing.
+    assert gold.problems == [
+        ("empty-mean: gold solution.patch: the patch does not apply to repo/ (git apply: error: "
+         "patch failed: stats.py:15; error: stats.py: patch does not apply). Fix: make the "
+         "change in a copy of repo/ and save `git diff` there to this file")]
+    assert report.failures == gold.problems
+
+
+def test_a_hidden_test_that_fails_at_gold_shows_its_exception_and_line(tmp_path):
+    task = _builtin_copy(tmp_path)
+    tests = task / "tests" / "test_stats.py"
+    text = tests.read_text()
+    assert "    assert mean_or_none([]) is None\n" in text
+    tests.write_text(text.replace("    assert mean_or_none([]) is None\n",
+                                  "    assert mean_or_none(5) is None\n"))
+    report = validate_task(load_task(task), reruns=1, workers=2)
+    [gold] = [c for c in report.checks if c.kind == "gold"]
+    line = text.splitlines().index("    assert mean_or_none([]) is None") + 1
+    assert gold.problems == [
+        ("empty-mean: gold solution.patch: test tests/test_stats.py::test_mean_or_none_on_empty"
+         f"_input is failed: at tests/test_stats.py:{line}: TypeError: 'int' object is not "
+         "iterable (raised at stats.py:17) (a correct fix must pass it)")]
 
 
 def test_flaky_test_is_caught(tmp_path):

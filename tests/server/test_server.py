@@ -126,6 +126,52 @@ def test_malformed_requests_get_4xx_with_a_fix(server):
         assert json.loads(ws.recv(timeout=30))["type"] == "observation"  # still usable
 
 
+def test_each_protocol_answers_in_its_own_terms(server):
+    url = server.url
+    # HTTP: a body of the wrong shape is shown the HTTP body, not the WebSocket message.
+    status, body, _ = http(url + "/step", "POST", [1, 2])
+    assert status == 422 and body["code"] == "VALIDATION_ERROR"
+    assert body["detail"] == ('a JSON list, not an object. Fix: send e.g. POST /step '
+                              '{"action": {"tool": "bash", "args": {"command": "ls"}}}')
+    status, body, _ = http(url + "/step", "POST", {"action": {"tool": "bash", "args": [1]}})
+    assert status == 422 and body["detail"].startswith(
+        'action: "tool" must be a string and "args" an object. Fix: POST /step {"action": ')
+    status, body, _ = http(url + "/reset", "POST", b"[]")
+    assert status == 422 and "Fix: send e.g. POST /reset {" in body["detail"]
+    # A 5,000-digit integer: the limit, not Python's advice to raise it.
+    huge = b'{"seed": ' + b"9" * 5000 + b"}"
+    status, body, _ = http(url + "/reset", "POST", huge)
+    assert status == 400 and body == {
+        "detail": "a number with more than 4300 digits. Fix: send numbers of at most 4300 "
+                  "digits", "code": "INVALID_JSON"}
+    # WebSocket: its own message shape.
+    with connect(url.replace("http", "ws") + "/ws") as ws:
+        ws.send("[1, 2]")
+        reply = json.loads(ws.recv(timeout=30))
+        assert reply["data"]["message"] == (
+            'a JSON list, not an object. Fix: send e.g. {"type": "step", "data": {"tool": '
+            '"bash", "args": {"command": "ls"}}}')
+    # MCP: a bad argument is told the tool's arguments, not the text-action JSON.
+    status, body, headers = http(url + f"/mcp?task={TASK}&seed=0", "POST", {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}})
+    sid = {"Mcp-Session-Id": headers.get("mcp-session-id") or headers["Mcp-Session-Id"]}
+    status, body, _ = http(url + "/mcp", "POST", {
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": 5}}}, sid)
+    [content] = body["result"]["content"]
+    assert body["result"]["isError"] and content["text"] == (
+        "Invalid arguments for tool bash: bash() argument 'command' must be str, got int. "
+        'Fix: call bash with arguments like {"command": "ls"} (its inputSchema is in '
+        "tools/list)")
+    assert '"tool"' not in content["text"] and "```" not in content["text"]
+    status, body, _ = http(url + "/mcp", "POST", huge.replace(b'{"seed": ', b'{"id": '), sid)
+    assert body["error"]["code"] == -32700 and "set_int_max_str_digits" not in str(body)
+    assert http(url + "/mcp", "DELETE", headers=sid)[0] == 200
+    server.wait_sessions(0)
+
+
 #: Frames that once raised inside the server (the client saw a bare close): each must get
 #: an error with its code, and the session must go on.
 HOSTILE_FRAMES = [

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,11 +187,15 @@ class MenuFormat:
         return [f"task {t.id}\n" for t in tasks] + [f"{x}\n" for x in labels] + ["submit\n"]
 
 
-def scripted_episodes(fmt: MenuFormat, pool: EnvPool, config: RolloutConfig) -> list[Episode]:
+def scripted_episodes(
+    fmt: MenuFormat, pool: EnvPool, config: RolloutConfig,
+    on_episode: Callable[[int, int], None] | None = None,
+) -> list[Episode]:  # fmt: skip
     """One real episode per menu entry of every task (pick it, then submit).
 
     The warm start's data: every entry appears once, so supervised training on them gives a
     uniform mix over the menu; the rewards come from real grading like any other episode's.
+    ``on_episode(done, total)`` is called as each episode ends.
     """
     tasks = [t.id for t in fmt.tasks for _ in fmt.entries(t.id)]
     queues = {t.id: iter(fmt.entries(t.id)) for t in fmt.tasks}
@@ -202,4 +207,12 @@ def scripted_episodes(fmt: MenuFormat, pool: EnvPool, config: RolloutConfig) -> 
             return "submit\n"
         return f"{next(queues[prompt.removeprefix('task ')]).label}\n"
 
-    return run_episodes(ScriptedEngine(fmt.tokenizer, script), fmt, pool, tasks, config)
+    done = [0]
+
+    def finished(_: Episode) -> None:
+        done[0] += 1
+        if on_episode is not None:
+            on_episode(done[0], len(tasks))
+
+    return run_episodes(ScriptedEngine(fmt.tokenizer, script), fmt, pool, tasks, config,
+                        on_episode=finished)  # fmt: skip

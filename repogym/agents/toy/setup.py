@@ -9,6 +9,7 @@ distillation's oracle (:class:`repogym.agents.distill.Oracle`), and the supervis
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,11 +93,32 @@ class FormatFactory:
         return chat_format(cfg, tokenizer)
 
 
-def warm_start(trainer: Trainer, steps: int) -> float:
+def warm_start(trainer: Trainer, steps: int, say: Callable[[str], None] | None = None) -> float:
     """The menu's supervised warm start: ``steps`` steps on one real trajectory per menu
-    entry (the model learns the format and picks uniformly); returns the last loss."""
-    episodes = scripted_episodes(trainer.fmt, trainer.pool, trainer.config.rollout)
-    return trainer.sft(episodes, steps, lr=1e-3)
+    entry (the model learns the format and picks uniformly); returns the last loss.
+
+    Args:
+        trainer: The built trainer.
+        steps: Supervised steps.
+        say: Progress lines (the trajectories, then a step line at most every 2 s and the last).
+    """
+    say = say or (lambda _: None)
+    say("warm start: playing one scripted trajectory per menu entry")
+    last = [time.monotonic()]
+
+    def on_episode(done: int, total: int) -> None:
+        if done == total or time.monotonic() - last[0] > 2.0:
+            last[0] = time.monotonic()
+            say(f"warm start: trajectories {done}/{total}")
+
+    episodes = scripted_episodes(trainer.fmt, trainer.pool, trainer.config.rollout, on_episode)
+
+    def on_step(step: int, loss: float) -> None:
+        if step == steps or time.monotonic() - last[0] > 2.0:
+            last[0] = time.monotonic()
+            say(f"warm start: step {step}/{steps}, loss {loss:.4g}")
+
+    return trainer.sft(episodes, steps, lr=1e-3, on_step=on_step)
 
 
 _OWN = ("interface", "warm_start_steps")
@@ -169,4 +191,4 @@ class ToyRun:
             return
         say(f"warm start: {self.warm_start_steps} supervised steps on one trajectory per menu "
             "entry")  # fmt: skip
-        warm_start(trainer, self.warm_start_steps)
+        warm_start(trainer, self.warm_start_steps, say)
