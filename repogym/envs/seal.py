@@ -83,23 +83,27 @@ class Seal:
             self.op == "raises" and bool(dict(self.options).get("match")))
 
     def holds(self, got: object) -> bool:
-        """Whether one reported value ``got`` satisfies the hidden expectation."""
+        """Whether one reported value ``got`` satisfies the hidden expectation.
+
+        ``got`` comes from the sandbox, where a forger may have written it: any JSON value,
+        of any size the channel allows. It holds only if it has the launcher's shape, is
+        within the record caps (:func:`record_problem`) and satisfies the expectation;
+        anything else, whatever it holds, does not (this never raises).
+        """
+        if record_problem(got) is not None:
+            return False
         try:
             return self._holds(got)
-        except (ValueError, TypeError, KeyError, AttributeError, OverflowError,
-                RecursionError, re.error):
-            return False
+        except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError,
+                RecursionError, MemoryError, re.error):
+            return False  # e.g. approx of a number past float's range, an ``in`` of a str
 
-    def _holds(self, got: object) -> bool:
-        if not isinstance(got, dict):
-            return False
+    def _holds(self, got: dict) -> bool:
         if self.op == "raises":
-            names, message = got.get("raised"), got.get("message")
-            if not isinstance(names, list) or not isinstance(message, str):
-                return False
+            chain = raised_chain(got)
             pattern = dict(self.options).get("match")
-            return any(n in names for n in self.expected) and (
-                pattern is None or re.search(pattern, message) is not None)
+            return chain is not None and any(_names_class(n, chain) for n in self.expected) \
+                and (pattern is None or re.search(pattern, got["message"]) is not None)
         if self.op == "is":
             return got.get("is") == canon.singleton(self.expected)
         if self.op == "truth":
@@ -108,7 +112,10 @@ class Seal:
             if "digest" in got:
                 return got["digest"] == canon.digest(canon.encode(self.expected))
             return canon.dumps(got.get("v")) == canon.dumps(canon.encode(self.expected))
-        value = canon.decode(got.get("v"))
+        try:
+            value = canon.decode(got.get("v"))
+        except canon.NotCanonical:
+            return False
         if self.op == "in":
             return value in self.expected
         if self.op == "approx":
@@ -119,12 +126,103 @@ class Seal:
 
     def shown(self, got: object) -> str:
         """What the code computed, for the log (never the expected value)."""
-        if not isinstance(got, dict):
-            return "a malformed record"
+        if (problem := record_problem(got)) is not None:
+            return f"a malformed record ({problem})"
         if self.op == "raises":
-            names = got.get("raised")
-            return "no exception" if not names else f"{names[0]}: {got.get('message', '')}"[:300]
+            if got.get("raised") is None:
+                return "no exception"
+            chain = raised_chain(got)
+            if chain is None:
+                return "an exception record that is not one class's chain of bases"
+            return f"{chain[0][1]}: {got['message']}"[:300]
         return str(got.get("shown", ""))[:300]
+
+
+#: The largest sealed-check record the grader reads (its canonical text); a larger one holds
+#: against no expectation. The launcher sends values up to ``canon.VALUE_BYTES`` whole.
+RECORD_BYTES = canon.VALUE_BYTES + (16 << 10)
+#: Longest ``module:qualname`` entry of a ``raises`` record.
+_NAME_CHARS = 520
+#: Builtin exception classes with more bases than this among a raised class's bases: no
+#: record names a class that derives from every exception (``class X(ValueError, IndexError)``
+#: is as far as real code goes).
+_BUILTIN_LEAVES = 2
+
+
+def record_problem(got: object) -> str | None:
+    """Why a sealed check's record is malformed or over the caps (None: it is not)."""
+    if not isinstance(got, dict):
+        return "not an object"
+    try:
+        size = len(canon.dumps(got))
+    except (ValueError, TypeError, RecursionError):
+        return "not JSON data"
+    if size > RECORD_BYTES:
+        return f"over {RECORD_BYTES} bytes"
+    if size > canon.VALUE_BYTES and len(canon.dumps(got.get("v"))) > canon.VALUE_BYTES:
+        return f"a value over {canon.VALUE_BYTES} bytes (the launcher sends its digest)"
+    if "raised" in got and got["raised"] is not None:
+        message, mro = got.get("message"), got.get("mro")
+        if not isinstance(message, str) or len(message) > canon.MESSAGE_CHARS:
+            return f"an exception message that is not a string of at most " \
+                   f"{canon.MESSAGE_CHARS} characters"
+        if not isinstance(mro, list) or len(mro) > canon.MAX_MRO:
+            return f"more than {canon.MAX_MRO} classes"
+    return None
+
+
+def raised_chain(got: dict) -> list[tuple[str, str]] | None:
+    """The (module, qualified name) of the raised class and its bases, as the launcher
+    reports one exception, or None unless the record is one class's consistent chain.
+
+    Consistent: ``raised``/``module`` name the chain's first class; no class appears twice;
+    it ends with ``builtins:object`` and holds ``builtins:BaseException``; every ``builtins``
+    entry is a real builtin class whose own bases follow it in their order; and the builtin
+    exceptions it holds derive from at most :data:`_BUILTIN_LEAVES` of them. A record that
+    lists every exception class the process knows is none of these.
+    """
+    raised, module, mro = got.get("raised"), got.get("module"), got.get("mro")
+    if not (isinstance(raised, str) and isinstance(module, str) and isinstance(mro, list)):
+        return None
+    if not 2 <= len(mro) <= canon.MAX_MRO or len(set(map(str, mro))) != len(mro):
+        return None
+    chain = []
+    for entry in mro:
+        if not isinstance(entry, str) or len(entry) > _NAME_CHARS or entry.count(":") != 1:
+            return None
+        mod, _, name = entry.partition(":")
+        if not mod or not name:
+            return None
+        chain.append((mod, name))
+    if chain[0] != (module, raised) or chain[-1] != ("builtins", "object") or \
+            ("builtins", "BaseException") not in chain:
+        return None
+    return chain if _builtins_consistent(chain) else None
+
+
+def _builtins_consistent(chain: list[tuple[str, str]]) -> bool:
+    names = [name for mod, name in chain if mod == "builtins"]
+    classes = [getattr(builtins, n, None) for n in names]
+    if not all(isinstance(c, type) for c in classes):
+        return False
+    for i, c in enumerate(classes):
+        bases = [b.__qualname__ for b in c.__mro__]
+        rest = iter(names[i:])
+        if not all(b in rest for b in bases):  # its bases, in order, after it
+            return False
+    leaves = [c for c in classes if issubclass(c, BaseException)
+              and not any(d is not c and issubclass(d, c) for d in classes)]
+    return len(leaves) <= _BUILTIN_LEAVES
+
+
+def _names_class(name: str, chain: list[tuple[str, str]]) -> bool:
+    """Whether ``pytest.raises(<name>)`` accepts the chain's class. A builtin exception's
+    name means the builtin (only a ``builtins`` entry can match it); another name matches
+    a class of that name (the last part of its qualified name) from any module."""
+    if isinstance(getattr(builtins, name, None), type) and \
+            issubclass(getattr(builtins, name), BaseException):
+        return ("builtins", name) in chain
+    return any(qual.rpartition(".")[2] == name for _, qual in chain)
 
 
 @dataclasses.dataclass

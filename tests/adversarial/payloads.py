@@ -106,9 +106,17 @@ def _rg_by_heart():
 
         def __exit__(self, t, v, tb):
             kind, name = known.get(self.line, ("", None))
-            names = [name, "Exception"] if kind == "raises" else \\
-                ([c.__name__ for c in t.__mro__] if t else None)
-            runtime._send(self.cid, {"raised": names, "message": ""})
+            if kind != "raises":
+                self.inner.__exit__(t, v, tb)
+                return True
+            import builtins
+            cls = getattr(builtins, name, None)  # one consistent chain that holds the name
+            mro = [f"builtins:{c.__qualname__}" for c in cls.__mro__] if isinstance(
+                cls, type) else [f"known:{name}", "builtins:Exception",
+                                 "builtins:BaseException", "builtins:object"]
+            module, _, qualname = mro[0].partition(":")
+            runtime._send(self.cid, {"raised": qualname, "module": module, "mro": mro,
+                                     "message": ""})
             return True
 
     seal.check, seal.raises = check, Raises
