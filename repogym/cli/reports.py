@@ -15,7 +15,9 @@ if TYPE_CHECKING:  # imported when used: libcst is not needed to start the CLI
 
 
 def print_report(report: TaskReport, console) -> None:
-    """A table of one task's checks with their reward, status and timing."""
+    """A table of one task's checks with their reward, status and timing, and the sealed
+    checks of fail_to_pass tests whose expected value the task's files state (leaks)."""
+    from rich.markup import escape
     from rich.table import Table
 
     mark = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
@@ -29,6 +31,9 @@ def print_report(report: TaskReport, console) -> None:
         table.add_row(c.kind, c.patch, f"{c.reward:g}", ",".join(c.hack_flags),
                       f"{c.duration_s:.2f}", result)
     console.print(table)
+    for leak in report.leaks:
+        console.print(f"[yellow]leak[/yellow] {escape(str(leak))}", soft_wrap=True,
+                      highlight=False)
     for p in report.failures:
         console.print(f"[red]{p}[/red]", soft_wrap=True)
 

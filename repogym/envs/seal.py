@@ -64,6 +64,8 @@ class Seal:
         expected: The hidden value (for ``raises``: the accepted class names).
         options: ``approx``'s keyword arguments; ``raises``' ``match`` pattern.
         times: How often a passing run of the test reaches it (loops over literals).
+        leaked: Whether a sandbox of the task can read its expected value (the task's own
+            files state it; ``repogym.quality.leaks``): it is weak, however long the value.
     """
 
     cid: int
@@ -73,14 +75,16 @@ class Seal:
     expected: object
     options: tuple[tuple[str, object], ...] = ()
     times: int = 1
+    leaked: bool = False
 
     @property
     def strong(self) -> bool:
         """Whether guessing its hidden expectation is hopeless: a value (``==``, ``approx``,
-        ``in``) or an exception with a message pattern. A truth or ``is`` check carries a
-        bit or two, an exception class a few: a forger can guess those."""
-        return self.op in ("==", "approx", "in") or (
-            self.op == "raises" and bool(dict(self.options).get("match")))
+        ``in``) or an exception with a message pattern, that the task's files do not state
+        (:attr:`leaked`). A truth or ``is`` check carries a bit or two, an exception class a
+        few: a forger can guess those."""
+        return not self.leaked and (self.op in ("==", "approx", "in") or (
+            self.op == "raises" and bool(dict(self.options).get("match"))))
 
     def holds(self, got: object) -> bool:
         """Whether one reported value ``got`` satisfies the hidden expectation.
