@@ -12,7 +12,7 @@ in everything a sandbox of the task can read (every text file of ``repo/``, the 
 ``reproduction.py`` when the task has one) for:
 
 - the **assertion form**: ``<computed side> == <literal>`` (or ``in``) as the test writes
-  it, whitespace and quote style ignored, with the computed side also without its module
+  it, whitespace (but between two words) and quote style ignored, with the computed side also without its module
   qualifier (``m.shape([])`` -> ``shape([])``), and the literal as written or as its
   ``repr``;
 - the **doctest form**: a ``>>> <computed side>`` line followed by the literal's line;
@@ -45,6 +45,7 @@ BARE_CHARS = 12
 #: Files larger than this are not read (data, not documentation).
 MAX_FILE_BYTES = 2 << 20
 _SPACE = re.compile(r"\s+")
+_GAP = re.compile(r"(?<!\w) | (?!\w)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,8 +74,9 @@ class Leak:
 
 
 def normalised(text: str) -> str:
-    """``text`` without whitespace, with one quote style (how forms are compared)."""
-    return _SPACE.sub("", text).replace('"', "'")
+    """``text`` with one quote style and no whitespace except one space between two word
+    characters (``f(1, 2) == 10 units`` -> ``f(1,2)==10 units``): how forms are compared."""
+    return _GAP.sub("", _SPACE.sub(" ", text.strip())).replace('"', "'")
 
 
 class Corpus:
