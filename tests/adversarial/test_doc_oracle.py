@@ -19,8 +19,8 @@ import pytest
 from repogym.envs import grader
 from repogym.quality.leaks import scan
 from repogym.sandbox import make_sandbox
-from repogym.scenarios.task import Task, load_task
 from repogym.sandbox.workspace import make_diff
+from repogym.scenarios.task import Task, load_task
 from tests.adversarial import payloads
 from tests.adversarial.conftest import assert_no_gain, leftovers
 

@@ -18,8 +18,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from repogym.envs.canaries import Canary, Masked
-from repogym.envs.launcher import canon
-from repogym.envs.launcher import launch
+from repogym.envs.launcher import canon, launch
 from repogym.envs.seal import CheckOutcome, Seal, judge_case
 from repogym.envs.verifier import Channel, ChannelError, judge, read_channel
 
