@@ -18,7 +18,7 @@ only if pytest reports it passed *and* every one of its sealed checks reported, 
 test case, values that satisfy the hidden expectation. A forger can rewrite every record,
 but to earn a test it must name the right value of each of its sealed checks: it must know
 the answer. ``pytest.raises(E, match="...")`` at a test's top level is sealed the same way
-(the exception's class names and message are reported; the grader checks them).
+(the exception's class, its bases and its message are reported; the grader checks them).
 
 Checks are soft: a wrong value does not stop the test (the sandbox cannot know it is
 wrong), so the statements after it still run. Only checks that every passing run of the
@@ -180,9 +180,10 @@ def raised_chain(got: dict) -> list[tuple[str, str]] | None:
     reports one exception, or None unless the record is one class's consistent chain.
 
     Consistent: ``raised``/``module`` name the chain's first class; no class appears twice;
-    it ends with ``builtins:object`` and holds ``builtins:BaseException``; every ``builtins``
-    entry is a real builtin class whose own bases follow it in their order; and the builtin
-    exceptions it holds derive from at most :data:`_BUILTIN_LEAVES` of them. A record that
+    it ends with ``builtins:object`` and holds ``builtins:BaseException``; every entry that
+    names a class of the ``builtins`` module is followed by that class's own bases in their
+    order; and the builtin exceptions it holds derive from at most :data:`_BUILTIN_LEAVES`
+    of them. A record that
     lists every exception class the process knows is none of these.
     """
     raised, module, mro = got.get("raised"), got.get("module"), got.get("mro")
@@ -205,10 +206,11 @@ def raised_chain(got: dict) -> list[tuple[str, str]] | None:
 
 
 def _builtins_consistent(chain: list[tuple[str, str]]) -> bool:
-    names = [name for mod, name in chain if mod == "builtins"]
-    classes = [getattr(builtins, n, None) for n in names]
-    if not all(isinstance(c, type) for c in classes):
-        return False
+    # a "builtins" class that the builtins module does not hold (a C extension's exception
+    # without a dotted name) cannot be checked, like the repository's own classes
+    names = [name for mod, name in chain
+             if mod == "builtins" and isinstance(getattr(builtins, name, None), type)]
+    classes = [getattr(builtins, n) for n in names]
     for i, c in enumerate(classes):
         bases = [b.__qualname__ for b in c.__mro__]
         rest = iter(names[i:])
@@ -223,9 +225,9 @@ def _names_class(name: str, chain: list[tuple[str, str]]) -> bool:
     """Whether ``pytest.raises(<name>)`` accepts the chain's class. A builtin exception's
     name means the builtin (only a ``builtins`` entry can match it); another name matches
     a class of that name (the last part of its qualified name) from any module."""
-    if isinstance(getattr(builtins, name, None), type) and \
-            issubclass(getattr(builtins, name), BaseException):
-        return ("builtins", name) in chain
+    cls = getattr(builtins, name, None)
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        return ("builtins", cls.__qualname__) in chain  # IOError is OSError
     return any(qual.rpartition(".")[2] == name for _, qual in chain)
 
 

@@ -172,6 +172,10 @@ def test_what_the_launcher_reports_holds_as_pytest_raises_would():
     assert parse_or_key.holds(_raised(KeyError, "bad"))
     assert not parse_or_key.holds(_raised(ParseError, "a good date"))  # match
     assert not parse_or_key.holds(_raised(ValueError, "bad"))
+    assert Seal(1, CASE, 1, "raises", ("IOError",)).holds(_raised(FileNotFoundError))
+    key_error = Seal(1, CASE, 1, "raises", ("KeyError",))
+    assert key_error.holds(_raised(KeyError))
+    assert not key_error.holds(_chain("builtins:ValueError", "x:KeyError", *BUILTIN_TAIL))
     record = _raised(ParseError, "x" * (2 * canon.MESSAGE_CHARS))
     assert record["mro"][0].endswith(":ParseError") and value_error.holds(record)
     assert value_error.shown(record).startswith("ParseError: x")
