@@ -147,9 +147,9 @@ class Seal:
 RECORD_BYTES = canon.VALUE_BYTES + (16 << 10)
 #: Longest ``module:qualname`` entry of a ``raises`` record.
 _NAME_CHARS = 520
-#: Builtin exception classes with more bases than this among a raised class's bases: no
-#: record names a class that derives from every exception (``class X(ValueError, IndexError)``
-#: is as far as real code goes).
+#: Most builtin exceptions a raised class may derive from on separate branches (numpy's
+#: ``AxisError(ValueError, IndexError)`` has two): no record names a class that derives from
+#: every exception.
 _BUILTIN_LEAVES = 2
 
 
@@ -171,7 +171,7 @@ def record_problem(got: object) -> str | None:
             return f"an exception message that is not a string of at most " \
                    f"{canon.MESSAGE_CHARS} characters"
         if not isinstance(mro, list) or len(mro) > canon.MAX_MRO:
-            return f"more than {canon.MAX_MRO} classes"
+            return f"not a list of at most {canon.MAX_MRO} classes"
     return None
 
 
@@ -183,8 +183,7 @@ def raised_chain(got: dict) -> list[tuple[str, str]] | None:
     it ends with ``builtins:object`` and holds ``builtins:BaseException``; every entry that
     names a class of the ``builtins`` module is followed by that class's own bases in their
     order; and the builtin exceptions it holds derive from at most :data:`_BUILTIN_LEAVES`
-    of them. A record that
-    lists every exception class the process knows is none of these.
+    of them. A record that lists every exception class the process knows is none of these.
     """
     raised, module, mro = got.get("raised"), got.get("module"), got.get("mro")
     if not (isinstance(raised, str) and isinstance(module, str) and isinstance(mro, list)):
