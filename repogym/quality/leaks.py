@@ -104,7 +104,7 @@ class Corpus:
     def find(self, needle: str) -> int | None:
         """The line index of the first occurrence of ``needle`` not inside a longer name or
         number, or None."""
-        if not needle:
+        if not needle or needle not in self.text:  # the common case, at C speed
             return None
         head = r"(?<![\w.])" if re.match(r"\w", needle) else ""
         tail = r"(?!\w|\.\d)" if re.match(r"\w", needle[-1]) else ""
@@ -145,15 +145,41 @@ def _files(root: Path) -> Iterator[Path]:
             yield path
 
 
-def _forms(seal: Seal, source: str, tree: ast.Module) -> tuple[list[tuple[str, str]],
-                                                                set[str], list[str]]:
+class _Source:
+    """A test file's lines (UTF-8, as ``ast`` counts columns) and its asserts by line."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.encode("utf-8", "surrogateescape").splitlines(keepends=True)
+        self.asserts = _asserts(ast.parse(text))
+
+    def segment(self, node: ast.AST) -> str:
+        """The source text of ``node`` (``ast.get_source_segment`` splits the file on every
+        call: too slow for files with thousands of assertions)."""
+        first, last = node.lineno - 1, node.end_lineno - 1
+        if first == last:
+            data = self.lines[first][node.col_offset:node.end_col_offset]
+        else:
+            data = b"".join([self.lines[first][node.col_offset:], *self.lines[first + 1:last],
+                             self.lines[last][:node.end_col_offset]])
+        return data.decode("utf-8", "surrogateescape")
+
+
+def _asserts(tree: ast.Module) -> dict[int, list[ast.Assert]]:
+    """The file's ``assert`` statements by line."""
+    out: dict[int, list[ast.Assert]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert):
+            out.setdefault(node.lineno, []).append(node)
+    return out
+
+
+def _forms(seal: Seal, source: _Source) -> tuple[list[tuple[str, str]], set[str],
+                                                 list[str]]:
     """(computed side, operator) pairs, literal texts, and bare-literal texts of the
     assertion at ``seal.line`` (all normalised)."""
     literals = {normalised(_repr(seal.expected))}
     pairs: list[tuple[str, str]] = []
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Assert) and node.lineno == seal.line):
-            continue
+    for node in source.asserts.get(seal.line, []):
         parts = node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]
         for part in parts:
             if not (isinstance(part, ast.Compare) and len(part.ops) == 1 and
@@ -164,7 +190,7 @@ def _forms(seal: Seal, source: str, tree: ast.Module) -> tuple[list[tuple[str, s
             if isinstance(literal, ast.Call) and literal.args and \
                     _name(literal.func) == "approx":
                 literal = literal.args[0]
-            if text := ast.get_source_segment(source, literal):
+            if text := source.segment(literal):
                 literals.add(normalised(text))
             pairs += [(name, op) for name in _computed_names(source, computed)]
     bare = [lit for lit in literals if len(lit) >= BARE_CHARS]
@@ -195,9 +221,9 @@ def _expected_like(node: ast.expr) -> bool:
     return bool(calls) and all(_name(c.func) in _VALUE_CALLS for c in calls)
 
 
-def _computed_names(source: str, node: ast.expr) -> list[str]:
+def _computed_names(source: _Source, node: ast.expr) -> list[str]:
     """The computed side's text, and without its module qualifier (``m.f(x)`` -> ``f(x)``)."""
-    text = ast.get_source_segment(source, node)
+    text = source.segment(node)
     if not text:
         return []
     out = [normalised(text)]
@@ -224,28 +250,27 @@ def scan(task: Task, corpus: Corpus | None = None) -> list[Leak]:
     """Every sealed value check of ``task`` whose expected value a sandbox can read."""
     masked, files = planted_seals(task)
     corpus = corpus or Corpus(readable(task))
-    trees: dict[str, tuple[str, ast.Module]] = {}
+    sources: dict[str, _Source] = {}
     leaks: list[Leak] = []
     for seal in masked.seals:
         if seal.op not in ("==", "approx", "in"):
             continue
         rel = seal.test.split("::", 1)[0]
-        if rel not in trees:
-            text = files[rel].read_text(encoding="utf-8", errors="surrogateescape")
-            trees[rel] = (text, ast.parse(text))
-        if (hit := _hit(seal, *trees[rel], corpus)) is not None:
+        if rel not in sources:
+            sources[rel] = _Source(files[rel].read_text(encoding="utf-8",
+                                                        errors="surrogateescape"))
+        if (hit := _hit(seal, sources[rel], corpus)) is not None:
             index, form, found = hit
             where, line = corpus.places[index]
             leaks.append(Leak(seal.test, rel, seal.line, where, line, form, found))
     return leaks
 
 
-def _hit(seal: Seal, source: str, tree: ast.Module,
-         corpus: Corpus) -> tuple[int, str, str] | None:
-    pairs, literals, bare = _forms(seal, source, tree)
+def _hit(seal: Seal, source: _Source, corpus: Corpus) -> tuple[int, str, str] | None:
+    pairs, literals, bare = _forms(seal, source)
     for computed, op in pairs:
         for literal in sorted(literals):
-            form = f"{computed}{op}{literal}"
+            form = normalised(f"{computed} {op} {literal}")
             if (i := corpus.find(form)) is not None:
                 return i, "assertion", form
         if (i := corpus.doctest(computed, literals)) is not None:

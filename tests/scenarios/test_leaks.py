@@ -97,3 +97,11 @@ def test_validation_counts_a_leaked_check_as_weak_and_names_it(tmp_path):
     assert {x.where_line for x in report.leaks} == {3, 4}
     clean = validate_task(_task(tmp_path / "clean"), reruns=1, workers=2)
     assert clean.strongly == 1 and clean.leaks == []
+
+
+def test_an_in_check_is_found_in_its_own_form(tmp_path):
+    tests = TESTS.replace("    assert clamp(15, 0, 10) == 10\n",
+                          "    assert clamp(15, 0, 10) in (10, 10.0)\n")
+    folder = write_task(tmp_path / "in-task", tests=tests)
+    (folder / "repo" / "README.md").write_text("# mod\n\n``clamp(15, 0, 10) in (10, 10.0)``\n")
+    assert _found(scan(load_task(folder))) == {(5, "repo/README.md", 3, "assertion")}
