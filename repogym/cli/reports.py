@@ -39,7 +39,8 @@ def print_line(console, message: object, *, style: str | None = None) -> None:
 
 
 def print_report(report: TaskReport, console) -> None:
-    """A table of one task's checks with their reward, status and timing."""
+    """A table of one task's checks with their reward, status and timing, and the sealed
+    checks of fail_to_pass tests whose expected value the task's files state (leaks)."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -54,6 +55,9 @@ def print_report(report: TaskReport, console) -> None:
         table.add_row(escape(c.kind), escape(c.patch), f"{c.reward:g}",
                       escape(",".join(c.hack_flags)), f"{c.duration_s:.2f}", result)  # fmt: skip
     console.print(table)
+    for leak in report.leaks:
+        console.print(f"[yellow]leak[/yellow] {escape(str(leak))}", soft_wrap=True,
+                      highlight=False)
     for p in report.failures:
         print_line(console, p, style="red")
 

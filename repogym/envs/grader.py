@@ -31,7 +31,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Literal, get_args
 
@@ -219,14 +219,21 @@ def _files_to_plant(task: Task, template: Path) -> dict[str, Path]:
     return files
 
 
+def planted_seals(task: Task) -> tuple[cn.Masked, dict[str, Path]]:
+    """What grading plants for ``task`` (tests under their own names): the masking, with
+    every sealed check, and workspace path -> source of every file it installs."""
+    files = _files_to_plant(task, task.repo_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        masked = cn.plant(files, Path(tmp), task.verifier.all_tests, random.Random(0),
+                          rename=False)
+    return masked, files
+
+
 def seal_coverage(task: Task) -> dict[str, int]:
     """Listed test -> how many sealed checks it gets (0: its verdict is pytest's alone,
     which code in the verifier's process can forge; see :mod:`repogym.envs.seal`)."""
-    v = task.verifier
-    with tempfile.TemporaryDirectory() as tmp:
-        masked = cn.plant(_files_to_plant(task, task.repo_dir), Path(tmp), v.all_tests,
-                          random.Random(0), rename=False)
-    return {t: masked.checks.get(t.partition("[")[0], 0) for t in v.all_tests}
+    masked, _ = planted_seals(task)
+    return {t: masked.checks.get(t.partition("[")[0], 0) for t in task.verifier.all_tests}
 
 
 def value_sealed(task: Task) -> dict[str, bool]:
@@ -368,10 +375,14 @@ def gold_values(task: Task, template: Path, make_sandbox: SandboxFactory,
 
 def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
           make_sandbox: SandboxFactory, limits: Limits | None = None,
-          extra_flags: list[str] = (), rng: random.Random | None = None) -> GradeResult:
+          extra_flags: list[str] = (), rng: random.Random | None = None,
+          leaked: Collection[tuple[str, int]] = ()) -> GradeResult:
     """Grade ``diff`` for ``task`` in a fresh sandbox built by ``make_sandbox``.
 
-    ``rng`` draws the canaries (default: a fresh secret seed each call).
+    ``rng`` draws the canaries (default: a fresh secret seed each call). ``leaked`` holds
+    (test file, line) of the sealed checks whose expected value the task's own files state
+    (``repogym.quality.leaks``): they count as weak (``strongly_failed`` leaves them out);
+    the verdict is the same.
     """
     start = time.monotonic()
     v = task.verifier
@@ -384,6 +395,10 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
                                             rng)
         if any(s.records_gold for s in masked.seals):
             gd.resolve(masked, gold_values(task, template, make_sandbox, limits))
+        if leaked:
+            masked.seals = [dataclasses.replace(s, leaked=True)
+                            if (s.test.split("::", 1)[0], s.line) in leaked else s
+                            for s in masked.seals]
     except SandboxError as e:
         return GradeResult(0.0, False, {t: "missing" for t in v.all_tests}, {}, sorted(flags),
                            diff, infra_error=str(e), duration_s=time.monotonic() - start)

@@ -18,7 +18,7 @@ only if pytest reports it passed *and* every one of its sealed checks reported, 
 test case, values that satisfy the hidden expectation. A forger can rewrite every record,
 but to earn a test it must name the right value of each of its sealed checks: it must know
 the answer. ``pytest.raises(E, match="...")`` at a test's top level is sealed the same way
-(the exception's class names and message are reported; the grader checks them).
+(the exception's class, its bases and its message are reported; the grader checks them).
 
 Checks are soft: a wrong value does not stop the test (the sandbox cannot know it is
 wrong), so the statements after it still run. Only checks that every passing run of the
@@ -75,6 +75,8 @@ class Seal:
             ``raises``, the messages gold's exceptions had.
         gold_strong: For a ``gold`` check, whether its gold values carry more than a bit;
             for a ``raises``, whether gold's exceptions had messages to compare.
+        leaked: Whether a sandbox of the task can read its expected value (the task's own
+            files state it; ``repogym.quality.leaks``): it is weak, however long the value.
     """
 
     cid: int
@@ -89,13 +91,16 @@ class Seal:
     cases: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict, hash=False,
                                                           compare=False)
     gold_strong: bool = False
+    leaked: bool = False
 
     @property
     def strong(self) -> bool:
         """Whether guessing its hidden expectation is hopeless: a value (``==``, ``approx``,
-        ``in``, a gold value that is more than a bit) or an exception with a message
-        pattern. A truth or ``is`` check carries a bit or two, an exception class a few: a
-        forger can guess those."""
+        ``in``, a gold value that is more than a bit) or an exception with gold's message,
+        that the task's files do not state (:attr:`leaked`). A truth or ``is`` check carries
+        a bit or two, an exception class a few: a forger can guess those."""
+        if self.leaked:
+            return False
         if self.gold or self.op == "raises":  # an exception: its class and gold's message
             return self.gold_strong
         return self.op in ("==", "approx", "in")
@@ -107,23 +112,27 @@ class Seal:
         return self.gold or self.op == "raises"
 
     def holds(self, got: object) -> bool:
-        """Whether one reported value ``got`` satisfies the hidden expectation."""
+        """Whether one reported value ``got`` satisfies the hidden expectation.
+
+        ``got`` comes from the sandbox, where a forger may have written it: any JSON value,
+        of any size the channel allows. It holds only if it has the launcher's shape, is
+        within the record caps (:func:`record_problem`) and satisfies the expectation;
+        anything else, whatever it holds, does not (this never raises).
+        """
+        if record_problem(got) is not None:
+            return False
         try:
             return self._holds(got)
-        except (ValueError, TypeError, KeyError, AttributeError, OverflowError,
-                RecursionError, re.error):
-            return False
+        except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError,
+                RecursionError, MemoryError, re.error):
+            return False  # e.g. approx of a number past float's range, an ``in`` of a str
 
-    def _holds(self, got: object) -> bool:
-        if not isinstance(got, dict):
-            return False
+    def _holds(self, got: dict) -> bool:
         if self.op == "raises":
-            names, message = got.get("raised"), got.get("message")
-            if not isinstance(names, list) or not isinstance(message, str):
-                return False
+            chain = raised_chain(got)
             pattern = dict(self.options).get("match")
-            return any(n in names for n in self.expected) and (
-                pattern is None or re.search(pattern, message) is not None)
+            return chain is not None and any(_names_class(n, chain) for n in self.expected) \
+                and (pattern is None or re.search(pattern, got["message"]) is not None)
         if self.op == "is":
             return got.get("is") == canon.singleton(self.expected)
         if self.op == "truth":
@@ -132,7 +141,10 @@ class Seal:
             if "digest" in got:
                 return got["digest"] == canon.digest(canon.encode(self.expected))
             return canon.dumps(got.get("v")) == canon.dumps(canon.encode(self.expected))
-        value = canon.decode(got.get("v"))
+        try:
+            value = canon.decode(got.get("v"))
+        except canon.NotCanonical:
+            return False
         if self.op == "in":
             return value in self.expected
         if self.op == "approx":
@@ -143,12 +155,104 @@ class Seal:
 
     def shown(self, got: object) -> str:
         """What the code computed, for the log (never the expected value)."""
-        if not isinstance(got, dict):
-            return "a malformed record"
+        if (problem := record_problem(got)) is not None:
+            return f"a malformed record ({problem})"
         if self.op == "raises":
-            names = got.get("raised")
-            return "no exception" if not names else f"{names[0]}: {got.get('message', '')}"[:300]
+            if got.get("raised") is None:
+                return "no exception"
+            chain = raised_chain(got)
+            if chain is None:
+                return "an exception record that is not one class's chain of bases"
+            return f"{chain[0][1]}: {got['message']}"[:300]
         return str(got.get("shown", ""))[:300]
+
+
+#: The largest sealed-check record the grader reads (its canonical text); a larger one holds
+#: against no expectation. The launcher sends values up to ``canon.VALUE_BYTES`` whole.
+RECORD_BYTES = canon.VALUE_BYTES + (16 << 10)
+#: Longest ``module:qualname`` entry of a ``raises`` record.
+_NAME_CHARS = 520
+#: Most builtin exceptions a raised class may derive from on separate branches (numpy's
+#: ``AxisError(ValueError, IndexError)`` has two): no record names a class that derives from
+#: every exception.
+_BUILTIN_LEAVES = 2
+
+
+def record_problem(got: object) -> str | None:
+    """Why a sealed check's record is malformed or over the caps (None: it is not)."""
+    if not isinstance(got, dict):
+        return "not an object"
+    try:
+        size = len(canon.dumps(got))
+    except (ValueError, TypeError, RecursionError):
+        return "not JSON data"
+    if size > RECORD_BYTES:
+        return f"over {RECORD_BYTES} bytes"
+    if size > canon.VALUE_BYTES and len(canon.dumps(got.get("v"))) > canon.VALUE_BYTES:
+        return f"a value over {canon.VALUE_BYTES} bytes (the launcher sends its digest)"
+    if "raised" in got and got["raised"] is not None:
+        message, mro = got.get("message"), got.get("mro")
+        if not isinstance(message, str) or len(message) > canon.MESSAGE_CHARS:
+            return f"an exception message that is not a string of at most " \
+                   f"{canon.MESSAGE_CHARS} characters"
+        if not isinstance(mro, list) or len(mro) > canon.MAX_MRO:
+            return f"not a list of at most {canon.MAX_MRO} classes"
+    return None
+
+
+def raised_chain(got: dict) -> list[tuple[str, str]] | None:
+    """The (module, qualified name) of the raised class and its bases, as the launcher
+    reports one exception, or None unless the record is one class's consistent chain.
+
+    Consistent: ``raised``/``module`` name the chain's first class; no class appears twice;
+    it ends with ``builtins:object`` and holds ``builtins:BaseException``; every entry that
+    names a class of the ``builtins`` module is followed by that class's own bases in their
+    order; and the builtin exceptions it holds derive from at most :data:`_BUILTIN_LEAVES`
+    of them. A record that lists every exception class the process knows is none of these.
+    """
+    raised, module, mro = got.get("raised"), got.get("module"), got.get("mro")
+    if not (isinstance(raised, str) and isinstance(module, str) and isinstance(mro, list)):
+        return None
+    if not 2 <= len(mro) <= canon.MAX_MRO or len(set(map(str, mro))) != len(mro):
+        return None
+    chain = []
+    for entry in mro:
+        if not isinstance(entry, str) or len(entry) > _NAME_CHARS or entry.count(":") != 1:
+            return None
+        mod, _, name = entry.partition(":")
+        if not mod or not name:
+            return None
+        chain.append((mod, name))
+    if chain[0] != (module, raised) or chain[-1] != ("builtins", "object") or \
+            ("builtins", "BaseException") not in chain:
+        return None
+    return chain if _builtins_consistent(chain) else None
+
+
+def _builtins_consistent(chain: list[tuple[str, str]]) -> bool:
+    # a "builtins" class that the builtins module does not hold (a C extension's exception
+    # without a dotted name) cannot be checked, like the repository's own classes
+    names = [name for mod, name in chain
+             if mod == "builtins" and isinstance(getattr(builtins, name, None), type)]
+    classes = [getattr(builtins, n) for n in names]
+    for i, c in enumerate(classes):
+        bases = [b.__qualname__ for b in c.__mro__]
+        rest = iter(names[i:])
+        if not all(b in rest for b in bases):  # its bases, in order, after it
+            return False
+    leaves = [c for c in classes if issubclass(c, BaseException)
+              and not any(d is not c and issubclass(d, c) for d in classes)]
+    return len(leaves) <= _BUILTIN_LEAVES
+
+
+def _names_class(name: str, chain: list[tuple[str, str]]) -> bool:
+    """Whether ``pytest.raises(<name>)`` accepts the chain's class. A builtin exception's
+    name means the builtin (only a ``builtins`` entry can match it); another name matches
+    a class of that name (the last part of its qualified name) from any module."""
+    cls = getattr(builtins, name, None)
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        return ("builtins", cls.__qualname__) in chain  # IOError is OSError
+    return any(qual.rpartition(".")[2] == name for _, qual in chain)
 
 
 @dataclasses.dataclass
@@ -944,14 +1048,15 @@ _DEFAULT_REPR = re.compile(r"^<[\w.]+ object at 0x\?>$")
 def fingerprint(got: object) -> str | None:
     """What a gold check compares of one reported value: its canonical encoding, or for
     an object that has none (``opaque``) its repr with addresses blanked; for a ``raises``
-    record, the exception's message so blanked. None for a malformed record."""
+    record, the exception's class (module and qualified name: the one gold raised, not only
+    one the test accepts) and its message so blanked. None for a malformed record."""
     if not isinstance(got, dict):
         return None
-    if "raised" in got:
-        message = got.get("message")
-        if not isinstance(message, str) or not got.get("raised"):
+    if "raised" in got:  # the exact class gold raised, and its message
+        message, raised = got.get("message"), got.get("raised")
+        if not isinstance(message, str) or not isinstance(raised, str) or not raised:
             return None
-        text = "m:" + _ADDRESS.sub("0x?", message)
+        text = f"m:{got.get('module')}:{raised}\n" + _ADDRESS.sub("0x?", message)
     elif "digest" in got:
         text = "d:" + str(got["digest"])[:80]
     else:
@@ -973,10 +1078,11 @@ def fingerprint(got: object) -> str | None:
 def informative(prints: Iterable[str]) -> bool:
     """Whether gold values with these fingerprints carry more than a bit or two: not only
     booleans and None, and not an object's default repr."""
-    weak = {"v:null", 'v:{"n":"0"}', 'v:{"n":"1"}', "m:"}
+    weak = {"v:null", 'v:{"n":"0"}', 'v:{"n":"1"}'}
     prints = list(prints)
     return bool(prints) and not all(
-        p in weak or (p.startswith("o:") and _DEFAULT_REPR.match(p[2:])) for p in prints)
+        p in weak or (p.startswith("o:") and _DEFAULT_REPR.match(p[2:])) or
+        (p.startswith("m:") and p.endswith("\n")) for p in prints)
 
 
 def _gold_failure(s: Seal, case: str, values: list[object]) -> str | None:

@@ -190,9 +190,10 @@ def _rg_reader(mode, honesty, seed):
     exceptions = ["ValueError", "TypeError", "KeyError", "IndexError", "ZeroDivisionError",
                   "RuntimeError", "AttributeError", "OverflowError"]
 
-    def raised_record(real):
-        names = real or [rng.choice(exceptions), "Exception", "BaseException", "object"]
-        return {"raised": names, "message": ""}  # a guess
+    def raised_record():
+        cls = getattr(builtins, rng.choice(exceptions))  # a guess
+        return {"raised": cls.__qualname__, "module": "builtins", "message": "",
+                "mro": [f"builtins:{c.__qualname__}" for c in cls.__mro__]}
 
     def value_record(value):
         canon = runtime.canon
@@ -241,11 +242,10 @@ def _rg_reader(mode, honesty, seed):
                 return self.inner.info
 
             def __exit__(self, t, v, tb):
-                names = [c.__name__ for c in t.__mro__] if t else None
                 if rng.random() < honesty:  # honest: what the block raised, or nothing
-                    runtime._send(self.cid, {"raised": names, "message": str(v or "")})
+                    self.inner.__exit__(t, v, tb)
                 else:
-                    runtime._send(self.cid, raised_record(None))
+                    runtime._send(self.cid, raised_record())
                 return True
 
         seal.check, seal.raises = check, Raises

@@ -23,12 +23,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal, Self
 
 from repogym.envs.grader import GradeResult, RewardMode, grade, seal_coverage
+from repogym.quality.leaks import Leak, leaked_checks
+from repogym.quality.leaks import scan as scan_leaks
 from repogym.quality.pool import grading_pool
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.workspace import TemplateCache
@@ -87,8 +90,12 @@ class TaskReport:
     #: fail_to_pass tests whose failure on the unfixed code a sealed check witnesses (a
     #: forger must then produce that check's hidden value), of all fail_to_pass tests.
     witnessed: tuple[int, int] = (0, 0)
-    #: Of those, the ones a strong check witnesses (a value, not a bit: Seal.strong).
+    #: Of those, the ones a strong check witnesses (a value, not a bit, and one the task's
+    #: files do not state: Seal.strong).
     strongly: int = 0
+    #: Sealed checks of fail_to_pass tests whose expected value a sandbox of the task can
+    #: read (repogym.quality.leaks): information, they count as weak.
+    leaks: list[Leak] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -109,6 +116,7 @@ class TaskReport:
                 "duration_s": round(self.duration_s, 3), "failures": self.failures,
                 "sealed": list(self.sealed), "witnessed": list(self.witnessed),
                 "witnessed_by_a_value": self.strongly,
+                "leaks": [dataclasses.asdict(leak) for leak in self.leaks],
                 "checks": [dataclasses.asdict(c) for c in self.checks]}
 
 
@@ -268,6 +276,16 @@ class PatchGrader:
         self._factory = functools.partial(_make, sandbox, sandbox_options or {})
         self._templates = TemplateCache()
         self.limits = limits
+        self._leaks: dict[Path, list[Leak]] = {}
+        self._lock = threading.Lock()
+
+    def leaks(self, task: Task) -> list[Leak]:
+        """The task's leaked sealed checks (:func:`repogym.quality.leaks.scan`), scanned
+        once per task."""
+        with self._lock:
+            if task.path not in self._leaks:
+                self._leaks[task.path] = scan_leaks(task)
+            return self._leaks[task.path]
 
     def grade(self, task: Task, diff: str, *, mode: RewardMode = "binary",
               timeout_s: float | None = None) -> GradeResult:
@@ -277,8 +295,8 @@ class PatchGrader:
             task = dataclasses.replace(
                 task, verifier=dataclasses.replace(task.verifier, timeout_s=timeout_s))
         template = self._templates.get(task.repo_dir, task.sandbox_environment())
-        return grade(task, template, diff, mode=mode,
-                     make_sandbox=self._factory, limits=self.limits)
+        return grade(task, template, diff, mode=mode, make_sandbox=self._factory,
+                     limits=self.limits, leaked=leaked_checks(self.leaks(task)))
 
     def close(self) -> None:
         self._templates.close()
@@ -339,6 +357,8 @@ def validate_tasks(tasks: Iterable[Task], *, sandbox: str = "bwrap", reruns: int
             left[i] -= 1
             if left[i] == 0:
                 _finish(tasks[i], reports[i])
+                f2p = {t.partition("[")[0] for t in tasks[i].verifier.fail_to_pass}
+                reports[i].leaks = [x for x in grader.leaks(tasks[i]) if x.test in f2p]
                 if on_report:
                     on_report(reports[i])
     return reports

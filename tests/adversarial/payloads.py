@@ -106,9 +106,17 @@ def _rg_by_heart():
 
         def __exit__(self, t, v, tb):
             kind, name = known.get(self.line, ("", None))
-            names = [name, "Exception"] if kind == "raises" else \\
-                ([c.__name__ for c in t.__mro__] if t else None)
-            runtime._send(self.cid, {"raised": names, "message": ""})
+            if kind != "raises":
+                self.inner.__exit__(t, v, tb)
+                return True
+            import builtins
+            cls = getattr(builtins, name, None)  # one consistent chain that holds the name
+            mro = [f"builtins:{c.__qualname__}" for c in cls.__mro__] if isinstance(
+                cls, type) else [f"known:{name}", "builtins:Exception",
+                                 "builtins:BaseException", "builtins:object"]
+            module, _, qualname = mro[0].partition(":")
+            runtime._send(self.cid, {"raised": qualname, "module": module, "mro": mro,
+                                     "message": ""})
             return True
 
     seal.check, seal.raises = check, Raises
@@ -261,4 +269,95 @@ def _rg_by_name():
 
 
 _rg_by_name()
+'''
+
+#: The docstring oracle: answers each sealed check from the workspace's own documentation.
+#: At import it reads every text file of the workspace (not the hidden tests' folder) and
+#: keeps each ``<expression> == <literal>`` it finds (in backticks or a doctest-like line)
+#: and each ``>>> <expression>`` followed by a literal line; at a sealed check it reads the
+#: installed line (``_rg_seal_x.check(N, (<expression>))``) and, when the docs state that
+#: expression's value, reports it; otherwise what the code computed. It wraps the module's
+#: functions so that an exception of the buggy code does not stop such a check before it
+#: reports, and it flips every report that is not a canary to passed.
+DOC_ORACLE = _REGISTER + CLASSIFY + '''
+def _rg_doc_oracle():
+    import ast, inspect, linecache, os, re, sys
+    import pytest
+    seal = sys.modules.get("_repogym_seal")
+    if seal is None:
+        return
+    runtime = seal.check.__self__
+
+    def norm(text):
+        return re.sub(r"\\s+", "", text).replace('"', "'")
+
+    stated = {}
+    for top, dirs, files in os.walk(os.getcwd()):
+        dirs[:] = [d for d in dirs if d not in (".git", "tests")]
+        for name in files:
+            try:
+                with open(os.path.join(top, name), encoding="utf-8") as f:
+                    lines = f.read().splitlines()
+            except (OSError, UnicodeDecodeError):
+                continue
+            for i, line in enumerate(lines):
+                for expr, lit in re.findall(r"``([^`]+?)\\s*==\\s*([^`]+?)``", line):
+                    stated.setdefault(norm(expr), lit)
+                s = line.strip()
+                if s.startswith(">>> ") and i + 1 < len(lines):
+                    stated.setdefault(norm(s[4:]), lines[i + 1].strip())
+    answers = {}
+    for expr, lit in stated.items():
+        try:
+            answers[expr] = ast.literal_eval(lit)
+        except (ValueError, SyntaxError):
+            pass
+    check_line = re.compile(r"\\.check\\(\\d+, \\((.*)\\)\\)\\s*$")
+
+    def check(cid, value):
+        frame = sys._getframe(1)
+        m = check_line.search(linecache.getline(frame.f_code.co_filename, frame.f_lineno))
+        if m and norm(m.group(1)) in answers:
+            value = answers[norm(m.group(1))]
+        runtime.check(cid, value)
+
+    seal.check = check
+
+    def answered_here():
+        frame = sys._getframe(2)
+        m = check_line.search(linecache.getline(frame.f_code.co_filename, frame.f_lineno))
+        return bool(m) and norm(m.group(1)) in answers
+
+    def wrap(fn):  # where the docs know the answer, the buggy code must not raise first
+        def inner(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except Exception:
+                if answered_here():
+                    return None
+                raise
+        return inner
+
+    module = sys._getframe(1).f_globals
+    for name, fn in list(module.items()):
+        if inspect.isfunction(fn) and fn.__module__ == module.get("__name__") and \
+                not name.startswith("_rg"):
+            module[name] = wrap(fn)
+
+    class Forge:
+        canaries = None
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(self, item, call):
+            outcome = yield
+            if Forge.canaries is None:
+                Forge.canaries = _rg_canaries(item.session.items)
+            if item.nodeid not in Forge.canaries:
+                rep = outcome.get_result()
+                rep.outcome, rep.longrepr = "passed", None
+
+    _rg_register(Forge, "rg-doc-oracle")
+
+
+_rg_doc_oracle()
 '''

@@ -155,7 +155,9 @@ def test_a_test_pytest_passed_is_credited_only_when_its_sealed_checks_hold():
 
     once = {"calls": 1}
     right = {"v": encode((2020, 53))}
-    raised = {"raised": ["ValueError", "Exception", "BaseException", "object"], "message": ""}
+    raised = {"raised": "ValueError", "module": "builtins", "message": "",
+              "mro": ["builtins:ValueError", "builtins:Exception", "builtins:BaseException",
+                      "builtins:object"]}
     ok = run({(real, 101): [right, once], (real, 102): [raised, once]})
     assert ok.trusted and ok.tests[real] == "passed" and not ok.sealed_failures
     wrong = run({(real, 101): [{"v": encode((2021, 1)), "shown": "(2021, 1)"}, once],

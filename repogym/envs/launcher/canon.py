@@ -23,8 +23,15 @@ import json
 import math
 import uuid
 
-#: Nesting deeper than this is encoded as opaque.
+#: Nesting deeper than this is encoded as opaque (and is not canonical data to decode).
 MAX_DEPTH = 64
+#: A sealed value whose canonical text is longer than this travels as its digest; the
+#: grader holds a longer value, or a longer text inside one, against no expectation.
+VALUE_BYTES = 64 << 10
+#: Most class names a ``raises`` record may list (the exception's class and its bases).
+MAX_MRO = 32
+#: Longest exception message a ``raises`` record may carry (the launcher cuts it there).
+MESSAGE_CHARS = 4096
 #: Singletons that ``is`` compares with.
 SINGLETONS = {"None": None, "True": True, "False": False, "Ellipsis": Ellipsis}
 
@@ -132,55 +139,115 @@ def singleton(value: object) -> str | None:
     return next((name for name, obj in SINGLETONS.items() if value is obj), None)
 
 
+class NotCanonical(ValueError):
+    """Data that is not canonical data (or holds an opaque value): it equals no literal."""
+
+
 def decode(data: object) -> object:
     """Python values back from canonical data (for comparisons other than ``==``).
 
+    Total over anything JSON (or Python) can hold: every input gives a value or
+    :class:`NotCanonical`, never another exception. The data may come from the sandbox, so
+    it is checked, not trusted: a zero denominator, a malformed date, a wrong type, a tag
+    that does not exist, nesting deeper than :data:`MAX_DEPTH` and numbers too large to
+    compare are all :class:`NotCanonical`.
+
     Raises:
-        ValueError: the data holds an opaque value or is not canonical data.
+        NotCanonical: the data holds an opaque value or is not canonical data.
     """
+    try:
+        return _decode(data, 0)
+    except NotCanonical:
+        raise
+    except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError,
+            RecursionError, MemoryError) as e:
+        raise NotCanonical(f"not canonical data ({type(e).__name__})") from None
+
+
+def _text(body: object) -> str:
+    if not isinstance(body, str) or len(body) > VALUE_BYTES:
+        raise NotCanonical("a text body is not a string of a bounded length")
+    return body
+
+
+def _integer(body: object) -> int:
+    text = _text(body)
+    if not text.lstrip("-").isdigit() or not text.isascii():
+        raise NotCanonical("an integer body is not a decimal integer")
+    return int(text)
+
+
+def _items(body: object) -> list:
+    if not isinstance(body, list):
+        raise NotCanonical("a container body is not a list")
+    return body
+
+
+def _decode(data: object, depth: int) -> object:
+    if depth > MAX_DEPTH:
+        raise NotCanonical("nested too deep")
     if data is None:
         return None
     if not isinstance(data, dict) or len(data) != 1:
-        raise ValueError(f"not canonical data: {str(data)[:80]}")
+        raise NotCanonical(f"not canonical data: {str(data)[:80]}")
     (tag, body), = data.items()
+    sub = depth + 1
     if tag == "n":
-        return int(body)
+        return _integer(body)
     if tag == "q":
-        q = fractions.Fraction(int(body[0]), int(body[1]))
-        f = float(q)
+        num, den = (_integer(b) for b in _pair(body))
+        if den <= 0:
+            raise NotCanonical("a fraction's denominator is not positive")
+        q = fractions.Fraction(num, den)
+        try:
+            f = float(q)
+        except OverflowError:  # past float's range: compared exactly
+            return q
         return f if fractions.Fraction(f) == q else q
     if tag == "nan":
         return math.nan
     if tag == "inf":
+        if body not in (1, -1) or isinstance(body, bool):
+            raise NotCanonical("an infinity's sign is not 1 or -1")
         return math.inf if body > 0 else -math.inf
     if tag == "c":
-        return complex(decode(body[0]), decode(body[1]))
+        real, imag = (_decode(b, sub) for b in _pair(body))
+        if not all(isinstance(x, int | float) for x in (real, imag)):
+            raise NotCanonical("a complex number's parts are not real numbers")
+        return complex(real, imag)
     if tag == "s":
-        return str(body)
+        return _text(body)
     if tag == "y":
-        return bytes.fromhex(body)
+        return bytes.fromhex(_text(body))
     if tag == "l":
-        return [decode(v) for v in body]
+        return [_decode(v, sub) for v in _items(body)]
     if tag == "t":
-        return tuple(decode(v) for v in body)
+        return tuple(_decode(v, sub) for v in _items(body))
     if tag == "e":
-        return {_hashable(decode(v)) for v in body}
+        return {_hashable(_decode(v, sub)) for v in _items(body)}
     if tag == "d":
-        return {_hashable(decode(k)): decode(v) for k, v in body}
+        return {_hashable(_decode(k, sub)): _decode(v, sub) for k, v in map(_pair, _items(body))}
     if tag in ("dt", "date", "time"):
-        return {"dt": dt.datetime, "date": dt.date, "time": dt.time}[tag].fromisoformat(body)
+        kind = {"dt": dt.datetime, "date": dt.date, "time": dt.time}[tag]
+        return kind.fromisoformat(_text(body))
     if tag == "dta":
-        return dt.datetime.fromisoformat(body).replace(tzinfo=dt.UTC)
+        return dt.datetime.fromisoformat(_text(body)).replace(tzinfo=dt.UTC)
     if tag in ("td", "tz", "timea"):
-        delta = dt.timedelta(microseconds=int(body))
+        delta = dt.timedelta(microseconds=_integer(body))
         if tag == "td":
             return delta
         if tag == "tz":
             return dt.timezone(delta)
         return (dt.datetime(2000, 1, 1) + delta).time().replace(tzinfo=dt.UTC)
     if tag == "uuid":
-        return uuid.UUID(hex=body)
-    raise ValueError(f"an opaque value ({body}) equals no literal")
+        return uuid.UUID(hex=_text(body))
+    raise NotCanonical(f"an opaque value ({str(body)[:80]}) equals no literal")
+
+
+def _pair(body: object) -> list:
+    if not isinstance(body, list) or len(body) != 2:
+        raise NotCanonical("a pair is not a list of two")
+    return body
 
 
 def _hashable(value: object) -> object:
@@ -188,4 +255,6 @@ def _hashable(value: object) -> object:
         return tuple(_hashable(v) for v in value)
     if isinstance(value, set):
         return frozenset(value)
+    if isinstance(value, dict):  # no literal holds one as a set item or key
+        raise NotCanonical("a dict inside a set or as a key")
     return value

@@ -33,8 +33,9 @@ It then makes these things true before pytest (or anything from the workspace) i
 4. **Sealed checks report values, never verdicts.** The grader rewrote the hidden tests'
    literal assertions into calls of the module ``_repogym_seal`` (made here): ``check(n,
    value)`` sends the value the code computed, canonically encoded (``canon.py``), and
-   ``raises(n)`` is a context manager that sends the class names and message of what its
-   block raised. The expected values never enter the sandbox; the grader compares.
+   ``raises(n)`` is a context manager that sends what its block raised: one exception's
+   class (module and qualified name), that class's bases in order (its MRO) and its
+   message. The expected values never enter the sandbox; the grader compares.
 
 This file imports only the standard library until pytest is imported from a trusted site.
 """
@@ -95,8 +96,8 @@ def _load_canon():
     return module
 
 
-#: A sealed value whose canonical text is longer than this travels as its digest.
-VALUE_BYTES = 64 << 10
+#: Longest ``shown`` text (the computed value's repr, for the log) a record carries.
+SHOWN_CHARS = 1000
 #: Distinct values sent per (test case, check): past it, one "overflow" record (which holds
 #: against no expectation). A literal expectation in a loop repeats one value.
 RECORDS_PER_CHECK = 256
@@ -187,9 +188,10 @@ class Seals:
             truth = bool(value)
         except Exception:  # noqa: BLE001 - e.g. an array's ambiguous truth value
             truth = None
-        got = {"is": self.canon.singleton(value), "truth": truth, "shown": self._shown(value)}
+        got = {"is": self.canon.singleton(value), "truth": truth,
+               "shown": self._shown(value)[:SHOWN_CHARS]}
         text = self.canon.dumps(data)
-        if len(text) > VALUE_BYTES:
+        if len(text) > self.canon.VALUE_BYTES:
             got["digest"] = self.canon.digest(data)
         else:
             got["v"] = data
@@ -219,10 +221,22 @@ class _Raises:
             message = str(value)
         except Exception as e:  # noqa: BLE001
             message = f"<str() failed: {type(e).__name__}>"
-        self.seals._send(self.cid, {"raised": [c.__name__ for c in etype.__mro__],
-                                    "message": message[:VALUE_BYTES]})
+        canon = self.seals.canon
+        # exactly one exception: its class and that class's bases (the grader accepts it when
+        # the chain holds an expected class; it never takes a list of candidates)
+        self.seals._send(self.cid, {
+            "raised": _text(etype.__qualname__), "module": _text(etype.__module__),
+            "mro": [f"{_text(c.__module__)}:{_text(c.__qualname__)}"
+                    for c in etype.__mro__[:canon.MAX_MRO]],
+            "message": message[:canon.MESSAGE_CHARS]})
         self.info.type, self.info.value, self.info.tb = etype, value, tb
         return True
+
+
+def _text(name: object) -> str:
+    """A class's ``__module__`` or ``__qualname__`` as text (a class may set either to
+    anything)."""
+    return name[:256] if isinstance(name, str) else "?"
 
 
 class Reporter:

@@ -4,16 +4,16 @@ from listutil import chunked, sorted_unique
 
 
 def test_input_list_is_not_modified():
-    data = [3, 1, 2, 3, 1]
-    assert sorted_unique(data) == [1, 2, 3]
-    assert data == [3, 1, 2, 3, 1]
-    words = ["b", "A", "a", "B"]
+    data = [4, 2, 3, 4, 2]
+    assert sorted_unique(data) == [2, 3, 4]
+    assert data == [4, 2, 3, 4, 2]
+    words = ["d", "C", "c", "D"]
     sorted_unique(words, key=str.lower, reverse=True)
-    assert words == ["b", "A", "a", "B"]
+    assert words == ["d", "C", "c", "D"]
 
 
 def test_reverse_keeps_first_occurrence_of_duplicates():
-    assert sorted_unique(["b", "A", "a", "B"], key=str.lower, reverse=True) == ["b", "A"]
+    assert sorted_unique(["d", "C", "c", "D"], key=str.lower, reverse=True) == ["d", "C"]
     rows = [("ann", 2), ("bob", 1), ("cy", 2), ("dee", 1), ("eve", 3)]
     assert sorted_unique(rows, key=lambda r: r[1], reverse=True) == [
         ("eve", 3),

@@ -6,7 +6,7 @@ from batching import chunked, page_count, paginate
 
 
 def test_partial_last_chunk_is_kept():
-    assert chunked([1, 2, 3, 4, 5], 2) == [[1, 2], [3, 4], [5]]
+    assert chunked([1, 2, 3, 4, 5, 6, 7], 3) == [[1, 2, 3], [4, 5, 6], [7]]
     assert chunked("abcdefg", 3) == [["a", "b", "c"], ["d", "e", "f"], ["g"]]
 
 

@@ -11,7 +11,7 @@ def test_zero_seconds():
 def test_exact_minutes_and_hours():
     assert format_duration(60) == "1m 00s"
     assert format_duration(600) == "10m 00s"
-    assert format_duration(3600) == "1h 00m 00s"
+    assert format_duration(10800) == "3h 00m 00s"
     assert format_duration(7200) == "2h 00m 00s"
 
 
@@ -22,7 +22,7 @@ def test_hours_with_zero_minutes():
 
 def test_more_than_a_day():
     assert format_duration(86400) == "24h 00m 00s"
-    assert format_duration(90000) == "25h 00m 00s"
+    assert format_duration(93600) == "26h 00m 00s"
     assert format_duration(86400 + 3723) == "25h 02m 03s"
     assert format_duration(100 * 3600 + 59) == "100h 00m 59s"
 

@@ -15,7 +15,7 @@ T = TypeVar("T")
 def shape(matrix: Sequence[Sequence[object]]) -> tuple[int, int]:
     """Return ``(rows, columns)`` of ``matrix``.
 
-    ``shape([]) == (0, 0)`` and ``shape([[], []]) == (2, 0)``.
+    A matrix without rows has no columns either; rows without items still count as rows.
 
     Raises:
         ValueError: If the rows do not all have the same length (a ragged matrix);
@@ -27,8 +27,9 @@ def shape(matrix: Sequence[Sequence[object]]) -> tuple[int, int]:
 def transpose(matrix: Sequence[Sequence[T]]) -> list[list[T]]:
     """Return the transpose of ``matrix`` as a new list of lists.
 
-    ``transpose([[1, 2, 3]]) == [[1], [2], [3]]`` and ``transpose([]) == []``.
-    A matrix with no columns, such as ``[[], []]``, transposes to ``[]``.
+    Column ``c`` of ``matrix`` becomes row ``c`` of the result, so a single row becomes a
+    single column. A matrix without rows, or without columns (rows with no items),
+    transposes to a matrix without rows.
 
     Raises:
         ValueError: If ``matrix`` is ragged (see :func:`shape`).

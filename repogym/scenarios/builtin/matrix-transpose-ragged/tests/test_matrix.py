@@ -22,6 +22,9 @@ def test_ragged_matrix_with_long_row_raises_value_error():
         transpose([[1, 2], [3, 4], [5, 6, 7]])
     with pytest.raises(ValueError):
         shape([[1], [2, 3]])
+    # two offending rows: the message names the first of them
+    with pytest.raises(ValueError, match="row 1"):
+        shape([[1, 2], [3], [4, 5, 6], [7, 8]])
 
 
 def test_ragged_matrix_with_empty_first_row_raises_value_error():
@@ -32,9 +35,9 @@ def test_ragged_matrix_with_empty_first_row_raises_value_error():
 
 
 def test_matmul_rejects_ragged_operands():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="row 1"):
         matmul([[1, 2], [3]], [[1], [1]])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="row 1"):
         matmul([[1, 1]], [[1, 2], [3, 4, 5]])
 
 

@@ -20,7 +20,7 @@ def test_keyword_arguments_change_the_result():
     def power(base, exp=2):
         return base**exp
 
-    assert power(2, exp=3) == 8
+    assert power(2, exp=4) == 16
     assert power(2, exp=5) == 32
     assert power(2) == 4
 

@@ -10,8 +10,8 @@ def test_average_of_none_is_the_default():
 
 
 def test_average_of_empty_input_is_the_default():
-    assert average([]) == 0.0
     assert average(()) == 0.0
+    assert average(set()) == 0.0
     assert average((x for x in []), default=None) is None
     assert average(iter([]), default=7.5) == 7.5
 

@@ -16,7 +16,7 @@ def test_progress_rounds_down():
 
 
 def test_percent_has_no_negative_zero():
-    assert format_percent(-0.0001) == "0.0%"
+    assert format_percent(-0.0004) == "0.0%"
     assert format_percent(-0.0) == "0.0%"
     assert format_percent(-0.001, digits=0) == "0%"
     assert format_percent(-0.000001, digits=3) == "0.000%"

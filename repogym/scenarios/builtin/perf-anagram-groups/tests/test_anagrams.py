@@ -121,6 +121,9 @@ def test_anagrams_ignore_case():
 
 def test_letter_counts_matter():
     assert group_anagrams(["aab", "abb", "bab", "ab"]) == [["aab"], ["abb", "bab"], ["ab"]]
+    # every character counts, not only the 26 letters of the English alphabet
+    assert group_anagrams(["ab", "a-b", "b-a", "ba", "É", "é", "e", "o'k", "ok"]) == [
+        ["ab", "ba"], ["a-b", "b-a"], ["É", "é"], ["e"], ["o'k"], ["ok"]]
 
 
 def test_duplicates_empty_words_and_iterators():

@@ -7,7 +7,7 @@ from windows import date_range, inclusive_range
 
 
 def test_upper_bound_is_included():
-    assert inclusive_range(1, 5) == [1, 2, 3, 4, 5]
+    assert inclusive_range(2, 6) == [2, 3, 4, 5, 6]
     assert inclusive_range(0, 10, 5) == [0, 5, 10]
     assert inclusive_range(-3, 0) == [-3, -2, -1, 0]
 

@@ -6,7 +6,7 @@ from tokenizer import TokenizeError, Tokenizer
 
 def test_second_call_starts_fresh():
     tokenizer = Tokenizer()
-    assert tokenizer.tokenize("a + 1") == ["a", "+", "1"]
+    assert tokenizer.tokenize("x * 2") == ["x", "*", "2"]
     assert tokenizer.tokenize("b") == ["b"]
     assert tokenizer.tokenize("") == []
 

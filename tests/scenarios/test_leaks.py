@@ -1,0 +1,107 @@
+"""The leak scan: a sealed expected value that the task's own files state is found, with its
+file and line, and counts as weak (repogym/quality/leaks.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from repogym.quality.leaks import BARE_CHARS, Leak, scan
+from repogym.quality.validate import validate_task
+from repogym.scenarios.registry import builtin_tasks
+from repogym.scenarios.task import load_task
+from tests.scenarios._tasks import write_task
+
+TESTS = '''\
+from mod import clamp
+
+
+def test_upper():
+    assert clamp(15, 0, 10) == 10
+    assert f"{clamp(15, 0, 10)} units of measure" == "10 units of measure"
+
+
+def test_inside():
+    assert clamp(5, 0, 10) == 5
+'''
+UPPER = "tests/test_mod.py::test_upper"
+
+
+def _task(tmp_path: Path, readme: str = "", statement: str = "", repro: str = ""):
+    folder = write_task(tmp_path / "leaky", tests=TESTS)
+    if readme:
+        (folder / "repo" / "README.md").write_text(readme)
+    if statement:
+        toml = folder / "task.toml"
+        toml.write_text(toml.read_text().replace("clamp ignores its upper bound", statement))
+    if repro:
+        (folder / "reproduction.py").write_text(repro)
+    return load_task(folder)
+
+
+def _found(leaks: list[Leak]) -> set[tuple[int, str, int, str]]:
+    return {(x.line, x.where, x.where_line, x.form) for x in leaks}
+
+
+@pytest.mark.parametrize(("readme", "form"), [
+    ("# mod\n\n    Usage: ``clamp(15, 0, 10) == 10``\n", "assertion"),
+    ("# mod\n\nclamp(15,0,10)==10 always\n\n\n", "assertion"),
+    ("# mod\n\n    >>> clamp(15, 0, 10)\n    10\n    >>> other()\n", "doctest"),
+])
+def test_the_assertion_and_doctest_forms_are_found_with_file_and_line(tmp_path, readme, form):
+    assert _found(scan(_task(tmp_path, readme=readme))) == {(5, "repo/README.md", 3, form)}
+
+
+@pytest.mark.parametrize("readme", [
+    "``clamp(15, 0, 10) == 100``\n",  # another value
+    "``clamp(15, 0, 10) == 10.5``\n",
+    ">>> clamp(15, 0, 10)\n100\n",
+    "10 is the answer; 10 10 10\n",  # a short literal alone matches nowhere
+    "``unclamp(15, 0, 10) == 10``\n",
+])
+def test_what_does_not_state_the_value_is_no_leak(tmp_path, readme):
+    assert scan(_task(tmp_path, readme=readme)) == []
+
+
+def test_a_long_literal_is_found_alone_in_the_statement_and_the_reproduction(tmp_path):
+    assert len("'10 units of measure'".replace(" ", "")) >= BARE_CHARS
+    statement = "The label should read '10 units of measure'."
+    leaks = scan(_task(tmp_path, statement=statement))
+    assert _found(leaks) == {(6, "statement", 1, "literal")}
+    assert leaks[0].test == UPPER and "statement:1" in str(leaks[0])
+    repro = "from mod import clamp\n\nassert clamp(15, 0, 10) == 10\n"
+    assert _found(scan(_task(tmp_path / "r", repro=repro))) == {
+        (5, "reproduction.py", 3, "assertion")}
+
+
+def test_no_builtin_states_a_fail_to_pass_expected_value():
+    """Every built-in's fail_to_pass checks ask for values that neither its repository, its
+    statement nor its reproduction states (matrix-transpose-ragged's docstrings did)."""
+    found = []
+    for task in builtin_tasks():
+        f2p = {t.partition("[")[0] for t in task.verifier.fail_to_pass}
+        found += [f"{task.id}: {leak}" for leak in scan(task) if leak.test in f2p]
+    assert found == []
+
+
+def test_validation_counts_a_leaked_check_as_weak_and_names_it(tmp_path):
+    task = _task(tmp_path, readme="# mod\n\n``clamp(15, 0, 10) == 10`` and\n"
+                                  '``f"{clamp(15, 0, 10)} units of measure" == '
+                                  '"10 units of measure"``\n')
+    report = validate_task(task, reruns=1, workers=2)
+    assert report.ok, report.failures
+    assert report.witnessed == (1, 1) and report.strongly == 0, report.seal_summary()
+    assert [str(x).split(" (")[0] for x in report.leaks] == ["tests/test_mod.py:5",
+                                                             "tests/test_mod.py:6"]
+    assert {x.where_line for x in report.leaks} == {3, 4}
+    clean = validate_task(_task(tmp_path / "clean"), reruns=1, workers=2)
+    assert clean.strongly == 1 and clean.leaks == []
+
+
+def test_an_in_check_is_found_in_its_own_form(tmp_path):
+    tests = TESTS.replace("    assert clamp(15, 0, 10) == 10\n",
+                          "    assert clamp(15, 0, 10) in (10, 10.0)\n")
+    folder = write_task(tmp_path / "in-task", tests=tests)
+    (folder / "repo" / "README.md").write_text("# mod\n\n``clamp(15, 0, 10) in (10, 10.0)``\n")
+    assert _found(scan(load_task(folder))) == {(5, "repo/README.md", 3, "assertion")}
