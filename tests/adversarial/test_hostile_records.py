@@ -82,7 +82,7 @@ def test_hostile_records_on_a_builtin_end_in_a_verdict():
         reward, info = _submit_with(env, "retry.py", HOSTILE)
     finally:
         close_and_check(env)
-    assert info["infra_error"] is None and reward == 0.0, info
+    assert not info["infra_error"] and reward == 0.0, info
     assert info["reward_breakdown"].get("fail_to_pass") == 0.0, info
 
 
@@ -95,6 +95,6 @@ def test_a_zero_denominator_for_approx_and_in_checks_ends_in_a_verdict(tmp_path)
         reward, info = _submit_with(env, "mod.py", HOSTILE)
     finally:
         close_and_check(env)
-    assert info["infra_error"] is None and reward == 0.0, info
+    assert not info["infra_error"] and reward == 0.0, info
     assert info["tests"] == {"tests/test_mod.py::test_upper": "failed",
                              "tests/test_mod.py::test_inside": "failed"}, info
