@@ -21,8 +21,8 @@ import json
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
+from repogym.envs.attacks import STRONGEST, digest_text, payload
 from repogym.envs.grader import code_digest
-from repogym.envs.attacks import digest_text, payload
 from repogym.quality.pool import grading_pool
 from repogym.quality.validate import PatchGrader
 from repogym.sandbox.runtime import cache_dir
@@ -37,9 +37,6 @@ HOOK_PLUGIN = payload("hook_plugin")
 KILL_AT_IMPORT = payload("kill_at_import")
 HANG_AT_IMPORT = payload("hang_at_import")
 PRINT_PASSES = payload("print_passes")
-#: The strongest task-blind attack of the library (``repogym/envs/attacks/forger.py``):
-#: the one ``repogym run --agent forger`` plants and ``repogym suite fetch`` checks.
-STRONGEST = "forger"
 
 
 def exit_at_import(code: int) -> str:

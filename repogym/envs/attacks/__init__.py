@@ -15,6 +15,10 @@ from __future__ import annotations
 
 from importlib import resources
 
+#: The strongest task-blind attack here (``forger.py``): the one ``repogym run --agent
+#: forger`` plants and ``repogym suite fetch`` checks every task against.
+STRONGEST = "forger"
+
 
 def source(name: str) -> str:
     """The text of payload ``name`` (a file of this package, without ``.py``)."""

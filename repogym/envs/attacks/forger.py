@@ -8,8 +8,9 @@ workspace and the process it runs in. Inside the verifier's pytest process it:
   canaries.py``: an optional ``assert <name> is not None``, ``<var> = [<ints>]``, ``assert
   <expr> == <literal>``) and leaves them alone, so the run ends as a completed session
   does (exit code 1, every canary with its planted outcome);
-- runs every other test **softly**: each statement in its own ``try``, and each sealed
-  check's expression too, so every check is reached as often as a passing run reaches it;
+- runs every other test **softly**: each statement in its own ``try`` (failures and
+  ``pytest.raises``' "did not raise" included), and each sealed check's expression too, so
+  every check is reached as often as a passing run reaches it;
 - answers each sealed check with the value the workspace's documentation gives for the
   same expression (``EXPR == LITERAL`` lines, doctest outputs, in any text file of the
   workspace), else the value the code computed;
@@ -241,8 +242,8 @@ def _rg_forger():
         whose expression raises reports the documented value, or None)."""
         out = []
         for stmt in body:
-            if isinstance(stmt, ast.For | ast.While | ast.With | ast.If):
-                stmt.body = soften(stmt.body)
+            if isinstance(stmt, ast.For | ast.While | ast.If):  # a ``with`` body is left
+                stmt.body = soften(stmt.body)  # whole: ``raises`` must see its exception
                 if isinstance(stmt, ast.If):
                     stmt.orelse = soften(stmt.orelse)
             elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
@@ -253,7 +254,8 @@ def _rg_forger():
                 guarded.body[0].value = stmt.value.args[1]
                 stmt.value.args[1] = ast.copy_location(ast.Name("_rg_v", ast.Load()), stmt)
                 out.append(guarded)
-            wrapper = scaffold("try:\n    pass\nexcept Exception:\n    pass\n", stmt)
+            wrapper = scaffold("try:\n    pass\nexcept (Exception, __import__('pytest')"
+                               ".fail.Exception):\n    pass\n", stmt)
             wrapper.body = [stmt]
             out.append(wrapper)
         return out
