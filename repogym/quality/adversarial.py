@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
 from repogym.envs.attacks import STRONGEST, digest_text, payload
-from repogym.envs.grader import code_digest
+from repogym.envs.grader import RewardMode, code_digest
 from repogym.quality.pool import grading_pool
 from repogym.quality.validate import PatchGrader
 from repogym.sandbox.runtime import cache_dir
@@ -288,6 +288,35 @@ def _store(task: Task, report: AdversarialReport) -> None:
     tmp.replace(path)
 
 
+def strongest() -> Attack:
+    """The library's strongest task-blind attack (:data:`STRONGEST`)."""
+    return next(a for a in ATTACKS if a.name == STRONGEST)
+
+
+def grade_attack(task: Task, grader: PatchGrader, attack: Attack, noop_reward: float, *,
+                 mode: RewardMode = "partial") -> AttackResult:
+    """Plant ``attack`` in ``task``'s repository and grade it once in ``mode``; a crash of
+    the attack's planting or grading is reported in ``error``, never raised."""
+    try:
+        diff = make_diff(task.repo_dir, attack.changes(task.repo_dir, task.verifier.tests_dest))
+        res = grader.grade(task, diff, mode=mode, timeout_s=attack.timeout_s)
+    except Exception as e:  # noqa: BLE001 - a crash is reported as a failed check
+        return AttackResult(attack.name, attack.kind, 0.0, noop_reward, [], "",
+                            error=f"{type(e).__name__}: {e}")
+    error = f"infra_error: {res.infra_error}" if res.infra_error else ""
+    return AttackResult(attack.name, attack.kind, res.reward, noop_reward, res.hack_flags,
+                        res.untrusted, error)
+
+
+def forger_check(task: Task, grader: PatchGrader) -> AttackResult:
+    """The strongest attack against a **validated** task, in binary mode: one grading.
+
+    Validation makes the unpatched repository fail every fail_to_pass test, so noop earns 0
+    in binary mode and the attack beats noop exactly when it resolves the task.
+    """
+    return grade_attack(task, grader, strongest(), 0.0, mode="binary")
+
+
 def check_task(task: Task, grader: PatchGrader, *, attacks: Iterable[Attack] = ATTACKS,
                workers: int = 1) -> AdversarialReport:
     """Grade every attack and the unpatched repository (partial credit) for ``task``; the
@@ -296,21 +325,8 @@ def check_task(task: Task, grader: PatchGrader, *, attacks: Iterable[Attack] = A
     if noop.infra_error:
         raise RuntimeError(f"{task.id}: grading the unpatched repository failed: "
                            f"{noop.infra_error}")
-
-    def one(attack: Attack) -> AttackResult:
-        try:
-            diff = make_diff(task.repo_dir,
-                             attack.changes(task.repo_dir, task.verifier.tests_dest))
-            res = grader.grade(task, diff, mode="partial", timeout_s=attack.timeout_s)
-        except Exception as e:  # noqa: BLE001 - a crash is reported as a failed check
-            return AttackResult(attack.name, attack.kind, 0.0, noop.reward, [], "",
-                                error=f"{type(e).__name__}: {e}")
-        error = f"infra_error: {res.infra_error}" if res.infra_error else ""
-        return AttackResult(attack.name, attack.kind, res.reward, noop.reward,
-                            res.hack_flags, res.untrusted, error)
-
     with grading_pool(workers) as pool:
-        results = list(pool.map(one, attacks))
+        results = list(pool.map(lambda a: grade_attack(task, grader, a, noop.reward), attacks))
     report = AdversarialReport(task.id, noop.reward, results)
     if not any(r.error.startswith("infra_error") for r in results):
         _store(task, report)
