@@ -20,7 +20,7 @@ from repogym.harness.runner import run
 from .conftest import TASKS, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
-REFERENCE_AGENTS = ["oracle", "noop", "random", "replay"]
+REFERENCE_AGENTS = ["oracle", "noop", "random", "replay", "forger"]
 
 
 def chromium() -> str:
