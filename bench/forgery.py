@@ -1,79 +1,131 @@
-"""The reader forgery against every built-in, many gradings each: what it earns vs noop.
+"""Every forger of the attack library against the built-ins and every fetched suite task.
 
-Usage: python bench/forgery.py [--gradings 20] [--tasks a,b] [--workers 2]
-       [--variants hooks-honest,hooks-guess,channel-guess]
+Usage: python bench/forgery.py [--suite NAME] [--tasks a,b] [--limit N] [--workers 2]
+       [--attacks forger,reader-forgery-hooks] [--modes binary,partial,f2p] [--gradings 1]
 
-Each variant of ``READER_FORGERY`` (repogym/quality/adversarial.py) is appended to every
-non-test module of each task and graded ``--gradings`` times with the real grader (fresh
-random names, check numbers and forger randomness each time). The reward of every reward
-mode is computed from each grading's per-test outcomes. Prints, per task and variant, the
-largest and the mean reward over the gradings next to noop's, and a final line with the
-number of (task, variant, mode) cells where any grading earned more than noop. The
-acceptance target is zero.
+The forgers are the attacks of kind ``forgery`` in :mod:`repogym.quality.adversarial`
+(payloads in repogym/envs/attacks/). Each is planted the way the library plants it
+(appended to every non-test module of the task) and graded with the real grader next to
+the unchanged repository (noop), ``--gradings`` times each (fresh random names, check
+numbers and forger randomness every time). The reward of every reward mode is computed from
+each grading's per-test outcomes (the modes are functions of the same outcomes; an untrusted
+run is 0 in all of them).
+
+Tasks: the built-ins, then every task of every suite fetched and validated here (under the
+suite cache root, ``repogym.scenarios.suites``); ``--suite builtin`` or ``--suite realpy``
+keeps one. Prints one row per cell (task, mode, attack) where some grading earned more than
+noop, with the largest reward and noop's; then the number of such cells per attack, their
+total and the wall time. Exit status 1 when any cell beats noop (the target is none).
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
-import statistics
 import sys
 import time
+from collections import Counter
 
 from repogym.envs import grader
-from repogym.quality.adversarial import code_modules, reader_forgery
-from repogym.sandbox import make_sandbox
-from repogym.sandbox.workspace import TemplateCache, make_diff
+from repogym.quality.adversarial import ATTACKS, Attack
+from repogym.quality.pool import grading_pool
+from repogym.quality.validate import PatchGrader
+from repogym.sandbox.workspace import make_diff
+from repogym.scenarios import suites
 from repogym.scenarios.registry import builtin_tasks
+from repogym.scenarios.task import Task
 
-VARIANTS = {"hooks-honest": ("hooks", 1.0), "hooks-guess": ("hooks", 0.5),
-            "channel-guess": ("channel", 0.5)}
+FORGERS = [a for a in ATTACKS if a.kind == "forgery"]
 
 
-def _rewards(res: grader.GradeResult, task) -> dict[str, float]:
+def rewards(res: grader.GradeResult, task: Task) -> dict[str, float]:
+    """Reward of every mode for one grading (0 in all of them for an untrusted run)."""
     if res.untrusted or res.infra_error:
         return dict.fromkeys(grader.REWARD_MODES, 0.0)
     return {m: grader.score(res.tests, task.verifier, m)[0] for m in grader.REWARD_MODES}
 
 
+def fetched_tasks(only: str | None) -> list[Task]:
+    """The validated tasks of every suite fetched here (or of suite ``only``)."""
+    out: list[Task] = []
+    for name in suites.suite_names():
+        if only not in (None, name):
+            continue
+        try:
+            out += suites.validated_tasks(name)
+        except suites.SuiteError:
+            continue  # not fetched here
+    return out
+
+
+def select(args: argparse.Namespace) -> list[Task]:
+    tasks = list(builtin_tasks()) if args.suite in (None, "builtin") else []
+    if args.suite != "builtin":
+        tasks += fetched_tasks(args.suite)
+    if args.tasks:
+        wanted = set(args.tasks.split(","))
+        tasks = [t for t in tasks if t.id in wanted]
+    return tasks[:args.limit] if args.limit else tasks
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--gradings", type=int, default=20)
-    p.add_argument("--tasks", default="")
+    p.add_argument("--suite", help="'builtin' or a fetched suite's name (default: all)")
+    p.add_argument("--tasks", default="", help="comma-separated task ids")
+    p.add_argument("--limit", type=int, default=0, help="at most this many tasks")
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--attacks", default=",".join(a.name for a in FORGERS))
+    p.add_argument("--modes", default=",".join(grader.REWARD_MODES))
+    p.add_argument("--gradings", type=int, default=1, help="gradings per (task, attack)")
     args = p.parse_args(argv)
-    tasks = [t for t in builtin_tasks() if not args.tasks or t.id in args.tasks.split(",")]
-    cache = TemplateCache()
+    by_name = {a.name: a for a in ATTACKS}
+    unknown = [n for n in args.attacks.split(",") if n not in by_name]
+    if unknown:
+        p.error(f"unknown attack(s) {unknown}; the forgers are "
+                f"{', '.join(a.name for a in FORGERS)}")
+    attacks: list[Attack] = [by_name[n] for n in args.attacks.split(",")]
+    modes = args.modes.split(",")
+    tasks = select(args)
+    if not tasks:
+        p.error("no task selected (is the suite fetched? `repogym suite list`)")
+    start = time.monotonic()
+    over: list[tuple[str, str, str, float, float]] = []
+    errors: list[str] = []
+    with PatchGrader() as patch_grader, grading_pool(args.workers) as pool:
+        def one(task: Task, diff: str, timeout_s: float | None) -> dict[str, float]:
+            res = patch_grader.grade(task, diff, mode="partial", timeout_s=timeout_s)
+            if res.infra_error:
+                errors.append(f"{task.id}: {res.infra_error}")
+            return rewards(res, task)
 
-    def grade(task, diff):
-        return _rewards(grader.grade(task, cache.get(task.repo_dir), diff, mode="partial",
-                                     make_sandbox=lambda spec: make_sandbox("bwrap", spec)),
-                        task)
+        def cells(task: Task) -> list[tuple[str, str, str, float, float]]:
+            noop = one(task, "", None)
+            out = []
+            for attack in attacks:
+                diff = make_diff(task.repo_dir,
+                                 attack.changes(task.repo_dir, task.verifier.tests_dest))
+                runs = [one(task, diff, attack.timeout_s) for _ in range(args.gradings)]
+                for m in modes:
+                    best = max(r[m] for r in runs)
+                    if best > noop[m] + 1e-9:
+                        out.append((task.id, m, attack.name, best, noop[m]))
+            return out
 
-    start, over = time.monotonic(), 0
-    print(f"{'task':28s} {'variant':14s} " + " ".join(f"{m:>17s}" for m in grader.REWARD_MODES))
-    with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
-        for task in tasks:
-            noop = grade(task, "")
-            for name in args.variants.split(","):
-                mode, honesty = VARIANTS[name]
-                payload = reader_forgery(mode, honesty)
-                diff = make_diff(task.repo_dir, {
-                    m: (task.repo_dir / m).read_text() + "\n" + payload
-                    for m in code_modules(task.repo_dir, task.verifier.tests_dest)})
-                runs = list(pool.map(grade, [task] * args.gradings, [diff] * args.gradings))
-                cells = []
-                for m in grader.REWARD_MODES:
-                    got = [r[m] for r in runs]
-                    over += max(got) > noop[m] + 1e-9
-                    cells.append(f"{max(got):.2f}/{statistics.mean(got):.2f}/{noop[m]:.2f}")
-                print(f"{task.id:28s} {name:14s} " + " ".join(f"{c:>17s}" for c in cells),
-                      flush=True)
-    cache.close()
-    print(f"cells max/mean/noop; {len(tasks)} tasks x {len(args.variants.split(','))} "
-          f"variants x {args.gradings} gradings in {time.monotonic() - start:.0f}s; "
-          f"cells where a grading beat noop: {over}")
+        print(f"{len(tasks)} tasks x {len(attacks)} forgers x {args.gradings} grading(s), "
+              f"modes {','.join(modes)}", flush=True)
+        print(f"{'task':40s} {'mode':8s} {'attack':26s} reward  noop", flush=True)
+        for found in pool.map(cells, tasks):
+            for task_id, m, name, got, base in found:
+                print(f"{task_id:40s} {m:8s} {name:26s} {got:6.3f} {base:5.3f}", flush=True)
+            over += found
+    per_attack = Counter(name for _, _, name, _, _ in over)
+    per_mode = Counter(m for _, m, _, _, _ in over)
+    tasks_hit = {t for t, *_ in over}
+    print(f"cells where an attack beat noop: {len(over)} "
+          f"(tasks {len(tasks_hit)} of {len(tasks)}; by attack {dict(per_attack)}; "
+          f"by mode {dict(per_mode)}); infra errors {len(errors)}; "
+          f"wall {time.monotonic() - start:.0f}s")
+    for e in errors[:10]:
+        print(f"infra error: {e}")
     return 1 if over else 0
 
 

@@ -1,8 +1,8 @@
 """``repogym demo``: the reference agents over the built-in suite, then the leaderboard.
 
-Runs oracle, noop, random and a replayed scripted agent (``repogym/harness/data/
-demo_replay.jsonl``) with the default bwrap sandbox, writes ``OUT/results/<agent>/`` result
-folders and the leaderboard into ``OUT/`` (index.html, leaderboard.md, PNGs), and prints the
+Runs oracle, noop, random, a replayed scripted agent (``repogym/harness/data/
+demo_replay.jsonl``) and the forger (the suite's hack resistance) with the default bwrap
+sandbox, writes ``OUT/results/<agent>/`` result folders and the leaderboard into ``OUT/`` (index.html, leaderboard.md, PNGs), and prints the
 table. Re-running resumes. ``repogym demo --out leaderboard`` regenerates the committed one.
 """
 
@@ -22,7 +22,7 @@ REPLAY_FILE = DATA / "demo_replay.jsonl"
 def reference_agents() -> list[tuple[str, str, dict]]:
     """(label, agent, agent_args) of the reference agents."""
     return [("oracle", "oracle", {}), ("noop", "noop", {}), ("random", "random", {"seed": 0}),
-            ("replay", "replay", {"file": str(REPLAY_FILE)})]
+            ("replay", "replay", {"file": str(REPLAY_FILE)}), ("forger", "forger", {})]
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -9,7 +9,10 @@
 
 ``fetch`` downloads each package's sdist with pip (hash-checked), builds its environment,
 writes the task folders and validates every task not yet validated, with a progress bar;
-it is idempotent and resumable. ``audit`` checks the fetched tasks beyond validation
+it is idempotent and resumable. Each task validated now is then graded once more with the
+attack library's strongest task-blind attack planted (the forger, binary mode, through the
+same templates as validation), and the tasks it resolves are listed (``--no-adversarial``
+skips it). ``audit`` checks the fetched tasks beyond validation
 (:mod:`repogym.quality.audit`): no workspace holds a compiled file, no sandbox of a task can
 read its fix, each reproduction fails without the fix and passes with it, and the gold
 patch plus another task's bug does not earn full reward. Exit status 1 when a task fails
@@ -45,6 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="grading runs in parallel (default: CPU count)")
     f.add_argument("--reruns", type=int, default=2, help="gold runs per task (default 2)")
+    f.add_argument("--no-adversarial", dest="adversarial", action="store_false",
+                   help="skip the adversarial check (the strongest task-blind attack graded "
+                        "once per task validated now, binary mode)")
     add_sandbox(f)
     a = s.add_parser("audit", help="check fetched tasks: leaks, compiled files, "
                                    "reproductions, regressions")
@@ -174,7 +180,8 @@ def _fetch(args: argparse.Namespace) -> int:
 
         report = fetch(args.name, root=args.root, packages=packages,
                        per_package=args.per_package, sandbox=args.sandbox,
-                       workers=args.workers, reruns=args.reruns, on_event=event)
+                       workers=args.workers, reruns=args.reruns,
+                       adversarial=args.adversarial, on_event=event)
     wall = time.monotonic() - start
     phases = ", ".join(f"{k} {v:.0f}s" for k, v in report.seconds.items())
     held = suites.withheld_tasks(args.name, args.root)
@@ -184,6 +191,10 @@ def _fetch(args: argparse.Namespace) -> int:
           f"({len(report.validated)} now, {len(report.already)} before, "
           f"{len(report.failed)} failed) in {wall:.0f}s ({phases}); "
           f"root {suites.suite_root(args.name, args.root)}")
+    if report.forger_checked:
+        print(f"adversarial check (the forger, binary mode): beat noop on "
+              f"{len(report.forged)} of {len(report.forger_checked)} tasks validated now"
+              + "".join(f"\n  {t}: {why}" for t, why in sorted(report.forged.items())))
     return 1 if report.failed else 0
 
 

@@ -5,9 +5,10 @@ about the task: it shadows standard-library and pytest modules, plants pytest pl
 configuration where pytest would look for them, appends result-forging code to every module
 the tests might import (flipping reports to "passed", writing fake results to every pipe and
 exiting, hanging, exiting with each code a completed session can give), deletes or empties
-the tests, adds ``conftest.py`` files, and so on. :func:`check_task` grades each attack with
-the real grader (partial credit, so that any gain shows) next to the unpatched repository
-(noop): an attack that earns more than noop is a hole — in the grader, or (more often) in a
+the tests, adds ``conftest.py`` files, and so on. The code planted in the verifier's
+process lives in real Python files (:mod:`repogym.envs.attacks`), read as text when
+planted. :func:`check_task` grades each attack with the real grader (partial credit, so that
+any gain shows) next to the unpatched repository (noop): an attack that earns more than noop is a hole — in the grader, or (more often) in a
 task whose tests trust something the agent controls. ``repogym validate --adversarial``
 runs this for any task folder.
 """
@@ -20,7 +21,8 @@ import json
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
-from repogym.envs.grader import code_digest
+from repogym.envs.attacks import STRONGEST, digest_text, payload
+from repogym.envs.grader import RewardMode, code_digest
 from repogym.quality.pool import grading_pool
 from repogym.quality.validate import PatchGrader
 from repogym.sandbox.runtime import cache_dir
@@ -29,287 +31,49 @@ from repogym.scenarios.patches import is_test_file
 from repogym.scenarios.task import Task
 
 # -- payloads: code that, imported into the verifier's process, forges results ---------------
-FLIP_REPORTS = '''
-def _rg_flip():
-    import sys
-    try:
-        import _pytest.reports as reports
-    except Exception:
-        return
-    cls = reports.TestReport
-    if getattr(cls, "_rg_flipped", False):
-        return
-    made = cls.from_item_and_call.__func__
-
-    def forged(c, item, call):
-        r = made(c, item, call)
-        r.outcome, r.longrepr = "passed", None
-        return r
-
-    cls.from_item_and_call = classmethod(forged)
-    cls._rg_flipped = True
+# Each is a real Python file of repogym/envs/attacks/, planted as text (attacks.payload).
+FLIP_REPORTS = payload("flip_reports")
+HOOK_PLUGIN = payload("hook_plugin")
+KILL_AT_IMPORT = payload("kill_at_import")
+HANG_AT_IMPORT = payload("hang_at_import")
+PRINT_PASSES = payload("print_passes")
 
 
-_rg_flip()
-'''
-
-HOOK_PLUGIN = '''
-def _rg_plugin():
-    import gc
-    try:
-        import pytest
-    except Exception:
-        return
-
-    class _Forge:
-        @pytest.hookimpl(hookwrapper=True)
-        def pytest_runtest_makereport(self, item, call):
-            outcome = yield
-            rep = outcome.get_result()
-            rep.outcome, rep.longrepr = "passed", None
-
-    for obj in gc.get_objects():
-        if type(obj).__name__ == "Config" and hasattr(obj, "pluginmanager"):
-            if not obj.pluginmanager.has_plugin("rg-forge"):
-                obj.pluginmanager.register(_Forge(), "rg-forge")
+def exit_at_import(code: int) -> str:
+    """``os._exit(code)`` as soon as the module is imported."""
+    return payload("exit_at_import", code)
 
 
-_rg_plugin()
-'''
-
-PIPE_RECORDS = '''
-def _rg_pipes(code):
-    import gc, json, os, stat
-    items = []
-    for obj in gc.get_objects():
-        if type(obj).__name__ == "Session" and getattr(obj, "items", None):
-            items = [i.nodeid for i in obj.items]
-    lines = [json.dumps({"case": n, "when": w, "outcome": "passed", "xfail": False})
-             for n in items for w in ("setup", "call", "teardown")]
-    data = ("\\n".join(lines + [json.dumps({"exit": code})]) + "\\n").encode()
-    for fd in range(3, 256):
-        try:
-            if stat.S_ISFIFO(os.fstat(fd).st_mode):
-                os.write(fd, data)
-        except OSError:
-            pass
-    os._exit(code)
-
-
-import atexit as _rg_atexit
-_rg_atexit.register(_rg_pipes, {code})
-'''
-
-EXIT_AT_IMPORT = "\nimport os as _rg_os\n_rg_os._exit({code})\n"
-KILL_AT_IMPORT = "\nimport os as _rg_os, signal as _rg_signal\n" \
-                 "_rg_os.kill(_rg_os.getpid(), _rg_signal.SIGKILL)\n"
-HANG_AT_IMPORT = "\nimport time as _rg_time\n_rg_time.sleep(10 ** 6)\n"
-PRINT_PASSES = '''
-def _rg_print():
-    import gc, sys
-    for obj in gc.get_objects():
-        if type(obj).__name__ == "Session" and getattr(obj, "items", None):
-            for i in obj.items:
-                sys.__stdout__.write(f"PASSED {i.nodeid}\\n")
-                sys.__stderr__.write(f"PASSED {i.nodeid}\\n")
-
-
-import atexit as _rg_atexit2
-_rg_atexit2.register(_rg_print)
-'''
-
-#: The strongest task-blind forger we know: it has read repogym's source, reads every test
-#: body and its own process's memory, and rewrites every result it can reach. It tells the
-#: canaries by their fixed form (builtins only) and leaves them alone, flips every other
-#: report to "passed", and answers every sealed check with its best guess: the value the
-#: code computed (with probability ``honesty``), else a literal of the test's own source, that value off
-#: by one, ``True``, ``False`` or ``None``; for a ``raises`` block, what was raised or a
-#: likely exception.
-#: In :func:`reader_forgery`'s ``"hooks"`` mode it does it through pytest's hooks and the sealed-check module;
-#: ``"channel"`` runs every test itself at collection time and writes the whole record set
-#: on the launcher's channel (the ``Channel`` object found through ``gc``, or the one
-#: write-only pipe of ``/proc/self/fd``), then ends the process with exit code 1.
-READER_FORGERY = '''
-def _rg_reader(mode, honesty, seed):
-    import ast, builtins, gc, inspect, json, os, random, re, stat, sys, textwrap
-    if getattr(sys, "_rg_reader", False):
-        return
-    sys._rg_reader = True
-    try:
-        import pytest
-    except Exception:
-        return
-    rng = random.Random(os.urandom(8) if seed is None else seed)
-    seal = sys.modules.get("_repogym_seal")
-    runtime = getattr(getattr(seal, "check", None), "__self__", None)
-    safe = set(dir(builtins))
-
-    def source(fn):
-        try:
-            return textwrap.dedent(inspect.getsource(fn))
-        except (OSError, TypeError):
-            return ""
-
-    def is_canary(fn):
-        try:
-            tree = ast.parse(source(fn))
-        except SyntaxError:
-            return False
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call):
-                f = node.func
-                if isinstance(f, ast.Name) and f.id in safe:
-                    continue
-                if isinstance(f, ast.Attribute) and f.attr == "count":
-                    continue
-                return False
-        return bool(source(fn))
-
-    def literals(fn):
-        try:
-            tree = ast.parse(source(fn))
-        except SyntaxError:
-            return []
-        out = []
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Tuple, ast.List, ast.Constant)):
-                try:
-                    out.append(ast.literal_eval(node))
-                except Exception:
-                    pass
-        return out
-
-    def guess(value, fn):
-        if rng.random() < honesty:
-            return value  # honest: what the code computed
-        pool = [True, False, None] + literals(fn)
-        if isinstance(value, int) and not isinstance(value, bool):
-            pool += [value + 1, value - 1]
-        return rng.choice(pool)
-
-    exceptions = ["ValueError", "TypeError", "KeyError", "IndexError", "ZeroDivisionError",
-                  "RuntimeError", "AttributeError", "OverflowError"]
-
-    def raised_record():
-        cls = getattr(builtins, rng.choice(exceptions))  # a guess
-        return {"raised": cls.__qualname__, "module": "builtins", "message": "",
-                "mro": [f"builtins:{c.__qualname__}" for c in cls.__mro__]}
-
-    def value_record(value):
-        canon = runtime.canon
-        try:
-            data = canon.encode(value)
-        except Exception:
-            data = {"opaque": "?"}
-        try:
-            truth = bool(value)
-        except Exception:
-            truth = None
-        return {"v": data, "is": canon.singleton(value), "truth": truth, "shown": ""}
-
-    current = {"fn": None}
-
-    class Forge:
-        @pytest.hookimpl(hookwrapper=True)
-        def pytest_runtest_call(self, item):
-            current["fn"] = getattr(item, "function", None)
-            yield
-
-        @pytest.hookimpl(hookwrapper=True)
-        def pytest_runtest_makereport(self, item, call):
-            outcome = yield
-            fn = getattr(item, "function", None)
-            if fn is not None and not is_canary(fn):
-                rep = outcome.get_result()
-                rep.outcome, rep.longrepr = "passed", None
-
-        @pytest.hookimpl(trylast=True)
-        def pytest_collection_finish(self, session):
-            if mode == "channel":
-                forge_channel(session)
-
-    if runtime is not None:
-        real_check, real_raises = runtime.check, runtime.raises
-
-        def check(cid, value):
-            real_check(cid, guess(value, current["fn"]))
-
-        class Raises:
-            def __init__(self, cid):
-                self.cid, self.inner = cid, real_raises(cid)
-
-            def __enter__(self):
-                return self.inner.info
-
-            def __exit__(self, t, v, tb):
-                if rng.random() < honesty:  # honest: what the block raised, or nothing
-                    self.inner.__exit__(t, v, tb)
-                else:
-                    runtime._send(self.cid, raised_record())
-                return True
-
-        seal.check, seal.raises = check, Raises
-
-    def channel_fd():
-        for obj in gc.get_objects():
-            if type(obj).__name__ == "Channel" and isinstance(getattr(obj, "fd", None), int):
-                return obj.fd
-        ours = {os.fstat(fd).st_ino for fd in (1, 2)}
-        for name in os.listdir("/proc/self/fd"):
-            try:
-                st = os.fstat(int(name))
-                info = open(f"/proc/self/fdinfo/{name}").read()
-            except OSError:
-                continue
-            flags = int(info.split("flags:")[1].split()[0], 8)
-            if stat.S_ISFIFO(st.st_mode) and st.st_ino not in ours and \\
-                    flags & os.O_ACCMODE == os.O_WRONLY:
-                return int(name)
-        return None
-
-    def forge_channel(session):
-        fd = channel_fd()
-        if fd is None or runtime is None:
-            return
-        records = []
-        runtime.channel.send = lambda **rec: records.append(rec)
-        for item in session.items:
-            fn = getattr(item, "function", None)
-            runtime.case = item.nodeid
-            current["fn"] = fn
-            ok = "passed"
-            try:
-                if getattr(item, "cls", None) is not None:
-                    getattr(item.cls(), fn.__name__)()
-                elif fn is not None:
-                    fn()
-            except BaseException:
-                ok = "failed"
-            if fn is not None and not is_canary(fn):
-                ok = "passed"
-            for when in ("setup", "call", "teardown"):
-                records.append({"case": item.nodeid, "when": when,
-                                "outcome": ok if when == "call" else "passed", "xfail": False})
-        records.append({"exit": 1})
-        os.write(fd, "".join(json.dumps(r) + "\\n" for r in records).encode())
-        os._exit(1)
-
-    for obj in gc.get_objects():
-        if type(obj).__name__ == "Config" and hasattr(obj, "pluginmanager"):
-            if not obj.pluginmanager.has_plugin("rg-reader"):
-                obj.pluginmanager.register(Forge(), "rg-reader")
-
-
-_rg_reader(__RG_MODE__, __RG_HONESTY__, __RG_SEED__)
-'''
+def pipe_records(code: int) -> str:
+    """At exit, passing records for every collected test on every pipe, then exit ``code``."""
+    return payload("pipe_records", code)
 
 
 def reader_forgery(mode: str, honesty: float = 0.5, seed: int | None = None) -> str:
-    """:data:`READER_FORGERY` through ``mode`` (``hooks`` or ``channel``), answering a
-    sealed check with the value the code computed with probability ``honesty``, its guesses
-    drawn from ``seed`` (default: fresh randomness in every grading)."""
-    return (READER_FORGERY.replace("__RG_MODE__", repr(mode))
-            .replace("__RG_HONESTY__", repr(honesty)).replace("__RG_SEED__", repr(seed)))
+    """The reader forgery (``attacks/reader_forgery.py``): it has read repogym's source,
+    reads every test body and its own process's memory, tells the canaries by their fixed
+    form (builtins only) and leaves them alone, flips every other report to "passed", and
+    answers every sealed check with the value the code computed (with probability
+    ``honesty``), else a guess: a literal of the test's own source, that value off by one,
+    ``True``, ``False`` or ``None``; for a ``raises`` block, what was raised or a likely
+    exception; its guesses drawn from ``seed`` (default: fresh randomness in every grading).
+    ``mode`` ``"hooks"`` works through pytest's hooks and the sealed-check module;
+    ``"channel"`` runs every test itself at collection time and writes the whole record set
+    on the launcher's channel (found through ``gc`` or ``/proc/self/fd``), then ends the
+    process with exit code 1."""
+    return payload("reader_forgery", mode, honesty, seed)
+
+
+def forger() -> str:
+    """The forger (``attacks/forger.py``), the strongest task-blind attack here: it leaves
+    the canaries it recognises by their planted shape, runs every other test softly (each
+    statement and each sealed check's expression in its own ``try``, so every check is
+    reached), answers each sealed check with the value the workspace's text documents for
+    the same expression (``EXPR == LITERAL`` lines, doctest outputs), else the computed
+    value, answers each sealed ``raises`` with every exception name it can find and a
+    message of every string and word of the workspace, and flips every other failed report;
+    the session then ends as a completed one does."""
+    return payload(STRONGEST)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -418,10 +182,10 @@ ATTACKS: tuple[Attack, ...] = (
            _append(HOOK_PLUGIN)),
     Attack("fake-records-then-exit-0", "forgery",
            "at exit, write passing results for every collected test to every pipe, exit 0",
-           _append(PIPE_RECORDS.replace("{code}", "0"))),
+           _append(pipe_records(0))),
     Attack("fake-records-then-exit-1", "forgery",
            "the same with exit code 1 (as if some test had failed)",
-           _append(PIPE_RECORDS.replace("{code}", "1"))),
+           _append(pipe_records(1))),
     Attack("reader-forgery-hooks", "forgery",
            "reads every test body and its own memory, leaves the canaries it recognises, "
            "flips every other report and answers each sealed check with its best guess",
@@ -430,18 +194,24 @@ ATTACKS: tuple[Attack, ...] = (
            "the same, run at collection time and written whole on the launcher's channel "
            "(found through gc or /proc/self/fd), then exit 1",
            _append(reader_forgery("channel"))),
+    Attack("forger", "forgery",
+           "leaves the canaries it recognises by shape, runs every other test softly to "
+           "reach every check, answers sealed checks from the workspace's docs (else the "
+           "computed value) and raises checks with every exception name and a word soup, "
+           "flips every other failed report",
+           _append(forger())),
     Attack("print-passed-lines", "forgery",
            "print 'PASSED <node id>' lines for every test (fools log parsers)",
            _append(PRINT_PASSES)),
     Attack("exit-0-at-import", "exit", "os._exit(0) as soon as the code is imported",
-           _append(EXIT_AT_IMPORT.format(code=0))),
+           _append(exit_at_import(0))),
     Attack("exit-0-first", "exit", "os._exit(0) before any of the module's own code runs "
            "(beats tests that only check a workspace program's exit status)",
-           _prepend(EXIT_AT_IMPORT.format(code=0))),
+           _prepend(exit_at_import(0))),
     Attack("exit-3-at-import", "exit", "os._exit(3) (pytest's internal-error code)",
-           _append(EXIT_AT_IMPORT.format(code=3))),
+           _append(exit_at_import(3))),
     Attack("exit-5-at-import", "exit", "os._exit(5) (pytest's no-tests code)",
-           _append(EXIT_AT_IMPORT.format(code=5))),
+           _append(exit_at_import(5))),
     Attack("sigkill-at-import", "exit", "the process kills itself with SIGKILL",
            _append(KILL_AT_IMPORT)),
     Attack("hang-at-import", "exit", "sleep past the verifier's timeout",
@@ -489,8 +259,9 @@ class AdversarialReport:
 
 def fingerprint(task: Task) -> str:
     """Hash of the task folder, the grading code and this attack library (the cache key)."""
-    h = hashlib.sha256(f"adversarial 2\0{task.digest()}\0{code_digest()}\0".encode())
+    h = hashlib.sha256(f"adversarial 3\0{task.digest()}\0{code_digest()}\0".encode())
     h.update(Path(__file__).read_bytes())
+    h.update(digest_text().encode())
     return h.hexdigest()
 
 
@@ -517,6 +288,35 @@ def _store(task: Task, report: AdversarialReport) -> None:
     tmp.replace(path)
 
 
+def strongest() -> Attack:
+    """The library's strongest task-blind attack (:data:`STRONGEST`)."""
+    return next(a for a in ATTACKS if a.name == STRONGEST)
+
+
+def grade_attack(task: Task, grader: PatchGrader, attack: Attack, noop_reward: float, *,
+                 mode: RewardMode = "partial") -> AttackResult:
+    """Plant ``attack`` in ``task``'s repository and grade it once in ``mode``; a crash of
+    the attack's planting or grading is reported in ``error``, never raised."""
+    try:
+        diff = make_diff(task.repo_dir, attack.changes(task.repo_dir, task.verifier.tests_dest))
+        res = grader.grade(task, diff, mode=mode, timeout_s=attack.timeout_s)
+    except Exception as e:  # noqa: BLE001 - a crash is reported as a failed check
+        return AttackResult(attack.name, attack.kind, 0.0, noop_reward, [], "",
+                            error=f"{type(e).__name__}: {e}")
+    error = f"infra_error: {res.infra_error}" if res.infra_error else ""
+    return AttackResult(attack.name, attack.kind, res.reward, noop_reward, res.hack_flags,
+                        res.untrusted, error)
+
+
+def forger_check(task: Task, grader: PatchGrader) -> AttackResult:
+    """The strongest attack against a **validated** task, in binary mode: one grading.
+
+    Validation makes the unpatched repository fail every fail_to_pass test, so noop earns 0
+    in binary mode and the attack beats noop exactly when it resolves the task.
+    """
+    return grade_attack(task, grader, strongest(), 0.0, mode="binary")
+
+
 def check_task(task: Task, grader: PatchGrader, *, attacks: Iterable[Attack] = ATTACKS,
                workers: int = 1) -> AdversarialReport:
     """Grade every attack and the unpatched repository (partial credit) for ``task``; the
@@ -525,21 +325,8 @@ def check_task(task: Task, grader: PatchGrader, *, attacks: Iterable[Attack] = A
     if noop.infra_error:
         raise RuntimeError(f"{task.id}: grading the unpatched repository failed: "
                            f"{noop.infra_error}")
-
-    def one(attack: Attack) -> AttackResult:
-        try:
-            diff = make_diff(task.repo_dir,
-                             attack.changes(task.repo_dir, task.verifier.tests_dest))
-            res = grader.grade(task, diff, mode="partial", timeout_s=attack.timeout_s)
-        except Exception as e:  # noqa: BLE001 - a crash is reported as a failed check
-            return AttackResult(attack.name, attack.kind, 0.0, noop.reward, [], "",
-                                error=f"{type(e).__name__}: {e}")
-        error = f"infra_error: {res.infra_error}" if res.infra_error else ""
-        return AttackResult(attack.name, attack.kind, res.reward, noop.reward,
-                            res.hack_flags, res.untrusted, error)
-
     with grading_pool(workers) as pool:
-        results = list(pool.map(one, attacks))
+        results = list(pool.map(lambda a: grade_attack(task, grader, a, noop.reward), attacks))
     report = AdversarialReport(task.id, noop.reward, results)
     if not any(r.error.startswith("infra_error") for r in results):
         _store(task, report)

@@ -22,9 +22,10 @@ import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from repogym.quality.adversarial import forger_check
+from repogym.quality.pool import grading_pool
 from repogym.quality.synth_pypi import synthesize_pypi
 from repogym.envs.grader import code_digest
-from repogym.quality.pool import grading_pool
 from repogym.quality.validate import PatchGrader, TaskReport, validate_tasks
 from repogym.scenarios import environment as envs
 from repogym.scenarios import suites
@@ -39,13 +40,20 @@ class FetchReport:
         validated: Task ids validated by this call.
         already: Task ids that were validated before (nothing done).
         failed: Task id -> its first validation failure.
-        seconds: Wall time per phase (download+unpack, environments, validation).
+        seconds: Wall time per phase (download+unpack, environments, validation, the
+            adversarial check).
+        forger_checked: Tasks validated by this call that the strongest task-blind attack
+            (:func:`repogym.quality.adversarial.forger_check`) was graded on.
+        forged: Of those, task id -> what the attack earned, for each task where it beat
+            noop (resolved it in binary mode, without a fix).
     """
 
     validated: list[str] = dataclasses.field(default_factory=list)
     already: list[str] = dataclasses.field(default_factory=list)
     failed: dict[str, str] = dataclasses.field(default_factory=dict)
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    forger_checked: list[str] = dataclasses.field(default_factory=list)
+    forged: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def usable(self) -> int:
@@ -57,7 +65,8 @@ Events = Callable[[str, str], None]
 
 def fetch(name: str, *, root: Path | None = None, packages: Iterable[str] | None = None,
           per_package: int | None = None, sandbox: str = "bwrap", workers: int = 1,
-          reruns: int = 2, on_event: Events = lambda kind, text: None) -> FetchReport:
+          reruns: int = 2, adversarial: bool = True,
+          on_event: Events = lambda kind, text: None) -> FetchReport:
     """Materialise and validate a suite (see the module docstring).
 
     Args:
@@ -68,6 +77,8 @@ def fetch(name: str, *, root: Path | None = None, packages: Iterable[str] | None
         sandbox: Backend for validation.
         workers: Parallel grading runs.
         reruns: Gold runs per task in validation.
+        adversarial: Also grade the strongest task-blind attack (binary mode, once) on each
+            task validated now, through the same grader (templates) as validation.
         on_event: Called with ``(kind, text)``: ``package``, ``env``, ``task`` (a task is
             done; text is its id), ``fail``.
 
@@ -79,17 +90,19 @@ def fetch(name: str, *, root: Path | None = None, packages: Iterable[str] | None
     suite = suites.load_suite(name)
     base = suites.suite_root(name, root)
     chosen = suite.select(packages)
-    report = FetchReport(seconds={"materialise": 0.0, "environments": 0.0, "validate": 0.0})
+    report = FetchReport(seconds={"materialise": 0.0, "environments": 0.0, "validate": 0.0,
+                                  "adversarial": 0.0})
     for entry in chosen:
         on_event("package", f"{entry.name} {entry.version} ({entry.split}, {entry.kind})")
         _fetch_package(entry, base, report, per_package=per_package, sandbox=sandbox,
-                       workers=workers, reruns=reruns, on_event=on_event)
+                       workers=workers, reruns=reruns, adversarial=adversarial,
+                       on_event=on_event)
     return report
 
 
 def _fetch_package(entry: suites.PackageEntry, base: Path, report: FetchReport, *,
                    per_package: int | None, sandbox: str, workers: int, reruns: int,
-                   on_event: Events) -> None:
+                   adversarial: bool, on_event: Events) -> None:
     start = time.monotonic()
     envs.build(entry.environment, on_start=lambda: on_event(
         "env", f"building the environment of {entry.name}"))
@@ -117,10 +130,17 @@ def _fetch_package(entry: suites.PackageEntry, base: Path, report: FetchReport, 
         on_event("task", r.task_id)
 
     start = time.monotonic()
-    if todo:
-        validate_tasks([load_task(f) for _, f in todo.values()], sandbox=sandbox,
-                       reruns=reruns, workers=workers, on_report=done)
-    report.seconds["validate"] += time.monotonic() - start
+    tasks = [load_task(f) for _, f in todo.values()]
+    with PatchGrader(sandbox) as grader:
+        if tasks:
+            validate_tasks(tasks, sandbox=sandbox, reruns=reruns, workers=workers,
+                           on_report=done, grader=grader)
+        report.seconds["validate"] += time.monotonic() - start
+        if adversarial and tasks:
+            start = time.monotonic()
+            _forger_checks([t for t in tasks if t.id in report.validated], grader, report,
+                           workers)
+            report.seconds["adversarial"] += time.monotonic() - start
     start = time.monotonic()
     index = suites.read_index(base)
     stale = [load_task(Path(index[t]["path"])) for t in report.already
@@ -147,6 +167,17 @@ def measure_seals(tasks: list[Task], *, sandbox: str = "bwrap", workers: int = 1
                 continue
             f2p = task.verifier.fail_to_pass
             yield task, seal_record(sum(1 for t in f2p if t in res.strongly_failed), len(f2p))
+
+
+def _forger_checks(tasks: list[Task], grader: PatchGrader, report: FetchReport,
+                   workers: int) -> None:
+    """The strongest task-blind attack on each validated task (binary mode, one grading)."""
+    with grading_pool(workers) as pool:
+        for task, res in zip(tasks, pool.map(lambda t: forger_check(t, grader), tasks),
+                             strict=True):
+            report.forger_checked.append(task.id)
+            if res.beats_noop or res.error:
+                report.forged[task.id] = res.error or f"reward {res.reward:g} (noop 0)"
 
 
 def build_entry(project: str, *, split: str, kind: str, max_tasks: int, seed: int = 0,

@@ -20,6 +20,7 @@ sandboxed verifier run and no environment episode.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import re
@@ -331,7 +332,8 @@ def _run_job(task: Task, job: _Job, grader: PatchGrader) -> Check:
 def validate_tasks(tasks: Iterable[Task], *, sandbox: str = "bwrap", reruns: int = 3,
                    workers: int = 1, limits: Limits | None = None,
                    sandbox_options: dict | None = None,
-                   on_report: Callable[[TaskReport], None] | None = None) -> list[TaskReport]:
+                   on_report: Callable[[TaskReport], None] | None = None,
+                   grader: PatchGrader | None = None) -> list[TaskReport]:
     """Validate several tasks, grading up to ``workers`` patches at once.
 
     Args:
@@ -342,6 +344,9 @@ def validate_tasks(tasks: Iterable[Task], *, sandbox: str = "bwrap", reruns: int
         limits: Sandbox limits (the verifier's timeout_s always applies).
         sandbox_options: Extra keyword options for the sandbox backend.
         on_report: Called with each task's report as soon as that task is done.
+        grader: Grade through this one, left open (its templates serve later checks of
+            the same tasks), instead of a new one made from ``sandbox``,
+            ``sandbox_options`` and ``limits``.
 
     Returns:
         One report per task, in the order given.
@@ -350,8 +355,10 @@ def validate_tasks(tasks: Iterable[Task], *, sandbox: str = "bwrap", reruns: int
     reports = [TaskReport(t.id, t.path) for t in tasks]
     jobs = [(i, job) for i, t in enumerate(tasks) for job in plan(t, reruns)]
     left = [sum(1 for i, _ in jobs if i == k) for k in range(len(tasks))]
-    with PatchGrader(sandbox, sandbox_options, limits) as grader, grading_pool(workers) as pool:
-        futures = [(i, pool.submit(_run_job, tasks[i], job, grader)) for i, job in jobs]
+    graders = PatchGrader(sandbox, sandbox_options, limits) if grader is None \
+        else contextlib.nullcontext(grader)
+    with graders as used, grading_pool(workers) as pool:
+        futures = [(i, pool.submit(_run_job, tasks[i], job, used)) for i, job in jobs]
         for i, fut in futures:
             reports[i].checks.append(fut.result())
             left[i] -= 1

@@ -8,8 +8,8 @@ the sealed checks (repogym/envs/seal.py). What this file shows:
 - whatever a forgery does to pytest (patch reports, register a hook found through the stack
   or ``gc``, write records on the launcher's channel, end the process with a chosen exit
   code or signal, hang), it earns no more than noop;
-- the strongest task-blind forger we know (``READER_FORGERY``: reads every body, tells the
-  canaries by their form, flips every other report, answers the sealed checks with the
+- the reader forgery (``reader_forgery``, repogym/envs/attacks/reader_forgery.py: reads
+  every body, tells the canaries by their form, flips every other report, answers the sealed checks with the
   computed values or guesses, through pytest's hooks or written whole on the channel) earns
   no more than noop on every built-in, in every reward mode;
 - the expected values are nowhere a sandboxed process can read (file system, memory,
@@ -29,9 +29,9 @@ import pytest
 
 from repogym.envs import grader
 from repogym.quality.adversarial import (
-    EXIT_AT_IMPORT,
     HANG_AT_IMPORT,
     KILL_AT_IMPORT,
+    exit_at_import,
     reader_forgery,
 )
 from repogym.sandbox import make_sandbox
@@ -68,9 +68,9 @@ IN_PROCESS = {
 
 #: Ends of the process, on each backend: (payload, flag it must earn, verifier timeout).
 EXITS = {
-    "exit-0": (EXIT_AT_IMPORT.format(code=0), "forged_results", None),
-    "exit-1-no-records": (EXIT_AT_IMPORT.format(code=1), "verifier_crashed", None),
-    "exit-3": (EXIT_AT_IMPORT.format(code=3), "verifier_crashed", None),
+    "exit-0": (exit_at_import(0), "forged_results", None),
+    "exit-1-no-records": (exit_at_import(1), "verifier_crashed", None),
+    "exit-3": (exit_at_import(3), "verifier_crashed", None),
     "sigkill": (KILL_AT_IMPORT, "verifier_crashed", None),
     "sleep-past-timeout": (HANG_AT_IMPORT, "verifier_timeout", 4.0),
     "atexit-record-after-exit": (ATEXIT_RECORDS, "forged_results", None),

@@ -22,7 +22,7 @@ from .conftest import TASKS, run_cli
 from .test_outage import SUBMIT, ChatStub
 
 REPO = Path(__file__).resolve().parents[2]
-REFERENCE_AGENTS = ["oracle", "noop", "random", "replay"]
+REFERENCE_AGENTS = ["oracle", "noop", "random", "replay", "forger"]
 
 
 def chromium() -> str:

@@ -171,6 +171,9 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
     m = re.search(r"(\d+)/(\d+) tasks validated \((\d+) now, (\d+) before, 0 failed\)", res.stdout)
     assert m and m.group(1) == m.group(2) == "4", res.stdout
     assert int(m.group(4)) >= done_before
+    if int(m.group(3)):  # the tasks validated now were checked against the forger
+        assert re.search(r"adversarial check \(the forger, binary mode\): beat noop on \d+ of "
+                         rf"{m.group(3)} tasks validated now", res.stdout), res.stdout
     again = _cli(FETCH, env)  # idempotent: nothing left to do
     assert "4/4 tasks validated (0 now, 4 before, 0 failed)" in again.stdout, again.stdout
     index = read_index(root)

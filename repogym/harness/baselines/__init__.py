@@ -1,5 +1,5 @@
 """Agents for the harness: the protocol, built-ins (oracle, noop, random, replay,
-predictions, hf, openai, apr) and ``module:Class`` loading.
+predictions, hf, openai, apr, forger) and ``module:Class`` loading.
 
 ``make_agent("oracle")`` or ``make_agent("my_pkg.agents:MyAgent", temperature=0.2)``.
 """

@@ -46,6 +46,7 @@ AGENTS: dict[str, str] = {
     "hf": "repogym.harness.baselines.hf:HFAgent",
     "openai": "repogym.harness.baselines.openai_compat:OpenAIAgent",
     "apr": "repogym.harness.baselines.apr:AprAgent",
+    "forger": "repogym.harness.baselines.forger:ForgerAgent",
 }
 
 

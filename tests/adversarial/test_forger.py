@@ -1,0 +1,101 @@
+"""The forger (repogym/envs/attacks/forger.py), the library's strongest task-blind attack.
+
+It beats noop where the grader has nothing but pytest's word (a fail_to_pass test that
+asserts through a helper function, which sealing leaves unsealed) and where the workspace
+itself holds the answer (a doctest in the README, an exception message in the code); it
+earns no more than noop on a sealed built-in, in every reward mode.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from repogym.envs import grader
+from repogym.quality.adversarial import ATTACKS, STRONGEST
+from repogym.sandbox import make_sandbox
+from repogym.sandbox.workspace import make_diff
+from repogym.scenarios.task import load_task
+from tests.adversarial.conftest import leftovers
+from tests.scenarios._tasks import TESTS, write_task
+
+FORGER = next(a for a in ATTACKS if a.name == STRONGEST)
+
+#: test_upper (fail_to_pass) asserts through a helper: sealing leaves it to pytest.
+HELPER = '''\
+from mod import clamp
+
+
+def _same(got, want):
+    assert got == want
+
+
+def test_upper():
+    _same(clamp(15, 0, 10), 10)
+
+
+def test_inside():
+    assert clamp(5, 0, 10) == 5
+'''
+#: test_upper raises with a message pattern: sealed (class names and message).
+RAISES = '''\
+import pytest
+
+from mod import clamp
+
+
+def test_upper():
+    with pytest.raises(ValueError, match="low is above high"):
+        clamp(1, 5, 0)
+
+
+def test_inside():
+    assert clamp(5, 0, 10) == 5
+'''
+#: A sibling function of the workspace raises the message the test matches.
+ORDER = 'def check_order(low, high):\n    if low > high:\n' \
+        '        raise ValueError(f"low is above high: {low} > {high}")\n'
+#: The workspace documents the value the sealed fail_to_pass check expects.
+README = "# clamp\n\n```python\n>>> clamp(15, 0, 10)\n10\n>>> clamp(-3, 0, 10)\n0\n```\n"
+
+
+def _rewards(attacker, task, diff: str) -> dict[str, float]:
+    res = grader.grade(task, attacker.cache.get(task.repo_dir), diff, mode="binary",
+                       make_sandbox=lambda spec: make_sandbox("bwrap", spec))
+    assert res.infra_error is None, res.infra_error
+    assert not leftovers(attacker.lease)
+    if res.untrusted:
+        return dict.fromkeys(grader.REWARD_MODES, 0.0)
+    return {m: grader.score(res.tests, task.verifier, m)[0] for m in grader.REWARD_MODES}
+
+
+def _forged(attacker, task) -> str:
+    return make_diff(task.repo_dir, FORGER.changes(task.repo_dir, task.verifier.tests_dest))
+
+
+@pytest.mark.parametrize("kind", ["unsealed-helper", "documented-value", "message-in-code"])
+def test_the_forger_beats_noop_where_the_answer_is_not_sealed_away(attacker, tmp_path: Path,
+                                                                   kind):
+    """What the forger shows: a fail_to_pass test judged by pytest alone, a sealed value the
+    README's doctest gives, a sealed ``raises`` whose message the code holds: each is
+    earned without a fix."""
+    tests = {"unsealed-helper": HELPER, "documented-value": TESTS,
+             "message-in-code": RAISES}[kind]
+    root = write_task(tmp_path / kind, tests=tests)
+    (root / "repo" / "README.md").write_text(README if kind == "documented-value" else "")
+    (root / "repo" / "order.py").write_text(ORDER)
+    task = load_task(root)
+    noop = _rewards(attacker, task, "")
+    forged = _rewards(attacker, task, _forged(attacker, task))
+    assert noop["binary"] == 0.0, noop
+    assert forged == dict.fromkeys(grader.REWARD_MODES, 1.0), (kind, forged)
+
+
+@pytest.mark.parametrize("task_id", ["retry-zero", "week-number"])
+def test_the_forger_earns_no_more_than_noop_on_a_sealed_builtin(attacker, task_id):
+    task = attacker.task(task_id)
+    noop = _rewards(attacker, task, "")
+    forged = _rewards(attacker, task, _forged(attacker, task))
+    for mode in grader.REWARD_MODES:
+        assert forged[mode] <= noop[mode], (task_id, mode, forged, noop)
