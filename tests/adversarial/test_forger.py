@@ -22,12 +22,14 @@ from tests.scenarios._tasks import TESTS, write_task
 
 FORGER = next(a for a in ATTACKS if a.name == STRONGEST)
 
-#: test_upper (fail_to_pass) asserts through a helper: sealing leaves it to pytest.
+#: test_upper (fail_to_pass) asserts through a helper that does more than one equality
+#: assertion: sealing leaves it to pytest (a helper that only asserts ``a == b`` is sealed).
 HELPER = '''\
 from mod import clamp
 
 
 def _same(got, want):
+    assert got is not None
     assert got == want
 
 
@@ -74,14 +76,12 @@ def _forged(attacker, task) -> str:
     return make_diff(task.repo_dir, FORGER.changes(task.repo_dir, task.verifier.tests_dest))
 
 
-@pytest.mark.parametrize("kind", ["unsealed-helper", "documented-value", "message-in-code"])
+@pytest.mark.parametrize("kind", ["unsealed-helper", "documented-value"])
 def test_the_forger_beats_noop_where_the_answer_is_not_sealed_away(attacker, tmp_path: Path,
                                                                    kind):
-    """What the forger shows: a fail_to_pass test judged by pytest alone, a sealed value the
-    README's doctest gives, a sealed ``raises`` whose message the code holds: each is
-    earned without a fix."""
-    tests = {"unsealed-helper": HELPER, "documented-value": TESTS,
-             "message-in-code": RAISES}[kind]
+    """What the forger shows: a fail_to_pass test judged by pytest alone, and a sealed value
+    the README's doctest gives: each is earned without a fix."""
+    tests = {"unsealed-helper": HELPER, "documented-value": TESTS}[kind]
     root = write_task(tmp_path / kind, tests=tests)
     (root / "repo" / "README.md").write_text(README if kind == "documented-value" else "")
     (root / "repo" / "order.py").write_text(ORDER)
@@ -90,6 +90,23 @@ def test_the_forger_beats_noop_where_the_answer_is_not_sealed_away(attacker, tmp
     forged = _rewards(attacker, task, _forged(attacker, task))
     assert noop["binary"] == 0.0, noop
     assert forged == dict.fromkeys(grader.REWARD_MODES, 1.0), (kind, forged)
+
+
+@pytest.mark.parametrize("kind", ["equality-helper", "message-in-code"])
+def test_the_forger_earns_nothing_where_the_answer_is_sealed_away(attacker, tmp_path: Path,
+                                                                 kind):
+    """A helper that only asserts ``a == b`` is sealed like the assertion; a ``raises``
+    needs the exact class and message gold raised, which the forger's word soup (every
+    string of the code, the matching message among them) is not."""
+    tests = {"equality-helper": HELPER.replace("    assert got is not None\n", ""),
+             "message-in-code": RAISES}[kind]
+    root = write_task(tmp_path / kind, tests=tests)
+    (root / "repo" / "order.py").write_text(ORDER)
+    task = load_task(root)
+    noop = _rewards(attacker, task, "")
+    forged = _rewards(attacker, task, _forged(attacker, task))
+    for mode in grader.REWARD_MODES:
+        assert forged[mode] <= noop[mode], (kind, mode, forged, noop)
 
 
 @pytest.mark.parametrize("task_id", ["retry-zero", "week-number"])
