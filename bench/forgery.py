@@ -44,16 +44,22 @@ def rewards(res: grader.GradeResult, task: Task) -> dict[str, float]:
     return {m: grader.score(res.tests, task.verifier, m)[0] for m in grader.REWARD_MODES}
 
 
+#: Suite tasks withheld under the seal floor (attacked too, counted apart).
+WITHHELD: set[str] = set()
+
+
 def fetched_tasks(only: str | None) -> list[Task]:
-    """The validated tasks of every suite fetched here (or of suite ``only``)."""
+    """The validated tasks of every suite fetched here (or of suite ``only``), those the
+    suite withholds under the seal floor included (:data:`WITHHELD`)."""
     out: list[Task] = []
     for name in suites.suite_names():
         if only not in (None, name):
             continue
         try:
-            out += suites.validated_tasks(name)
+            out += suites.validated_tasks(name, withheld=True)
         except suites.SuiteError:
             continue  # not fetched here
+        WITHHELD.update(suites.withheld_tasks(name))
     return out
 
 
@@ -124,6 +130,13 @@ def main(argv: list[str] | None = None) -> int:
           f"(tasks {len(tasks_hit)} of {len(tasks)}; by attack {dict(per_attack)}; "
           f"by mode {dict(per_mode)}); infra errors {len(errors)}; "
           f"wall {time.monotonic() - start:.0f}s")
+    resolved = {t for t, m, *_ in over if m == "binary"}
+    served = [t.id for t in tasks if t.id not in WITHHELD]
+    held = [t.id for t in tasks if t.id in WITHHELD]
+    print(f"served tasks: {len(resolved & set(served))} of {len(served)} resolved by an attack "
+          f"(binary), {len(tasks_hit & set(served))} beaten in some mode; withheld under the "
+          f"seal floor: {len(resolved & set(held))} of {len(held)} resolved, "
+          f"{len(tasks_hit & set(held))} beaten")
     for e in errors[:10]:
         print(f"infra error: {e}")
     return 1 if over else 0
