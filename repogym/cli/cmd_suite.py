@@ -146,7 +146,7 @@ def _show(args: argparse.Namespace) -> int:
     console.print(table)
     served = sum(1 for t in index if t not in withheld)
     console.print(f"{served} of {len(index)} validated tasks served; {len(withheld)} withheld "
-                  f"(ask for one by name: `repogym run --task ID`, `gym.make(\"repogym/ID-v0\")`)",
+                  f"(ask for one by name: `repogym run --tasks ID`, `gym.make(\"repogym/ID-v0\")`)",
                   highlight=False, markup=False)
     for tid, why in withheld.items():
         console.print(f"withheld {tid}: {why}", highlight=False, markup=False, soft_wrap=True)

@@ -478,7 +478,7 @@ def validated_tasks(name: str, root: Path | None = None, *, split: str | None = 
     manifest has them now: a task the manifest no longer holds, or holds changed since it
     was validated (a newer repogym), is not one of them until fetched again. A task under
     the seal floor (:func:`withheld_reason`) is left out unless ``withheld`` (ask for it by
-    name: ``repogym run --task ID``, ``gym.make("repogym/<id>-v0")``).
+    name: ``repogym run --tasks ID``, ``gym.make("repogym/<id>-v0")``).
 
     Raises:
         SuiteError: none are (the message says how to fetch the suite).
