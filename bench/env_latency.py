@@ -3,6 +3,7 @@
 Usage: python bench/env_latency.py [--n 20] [--task retry-zero] [--backends bwrap,docker,process]
        [--shells persistent,fresh]
        python bench/env_latency.py --env-task DIR [--env-builds realpy|PKG,PKG]
+       python bench/env_latency.py --fork [--n 20] [--backends bwrap,docker]
 
 ``--env-task DIR`` adds a table for a real-code task whose environment is bound (e.g. a
 RealPy task fetched by ``repogym suite fetch``) next to the built-in ``--task`` in bwrap;
@@ -15,6 +16,12 @@ episode, so a step is a line written to it) and ``fresh`` (a new sandboxed proce
 command). Reset and grading do not depend on the shell and are measured in one column.
 The docker columns start the private dockerd and build its image if needed (see
 repogym/sandbox/docker_setup.py, root only) and are left out, with the reason, otherwise.
+
+``--fork`` compares branching an episode with starting one: ``env.unwrapped.fork()`` (and
+closing the fork), the fork's first ``bash`` command (its shell starts and takes the
+original's state), ``snapshot()``/``restore()``, side by side with ``reset()`` and a reset
+episode's first command, on an episode that changed little (one ``cd``/``export``) and one
+that wrote 200 files; with the median ratio fork / reset.
 
 Prints one table with medians (ms) and ratios to the plain-subprocess baseline (a new
 ``bash -c`` per command). Targets: reset <= 50 ms; step overhead over a plain subprocess
@@ -135,7 +142,13 @@ def main() -> None:
                    help="also compare a real-code task (environment bound) with --task in bwrap")
     p.add_argument("--env-builds", metavar="realpy|PKG,PKG",
                    help="also time building these RealPy packages' environments")
+    p.add_argument("--fork", action="store_true",
+                   help="compare fork()/snapshot()/restore() with reset() instead")
     args = p.parse_args()
+    if args.fork:
+        print_fork_table(registered_tasks()[args.task], args.n,
+                         [b for b in args.backends.split(",") if b != "process"])
+        return
     if args.env_task or args.env_builds:
         if args.env_task:
             print_env_tables(registered_tasks()[args.task], repogym.load_task(args.env_task),
@@ -174,6 +187,76 @@ def print_table(task: repogym.Task, n: int, columns: dict[str, dict[str, float]]
             grade = (f"; grade / plain pytest = {col['grade (gold)'] / base['grade (gold)']:.2f}x"
                      if "grade (gold)" in col else "")
             print(f"{name}: step overhead over plain = {over:.1f} ms{grade}")
+
+
+# -- forks ---------------------------------------------------------------------------------
+FORK_STATES = {
+    "small change": "mkdir -p sub && cd sub && export K=v && echo x > f.txt",
+    "200 files written": "mkdir -p gen && for i in $(seq 200); do echo $i > gen/f$i.py; done; "
+                         "cd gen && export K=v",
+}
+
+
+def measure_fork(task: repogym.Task, backend: str, n: int, setup: str) -> dict[str, float]:
+    """Reset vs fork (and snapshot/restore) of an episode in the state ``setup`` leaves."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = gym.make(task.env_id, sandbox=backend, max_episode_steps=10**6)
+    try:
+        env.reset(seed=0)
+        env.step(bash(setup))
+        env.step(bash("true"))
+        base = env.unwrapped
+
+        def fork_close() -> None:
+            base.fork().close()
+
+        def fork_step() -> None:
+            f = base.fork()
+            f.step(bash("true"))
+            f.close()
+
+        snap = base.snapshot()
+        try:
+            restore = median_ms(lambda: base.restore(snap), n)
+            snapshot = median_ms(lambda: base.snapshot().close(), n)
+        finally:
+            snap.close()
+        row = {"fork + close": median_ms(fork_close, n),
+               "fork + step `true` + close": median_ms(fork_step, n),
+               "snapshot + close": snapshot, "restore": restore}
+        other = gym.make(task.env_id, sandbox=backend, max_episode_steps=10**6)
+        try:
+            row["reset"] = median_ms(lambda: other.reset(seed=0), n)
+            row["reset + step `true`"] = median_ms(
+                lambda: (other.reset(seed=0), other.step(bash("true"))), n)
+        finally:
+            other.close()
+        return row
+    finally:
+        env.close()
+
+
+def print_fork_table(task: repogym.Task, n: int, backends: list[str]) -> None:
+    print(f"task {task.id}, n={n}, medians in ms; fork / reset = median ratio")
+    for backend in backends:
+        started = docker_ready() if backend == "docker" else False
+        if started is None:
+            continue
+        for state, setup in FORK_STATES.items():
+            row = measure_fork(task, backend, n, setup)
+            print(f"\n{backend}, episode after: {state}")
+            for name, ms in row.items():
+                print(f"  {name:30}{ms:>10.1f}")
+            print(f"  fork + close / reset                = "
+                  f"{row['fork + close'] / row['reset']:.2f}x")
+            print(f"  fork + step / reset + step          = "
+                  f"{row['fork + step `true` + close'] / row['reset + step `true`']:.2f}x")
+            print(f"  restore / reset                     = {row['restore'] / row['reset']:.2f}x")
+        if started:
+            from repogym.sandbox import docker_setup
+
+            docker_setup.stop_daemon()
 
 
 # -- real-code tasks (an [environment] bound) ---------------------------------------------

@@ -11,6 +11,7 @@ Gymnasium client.
 from __future__ import annotations
 
 import contextlib
+import copy
 import enum
 import json
 from typing import Any, SupportsFloat
@@ -19,6 +20,9 @@ import gymnasium as gym
 
 from repogym.envs.repo_env import TextSpace
 
+#: The header naming an existing server session (HTTP requests; a WebSocket connection
+#: that takes a fork).
+SESSION_HEADER = "X-Session-Id"
 #: Keys a client may send in a ``reset`` message's ``data``.
 RESET_KEYS = ("seed", "episode_id", "task", "options", "reward_mode", "max_steps")
 #: Keys of a ``step`` message's ``data``: raw agent text, or a structured tool call.
@@ -136,6 +140,8 @@ class RemoteEnv(gym.Env[str, str]):
         self._stack: contextlib.ExitStack | None = None
         self._done = True
         self._transcript: list[str] = []
+        #: A server session (a fork) the next connection takes instead of opening one.
+        self._adopt: str | None = None
 
     # -- connection ------------------------------------------------------------------------
     def _ws_url(self) -> str:
@@ -155,7 +161,9 @@ class RemoteEnv(gym.Env[str, str]):
         except ImportError as e:
             raise RemoteEnvError("RemoteEnv needs the websockets package. Fix: pip install "
                                  "'repogym[serve]'") from e
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        if self._adopt is not None:
+            headers[SESSION_HEADER] = self._adopt
         stack = contextlib.ExitStack()
         try:
             self._ws = stack.enter_context(connect(
@@ -172,6 +180,7 @@ class RemoteEnv(gym.Env[str, str]):
             raise RemoteEnvError(f"cannot reach {self.url}: {e}. Fix: start the server with "
                                  "`repogym serve --port PORT` and check the address") from e
         self._stack = stack
+        self._adopt = None
         return self._ws
 
     def _request(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -214,6 +223,7 @@ class RemoteEnv(gym.Env[str, str]):
         except RemoteEnvError as e:
             if e.code != ErrorCode.SESSION_ERROR or self._ws is not None:
                 raise
+            self._adopt = None  # a fork that expired before it was taken: a new session
             reply = self._request({"type": "reset", "data": data})  # expired: a new session
         obs = reply["observation"]
         self._done = False
@@ -229,6 +239,31 @@ class RemoteEnv(gym.Env[str, str]):
         self._transcript += [f"$ {action}", obs["text"]]
         return (obs["text"], float(reply.get("reward") or 0.0), bool(obs["terminated"]),
                 bool(obs["truncated"]), obs["info"])
+
+    def fork(self) -> RemoteEnv:
+        """A new RemoteEnv in this one's state: the server forks the running episode into
+        a session of its own (:meth:`repogym.envs.repo_env.RepoEnv.fork`: same files,
+        shell state, step count and budget) and the new env connects to it. Neither sees
+        the other's actions afterwards. Close it like any env.
+
+        Raises:
+            gymnasium.error.ResetNeeded: no episode is running.
+            RemoteEnvError: the server could not fork it.
+        """
+        if self._done:
+            raise gym.error.ResetNeeded("fork() needs a running episode. Fix: call reset() "
+                                        "and fork() before the last step")
+        reply = self._request({"type": "fork"})
+        other = RemoteEnv(self.url, self.task, token=self.token, reward_mode=self.reward_mode,
+                          max_steps=self.max_steps, render_mode=self.render_mode,
+                          connect_timeout_s=self.connect_timeout_s,
+                          step_timeout_s=self.step_timeout_s)
+        other._adopt = reply["session_id"]
+        other._done = False
+        other._transcript = list(self._transcript)
+        other._np_random = copy.deepcopy(self._np_random)
+        other._connect()
+        return other
 
     def state(self) -> dict[str, Any]:
         """The server's view of this session (episode id, step count, the task's public info)."""

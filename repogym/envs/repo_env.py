@@ -18,7 +18,7 @@ from gymnasium.vector.utils import (
     write_to_shared_memory,
 )
 
-from repogym.envs import grader
+from repogym.envs import forking, grader
 from repogym.envs.actions import (
     MAX_ACTION_CHARS,
     ActionError,
@@ -296,6 +296,27 @@ class RepoEnv(gym.Env[str, str]):
         passed = sum(s == "passed" for s in result.tests.values())
         return (f"Submitted. Hidden tests passed: {passed}/{len(result.tests)}. "
                 f"Reward: {result.reward:.3f}\n")
+
+    # -- forks (repogym.envs.forking) ---------------------------------------------------
+    def fork(self) -> RepoEnv:
+        """An independent env in this one's state: the workspace's files and ``/tmp``, the
+        persistent shell's working folder, exported variables and functions, the step
+        count and budget, the transcript and the random generator. Neither sees the
+        other's actions afterwards; grading the fork equals grading its actions replayed
+        from ``reset``. Close it like any env. See docs/sandboxes.md.
+
+        Raises:
+            gymnasium.error.ResetNeeded: no episode is running.
+        """
+        return forking.fork(self)
+
+    def snapshot(self) -> forking.Snapshot:
+        """The running episode's state, kept aside for :meth:`restore` (close it when done)."""
+        return forking.take(self)
+
+    def restore(self, snapshot: forking.Snapshot) -> None:
+        """Put the episode back in ``snapshot``'s state (as often as wanted)."""
+        forking.restore(self, snapshot)
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":

@@ -6,8 +6,10 @@ built on top of it (the duel env) and servers drive episodes through this public
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import secrets
 import shlex
 from collections.abc import Callable, MutableMapping
 from pathlib import Path
@@ -15,7 +17,7 @@ from typing import Any, Literal, get_args
 
 from repogym.envs import grader, tools
 from repogym.envs.actions import TOOL_HELP, TOOLS, ToolCall
-from repogym.sandbox import Limits, Sandbox, SandboxSpec
+from repogym.sandbox import Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.sandbox.base import ExecResult, Shell
 from repogym.scenarios.task import Task
 
@@ -49,11 +51,13 @@ class Session:
             one; ``cd``, variables, functions and background jobs carry over);
             ``fresh``: each runs in a new process. The other tools always run on their own
             at the repository root, whatever the shell did.
+        copy_of: Another session's sandbox whose files this one starts with (see
+            :meth:`fork`); None starts from the template.
     """
 
     def __init__(self, task: Task, template: Path, make_sandbox: Callable[[SandboxSpec], Sandbox],
                  limits: Limits, max_obs_chars: int = 16_000,
-                 shell: ShellMode = "persistent") -> None:
+                 shell: ShellMode = "persistent", copy_of: Sandbox | None = None) -> None:
         if shell not in SHELL_MODES:
             raise ValueError(f"unknown shell {shell!r}. Fix: use one of {SHELL_MODES}")
         self.task, self.template, self.limits = task, template, limits
@@ -62,7 +66,15 @@ class Session:
         self.shell_mode = shell
         self._shell: Shell | None = None
         self._digest: str | None = None
-        self.sandbox: Sandbox | None = make_sandbox(SandboxSpec(template=template, limits=limits))
+        #: A script that gives the next shell a forked-from shell's state (see :meth:`fork`).
+        self._replay: str | None = None
+        workspace = getattr(copy_of, "workspace", None) if copy_of is not None else None
+        if copy_of is not None and workspace is None:
+            raise ValueError(f"the {getattr(copy_of, 'backend', '?')!r} sandbox cannot be "
+                             "forked (it has no host workspace). Fix: use bwrap, docker or "
+                             "process")
+        self.sandbox: Sandbox | None = make_sandbox(
+            SandboxSpec(template=template, limits=limits, copy_of=workspace))
         self._backend = getattr(self.sandbox, "backend", None)
         if shell == "persistent" and not callable(getattr(self.sandbox, "shell", None)):
             self.close()
@@ -121,6 +133,9 @@ class Session:
             return sb.run(command, timeout_s=self.limits.timeout_s)
         if self._shell is None:
             self._shell = sb.shell()
+            if self._replay is not None:  # a fork's first shell takes the original's state
+                script, self._replay = self._replay, None
+                self._shell.run(script, timeout_s=self.limits.timeout_s)
         return self._shell.run(command, timeout_s=self.limits.timeout_s)
 
     def write_file(self, path: str, content: str) -> None:
@@ -143,6 +158,49 @@ class Session:
             return self.read_file(path)
         except FileNotFoundError:
             return None
+
+    # -- forks ---------------------------------------------------------------------------
+    def fork(self) -> Session:
+        """A new session, with a sandbox of its own, in this one's state.
+
+        The new sandbox's workspace and ``/tmp`` are a copy of this one's, taken while this
+        sandbox is frozen; the persistent shell's working folder, exported variables,
+        functions, aliases, umask and options are saved (:meth:`PersistentShell.save_state`)
+        and given to the fork's shell at its first command. Background jobs and
+        non-exported variables are not copied. Neither session sees what the other does
+        afterwards.
+
+        Raises:
+            RuntimeError: the session is closed (the episode ended).
+            SandboxError: the sandbox could not be copied.
+        """
+        sb = self._live()
+        replay = self._save_shell(sb)
+        frozen = getattr(sb, "frozen", None)
+        running = self._shell is not None and self._shell.process is not None
+        with frozen() if running and frozen is not None else contextlib.nullcontext():
+            other = Session(self.task, self.template, self.make_sandbox, self.limits,
+                            self.max_obs_chars, shell=self.shell_mode, copy_of=sb)
+        other._replay = replay if replay is not None else self._replay
+        other._digest = self._digest
+        return other
+
+    def _save_shell(self, sb: Sandbox) -> str | None:
+        """The script that restores the persistent shell's state, or None without one."""
+        save = getattr(self._shell, "save_state", None)
+        if save is None:
+            return None
+        name = f".rg-shell-{secrets.token_hex(8)}"
+        if not save(f"/tmp/{name}"):
+            return None
+        take = getattr(sb, "take_tmp_file", None)
+        if take is None:
+            raise SandboxError(f"the {self._backend!r} sandbox cannot hand over the shell's "
+                               "state (no take_tmp_file)")
+        try:
+            return take(name)
+        except FileNotFoundError as e:  # the agent's processes removed it meanwhile
+            raise SandboxError(f"the shell's saved state vanished: {e}") from e
 
     # -- diff and grading ---------------------------------------------------------------
     def diff(self) -> tuple[str, list[str]]:

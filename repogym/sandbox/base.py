@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 #: Where the workspace appears inside every backend.
 WORKSPACE = "/workspace"
@@ -212,7 +212,13 @@ class SandboxSpec:
             (:meth:`repogym.sandbox.workspace.TemplateCache.get`): every sandbox started from
             it, the agent's and the grader's alike, binds the same packages.
         limits: Resource limits for every command.
+        copy_of: A live :class:`~repogym.sandbox.workspace.Workspace` (another sandbox's,
+            of the same template) whose files and ``/tmp`` the new sandbox starts with
+            instead of the template's: a fork of that sandbox's files (its processes are
+            not copied). The other sandbox should be
+            :meth:`~repogym.sandbox.common.SandboxBase.frozen` while it is copied.
     """
 
     template: Path
     limits: Limits = Limits()
+    copy_of: Any = None  # a Workspace (not imported here: workspace.py imports this)

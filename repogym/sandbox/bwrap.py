@@ -144,7 +144,7 @@ class BwrapSandbox(SandboxBase):
         self._rt = runtime()
         seccomp.bpf_program()  # fail here, with the fix, if libseccomp is missing
         self.workspace = Workspace(spec.template, spec.limits.workspace_mb,
-                                   spec.limits.inodes)
+                                   spec.limits.inodes, spec.copy_of)
         self.environment = self.workspace.environment
         env = sandbox_env(self._rt, self.environment is not None)
         self.interpreter = Interpreter(

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import os
 import shlex
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Self
@@ -50,6 +52,8 @@ class SandboxBase(abc.ABC):
     template: Path
     limits: Limits
     workspace: Workspace | None
+    #: The sandbox's ``/tmp`` is its workspace's ``tmp`` folder (bwrap, docker).
+    tmp_is_workspace_tmp = True
 
     def _open(self, spec: SandboxSpec) -> None:
         self.spec, self.template, self.limits = spec, spec.template, spec.limits
@@ -136,6 +140,47 @@ class SandboxBase(abc.ABC):
 
     def _thaw(self) -> None:
         """Let them run again."""
+
+    def take_tmp_file(self, name: str, limit: int = 16 << 20) -> str:
+        """The text of ``/tmp/<name>`` (a plain file a command of this sandbox wrote), which
+        is deleted. Read from the host without a sandboxed command where ``/tmp`` is the
+        workspace's ``tmp`` folder: opened without following a link or blocking on a FIFO,
+        and only if it is a regular file of at most ``limit`` bytes.
+
+        Raises:
+            FileNotFoundError: no such plain file.
+            SandboxError: it could not be read.
+        """
+        if "/" in name or name in ("", ".", ".."):
+            raise ValueError(f"{name!r} is not a file name")
+        if not self.tmp_is_workspace_tmp or self.workspace is None:
+            p = shlex.quote(f"/tmp/{name}")
+            res = self.run(f"[ -f {p} ] || exit {_NOT_FOUND}; cat -- {p}; rm -f -- {p}")
+            if res.exit_code == _NOT_FOUND:
+                raise FileNotFoundError(f"/tmp/{name}: no such file in the sandbox")
+            if res.exit_code != 0 or res.output_truncated:
+                raise SandboxError(f"/tmp/{name} could not be read: {res.stderr[-500:]}")
+            return res.stdout
+        folder = os.open(self.workspace.tmp, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+            except FileNotFoundError:
+                raise FileNotFoundError(f"/tmp/{name}: no such file in the sandbox") from None
+            except OSError as e:  # ELOOP: a link planted at the name
+                raise SandboxError(f"/tmp/{name} could not be read: {e}") from e
+            try:
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+                    raise SandboxError(f"/tmp/{name} is not a plain file of at most {limit} "
+                                       "bytes")
+                data = os.read(fd, limit + 1)
+            finally:
+                os.close(fd)
+            os.unlink(name, dir_fd=folder)
+        finally:
+            os.close(folder)
+        return data.decode("utf-8", "replace")
 
     def read_file(self, path: str) -> str:
         p = shlex.quote(_check_rel(path))

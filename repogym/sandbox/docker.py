@@ -140,7 +140,7 @@ class DockerSandbox(SandboxBase):
         try:
             self._client = self._connect()
             self.workspace = Workspace(spec.template, spec.limits.workspace_mb,
-                                       spec.limits.inodes)
+                                       spec.limits.inodes, spec.copy_of)
             self.uid = self.workspace.uid
             self.environment = self.workspace.environment
             if self.environment is not None:

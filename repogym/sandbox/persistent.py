@@ -81,6 +81,25 @@ _TTY_NOISE = re.compile(
 _PLAIN = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
                    b" _-+=.,:;/@%^&*()[]{}<>|?~#`\"$")
 _QUOTED = [chr(b) if b in _PLAIN else f"\\x{b:02x}" for b in range(256)]
+#: Writes (in a subshell, so the shell's own state is untouched) a script that gives a new
+#: shell this one's state: exported variables (others unset), working folder, functions,
+#: aliases, umask and options (last: ``errexit`` must not stop the script; not the line
+#: editing ones: ``set +o emacs`` ends a shell without a terminal). ``{path}`` is
+#: where it goes.
+_CAPTURE = r"""(
+__rg_e=$-; __rg_o=$(builtin set +o); builtin set +e +u
+__rg_keep=" $(builtin compgen -e | while builtin read -r v; do builtin printf '%s ' "$v"; done)"
+builtin printf '__rg_keep=%q\n' "$__rg_keep"
+builtin printf '%s\n' 'for __rg_v in $(builtin compgen -e); do case "$__rg_keep" in' \
+  '*" $__rg_v "*) ;; *) builtin unset -v "$__rg_v";; esac; done' \
+  'builtin unset -v __rg_keep __rg_v'
+builtin printf 'builtin cd -- %q\n' "$PWD"
+builtin printf '%s\n' 'builtin unset -v OLDPWD'
+builtin export -p; builtin declare -f; builtin alias -p; builtin umask -p; builtin shopt -p
+builtin printf '%s\n' "$__rg_o" | while builtin read -r l; do
+  case $l in *' emacs'|*' vi') ;; *) builtin printf '%s\n' "$l";; esac; done
+case $__rg_e in *e*) builtin printf '%s\n' 'builtin set -e';; esac
+) > {path} 2>/dev/null"""
 NUL_ERROR = ("the command contains a NUL character, which bash cannot run. Fix: remove it "
              "(printf '\\0' writes one)")
 
@@ -370,6 +389,29 @@ class PersistentShell:
         """Kill the shell and everything it started. Idempotent."""
         self._closed = True
         self._drop()
+
+    def save_state(self, path: str) -> bool:
+        """Write to ``path`` (a file in the sandbox) a bash script that gives a new shell
+        this one's state: working folder, exported variables (and no others), functions,
+        aliases, umask and shell options. Non-exported variables, the history and
+        background jobs are not saved. Run the script as a new shell's first command to
+        restore the state (:meth:`repogym.envs.session.Session.fork` does).
+
+        The shell keeps its state; what background jobs print meanwhile is dropped. A
+        function the agent named like a builtin (``builtin``) can spoil the script, never
+        anything outside the sandbox.
+
+        Returns:
+            False when no shell is running (the next command would start a fresh one).
+        """
+        if self._closed or self._proc is None or self._gone(self._proc):
+            return False
+        res = self._execute(_CAPTURE.replace("{path}", quote(path)), self.limits.timeout_s,
+                            time.monotonic())
+        if res.exit_code != 0 or res.shell_reset:
+            raise SandboxError(f"could not save the shell's state: {res.output.strip()[-500:]}"
+                               f"{res.shell_reset or ''}")
+        return True
 
     # -- one command -------------------------------------------------------------------
     def _execute(self, command: str, timeout_s: float, start: float) -> ExecResult:

@@ -36,11 +36,13 @@ class ProcessSandbox(SandboxBase):
     """Runs ``bash -c`` at the workspace with a clean environment and rlimits, nothing more."""
 
     backend = "process"
+    tmp_is_workspace_tmp = False  # commands see the host's /tmp
 
     def __init__(self, spec: SandboxSpec) -> None:
         warnings.warn(_UNSAFE, RuntimeWarning, stacklevel=3)
         self._open(spec)
-        self.workspace = Workspace(spec.template, spec.limits.workspace_mb, spec.limits.inodes)
+        self.workspace = Workspace(spec.template, spec.limits.workspace_mb, spec.limits.inodes,
+                                   spec.copy_of)
         self.environment = self.workspace.environment
         self._path = os.environ.get("PATH", "/usr/bin:/bin")
         self._sites = tuple(site.getsitepackages())

@@ -11,6 +11,11 @@ view of a template for one sandbox:
   template;
 - otherwise: a copy of the template into tmpfs (``/dev/shm``), never a hardlink copy.
 
+A workspace can also start as a copy of another live one of the same template (a fork):
+as root its overlay's upper layer (what the agent changed, deletions included) and its
+``/tmp`` are copied before the overlay is mounted, so a fork costs what the episode
+changed, not the repository's size.
+
 Everything is removed by explicit, idempotent ``close()`` calls.
 """
 
@@ -26,7 +31,7 @@ import threading
 from pathlib import Path
 from typing import Self
 
-from repogym.sandbox.base import PackageSite
+from repogym.sandbox.base import PackageSite, SandboxError
 from repogym.sandbox.leases import SANDBOX_GID, Lease, lease_at, lease_of, mount, umount
 
 #: File changes for :func:`make_diff`: path -> new text, None (delete) or "->target" (symlink).
@@ -131,49 +136,75 @@ def template_environment(template: Path) -> PackageSite | None:
 class TemplateCache:
     """Templates for one owner, under one lease taken on first use; ``close()`` frees both.
 
-    Every sandbox started from these templates runs as the lease's uid.
+    Every sandbox started from these templates runs as the lease's uid. :meth:`share` gives
+    another owner (a forked env) a handle on the same templates: the lease is freed when
+    every handle has closed.
     """
 
     def __init__(self) -> None:
-        self._lease: Lease | None = None
-        self._templates: dict[tuple[Path, PackageSite | None], Path] = {}
-        self._lock = threading.Lock()
+        self._state = _Templates()
 
     @property
     def lease(self) -> Lease:
         """The lease (taken now if this cache has none yet)."""
-        with self._lock:
-            return self._ensure_lease()
-
-    def _ensure_lease(self) -> Lease:
-        if self._lease is None:
-            self._lease = Lease.acquire()
-            (self._lease.path / "t").mkdir(mode=0o755)
-            (self._lease.path / "w").mkdir(mode=0o755)
-        return self._lease
+        with self._state.lock:
+            return self._state.ensure_lease()
 
     def get(self, repo_dir: Path, environment: PackageSite | None = None) -> Path:
         """The prepared template for a task's ``repo/`` folder, carrying ``environment``
         (bound read-only by every sandbox started from the template)."""
         key = (Path(repo_dir).resolve(), environment)
-        with self._lock:
-            if key not in self._templates:
-                lease = self._ensure_lease()
+        state = self._state
+        with state.lock:
+            if key not in state.templates:
+                lease = state.ensure_lease()
                 lease.passwd()
-                dest = lease.path / "t" / str(len(self._templates))
+                dest = lease.path / "t" / str(len(state.templates))
                 make_template(key[0], dest, lease.uid)
                 if environment is not None:
                     _environment_file(dest).write_text(json.dumps(
                         {"site": str(environment.site), "python": environment.python}))
-                self._templates[key] = dest
-            return self._templates[key]
+                state.templates[key] = dest
+            return state.templates[key]
+
+    def share(self) -> TemplateCache:
+        """Another handle on these templates (and lease), closed on its own."""
+        other = TemplateCache()
+        with self._state.lock:
+            other._state = self._state
+            self._state.owners += 1
+        return other
 
     def close(self) -> None:
-        with self._lock:
-            if self._lease is not None:
-                self._lease.release()
-            self._lease = None
-            self._templates.clear()
+        """Drop this handle; the last one open frees the lease. Idempotent; the cache can
+        be used again afterwards (with a new lease)."""
+        state = self._state
+        with state.lock:
+            if state.owners > 1:  # others still use the templates: only leave them
+                state.owners -= 1
+                self._state = _Templates()
+                return
+            if state.lease is not None:
+                state.lease.release()
+            state.lease = None
+            state.templates.clear()
+
+
+class _Templates:
+    """What the handles of one :class:`TemplateCache` share."""
+
+    def __init__(self) -> None:
+        self.lease: Lease | None = None
+        self.templates: dict[tuple[Path, PackageSite | None], Path] = {}
+        self.lock = threading.Lock()
+        self.owners = 1
+
+    def ensure_lease(self) -> Lease:
+        if self.lease is None:
+            self.lease = Lease.acquire()
+            (self.lease.path / "t").mkdir(mode=0o755)
+            (self.lease.path / "w").mkdir(mode=0o755)
+        return self.lease
 
 
 class Workspace:
@@ -188,7 +219,11 @@ class Workspace:
         environment: The template's environment (bound read-only), or None.
     """
 
-    def __init__(self, template: Path, size_mb: int = 1024, inodes: int = 65536) -> None:
+    def __init__(self, template: Path, size_mb: int = 1024, inodes: int = 65536,
+                 copy_of: Workspace | None = None) -> None:
+        if copy_of is not None and (copy_of.template != Path(template) or copy_of.closed):
+            raise ValueError("copy_of must be a live workspace of the same template. Fix: "
+                             "fork a sandbox that is still open")
         self.template = Path(template)
         self.lease_dir, self.uid = lease_of(self.template)
         self.environment = template_environment(self.template)
@@ -200,18 +235,28 @@ class Workspace:
         self._root.mkdir(mode=0o755)
         try:
             if self.overlay:
-                self._make_overlay(size_mb, inodes)
+                self._make_overlay(size_mb, inodes, copy_of)
+            elif copy_of is not None:
+                self.path = self._root / "merged"
+                self.path.mkdir()
+                _copy_tree(copy_of.path, self.path)
             else:
                 self.path = self._root / "merged"
                 shutil.copytree(self.template, self.path, symlinks=True)
             self.tmp = self._root / "tmp"
             self.tmp.mkdir()
             os.chmod(self.tmp, 0o1777)
+            if copy_of is not None:
+                _copy_tree(copy_of.tmp, self.tmp)
         except BaseException:
             self.close()
             raise
 
-    def _make_overlay(self, size_mb: int, inodes: int) -> None:
+    @property
+    def closed(self) -> bool:
+        return self._root is None
+
+    def _make_overlay(self, size_mb: int, inodes: int, copy_of: Workspace | None) -> None:
         assert self._root is not None
         mount("tmpfs", self._root, "tmpfs", f"size={size_mb}m,nr_inodes={inodes},mode=0755")
         self._mounts.append(self._root)
@@ -219,6 +264,12 @@ class Workspace:
         for d in (upper, work, merged):
             d.mkdir()
         os.chown(upper, self.uid, SANDBOX_GID)
+        if copy_of is not None:
+            if not copy_of.overlay or copy_of._root is None:
+                raise ValueError("copy_of is not an overlay workspace")
+            # What the other workspace changed: files, whiteouts (deletions) and opaque
+            # folders (their xattrs), copied while its overlay is mounted but frozen.
+            _copy_tree(copy_of._root / "upper", upper)
         mount("overlay", merged, "overlay",
                f"lowerdir={self.template},upperdir={upper},workdir={work}")
         self._mounts.append(merged)
@@ -258,6 +309,17 @@ class Workspace:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    """Copy the contents of ``src`` into the folder ``dst`` as they are: symlinks as links
+    (never followed), FIFOs and devices as such (never opened), owners, modes, xattrs and
+    hard links kept."""
+    res = subprocess.run(["cp", "-a", "--", f"{src}/.", f"{dst}/"], check=False,
+                         capture_output=True,
+                         text=True, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+    if res.returncode != 0:
+        raise SandboxError(f"could not copy the workspace {src}: {res.stderr.strip()[-500:]}")
 
 
 

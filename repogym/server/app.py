@@ -3,15 +3,18 @@
 Endpoints (OpenEnv's, so ``openenv-core``'s clients and ``openenv validate`` work):
 
 - ``GET /health``, ``GET /metadata``, ``GET /schema``, ``GET /tasks`` (public task info);
-- ``WS /ws``: one session per connection; messages ``reset``/``step``/``state``/``close``
-  and ``mcp`` (a JSON-RPC request, :mod:`repogym.server.mcp`); a ``step`` may also carry
+- ``WS /ws``: one session per connection; messages ``reset``/``step``/``state``/``close``,
+  ``fork`` (a new session holding a copy of the running episode, answered
+  ``{"type": "fork", "data": {"session_id", ...}}``; a new connection sending that id in
+  ``X-Session-Id`` takes it) and ``mcp`` (a JSON-RPC request, :mod:`repogym.server.mcp`); a ``step`` may also carry
   OpenEnv's MCP actions ``{"type": "list_tools"}`` and ``{"type": "call_tool",
   "tool_name": ..., "arguments": {...}}`` (``openenv``'s ``MCPToolClient``);
 - ``POST /reset``, ``POST /step``, ``GET /state``: OpenEnv's stateless HTTP routes: without
   an ``X-Session-Id`` header each request gets a fresh env that is closed when it is
   answered (``/step`` resets it first). ``X-Session-Id: new`` on ``/reset`` opens a session
   kept between requests (its id comes back in the header and the body); later calls send
-  it back, ``POST /close`` ends it;
+  it back, ``POST /fork`` forks its episode into a new session (its id in the body),
+  ``POST /close`` ends it;
 - ``POST /mcp`` / ``DELETE /mcp`` (MCP over HTTP) and ``WS /mcp`` (JSON-RPC frames).
 
 Every error carries one :class:`~repogym.envs.remote.ErrorCode` (HTTP: ``{"detail",
@@ -35,7 +38,7 @@ from fastapi.exceptions import HTTPException, RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from repogym.envs.remote import ErrorCode
+from repogym.envs.remote import SESSION_HEADER, ErrorCode
 from repogym.server import mcp
 from repogym.server.protocol import FrameError, parse, parse_object
 from repogym.server.schema import RepoAction, RepoObservation, RepoState, ResetBody, StepBody
@@ -43,7 +46,6 @@ from repogym.server.sessions import ServerSession, SessionError, SessionManager
 from repogym.version import __version__
 
 log = logging.getLogger("repogym.server")
-SESSION_HEADER = "X-Session-Id"
 MCP_SESSION_HEADER = "Mcp-Session-Id"
 #: The OpenEnv HTTP API version this server implements (``openapi.json`` info.version).
 API_VERSION = "1.0.0"
@@ -208,6 +210,15 @@ def _http_routes(app: FastAPI, manager: SessionManager) -> None:
     async def state(request: Request) -> dict:
         return manager.state(session_of(request))
 
+    @app.post("/fork")
+    async def fork(request: Request) -> dict:
+        session = session_of(request)
+        if session is None:
+            raise SessionError(f"no {SESSION_HEADER} header: only a session's episode can be "
+                               f"forked. Fix: POST /reset with '{SESSION_HEADER}: new' first",
+                               ErrorCode.SESSION_ERROR, 400)
+        return manager.state(await manager.fork(session))
+
     @app.post("/close")
     async def close(request: Request) -> dict:
         session = session_of(request)
@@ -289,7 +300,8 @@ async def _serve_socket(websocket: WebSocket, manager: SessionManager,
         await _deny(websocket, 401, "missing or wrong bearer token")
         return
     try:
-        session = manager.open(kind)
+        sid = websocket.headers.get(SESSION_HEADER)
+        session = manager.adopt(sid, kind) if sid else manager.open(kind)
     except SessionError as e:
         await _deny(websocket, e.status, str(e))
         return
@@ -342,6 +354,8 @@ async def _ws_reply(manager: SessionManager, handler: mcp.McpHandler, session: S
             return {"type": "observation", "data": await _ws_step(manager, session, data)}
         if kind == "state":
             return {"type": "state", "data": manager.state(session)}
+        if kind == "fork":
+            return {"type": "fork", "data": manager.state(await manager.fork(session))}
         if kind == "mcp":
             reply, _ = await handler.handle(data, session=session)
             return {"type": "mcp", "data": reply or {}}

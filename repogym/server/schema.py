@@ -65,6 +65,7 @@ class RepoState(BaseModel):
     done: bool
     task: dict[str, Any] | None = Field(None, description="Task.info() of the current task.")
     reward_mode: str | None = None
+    forked_from: str | None = Field(None, description="The session this one was forked from.")
 
 
 class ResetBody(BaseModel):

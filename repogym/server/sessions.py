@@ -53,6 +53,10 @@ class ServerSession:
     first_observation: str | None = None
     last_reward: float | None = None
     on_expire: Callable[[], Any] | None = None
+    #: False for a fork no client has taken yet (:meth:`SessionManager.adopt`).
+    attached: bool = True
+    #: The session this one was forked from, if any.
+    forked_from: str | None = None
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
 
 
@@ -93,6 +97,17 @@ class SessionManager:
         session = ServerSession(sid, kind, ThreadPoolExecutor(1, thread_name_prefix=f"rg-{sid[:8]}"),
                           created=now, last_active=now)
         self.sessions[sid] = session
+        return session
+
+    def adopt(self, sid: str, kind: str) -> ServerSession:
+        """Give a client (a new WebSocket connection) the fork ``sid`` waiting for one."""
+        session = self.get(sid)
+        if session.attached:
+            raise SessionError(f"session {sid!r} already has a client. Fix: connect without "
+                               "a session id to open a new session, or fork this one",
+                               ErrorCode.SESSION_ERROR, 409)
+        session.attached, session.kind = True, kind
+        session.last_active = time.monotonic()
         return session
 
     def get(self, sid: str) -> ServerSession:
@@ -207,6 +222,35 @@ class SessionManager:
             session.last_reward = float(reward)
             return step_payload(obs, float(reward), bool(terminated), bool(truncated), info)
 
+    async def fork(self, session: ServerSession) -> ServerSession:
+        """A new session holding a fork of ``session``'s running episode
+        (:meth:`repogym.envs.repo_env.RepoEnv.fork`: same files, shell state, step count
+        and budget), waiting for a client: a WebSocket connection that sends its id in
+        ``X-Session-Id`` (:meth:`adopt`), or HTTP requests with that header. It counts
+        towards the cap and expires when idle, like any session.
+        """
+        async with session.lock:
+            if session.env is None or session.done or session.closed:
+                raise SessionError("no episode in progress to fork: the session was not "
+                                   "reset, or its episode ended. Fix: reset, and fork before "
+                                   "the last step", ErrorCode.SESSION_ERROR, 409)
+            make_fork = getattr(session.env.unwrapped, "fork", None)
+            if make_fork is None:
+                raise SessionError("this server's env cannot fork episodes",
+                                   ErrorCode.VALIDATION_ERROR, 422)
+            new = self.open("fork")
+            new.attached = False
+            try:
+                new.env = await self._call(session, make_fork)
+            except BaseException:
+                await self.close(new)
+                raise
+        new.env_key, new.forked_from = session.env_key, session.id
+        new.episode_id = uuid.uuid4().hex
+        new.step_count, new.done, new.task = session.step_count, False, session.task
+        new.first_observation, new.last_reward = session.first_observation, session.last_reward
+        return new
+
     async def stateless(self, reset: dict[str, Any], action: dict[str, Any] | None = None
                         ) -> dict[str, Any]:
         """OpenEnv's stateless call: a fresh env, reset, stepped once with ``action`` if
@@ -225,10 +269,11 @@ class SessionManager:
         without a session, a fresh env's state (OpenEnv's stateless ``GET /state``)."""
         if session is None:
             return {"episode_id": None, "step_count": 0, "session_id": None, "done": True,
-                    "task": None, "reward_mode": None}
+                    "task": None, "reward_mode": None, "forked_from": None}
         return {"episode_id": session.episode_id, "step_count": session.step_count,
                 "session_id": session.id, "done": session.done, "task": session.task,
-                "reward_mode": getattr(session.env, "reward_mode", None)}
+                "reward_mode": getattr(session.env, "reward_mode", None),
+                "forked_from": session.forked_from}
 
     def _parse_reset(self, data: dict[str, Any]) -> tuple[int | None, dict | None, tuple, str]:
         if not isinstance(data, dict):
