@@ -5,6 +5,8 @@ recorded episode's turn values by replay and fork."""
 
 from __future__ import annotations
 
+import json
+import math
 import random
 import time
 from pathlib import Path
@@ -84,3 +86,30 @@ def test_turn_values_of_a_recorded_episode(fmt, pool) -> None:
     after_noop = mc_turn_values(scripted(fmt, 0.5), fmt, pool, noop, CONFIG,
                                 MCConfig(rollouts=4, seed=3))  # fmt: skip
     assert after_noop.turns[1].value == 0.0 and not noop.resolved
+
+
+def test_cli_ppo_with_mc_advantages_token_critic_and_adaptive_sampler(tmp_path: Path) -> None:
+    """``repogym train --algo ppo --set advantage=mc --set critic=token --set
+    sampler=adaptive`` on the CPU toy (real episodes, forks and grading): finite losses and
+    the metrics of each part written for every step."""
+    from repogym.cli import main
+
+    argv = ["train", "--algo", "ppo", "--model", "tiny", "--task", TASK, "--steps", "2",
+            "--out", str(tmp_path), "--set", "advantage=mc", "--set", "mc_rollouts=2",
+            "--set", "critic=token", "--set", "sampler=adaptive", "--set", "epochs=1",
+            "--set", "rollout.group_size=2", "--set", "rollout.max_steps=1",
+            "--set", "warm_start_steps=0"]  # fmt: skip
+    assert main(argv) == 0
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        for key in ("loss/policy", "loss/value", "mc/value_mean", "sampler/max_prob"):
+            assert math.isfinite(r[key]), key
+        assert r["mc/rollouts"] == 2 * 2  # 2 episodes x 1 turn x 2 continuations
+        assert r["mc/replay_mismatches"] == 0
+        assert 0 < r["loss/value"] < 5  # a cross-entropy of p(yes) against MC values in [0, 1]
+        assert r[f"zero_std/{TASK}"] in (0.0, 1.0)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert (config["critic"], config["advantage"], config["sampler"]) == ("token", "mc",
+                                                                          "adaptive")
+    assert (tmp_path / "checkpoint-2" / "trainer_state.pt").is_file()
