@@ -28,6 +28,7 @@ SUBCOMMANDS: list[str] = [
     "repogym.cli.cmd_synth",
     "repogym.cli.cmd_history",
     "repogym.cli.cmd_env",
+    "repogym.cli.cmd_prm",
     "repogym.cli.cmd_suite",
     "repogym.cli.cmd_agents",
     "repogym.cli.cmd_run",

@@ -114,19 +114,11 @@ def _load(path: Path) -> dict[str, Any]:
     return read_trajectory(path)
 
 
-def _episode_files(path: Path) -> list[Path]:
-    """The trajectory files of a run folder (its trajectories/ and rollouts/), or [path]."""
-    if path.is_file():
-        return [path]
-    folders = [path / "trajectories", path / "rollouts", path]
-    return sorted({f for d in folders if d.is_dir() for f in d.glob("*.jsonl")
-                   if f.name != "results.jsonl"})
-
-
 def _write_atif(args: argparse.Namespace, path: Path) -> int:
+    from repogym.harness.prm import episode_files
     from repogym.integrations.atif import to_atif
 
-    files = _episode_files(path)
+    files = episode_files(path)
     if not files:
         print(f"repogym show: {path} holds no trajectory files. Fix: pass a trajectory file "
               "or a run folder (OUT of repogym run or repogym train)", file=sys.stderr)

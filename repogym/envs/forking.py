@@ -17,6 +17,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from repogym.envs.progress import ProgressMeter
 from repogym.envs.session import Session
 
 #: A :class:`repogym.envs.repo_env.RepoEnv` (which imports this module).
@@ -35,6 +36,7 @@ class Snapshot:
     steps: int
     transcript: list[str]
     rng: Any
+    progress: ProgressMeter
 
     @property
     def closed(self) -> bool:
@@ -57,7 +59,8 @@ def take(env: RepoEnv) -> Snapshot:
     """A :class:`Snapshot` of ``env``'s running episode."""
     session = _live_session(env, "snapshot").fork()
     return Snapshot(session=session, task=env.task, steps=env._steps,
-                    transcript=list(env._transcript), rng=copy.deepcopy(env._np_random))
+                    transcript=list(env._transcript), rng=copy.deepcopy(env._np_random),
+                    progress=env._progress.fork())
 
 
 def restore(env: RepoEnv, snapshot: Snapshot) -> None:
@@ -70,6 +73,7 @@ def restore(env: RepoEnv, snapshot: Snapshot) -> None:
     env._steps, env._done = snapshot.steps, False
     env._transcript = list(snapshot.transcript)
     env._np_random = copy.deepcopy(snapshot.rng)
+    env._progress = snapshot.progress.fork()
 
 
 def fork(env: RepoEnv) -> RepoEnv:
@@ -86,4 +90,5 @@ def fork(env: RepoEnv) -> RepoEnv:
     other.sandbox_options = dict(env.sandbox_options)
     other._transcript = list(env._transcript)
     other._np_random = copy.deepcopy(env._np_random)
+    other._progress = env._progress.fork()
     return other

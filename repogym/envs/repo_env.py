@@ -26,6 +26,7 @@ from repogym.envs.actions import (
     ignored_note,
     parse_action,
 )
+from repogym.envs.progress import NOT_MEASURED, ProgressMeter
 from repogym.envs.session import SHELL_MODES, Session, ShellMode
 from repogym.sandbox import Limits, Sandbox, SandboxError, SandboxSpec, make_sandbox
 from repogym.sandbox.workspace import TemplateCache
@@ -160,7 +161,11 @@ class RepoEnv(gym.Env[str, str]):
     ``grade_cache`` (a dict shared across episodes: the verdict for a diff is reused once
     two gradings of it agreed, keyed by the task's files, the grading code, the sandbox,
     the reward mode and the diff; untrusted runs and infrastructure errors are never
-    reused; trainers use it for speed; see ``Session.grade``).
+    reused; trainers use it for speed; see ``Session.grade``), ``progress`` (after each step
+    that changed the workspace, ``info["progress"]`` is the share of hidden tests passing on
+    it, graded in a fresh sandbox like the final grade and cached by diff; -1.0 when not
+    measured; off by default: it costs a grading per changing step; see
+    :mod:`repogym.envs.progress` and docs/reward-shaping.md).
 
     ## Version History
     * v0: initial release. Later in v0 (task versions unchanged), ``bash`` runs in a
@@ -183,6 +188,7 @@ class RepoEnv(gym.Env[str, str]):
         timings: bool = False,
         grade_cache: MutableMapping[tuple, Any] | None = None,
         shell: ShellMode = "persistent",
+        progress: bool = False,
     ) -> None:
         if reward_mode not in grader.REWARD_MODES:
             raise ValueError(f"unknown reward_mode {reward_mode!r}. Fix: use one of "
@@ -202,6 +208,8 @@ class RepoEnv(gym.Env[str, str]):
         self.sandbox_options = dict(sandbox_options or {})
         self.timings = timings
         self.grade_cache = grade_cache
+        self.progress = progress
+        self._progress = ProgressMeter()
         self.observation_space = TextSpace()
         self.action_space = TextSpace(MAX_ACTION_CHARS)
         self._templates = TemplateCache()
@@ -244,7 +252,9 @@ class RepoEnv(gym.Env[str, str]):
         self._transcript = [obs]
         info = {"task": self.task.id, "env_id": self.task.env_id, "split": self.task.split,
                 "max_steps": self._budget(), "sandbox": self.sandbox_backend,
-                "shell": self.shell, "reward_mode": self.reward_mode}
+                "shell": self.shell, "reward_mode": self.reward_mode,
+                "progress": (self._progress.baseline(self.session, self.reward_mode)
+                             if self.progress else NOT_MEASURED)}
         return obs, info
 
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -274,6 +284,9 @@ class RepoEnv(gym.Env[str, str]):
             obs += self._finish(info)
             reward, truncated = info["reward"], True
             info["truncated"] = "max_steps"
+        info["progress"] = (self._progress.step(self.session, info, terminated or truncated,
+                                                self.reward_mode)
+                            if self.progress else NOT_MEASURED)
         if self.timings:
             info["duration_s"] = time.monotonic() - start
         self._done = terminated or truncated

@@ -164,7 +164,7 @@ class Session:
         """A new session, with a sandbox of its own, in this one's state.
 
         The new sandbox's workspace and ``/tmp`` are a copy of this one's, taken while this
-        sandbox is frozen; the persistent shell's working folder, exported variables,
+        sandbox is frozen (when its shell left jobs running that could change files); the persistent shell's working folder, exported variables,
         functions, aliases, umask and options are saved (:meth:`PersistentShell.save_state`)
         and given to the fork's shell at its first command. Background jobs and
         non-exported variables are not copied. Neither session sees what the other does
@@ -177,8 +177,9 @@ class Session:
         sb = self._live()
         replay = self._save_shell(sb)
         frozen = getattr(sb, "frozen", None)
-        running = self._shell is not None and self._shell.process is not None
-        with frozen() if running and frozen is not None else contextlib.nullcontext():
+        jobs = getattr(self._shell, "has_jobs", None)
+        busy = self._shell is not None and (jobs is None or jobs())
+        with frozen() if busy and frozen is not None else contextlib.nullcontext():
             other = Session(self.task, self.template, self.make_sandbox, self.limits,
                             self.max_obs_chars, shell=self.shell_mode, copy_of=sb)
         other._replay = replay if replay is not None else self._replay
@@ -211,6 +212,11 @@ class Session:
         episode is alive while it is graded.
         """
         self.stop_shell()
+        return grader.diff_or_flag(self._live())
+
+    def current_diff(self) -> tuple[str, list[str]]:
+        """The workspace's diff as it stands, like :meth:`diff` but with the shell left
+        running (a process the agent left in the background may change it later)."""
         return grader.diff_or_flag(self._live())
 
     def grade(self, diff: str, flags: list[str] = (), *, mode: grader.RewardMode,

@@ -94,7 +94,7 @@ class TrajectoryLogger(gym.Wrapper[str, str, str, str]):
                      "seed": seed, "options": options, "sandbox": info.get("sandbox"),
                      "reward_mode": info.get("reward_mode"), "max_steps": info.get("max_steps"),
                      "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                     "observation": obs})
+                     "progress": info.get("progress"), "observation": obs})
         return obs, info
 
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -110,7 +110,8 @@ class TrajectoryLogger(gym.Wrapper[str, str, str, str]):
                          "exit_code": info.get("exit_code"),
                          "duration_s": round(duration, 4),
                          "flags": info.get("hack_flags", []),
-                         "action_error": info.get("action_error")})
+                         "action_error": info.get("action_error"),
+                         "progress": info.get("progress")})
             if terminated or truncated:
                 self._end({"reward": float(reward), "abandoned": False,
                            **{k: info.get(k) for k in _SUMMARY_KEYS}})

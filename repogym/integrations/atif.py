@@ -13,7 +13,9 @@ exact token ids) maps onto ATIF:
   episode's start); each env step is one ``agent`` step: ``message`` is the raw action,
   ``tool_calls`` the parsed call (none for a malformed action), the observation its
   ``observation.results[0]`` (exit code, duration, parse error and flags in that result's
-  ``extra``), ``timestamp`` when the step was taken (files that record it);
+  ``extra``), ``timestamp`` when the step was taken (files that record it); the step's
+  ``extra`` also keeps the env's ``progress`` (when measured) and the process-reward
+  ``labels`` of ``repogym prm label`` (docs/trajectory-format.md);
 - rewards sit where RFC 0001 puts RL data, in the step's ``metrics`` ("including
   RL-specific fields (reward, logprobs)"): ATIF-v1.8's metrics have no ``reward`` key, so
   the step's reward is ``metrics.extra.reward``; the episode's grade (reward, resolved,
@@ -45,7 +47,8 @@ _HEADER_KEYS = ("task", "env_id", "env_version", "seed", "options", "sandbox", "
 _GRADE_KEYS = ("reward", "resolved", "tests", "reward_breakdown", "hack_flags", "infra_error",
                "verifier_exit_code", "truncated", "abandoned", "graded", "return", "wall_s")
 _RESULT_KEYS = ("exit_code", "duration_s", "action_error", "flags")
-_STEP_KEYS = ("terminated", "truncated", "tool", "env_action", "finish_reason")
+_STEP_KEYS = ("terminated", "truncated", "tool", "env_action", "finish_reason", "progress",
+              "labels")
 _TOKEN_KEYS = ("prompt_ids", "completion_ids", "logprobs", "prompt_obs_mask")
 
 
@@ -175,7 +178,7 @@ def _step_record(step: dict[str, Any], t: int, context: list[int], ours: bool
     if not rec["action"] and calls:  # a tool call with no text: its JSON form
         rec["action"] = json.dumps({"tool": calls[0]["function_name"],
                                     "args": calls[0]["arguments"]})
-    for key in ("env_action", "finish_reason"):
+    for key in ("env_action", "finish_reason", "progress", "labels"):
         if key in extra:
             rec[key] = extra[key]
     if "completion_token_ids" in metrics:

@@ -390,6 +390,15 @@ class PersistentShell:
         self._closed = True
         self._drop()
 
+    def has_jobs(self) -> bool:
+        """True unless the shell is known to run nothing besides itself (and its sandbox's
+        PID 1): no background job that could still change files. Unknown counts as True."""
+        proc = self._proc
+        if proc is None:
+            return False
+        now = proc.processes()
+        return now is None or bool(now - {1, proc.shell_pid})
+
     def save_state(self, path: str) -> bool:
         """Write to ``path`` (a file in the sandbox) a bash script that gives a new shell
         this one's state: working folder, exported variables (and no others), functions,

@@ -147,3 +147,19 @@ def test_closing_the_original_leaves_the_fork_working(make_env):
         assert fork.step(call("bash", command="ls new.txt"))[4]["exit_code"] != 0
     finally:
         fork.close()
+
+
+def test_background_jobs_stay_with_the_original(make_env):
+    env = make_env()
+    env.reset(seed=0)
+    env.step(call("bash", command="(while :; do echo x >> /tmp/log; sleep 0.05; done) &"))
+    fork = env.unwrapped.fork()  # the original is frozen while its files are copied
+    try:
+        count = "sleep 0.5; wc -l < /tmp/log; jobs -p | wc -l"
+        first = fork.step(call("bash", command="wc -l < /tmp/log"))[0].split()[0]
+        lines, jobs = fork.step(call("bash", command=count))[0].split()[:2]
+        assert lines == first and jobs == "0"  # nothing of the job runs in the fork
+        lines, jobs = env.step(call("bash", command=count))[0].split()[:2]
+        assert int(lines) > int(first) and jobs == "1"
+    finally:
+        fork.close()
