@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import copy
 import math
+import types
 
 import pytest
 import torch
 
+from repogym.agents.async_rl import AsyncOptions, train_async
 from repogym.agents.critics import TokenCritic
 from repogym.agents.losses import (
     beta_mixed_prob,
@@ -158,3 +160,21 @@ def test_adaptive_sampling_lowers_the_zero_variance_share() -> None:
     assert adaptive["draws"]["half"] > 2 * max(adaptive["draws"][f"solved-{i}"] for i in range(4))
     # The exploration share keeps every task in play.
     assert min(adaptive["draws"].values()) > 0
+
+
+def test_the_sampler_state_is_checkpointed_and_async_refuses_it(plain_policy: Policy) -> None:
+    config = PPOConfig(critic="token", sampler="adaptive", tasks=("a", "b"), tasks_per_step=3)
+    trainer = PPOTrainer(config, policy=copy.deepcopy(plain_policy))
+    assert len(trainer.step_tasks(1)) == 3 and set(trainer.step_tasks(1)) <= {"a", "b"}
+    eps = [episode(trainer.policy, ["submit\n"], r, task="a") for r in (1.0, 1.0, 0.0)]
+    metrics = trainer.update_sampler(eps)
+    assert metrics["sampler/distinct_tasks"] == 1.0
+    assert trainer.sampler.alpha["a"] == pytest.approx(1 + 2) and trainer.sampler.beta["a"] == 2
+    again = PPOTrainer(config, policy=copy.deepcopy(plain_policy))
+    again.load_state(trainer.state())
+    assert again.sampler.state() == trainer.sampler.state()
+    assert again.step_tasks(5) == trainer.step_tasks(5)
+    with pytest.raises(ValueError, match="sampler=adaptive is not supported with asynchronous"):
+        train_async(types.SimpleNamespace(config=config), AsyncOptions())
+    with pytest.raises(ValueError, match="sampler"):
+        PPOConfig(sampler="thompson")
