@@ -176,5 +176,7 @@ def test_the_sampler_state_is_checkpointed_and_async_refuses_it(plain_policy: Po
     assert again.step_tasks(5) == trainer.step_tasks(5)
     with pytest.raises(ValueError, match="sampler=adaptive is not supported with asynchronous"):
         train_async(types.SimpleNamespace(config=config), AsyncOptions())
+    with pytest.raises(ValueError, match="advantage=mc is not supported with asynchronous"):
+        train_async(types.SimpleNamespace(config=PPOConfig(advantage="mc")), AsyncOptions())
     with pytest.raises(ValueError, match="sampler"):
         PPOConfig(sampler="thompson")
