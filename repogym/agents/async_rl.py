@@ -278,6 +278,14 @@ def train_async(
     """
     config = trainer.config
     steps = config.steps if steps is None else steps
+    if config.sampler != "uniform":
+        raise ValueError("sampler=adaptive is not supported with asynchronous workers (they "
+                         "draw tasks without the learner's posterior). Fix: drop it, or train "
+                         "synchronously")  # fmt: skip
+    if getattr(config, "advantage", "gae") == "mc":
+        raise ValueError("advantage=mc is not supported with asynchronous workers (the "
+                         "Monte-Carlo values are estimated in the synchronous collection). Fix: "
+                         "drop it, or train synchronously")  # fmt: skip
     if trainer.parallel.enabled:
         raise ValueError("asynchronous training runs in one process (its workers are threads, "
                          "processes or Ray actors). Fix: drop --nproc, or train synchronously")  # fmt: skip

@@ -76,6 +76,12 @@ class TrainConfig:
         tasks: Task ids to train on (one group per task per step, or see ``tasks_per_step``).
         tasks_per_step: Groups per step drawn from ``tasks`` (passes of seeded shuffles;
             None: every task every step).
+        sampler: ``uniform`` (the above) or ``adaptive``: ``tasks_per_step`` (default: as many
+            as there are tasks) draws per step, with replacement, weighted by a per-task Beta
+            posterior toward tasks whose groups hold both outcomes
+            (:class:`repogym.agents.sampling.AdaptiveSampler`).
+        sampler_forget: The adaptive sampler's forgetting factor per step (1: never forget).
+        sampler_explore: The adaptive sampler's uniform share of the draw.
         seed: Seeds torch, Python and the environments.
         lr: AdamW learning rate (peak of the schedule).
         lr_schedule: ``constant``, ``linear`` (to 0) or ``cosine`` (to 0) after warm-up.
@@ -128,6 +134,9 @@ class TrainConfig:
     out: str = "runs/train"
     tasks: tuple[str, ...] = ()
     tasks_per_step: int | None = None
+    sampler: Literal["uniform", "adaptive"] = "uniform"
+    sampler_forget: float = 0.95
+    sampler_explore: float = 0.05
     seed: int = 0
     lr: float = 1e-6
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
@@ -178,6 +187,7 @@ class TrainConfig:
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1]; got {self.top_p}")
         check_choice("kl_mode", self.kl_mode, Literal["loss", "reward"])
+        check_choice("sampler", self.sampler, Literal["uniform", "adaptive"])
         check_choice("lr_schedule", self.lr_schedule,
                      Literal["constant", "linear", "cosine"])  # fmt: skip
         if self.beta and self.kl_mode == "loss":

@@ -15,8 +15,17 @@ Each turn's advantage goes to every token of its completion; the policy loss is 
 surrogate with the batch's global token and sequence counts, the value loss is clipped around
 the old values. A KL to the initial policy works as in GRPO: ``kl_mode="loss"`` adds the term,
 ``kl_mode="reward"`` subtracts ``beta * k1`` summed over each turn's tokens from that turn's
-reward. The critic is a value head on the policy (``critic="head"``) or a separate copy of
-the model with its own head (``critic="separate"``).
+reward. The critic is a value head on the policy (``critic="head"``), a separate copy of
+the model with its own head (``critic="separate"``), or the policy's own LM head answering a
+yes/no question (``critic="token"``, :mod:`repogym.agents.critics`: no new parameters,
+trained with a cross-entropy on the outcome, or on Monte-Carlo values as soft targets).
+
+``advantage="mc"`` (VinePPO, Kazemnejad et al. 2024) replaces the critic's values in the
+advantages by Monte-Carlo estimates: each turn's state is re-entered by forking the
+environment and ``mc_rollouts`` continuations are sampled from it with the current policy
+(:mod:`repogym.agents.mc`); the advantage of turn ``k`` is ``r_k + gamma V_mc(s_{k+1}) -
+V_mc(s_k)`` (GAE with lambda 0; ``V_mc(s_T) = 0`` after a graded end). The critic, if any,
+is still trained (the token critic on the MC values as soft targets).
 
 Run it: ``repogym train --algo ppo --model PATH --steps 20 --out runs/ppo``.
 """
@@ -30,7 +39,17 @@ import torch
 
 from repogym.agents.batch import Batch
 from repogym.agents.config import TrainConfig
-from repogym.agents.losses import AggMode, gae, kl_reward_penalty, value_loss
+from repogym.agents.critics import DEFAULT_QUESTION, TokenCritic
+from repogym.agents.losses import (
+    AggMode,
+    check_choice,
+    gae,
+    kl_reward_penalty,
+    token_critic_loss,
+    value_loss,
+    yes_no_value,
+)
+from repogym.agents.mc import MCConfig, mc_turn_values
 from repogym.agents.policy import Policy
 from repogym.agents.trainer import Trainer
 
@@ -42,7 +61,12 @@ class PPOConfig(TrainConfig):
     """PPO settings.
 
     Attributes:
-        critic: ``head`` (value head on the policy) or ``separate`` (a copy of the model).
+        critic: ``head`` (value head on the policy), ``separate`` (a copy of the model) or
+            ``token`` (the policy's own yes/no answer to ``critic_question``).
+        critic_question: The token critic's question, appended to each state.
+        advantage: ``gae`` (the critic's values) or ``mc`` (Monte-Carlo values from
+            ``mc_rollouts`` forked continuations per turn, lambda 0).
+        mc_rollouts: Continuations per turn state with ``advantage=mc``.
         gamma: Discount per turn.
         lam: GAE lambda.
         clip: Policy clip range (``eps_low = eps_high``).
@@ -55,7 +79,10 @@ class PPOConfig(TrainConfig):
         async_: Asynchronous rollout workers (see :class:`repogym.agents.grpo.GRPOConfig`).
     """
 
-    critic: Literal["head", "separate"] = "head"
+    critic: Literal["head", "separate", "token"] = "head"
+    critic_question: str = DEFAULT_QUESTION
+    advantage: Literal["gae", "mc"] = "gae"
+    mc_rollouts: int = 4
     gamma: float = 1.0
     lam: float = 0.95
     clip: float = 0.2
@@ -69,8 +96,10 @@ class PPOConfig(TrainConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.critic not in ("head", "separate"):
-            raise ValueError(f"critic must be 'head' or 'separate'; got {self.critic!r}")
+        check_choice("critic", self.critic, Literal["head", "separate", "token"])
+        check_choice("advantage", self.advantage, Literal["gae", "mc"])
+        if self.mc_rollouts < 1:
+            raise ValueError(f"mc_rollouts must be >= 1; got {self.mc_rollouts}")
 
 
 def turn_advantages(
@@ -120,12 +149,19 @@ class PPOTrainer(Trainer):
     """PPO with a critic on LM policies in RepoEnv episodes. See the module docstring."""
 
     config: PPOConfig
-    value_head = True
 
     critic: Policy | None = None
+    token_critic: TokenCritic | None = None
+
+    @property
+    def value_head(self) -> bool:  # type: ignore[override]
+        """A value head on the policy unless the critic is the token critic."""
+        return self.config.critic != "token"
 
     def build_models(self) -> list[Policy]:
         """The separate critic (a copy of the model with its own value head), if asked for."""
+        if self.config.critic == "token":
+            self.token_critic = TokenCritic(self.policy, self.config.critic_question)
         if self.config.critic != "separate":
             return []
         self.critic = self.policy.frozen_copy().requires_grad_(True).train()
@@ -176,27 +212,51 @@ class PPOTrainer(Trainer):
         norm["num_turns"] = self.global_sum(batch.extras["turn_mask"].sum())
         return self.optimise(batch, lambda mb: self.micro_step(mb, norm), epochs=cfg.epochs)
 
+    def collect(self, step: int) -> tuple[Batch | None, dict[str, float]]:
+        """The step's episodes; with ``advantage=mc`` each turn's Monte-Carlo value too
+        (``extras["mc_values"]`` ``[B, K]`` and ``extras["mc_final"]`` ``[B]``)."""
+        batch, metrics = super().collect(step)
+        if batch is None or self.config.advantage != "mc":
+            return batch, metrics
+        cfg = self.config
+        mc = MCConfig(rollouts=cfg.mc_rollouts, seed=cfg.seed + 1000 * step + 500)
+        with self.sampling():
+            est = [mc_turn_values(self.engine, self.fmt, self.pool, ep, cfg.rollout, mc,
+                                  max_context=self.policy.max_len, index=b, seed=cfg.seed)
+                   for b, ep in enumerate(self.episodes)]  # fmt: skip
+        self.engine.release()
+        k_max = batch.state_pos.shape[1]
+        values = torch.zeros(len(batch), k_max)
+        final = torch.zeros(len(batch))
+        for b, e in enumerate(est):
+            values[b, : len(e.turns)] = torch.tensor([v.value for v in e.turns])
+            final[b] = e.final.value if e.final is not None else 0.0
+        batch.extras["mc_values"], batch.extras["mc_final"] = values, final
+        rollouts = sum(e.rollouts for e in est)
+        metrics.update({"mc/rollouts": float(rollouts),
+                        "mc/replay_mismatches": float(sum(e.replay_mismatches for e in est)),
+                        "mc/value_mean": float(values[batch.state_pos >= 0].mean())})  # fmt: skip
+        return batch, metrics
+
     @torch.no_grad()
     def prepare(self, batch: Batch) -> None:
         """Old logprobs and values, turn advantages and returns, per-token advantages."""
         cfg = self.config
-        scores = self.score_batch(batch, with_values=self.critic is None)
-        values = scores.values
-        if self.critic is not None:
-            parts = [(self.values(mb, None), real) for mb, real in self.micro_batches(batch)]
-            values = torch.cat([v for v, real in parts if real])
+        with_values = self.critic is None and self.token_critic is None
+        scores = self.score_batch(batch, with_values=with_values)
         behaviour = self.correction is not None and self.correction.name != "decoupled"
         batch.extras["old_logp"] = batch.old_logp if behaviour else scores.logp
-        batch.extras["old_values"] = values
+        state_values, final_values = self.prepare_values(batch, scores.values)
         penalty = None
         ref = self.ref_logp(batch)
         if ref is not None:
             batch.extras["ref_logp"] = ref
             if cfg.kl_mode == "reward":
                 penalty = _per_turn(kl_reward_penalty(batch.old_logp, ref, cfg.beta), batch)
-        state_values = values.gather(1, batch.state_pos.clamp(min=0))
-        final_values = values.gather(1, batch.final_pos[:, None]).squeeze(1)
-        adv, ret = turn_advantages(batch, state_values, final_values, cfg.gamma, cfg.lam,
+        lam = cfg.lam
+        if "mc_values" in batch.extras:  # VinePPO: one-step TD over the MC values
+            state_values, final_values, lam = batch.extras["mc_values"], batch.extras["mc_final"], 0.0
+        adv, ret = turn_advantages(batch, state_values, final_values, cfg.gamma, lam,
                                    penalty)  # fmt: skip
         turn_mask = (batch.state_pos >= 0) & batch.valid[:, None]
         count = self.global_sum(turn_mask.sum())
@@ -206,22 +266,58 @@ class PPOTrainer(Trainer):
             adv = torch.where(turn_mask, (adv - mean) / (var.sqrt() + 1e-8), 0.0)
         batch.extras["turn_returns"] = ret
         batch.extras["turn_mask"] = turn_mask
+        if self.token_critic is not None:
+            batch.extras["critic_targets"] = self.critic_targets(batch)
         token_turn = batch.turn_index.clamp(min=0, max=adv.shape[1] - 1)
         batch.extras["advantages"] = torch.where(batch.turn_index >= 0,
                                                  adv.gather(1, token_turn), 0.0)  # fmt: skip
 
+    def prepare_values(self, batch: Batch,
+                       policy_values: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        """``(V(s_k) [B, K], V(s_T) [B])`` of the critic; keeps ``old_values`` for the head."""
+        if self.token_critic is not None:
+            parts = [(self.token_values(mb), real) for mb, real in self.micro_batches(batch)]
+            kept = [v for v, real in parts if real]
+            return torch.cat([v for v, _ in kept]), torch.cat([f for _, f in kept])
+        values = policy_values
+        if self.critic is not None:
+            parts = [(self.values(mb, None), real) for mb, real in self.micro_batches(batch)]
+            values = torch.cat([v for v, real in parts if real])
+        batch.extras["old_values"] = values
+        state_values = values.gather(1, batch.state_pos.clamp(min=0))
+        return state_values, values.gather(1, batch.final_pos[:, None]).squeeze(1)
+
+    def token_values(self, mb: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The token critic's ``p(yes)`` at each turn's state and at the final state."""
+        lg = self.token_critic.state_logits(self.policy, mb)
+        return yes_no_value(lg.yes, lg.no), yes_no_value(lg.final_yes, lg.final_no)
+
+    @staticmethod
+    def critic_targets(batch: Batch) -> torch.Tensor:
+        """``[B, K]`` targets of the token critic: the MC values when the batch has them,
+        else the episode's outcome (its reward clamped to ``[0, 1]``) at every turn."""
+        if "mc_values" in batch.extras:
+            return batch.extras["mc_values"].clamp(0.0, 1.0)
+        outcome = batch.rewards.clamp(0.0, 1.0)[:, None]
+        return outcome.expand_as(batch.state_pos).to(torch.float32).clone()
+
     def micro_step(self, mb: Batch, norm: dict[str, Any]) -> dict[str, float]:
         """Forward and backward of one micro-batch; returns its metrics."""
         cfg = self.config
-        scores = self.score(mb, with_values=self.critic is None)
-        values = self.values(mb, scores.values)
+        scores = self.score(mb, with_values=self.critic is None and self.token_critic is None)
         pl, metrics = self.policy_term(scores.logp, mb, mb.extras["advantages"], norm,
                                        kind="ppo", eps_low=cfg.clip, eps_high=cfg.clip,
                                        agg=cfg.agg)  # fmt: skip
-        pos = mb.state_pos.clamp(min=0)
-        vl = value_loss(values.gather(1, pos), mb.extras["old_values"].gather(1, pos),
-                        mb.extras["turn_returns"], mb.extras["turn_mask"], cfg.vf_clip,
-                        global_count=norm["num_turns"])  # fmt: skip
+        if self.token_critic is not None:
+            lg = self.token_critic.state_logits(self.policy, mb)
+            vl = token_critic_loss(lg.yes, lg.no, mb.extras["critic_targets"],
+                                   mb.extras["turn_mask"], global_count=norm["num_turns"])  # fmt: skip
+        else:
+            values = self.values(mb, scores.values)
+            pos = mb.state_pos.clamp(min=0)
+            vl = value_loss(values.gather(1, pos), mb.extras["old_values"].gather(1, pos),
+                            mb.extras["turn_returns"], mb.extras["turn_mask"], cfg.vf_clip,
+                            global_count=norm["num_turns"])  # fmt: skip
         terms = {"policy": (1.0, pl), "value": (cfg.vf_coef, vl),
                  **self.common_terms(scores, mb, norm, cfg.agg)}  # fmt: skip
         return self.backward(terms, mb, scores, metrics)

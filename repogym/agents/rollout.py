@@ -220,6 +220,7 @@ class Rollout:
         zero_std_groups: Sampled groups whose valid rewards all agreed.
         dropped_groups: Groups left out by dynamic sampling.
         all_episodes: Every episode sampled (for reward and resolve-rate metrics).
+        group_zero: ``(task, zero variance)`` of every sampled group (per-task metrics).
         stats: ``gen_s`` (seconds in the engine) and ``gen_tokens`` (tokens generated).
     """
 
@@ -228,14 +229,20 @@ class Rollout:
     zero_std_groups: int = 0
     dropped_groups: int = 0
     all_episodes: list[Episode] = field(default_factory=list)
+    group_zero: list[tuple[str, bool]] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, float]:
-        """``frac_zero_std_groups``, ``reward/mean``, ``resolve_rate``, ``infra_error_frac``."""
+        """``frac_zero_std_groups`` (and ``zero_std/<task>``: each task's share of its groups),
+        ``reward/mean``, ``resolve_rate``, ``infra_error_frac``, ..."""
         eps = self.all_episodes or self.episodes
         valid = [e for e in eps if e.valid]
         n_valid = max(len(valid), 1)
+        per_task: dict[str, list[bool]] = {}
+        for task, zero in self.group_zero:
+            per_task.setdefault(task, []).append(zero)
         return {
+            **{f"zero_std/{t}": sum(z) / len(z) for t, z in sorted(per_task.items())},
             "frac_zero_std_groups": self.zero_std_groups / max(self.groups_sampled, 1),
             "reward/mean": sum(e.reward for e in valid) / n_valid,
             "resolve_rate": sum(e.resolved for e in valid) / n_valid,
@@ -310,6 +317,7 @@ def collect(
             result.groups_sampled += 1
             flat_zero = zero_std(group)
             result.zero_std_groups += flat_zero
+            result.group_zero.append((item[1], flat_zero))
             if flat_zero and config.dynamic_sampling:
                 if round_ == rounds - 1:
                     result.dropped_groups += 1

@@ -54,7 +54,7 @@ from repogym.agents.evaluation import evaluate
 from repogym.agents.plumbing import LossPlumbing
 from repogym.agents.policy import Policy, Reference, load_policy
 from repogym.agents.rollout import EnvPool, EpisodeFormat, collect
-from repogym.agents.sampling import step_tasks
+from repogym.agents.sampling import AdaptiveSampler, step_tasks
 from repogym.agents.server_engine import ServerEngine, check_logprobs
 from repogym.agents.shaping import component_counts, default_max_len, shape_episodes
 
@@ -113,6 +113,11 @@ class Trainer(LossPlumbing, abc.ABC):
         self.step = 0
         self.metric_counts: dict[str, float] = {}  # this step's: see reduce_metrics
         self._checked_server = False
+        self.sampler: AdaptiveSampler | None = None
+        if config.sampler == "adaptive":
+            self.sampler = AdaptiveSampler(config.tasks, config.rollout.group_size,
+                                           forget=config.sampler_forget,
+                                           explore=config.sampler_explore)  # fmt: skip
 
     # -- building ----------------------------------------------------------------------------
     def _load_policy(self) -> Policy:
@@ -185,7 +190,7 @@ class Trainer(LossPlumbing, abc.ABC):
     def collect(self, step: int) -> tuple[Batch | None, dict[str, float]]:
         """Sample this rank's groups of the step (shaped, saved); the batch is None if empty."""
         cfg = self.config
-        mine = self.parallel.mine(step_tasks(cfg.tasks, cfg.tasks_per_step, step, cfg.seed))
+        mine = self.parallel.mine(self.step_tasks(step))
         total = len(mine) * cfg.rollout.group_size
         self.report("collect", step=step, episodes=total * self.parallel.world)
         done = [0]
@@ -201,6 +206,8 @@ class Trainer(LossPlumbing, abc.ABC):
         self.engine.release()
         metrics = rollout.metrics()
         self.metric_counts.update(rollout.counts())
+        if self.sampler is not None:
+            metrics.update(self.update_sampler(rollout.all_episodes))
         if cfg.shaping is not None:
             metrics.update(shape_episodes(rollout.episodes, cfg.shaping,
                                           default_max_len(cfg.rollout)))  # fmt: skip
@@ -211,6 +218,32 @@ class Trainer(LossPlumbing, abc.ABC):
         if not rollout.episodes:
             return None, metrics
         return collate(rollout.episodes, self.policy.tokenizer.pad_token_id), metrics
+
+    def step_tasks(self, step: int) -> list[str]:
+        """The tasks of training step ``step``, one group each (every rank gets the same)."""
+        cfg = self.config
+        if self.sampler is None:
+            return step_tasks(cfg.tasks, cfg.tasks_per_step, step, cfg.seed)
+        return self.sampler.draw(cfg.tasks_per_step or len(cfg.tasks), step, cfg.seed)
+
+    def update_sampler(self, episodes: Sequence[Episode]) -> dict[str, float]:
+        """Feed every rank's valid outcomes of the step to the adaptive sampler; returns
+        ``sampler/*`` metrics (before the update: what the step's draw was based on)."""
+        mine: dict[str, list[float]] = {}
+        for ep in episodes:
+            if ep.valid:
+                mine.setdefault(ep.task, []).append(ep.reward)
+        outcomes: dict[str, list[float]] = {}
+        for part in self.parallel.gather_objects(mine):
+            for task, rewards in part.items():
+                outcomes.setdefault(task, []).extend(rewards)
+        probs = self.sampler.probabilities()
+        drawn = [self.sampler.signal(t) for t in outcomes]
+        metrics = {"sampler/max_prob": float(probs.max()),
+                   "sampler/signal_prob_mean": sum(drawn) / max(len(drawn), 1),
+                   "sampler/distinct_tasks": float(len(outcomes))}  # fmt: skip
+        self.sampler.update(outcomes)
+        return metrics
 
     def write_episodes(self, folder: Path, step: int, episodes: Sequence[Episode]) -> None:
         """Rollout files of this rank's episodes (``r<rank>-`` in the names under DP)."""
@@ -346,7 +379,8 @@ class Trainer(LossPlumbing, abc.ABC):
         policy = par.full_state_dict(self.policy) if par.enabled else self.policy.state_dict()
         return {"step": self.step, "policy": policy,
                 "optimizer": par.optimizer_state(self.state_module(), self.optimizer),
-                "scheduler": self.scheduler.state_dict(), "rng": rng_state()}  # fmt: skip
+                "scheduler": self.scheduler.state_dict(), "rng": rng_state(),
+                "sampler": self.sampler.state() if self.sampler is not None else None}  # fmt: skip
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state` (subclasses restore theirs too)."""
@@ -355,6 +389,8 @@ class Trainer(LossPlumbing, abc.ABC):
                                            state["optimizer"])  # fmt: skip
         self.scheduler.load_state_dict(state["scheduler"])
         self.step = int(state["step"])
+        if self.sampler is not None and state.get("sampler"):
+            self.sampler.load_state(state["sampler"])
         set_rng_state(state["rng"])
         self.engine.sync_weights(self.policy, self.step)
 

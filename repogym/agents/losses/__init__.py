@@ -18,6 +18,9 @@ against verl's ``core_algos`` and TRL's ``GRPOTrainer`` loss. Shapes: ``B`` sequ
   verl's ``low_var_kl``), :func:`kl_loss` and :func:`kl_reward_penalty`, with what each one's
   *gradient* is (see :func:`kl_loss`), :func:`full_kl` (distillation) and
   :func:`entropy_from_logits`;
+- :mod:`~repogym.agents.losses.critic`: the yes/no token critic (:func:`yes_no_value`,
+  :func:`token_critic_loss`), :func:`wilson_interval` (a success fraction's uncertainty) and
+  :func:`beta_mixed_prob` (the chance a group holds both outcomes);
 - :mod:`~repogym.agents.losses.offpolicy`: the asynchronous learner's corrections,
   :func:`token_is_weights`, :func:`sequence_ratio`, :func:`behaviour_weights`,
   :func:`async_policy_loss`, :func:`weight_metrics`; one meaning per :data:`Correction` name.
@@ -33,6 +36,12 @@ from repogym.agents.losses.aggregation import (
     check_choice,
     echo_loss,
     value_loss,
+)
+from repogym.agents.losses.critic import (
+    beta_mixed_prob,
+    token_critic_loss,
+    wilson_interval,
+    yes_no_value,
 )
 from repogym.agents.losses.divergence import (
     KLKind,
@@ -62,6 +71,7 @@ __all__ = [
     "aggregate",
     "async_policy_loss",
     "behaviour_weights",
+    "beta_mixed_prob",
     "check_choice",
     "echo_loss",
     "entropy_from_logits",
@@ -74,7 +84,10 @@ __all__ = [
     "opd_advantages",
     "policy_loss",
     "sequence_ratio",
+    "token_critic_loss",
     "token_is_weights",
     "value_loss",
     "weight_metrics",
+    "wilson_interval",
+    "yes_no_value",
 ]
