@@ -191,3 +191,20 @@ def test_algos_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
     assert main(["plot", str(tmp_path / "missing")]) == 2  # a clear error, no traceback
     assert "Fix: pass the --out folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("settings", [("critic=token",), ("advantage=mc", "mc_rollouts=2"),
+                                      ("critic=token", "advantage=mc", "mc_rollouts=2")])
+def test_a_chatml_checkpoint_trains_with_the_token_critic_and_mc_advantages(
+        qwen_dir: Path, tmp_path: Path, settings: tuple[str, ...]) -> None:
+    """PPO's credit-assignment options (docs/training.md) on the tiny chat model, not only
+    the CPU toy: finite losses, the value loss of the critic in use, MC's own metrics."""
+    extra = [a for s in settings for a in ("--set", s)]
+    rows = train(qwen_dir, "ppo", tmp_path, *extra)
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert all(v == v and abs(v) != float("inf") for v in r.values()
+                   if isinstance(v, float)), r
+        assert "loss/value" in r and "loss/policy" in r
+    if "advantage=mc" in settings:
+        assert all(r["mc/rollouts"] > 0 for r in rows)
