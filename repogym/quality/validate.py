@@ -365,7 +365,7 @@ def validate_tasks(tasks: Iterable[Task], *, sandbox: str = "bwrap", reruns: int
             if left[i] == 0:
                 _finish(tasks[i], reports[i])
                 f2p = {t.partition("[")[0] for t in tasks[i].verifier.fail_to_pass}
-                reports[i].leaks = [x for x in grader.leaks(tasks[i]) if x.test in f2p]
+                reports[i].leaks = [x for x in used.leaks(tasks[i]) if x.test in f2p]
                 if on_report:
                     on_report(reports[i])
     return reports
