@@ -106,7 +106,8 @@ def test_only_tasks_the_manifest_holds_now_are_served(src, tmp_path, monkeypatch
 
     entry = _entry(src)
     [(task, folder, _)] = list(suites.materialise(entry, tmp_path / "suite"))
-    suites.record_validated(tmp_path, entry, task, folder, True)
+    suites.record_validated(tmp_path, entry, task, folder, True,
+                            {"grader": "g", "witnessed": 1, "f2p": 1})
     suite = suites.Suite("munchy", "repogym/Munchy-v0", "", (entry,))
     monkeypatch.setattr(suites, "load_suite", lambda name: suite)
     [served] = suites.validated_tasks("munchy", tmp_path)
@@ -119,3 +120,24 @@ def test_only_tasks_the_manifest_holds_now_are_served(src, tmp_path, monkeypatch
         with pytest.raises(suites.SuiteError, match="1 validated from another version of "
                                                     "its manifest.*repogym suite fetch munchy"):
             suites.validated_tasks("munchy", tmp_path)
+
+
+def test_a_task_under_the_seal_floor_is_withheld_but_runs_by_name(src, tmp_path, monkeypatch):
+    """A validated task whose fail_to_pass tests value seals witness under 90 % (or were
+    never measured) is not served by default; asked for, it is; the error and
+    ``withheld_tasks`` say why."""
+    entry = _entry(src)
+    [(task, folder, _)] = list(suites.materialise(entry, tmp_path / "suite"))
+    suite = suites.Suite("munchy", "repogym/Munchy-v0", "", (entry,))
+    monkeypatch.setattr(suites, "load_suite", lambda name: suite)
+    for seals, why in ((None, "not measured"),
+                       ({"grader": "g", "witnessed": 8, "f2p": 10}, "8 of 10")):
+        suites.record_validated(tmp_path, entry, task, folder, True, seals)
+        with pytest.raises(suites.SuiteError, match="1 withheld under the seal floor"):
+            suites.validated_tasks("munchy", tmp_path)
+        [asked] = suites.validated_tasks("munchy", tmp_path, withheld=True)
+        assert asked.id == "munch-1"
+        assert why in suites.withheld_tasks("munchy", tmp_path)["munch-1"]
+    suites.record_seals(tmp_path, "munch-1", {"grader": "g", "witnessed": 9, "f2p": 10})
+    assert [t.id for t in suites.validated_tasks("munchy", tmp_path)] == ["munch-1"]
+    assert suites.withheld_tasks("munchy", tmp_path) == {}
