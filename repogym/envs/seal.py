@@ -609,10 +609,10 @@ def shared_tables(tree: ast.Module, pytest_names: set[str]) -> dict[str, ast.exp
                 if isinstance(d, ast.Call) and _is_parametrize(d.func, pytest_names) and \
                         len(d.args) == 2 and isinstance(d.args[1], ast.Name):
                     as_table.add(id(d.args[1]))
+    bindings = {id(n.targets[0]) for n in tree.body if isinstance(n, ast.Assign)}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in tables and (
-                not isinstance(node.ctx, ast.Load) or id(node) not in as_table) and \
-                node not in [n.targets[0] for n in tree.body if isinstance(n, ast.Assign)]:
+        if isinstance(node, ast.Name) and node.id in tables and id(node) not in bindings and (
+                not isinstance(node.ctx, ast.Load) or id(node) not in as_table):
             tables.pop(node.id)
     return tables
 
