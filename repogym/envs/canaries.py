@@ -71,6 +71,9 @@ class Masked:
     #: Installed test case id -> the task's parameter id, where a parametrize table's
     #: expectation columns left the file (:attr:`repogym.envs.seal.Sealed.case_ids`).
     case_ids: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: The task's node ids of the test functions sealed only in a run of their own
+    #: (:attr:`repogym.envs.seal.Sealed.focusable`; :func:`plant` with ``focus``).
+    focusable: list[str] = dataclasses.field(default_factory=list)
 
     def original(self, node_id: str) -> str:
         """The task's node id for an installed one (canaries and unknown ids unchanged)."""
@@ -212,8 +215,8 @@ def _indent(line: str) -> str:
 
 
 def add_canaries(text: str, rel: str, rng: random.Random, *, rename: bool = True,
-                 seal: bool = False, helpers: dict[str, set[str]] | None = None
-                 ) -> tuple[str, Masked]:
+                 seal: bool = False, helpers: dict[str, set[str]] | None = None,
+                 focus: str | None = None) -> tuple[str, Masked]:
     """``text`` masked: tests renamed (unless ``rename`` is False), assertions sealed (with
     ``seal``; :mod:`repogym.envs.seal`) and canaries added.
 
@@ -222,7 +225,8 @@ def add_canaries(text: str, rel: str, rng: random.Random, *, rename: bool = True
     the file's workspace path. A file that does not parse is left as it is (it fails
     collection, which the grader sees). Line numbers of the file's own code are kept.
     ``helpers`` maps a test module's name to its equality helpers (calls to one imported
-    from there are sealed like the assertion it makes).
+    from there are sealed like the assertion it makes). ``focus`` (the task's node id of a
+    test function of :attr:`Masked.focusable`) plants the file for a run of that test alone.
     """
     masked = Masked()
     try:
@@ -236,10 +240,13 @@ def add_canaries(text: str, rel: str, rng: random.Random, *, rename: bool = True
         tree = _parse(text)
     footer = ""
     if seal:
+        back = {old: new for new, old in masked.renamed.items()}
         text, sealed = sl.seal_file(text, tree, rel, rng, taken,
-                                    helpers=_imported_helpers(tree, helpers or {}), gold=True)
+                                    helpers=_imported_helpers(tree, helpers or {}), gold=True,
+                                    focus=back.get(focus, focus) if focus else None)
         masked.seals, masked.checks, footer = sealed.seals, sealed.checks_by_test, sealed.footer
         masked.case_ids = sealed.case_ids
+        masked.focusable = [masked.renamed.get(i, i) for i in sealed.focusable]
     lines = text.splitlines()
     inserts: list[tuple[int, list[str]]] = []  # (line index to insert before, lines)
 
@@ -295,12 +302,18 @@ def helpers_by_module(files: dict[str, Path]) -> dict[str, set[str]]:
 
 
 def plant(files: dict[str, Path], dest: Path, node_ids: Iterable[str], rng: random.Random, *,
-          rename: bool = True) -> Masked:
+          rename: bool = True, focus: Iterable[str] = ()) -> Masked:
     """Write each ``workspace path -> source file`` under ``dest``; the files holding a listed
     test (``node_ids``) are masked with :func:`add_canaries` (renamed, sealed, canaries
     added), the others copied as they are. Sources must be regular files (the caller
-    leaves symbolic links out)."""
+    leaves symbolic links out).
+
+    ``focus`` (at most one test function of :attr:`Masked.focusable` per file) plants for a
+    run of those tests alone: their files are planted for them, and only those files'
+    canaries are kept (the run collects no other file).
+    """
     holding = {n.split("::", 1)[0] for n in node_ids}
+    focus_in = {f.split("::", 1)[0]: f for f in focus}
     helpers = helpers_by_module(files)
     out = Masked()
     for rel, src in files.items():
@@ -310,8 +323,12 @@ def plant(files: dict[str, Path], dest: Path, node_ids: Iterable[str], rng: rand
             shutil.copyfile(src, target, follow_symlinks=False)
             continue
         text, masked = add_canaries(src.read_text(encoding="utf-8", errors="surrogateescape"),
-                                    rel, rng, rename=rename, seal=True, helpers=helpers)
+                                    rel, rng, rename=rename, seal=True, helpers=helpers,
+                                    focus=focus_in.get(rel))
         target.write_text(text, encoding="utf-8", errors="surrogateescape")
+        out.focusable += masked.focusable
+        if focus_in and rel not in focus_in:
+            continue  # not collected in this run
         out.canaries += masked.canaries
         out.renamed.update(masked.renamed)
         out.seals += masked.seals

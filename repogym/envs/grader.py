@@ -31,7 +31,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Literal, get_args
 
@@ -219,14 +219,35 @@ def _files_to_plant(task: Task, template: Path) -> dict[str, Path]:
     return files
 
 
+def _focused(masked: cn.Masked, files: dict[str, Path], node_ids: Iterable[str],
+             rename: bool) -> cn.Masked:
+    """``masked`` with the seals of its focusable tests as their own passes plant them
+    (:func:`focus_groups`), in place of the default planting's."""
+    groups = focus_groups(masked.focusable)
+    if not groups:
+        return masked
+    focused = {f for g in groups for f in g}
+    out = dataclasses.replace(masked, seals=[s for s in masked.seals
+                                             if masked.original(s.test) not in focused])
+    for group in groups:
+        with tempfile.TemporaryDirectory() as tmp:
+            extra = cn.plant(files, Path(tmp), node_ids, random.Random(0), rename=rename,
+                             focus=group)
+        out.seals += [s for s in extra.seals if extra.original(s.test) in group]
+        out.renamed.update(extra.renamed)
+        out.case_ids.update(extra.case_ids)
+    return out
+
+
 def planted_seals(task: Task) -> tuple[cn.Masked, dict[str, Path]]:
     """What grading plants for ``task`` (tests under their own names): the masking, with
-    every sealed check, and workspace path -> source of every file it installs."""
+    every sealed check (a focusable test's as its own pass plants them), and workspace
+    path -> source of every file it installs."""
     files = _files_to_plant(task, task.repo_dir)
     with tempfile.TemporaryDirectory() as tmp:
         masked = cn.plant(files, Path(tmp), task.verifier.all_tests, random.Random(0),
                           rename=False)
-    return masked, files
+    return _focused(masked, files, task.verifier.all_tests, False), files
 
 
 def seal_coverage(task: Task) -> dict[str, int]:
@@ -242,9 +263,10 @@ def value_sealed(task: Task) -> dict[str, bool]:
     as recorded for this task, if they are). A static upper bound of what ``repogym
     validate`` measures: whether such a check *witnesses* the test's failure at noop."""
     v = task.verifier
+    files = _files_to_plant(task, task.repo_dir)
     with tempfile.TemporaryDirectory() as tmp:
-        masked = cn.plant(_files_to_plant(task, task.repo_dir), Path(tmp), v.all_tests,
-                          random.Random(0))
+        masked = cn.plant(files, Path(tmp), v.all_tests, random.Random(0), rename=False)
+    masked = _focused(masked, files, v.all_tests, False)
     gd.resolve(masked, gd.load(task.digest(), code_digest()) or {})
     out = {}
     for t in v.fail_to_pass:
@@ -297,21 +319,71 @@ def install_tests(sb: Sandbox, gdir: Path) -> ExecResult:
                              ro={"grader": gdir})
 
 
+@dataclasses.dataclass
+class Pass:
+    """One verifier run of a grading: its planting, the run, and the task's tests it judges.
+
+    Most gradings are one pass. A test that a module-constant parametrize table feeds with
+    expectations that other tests of the table read as inputs (a round trip:
+    ``parse(s) == value`` and ``format(value) == s``) is judged in a pass of its own, in a
+    fresh sandbox, where the table holds only what that test reads as inputs
+    (:attr:`repogym.envs.seal.Sealed.focusable`): no pass's sandbox holds the expected
+    values it is judged on.
+    """
+
+    masked: cn.Masked
+    run: VerifierRun
+    tests: list[str]
+
+
+def focus_groups(focusable: Iterable[str]) -> list[list[str]]:
+    """The extra passes for ``focusable`` test functions: pass k runs the k-th of every
+    file (two tests of one file never share a pass: each needs the table its own way)."""
+    by_file: dict[str, list[str]] = {}
+    for f in dict.fromkeys(focusable):
+        by_file.setdefault(f.split("::", 1)[0], []).append(f)
+    depth = max(map(len, by_file.values()), default=0)
+    return [[fs[k] for fs in by_file.values() if k < len(fs)] for k in range(depth)]
+
+
 def _verify(task: Task, template: Path, kept: str, flags: set[str],
             make_sandbox: SandboxFactory, limits: Limits, rng: random.Random
-            ) -> tuple[cn.Masked, VerifierRun, str]:
+            ) -> tuple[list[Pass], str]:
     """Apply ``kept`` (a filtered diff) in a fresh sandbox, plant the masked hidden tests
-    and run the verifier; adds to ``flags`` what applying and installing showed. Returns
-    the masking, the run and git's output when the diff did not apply.
+    and run the verifier, once, and once more per focus group (:class:`Pass`); adds to
+    ``flags`` what applying and installing showed. Returns the passes and git's output
+    when the diff did not apply.
 
     Raises:
         SandboxError: the infrastructure failed.
     """
     v = task.verifier
+    files = _files_to_plant(task, template)
+    first, apply_output = _run_pass(task, template, kept, flags, make_sandbox, limits, rng,
+                                    files, list(v.all_tests), ())
+    passes, focused = [first], set()
+    groups = focus_groups(first.masked.focusable) if v.log_parser != "swebench" else []
+    for group in groups:
+        tests = [t for t in v.all_tests if t.partition("[")[0] in group]
+        if tests:
+            passes.append(_run_pass(task, template, kept, flags, make_sandbox, limits, rng,
+                                    files, tests, group)[0])
+            focused.update(tests)
+    first.tests = [t for t in v.all_tests if t not in focused]
+    return passes, apply_output
+
+
+def _run_pass(task: Task, template: Path, kept: str, flags: set[str],
+              make_sandbox: SandboxFactory, limits: Limits, rng: random.Random,
+              files: dict[str, Path], tests: list[str], focus: Collection[str]
+              ) -> tuple[Pass, str]:
+    """One pass of :func:`_verify`: a fresh sandbox, the diff, the planted tests (for the
+    ``focus`` tests alone, when given) and the verifier over the files of ``tests``."""
+    v = task.verifier
     apply_output = ""
     with grading_dir(template) as gdir:
-        masked = cn.plant(_files_to_plant(task, template), gdir / "tests", v.all_tests,
-                          rng, rename=v.rename_tests)
+        masked = cn.plant(files, gdir / "tests", v.all_tests, rng, rename=v.rename_tests,
+                          focus=focus)
         sb = make_sandbox(SandboxSpec(template=template, limits=limits))
         try:
             applied = apply_diff(sb, kept)
@@ -326,11 +398,34 @@ def _verify(task: Task, template: Path, kept: str, flags: set[str],
                 # The agent's diff filled or broke the workspace, even one that failed
                 # to apply: git apply stops half-way when it runs out of space.
                 flags.add("tests_install_failed")
-            run = run_verifier(sb, gdir, v.pytest_args(), list(v.all_tests),
-                               v.timeout_s, v.ini_options)
+            run = run_verifier(sb, gdir, v.pytest_args(), tests, v.timeout_s, v.ini_options)
         finally:
             sb.close()
-    return masked, run, apply_output
+    return Pass(masked, run, tests), apply_output
+
+
+def judge_passes(passes: list[Pass], node_ids: Iterable[str]) -> vr.Verdict:
+    """The verdict of a grading's passes: each judges its own tests
+    (:func:`repogym.envs.verifier.judge`); untrusted if any pass is."""
+    verdicts = []
+    for p in passes:
+        ex = p.run.exec
+        verdicts.append(vr.judge(p.run.channel, exit_code=ex.exit_code,
+                                 timed_out=ex.timed_out, truncated=ex.output_truncated,
+                                 exhausted=ex.resource_exhausted, node_ids=p.tests,
+                                 masked=p.masked, channel_error=p.run.channel_error))
+    node_ids = list(node_ids)
+    flags = set().union(*(d.flags for d in verdicts))
+    if bad := next((d for d in verdicts if not d.trusted), None):
+        return vr.Verdict(False, {t: "missing" for t in node_ids}, flags, bad.reason)
+    out = vr.Verdict(True, {}, flags)
+    for d in verdicts:
+        out.tests.update(d.tests)
+        out.sealed_failures.update(d.sealed_failures)
+        out.overruled |= d.overruled
+        out.strongly_failed |= d.strongly_failed
+    out.tests = {t: out.tests[t] for t in node_ids if t in out.tests}
+    return out
 
 
 #: Gold gradings a recording makes (the values they agree on are kept).
@@ -360,14 +455,13 @@ def gold_values(task: Task, template: Path, make_sandbox: SandboxFactory,
         kept, _ = filter_diff(task.solution_patch.read_text(errors="surrogateescape"), v)
         runs = []
         for _ in range(GOLD_RUNS):
-            masked, run, _ = _verify(task, template, kept, set(), make_sandbox, limits,
-                                     random.Random(secrets.randbits(64)))
-            ex = run.exec
-            verdict = vr.judge(run.channel, exit_code=ex.exit_code, timed_out=ex.timed_out,
-                               truncated=ex.output_truncated, exhausted=ex.resource_exhausted,
-                               node_ids=v.all_tests, masked=masked,
-                               channel_error=run.channel_error)
-            runs.append(gd.from_run(run.channel, masked) if verdict.trusted else {})
+            passes, _ = _verify(task, template, kept, set(), make_sandbox, limits,
+                                random.Random(secrets.randbits(64)))
+            verdict = judge_passes(passes, v.all_tests)
+            values: gd.GoldValues = {}
+            for p in passes if verdict.trusted else ():
+                values.update(gd.from_run(p.run.channel, p.masked))
+            runs.append(values)
         values = gd.agreed(runs)
         gd.save(key, code_digest(), values)
         return values
@@ -387,27 +481,25 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
     start = time.monotonic()
     v = task.verifier
     kept, flags_list = filter_diff(diff, v)
+    node_ids = list(v.all_tests)
     flags = set(flags_list) | set(extra_flags)
     limits = dataclasses.replace(limits or Limits(), timeout_s=v.timeout_s)
     rng = rng or random.Random(secrets.randbits(64))
     try:
-        masked, run, apply_output = _verify(task, template, kept, flags, make_sandbox, limits,
-                                            rng)
-        if any(s.records_gold for s in masked.seals):
-            gd.resolve(masked, gold_values(task, template, make_sandbox, limits))
-        if leaked:
-            masked.seals = [dataclasses.replace(s, leaked=True)
-                            if (s.test.split("::", 1)[0], s.line) in leaked else s
-                            for s in masked.seals]
+        passes, apply_output = _verify(task, template, kept, flags, make_sandbox, limits, rng)
+        for masked in (p.masked for p in passes):
+            if any(s.records_gold for s in masked.seals):
+                gd.resolve(masked, gold_values(task, template, make_sandbox, limits))
+            if leaked:
+                masked.seals = [dataclasses.replace(s, leaked=True)
+                                if (s.test.split("::", 1)[0], s.line) in leaked else s
+                                for s in masked.seals]
     except SandboxError as e:
         return GradeResult(0.0, False, {t: "missing" for t in v.all_tests}, {}, sorted(flags),
                            diff, infra_error=str(e), duration_s=time.monotonic() - start)
 
-    ex = run.exec
-    verdict = vr.judge(run.channel, exit_code=ex.exit_code, timed_out=ex.timed_out,
-                       truncated=ex.output_truncated, exhausted=ex.resource_exhausted,
-                       node_ids=v.all_tests, masked=masked,
-                       channel_error=run.channel_error)
+    masked, ex = passes[0].masked, passes[0].run.exec
+    verdict = judge_passes(passes, node_ids)
     if "tests_install_failed" in flags:
         verdict = vr.Verdict(False, {t: "missing" for t in v.all_tests}, set(),
                              "the hidden tests could not be installed over the agent's diff")

@@ -271,6 +271,10 @@ class Sealed:
     #: Installed test case id -> the task's parameter id, for the parametrized tests whose
     #: expectation columns left the file (their cases run under random ids).
     case_ids: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: Installed node ids of the test functions a module-constant table feeds whose
+    #: expectation columns other tests of the table read as inputs: sealed only in a run of
+    #: their own (``seal_file(focus=...)``), where the table loses those columns.
+    focusable: list[str] = dataclasses.field(default_factory=list)
 
 
 #: Modules whose names a sealed expectation may call (pure value constructors).
@@ -818,11 +822,32 @@ class _Scope:
     params: dict[str, int] = dataclasses.field(default_factory=dict)
     #: The test's arguments (fixtures and parameters; not ``self``).
     args: set[str] = dataclasses.field(default_factory=set)
+    #: Columns the test also tests for ``None`` (``if expected is None:``): hidden, their
+    #: cells keep whether they are None.
+    guarded: set[str] = dataclasses.field(default_factory=set)
+    #: Inside a branch (``if``, ``try``): its checks are judged against gold's per case.
+    cond: bool = False
+
+
+def _none_guard(test: ast.expr, params: dict[str, int]) -> str | None:
+    """The column of ``<column> is None`` / ``<column> is not None``, or None."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
+            isinstance(test.ops[0], ast.Is | ast.IsNot) and isinstance(test.left, ast.Name) \
+            and test.left.id in params and isinstance(test.comparators[0], ast.Constant) \
+            and test.comparators[0].value is None:
+        return test.left.id
+    return None
+
+
+def _reads(fn: ast.FunctionDef, name: str) -> bool:
+    """Whether the function's body reads ``name``."""
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+               for stmt in fn.body for n in ast.walk(stmt))
 
 
 def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
               taken: set[str], helpers: Iterable[str] = (),
-              gold: bool = False) -> tuple[str, Sealed]:
+              gold: bool = False, focus: str | None = None) -> tuple[str, Sealed]:
     """``text`` with its sealable assertions replaced by sealed checks.
 
     The returned text has the same lines as ``text`` (line numbers stay true); the file must
@@ -838,6 +863,11 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
             are found here: :func:`equality_helpers`).
         gold: Also seal ``==`` assertions whose expected side the grader cannot compute,
             against the value recorded at gold (:mod:`repogym.envs.gold`).
+        focus: The installed node id of one test of :attr:`Sealed.focusable`: the file is
+            planted for a run of that test alone. The module-constant table it reads loses
+            every column the test does not read as an input (the other tests of the table
+            break; that run does not judge them), and every check key is marked as this
+            run's (``...:f``), so gold values of the two plantings never mix.
     """
     pytest_names = _pytest_names(tree)
     helpers = set(helpers) | equality_helpers(tree)
@@ -860,7 +890,7 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         """The sealed check for one assertion's test, or None."""
         names = {**ns, **scope.literals}
         local = scope.local - set(scope.literals)
-        key = f"{rel}:{stmt.lineno}:{stmt.col_offset}:{part}"
+        key = f"{rel}:{stmt.lineno}:{stmt.col_offset}:{part}" + (":f" if focus else "")
         if (column := _column_side(test, scope.params)) is not None:
             computed, name = column
             scope.consumed[name] = scope.consumed.get(name, 0) + sum(
@@ -877,7 +907,7 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
                 return None  # a side is one of the test's arguments, which code can read
         n = cid()
         out.seals.append(Seal(n, node_id, stmt.lineno, op, expected, options, times, key,
-                              gold=expected is None and op == "=="))
+                              gold=scope.cond or (expected is None and op == "==")))
         inside = {id(c) for c in ast.walk(computed)}
         for c in ast.walk(test):  # the expected side's names are gone from the file
             if isinstance(c, ast.Name) and id(c) not in inside and c.id in scope.literals:
@@ -905,7 +935,17 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
             elif isinstance(stmt, ast.Expr) and \
                     (test := _call_assertion(stmt.value, helpers, scope.self_name)):
                 assertion(node_id, stmt, test, scope, times)
-            elif isinstance(stmt, ast.With):
+            elif isinstance(stmt, ast.If | ast.Try) and times == 1:
+                if isinstance(stmt, ast.If) and (col := _none_guard(stmt.test, scope.params)):
+                    scope.consumed[col] = scope.consumed.get(col, 0) + 1
+                    scope.guarded.add(col)
+                branches = [stmt.body, stmt.orelse] if isinstance(stmt, ast.If) else [
+                    stmt.body, stmt.orelse, stmt.finalbody, *(h.body for h in stmt.handlers)]
+                was, scope.cond = scope.cond, True
+                for body in branches:
+                    block(node_id, body, scope, times)
+                scope.cond = was
+            elif isinstance(stmt, ast.With) and not scope.cond:
                 for item in stmt.items:
                     if found := _raises(item, pytest_names, scope.self_name):
                         names, options = found
@@ -913,7 +953,8 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
                         src.replace(item.context_expr, f"{alias}.raises({n})")
                         out.seals.append(Seal(n, node_id, stmt.lineno, "raises", names,
                                               options, times,
-                                              f"{rel}:{stmt.lineno}:{stmt.col_offset}:r"))
+                                              f"{rel}:{stmt.lineno}:{stmt.col_offset}:r"
+                                              + (":f" if focus else "")))
             elif isinstance(stmt, ast.For) and (k := _iterations(stmt)):
                 block(node_id, stmt.body, scope, times * k)
 
@@ -927,7 +968,9 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         table = _table(fn, pytest_names, ns, shared)
         columns = dict(zip(table.names, range(len(table.names)))) if table else {}
         if table and table.shared and not dry:  # the columns every user leaves
-            columns = {k: c for k, c in columns.items() if c in allowed.get(table.shared, ())}
+            focused = focus_of.get(table.shared)
+            columns = {} if focused not in (None, node_id) else {
+                k: c for k, c in columns.items() if c in allowed.get(table.shared, ())}
         loads = {k: sum(1 for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == k
                         and isinstance(n.ctx, ast.Load)) for k in {*candidates, *columns}}
         start = len(src.edits), len(out.seals)
@@ -944,6 +987,7 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
             candidates = {k: v for k, v in candidates.items() if k not in partial}
             columns = {k: v for k, v in columns.items() if k not in partial}
         blank = {c for k, c in columns.items() if scope.consumed.get(k)}
+        guards[node_id] = {c for k, c in columns.items() if k in scope.guarded} & blank
         if dry:
             del src.edits[start[0]:], out.seals[start[1]:]
             return blank
@@ -953,21 +997,24 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
                         stmt.targets[0].id):
                 src.replace(stmt.value, "(None)")
         if table and table.shared:
-            if allowed.get(table.shared):
+            if allowed.get(table.shared) and columns:
                 users.append((node_id, table))
         elif table and blank:
-            hide_columns(node_id, table, blank)
+            hide_columns(node_id, table, blank, guards[node_id])
         return blank
 
-    def blanked(table: _Table, blank: set[int]) -> str:
-        """The table's rows, written with ``None`` for the ``blank`` columns, in parens."""
+    def blanked(table: _Table, blank: set[int], keep_none: set[int] = frozenset()) -> str:
+        """The table's rows, written with ``None`` for the ``blank`` columns, in parens;
+        a cell of a ``keep_none`` column is ``None`` only where it was (else ``...``)."""
         rows = []
-        for row in table.rows:
-            cells = ["None" if c in blank else src.segment(e) for c, e in enumerate(row)]
+        for values, row in zip(table.values, table.rows):
+            cells = [("None" if c not in keep_none or values[c] is None else "...")
+                     if c in blank else src.segment(e) for c, e in enumerate(row)]
             rows.append(cells[0] if table.single else "(" + ", ".join(cells) + ",)")
         return "([" + ", ".join(rows) + "])"
 
-    def hide_columns(node_id: str, table: _Table, blank: set[int]) -> None:
+    def hide_columns(node_id: str, table: _Table, blank: set[int],
+                     keep_none: set[int] = frozenset()) -> None:
         """The table without its expectation columns, its cases under random ids (pytest
         would name them by their values). The checks against a column are gold checks:
         per case, what the gold patch computes there (the column's value, or an object of
@@ -982,10 +1029,10 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         elif table.shared:
             src.replace(table.ids_node, "(" + repr(tokens) + ")")
         elif table.ids_node is None:
-            src.replace(table.values_node, blanked(table, blank) + ", ids=(" +
+            src.replace(table.values_node, blanked(table, blank, keep_none) + ", ids=(" +
                         repr(tokens) + ")")
         else:
-            src.replace(table.values_node, blanked(table, blank))
+            src.replace(table.values_node, blanked(table, blank, keep_none))
             src.replace(table.ids_node, "(" + repr(tokens) + ")")
         for token, original in zip(tokens, table.ids):
             out.case_ids[f"{node_id}[{token}]"] = original
@@ -995,8 +1042,13 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         return args[0].arg if "::" in node_id.split("::", 1)[1] and args else None
 
     # A module constant table loses the columns that every test using it only expects.
+    # A test that expects more columns than the others is sealed in a run of its own
+    # (``focus``), where the table loses every column that test does not read as an input.
     shared = shared_tables(tree, pytest_names)
     allowed: dict[str, set[int]] = {}
+    keep_none: dict[str, set[int]] = {}
+    focus_of: dict[str, str] = {}
+    guards: dict[str, set[int]] = {}
     users: list[tuple[str, _Table]] = []
     tests = list(_tests(tree, rel))
     for name in list(shared):
@@ -1004,18 +1056,29 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
                  and t.shared == name]
         if not using or not all(_sealable(f) for _, f in using):
             continue
-        common = None
-        for i, f in using:
-            cols = seal_test(i, f, self_of(i, f), dry=True)
-            common = cols if common is None else common & cols
-        allowed[name] = common or set()
+        cols = {i: seal_test(i, f, self_of(i, f), dry=True) for i, f in using}
+        common = set.intersection(*cols.values())
+        guarded = {i: guards[i] for i in cols}
+        # a hidden cell keeps being None only where every test guards the column
+        common -= {c for c in common if len({c in g for g in guarded.values()}) > 1}
+        allowed[name] = common
+        keep_none[name] = {c for c in common if all(c in g for g in guarded.values())}
+        extra = [i for i in cols if cols[i] - common]
+        out.focusable += extra
+        if focus in extra:
+            fn = dict(using)[focus]
+            table = _table(fn, pytest_names, ns, shared)
+            unread = {c for c, k in enumerate(table.names) if not _reads(fn, k)}
+            allowed[name] = cols[focus] | unread
+            keep_none[name] = guarded[focus]
+            focus_of[name] = focus
     for node_id, fn in tests:
         out.checks_by_test[node_id] = 0
         if _sealable(fn):
             seal_test(node_id, fn, self_of(node_id, fn))
     for name in {t.shared for _, t in users}:
         table = next(t for _, t in users if t.shared == name)
-        src.replace(table.values_node, blanked(table, allowed[name]))
+        src.replace(table.values_node, blanked(table, allowed[name], keep_none[name]))
     for node_id, table in users:
         hide_columns(node_id, table, allowed[table.shared])
     for s in out.seals:

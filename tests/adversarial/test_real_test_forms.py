@@ -269,3 +269,104 @@ def test_a_default_repr_or_a_bool_is_not_an_informative_gold_value():
     assert not sl.informative(['v:{"n":"1"}'])
     assert not sl.informative(["o:<mod.Box object at 0x?>"])
     assert sl.informative(["o:Box(4)"]) and sl.informative(['v:{"s":"abc"}'])
+
+
+#: A round trip: ``CASES`` feeds ``test_parse`` its expectations (``expected``) and
+#: ``test_format`` its inputs (the same column), and ``test_format``'s expectations are
+#: ``test_parse``'s inputs. No one planting can hide both: each test is judged in a pass of
+#: its own, where the table holds only what that test reads as inputs.
+ROUND_TRIP = '''\
+import pytest
+
+CASES = [
+    ("1985-04", (1985, 4), "%Y-%m"),
+    ("bad", None, "%Y"),
+    ("2001-02", (2001, 2), "%Y-%m"),
+]
+
+
+@pytest.mark.parametrize("text, expected, form", CASES)
+def test_parse(text, expected, form):
+    if expected is None:
+        with pytest.raises(ValueError):
+            parse(text)
+    else:
+        assert parse(text) == expected
+
+
+@pytest.mark.parametrize("text, expected, form", CASES)
+def test_format(text, expected, form):
+    if expected is None:
+        return_value = None
+    else:
+        assert fmt(expected, form) == text
+'''
+
+
+def test_a_round_trip_table_is_sealed_one_test_per_pass():
+    tree = ast.parse(ROUND_TRIP)
+    _, plain = sl.seal_file(ROUND_TRIP, tree, "tests/t.py", random.Random(0), set(),
+                            gold=True)
+    assert plain.focusable == ["tests/t.py::test_parse", "tests/t.py::test_format"]
+    assert plain.seals == []  # no column every test only expects
+    text, parse_pass = sl.seal_file(ROUND_TRIP, tree, "tests/t.py", random.Random(0), set(),
+                                    gold=True, focus="tests/t.py::test_parse")
+    table = text.split("@pytest")[0]
+    # the expectations left; a hidden cell is None only where it was (the guard still
+    # works); the column test_parse does not read left too
+    assert "1985, 4" not in table and "%Y" not in table and '"1985-04"' in table
+    assert table.count("None") == 1 + 3 and table.count("...") == 2
+    assert [(s.test, s.line, s.gold, s.key.endswith(":f")) for s in parse_pass.seals] == [
+        ("tests/t.py::test_parse", 16, True, True)]
+    assert len(parse_pass.case_ids) == 3
+    text, format_pass = sl.seal_file(ROUND_TRIP, tree, "tests/t.py", random.Random(0), set(),
+                                     gold=True, focus="tests/t.py::test_format")
+    table = text.split("@pytest")[0]
+    assert '"1985-04"' not in table and '"2001-02"' not in table and "(1985, 4)" in table
+    assert [s.test for s in format_pass.seals] == ["tests/t.py::test_format"]
+    assert grader.focus_groups(["a.py::x", "a.py::y", "b.py::z"]) == [
+        ["a.py::x", "b.py::z"], ["a.py::y"]]
+
+
+#: A clamp round trip: ``shown`` is ``test_show``'s expectation and ``test_back``'s input.
+CLAMP_ROUND_TRIP = '''\
+import pytest
+
+from mod import clamp
+
+CASES = [(15, "10!"), (12, "10!"), (5, "5!")]
+
+
+@pytest.mark.parametrize("value, shown", CASES)
+def test_show(value, shown):
+    assert f"{clamp(value, 0, 10)}!" == shown
+
+
+@pytest.mark.parametrize("value, shown", CASES)
+def test_back(value, shown):
+    assert clamp(int(shown[:-1]), 0, 10) == int(shown[:-1])
+
+
+def test_inside():
+    assert clamp(5, 0, 10) == 5
+'''
+
+
+@pytest.mark.slow
+def test_a_round_trip_task_is_witnessed_by_values_and_the_forger_earns_nothing(tmp_path):
+    f2p = ("tests/test_mod.py::test_show[15-10!]", "tests/test_mod.py::test_show[12-10!]")
+    root = write_task(tmp_path / "round-trip", tests=CLAMP_ROUND_TRIP, f2p=f2p,
+                      p2p=("tests/test_mod.py::test_show[5-5!]",
+                           "tests/test_mod.py::test_back[15-10!]",
+                           "tests/test_mod.py::test_inside"))
+    task = load_task(root)
+    assert all(grader.value_sealed(task).values()) is False  # gold not recorded yet
+    with PatchGrader() as g:
+        noop = g.grade(task, "")
+        gold = g.grade(task, task.solution_patch.read_text())
+        forged = g.grade(task, _diff(task, _buggy(task) + "\n" + payloads.SELECTIVE))
+    assert gold.resolved, (gold.tests, gold.test_output[-2000:])
+    assert noop.reward == 0.0 and set(f2p) <= set(noop.strongly_failed), noop.sealed_failures
+    assert forged.infra_error is None and forged.reward <= noop.reward, forged.tests
+    assert set(f2p) <= set(forged.sealed_failures)
+    assert all(grader.value_sealed(task).values())  # with gold's values recorded
