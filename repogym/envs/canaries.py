@@ -216,7 +216,8 @@ def _indent(line: str) -> str:
 
 def add_canaries(text: str, rel: str, rng: random.Random, *, rename: bool = True,
                  seal: bool = False, helpers: dict[str, set[str]] | None = None,
-                 focus: str | None = None) -> tuple[str, Masked]:
+                 focus: str | None = None, listed: Iterable[str] = ()
+                 ) -> tuple[str, Masked]:
     """``text`` masked: tests renamed (unless ``rename`` is False), assertions sealed (with
     ``seal``; :mod:`repogym.envs.seal`) and canaries added.
 
@@ -227,6 +228,8 @@ def add_canaries(text: str, rel: str, rng: random.Random, *, rename: bool = True
     ``helpers`` maps a test module's name to its equality helpers (calls to one imported
     from there are sealed like the assertion it makes). ``focus`` (the task's node id of a
     test function of :attr:`Masked.focusable`) plants the file for a run of that test alone.
+    ``listed`` are the task's node ids of the file's tests (how parametrize tables whose
+    cells the grader cannot compute are read).
     """
     masked = Masked()
     try:
@@ -241,9 +244,15 @@ def add_canaries(text: str, rel: str, rng: random.Random, *, rename: bool = True
     footer = ""
     if seal:
         back = {old: new for new, old in masked.renamed.items()}
+        cases: dict[str, list[str]] = {}
+        for node_id in listed:
+            head, sep, params = node_id.partition("[")
+            if sep:
+                cases.setdefault(back.get(head, head), []).append(params.removesuffix("]"))
         text, sealed = sl.seal_file(text, tree, rel, rng, taken,
                                     helpers=_imported_helpers(tree, helpers or {}), gold=True,
-                                    focus=back.get(focus, focus) if focus else None)
+                                    focus=back.get(focus, focus) if focus else None,
+                                    listed=cases)
         masked.seals, masked.checks, footer = sealed.seals, sealed.checks_by_test, sealed.footer
         masked.case_ids = sealed.case_ids
         masked.focusable = [masked.renamed.get(i, i) for i in sealed.focusable]
@@ -312,6 +321,7 @@ def plant(files: dict[str, Path], dest: Path, node_ids: Iterable[str], rng: rand
     run of those tests alone: their files are planted for them, and only those files'
     canaries are kept (the run collects no other file).
     """
+    node_ids = list(node_ids)
     holding = {n.split("::", 1)[0] for n in node_ids}
     focus_in = {f.split("::", 1)[0]: f for f in focus}
     helpers = helpers_by_module(files)
@@ -324,7 +334,8 @@ def plant(files: dict[str, Path], dest: Path, node_ids: Iterable[str], rng: rand
             continue
         text, masked = add_canaries(src.read_text(encoding="utf-8", errors="surrogateescape"),
                                     rel, rng, rename=rename, seal=True, helpers=helpers,
-                                    focus=focus_in.get(rel))
+                                    focus=focus_in.get(rel),
+                                    listed=[n for n in node_ids if n.split("::", 1)[0] == rel])
         target.write_text(text, encoding="utf-8", errors="surrogateescape")
         out.focusable += masked.focusable
         if focus_in and rel not in focus_in:

@@ -38,7 +38,7 @@ import dataclasses
 import importlib
 import random
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 
 from repogym.envs.launcher import canon
 
@@ -621,11 +621,20 @@ def shared_tables(tree: ast.Module, pytest_names: set[str]) -> dict[str, ast.exp
     return tables
 
 
+#: A table cell whose value the grader cannot compute (an object of the package's, a
+#: constant it imports): its id is read from the task's listed ids (:func:`_matched_ids`).
+_UNKNOWN = object()
+
+
 def _table(fn: ast.FunctionDef, pytest_names: set[str], ns: dict[str, object],
-           shared: dict[str, ast.expr] | None = None) -> _Table | None:
+           shared: dict[str, ast.expr] | None = None,
+           listed: Collection[str] = ()) -> _Table | None:
     """The test's one parametrize table, if it has exactly one, written as a literal list
-    of rows of values the grader can compute (their ids are then pytest's own), in the
-    decorator or as a module constant (:func:`shared_tables`)."""
+    of rows, in the decorator or as a module constant (:func:`shared_tables`). Row ids are
+    pytest's own, computed from the values the grader can compute; where a row has a cell
+    it cannot (``datetime(..., tzinfo=FixedOffset(4))``, ``FORMAT + "T"``), from the
+    ``listed`` ids (the task's, of this function's cases), each row matched to exactly one.
+    """
     decs = [d for d in fn.decorator_list
             if isinstance(d, ast.Call) and _is_parametrize(d.func, pytest_names)]
     if len(decs) != 1 or len(decs[0].args) != 2 or any(
@@ -660,10 +669,13 @@ def _table(fn: ast.FunctionDef, pytest_names: set[str], ns: dict[str, object],
     values = []
     for row in rows:
         cells = [_value(c, ns, set()) for c in row]
-        if not all(ok for ok, _ in cells):
-            return None
-        values.append([v for _, v in cells])
-    if ids_node is None:
+        values.append([v if ok else _UNKNOWN for ok, v in cells])
+    unknown = any(v is _UNKNOWN for row in values for v in row)
+    if unknown and (ids_node is not None or not listed):
+        return None
+    if unknown:
+        ids = _matched_ids(names, values, single, listed)
+    elif ids_node is None:
         ids = _pytest_ids(names, values, single)
     else:  # the table names its rows itself
         ok, ids = _literal(ids_node)
@@ -673,6 +685,35 @@ def _table(fn: ast.FunctionDef, pytest_names: set[str], ns: dict[str, object],
         ids = list(ids)
     return _Table(names, rows, values, ids, node, single, ids_node, name,
                   decs[0].args[1]) if ids else None
+
+
+def _matched_ids(names: list[str], values: list[list[object]], single: bool,
+                 listed: Collection[str]) -> list[str] | None:
+    """Row ids for a table with cells the grader cannot compute, read from the ``listed``
+    ids: pytest's id of each row with every unknown cell a wildcard, matched against them.
+    Every listed id must be matched by exactly one row, and no row may match two (a row no
+    listed id matches gets a placeholder: no listed case is its). None otherwise."""
+    marks = [[f"RGCELL{r}x{c}Z" if v is _UNKNOWN else v for c, v in enumerate(row)]
+             for r, row in enumerate(values)]
+    ids = _pytest_ids(names, marks, single)
+    if ids is None:
+        return None
+    patterns = [re.compile("".join(
+        ".+?" if re.fullmatch(r"RGCELL\d+x\d+Z", part) else re.escape(part)
+        for part in re.split(r"(RGCELL\d+x\d+Z)", i)) + r"\Z") for i in ids]
+    listed = list(dict.fromkeys(listed))
+    fits = [[x for x in listed if p.match(x)] for p in patterns]
+    taken: dict[str, int] = {}
+    for r, found in enumerate(fits):
+        if len(found) > 1:
+            return None
+        if found:
+            if found[0] in taken:
+                return None
+            taken[found[0]] = r
+    if len(taken) != len(listed):
+        return None
+    return [fits[r][0] if fits[r] else f"unlisted-{r}" for r in range(len(values))]
 
 
 def _pytest_ids(names: list[str], values: list[list[object]], single: bool
@@ -709,7 +750,8 @@ def _column_side(test: ast.expr, params: dict[str, int]) -> tuple[ast.expr, str]
 def _gold_side(test: ast.Compare, args: set[str]) -> ast.expr | None:
     """The side of ``a == b`` whose value at gold a gold check compares: the side that
     calls code when the other does not (``assert expected == f(x)`` checks ``f(x)``), else
-    not a bare name when the other is one, else the left. None when a side is a bare
+    the side that reads more than the test's arguments and literals, else not a bare name
+    when the other is one, else the left. None when a side is a bare
     argument of the test (a parameter or fixture: its value is the process's to read, so
     such a check would hold no secret), or when both sides call code (``f(x) == g(x)``:
     dropping the expected side would drop a failure it raises, and keeping it would hand
@@ -722,6 +764,14 @@ def _gold_side(test: ast.Compare, args: set[str]) -> ast.expr | None:
         return None
     if calls[0] != calls[1]:
         return sides[0] if calls[0] else sides[1]
+    # a side built of the test's arguments and literals alone is the expectation
+    # (``result == {"items": {keyword: value}}``): its value is the same at noop
+    reads = [{n.id for n in ast.walk(s) if isinstance(n, ast.Name)} for s in sides]
+    given = [bool(r) and r <= args for r in reads]
+    if given[0] != given[1]:
+        return sides[1] if given[0] else sides[0]
+    if all(given):
+        return None
     named = [isinstance(s, ast.Name) for s in sides]
     return sides[1] if named == [True, False] else sides[0]
 
@@ -847,7 +897,8 @@ def _reads(fn: ast.FunctionDef, name: str) -> bool:
 
 def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
               taken: set[str], helpers: Iterable[str] = (),
-              gold: bool = False, focus: str | None = None) -> tuple[str, Sealed]:
+              gold: bool = False, focus: str | None = None,
+              listed: dict[str, list[str]] | None = None) -> tuple[str, Sealed]:
     """``text`` with its sealable assertions replaced by sealed checks.
 
     The returned text has the same lines as ``text`` (line numbers stay true); the file must
@@ -868,7 +919,10 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
             every column the test does not read as an input (the other tests of the table
             break; that run does not judge them), and every check key is marked as this
             run's (``...:f``), so gold values of the two plantings never mix.
+        listed: Installed node id of a test function -> the parameter ids of its cases the
+            task lists (how a table with cells the grader cannot compute is read).
     """
+    listed = listed or {}
     pytest_names = _pytest_names(tree)
     helpers = set(helpers) | equality_helpers(tree)
     ns = value_names(tree)
@@ -965,7 +1019,7 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         local = _stores(fn)
         args = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)} - {self_name}
         candidates = _literal_locals(fn, ns)
-        table = _table(fn, pytest_names, ns, shared)
+        table = _table(fn, pytest_names, ns, shared, listed.get(node_id, ()))
         columns = dict(zip(table.names, range(len(table.names)))) if table else {}
         if table and table.shared and not dry:  # the columns every user leaves
             focused = focus_of.get(table.shared)
@@ -1052,7 +1106,8 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
     users: list[tuple[str, _Table]] = []
     tests = list(_tests(tree, rel))
     for name in list(shared):
-        using = [(i, f) for i, f in tests if (t := _table(f, pytest_names, ns, shared))
+        using = [(i, f) for i, f in tests if (t := _table(f, pytest_names, ns, shared,
+                                                           listed.get(i, ())))
                  and t.shared == name]
         if not using or not all(_sealable(f) for _, f in using):
             continue
@@ -1067,7 +1122,7 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         out.focusable += extra
         if focus in extra:
             fn = dict(using)[focus]
-            table = _table(fn, pytest_names, ns, shared)
+            table = _table(fn, pytest_names, ns, shared, listed.get(focus, ()))
             unread = {c for c, k in enumerate(table.names) if not _reads(fn, k)}
             allowed[name] = cols[focus] | unread
             keep_none[name] = guarded[focus]

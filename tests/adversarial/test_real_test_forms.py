@@ -360,7 +360,6 @@ def test_a_round_trip_task_is_witnessed_by_values_and_the_forger_earns_nothing(t
                            "tests/test_mod.py::test_back[15-10!]",
                            "tests/test_mod.py::test_inside"))
     task = load_task(root)
-    assert all(grader.value_sealed(task).values()) is False  # gold not recorded yet
     with PatchGrader() as g:
         noop = g.grade(task, "")
         gold = g.grade(task, task.solution_patch.read_text())
@@ -369,4 +368,22 @@ def test_a_round_trip_task_is_witnessed_by_values_and_the_forger_earns_nothing(t
     assert noop.reward == 0.0 and set(f2p) <= set(noop.strongly_failed), noop.sealed_failures
     assert forged.infra_error is None and forged.reward <= noop.reward, forged.tests
     assert set(f2p) <= set(forged.sealed_failures)
-    assert all(grader.value_sealed(task).values())  # with gold's values recorded
+    assert all(grader.value_sealed(task)[t] for t in f2p)  # gold's values recorded
+
+
+def test_an_expected_side_built_of_the_arguments_is_never_the_checked_side():
+    """``result == {"items": {keyword: value}}``: the dict is built of the table's columns
+    alone, so it is the same at noop; the check compares ``result`` (what the code
+    computed), never the dict."""
+    src = textwrap.dedent('''\
+        import pytest
+
+        @pytest.mark.parametrize("given, keyword, value", [([1], "const", 1), ([2], "enum", 2)])
+        def test_schema(given, keyword, value):
+            result = build(given)
+            assert result == {"type": "array", "items": {keyword: value}}
+        ''')
+    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(),
+                             gold=True)
+    assert [(s.line, s.gold) for s in out.seals] == [(6, True)]
+    assert "(result))" in text.splitlines()[5], text
