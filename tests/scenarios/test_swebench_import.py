@@ -17,6 +17,7 @@ from repogym.envs.grader import grade, swebench_available, swebench_tests
 from repogym.quality.validate import validate_task
 from repogym.sandbox import make_sandbox
 from repogym.sandbox.workspace import TemplateCache
+from repogym.scenarios.importing import task_kind
 from repogym.scenarios.swebench import InstanceError, hidden_tests_dest, import_instance
 from repogym.scenarios.task import load_task
 
@@ -270,6 +271,7 @@ def test_r2e_gym_row_with_generated_tests(family, tmp_path):
                                                "r2e_tests/test_1.py::test_divide"}
     # r2e_tests/ is not a test folder by name: tests_dest is the root, test files guarded
     assert task.verifier.tests_dest == "."
+    assert task_kind(folder) == "r2e"
     assert (folder / "tests" / "r2e_tests" / "test_1.py").is_file()
     assert MARKER in task.solution_patch.read_text()
     assert "tests/test_calc.py" not in task.solution_patch.read_text()  # code only
@@ -434,6 +436,7 @@ def test_non_pytest_instance_imports_and_grades_with_swebenchs_parser(runner_row
     vendored = folder / "tests" / "_repogym_swebench" / "swebench"
     assert (vendored / "harness" / "log_parsers" / "python.py").is_file()
     assert (vendored / "LICENSE").is_file()
+    assert task_kind(folder) == "swebench-log"  # `repogym tasks --quality` says log-graded
     task, checks = _validates(folder)
     assert checks["gold"].reward == 1.0 and checks["noop"].reward == 0.0
     f2p = task.verifier.fail_to_pass[0]
