@@ -64,7 +64,7 @@ def value_column(task, info: dict | None) -> str:
 
 
 def kind_column(task) -> str:
-    """``swebench-log (log-graded: code the agent changed prints the log)``: the task's kind
+    """``swebench-log (log-graded: a forger can print passes)``: the task's kind
     by its importer and what the grader can vouch for in it."""
     from repogym.scenarios.importing import KIND_NOTES, task_kind
 

@@ -16,8 +16,12 @@ imports like this:
 - ``tests/`` (``test.sh`` and what it uses) are the hidden tests, with one generated
   pytest file, ``test_harbor_reward.py``, that runs ``bash /tests/test.sh`` in the working
   directory as Harbor's verifier does and reads the reward it writes
-  (``/logs/verifier/reward.json``, else ``reward.txt``). Its test ``k`` passes when the
-  reward is at least ``k/100``: ``reward_mode="partial"`` gives Harbor's reward to 1/100
+  (``/logs/verifier/reward.json``, else ``reward.txt``; only the files test.sh names, see
+  :func:`reward_files`). Nothing test.sh's tree started outlives it (the generated test is
+  the tree's subreaper and kills its orphans), and a test.sh killed or timed out scores 0:
+  code test.sh runs, which imports the agent's, cannot plant a reward file test.sh does not
+  write nor overwrite the one it wrote (docs/grading.md, "Imported tasks", says what it
+  still can). Its test ``k`` passes when the reward is at least ``k/100``: ``reward_mode="partial"`` gives Harbor's reward to 1/100
   (partial rewards are kept), ``binary`` is 1 exactly when the reward is 1.
 
 Grading needs the task's image: ``sandbox="docker"`` with ``sandbox_options={"image":

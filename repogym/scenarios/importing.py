@@ -202,7 +202,7 @@ KIND_NOTES = {
     "swebench": "pytest: value-sealed",
     "swesmith": "pytest: value-sealed",
     "r2e": "pytest: value-sealed",
-    "swebench-log": "log-graded: code the agent changed prints the log",
+    "swebench-log": "log-graded: a forger can print passes",
     "harbor": "test.sh's reward: a forger in its pytest earns it",
     "repogym": "pytest: value-sealed",
 }
