@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -545,3 +546,10 @@ def test_what_remains_a_log_printer_forges_a_log_graded_task(runner_rows, tmp_pa
     finally:
         templates.close()
     assert got == {"noop": 0.0, "printer": 1.0}
+    listing = subprocess.run([sys.executable, "-m", "repogym.cli", "tasks", "--quality",
+                              "--dir", str(task.path)], capture_output=True, text=True,
+                             check=False, env={**os.environ, "COLUMNS": "300"})
+    assert listing.returncode == 0, listing.stderr
+    [row] = [line for line in listing.stdout.splitlines() if f"{task.id}-v0" in line]
+    assert "swebench-log (log-graded: a forger can print" in row  # the cell may fold
+    assert "0/1 (the runner's output)" in row  # its seals hold what the runner printed
