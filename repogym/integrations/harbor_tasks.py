@@ -485,11 +485,23 @@ def _probe(harbor: HarborTask, dest: Path, image: str, base_url: str | None) -> 
     if run.exit_code != 0:
         notes.append(f"solution/solve.sh exited {run.exit_code} in the sandbox: "
                      f"{run.output.strip()[-300:]}")
+    return Probe(diff, noop, oracle, notes + reward_notes(noop, oracle))
+
+
+def reward_notes(noop: float | None, oracle: float | None) -> list[str]:
+    """What the rewards test.sh wrote at import time say about the task (for
+    ``[harbor].missing``): an oracle under 1.0, and a test.sh that wrote no reward file on
+    the unchanged repository (code it runs could plant one that would stand)."""
+    notes = []
     if oracle != 1.0:
         notes.append(f"the oracle (solve.sh, then tests/test.sh in the same sandbox) scores "
                      f"{oracle} here, not 1.0" + ("" if oracle is not None else
                                                   ": test.sh wrote no readable reward file"))
-    return Probe(diff, noop, oracle, notes)
+    if noop is None:
+        notes.append("tests/test.sh wrote no reward file on the unchanged repository: where "
+                     "it writes none, a reward file that code it runs (the agent's) wrote "
+                     "stands. Fix: make test.sh write its reward on every path (a 0 first)")
+    return notes
 
 
 def _task_toml(harbor: HarborTask, image: harbor_image.TaskImage, ids: list[str],

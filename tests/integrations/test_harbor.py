@@ -400,3 +400,14 @@ def test_code_test_sh_imports_cannot_write_the_reward(docker_engine, tmp_path):
     finally:
         templates.close()
     assert got == {"noop": 0.0, "attack": 0.0, "gold": 1.0}
+
+
+def test_a_test_sh_that_writes_no_reward_at_noop_is_noted():
+    """Where test.sh writes no reward file (a `set -e` script stopping at the failing test),
+    a file planted by code it ran would stand: the import says so in [harbor].missing."""
+    from repogym.integrations.harbor_tasks import reward_notes
+
+    assert reward_notes(0.0, 1.0) == []
+    [note] = reward_notes(None, 1.0)
+    assert "wrote no reward file on the unchanged repository" in note and "Fix:" in note
+    assert len(reward_notes(None, None)) == 2
