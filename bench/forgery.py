@@ -14,7 +14,7 @@ run is 0 in all of them).
 Tasks: the built-ins, then every task of every suite fetched and validated here (under the
 suite cache root, ``repogym.scenarios.suites``); ``--suite builtin`` or ``--suite realpy``
 keeps one; ``--dir`` (repeatable) attacks the task folders under a folder instead (imported
-tasks, say). Prints one row per cell (task, mode, attack) where some grading earned more than
+tasks, say; an imported Harbor task grades in its own image on the docker backend). Prints one row per cell (task, mode, attack) where some grading earned more than
 noop, with the largest reward and noop's; then the number of such cells per attack, their
 total and the wall time. Exit status 1 when any cell beats noop (the target is none).
 """
@@ -27,6 +27,7 @@ import time
 from collections import Counter
 
 from repogym.envs import grader
+from repogym.integrations.harbor_tasks import harbor_meta
 from repogym.quality.adversarial import ATTACKS, Attack
 from repogym.quality.pool import grading_pool
 from repogym.quality.validate import PatchGrader
@@ -102,9 +103,19 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     over: list[tuple[str, str, str, float, float]] = []
     errors: list[str] = []
+    harbor_graders: dict[str, PatchGrader] = {}  # image -> its grader (docker)
+
+    def grader_of(task: Task, default: PatchGrader) -> PatchGrader:
+        """An imported Harbor task grades in its own image on the docker backend."""
+        image = harbor_meta(task).get("image")
+        if not image:
+            return default
+        return harbor_graders.setdefault(image, PatchGrader("docker", {"image": image}))
+
     with PatchGrader() as patch_grader, grading_pool(args.workers) as pool:
         def one(task: Task, diff: str, timeout_s: float | None) -> dict[str, float]:
-            res = patch_grader.grade(task, diff, mode="partial", timeout_s=timeout_s)
+            res = grader_of(task, patch_grader).grade(task, diff, mode="partial",
+                                                      timeout_s=timeout_s)
             if res.infra_error:
                 errors.append(f"{task.id}: {res.infra_error}")
             return rewards(res, task)
@@ -129,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             for task_id, m, name, got, base in found:
                 print(f"{task_id:40s} {m:8s} {name:26s} {got:6.3f} {base:5.3f}", flush=True)
             over += found
+    for g in harbor_graders.values():
+        g.close()
     per_attack = Counter(name for _, _, name, _, _ in over)
     per_mode = Counter(m for _, m, _, _, _ in over)
     tasks_hit = {t for t, *_ in over}
