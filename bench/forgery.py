@@ -1,7 +1,7 @@
 """Every forger of the attack library against the built-ins and every fetched suite task.
 
-Usage: python bench/forgery.py [--suite NAME] [--tasks a,b] [--limit N] [--workers 2]
-       [--attacks forger,reader-forgery-hooks] [--modes binary,partial,f2p] [--gradings 1]
+Usage: python bench/forgery.py [--suite NAME] [--dir FOLDER] [--tasks a,b] [--limit N]
+       [--workers 2] [--attacks forger,reader-forgery-hooks] [--modes binary,partial,f2p] [--gradings 1]
 
 The forgers are the attacks of kind ``forgery`` in :mod:`repogym.quality.adversarial`
 (payloads in repogym/envs/attacks/). Each is planted the way the library plants it
@@ -13,7 +13,8 @@ run is 0 in all of them).
 
 Tasks: the built-ins, then every task of every suite fetched and validated here (under the
 suite cache root, ``repogym.scenarios.suites``); ``--suite builtin`` or ``--suite realpy``
-keeps one. Prints one row per cell (task, mode, attack) where some grading earned more than
+keeps one; ``--dir`` (repeatable) attacks the task folders under a folder instead (imported
+tasks, say; an imported Harbor task grades in its own image on the docker backend). Prints one row per cell (task, mode, attack) where some grading earned more than
 noop, with the largest reward and noop's; then the number of such cells per attack, their
 total and the wall time. Exit status 1 when any cell beats noop (the target is none).
 """
@@ -26,13 +27,14 @@ import time
 from collections import Counter
 
 from repogym.envs import grader
+from repogym.integrations.harbor_tasks import harbor_meta
 from repogym.quality.adversarial import ATTACKS, Attack
 from repogym.quality.pool import grading_pool
 from repogym.quality.validate import PatchGrader
 from repogym.sandbox.workspace import make_diff
 from repogym.scenarios import suites
 from repogym.scenarios.registry import builtin_tasks
-from repogym.scenarios.task import Task
+from repogym.scenarios.task import Task, find_task_dirs, load_task
 
 FORGERS = [a for a in ATTACKS if a.kind == "forgery"]
 
@@ -64,8 +66,11 @@ def fetched_tasks(only: str | None) -> list[Task]:
 
 
 def select(args: argparse.Namespace) -> list[Task]:
-    tasks = list(builtin_tasks()) if args.suite in (None, "builtin") else []
-    if args.suite != "builtin":
+    if args.dir:
+        tasks = [load_task(f) for d in args.dir for f in find_task_dirs(d)]
+    else:
+        tasks = list(builtin_tasks()) if args.suite in (None, "builtin") else []
+    if args.suite != "builtin" and not args.dir:
         tasks += fetched_tasks(args.suite)
     if args.tasks:
         wanted = set(args.tasks.split(","))
@@ -76,6 +81,8 @@ def select(args: argparse.Namespace) -> list[Task]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--suite", help="'builtin' or a fetched suite's name (default: all)")
+    p.add_argument("--dir", action="append", default=[],
+                   help="attack the task folders under this folder instead (repeatable)")
     p.add_argument("--tasks", default="", help="comma-separated task ids")
     p.add_argument("--limit", type=int, default=0, help="at most this many tasks")
     p.add_argument("--workers", type=int, default=2)
@@ -96,9 +103,19 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     over: list[tuple[str, str, str, float, float]] = []
     errors: list[str] = []
+    harbor_graders: dict[str, PatchGrader] = {}  # image -> its grader (docker)
+
+    def grader_of(task: Task, default: PatchGrader) -> PatchGrader:
+        """An imported Harbor task grades in its own image on the docker backend."""
+        image = harbor_meta(task).get("image")
+        if not image:
+            return default
+        return harbor_graders.setdefault(image, PatchGrader("docker", {"image": image}))
+
     with PatchGrader() as patch_grader, grading_pool(args.workers) as pool:
         def one(task: Task, diff: str, timeout_s: float | None) -> dict[str, float]:
-            res = patch_grader.grade(task, diff, mode="partial", timeout_s=timeout_s)
+            res = grader_of(task, patch_grader).grade(task, diff, mode="partial",
+                                                      timeout_s=timeout_s)
             if res.infra_error:
                 errors.append(f"{task.id}: {res.infra_error}")
             return rewards(res, task)
@@ -123,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             for task_id, m, name, got, base in found:
                 print(f"{task_id:40s} {m:8s} {name:26s} {got:6.3f} {base:5.3f}", flush=True)
             over += found
+    for g in harbor_graders.values():
+        g.close()
     per_attack = Counter(name for _, _, name, _, _ in over)
     per_mode = Counter(m for _, m, _, _, _ in over)
     tasks_hit = {t for t, *_ in over}

@@ -3,7 +3,8 @@
 ``--quality`` adds what makes a task's verifier trustworthy: the share of its listed tests that
 are sealed (their verdict needs hidden expected values), its decoys and the mutation
 score stored by ``repogym validate --mutation`` for this exact task version, with the
-median and minimum over the listed tasks.
+median and minimum over the listed tasks; and the task's kind (by its importer) with what the
+grader can vouch for in it (docs/grading.md, "Imported tasks").
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def quality_line(scores: dict[str, float | None]) -> str:
 
 def value_column(task, info: dict | None) -> str:
     """``witnessed/f2p`` as the suite fetch measured it (a value seal showed the test's
-    failure at noop), else ``≤sealed/f2p`` from the planted seals; ``withheld`` marks a
+    failure at noop), else ``≤sealed/f2p`` from the planted seals (``0/f2p`` for a kind
+    graded from a runner's output, which code the agent changed writes); ``withheld`` marks a
     suite task under the floor."""
     from repogym.envs.grader import value_sealed
     from repogym.scenarios.suites import withheld_reason
@@ -53,8 +55,21 @@ def value_column(task, info: dict | None) -> str:
     if seals.get("f2p"):
         held = " withheld" if withheld_reason(info) else ""
         return f"{seals.get('witnessed', 0)}/{seals['f2p']}{held}"
+    from repogym.scenarios.importing import OUTPUT_GRADED, task_kind
+
     found = value_sealed(task)
+    if task_kind(task.path) in OUTPUT_GRADED:  # a seal there holds what the agent's code printed
+        return f"0/{len(found)} (the runner's output)"
     return f"≤{sum(found.values())}/{len(found)}"
+
+
+def kind_column(task) -> str:
+    """``swebench-log (log-graded: a forger can print passes)``: the task's kind
+    by its importer and what the grader can vouch for in it."""
+    from repogym.scenarios.importing import KIND_NOTES, task_kind
+
+    kind = task_kind(task.path)
+    return f"{kind} ({KIND_NOTES[kind]})"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,8 +102,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     tasks.sort(key=lambda t: (t.split, t.id))
     table = Table(title=f"{len(tasks)} tasks")
-    cols = (["env id", "split", "tests (f2p/p2p)", "sealed", "f2p by a value seal", "decoys",
-             "mutation score", "adversarial"]
+    cols = (["env id", "split", "kind", "tests (f2p/p2p)", "sealed", "f2p by a value seal",
+             "decoys", "mutation score", "adversarial"]
             if args.quality
             else ["env id", "split", "tags", "tests (f2p/p2p)", "max steps"])
     for col in cols:
@@ -111,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         coverage = seal_coverage(t)
         sealed = sum(1 for n in coverage.values() if n)
         sealed_shares[t.id] = sealed / max(len(coverage), 1)
-        table.add_row(t.env_id, t.split, tests, f"{sealed}/{len(coverage)}",
+        table.add_row(t.env_id, t.split, kind_column(t), tests, f"{sealed}/{len(coverage)}",
                       value_column(t, measured.get(t.id)), str(len(t.decoys)),
                       "-" if report is None else escape(report.summary()),
                       escape(adversarial_summary(adversarial.cached_report(t))))

@@ -36,6 +36,7 @@ from repogym.quality.leaks import scan as scan_leaks
 from repogym.quality.pool import grading_pool
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.workspace import TemplateCache
+from repogym.scenarios.importing import OUTPUT_GRADED, task_kind
 from repogym.scenarios.task import Task
 
 Kind = Literal["noop", "gold", "alternative", "decoy", "rerun"]
@@ -381,7 +382,9 @@ def _finish(task: Task, report: TaskReport) -> None:
     report.sealed = (sum(1 for n in coverage.values() if n), len(coverage))
     noop = next((c for c in report.checks if c.kind == "noop" and c.tests), None)
     f2p = task.verifier.fail_to_pass
-    if noop is not None:
+    if noop is not None and task_kind(task.path) in OUTPUT_GRADED:
+        report.witnessed = (0, len(f2p))  # a seal there holds output the agent's code writes
+    elif noop is not None:
         report.witnessed = (sum(1 for t in f2p if t in noop.sealed_failures), len(f2p))
         report.strongly = sum(1 for t in f2p if t in noop.strongly_failed)
 

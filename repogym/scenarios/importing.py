@@ -194,3 +194,40 @@ def staged_task(out: Path, task_id: str) -> Iterator[Path]:
         os.rename(stage / task_id, dest)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+#: What the grader can vouch for, per kind of imported task (``repogym tasks --quality``;
+#: docs/grading.md, "Imported tasks", has the measured figures).
+KIND_NOTES = {
+    "swebench": "pytest: value-sealed",
+    "swesmith": "pytest: value-sealed",
+    "r2e": "pytest: value-sealed",
+    "swebench-log": "log-graded: a forger can print passes",
+    "harbor": "test.sh's reward: a forger in its pytest earns it",
+    "repogym": "pytest: value-sealed",
+}
+#: Kinds graded from what a runner printed or wrote (a log, test.sh's reward file): a value
+#: seal in their generated pytest file holds that output, which code the agent changed writes.
+OUTPUT_GRADED = frozenset({"swebench-log", "harbor"})
+
+
+def task_kind(task_dir: Path) -> str:
+    """The kind of the task folder ``task_dir`` by its importer: ``harbor`` (a Harbor task
+    graded by its own test.sh), ``swebench-log`` (a non-pytest SWE-bench row graded from its
+    runner's log), ``swebench``, ``swesmith`` or ``r2e`` (pytest rows), else ``repogym``
+    (built-in, authored or synthesised). A key of :data:`KIND_NOTES`."""
+    import tomllib
+
+    try:
+        data = tomllib.loads((Path(task_dir) / "task.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return "repogym"
+    if isinstance(data.get("harbor"), dict):
+        return "harbor"
+    meta = data.get("swebench")
+    if isinstance(meta, dict):
+        if meta.get("log_parser"):
+            return "swebench-log"
+        tags = data.get("tags") or []
+        return tags[0] if tags and tags[0] in ("swebench", "swesmith", "r2e") else "swebench"
+    return "repogym"

@@ -336,3 +336,78 @@ def test_offline_builds_name_the_step_that_needs_the_network(docker_engine, tmp_
                                          r"cannot be pulled"):
         import_task(copies, tmp_path / "out", base_url=docker_engine.base_url)
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+# Code test.sh imports writes reward 1 into both of Harbor's reward files at import, and
+# leaves a process (holding test.sh's output pipe) that rewrites them after test.sh wrote its own.
+REWARD_WRITER = '''
+
+def _reward_writer():
+    import json, os, time
+    d = "/logs/verifier"
+
+    def plant():
+        for name, text in (("reward.json", json.dumps({"reward": 1.0})), ("reward.txt", "1\\n")):
+            try:
+                with open(os.path.join(d, name), "w") as f:
+                    f.write(text)
+            except OSError:
+                pass
+
+    plant()
+    if os.fork() == 0:
+        os.setsid()
+        for _ in range(3000):
+            plant()
+            time.sleep(0.002)
+        os._exit(0)
+
+
+_reward_writer()
+'''
+TEST_SH_TXT = """#!/bin/bash
+cd /app
+python3 -m pytest -q -p no:cacheprovider /tests/test_calc.py
+if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+"""
+
+
+@pytest.mark.docker
+def test_code_test_sh_imports_cannot_write_the_reward(docker_engine, tmp_path):
+    """Harbor's usual test.sh (reward.txt from pytest's exit code): an agent patch whose
+    module writes reward 1 to both reward files, at import and from a process that outlives
+    pytest, scores what the unchanged repository scores."""
+    from repogym.envs.grader import grade
+    from repogym.integrations.harbor_tasks import sandbox_options
+    from repogym.sandbox import make_sandbox
+    from repogym.sandbox.workspace import TemplateCache, make_diff
+
+    folder = harbor_task(tmp_path / "harbor", "calc-txt", dockerfile="FROM python:3.11-slim\n"
+                         "WORKDIR /app\nCOPY app/ /app/\n", files={
+                             "environment/app/calc.py": CALC, "solution/solve.sh": SOLVE,
+                             "tests/test.sh": TEST_SH_TXT, "tests/test_calc.py": TEST_CALC,
+                             "instruction.md": "divide(1, 0) must raise ValueError.\n"})
+    task = import_task(folder, tmp_path / "out", base_url=docker_engine.base_url)
+    attack = make_diff(task.repo_dir, {"calc.py": CALC + REWARD_WRITER})
+    templates = TemplateCache()
+    try:
+        factory = lambda spec: make_sandbox("docker", spec, base_url=docker_engine.base_url,
+                                            **sandbox_options(task))
+        got = {name: grade(task, templates.get(task.repo_dir), diff, mode="partial",
+                           make_sandbox=factory).reward
+               for name, diff in (("noop", ""), ("attack", attack),
+                                  ("gold", task.solution_patch.read_text()))}
+    finally:
+        templates.close()
+    assert got == {"noop": 0.0, "attack": 0.0, "gold": 1.0}
+
+
+def test_a_test_sh_that_writes_no_reward_at_noop_is_noted():
+    """Where test.sh writes no reward file (a `set -e` script stopping at the failing test),
+    a file planted by code it ran would stand: the import says so in [harbor].missing."""
+    from repogym.integrations.harbor_tasks import reward_notes
+
+    assert reward_notes(0.0, 1.0) == []
+    [note] = reward_notes(None, 1.0)
+    assert "wrote no reward file on the unchanged repository" in note and "Fix:" in note
+    assert len(reward_notes(None, None)) == 2

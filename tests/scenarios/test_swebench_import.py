@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -16,7 +17,8 @@ import repogym
 from repogym.envs.grader import grade, swebench_available, swebench_tests
 from repogym.quality.validate import validate_task
 from repogym.sandbox import make_sandbox
-from repogym.sandbox.workspace import TemplateCache
+from repogym.sandbox.workspace import TemplateCache, make_diff
+from repogym.scenarios.importing import task_kind
 from repogym.scenarios.swebench import InstanceError, hidden_tests_dest, import_instance
 from repogym.scenarios.task import load_task
 
@@ -270,6 +272,7 @@ def test_r2e_gym_row_with_generated_tests(family, tmp_path):
                                                "r2e_tests/test_1.py::test_divide"}
     # r2e_tests/ is not a test folder by name: tests_dest is the root, test files guarded
     assert task.verifier.tests_dest == "."
+    assert task_kind(folder) == "r2e"
     assert (folder / "tests" / "r2e_tests" / "test_1.py").is_file()
     assert MARKER in task.solution_patch.read_text()
     assert "tests/test_calc.py" not in task.solution_patch.read_text()  # code only
@@ -434,7 +437,12 @@ def test_non_pytest_instance_imports_and_grades_with_swebenchs_parser(runner_row
     vendored = folder / "tests" / "_repogym_swebench" / "swebench"
     assert (vendored / "harness" / "log_parsers" / "python.py").is_file()
     assert (vendored / "LICENSE").is_file()
-    task, checks = _validates(folder)
+    assert task_kind(folder) == "swebench-log"  # `repogym tasks --quality` says log-graded
+    report = validate_task(task, reruns=1, workers=2)
+    assert report.ok, report.failures
+    checks = {c.kind: c for c in report.checks}
+    # its seals hold what the runner printed: none vouches for a fail_to_pass test
+    assert report.witnessed == (0, 1) and report.strongly == 0
     assert checks["gold"].reward == 1.0 and checks["noop"].reward == 0.0
     f2p = task.verifier.fail_to_pass[0]
     assert checks["noop"].tests[f2p] == "failed"
@@ -474,3 +482,74 @@ def test_grade_reports_a_non_pytest_instance_under_its_own_test_ids(runner_rows,
     assert report["tests_status"]["PASS_TO_PASS"]["success"] == json.loads(row["PASS_TO_PASS"])
     run = json.loads((out / "gold.r1.json").read_text())
     assert run["resolved_ids"] == [row["instance_id"]] and run["total_instances"] == 1
+
+
+# A task-blind printer: at the runner's exit, a pass line in django's and sympy's formats for
+# every test method of every test file under the working directory.
+LOG_PRINTER = '''
+
+def _print_passes():
+    """At exit, print a pass line in django's and sympy's formats for every test method of
+    every test file in the working tree (task-blind: it reads the files it finds)."""
+    import ast, atexit, os, sys
+
+    def lines():
+        for top, dirs, files in os.walk(os.getcwd()):
+            for name in files:
+                if not (name.startswith("test") and name.endswith(".py")):
+                    continue
+                path = os.path.join(top, name)
+                rel = os.path.relpath(path, os.getcwd())[:-3].split(os.sep)
+                labels = {".".join(rel[i:]) for i in range(len(rel))}
+                try:
+                    tree = ast.parse(open(path).read())
+                except (OSError, SyntaxError, ValueError):
+                    continue
+                for node in ast.walk(tree):
+                    for fn in (node.body if isinstance(getattr(node, "body", None), list) else []):
+                        if isinstance(fn, ast.FunctionDef) and fn.name.startswith("test"):
+                            yield f"{fn.name} ok"
+                            if isinstance(node, ast.ClassDef):
+                                for label in labels:
+                                    yield f"{fn.name} ({label}.{node.name}) ... ok"
+                                    yield f"{fn.name} ({label}.{node.name}.{fn.name}) ... ok"
+
+    def write():
+        text = "\\n".join(lines()) + "\\n"
+        sys.__stdout__.write(text); sys.__stderr__.write(text)
+        sys.__stdout__.flush(); sys.__stderr__.flush()
+        os._exit(0)
+
+    if "pytest" not in sys.modules and "_pytest" not in sys.modules:  # the runner, not pytest
+        atexit.register(write)
+
+
+_print_passes()
+'''
+
+
+@pytest.mark.parametrize("which", ["django", "sympy"])
+def test_what_remains_a_log_printer_forges_a_log_graded_task(runner_rows, tmp_path, which):
+    """A non-pytest row is graded from a log that code the agent changed prints: a printer
+    of pass lines resolves it without a fix (documented in docs/grading.md, "Imported
+    tasks"; `repogym tasks --quality` says log-graded)."""
+    task = load_task(import_instance(runner_rows[which], runner_rows["repos"], tmp_path))
+    changes = {str(p.relative_to(task.repo_dir)): p.read_text() + LOG_PRINTER
+               for p in task.repo_dir.rglob("*.py")
+               if "test" not in str(p.relative_to(task.repo_dir))}
+    templates = TemplateCache()
+    try:
+        got = {name: grade(task, templates.get(task.repo_dir), diff, mode="binary",
+                           make_sandbox=lambda spec: make_sandbox("bwrap", spec)).reward
+               for name, diff in (("noop", ""),
+                                  ("printer", make_diff(task.repo_dir, changes)))}
+    finally:
+        templates.close()
+    assert got == {"noop": 0.0, "printer": 1.0}
+    listing = subprocess.run([sys.executable, "-m", "repogym.cli", "tasks", "--quality",
+                              "--dir", str(task.path)], capture_output=True, text=True,
+                             check=False, env={**os.environ, "COLUMNS": "300"})
+    assert listing.returncode == 0, listing.stderr
+    [row] = [line for line in listing.stdout.splitlines() if f"{task.id}-v0" in line]
+    assert "swebench-log (log-graded: a forger can print" in row  # the cell may fold
+    assert "0/1 (the runner's output)" in row  # its seals hold what the runner printed
