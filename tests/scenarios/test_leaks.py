@@ -105,3 +105,35 @@ def test_an_in_check_is_found_in_its_own_form(tmp_path):
     folder = write_task(tmp_path / "in-task", tests=tests)
     (folder / "repo" / "README.md").write_text("# mod\n\n``clamp(15, 0, 10) in (10, 10.0)``\n")
     assert _found(scan(load_task(folder))) == {(5, "repo/README.md", 3, "assertion")}
+
+
+def test_an_assertion_between_names_states_no_value(tmp_path):
+    """``result == expected`` in the reproduction says nothing about a gold check written
+    ``assert result == expected`` in a test: only a value's text is looked for."""
+    tests = '''\
+from mod import clamp
+
+
+class Box:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return isinstance(other, Box) and other.v == self.v
+
+
+def test_upper():
+    expected = Box(10)
+    result = Box(clamp(15, 0, 10))
+    assert result == expected
+
+
+def test_inside():
+    assert clamp(5, 0, 10) == 5
+'''
+    folder = write_task(tmp_path / "names", tests=tests)
+    (folder / "reproduction.py").write_text(
+        "from mod import clamp\nresult = clamp(15, 0, 10)\nexpected = 10\n"
+        "assert result == expected\n")
+    task = load_task(folder)
+    assert scan(task) == []
