@@ -578,10 +578,12 @@ class _Table:
     values_node: ast.expr
     single: bool
     ids_node: ast.expr | None = None  # the table's own ``ids=[...]``
-    #: A module constant the table is (``@parametrize("a, b", CASES)``): its name, and the
-    #: name's place in the decorator.
-    shared: str | None = None
+    #: The module constants the table is (``@parametrize("a, b", CASES)``, or ``A + B``):
+    #: their names, and the reference's place in the decorator.
+    shared: tuple[str, ...] = ()
     ref_node: ast.expr | None = None
+    #: Each constant's literal and its rows' span in ``rows``: (name, node, start, end).
+    parts: list[tuple[str, ast.expr, int, int]] = dataclasses.field(default_factory=list)
 
 
 def _is_parametrize(node: ast.expr, pytest_names: set[str]) -> bool:
@@ -594,10 +596,20 @@ def _is_parametrize(node: ast.expr, pytest_names: set[str]) -> bool:
         (isinstance(mark, ast.Name) and mark.id == "mark" and "from:mark" in pytest_names)
 
 
+def _table_names(node: ast.expr) -> list[ast.Name] | None:
+    """The names of a table argument that is a name or a sum of names (``A + B``)."""
+    if isinstance(node, ast.Name):
+        return [node]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _table_names(node.left), _table_names(node.right)
+        return left + right if left is not None and right is not None else None
+    return None
+
+
 def shared_tables(tree: ast.Module, pytest_names: set[str]) -> dict[str, ast.expr]:
     """Module constants that are parametrize tables and nothing else: name -> its literal
-    list or tuple of rows, for a name bound once at module level whose every use is the
-    table argument of a test's ``@pytest.mark.parametrize``."""
+    list or tuple of rows, for a name bound once at module level whose every use is (a
+    term of a sum that is) the table argument of a test's ``@pytest.mark.parametrize``."""
     bound: dict[str, list[ast.expr]] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
@@ -611,8 +623,8 @@ def shared_tables(tree: ast.Module, pytest_names: set[str]) -> dict[str, ast.exp
                 node.name.startswith("test"):
             for d in node.decorator_list:
                 if isinstance(d, ast.Call) and _is_parametrize(d.func, pytest_names) and \
-                        len(d.args) == 2 and isinstance(d.args[1], ast.Name):
-                    as_table.add(id(d.args[1]))
+                        len(d.args) == 2 and (names := _table_names(d.args[1])):
+                    as_table.update(id(n) for n in names)
     bindings = {id(n.targets[0]) for n in tree.body if isinstance(n, ast.Assign)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in tables and id(node) not in bindings and (
@@ -651,14 +663,25 @@ def _table(fn: ast.FunctionDef, pytest_names: set[str], ns: dict[str, object],
         names = list(argnames)
     else:
         return None
-    node, name = decs[0].args[1], None
-    if isinstance(node, ast.Name) and node.id in (shared or {}):
-        name, node = node.id, shared[node.id]
-    if not names or not isinstance(node, ast.List | ast.Tuple) or not node.elts:
+    node, consts, parts = decs[0].args[1], (), []
+    if (terms := _table_names(node)) and all(t.id in (shared or {}) for t in terms):
+        consts = tuple(t.id for t in terms)
+        if len(set(consts)) != len(consts):
+            return None
+        start = 0
+        for name in consts:
+            parts.append((name, shared[name], start, start + len(shared[name].elts)))
+            start += len(shared[name].elts)
+        elts = [e for name in consts for e in shared[name].elts]
+    elif isinstance(node, ast.List | ast.Tuple):
+        elts = node.elts
+    else:
+        return None
+    if not names or not elts:
         return None
     single = len(names) == 1
     rows = []
-    for e in node.elts:
+    for e in elts:
         if single:
             rows.append([e])
         elif isinstance(e, ast.Tuple | ast.List) and len(e.elts) == len(names) and \
@@ -683,8 +706,8 @@ def _table(fn: ast.FunctionDef, pytest_names: set[str], ns: dict[str, object],
                 len(set(ids)) != len(ids) or not all(isinstance(i, str) and i for i in ids):
             return None
         ids = list(ids)
-    return _Table(names, rows, values, ids, node, single, ids_node, name,
-                  decs[0].args[1]) if ids else None
+    return _Table(names, rows, values, ids, node, single, ids_node, consts,
+                  decs[0].args[1], parts) if ids else None
 
 
 def _matched_ids(names: list[str], values: list[list[object]], single: bool,
@@ -996,8 +1019,8 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
                 branches = [stmt.body, stmt.orelse] if isinstance(stmt, ast.If) else [
                     stmt.body, stmt.orelse, stmt.finalbody, *(h.body for h in stmt.handlers)]
                 was, scope.cond = scope.cond, True
-                for body in branches:
-                    block(node_id, body, scope, times)
+                for branch in branches:
+                    block(node_id, branch, scope, times)
                 scope.cond = was
             elif isinstance(stmt, ast.With) and not scope.cond:
                 for item in stmt.items:
@@ -1022,9 +1045,12 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         table = _table(fn, pytest_names, ns, shared, listed.get(node_id, ()))
         columns = dict(zip(table.names, range(len(table.names)))) if table else {}
         if table and table.shared and not dry:  # the columns every user leaves
-            focused = focus_of.get(table.shared)
-            columns = {} if focused not in (None, node_id) else {
-                k: c for k, c in columns.items() if c in allowed.get(table.shared, ())}
+            if any(focus_of.get(c, node_id) != node_id or c not in allowed
+                   for c in table.shared):
+                columns = {}
+            else:
+                hide = set.intersection(*(allowed[c] for c in table.shared))
+                columns = {k: c for k, c in columns.items() if c in hide}
         loads = {k: sum(1 for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == k
                         and isinstance(n.ctx, ast.Load)) for k in {*candidates, *columns}}
         start = len(src.edits), len(out.seals)
@@ -1051,17 +1077,20 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
                         stmt.targets[0].id):
                 src.replace(stmt.value, "(None)")
         if table and table.shared:
-            if allowed.get(table.shared) and columns:
+            if columns:
                 users.append((node_id, table))
         elif table and blank:
             hide_columns(node_id, table, blank, guards[node_id])
         return blank
 
-    def blanked(table: _Table, blank: set[int], keep_none: set[int] = frozenset()) -> str:
-        """The table's rows, written with ``None`` for the ``blank`` columns, in parens;
-        a cell of a ``keep_none`` column is ``None`` only where it was (else ``...``)."""
+    def blanked(table: _Table, blank: set[int], keep_none: set[int] = frozenset(),
+                span: tuple[int, int] | None = None) -> str:
+        """The table's rows (those of ``span``), written with ``None`` for the ``blank``
+        columns, in parens; a cell of a ``keep_none`` column is ``None`` only where it was
+        (else ``...``)."""
         rows = []
-        for values, row in zip(table.values, table.rows):
+        start, end = span or (0, len(table.rows))
+        for values, row in zip(table.values[start:end], table.rows[start:end]):
             cells = [("None" if c not in keep_none or values[c] is None else "...")
                      if c in blank else src.segment(e) for c, e in enumerate(row)]
             rows.append(cells[0] if table.single else "(" + ", ".join(cells) + ",)")
@@ -1078,8 +1107,8 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
             if (t := "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(8))) \
                     not in tokens:
                 tokens.append(t)
-        if table.shared and table.ids_node is None:  # the constant is blanked once
-            src.replace(table.ref_node, f"{table.shared}, ids=({tokens!r})")
+        if table.shared and table.ids_node is None:  # the constants are blanked once
+            src.replace(table.ref_node, f"{src.segment(table.ref_node)}, ids=({tokens!r})")
         elif table.shared:
             src.replace(table.ids_node, "(" + repr(tokens) + ")")
         elif table.ids_node is None:
@@ -1095,47 +1124,61 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         args = fn.args.posonlyargs + fn.args.args
         return args[0].arg if "::" in node_id.split("::", 1)[1] and args else None
 
-    # A module constant table loses the columns that every test using it only expects.
-    # A test that expects more columns than the others is sealed in a run of its own
-    # (``focus``), where the table loses every column that test does not read as an input.
+    # A module constant loses the columns that every test whose table it is (or is a term of)
+    # only expects. A test that expects more columns than the others is sealed in a run of
+    # its own (``focus``), where its constants lose every column it does not read as input.
     shared = shared_tables(tree, pytest_names)
-    allowed: dict[str, set[int]] = {}
-    keep_none: dict[str, set[int]] = {}
-    focus_of: dict[str, str] = {}
     guards: dict[str, set[int]] = {}
+    funcs = dict(_tests(tree, rel))
+    tables_of = {i: t for i, f in funcs.items()
+                 if (t := _table(f, pytest_names, ns, shared, listed.get(i, ()))) and t.shared}
+    users_of = {c: [i for i, t in tables_of.items() if c in t.shared] for c in shared}
+    good = {c for c, us in users_of.items() if us and all(_sealable(funcs[i]) for i in us)}
+    cols = {i: seal_test(i, funcs[i], self_of(i, funcs[i]), dry=True)
+            for i, t in tables_of.items() if set(t.shared) <= good}
+    dry_guards = {i: set(guards[i]) for i in cols}
+    allowed: dict[str, set[int]] = {}
+    for c in good:
+        us = users_of[c]
+        if all(i in cols for i in us):
+            common = set.intersection(*(cols[i] for i in us))
+            # a hidden cell keeps being None only where every test guards the column
+            allowed[c] = {k for k in common if len({k in dry_guards[i] for i in us}) == 1}
+    changed = True
+    while changed:  # a test's columns are hidden only if every constant of its table hides them
+        changed = False
+        for i in cols:
+            if all(c in allowed for c in tables_of[i].shared):
+                hide = set.intersection(*(allowed[c] for c in tables_of[i].shared))
+                for c in tables_of[i].shared:
+                    changed |= bool(allowed[c] - hide)
+                    allowed[c] &= hide
+    keep_none = {c: {k for k in allowed[c] if all(k in dry_guards[i] for i in users_of[c])}
+                 for c in allowed}
+    focus_of: dict[str, str] = {}
+    for i, expects in cols.items():
+        if all(c in allowed for c in tables_of[i].shared) and expects - set.intersection(
+                *(allowed[c] for c in tables_of[i].shared)):
+            out.focusable.append(i)
+    if focus in out.focusable:
+        table, fn = tables_of[focus], funcs[focus]
+        unread = {k for k, name in enumerate(table.names) if not _reads(fn, name)}
+        for c in table.shared:
+            allowed[c], keep_none[c], focus_of[c] = cols[focus] | unread, dry_guards[focus], focus
     users: list[tuple[str, _Table]] = []
-    tests = list(_tests(tree, rel))
-    for name in list(shared):
-        using = [(i, f) for i, f in tests if (t := _table(f, pytest_names, ns, shared,
-                                                           listed.get(i, ())))
-                 and t.shared == name]
-        if not using or not all(_sealable(f) for _, f in using):
-            continue
-        cols = {i: seal_test(i, f, self_of(i, f), dry=True) for i, f in using}
-        common = set.intersection(*cols.values())
-        guarded = {i: guards[i] for i in cols}
-        # a hidden cell keeps being None only where every test guards the column
-        common -= {c for c in common if len({c in g for g in guarded.values()}) > 1}
-        allowed[name] = common
-        keep_none[name] = {c for c in common if all(c in g for g in guarded.values())}
-        extra = [i for i in cols if cols[i] - common]
-        out.focusable += extra
-        if focus in extra:
-            fn = dict(using)[focus]
-            table = _table(fn, pytest_names, ns, shared, listed.get(focus, ()))
-            unread = {c for c, k in enumerate(table.names) if not _reads(fn, k)}
-            allowed[name] = cols[focus] | unread
-            keep_none[name] = guarded[focus]
-            focus_of[name] = focus
-    for node_id, fn in tests:
+    for node_id, fn in funcs.items():
         out.checks_by_test[node_id] = 0
         if _sealable(fn):
             seal_test(node_id, fn, self_of(node_id, fn))
-    for name in {t.shared for _, t in users}:
-        table = next(t for _, t in users if t.shared == name)
-        src.replace(table.values_node, blanked(table, allowed[name], keep_none[name]))
+    done: set[str] = set()
+    for _, table in users:
+        for name, node, start, stop in table.parts:
+            if name not in done:
+                done.add(name)
+                src.replace(node, blanked(table, allowed[name], keep_none[name],
+                                          (start, stop)))
     for node_id, table in users:
-        hide_columns(node_id, table, allowed[table.shared])
+        hide_columns(node_id, table, set.intersection(*(allowed[c] for c in table.shared)))
     for s in out.seals:
         out.checks_by_test[s.test] += 1
     if out.seals:

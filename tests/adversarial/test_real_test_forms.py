@@ -387,3 +387,35 @@ def test_an_expected_side_built_of_the_arguments_is_never_the_checked_side():
                              gold=True)
     assert [(s.line, s.gold) for s in out.seals] == [(6, True)]
     assert "(result))" in text.splitlines()[5], text
+
+
+def test_a_table_summed_from_constants_is_sealed_per_constant():
+    """``A + B`` as a table (inflection's ``CAMEL_TO_UNDERSCORE +
+    CAMEL_TO_UNDERSCORE_WITHOUT_REVERSE``): ``A`` also feeds the reverse test alone, so
+    each test is sealed in its own pass, where every constant of its table loses what the
+    test expects."""
+    src = textwrap.dedent('''\
+        import pytest
+
+        A = (("Product", "product"), ("SpecialGuest", "special_guest"))
+        B = (("HTMLTidy", "html_tidy"),)
+
+        @pytest.mark.parametrize(("camel", "underscore"), A)
+        def test_camelize(camel, underscore):
+            assert camel == camelize(underscore)
+
+        @pytest.mark.parametrize(("camel", "underscore"), A + B)
+        def test_underscore(camel, underscore):
+            assert underscore == to_underscore(camel)
+        ''')
+    tree = ast.parse(src)
+    _, plain = sl.seal_file(src, tree, "t.py", random.Random(0), set(), gold=True)
+    assert plain.focusable == ["t.py::test_camelize", "t.py::test_underscore"]
+    text, out = sl.seal_file(src, tree, "t.py", random.Random(0), set(), gold=True,
+                             focus="t.py::test_underscore")
+    head = text.split("@pytest")[0]
+    assert "special_guest" not in head and "html_tidy" not in head and '"HTMLTidy"' in head
+    assert [s.test for s in out.seals] == ["t.py::test_underscore"]
+    assert sorted(out.case_ids.values()) == ["HTMLTidy-html_tidy", "Product-product",
+                                             "SpecialGuest-special_guest"]
+    assert "A + B, ids=" in text and len(text.splitlines()) == len(src.splitlines())
