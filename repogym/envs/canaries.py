@@ -73,7 +73,7 @@ class Masked:
     case_ids: dict[str, str] = dataclasses.field(default_factory=dict)
     #: The task's node ids of the test functions sealed only in a run of their own
     #: (:attr:`repogym.envs.seal.Sealed.focusable`; :func:`plant` with ``focus``).
-    focusable: list[str] = dataclasses.field(default_factory=list)
+    focusable: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def original(self, node_id: str) -> str:
         """The task's node id for an installed one (canaries and unknown ids unchanged)."""
@@ -216,7 +216,7 @@ def _indent(line: str) -> str:
 
 def add_canaries(text: str, rel: str, rng: random.Random, *, rename: bool = True,
                  seal: bool = False, helpers: dict[str, set[str]] | None = None,
-                 focus: str | None = None, listed: Iterable[str] = ()
+                 focus: Iterable[str] = (), listed: Iterable[str] = ()
                  ) -> tuple[str, Masked]:
     """``text`` masked: tests renamed (unless ``rename`` is False), assertions sealed (with
     ``seal``; :mod:`repogym.envs.seal`) and canaries added.
@@ -226,8 +226,9 @@ def add_canaries(text: str, rel: str, rng: random.Random, *, rename: bool = True
     the file's workspace path. A file that does not parse is left as it is (it fails
     collection, which the grader sees). Line numbers of the file's own code are kept.
     ``helpers`` maps a test module's name to its equality helpers (calls to one imported
-    from there are sealed like the assertion it makes). ``focus`` (the task's node id of a
-    test function of :attr:`Masked.focusable`) plants the file for a run of that test alone.
+    from there are sealed like the assertion it makes). ``focus`` (the task's node ids of
+    test functions of :attr:`Masked.focusable` whose tables share no constant) plants the
+    file for a run of those tests alone.
     ``listed`` are the task's node ids of the file's tests (how parametrize tables whose
     cells the grader cannot compute are read).
     """
@@ -251,11 +252,11 @@ def add_canaries(text: str, rel: str, rng: random.Random, *, rename: bool = True
                 cases.setdefault(back.get(head, head), []).append(params.removesuffix("]"))
         text, sealed = sl.seal_file(text, tree, rel, rng, taken,
                                     helpers=_imported_helpers(tree, helpers or {}), gold=True,
-                                    focus=back.get(focus, focus) if focus else None,
+                                    focus=[back.get(f, f) for f in focus],
                                     listed=cases)
         masked.seals, masked.checks, footer = sealed.seals, sealed.checks_by_test, sealed.footer
         masked.case_ids = sealed.case_ids
-        masked.focusable = [masked.renamed.get(i, i) for i in sealed.focusable]
+        masked.focusable = {masked.renamed.get(i, i): c for i, c in sealed.focusable.items()}
     lines = text.splitlines()
     inserts: list[tuple[int, list[str]]] = []  # (line index to insert before, lines)
 
@@ -317,13 +318,15 @@ def plant(files: dict[str, Path], dest: Path, node_ids: Iterable[str], rng: rand
     added), the others copied as they are. Sources must be regular files (the caller
     leaves symbolic links out).
 
-    ``focus`` (at most one test function of :attr:`Masked.focusable` per file) plants for a
-    run of those tests alone: their files are planted for them, and only those files'
+    ``focus`` (test functions of :attr:`Masked.focusable` whose tables share no constant)
+    plants for a run of those tests alone: their files are planted for them, and only those files'
     canaries are kept (the run collects no other file).
     """
     node_ids = list(node_ids)
     holding = {n.split("::", 1)[0] for n in node_ids}
-    focus_in = {f.split("::", 1)[0]: f for f in focus}
+    focus_in: dict[str, list[str]] = {}
+    for f in focus:
+        focus_in.setdefault(f.split("::", 1)[0], []).append(f)
     helpers = helpers_by_module(files)
     out = Masked()
     for rel, src in files.items():
@@ -334,10 +337,10 @@ def plant(files: dict[str, Path], dest: Path, node_ids: Iterable[str], rng: rand
             continue
         text, masked = add_canaries(src.read_text(encoding="utf-8", errors="surrogateescape"),
                                     rel, rng, rename=rename, seal=True, helpers=helpers,
-                                    focus=focus_in.get(rel),
+                                    focus=focus_in.get(rel, ()),
                                     listed=[n for n in node_ids if n.split("::", 1)[0] == rel])
         target.write_text(text, encoding="utf-8", errors="surrogateescape")
-        out.focusable += masked.focusable
+        out.focusable.update(masked.focusable)
         if focus_in and rel not in focus_in:
             continue  # not collected in this run
         out.canaries += masked.canaries

@@ -336,14 +336,18 @@ class Pass:
     tests: list[str]
 
 
-def focus_groups(focusable: Iterable[str]) -> list[list[str]]:
-    """The extra passes for ``focusable`` test functions: pass k runs the k-th of every
-    file (two tests of one file never share a pass: each needs the table its own way)."""
-    by_file: dict[str, list[str]] = {}
-    for f in dict.fromkeys(focusable):
-        by_file.setdefault(f.split("::", 1)[0], []).append(f)
-    depth = max(map(len, by_file.values()), default=0)
-    return [[fs[k] for fs in by_file.values() if k < len(fs)] for k in range(depth)]
+def focus_groups(focusable: dict[str, tuple[str, ...]]) -> list[list[str]]:
+    """The extra passes for ``focusable`` test functions (each with the constants its table
+    is made of): each test joins the first pass none of whose tests uses one of its
+    constants (two tests of one table never share a pass: each needs it its own way)."""
+    groups: list[tuple[list[str], set[str]]] = []
+    for test, consts in focusable.items():
+        group = next((g for g in groups if not g[1] & set(consts)), None)
+        if group is None:
+            groups.append(group := ([], set()))
+        group[0].append(test)
+        group[1].update(consts)
+    return [tests for tests, _ in groups]
 
 
 def _verify(task: Task, template: Path, kept: str, flags: set[str],

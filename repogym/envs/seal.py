@@ -273,8 +273,9 @@ class Sealed:
     case_ids: dict[str, str] = dataclasses.field(default_factory=dict)
     #: Installed node ids of the test functions a module-constant table feeds whose
     #: expectation columns other tests of the table read as inputs: sealed only in a run of
-    #: their own (``seal_file(focus=...)``), where the table loses those columns.
-    focusable: list[str] = dataclasses.field(default_factory=list)
+    #: their own (``seal_file(focus=...)``), where the table loses those columns; each with
+    #: the constants its table is made of (``<file>:<NAME>``).
+    focusable: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
 
 #: Modules whose names a sealed expectation may call (pure value constructors).
@@ -920,7 +921,7 @@ def _reads(fn: ast.FunctionDef, name: str) -> bool:
 
 def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
               taken: set[str], helpers: Iterable[str] = (),
-              gold: bool = False, focus: str | None = None,
+              gold: bool = False, focus: Collection[str] = (),
               listed: dict[str, list[str]] | None = None) -> tuple[str, Sealed]:
     """``text`` with its sealable assertions replaced by sealed checks.
 
@@ -937,8 +938,8 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
             are found here: :func:`equality_helpers`).
         gold: Also seal ``==`` assertions whose expected side the grader cannot compute,
             against the value recorded at gold (:mod:`repogym.envs.gold`).
-        focus: The installed node id of one test of :attr:`Sealed.focusable`: the file is
-            planted for a run of that test alone. The module-constant table it reads loses
+        focus: Installed node ids of tests of :attr:`Sealed.focusable` whose tables share no
+            constant: the file is planted for a run of those tests alone. The module-constant table it reads loses
             every column the test does not read as an input (the other tests of the table
             break; that run does not judge them), and every check key is marked as this
             run's (``...:f``), so gold values of the two plantings never mix.
@@ -1159,12 +1160,14 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
     for i, expects in cols.items():
         if all(c in allowed for c in tables_of[i].shared) and expects - set.intersection(
                 *(allowed[c] for c in tables_of[i].shared)):
-            out.focusable.append(i)
-    if focus in out.focusable:
-        table, fn = tables_of[focus], funcs[focus]
+            out.focusable[i] = tuple(f"{rel}:{c}" for c in tables_of[i].shared)
+    for f in (f for f in focus if f in out.focusable):
+        table, fn = tables_of[f], funcs[f]
+        if any(c in focus_of for c in table.shared):
+            raise ValueError(f"focus tests {focus_of[table.shared[0]]} and {f} share a table")
         unread = {k for k, name in enumerate(table.names) if not _reads(fn, name)}
         for c in table.shared:
-            allowed[c], keep_none[c], focus_of[c] = cols[focus] | unread, dry_guards[focus], focus
+            allowed[c], keep_none[c], focus_of[c] = cols[f] | unread, dry_guards[f], f
     users: list[tuple[str, _Table]] = []
     for node_id, fn in funcs.items():
         out.checks_by_test[node_id] = 0

@@ -307,10 +307,10 @@ def test_a_round_trip_table_is_sealed_one_test_per_pass():
     tree = ast.parse(ROUND_TRIP)
     _, plain = sl.seal_file(ROUND_TRIP, tree, "tests/t.py", random.Random(0), set(),
                             gold=True)
-    assert plain.focusable == ["tests/t.py::test_parse", "tests/t.py::test_format"]
+    assert list(plain.focusable) == ["tests/t.py::test_parse", "tests/t.py::test_format"]
     assert plain.seals == []  # no column every test only expects
     text, parse_pass = sl.seal_file(ROUND_TRIP, tree, "tests/t.py", random.Random(0), set(),
-                                    gold=True, focus="tests/t.py::test_parse")
+                                    gold=True, focus=["tests/t.py::test_parse"])
     table = text.split("@pytest")[0]
     # the expectations left; a hidden cell is None only where it was (the guard still
     # works); the column test_parse does not read left too
@@ -320,12 +320,13 @@ def test_a_round_trip_table_is_sealed_one_test_per_pass():
         ("tests/t.py::test_parse", 16, True, True)]
     assert len(parse_pass.case_ids) == 3
     text, format_pass = sl.seal_file(ROUND_TRIP, tree, "tests/t.py", random.Random(0), set(),
-                                     gold=True, focus="tests/t.py::test_format")
+                                     gold=True, focus=["tests/t.py::test_format"])
     table = text.split("@pytest")[0]
     assert '"1985-04"' not in table and '"2001-02"' not in table and "(1985, 4)" in table
     assert [s.test for s in format_pass.seals] == ["tests/t.py::test_format"]
-    assert grader.focus_groups(["a.py::x", "a.py::y", "b.py::z"]) == [
-        ["a.py::x", "b.py::z"], ["a.py::y"]]
+    assert grader.focus_groups({"a.py::x": ("a.py:T",), "a.py::y": ("a.py:T", "a.py:U"),
+                                "a.py::z": ("a.py:V",), "b.py::w": ("b.py:T",)}) == [
+        ["a.py::x", "a.py::z", "b.py::w"], ["a.py::y"]]
 
 
 #: A clamp round trip: ``shown`` is ``test_show``'s expectation and ``test_back``'s input.
@@ -410,9 +411,10 @@ def test_a_table_summed_from_constants_is_sealed_per_constant():
         ''')
     tree = ast.parse(src)
     _, plain = sl.seal_file(src, tree, "t.py", random.Random(0), set(), gold=True)
-    assert plain.focusable == ["t.py::test_camelize", "t.py::test_underscore"]
+    assert plain.focusable == {"t.py::test_camelize": ("t.py:A",),
+                               "t.py::test_underscore": ("t.py:A", "t.py:B")}
     text, out = sl.seal_file(src, tree, "t.py", random.Random(0), set(), gold=True,
-                             focus="t.py::test_underscore")
+                             focus=["t.py::test_underscore"])
     head = text.split("@pytest")[0]
     assert "special_guest" not in head and "html_tidy" not in head and '"HTMLTidy"' in head
     assert [s.test for s in out.seals] == ["t.py::test_underscore"]
