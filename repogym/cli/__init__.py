@@ -7,7 +7,9 @@ and sets ``func`` (taking the parsed args, returning an exit code) with
 Every command runs under :func:`repogym.sandbox.cleanup.graceful_signals`: the first
 SIGTERM, SIGINT or SIGHUP stops it like Ctrl-C (what it holds is closed, what it recorded is
 kept) and the process then dies of that signal, as without repogym; a second one forces the
-exit after removing every sandbox.
+exit after removing every sandbox. Before and after the command, SIGTERM and SIGHUP remove
+what is left and then kill the process (:func:`repogym.sandbox.cleanup.install_signal_handlers`,
+which :func:`main`, the entry point, installs: library code installs no handler).
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``repogym`` command (``argv``: its arguments; default ``sys.argv[1:]``)."""
+    cleanup.install_signal_handlers()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -68,17 +68,17 @@ class Session:
         self._digest: str | None = None
         #: A script that gives the next shell a forked-from shell's state (see :meth:`fork`).
         self._replay: str | None = None
-        workspace = getattr(copy_of, "workspace", None) if copy_of is not None else None
+        workspace = copy_of.workspace if copy_of is not None else None
         if copy_of is not None and workspace is None:
-            raise ValueError(f"the {getattr(copy_of, 'backend', '?')!r} sandbox cannot be "
+            raise ValueError(f"the {copy_of.backend!r} sandbox cannot be "
                              "forked (it has no host workspace). Fix: use bwrap, docker or "
                              "process")
         self.sandbox: Sandbox | None = make_sandbox(
             SandboxSpec(template=template, limits=limits, copy_of=workspace))
-        self._backend = getattr(self.sandbox, "backend", None)
-        if shell == "persistent" and not callable(getattr(self.sandbox, "shell", None)):
+        self._backend = self.sandbox.backend
+        if shell == "persistent" and self.sandbox.shell is None:  # a backend may disable it
             self.close()
-            raise ValueError(f"the {getattr(self.sandbox, 'backend', '?')!r} sandbox has no "
+            raise ValueError(f"the {self._backend!r} sandbox has no "
                              "persistent shell (Sandbox.shell()). Fix: pass shell='fresh', or "
                              "give the backend a shell() method")
 
@@ -179,10 +179,8 @@ class Session:
         """
         sb = self._live()
         saved = self._save_shell()
-        frozen = getattr(sb, "frozen", None)
-        jobs = getattr(self._shell, "has_jobs", None)
-        busy = self._shell is not None and (jobs is None or jobs())
-        with frozen() if busy and frozen is not None else contextlib.nullcontext():
+        busy = self._shell is not None and self._shell.has_jobs()
+        with sb.frozen() if busy else contextlib.nullcontext():
             replay = self._take_saved(sb, saved) if saved is not None else self._replay
             other = Session(self.task, self.template, self.make_sandbox, self.limits,
                             self.max_obs_chars, shell=self.shell_mode, copy_of=sb)
@@ -193,18 +191,13 @@ class Session:
     def _save_shell(self) -> str | None:
         """Save the persistent shell's state to a file of the sandbox's ``/tmp``; its name,
         or None when no shell runs."""
-        save = getattr(self._shell, "save_state", None)
         name = f".rg-shell-{secrets.token_hex(8)}"
-        return name if save is not None and save(f"/tmp/{name}") else None
+        return name if self._shell is not None and self._shell.save_state(f"/tmp/{name}") else None
 
     def _take_saved(self, sb: Sandbox, name: str) -> str:
         """The script :meth:`_save_shell` saved (the file is removed)."""
-        take = getattr(sb, "take_tmp_file", None)
-        if take is None:
-            raise SandboxError(f"the {self._backend!r} sandbox cannot hand over the shell's "
-                               "state (no take_tmp_file)")
         try:
-            return take(name)
+            return sb.take_tmp_file(name)
         except FileNotFoundError as e:  # the agent's processes removed it meanwhile
             raise SandboxError(f"the shell's saved state vanished: {e}") from e
 

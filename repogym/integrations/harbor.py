@@ -300,6 +300,9 @@ def verify(task_toml: Path, tests: Path, repo: Path, diff: str, reward_mode: str
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m repogym.integrations.harbor verify ...`` (what tests/test.sh runs)."""
+    from repogym.sandbox import cleanup
+
+    cleanup.install_signal_handlers()  # an entry point: SIGTERM removes its sandboxes
     p = argparse.ArgumentParser(prog="repogym.integrations.harbor")
     sub = p.add_subparsers(dest="cmd", required=True)
     v = sub.add_parser("verify", help="grade a diff (inside an exported task's container)")

@@ -9,7 +9,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 
-from repogym.sandbox.base import ExecResult
+from repogym.sandbox.types import ExecResult
 
 TIMEOUT_EXIT = 124
 

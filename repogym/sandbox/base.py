@@ -1,165 +1,116 @@
-"""The sandbox protocol shared by every backend.
+"""The sandbox contract: :class:`Sandbox`, the one class every backend subclasses.
 
 A sandbox owns one workspace (a copy of a task's repository, one git commit) and runs
 untrusted commands against it. ``run`` never raises on a timeout: it kills the whole
 process tree and reports ``timed_out``. ``shell`` starts a persistent shell in the same
 sandbox, whose state survives between commands. ``close`` is explicit and idempotent; no
 backend relies on ``__del__``.
+
+:class:`Sandbox` holds every method and attribute grading and the environments use, with
+their full signatures. A backend implements the abstract ones (``run``,
+``run_with_binds``, ``_start_shell``) and sets ``backend`` and ``interpreter``; the
+lifecycle (an open/closed state every call checks, persistent shells started and closed
+with the sandbox, an idempotent ``close`` and ``with`` support), files and the diff are
+shared here. ``tests/test_architecture.py`` checks that every backend in
+:data:`repogym.sandbox.BACKENDS` implements it with the same signatures.
+
+The host never opens a workspace path itself: the agent controls the workspace and could
+have planted symlinks to host files. Reads, writes and the diff run inside the sandbox,
+where a symlink can only reach what the sandbox can already see.
+
+The values the contract takes and returns (:class:`Limits`, :class:`ExecResult`,
+:class:`SandboxSpec`, ...) live in :mod:`repogym.sandbox.types` and are importable from
+here too.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import abc
+import contextlib
+import os
+import shlex
+import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import ClassVar, Self
 
-#: Where the workspace appears inside every backend.
-WORKSPACE = "/workspace"
-#: Where a task's environment (its installed packages) appears inside every backend.
-ENV_MOUNT = "/opt/repogym/env"
+from repogym.sandbox.persistent import PersistentShell, ShellProcess
+from repogym.sandbox.types import (
+    ENV_MOUNT,
+    WORKSPACE,
+    ExecResult,
+    Interpreter,
+    Limits,
+    PackageSite,
+    SandboxError,
+    SandboxSpec,
+    Shell,
+)
+from repogym.sandbox.workspace import Workspace
 
-
-class SandboxError(RuntimeError):
-    """The sandbox itself failed (not the command it ran). Reported as ``infra_error``."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """Resource limits applied to every command run in a sandbox.
-
-    Attributes:
-        timeout_s: Wall-clock limit per command; the whole process tree is killed after it.
-        cpu_s: CPU seconds per command (RLIMIT_CPU).
-        memory_mb: Memory per command (cgroup memory limit, else RLIMIT_AS).
-        pids: Processes per command (cgroup pids limit, else RLIMIT_NPROC).
-        file_size_mb: Largest file a command may write (RLIMIT_FSIZE).
-        output_bytes: Bytes of stdout+stderr kept; a command producing more is killed.
-        workspace_mb: Size cap of the writable workspace layer and of /tmp (together);
-            default: half of ``memory_mb``, at most 1024.
-        inodes: Files and folders the workspace layer and /tmp may hold (together).
-
-    Files a sandbox writes stay charged to its memory limit after the command that wrote
-    them ends, so ``workspace_mb`` must stay below ``memory_mb``: then no sequence of
-    commands can leave the sandbox without memory to start the next one.
-    """
-
-    timeout_s: float = 60.0
-    cpu_s: int = 120
-    memory_mb: int = 2048
-    pids: int = 256
-    file_size_mb: int = 256
-    output_bytes: int = 4 * 1024 * 1024
-    workspace_mb: int | None = None
-    inodes: int = 65536
-
-    def __post_init__(self) -> None:
-        if self.workspace_mb is None:
-            object.__setattr__(self, "workspace_mb", min(1024, self.memory_mb // 2))
-        for name in ("timeout_s", "cpu_s", "memory_mb", "pids", "file_size_mb", "output_bytes",
-                     "workspace_mb", "inodes"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"Limits.{name} must be positive, got {getattr(self, name)!r}")
-        if self.workspace_mb + 64 > self.memory_mb:
-            raise ValueError(f"Limits.workspace_mb ({self.workspace_mb}) must be at least 64 "
-                             f"below memory_mb ({self.memory_mb}): files a sandbox writes stay "
-                             "charged to its memory. Fix: raise memory_mb or lower workspace_mb")
+_NOT_FOUND = 3
+_DIFF_EXCLUDES = "':(exclude,glob)**/__pycache__/**' ':(exclude,glob)**/*.pyc'"
 
 
-@dataclasses.dataclass
-class ExecResult:
-    """What one command did."""
-
-    stdout: str
-    stderr: str
-    exit_code: int
-    timed_out: bool = False
-    duration_s: float = 0.0
-    output_truncated: bool = False
-    #: ``memory`` or ``pids`` when the sandbox's own limit stopped the command (its doing).
-    resource_exhausted: str | None = None
-    #: Set by a persistent shell when its state was lost: the shell ended or was stopped
-    #: during this command (the next one starts a new shell), or had ended before it (this
-    #: one ran in a new shell). A note for the agent that says which and why.
-    shell_reset: str | None = None
-
-    @property
-    def output(self) -> str:
-        """stdout and stderr joined the way a terminal would show them."""
-        if self.stderr and self.stdout:
-            return self.stdout.rstrip("\n") + "\n" + self.stderr
-        return self.stdout or self.stderr
+class DiffError(RuntimeError):
+    """The workspace's state (not the sandbox) kept git from computing a diff."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Interpreter:
-    """The Python a sandbox offers its verifier (paths as the sandbox sees them).
+def _check_rel(path: str) -> str:
+    if not path or "\x00" in path:
+        raise ValueError("path is empty. Fix: give a path relative to the repository root")
+    return path
+
+
+class Sandbox(abc.ABC):
+    """A running, isolated workspace. Paths given to its methods are workspace-relative.
+
+    A backend's ``__init__`` calls :meth:`_open` first, then sets ``workspace``,
+    ``environment`` and ``interpreter``; it implements :meth:`run`, :meth:`run_with_binds`
+    and :meth:`_start_shell` (one persistent shell's process), and may implement
+    :meth:`_release` (what ``close`` frees besides the shells and the workspace) and
+    :meth:`_freeze`/:meth:`_thaw`. The diff is taken against the template's untouched
+    ``.git`` (bound for that command only), so an agent that rewrites or deletes the
+    workspace's ``.git`` cannot change the diff's base. A backend without a persistent
+    shell sets ``shell = None``; episodes on it need ``shell="fresh"``.
 
     Attributes:
-        executable: The interpreter.
-        sites: Site folders the verifier trusts besides the interpreter's own (e.g. the
-            folder holding pytest); they come before the workspace and cannot be shadowed.
-        env: ``path`` (PATH) and ``ld_library_path`` the interpreter needs.
+        backend: The backend's name in :data:`repogym.sandbox.BACKENDS`.
+        spec: What the sandbox was built from.
+        template: The template the workspace was copied from.
+        limits: The limits of every command.
+        workspace: The host-side workspace (None while starting, or for a backend without
+            one: such a sandbox cannot be forked).
+        environment: The task's installed packages, bound at ``ENV_MOUNT`` (None: none).
+        interpreter: The Python the sandbox offers its verifier.
+        tmp_is_workspace_tmp: The sandbox's ``/tmp`` is its workspace's ``tmp`` folder
+            (bwrap, docker), so :meth:`take_tmp_file` reads it from the host.
     """
 
-    executable: str
-    sites: tuple[str, ...] = ()
-    env: dict[str, str] = dataclasses.field(default_factory=dict)
-
-
-@dataclasses.dataclass(frozen=True)
-class PackageSite:
-    """A folder of installed packages that a sandbox binds read-only at :data:`ENV_MOUNT`.
-
-    It comes before the sandbox's own pytest-only site on ``PYTHONPATH`` and among the
-    verifier's trusted sites (so a task that pins its own pytest gets it); its ``bin/``
-    (console scripts) comes first on ``PATH``. Nothing is copied per sandbox.
-
-    Attributes:
-        site: The host folder (``pip install --target`` layout).
-        python: ``major.minor`` of the interpreter it was built for.
-    """
-
-    site: Path
-    python: str
-
-    def check_python(self, version: str, where: str) -> None:
-        """Raise :class:`SandboxError` unless ``version`` (``major.minor[.micro]``) is the one
-        this environment was built for."""
-        if ".".join(version.split(".")[:2]) != self.python:
-            raise SandboxError(
-                f"the task's environment ({self.site}) was built for Python {self.python}, "
-                f"but {where} has Python {version}. Fix: rebuild it with `repogym env build` "
-                f"under a Python {self.python} interpreter, or use a sandbox whose Python is "
-                f"{self.python}")
-
-
-class Shell(Protocol):
-    """A persistent shell in a sandbox: the working folder, variables, functions and
-    background jobs carry over from one command to the next, as in a terminal."""
-
-    def run(self, command: str, timeout_s: float | None = None) -> ExecResult:
-        """Run ``command``; output is stdout and stderr interleaved, in ``stdout``."""
-        ...
-
-    def close(self) -> None:
-        """Kill the shell and everything it started. Idempotent."""
-        ...
-
-
-@runtime_checkable
-class Sandbox(Protocol):
-    """A running, isolated workspace. Paths given to its methods are workspace-relative."""
-
-    backend: str
+    backend: ClassVar[str]
+    tmp_is_workspace_tmp: ClassVar[bool] = True
+    spec: SandboxSpec
     template: Path
+    limits: Limits
+    workspace: Workspace | None
+    environment: PackageSite | None
     interpreter: Interpreter
 
+    # -- what a backend implements -------------------------------------------------------
+    @abc.abstractmethod
     def run(
         self, command: str, timeout_s: float | None = None, stdin: bytes | None = None
     ) -> ExecResult:
-        """Run ``command`` with ``bash -c`` at the workspace root."""
-        ...
+        """Run ``command`` with ``bash -c`` at the workspace root.
 
+        Args:
+            command: The bash command line.
+            timeout_s: Wall-clock limit (default: ``limits.timeout_s``); past it the whole
+                process tree is killed and the result says ``timed_out``.
+            stdin: Bytes fed to the command's standard input.
+        """
+
+    @abc.abstractmethod
     def run_with_binds(
         self,
         command: str,
@@ -177,48 +128,178 @@ class Sandbox(Protocol):
         folder afterwards. Agents' commands never see these folders. ``output_bytes``
         replaces the limits' output cap for this command.
         """
-        ...
+
+    @abc.abstractmethod
+    def _start_shell(self) -> ShellProcess:
+        """Start one persistent shell's process."""
+
+    def _release(self) -> None:
+        """Free what the backend holds besides its shells and workspace (default: nothing)."""
+
+    def _freeze(self) -> None:
+        """Stop the sandbox's processes (default: nothing to stop)."""
+
+    def _thaw(self) -> None:
+        """Let them run again."""
+
+    def _shell_options(self) -> dict:
+        """More ``PersistentShell`` options (the bwrap backend's OOM-kill counter)."""
+        return {}
+
+    # -- the lifecycle -------------------------------------------------------------------
+    def _open(self, spec: SandboxSpec) -> None:
+        self.spec, self.template, self.limits = spec, spec.template, spec.limits
+        self.workspace = None
+        self.environment = None
+        self._closed = False
+        self._shells: list[PersistentShell] = []
+
+    def check_open(self) -> None:
+        """Raises SandboxError once the sandbox is closed."""
+        if self._closed:
+            raise SandboxError("the sandbox is closed. Fix: call env.reset() first")
 
     def shell(self) -> Shell:
-        """Start a persistent shell at the workspace root, with the same isolation and
-        limits as ``run`` (the timeout and output cap apply per command). The sandbox
-        closes its shells when it closes."""
-        ...
+        """Start a persistent shell at the workspace root (its process starts at its first
+        command), with the same isolation and limits as ``run`` (the timeout and output cap
+        apply per command). The sandbox closes its shells when it closes."""
+        self.check_open()
+        self._shells = [sh for sh in self._shells if not sh.closed]
+        sh = PersistentShell(self._guarded_start, self.limits, **self._shell_options())
+        self._shells.append(sh)
+        return sh
+
+    def _guarded_start(self) -> ShellProcess:
+        self.check_open()
+        return self._start_shell()
+
+    def close(self) -> None:
+        """Stop the shells and every process, remove the workspace. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for sh in self._shells:
+                sh.close()
+            self._release()
+        finally:
+            if self.workspace is not None:
+                self.workspace.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Every process of the sandbox stopped for the block (its persistent shell and
+        whatever it left running): nothing of it can run, fork or watch while, for example,
+        a check that sees the gold patch runs beside it. Backends without a way to freeze
+        (the unsafe ``process`` one) run the block as is.
+
+        Raises:
+            SandboxError: the sandbox could not be frozen.
+        """
+        self._freeze()
+        try:
+            yield
+        finally:
+            self._thaw()
+
+    # -- files and the diff --------------------------------------------------------------
+    def take_tmp_file(self, name: str, limit: int = 16 << 20) -> str:
+        """The text of ``/tmp/<name>`` (a plain file a command of this sandbox wrote), which
+        is deleted. Read from the host without a sandboxed command where ``/tmp`` is the
+        workspace's ``tmp`` folder: opened without following a link or blocking on a FIFO,
+        and only if it is a regular file of at most ``limit`` bytes.
+
+        Raises:
+            FileNotFoundError: no such plain file.
+            SandboxError: it could not be read.
+        """
+        if "/" in name or name in ("", ".", ".."):
+            raise ValueError(f"{name!r} is not a file name")
+        if not self.tmp_is_workspace_tmp or self.workspace is None:
+            p = shlex.quote(f"/tmp/{name}")
+            res = self.run(f"[ -f {p} ] || exit {_NOT_FOUND}; cat -- {p}; rm -f -- {p}")
+            if res.exit_code == _NOT_FOUND:
+                raise FileNotFoundError(f"/tmp/{name}: no such file in the sandbox")
+            if res.exit_code != 0 or res.output_truncated:
+                raise SandboxError(f"/tmp/{name} could not be read: {res.stderr[-500:]}")
+            return res.stdout
+        folder = os.open(self.workspace.tmp, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+            except FileNotFoundError:
+                raise FileNotFoundError(f"/tmp/{name}: no such file in the sandbox") from None
+            except OSError as e:  # ELOOP: a link planted at the name
+                raise SandboxError(f"/tmp/{name} could not be read: {e}") from e
+            try:
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+                    raise SandboxError(f"/tmp/{name} is not a plain file of at most {limit} bytes")
+                data = os.read(fd, limit + 1)
+            finally:
+                os.close(fd)
+            os.unlink(name, dir_fd=folder)
+        finally:
+            os.close(folder)
+        return data.decode("utf-8", "replace")
 
     def read_file(self, path: str) -> str:
         """Read a workspace file; raises ``FileNotFoundError`` with a clear message."""
-        ...
+        p = shlex.quote(_check_rel(path))
+        res = self.run(f"if [ -f {p} ]; then cat -- {p}; else exit {_NOT_FOUND}; fi")
+        if res.exit_code == _NOT_FOUND:
+            raise FileNotFoundError(f"{path}: no such file in the workspace")
+        if res.exit_code != 0:
+            raise OSError(f"{path}: could not be read: {res.output.strip()}")
+        return res.stdout
 
     def write_file(self, path: str, content: str) -> None:
         """Write a workspace file, creating parent folders."""
-        ...
+        p = shlex.quote(_check_rel(path))
+        res = self.run(f'mkdir -p -- "$(dirname -- {p})" && cat > {p}', stdin=content.encode())
+        if res.exit_code != 0:
+            raise OSError(f"{path}: could not be written: {res.output.strip()}")
 
     def diff(self) -> str:
-        """The workspace's changes against its single commit, as a ``git apply`` patch."""
-        ...
+        """The workspace's changes against its single commit, as a ``git apply`` patch.
 
-    def close(self) -> None:
-        """Stop everything and remove the workspace. Safe to call twice."""
-        ...
+        Raises:
+            DiffError: the workspace's state kept git from computing it (or it is too large).
+        """
+        g = '"$RG_GIT"'
+        script = (
+            f'export GIT_DIR={g} GIT_WORK_TREE="$PWD" GIT_INDEX_FILE=/tmp/.rg-index '
+            f"GIT_OBJECT_DIRECTORY=/tmp/.rg-objects GIT_ALTERNATE_OBJECT_DIRECTORIES={g}/objects "
+            "GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null; "
+            f"mkdir -p /tmp/.rg-objects; cp {g}/index /tmp/.rg-index 2>/dev/null; "
+            "G='git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c safe.directory=*'; "
+            f"$G add -A -- . {_DIFF_EXCLUDES} >/dev/null && "
+            "$G diff --cached --binary --no-color --no-ext-diff --no-renames HEAD; "
+            "rc=$?; rm -rf /tmp/.rg-index /tmp/.rg-objects; exit $rc"
+        )
+        res = self.run_with_binds(script, ro={"git": self.template / ".git"})
+        if res.exit_code != 0 or res.output_truncated:
+            why = "diff too large" if res.output_truncated else res.stderr.strip()[-2000:]
+            raise DiffError(f"could not compute the workspace diff: {why}")
+        return res.stdout
 
 
-@dataclasses.dataclass(frozen=True)
-class SandboxSpec:
-    """How to build a sandbox for one episode.
-
-    Attributes:
-        template: A prepared repository folder (files + a one-commit ``.git``) to copy from.
-            A template made for a task with an environment carries it
-            (:meth:`repogym.sandbox.workspace.TemplateCache.get`): every sandbox started from
-            it, the agent's and the grader's alike, binds the same packages.
-        limits: Resource limits for every command.
-        copy_of: A live :class:`~repogym.sandbox.workspace.Workspace` (another sandbox's,
-            of the same template) whose files and ``/tmp`` the new sandbox starts with
-            instead of the template's: a fork of that sandbox's files (its processes are
-            not copied). The other sandbox should be
-            :meth:`~repogym.sandbox.common.SandboxBase.frozen` while it is copied.
-    """
-
-    template: Path
-    limits: Limits = Limits()
-    copy_of: Any = None  # a Workspace (not imported here: workspace.py imports this)
+__all__ = [
+    "ENV_MOUNT",
+    "WORKSPACE",
+    "DiffError",
+    "ExecResult",
+    "Interpreter",
+    "Limits",
+    "PackageSite",
+    "Sandbox",
+    "SandboxError",
+    "SandboxSpec",
+    "Shell",
+]

@@ -43,10 +43,10 @@ from repogym.sandbox.base import (
     WORKSPACE,
     ExecResult,
     Interpreter,
+    Sandbox,
     SandboxError,
     SandboxSpec,
 )
-from repogym.sandbox.common import SandboxBase
 from repogym.sandbox.leases import SANDBOX_GID
 from repogym.sandbox.limits import Cgroup, rlimit_preexec
 from repogym.sandbox.persistent import PopenShell, spawn
@@ -133,7 +133,7 @@ def _system_binds(root: Path | None) -> list[str]:
     return a
 
 
-class BwrapSandbox(SandboxBase):
+class BwrapSandbox(Sandbox):
     """A bubblewrap sandbox over one workspace. See the module docstring."""
 
     backend = "bwrap"

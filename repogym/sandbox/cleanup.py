@@ -10,16 +10,20 @@ container, the worker pool of a run, a Ray instance a run started::
         self._release()                                          # runs release_fn once
 
 The function then runs once, whichever comes first: the explicit ``close()``, the object
-being garbage-collected, interpreter exit (``atexit``), or a terminating signal. It must not
+being garbage-collected, interpreter exit (``atexit``), or a terminating signal when the
+program installed the handlers below. It must not
 hold a reference to the object itself (it would never be collected), and it must be
 idempotent: a forced exit that interrupts it half-way runs it again from the start.
 
-Signals. A process that holds a resource gets handlers for SIGTERM and SIGHUP the first time
-it registers one, unless the program installed its own (then that program decides): the
-handler removes every live resource of this process, stops the daemonic worker processes it
-started, and then dies of the same signal, as the program would have without it. SIGINT
-keeps Python's behaviour (KeyboardInterrupt): ``with`` blocks and ``finally`` clauses close
-what they hold and the rest is removed at exit.
+Signals. Library code never installs a signal handler, at import or when it creates a
+resource: a program that embeds repogym (a trainer inside Ray or verl, a notebook) keeps its
+own. A program's entry point calls :func:`install_signal_handlers` (the ``repogym`` command
+and the other ``python -m`` entry points that hold sandboxes do): then SIGTERM and SIGHUP,
+where the program has no handler of its own, remove every live resource of this process,
+stop the daemonic worker processes it started, and then die of the same signal, as the
+program would have without them. A program with handlers of its own calls
+:func:`close_all` from them. SIGINT keeps Python's behaviour (KeyboardInterrupt): ``with``
+blocks and ``finally`` clauses close what they hold and the rest is removed at exit.
 
 Commands that want a graceful stop (``repogym run``, ``train``, ``serve``) call
 :func:`graceful_signals` instead: the first SIGTERM, SIGINT or SIGHUP raises
@@ -48,7 +52,6 @@ _live: dict[int, weakref.finalize] = {}
 _running: dict[int, tuple[Callable[..., Any], tuple]] = {}
 _unfinished: list[tuple[Callable[..., Any], tuple]] = []
 _next_id = 0
-_installed_pid: int | None = None
 _stopping = threading.Event()
 _first_signal: int | None = None
 
@@ -66,7 +69,6 @@ def register(obj: object, fn: Callable[..., Any], *args: Any) -> weakref.finaliz
         _next_id += 1
         fin = weakref.finalize(obj, _run_and_forget, key, fn, args)
         _live[key] = fin
-    _ensure_handlers()
     return fin
 
 
@@ -143,26 +145,29 @@ def stopping() -> bool:
 
 def _after_fork_in_child() -> None:
     """A forked child owns none of its parent's resources: forget them (never clean them)."""
-    global _installed_pid
     with _lock:
         for fin in _live.values():
             fin.detach()
         _live.clear()
         _running.clear()
         _unfinished.clear()
-    _installed_pid = None
     _stopping.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _ensure_handlers() -> None:
-    """Install the terminating handlers once per process, where nobody else installed any."""
-    global _installed_pid
-    if _installed_pid == os.getpid() or threading.current_thread() is not threading.main_thread():
+def install_signal_handlers() -> None:
+    """For a program's entry point: SIGTERM and SIGHUP clean up, then kill the process.
+
+    Each of :data:`TERMINATING` that still has its default handler gets one that removes
+    every live resource of this process, stops the daemonic worker processes it started,
+    and then dies of the signal as by default (the parent sees the signal). A handler the
+    program installed is kept. Idempotent; outside the main thread (where handlers cannot
+    be set) it does nothing. Library code never calls it (see the module docstring).
+    """
+    if threading.current_thread() is not threading.main_thread():
         return
-    _installed_pid = os.getpid()
     for sig in TERMINATING:
         if signal.getsignal(sig) == signal.SIG_DFL:
             signal.signal(sig, _terminate)
@@ -192,12 +197,11 @@ def graceful_signals() -> Iterator[None]:
     For long-running commands, around the whole command; the previous handlers come back
     afterwards. Outside the main thread (where handlers cannot be set) it does nothing.
     """
-    global _installed_pid, _first_signal
+    global _first_signal
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in GRACEFUL}
-    installed, _installed_pid = _installed_pid, os.getpid()
     for sig in GRACEFUL:
         signal.signal(sig, _interrupt)
     try:
@@ -205,7 +209,6 @@ def graceful_signals() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        _installed_pid = installed
         _stopping.clear()
         _first_signal = None
 

@@ -61,10 +61,10 @@ from repogym.sandbox.base import (
     WORKSPACE,
     ExecResult,
     Interpreter,
+    Sandbox,
     SandboxError,
     SandboxSpec,
 )
-from repogym.sandbox.common import SandboxBase
 from repogym.sandbox.docker_setup import DEFAULT_IMAGE, LABEL, client, default_base_url
 from repogym.sandbox.leases import SANDBOX_GID
 from repogym.sandbox.owners import owner_gone
@@ -113,7 +113,7 @@ def owner_label() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class DockerSandbox(SandboxBase):
+class DockerSandbox(Sandbox):
     """A Docker container over one workspace. See the module docstring.
 
     Args:

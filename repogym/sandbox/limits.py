@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from repogym.sandbox.base import Limits
+from repogym.sandbox.types import Limits
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _CONTROLLERS = ("memory", "pids")

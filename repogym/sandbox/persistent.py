@@ -49,7 +49,7 @@ from typing import Any
 
 from repogym.sandbox import cleanup
 from repogym.sandbox._exec import TIMEOUT_EXIT
-from repogym.sandbox.base import ExecResult, Limits, SandboxError
+from repogym.sandbox.types import ExecResult, Limits, SandboxError
 
 #: The shell's command line; it is an interactive shell without a terminal or job control.
 BASH = ("/bin/bash", "--norc", "--noprofile", "--noediting", "-i")

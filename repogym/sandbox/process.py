@@ -22,8 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from repogym.sandbox._exec import run_process
-from repogym.sandbox.base import ExecResult, Interpreter, SandboxSpec
-from repogym.sandbox.common import SandboxBase
+from repogym.sandbox.base import ExecResult, Interpreter, Sandbox, SandboxSpec
 from repogym.sandbox.limits import rlimit_preexec
 from repogym.sandbox.persistent import PopenShell, spawn
 from repogym.sandbox.workspace import Workspace
@@ -32,7 +31,7 @@ _UNSAFE = ("the 'process' sandbox has NO isolation: commands run as host process
            "full access to this machine. Use it only to debug; the default is 'bwrap'.")
 
 
-class ProcessSandbox(SandboxBase):
+class ProcessSandbox(Sandbox):
     """Runs ``bash -c`` at the workspace with a clean environment and rlimits, nothing more."""
 
     backend = "process"

@@ -31,8 +31,8 @@ import threading
 from pathlib import Path
 from typing import Self
 
-from repogym.sandbox.base import PackageSite, SandboxError
 from repogym.sandbox.leases import SANDBOX_GID, Lease, lease_at, lease_of, mount, umount
+from repogym.sandbox.types import PackageSite, SandboxError
 
 #: File changes for :func:`make_diff`: path -> new text, None (delete) or "->target" (symlink).
 Changes = dict[str, str | None]

@@ -196,7 +196,9 @@ import gymnasium as gym
 import repogym
 sys.path.insert(0, {here!r})
 from rg_test_agents import report_resources
+from repogym.sandbox import cleanup
 
+cleanup.install_signal_handlers()  # what a program's entry point does (library code does not)
 env = gym.make("repogym/retry-zero-v0")
 env.reset(seed=0)
 env.step('{{"tool": "bash", "args": {{"command": "echo ready"}}}}')

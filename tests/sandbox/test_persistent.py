@@ -262,7 +262,8 @@ def test_interrupt_leaves_nothing_running(sandbox, sigint_handled):
 
 _OWNER = """
 import time
-from repogym.sandbox import SandboxSpec, make_sandbox
+from repogym.sandbox import SandboxSpec, cleanup, make_sandbox
+cleanup.install_signal_handlers()
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios.registry import registered_tasks
 cache = TemplateCache()

@@ -28,6 +28,7 @@ from repogym.agents.metrics import plot_metrics
 from repogym.agents.rollout import RolloutConfig, collect
 from repogym.agents.toy.setup import TOY_TASKS, FormatFactory, toy_model, warm_start
 from repogym.agents.trainer import Trainer
+from repogym.sandbox import cleanup
 
 
 def demo_config(seed: int, out: str, steps: int) -> GRPOConfig:
@@ -50,6 +51,7 @@ def evaluate(trainer: Trainer, samples: int, seed: int = 12345) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Warm start, evaluate, train with GRPO, evaluate; print the two resolve rates."""
+    cleanup.install_signal_handlers()  # an entry point: SIGTERM removes its sandboxes
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="runs/train-demo")
