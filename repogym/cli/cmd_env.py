@@ -45,8 +45,8 @@ def _specs(args: argparse.Namespace) -> dict[str, tuple[object, list[str]]]:
             out.setdefault(p.environment.key, (p.environment, []))[1].append(p.name)
     for folder in args.tasks:
         for task in load_tasks(Path(folder)):
-            if task.environment is not None:
-                out.setdefault(task.environment.key, (task.environment, []))[1].append(task.id)
+            if task.dependencies is not None:
+                out.setdefault(task.dependencies.key, (task.dependencies, []))[1].append(task.id)
     return out
 
 
@@ -54,7 +54,7 @@ def _build(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from repogym.scenarios.environment import EnvironmentUnavailable, build
+    from repogym.scenarios.dependencies import DependenciesUnavailable, build
     from repogym.scenarios.suites import SuiteError
     from repogym.scenarios.task import TaskError
 
@@ -77,7 +77,7 @@ def _build(args: argparse.Namespace) -> int:
             with console.status(f"environment {key}: {spec.summary()}"):
                 env, new = build(spec, force=args.force)
             status = f"built ({len(env.distributions)} packages)" if new else "already built"
-        except EnvironmentUnavailable as e:
+        except DependenciesUnavailable as e:
             failed += 1
             status = "[red]FAILED[/red]"
             console.print(f"FAIL {key} (used by {', '.join(users[:5])}): {e}", markup=False,
@@ -92,7 +92,7 @@ def _list() -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from repogym.scenarios.environment import envs_dir, list_built
+    from repogym.scenarios.dependencies import envs_dir, list_built
 
     table = Table(title=f"environments in {envs_dir()}", title_justify="left")
     for col in ("key", "python", "packages", "requirements", "build (s)"):

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from repogym.cli.options import add_sandbox
-from repogym.cli.reports import print_written
+from repogym.cli.printing import print_written
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from repogym.cli.options import add_mutation_options, bad_mutation_args
-from repogym.cli.reports import run_mutation
+from repogym.cli.printing import run_mutation
 
 _TOML = '''\
 # A repogym task (see docs/authoring.md). Everything here is checked by `repogym validate`.

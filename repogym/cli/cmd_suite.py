@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from repogym.cli.options import SPLITS, add_sandbox
-from repogym.cli.reports import print_error
+from repogym.cli.printing import print_error
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -89,7 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from repogym.scenarios.environment import EnvironmentUnavailable
+    from repogym.scenarios.dependencies import DependenciesUnavailable
     from repogym.scenarios.pypi import PypiError
     from repogym.scenarios.suites import SuiteError
     from repogym.scenarios.synth import SynthError
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
               "add-history": _add_history}
     try:
         return action[args.suite_command](args)
-    except (SuiteError, PypiError, EnvironmentUnavailable, SynthError) as e:
+    except (SuiteError, PypiError, DependenciesUnavailable, SynthError) as e:
         print(e, file=sys.stderr)
         return 2
 

@@ -16,7 +16,7 @@ import argparse
 import sys
 
 from repogym.cli.options import SPLITS, add_mutation_options, bad_mutation_args
-from repogym.cli.reports import print_written, run_mutation
+from repogym.cli.printing import print_written, run_mutation
 
 #: Mutants graded per task by `synth --pypi` unless --max-mutants says otherwise: a real
 #: function has 50-100 of them, and a package's own test suite takes seconds per grading, so
@@ -96,7 +96,7 @@ def _run_pypi(args: argparse.Namespace) -> int:
 
     from repogym.quality.synth_pypi import synthesize_pypi
     from repogym.sandbox.base import SandboxError
-    from repogym.scenarios.environment import EnvironmentUnavailable
+    from repogym.scenarios.dependencies import DependenciesUnavailable
     from repogym.scenarios.pypi import PypiError
     from repogym.scenarios.synth import SynthError
     from repogym.scenarios.task import load_task
@@ -114,7 +114,7 @@ def _run_pypi(args: argparse.Namespace) -> int:
                               workers=args.workers, reruns=args.reruns,
                               adversarial=args.adversarial, split=args.split,
                               leak_scan=not args.no_leak_scan, say=say)
-    except (PypiError, EnvironmentUnavailable, SynthError, SandboxError, OSError) as e:
+    except (PypiError, DependenciesUnavailable, SynthError, SandboxError, OSError) as e:
         print(e, file=sys.stderr)
         return 2
     print_written(res.written, res.dropped)

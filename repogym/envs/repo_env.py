@@ -259,7 +259,7 @@ class RepoEnv(gym.Env[str, str]):
         self._close_session()
         self.task = self._select_task(options)
         self.session = Session(self.task, self._templates.get(
-                                   self.task.repo_dir, self.task.sandbox_environment()),
+                                   self.task.repo_dir, self.task.sandbox_dependencies()),
                                self._make_sandbox, self.limits, self.max_obs_chars,
                                shell=self.shell)
         self._steps, self._done = 0, False

@@ -59,7 +59,7 @@ def model_dir(model: str) -> str:
 def tests_status(task: Task, tests: dict[str, str]) -> dict[str, dict[str, list[str]]]:
     """swebench's ``tests_status`` from repogym's per-test outcomes (see the module doc)."""
     names = swebench_meta(task).get("tests") or {}
-    v = task.verifier
+    v = task.test_spec
 
     def split(ids: tuple[str, ...], maintained: bool) -> dict[str, list[str]]:
         good = {"passed", "skipped"} if maintained else {"passed"}

@@ -298,7 +298,7 @@ def grade_attack(task: Task, grader: PatchGrader, attack: Attack, noop_reward: f
     """Plant ``attack`` in ``task``'s repository and grade it once in ``mode``; a crash of
     the attack's planting or grading is reported in ``error``, never raised."""
     try:
-        diff = make_diff(task.repo_dir, attack.changes(task.repo_dir, task.verifier.tests_dest))
+        diff = make_diff(task.repo_dir, attack.changes(task.repo_dir, task.test_spec.tests_dest))
         res = grader.grade(task, diff, mode=mode, timeout_s=attack.timeout_s)
     except Exception as e:  # noqa: BLE001 - a crash is reported as a failed check
         return AttackResult(attack.name, attack.kind, 0.0, noop_reward, [], "",

@@ -35,7 +35,7 @@ from repogym.quality.validate import PatchGrader
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.base import WORKSPACE, SandboxError
 from repogym.sandbox.workspace import TemplateCache
-from repogym.scenarios import reports
+from repogym.scenarios import bug_reports
 from repogym.scenarios.mutation import file_diff
 from repogym.scenarios.patches import split_diff
 from repogym.scenarios.pypi import is_artefact
@@ -108,7 +108,7 @@ def _scan(task: Task, templates: TemplateCache, needles: list[dict], mode: str,
                                                          "skip_name": _BIND}))
         for p in (folder, *folder.iterdir()):
             os.chmod(p, 0o755 if p.is_dir() else 0o644)
-        template = templates.get(task.repo_dir, task.sandbox_environment())
+        template = templates.get(task.repo_dir, task.sandbox_dependencies())
         limits = Limits(timeout_s=SCAN_TIMEOUT_S, cpu_s=SCAN_TIMEOUT_S)
         sb = make_sandbox(sandbox, SandboxSpec(template, limits))
         try:
@@ -139,7 +139,7 @@ def leak_scan(tasks: Iterable[Task], *, sandbox: str = "bwrap",
     for t in tasks:
         if bad := artefacts(t):
             found.setdefault(t.id, []).append(f"{t.id}: repo/ holds {', '.join(bad[:5])}")
-        groups.setdefault(t.environment, []).append(t)
+        groups.setdefault(t.dependencies, []).append(t)
     templates = TemplateCache()
     try:
         for group in groups.values():
@@ -193,7 +193,7 @@ def check_reproduction(task: Task, *, sandbox: str = "bwrap",
     own = templates is None
     templates = templates or TemplateCache()
     try:
-        template = templates.get(task.repo_dir, task.sandbox_environment())
+        template = templates.get(task.repo_dir, task.sandbox_dependencies())
         results = []
         for patch in ("", task.solution_patch.read_text()):
             sb = make_sandbox(sandbox, SandboxSpec(template, Limits(timeout_s=120)))
@@ -210,7 +210,7 @@ def check_reproduction(task: Task, *, sandbox: str = "bwrap",
         if own:
             templates.close()
     (bug_code, bug_out), (fix_code, fix_out) = results
-    if bug_code == 0 or not reports.fails_itself(bug_out):
+    if bug_code == 0 or not bug_reports.fails_itself(bug_out):
         return (f"{task.id}: reproduction.py does not fail with an AssertionError of its own "
                 f"without the fix (exit {bug_code}): {bug_out.strip()[-300:]}")
     if fix_code != 0:
@@ -278,8 +278,8 @@ def sabotage(tasks: Iterable[Task], *, sandbox: str = "bwrap",
             for other in by_package[t.path.parent]:
                 # the other bug must break a test this task lists besides its own failing
                 # ones (two bugs may share failing tests; those prove nothing here)
-                extra = set(other.verifier.fail_to_pass) - set(t.verifier.fail_to_pass)
-                if other.id == t.id or not extra or not extra <= set(t.verifier.pass_to_pass):
+                extra = set(other.test_spec.fail_to_pass) - set(t.test_spec.fail_to_pass)
+                if other.id == t.id or not extra or not extra <= set(t.test_spec.pass_to_pass):
                     continue
                 diff = sabotaged_diff(t, other)
                 if diff is None or not fixed:

@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Self
 
 from repogym.envs.canaries import Masked, add_canaries
+from repogym.envs.grading_run import LAUNCHER_DIR, ini_text, launcher_env
 from repogym.envs.seal import judge_case
-from repogym.envs.verifier import LAUNCHER_DIR, ini_text, verifier_env
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.base import WORKSPACE, ExecResult, PackageSite, Sandbox, SandboxError
 from repogym.sandbox.workspace import TemplateCache
@@ -456,7 +456,7 @@ class SandboxRunner:
         # The tests get the grader's environment: without it a test whose subprocess needs
         # the package's requirements (python-slugify's `python -m slugify`) passes here and
         # fails every grading.
-        record += " RG_PROBE_ENV=" + shlex.quote(json.dumps(verifier_env(**sb.interpreter.env)))
+        record += " RG_PROBE_ENV=" + shlex.quote(json.dumps(launcher_env(**sb.interpreter.env)))
         return (f'PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONPATH="$RG_PROBE:$PYTHONPATH" '
                 f"RG_PROBE_TRACE={int(trace)}{record} RG_PROBE_OUT={_OUT} {py} -m pytest "
                 f'-c "$RG_PROBE/pytest.ini" --rootdir=. -p no:cacheprovider -p rg_probe -q'

@@ -27,7 +27,7 @@ from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.base import WORKSPACE, PackageSite, SandboxError
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios import history, pypi, reports
-from repogym.scenarios.environment import EnvironmentSpec
+from repogym.scenarios.dependencies import DependencySpec
 from repogym.scenarios.synth import SynthError, deletion_decoys
 from repogym.scenarios.task import load_task
 
@@ -205,7 +205,7 @@ def _mine_pair(name: str, base: str, fixed: str, work: Path, staging: Path,
 
 def _candidate(name: str, base: str, fixed: str, fn: history.ChangedFunction, new_repo: Path,
                pkg: Path, runner: SandboxRunner, collected: list[str], hidden: list[str],
-               dest: str, spec: EnvironmentSpec, ini: dict[str, str], timeout_s: float,
+               dest: str, spec: DependencySpec, ini: dict[str, str], timeout_s: float,
                describe: Describe | None) -> tuple[history.HistoryTask | None, str]:
     """The task that reverting ``fn`` gives, or (None, why not)."""
     path = pkg / fn.file
@@ -330,7 +330,7 @@ class ScriptReproducer:
         function (:func:`repogym.scenarios.history.test_script`), else, for a test it
         cannot stand alone for (a method a ``unittest`` mixin defines, helpers on
         ``self``), the test's body inlined with what it uses of its class and bases, as
-        synthesised bugs' reports do (:func:`repogym.scenarios.reports.inline_check`)."""
+        synthesised bugs' reports do (:func:`repogym.scenarios.bug_reports.inline_check`)."""
         source = _test_source(task, node_id)
         script = history.test_script(source, node_id, local_modules=local,
                                      pythonpath=self.pythonpath)

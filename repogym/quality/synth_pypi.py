@@ -27,7 +27,7 @@ from packaging.requirements import Requirement
 from repogym.quality import audit
 from repogym.quality.sandboxed_tests import SandboxRunner
 from repogym.quality.validate import TaskReport, validate_tasks
-from repogym.scenarios import environment as envs
+from repogym.scenarios import dependencies as deps
 from repogym.scenarios import pypi
 from repogym.scenarios.synth import MAX_FAIL_TO_PASS, SynthError, synthesize
 from repogym.scenarios.task import load_task
@@ -49,7 +49,7 @@ class PypiSynthesis:
     """
 
     sdist: pypi.Sdist
-    environment: envs.EnvironmentSpec
+    environment: deps.DependencySpec
     written: list[Path]
     dropped: dict[str, list[str]]
     passing_tests: int
@@ -60,7 +60,7 @@ class PypiSynthesis:
 
 def prepare(project: str, work: Path, *, extra: Iterable[str] = (), drop: Iterable[str] = (),
             sha256: str | None = None, say: Callable[[str], None] = print
-            ) -> tuple[pypi.Sdist, Path, envs.EnvironmentSpec, envs.BuiltEnvironment,
+            ) -> tuple[pypi.Sdist, Path, deps.DependencySpec, deps.BuiltDependencies,
                        dict[str, str]]:
     """Download and unpack ``project`` under ``work``, derive, build and pin its environment.
 
@@ -71,13 +71,13 @@ def prepare(project: str, work: Path, *, extra: Iterable[str] = (), drop: Iterab
     say(f"sdist {sdist.path.name} (sha256 {sdist.sha256[:12]}...)")
     repo = pypi.unpack(sdist, work / f"{sdist.name}-{sdist.version}")
     spec = pypi.derive_environment(repo, sdist.name, extra=extra, drop=drop)
-    built, new = envs.build(spec, on_start=lambda: say(
+    built, new = deps.build(spec, on_start=lambda: say(
         f"building the environment: {spec.summary()}"))
     if not new:
         say(f"environment {built.root.name} already built")
-    pinned = envs.lock(built, spec)
+    pinned = deps.lock(built, spec)
     ini = pypi.pytest_ini_options(repo)
-    envs.check_conflicts(built, repo, ini.get("pythonpath", "").split(), sdist.name)
+    deps.check_conflicts(built, repo, ini.get("pythonpath", "").split(), sdist.name)
     return sdist, repo, pinned, built, ini
 
 
@@ -98,7 +98,7 @@ def synthesize_pypi(project: str, out: Path, *, max_tasks: int = 10, seed: int =
 
     Raises:
         PypiError: the sdist cannot be fetched or unpacked.
-        EnvironmentUnavailable: its environment cannot be built (the message names the
+        DependenciesUnavailable: its environment cannot be built (the message names the
             requirement and the fix).
         SynthError: no test of the package passes in the sandbox.
     """
@@ -178,7 +178,7 @@ def synthesize_pypi(project: str, out: Path, *, max_tasks: int = 10, seed: int =
         shutil.rmtree(work, ignore_errors=True)
 
 
-def plugins_of(repo: Path, name: str, built: envs.BuiltEnvironment, *,
+def plugins_of(repo: Path, name: str, built: deps.BuiltDependencies, *,
                extra: Iterable[str] = (), drop: Iterable[str] = ()) -> list[str]:
     """The pytest plugins of the requirements the project declares (and ``extra``) in its
     built environment (:func:`repogym.scenarios.pypi.pytest_plugins`)."""

@@ -152,7 +152,7 @@ def _judge(task: Task, job: _Job, res: GradeResult) -> list[str]:
     where = f"{task.id}: {job.kind} {_rel(task, job.patch)}"
     if res.infra_error:
         return [f"{where}: the sandbox or grader failed: {res.infra_error}"]
-    v = task.verifier
+    v = task.test_spec
     if job.kind == "noop":
         out = [f"{where}: fail_to_pass test {t} passes without any fix (it must fail "
                f"before the fix)" for t in v.fail_to_pass if res.tests.get(t) == "passed"]
@@ -255,7 +255,7 @@ def _cause(lines: list[str]) -> str:
 def _flaky(task: Task, runs: list[Check]) -> list[str]:
     """Tests whose outcome differs between gold runs."""
     out = []
-    for t in task.verifier.all_tests:
+    for t in task.test_spec.all_tests:
         seen = [c.tests.get(t, "missing") for c in runs]
         if len(set(seen)) > 1:
             out.append(f"{task.id}: gold {_rel(task, task.solution_patch)}: test {t} is flaky "
@@ -292,10 +292,10 @@ class PatchGrader:
               timeout_s: float | None = None) -> GradeResult:
         """Grading of ``diff`` against ``task``'s repo/ (``timeout_s`` shortens the
         verifier's timeout, for checks that expect a hang)."""
-        if timeout_s is not None and timeout_s < task.verifier.timeout_s:
+        if timeout_s is not None and timeout_s < task.test_spec.timeout_s:
             task = dataclasses.replace(
-                task, verifier=dataclasses.replace(task.verifier, timeout_s=timeout_s))
-        template = self._templates.get(task.repo_dir, task.sandbox_environment())
+                task, test_spec=dataclasses.replace(task.test_spec, timeout_s=timeout_s))
+        template = self._templates.get(task.repo_dir, task.sandbox_dependencies())
         return grade(task, template, diff, mode=mode, make_sandbox=self._factory,
                      limits=self.limits, leaked=leaked_checks(self.leaks(task)))
 
@@ -364,7 +364,7 @@ def validate_tasks(tasks: Iterable[Task], *, sandbox: str = "bwrap", reruns: int
             left[i] -= 1
             if left[i] == 0:
                 _finish(tasks[i], reports[i])
-                f2p = {t.partition("[")[0] for t in tasks[i].verifier.fail_to_pass}
+                f2p = {t.partition("[")[0] for t in tasks[i].test_spec.fail_to_pass}
                 reports[i].leaks = [x for x in used.leaks(tasks[i]) if x.test in f2p]
                 if on_report:
                     on_report(reports[i])
@@ -380,7 +380,7 @@ def _finish(task: Task, report: TaskReport) -> None:
     coverage = seal_coverage(task)
     report.sealed = (sum(1 for n in coverage.values() if n), len(coverage))
     noop = next((c for c in report.checks if c.kind == "noop" and c.tests), None)
-    f2p = task.verifier.fail_to_pass
+    f2p = task.test_spec.fail_to_pass
     if noop is not None:
         report.witnessed = (sum(1 for t in f2p if t in noop.sealed_failures), len(f2p))
         report.strongly = sum(1 for t in f2p if t in noop.strongly_failed)

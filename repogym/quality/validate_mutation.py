@@ -171,7 +171,7 @@ def _store(task: Task, report: MutationReport) -> None:
 
 # -- the mutants of a task ----------------------------------------------------------------
 def _is_hidden_or_test(task: Task, rel: str) -> bool:
-    dest = PurePosixPath(task.verifier.tests_dest)
+    dest = PurePosixPath(task.test_spec.tests_dest)
     p = PurePosixPath(rel)
     under = dest != PurePosixPath(".") and (p == dest or dest in p.parents)
     return under or is_test_file(rel) or p.name == "conftest.py"
@@ -316,8 +316,8 @@ def mutation_check(task: Task, grader: PatchGrader, *, workers: int = 1,
     if problems:
         report.problems += problems
         return _done(task, report, start)
-    limit = min(task.verifier.timeout_s, max(10.0, TIMEOUT_FACTOR * gold_s))
-    quick = dataclasses.replace(task, verifier=dataclasses.replace(task.verifier,
+    limit = min(task.test_spec.timeout_s, max(10.0, TIMEOUT_FACTOR * gold_s))
+    quick = dataclasses.replace(task, test_spec=dataclasses.replace(task.test_spec,
                                                                    timeout_s=limit))
     gold = task.solution_patch.read_text()
     results = _run(quick, grader, gold, before, after, made, reviewed, workers,

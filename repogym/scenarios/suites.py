@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 
 from repogym.sandbox.runtime import cache_dir
-from repogym.scenarios.environment import EnvironmentSpec, parse_spec
+from repogym.scenarios.dependencies import DependencySpec, parse_spec
 from repogym.scenarios.task import P2P_SCOPES, SPLITS, Task, load_task, pytest_command
 
 MANIFESTS = Path(__file__).parent / "suites"
@@ -88,7 +88,7 @@ class PackageEntry:
     sha256: str
     split: str
     kind: str
-    environment: EnvironmentSpec
+    environment: DependencySpec
     ini_options: dict[str, str]
     tests_dest: str
     hidden: tuple[str, ...]
@@ -166,7 +166,7 @@ class Suite:
         return out
 
 
-def _spec_json(spec: EnvironmentSpec) -> dict:
+def _spec_json(spec: DependencySpec) -> dict:
     out: dict = {"requirements": list(spec.requirements)}
     for key in ("python", "setup", "exclude"):
         if value := getattr(spec, key):

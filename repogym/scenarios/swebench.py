@@ -48,7 +48,7 @@ from typing import Any
 
 from repogym.sandbox.workspace import make_diff
 from repogym.scenarios import swebench_runner as runner
-from repogym.scenarios.environment import EnvironmentSpec
+from repogym.scenarios.dependencies import DependencySpec
 from repogym.scenarios.importing import (
     MAX_FILE_BYTES,
     UnsafeTaskFile,
@@ -364,7 +364,7 @@ def _task_toml(task_id: str, inst: Instance, split: str, dest: str, test_files: 
                       for k, v in (("fail_to_pass", f2p), ("pass_to_pass", p2p)))
     env = ""
     if inst.requirements or inst.python:
-        spec = EnvironmentSpec(tuple(sorted(dict.fromkeys(inst.requirements))), inst.python)
+        spec = DependencySpec(tuple(sorted(dict.fromkeys(inst.requirements))), inst.python)
         env = "\n" + spec.to_toml()
     return f"""# Imported from a {inst.format} instance by `repogym import-swebench`.
 id = {_toml_str(task_id)}
