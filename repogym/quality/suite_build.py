@@ -25,7 +25,7 @@ from pathlib import Path
 from repogym.envs.grader import code_digest
 from repogym.quality.adversarial import forger_check
 from repogym.quality.pool import grading_pool
-from repogym.quality.synth_pypi import synthesize_pypi
+from repogym.quality.synthesis import from_pypi
 from repogym.quality.validate import PatchGrader, TaskReport, validate_tasks
 from repogym.scenarios import dependencies as deps
 from repogym.scenarios import suites
@@ -191,9 +191,9 @@ def build_entry(project: str, *, split: str, kind: str, max_tasks: int, seed: in
         SuiteError: no task validated.
     """
     with tempfile.TemporaryDirectory(prefix="repogym-suite-build-") as tmp:
-        res = synthesize_pypi(project, Path(tmp) / "tasks", max_tasks=max_tasks, seed=seed,
-                              combined=combined, extra=extra, drop=drop, sandbox=sandbox,
-                              workers=workers, split=split, say=say)
+        res = from_pypi(project, Path(tmp) / "tasks", max_tasks=max_tasks, seed=seed,
+                        combined=combined, extra=extra, drop=drop, sandbox=sandbox,
+                        workers=workers, split=split, say=say)
         for task_id, failures in res.dropped.items():
             say(f"dropped {task_id} (did not validate): {failures[0]}")
         if not res.written:

@@ -246,7 +246,7 @@ def test_synth_pypi_scores_a_sample_of_mutants_unless_told(monkeypatch, tmp_path
     grading: `synth --pypi` scores a fixed sample unless --max-mutants says otherwise."""
     from repogym import cli
     from repogym.cli import cmd_synth
-    from repogym.quality import synth_pypi
+    from repogym.quality import synth_pypi, synthesis
     from repogym.scenarios.registry import builtin_tasks
 
     task = builtin_tasks()[0]
@@ -254,7 +254,7 @@ def test_synth_pypi_scores_a_sample_of_mutants_unless_told(monkeypatch, tmp_path
                        sha256="0" * 64)
     done = synth_pypi.PypiSynthesis(sdist=sdist, environment=None, written=[task.path],
                                     dropped={}, passing_tests=3)
-    monkeypatch.setattr(synth_pypi, "synthesize_pypi", lambda *a, **k: done)
+    monkeypatch.setattr(synthesis, "from_pypi", lambda *a, **k: done)
     seen = []
     monkeypatch.setattr(cmd_synth, "run_mutation",
                         lambda tasks, args, console, diffs: seen.append(args.max_mutants))
