@@ -1,5 +1,6 @@
-"""The CLI's printing, what several commands print: errors and notes, validation, mutation and adversarial
-reports, and the checks that print each task's report as it finishes.
+"""The CLI's printing: what several commands print (errors and notes; validation, mutation
+and adversarial check reports), and the checks that print each task's report as it
+finishes.
 
 Every message goes through rich with its markup escaped (:func:`print_error`,
 :func:`print_note`, :func:`print_line`): a message is text, and rich would otherwise eat a
