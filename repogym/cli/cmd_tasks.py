@@ -1,6 +1,6 @@
 """``repogym tasks``: list the registered tasks with their split and tags.
 
-``--quality`` adds what makes a task's verifier trustworthy: the share of its listed tests that
+``--quality`` adds what makes a task's hidden tests trustworthy: the share of its listed tests that
 are sealed (their verdict needs hidden expected values), its decoys and the mutation
 score stored by ``repogym validate --mutation`` for this exact task version, with the
 median and minimum over the listed tasks.

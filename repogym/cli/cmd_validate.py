@@ -1,4 +1,4 @@
-"""``repogym validate [TASK_DIR ...]``: check that task verifiers are trustworthy.
+"""``repogym validate [TASK_DIR ...]``: check that tasks' hidden tests can be trusted.
 
 With no argument every built-in task is validated. Each argument is a task folder or a
 folder of task folders. ``--mutation`` adds the mutation check

@@ -125,7 +125,7 @@ class RepoEnv(gym.Env[str, str]):
     ## Description
     The agent gets a bug report (the task's statement) and a repository in a sandbox with
     no network, no git history beyond one commit, no host secrets and resource limits. It
-    acts with tool calls (shell, read, write, edit) and submits; hidden verifier tests
+    acts with tool calls (shell, read, write, edit) and submits; hidden tests
     grade the diff in a fresh sandbox.
 
     ## Action Space

@@ -15,7 +15,7 @@ Beside repogym's ``results.jsonl``, ``repogym grade`` writes what swebench's
 Meanings follow swebench, not repogym's reward: a FAIL_TO_PASS test succeeds when it
 passed, a PASS_TO_PASS test also when it was skipped (swebench's ``test_maintained``);
 ``resolved`` is swebench's RESOLVED_FULL. A grading repogym did not trust (forged results,
-a verifier that timed out) is a run whose log swebench could not read: the patch did not
+a grading run that timed out) is a run whose log swebench could not read: the patch did not
 "successfully apply", the instance is unresolved. An episode whose sandbox failed
 (``infra_error``) has no report, so it is in ``error_ids`` (and ``infra_failure_ids``, its
 reason under ``failure_reasons``), as an instance whose container failed is in swebench.

@@ -185,7 +185,7 @@ class SandboxRunner:
 
     Args:
         environment: The package's built environment (None: the sandbox's pytest only).
-        ini_options: The pytest settings the tasks' verifier will use.
+        ini_options: The pytest settings the tasks' test spec will use.
         sandbox: Sandbox backend.
         sandbox_options: Extra options for the backend.
         limits: Sandbox limits (each run's timeout comes from the caller).

@@ -1,7 +1,7 @@
-"""Task validation: is a task's verifier trustworthy?
+"""Task validation: can a task's hidden tests be trusted?
 
-A verifier is part of the learning signal: a correct fix it rejects adds reward noise, a
-wrong fix it accepts teaches the agent a hack. :func:`validate_task` grades a task's own
+A task's hidden tests are part of the learning signal: a correct fix they reject adds reward
+noise, a wrong fix they accept teaches the agent a hack. :func:`validate_task` grades a task's own
 patches with the real grader (:func:`repogym.envs.grader.grade`) in the real sandbox and
 checks that:
 
@@ -15,7 +15,7 @@ checks that:
 
 Each failure names the task, the patch and the test. Grading reuses one prepared template
 per task (:class:`~repogym.sandbox.workspace.TemplateCache`), so a check costs one
-sandboxed verifier run and no environment episode.
+sandboxed grading run and no env episode.
 """
 
 from __future__ import annotations
@@ -291,7 +291,7 @@ class PatchGrader:
     def grade(self, task: Task, diff: str, *, mode: RewardMode = "binary",
               timeout_s: float | None = None) -> GradeResult:
         """Grading of ``diff`` against ``task``'s repo/ (``timeout_s`` shortens the
-        verifier's timeout, for checks that expect a hang)."""
+        test spec's timeout, for checks that expect a hang)."""
         if timeout_s is not None and timeout_s < task.test_spec.timeout_s:
             task = dataclasses.replace(
                 task, test_spec=dataclasses.replace(task.test_spec, timeout_s=timeout_s))
@@ -341,7 +341,7 @@ def validate_tasks(tasks: Iterable[Task], *, sandbox: str = "bwrap", reruns: int
         sandbox: Sandbox backend for grading (``bwrap`` by default).
         reruns: How many times gold is graded in total (>= 1); outcomes must agree.
         workers: Parallel grading runs (threads; each run is a sandboxed process).
-        limits: Sandbox limits (the verifier's timeout_s always applies).
+        limits: Sandbox limits (the test spec's timeout_s always applies).
         sandbox_options: Extra keyword options for the sandbox backend.
         on_report: Called with each task's report as soon as that task is done.
         grader: Grade through this one, left open (its templates serve later checks of

@@ -21,7 +21,7 @@ generated test files become the hidden tests and its tests' outcomes before and 
 fix (the row's pytest ``-rA`` logs) give FAIL_TO_PASS and PASS_TO_PASS. An instance's own
 ``requirements``/``pip_packages`` and ``python`` become the task's ``[environment]``.
 
-The verifier runs the union of the files that hold the FAIL_TO_PASS and PASS_TO_PASS tests
+A grading run runs the union of the files that hold the FAIL_TO_PASS and PASS_TO_PASS tests
 and the test files the test patch touches (a listed test in a file the patch does not touch
 runs, from the pristine repository). ``repo/`` is written from ``base_commit``'s tree
 through a throw-away index, so no commit, tag, reflog or object of the clone (the future fix
@@ -405,7 +405,7 @@ def import_instance(inst: dict[str, Any], repos: Path, out: Path, *, split: str 
         repos: Folder of local clones, ``<owner>__<name>`` per repository.
         out: Parent folder for task folders.
         split: The tasks' split.
-        timeout_s: The verifier's timeout.
+        timeout_s: The test spec's timeout.
         fmt: ``auto`` (from the row's keys), ``swebench``, ``swesmith`` or ``r2e``.
 
     Raises:
@@ -519,7 +519,7 @@ def _write_runner(inst: Instance, root: Path, after: Path, dest: str, touched: l
         raise InstanceError(f"{iid}: the repository already has {path} or "
                             f"{runner.VENDOR_DIR}/ beside it, where the generated runner goes. "
                             "Fix: rename that file in the row's repository")
-    timeout = max(10.0, timeout_s - 30.0)  # inside the verifier's own timeout
+    timeout = max(10.0, timeout_s - 30.0)  # inside the grading run's own timeout
     (root / "tests" / runner.RUNNER_FILE).write_text(runner.runner_source(
         iid, inst.parser, command, tests, set(list(tests)[len(inst.f2p):]), timeout))
     runner.vendor_parsers(root / "tests" / runner.VENDOR_DIR)

@@ -90,7 +90,7 @@ CHEAP_OPERATORS = ("return_value", "remove_call")
 MAX_CHEAP_SHARE = 0.25
 #: A full run of the package's tests longer than this (seconds) makes p2p_scope "module".
 SLOW_SUITE_S = 60.0
-#: Shortest verifier timeout of a task; longer for a slow suite (5 full runs).
+#: Shortest test-spec timeout of a task; longer for a slow suite (5 full runs).
 MIN_TIMEOUT_S = 120
 #: Failing tests tried per bug for a report.
 _REPORT_TESTS = 4
@@ -470,9 +470,9 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
         name: The package's name in task ids and statements (default: the folder's).
         only: Mutate only these files or the files under these folders (repository
             paths, e.g. ``src/pkg``; default: every file that is not a test).
-        environment: Written as the tasks' ``[environment]``.
-        ini_options: Written as the tasks' ``[verifier] ini_options``.
-        plugins: pytest plugins the verifier command names (``-p``).
+        environment: The tasks' dependencies, written as ``[environment]``.
+        ini_options: Written as the tasks' test spec (``[verifier] ini_options``).
+        plugins: pytest plugins the test spec's command names (``-p``).
         split: The tasks' split; a ``test`` task always lists every passing test.
         slow_suite_s: A full run longer than this lists the changed files' tests and a
             sample (on the ``train`` split only).

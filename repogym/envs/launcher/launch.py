@@ -1,4 +1,5 @@
-"""repogym's verifier launcher. It runs *inside* the grading sandbox, before any workspace code.
+"""repogym's launcher of a grading run. It runs *inside* the grading sandbox, before any
+workspace code.
 
 The grader starts it with an environment built from scratch and an interpreter that reads
 no ``PYTHON*`` variable, no user site and no ``site``/``.pth`` processing::
