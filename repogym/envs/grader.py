@@ -37,8 +37,8 @@ from typing import Literal, get_args
 
 from repogym.envs import canaries as cn
 from repogym.envs import gold as gd
-from repogym.envs import seal as sl
 from repogym.envs import grading_run as vr
+from repogym.envs import seal as sl
 from repogym.sandbox.base import ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.sandbox.common import DiffError
 from repogym.scenarios.patches import FilePatch, is_test_file, split_diff
