@@ -284,7 +284,7 @@ def measure_env_task(task: repogym.Task, n: int) -> dict[str, float]:
 def print_env_tables(builtin: repogym.Task, real: repogym.Task, n: int) -> None:
     cols = {builtin.id: measure_env_task(builtin, n), real.id: measure_env_task(real, n)}
     print(f"\nbwrap, n={n}, medians in ms: built-in {builtin.id} vs real-code {real.id} "
-          f"(environment bound: {real.environment.summary() if real.environment else 'none'})")
+          f"(environment bound: {real.dependencies.summary() if real.dependencies else 'none'})")
     print(f"{'':26}" + "".join(f"{c:>24}" for c in cols) + f"{'ratio':>10}")
     base, other = cols[builtin.id], cols[real.id]
     for name in base:

@@ -1,13 +1,13 @@
-"""``repogym env build|list``: the task environments (``[environment]`` in task.toml).
+"""``repogym env build|list``: tasks' dependencies (``[environment]`` in task.toml).
 
-    repogym env build TASK_DIR...      # each distinct environment once (with network)
-    repogym env build --suite realpy   # every environment of a shipped suite
+    repogym env build TASK_DIR...      # each task's dependencies once (with network)
+    repogym env build --suite realpy   # the dependencies of a shipped suite's packages
     repogym env list                   # what is built here
 
-An environment is a folder of installed packages keyed by a hash of its spec and of the
-interpreter (docs/authoring.md, "Task environments"); episodes bind it read-only and need
-no network. Exit status 1 when a build fails (the message names the requirement and the
-fix), 2 when a task folder cannot be loaded.
+Built dependencies are a folder of installed packages keyed by a hash of their spec and of
+the interpreter (docs/authoring.md, "Task dependencies"); episodes bind it read-only and
+need no network. Exit status 1 when a build fails (the message names the requirement and
+the fix), 2 when a task folder cannot be loaded.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("env", help="build or list task environments ([environment] in task.toml)")
+    p = sub.add_parser("env", help="build or list tasks' dependencies ([environment] in task.toml)")
     s = p.add_subparsers(dest="env_command", metavar="ACTION", required=True)
-    b = s.add_parser("build", help="build the environments of tasks (each distinct one once)")
+    b = s.add_parser("build", help="build the dependencies of tasks (each distinct set once)")
     b.add_argument("tasks", nargs="*", metavar="TASK_DIR",
                    help="task folders or folders of them")
-    b.add_argument("--suite", help="every environment of a shipped suite (e.g. realpy)")
+    b.add_argument("--suite", help="the dependencies of a shipped suite's packages (e.g. realpy)")
     b.add_argument("--force", action="store_true", help="rebuild even if built")
-    s.add_parser("list", help="the environments built here")
+    s.add_parser("list", help="the dependencies built here")
     p.set_defaults(func=run)
 
 

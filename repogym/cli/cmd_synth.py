@@ -32,11 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="folder whose tests pass with `python -m pytest` run inside it")
     p.add_argument("--pypi", metavar="NAME[==VERSION]",
                    help="synthesise from this PyPI project's sdist instead (its tests run in "
-                        "the sandbox with its environment; written tasks are validated; their "
+                        "the sandbox with its dependencies; written tasks are validated; their "
                         f"mutation scores come from a fixed sample of {PYPI_MUTANTS} mutants "
                         "per task unless --max-mutants is given)")
     p.add_argument("--requirement", action="append", default=[], metavar="SPEC",
-                   help="with --pypi: add a requirement to the derived environment")
+                   help="with --pypi: add a requirement to the derived dependencies")
     p.add_argument("--no-requirement", action="append", default=[], metavar="NAME",
                    help="with --pypi: drop a derived requirement")
     p.add_argument("--reruns", type=int, default=3,

@@ -136,7 +136,7 @@ def plan(cfg: RunConfig) -> Plan:
         ValueError: the task filters select nothing, or ``cfg.out`` holds another run (or
             this run with other settings, unless ``--name`` continues it on purpose).
         TaskError: a task folder is malformed.
-        DependenciesUnavailable: a task's environment is not built here (the fix: build it),
+        DependenciesUnavailable: a task's dependencies are not built here (the fix: build it),
             checked before any episode rather than failing each one.
     """
     tasks = select_run_tasks(cfg)

@@ -2,12 +2,12 @@
 reproduction works, and a regression anywhere else is graded.
 
 - :func:`leak_scan` runs a scanner inside a real sandbox of each task (the agent's view:
-  its workspace, its environment, the sandbox's root file system) that walks every
+  its workspace, its dependencies, the sandbox's root file system) that walks every
   readable file and looks for the fix: each hunk of the gold patch as the fixed code reads
   (the restored lines with two lines of context each side, compared line by line without
   indentation), found with ``grep -F`` on its most distinctive line and then confirmed.
-  The file system outside the workspace is the same for the tasks of one environment, so
-  it is walked once per environment (in the first task's sandbox, for every task's
+  The file system outside the workspace is the same for the tasks of one set of dependencies, so
+  it is walked once per set of dependencies (in the first task's sandbox, for every task's
   fix); each workspace is walked in its own task's sandbox, where a match in a file the
   bug changed is not counted (sibling functions of one signature hold the same lines).
 - :func:`artefacts` lists compiled files, caches and packaging file lists in ``repo/``.

@@ -1,9 +1,9 @@
-"""A package's own tests run in the sandbox, with its environment (``repogym synth --pypi``).
+"""A package's own tests run in the sandbox, with its dependencies (``repogym synth --pypi``).
 
 :class:`SandboxRunner` is a :class:`repogym.scenarios.synth.TestRunner` for code that is
 not yours (a PyPI download): every run starts a fresh sandbox from one template of the
 pristine package, writes in the files that differ from it (the mutant), and runs pytest
-with the package's environment, plugin auto-loading off and the grader's configuration
+with the package's dependencies, plugin auto-loading off and the grader's configuration
 (only ``ini_options``, as the grader writes it), so what synthesis sees is what grading
 will see. Per-test outcomes and failure messages come from a small plugin
 (``probe/rg_probe.py``) as JSON lines; paths inside the sandbox are removed from messages.
@@ -184,7 +184,7 @@ class SandboxRunner:
     """Runs a package's tests in a fresh sandbox per run (see the module docstring).
 
     Args:
-        environment: The package's built environment (None: the sandbox's pytest only).
+        dependencies: The package's built dependencies (None: the sandbox's pytest only).
         ini_options: The pytest settings the tasks' test spec will use.
         sandbox: Sandbox backend.
         sandbox_options: Extra options for the backend.
@@ -195,11 +195,11 @@ class SandboxRunner:
             mutant whatever the rest do, so the rest need not run. None: every run is whole.
     """
 
-    def __init__(self, environment: PackageSite | None, ini_options: dict[str, str] | None = None,
+    def __init__(self, dependencies: PackageSite | None, ini_options: dict[str, str] | None = None,
                  *, sandbox: str = "bwrap", sandbox_options: dict | None = None,
                  limits: Limits | None = None, plugins: Iterable[str] = (),
                  stop_after: int | None = None) -> None:
-        self.environment = environment
+        self.dependencies = dependencies
         self.stop_after = stop_after
         self.backend, self.options = sandbox, dict(sandbox_options or {})
         self.limits = limits or Limits()
@@ -232,7 +232,7 @@ class SandboxRunner:
 
     def collect(self, root: Path, timeout_s: float) -> list[str]:
         """Take ``root`` as the pristine package; the ids of the tests that pass there."""
-        self._template = self._templates.get(root, self.environment)
+        self._template = self._templates.get(root, self.dependencies)
         self._snapshot = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*.py")}
         self._files = test_files(root)
         if not self._files:
@@ -453,7 +453,7 @@ class SandboxRunner:
         record = ' RG_PROBE_CALLS="$RG_PROBE/calls.json"' if calls else ""
         if stop_after is not None:
             record += f" RG_PROBE_MAXFAIL={int(stop_after)}"
-        # The tests get the grader's environment: without it a test whose subprocess needs
+        # The tests get the grader's process environment: without it a test whose subprocess needs
         # the package's requirements (python-slugify's `python -m slugify`) passes here and
         # fails every grading.
         record += " RG_PROBE_ENV=" + shlex.quote(json.dumps(launcher_env(**sb.interpreter.env)))

@@ -2,7 +2,7 @@
 (``repogym suite build``).
 
 :func:`fetch` materialises a suite's packages (:mod:`repogym.scenarios.suites`): for each
-package the sdist (downloaded with pip, hash-checked), its environment (built once), its
+package the sdist (downloaded with pip, hash-checked), its dependencies (built once), its
 task folders, then ``repogym validate`` on every task not yet validated in this exact
 version; the index of validated tasks is updated as each task finishes, so an interrupted
 fetch resumes where it stopped and a second fetch does nothing.
@@ -40,7 +40,7 @@ class FetchReport:
         validated: Task ids validated by this call.
         already: Task ids that were validated before (nothing done).
         failed: Task id -> its first validation failure.
-        seconds: Wall time per phase (download+unpack, environments, validation, the
+        seconds: Wall time per phase (download+unpack, dependencies, validation, the
             adversarial check).
         forger_checked: Tasks validated by this call that the strongest task-blind attack
             (:func:`repogym.quality.adversarial.forger_check`) was graded on.
@@ -85,7 +85,7 @@ def fetch(name: str, *, root: Path | None = None, packages: Iterable[str] | None
     Raises:
         SuiteError: unknown suite or package, or a manifest patch that does not apply.
         PypiError: a download failed or its hash differs.
-        DependenciesUnavailable: an environment cannot be built.
+        DependenciesUnavailable: dependencies cannot be built.
     """
     suite = suites.load_suite(name)
     base = suites.suite_root(name, root)
@@ -105,7 +105,7 @@ def _fetch_package(entry: suites.PackageEntry, base: Path, report: FetchReport, 
                    adversarial: bool, on_event: Events) -> None:
     start = time.monotonic()
     deps.build(entry.environment, on_start=lambda: on_event(
-        "env", f"building the environment of {entry.name}"))
+        "env", f"building the dependencies of {entry.name}"))
     report.seconds["environments"] += time.monotonic() - start
     start = time.monotonic()
     todo: dict[str, tuple[suites.TaskEntry, Path]] = {}
@@ -210,7 +210,7 @@ def build_entry(project: str, *, split: str, kind: str, max_tasks: int, seed: in
         entries = tuple(task_entry(t, f"{name}-{n}") for n, t in enumerate(tasks, 1))
         return suites.PackageEntry(
             name=name, version=res.sdist.version, sdist=res.sdist.path.name,
-            sha256=res.sdist.sha256, split=split, kind=kind, environment=res.environment,
+            sha256=res.sdist.sha256, split=split, kind=kind, environment=res.dependencies,
             ini_options=dict(first.test_spec.ini_options), tests_dest=dest,
             hidden=tuple(hidden), tasks=entries, tests=tuple(res.tests),
             plugins=tuple(res.plugins), timeout_s=int(first.test_spec.timeout_s))
@@ -271,13 +271,13 @@ def history_entries(folders: Iterable[Path], manifests: Path, *, split: str, kin
                     say: Callable[[str], None] = print) -> list[suites.PackageEntry]:
     """Manifest entries with the validated release-history tasks in ``folders`` (task
     folders with a ``[history]`` table, from ``repogym history``): the tasks of a release
-    an entry of ``manifests`` already holds are added to it (same sdist, environment and
+    an entry of ``manifests`` already holds are added to it (same sdist, dependencies and
     tests; numbered after its tasks), the others go to an entry per release
     (``<package>-<version>``). A task without a reproduction is left out (a suite's
     statements are bug reports with one).
 
     Raises:
-        SuiteError: a folder that is not a history task, or an environment that differs
+        SuiteError: a folder that is not a history task, or dependencies that differ
             from the entry's of the same release.
     """
     existing = _load_entries(manifests)
@@ -299,7 +299,7 @@ def history_entries(folders: Iterable[Path], manifests: Path, *, split: str, kin
         if entry is None:
             entry = _release_entry(name, version, tasks[0], split=split, kind=kind)
         elif tasks[0].dependencies != entry.environment:
-            raise suites.SuiteError(f"{tasks[0].path}: its environment differs from the one of "
+            raise suites.SuiteError(f"{tasks[0].path}: its dependencies differ from those of "
                                     f"{entry.name} {version} in the manifest. Fix: mine the "
                                     "history with the same pinned requirements, or rebuild both")
         start = 1 + max((int(t.id.rsplit("-", 1)[1]) for t in entry.tasks), default=0)

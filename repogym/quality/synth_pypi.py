@@ -31,7 +31,7 @@ class PypiSynthesis:
 
     Attributes:
         sdist: The downloaded archive.
-        environment: The tasks' (pinned) dependencies.
+        dependencies: The tasks' (pinned) dependencies.
         written: Task folders that validated, now under ``out``.
         dropped: Task id -> the validation failures that dropped it.
         passing_tests: How many of the package's tests pass in the sandbox.
@@ -41,7 +41,7 @@ class PypiSynthesis:
     """
 
     sdist: pypi.Sdist
-    environment: deps.DependencySpec
+    dependencies: deps.DependencySpec
     written: list[Path]
     dropped: dict[str, list[str]]
     passing_tests: int
@@ -54,19 +54,19 @@ def prepare(project: str, work: Path, *, extra: Iterable[str] = (), drop: Iterab
             sha256: str | None = None, say: Callable[[str], None] = print
             ) -> tuple[pypi.Sdist, Path, deps.DependencySpec, deps.BuiltDependencies,
                        dict[str, str]]:
-    """Download and unpack ``project`` under ``work``, derive, build and pin its environment.
+    """Download and unpack ``project`` under ``work``, derive, build and pin its dependencies.
 
     Returns:
-        (sdist, repository folder, pinned spec, built environment, pytest ini options).
+        (sdist, repository folder, pinned spec, built dependencies, pytest ini options).
     """
     sdist = pypi.download(project, sha256=sha256)
     say(f"sdist {sdist.path.name} (sha256 {sdist.sha256[:12]}...)")
     repo = pypi.unpack(sdist, work / f"{sdist.name}-{sdist.version}")
     spec = pypi.derive_environment(repo, sdist.name, extra=extra, drop=drop)
     built, new = deps.build(spec, on_start=lambda: say(
-        f"building the environment: {spec.summary()}"))
+        f"building the dependencies: {spec.summary()}"))
     if not new:
-        say(f"environment {built.root.name} already built")
+        say(f"dependencies {built.root.name} already built")
     pinned = deps.lock(built, spec)
     ini = pypi.pytest_ini_options(repo)
     deps.check_conflicts(built, repo, ini.get("pythonpath", "").split(), sdist.name)
@@ -76,6 +76,6 @@ def prepare(project: str, work: Path, *, extra: Iterable[str] = (), drop: Iterab
 def plugins_of(repo: Path, name: str, built: deps.BuiltDependencies, *,
                extra: Iterable[str] = (), drop: Iterable[str] = ()) -> list[str]:
     """The pytest plugins of the requirements the project declares (and ``extra``) in its
-    built environment (:func:`repogym.scenarios.pypi.pytest_plugins`)."""
+    built dependencies (:func:`repogym.scenarios.pypi.pytest_plugins`)."""
     derived = pypi.derive_environment(repo, name, extra=extra, drop=drop)
     return pypi.pytest_plugins(built.site, [Requirement(r).name for r in derived.requirements])

@@ -560,7 +560,7 @@ _SKIP_SCAN = {".git", ".tox", ".nox", "build", "dist", "__pycache__", ".venv", "
 
 def derive_environment(repo: Path, name: str, *, extra: Iterable[str] = (),
                        drop: Iterable[str] = ()) -> DependencySpec:
-    """The environment a project's tests need: its declared install and test requirements
+    """The dependencies a project's tests need: its declared install and test requirements
     (:func:`declared_requirements`) minus tools (:data:`TOOLS`; but a declared plugin
     whose marker the tests use is kept, :func:`marker_plugins`), the project itself and
     ``drop``, plus ``extra``; the project is excluded from the build in case a requirement

@@ -4,7 +4,7 @@ A suite (docs/suites.md) is a folder ``suites/<name>/`` of package data holding
 ``suite.json`` (id, description) and one ``<package>.json`` per package: name, version,
 the sdist's file name and sha256, its split (``train``/``test``: a package's tasks are all in
 one split, so evaluation on ``test`` is on packages never seen in training), its kind, the
-pinned environment, its pytest plugins and settings, the hidden test files, every test
+pinned dependencies, its pytest plugins and settings, the hidden test files, every test
 that passes on the sdist, and per task the gold patch (the reverse of the bug), the
 failing tests, the pass_to_pass scope (``all``: every other passing test, not repeated per
 task; ``module``: the list is given), the statement (a bug report), the reproduction

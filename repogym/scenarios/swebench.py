@@ -25,7 +25,7 @@ A grading run runs the union of the files that hold the FAIL_TO_PASS and PASS_TO
 and the test files the test patch touches (a listed test in a file the patch does not touch
 runs, from the pristine repository). ``repo/`` is written from ``base_commit``'s tree
 through a throw-away index, so no commit, tag, reflog or object of the clone (the future fix
-included) reaches the task; the environment then makes its own one-commit history. Where
+included) reaches the task; the env then makes its own one-commit history. Where
 the hidden tests land (``tests_dest``) follows one rule: the deepest folder holding every
 hidden test file, when that folder is a test folder (a path part named ``test``, ``tests``
 or ``testing``); otherwise ``"."`` (the repository root), with ``tests/`` mirroring the
@@ -174,7 +174,7 @@ class Instance:
         f2p: FAIL_TO_PASS node ids.
         p2p: PASS_TO_PASS node ids.
         statement: What the agent is told.
-        requirements: pip specifiers of its environment ([] for none).
+        requirements: pip specifiers of its dependencies ([] for none).
         python: Its Python version constraint ("" for any).
         format: ``swebench``, ``swesmith`` or ``r2e``.
         parser: swebench's log parser of a non-pytest instance ("" for pytest ids; see
@@ -220,7 +220,7 @@ def _missing(inst: dict, keys: tuple[str, ...], fmt: str) -> None:
 
 
 def _requirements(inst: dict) -> tuple[list[str], str]:
-    """An instance's own environment: ``requirements`` or ``pip_packages`` (a list or a
+    """An instance's own dependencies: ``requirements`` or ``pip_packages`` (a list or a
     whitespace-separated string) and ``python`` (``"3.9"`` means ``==3.9.*``)."""
     reqs: list[str] = []
     for key in ("requirements", "pip_packages"):

@@ -36,7 +36,7 @@ Each task folder (:func:`write_task`):
 - ``solution.patch``: the reverse diff; ``decoys/``: the failing tests deleted, a wrong fix
   at the same place when one exists, and for several bugs each fix that leaves one;
 - ``STATEMENT.md``, ``reproduction.py``; ``HINTS.md``: the failing test ids (a hint
-  level the environment does not show).
+  level the env does not show).
 
 The task id is ``<package>-<hash of the mutants' ids>`` and the only tag is ``synthetic``:
 agents see both, so neither names the function or the mutation. The tests run through a
@@ -315,7 +315,7 @@ class TaskFiles:
         reproduction: ``reproduction.py`` (also in the statement), or None.
         p2p_scope: ``all`` (every other passing test is listed) or ``module``.
         environment, ini_options: The task's ``[environment]`` and pytest settings.
-        plugins: pytest plugins of the environment, named with ``-p`` in the command.
+        plugins: pytest plugins of the dependencies, named with ``-p`` in the command.
         tags, split, timeout_s, max_steps: As in task.toml.
         decoys: Extra decoys, name -> patch (the test-deletion ones are always added).
         hints: The failing test ids, written to ``HINTS.md``.
@@ -416,7 +416,7 @@ class _Package:
     dest: str
     sources: list[str]
     runner: TestRunner = dataclasses.field(default_factory=HostRunner)
-    environment: DependencySpec | None = None
+    dependencies: DependencySpec | None = None
     ini_options: dict[str, str] = dataclasses.field(default_factory=dict)
     plugins: tuple[str, ...] = ()
     suite_s: float = 0.0
@@ -495,7 +495,7 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
         if say is not None:
             say(f"{len(pkg.node_ids)} tests collected in {time.monotonic() - start:.0f}s")
         pkg.name = name or Path(package_dir).resolve().name
-        pkg.environment, pkg.ini_options = environment, dict(ini_options or {})
+        pkg.dependencies, pkg.ini_options = environment, dict(ini_options or {})
         pkg.plugins = tuple(plugins)
         if only is not None:
             pkg.sources = [f for f in pkg.sources
@@ -1033,7 +1033,7 @@ class _Maker:
             id=task_id, repo=self.pkg.root, hidden=self.pkg.test_files,
             tests_dest=self.pkg.dest, buggy=changes, fail_to_pass=list(bug.failing),
             pass_to_pass=p2p, statement=statement, reproduction=reproduction,
-            p2p_scope=scope, environment=self.pkg.environment,
+            p2p_scope=scope, environment=self.pkg.dependencies,
             ini_options=self.pkg.ini_options, plugins=self.pkg.plugins, split=self.split,
             timeout_s=timeout, decoys=decoys, hints=list(bug.failing),
             comment=f"Synthesised by `repogym synth`: {' + '.join(m.id for m in bug.mutants)}"),

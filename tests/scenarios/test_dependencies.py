@@ -114,7 +114,7 @@ def test_requirements_file_and_key_share_environments(tmp_path):
     (tmp_path / "reqs.txt").write_text("# test requirements\nsix==1.17.0  # inline\n\n")
     a = write_env_task(tmp_path, "a", 'requirements_file = "../reqs.txt"')
     b = write_env_task(tmp_path, "b", f'requirements = ["{SIX}"]')
-    spec_a, spec_b = load_task(a).environment, load_task(b).environment
+    spec_a, spec_b = load_task(a).dependencies, load_task(b).dependencies
     assert spec_a == spec_b and spec_a.key == spec_b.key
     assert spec_a.requirements == ("six==1.17.0",)
     assert "pytest==" in " ".join(spec_a.effective_requirements())  # pytest always included
@@ -196,7 +196,7 @@ def test_package_under_test_in_the_environment_is_refused_and_exclude_removes_it
     fake_six = "__version__ = '1.17.0'\ntext_type = str\n"
     clash = write_env_task(tmp_path, "clash", f'requirements = ["{SIX}"]',
                            extra_files={"six.py": fake_six})
-    build(load_task(clash).environment)
+    build(load_task(clash).dependencies)
     with pytest.raises(DependenciesUnavailable, match=r"installs six .*exclude = \[\"six\"\]"):
         load_task(clash).sandbox_dependencies()
     # Excluded (and a pinned pytest): the grader imports six from the workspace, runs the

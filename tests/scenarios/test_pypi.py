@@ -252,7 +252,7 @@ def test_synth_pypi_scores_a_sample_of_mutants_unless_told(monkeypatch, tmp_path
     task = builtin_tasks()[0]
     sdist = pypi.Sdist(name="demo", version="1.0", path=tmp_path / "demo-1.0.tar.gz",
                        sha256="0" * 64)
-    done = synth_pypi.PypiSynthesis(sdist=sdist, environment=None, written=[task.path],
+    done = synth_pypi.PypiSynthesis(sdist=sdist, dependencies=None, written=[task.path],
                                     dropped={}, passing_tests=3)
     monkeypatch.setattr(synthesis, "from_pypi", lambda *a, **k: done)
     seen = []
