@@ -59,7 +59,7 @@ def clamp(value: float, low: float, high: float) -> float:
 '''
 
 _TEST = '''\
-"""Hidden verifier tests: they define what "fixed" means. Test behaviour, not the code."""
+"""Hidden tests: they define what "fixed" means. Test behaviour, not the code."""
 
 from {module} import clamp
 

@@ -240,7 +240,7 @@ def judge(ch: Channel | None, *, exit_code: int, timed_out: bool, truncated: boo
         return untrusted(kind if kind == "conftest" else "verifier_refused", why)
     if ch.exit is None:
         return untrusted("verifier_crashed" if exit_code != 0 else "forged_results",
-                         f"the verifier ended (exit code {exit_code}) before reporting")
+                         f"the grading run ended (exit code {exit_code}) before reporting")
     if ch.exit != exit_code:
         return untrusted("forged_results", f"reported exit {ch.exit}, process exit {exit_code}")
     if exit_code == 0 and canaries:

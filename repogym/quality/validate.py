@@ -178,7 +178,7 @@ def _judge(task: Task, job: _Job, res: GradeResult) -> list[str]:
                  "file")]
     if res.tests and all(s == "missing" for s in res.tests.values()):
         tail = " | ".join(res.test_output.strip().splitlines()[-6:])
-        out = [(f"{where}: no listed test has a result (verifier exit code "
+        out = [(f"{where}: no listed test has a result (grading run exit code "
                f"{res.verifier_exit_code}; output ends: {tail[-600:]})")]
     else:
         causes = failure_causes(res)

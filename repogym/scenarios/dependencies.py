@@ -511,7 +511,7 @@ def check_conflicts(env: BuiltDependencies, repo_dir: Path, paths: Iterable[str]
         dists = sorted({_owner(env.site, n) for n in clash})
         raise DependenciesUnavailable(
             f"{what}: its environment installs {', '.join(clash)} (from {', '.join(dists)}), "
-            f"which repo/ also provides; the verifier would test the installed copy. Fix: "
+            f"which repo/ also provides; a grading run would test the installed copy. Fix: "
             f"add exclude = {_toml_list(dists)} to [environment] (or drop the requirement "
             "that pulls it in)")
 

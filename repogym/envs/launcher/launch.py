@@ -271,7 +271,7 @@ def _not_dumpable() -> str | None:
         if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
             return f"prctl(PR_SET_DUMPABLE, 0) failed: {os.strerror(ctypes.get_errno())}"
     except (ImportError, OSError, AttributeError) as e:
-        return f"cannot make the verifier non-dumpable: {e}"
+        return f"cannot make the grading run non-dumpable: {e}"
     return None
 
 
