@@ -792,7 +792,7 @@ def _toml(task: HistoryTask) -> str:
     if task.ini_options:
         ini = "\n[verifier.ini_options]\n" + "".join(
             f"{k} = {json.dumps(v)}\n" for k, v in sorted(task.ini_options.items()))
-    env = "\n" + task.dependencies.to_toml() if task.dependencies else ""
+    env = "\n" + task.environment.to_toml() if task.environment else ""
     tags = json.dumps(["history", *task.tags])
     fn = task.function
     return f"""# Made by `repogym history`: {task.name} {task.fixed} with {fn.file}::{fn.qualname}
