@@ -107,8 +107,8 @@ def measure_plain(task: repogym.Task, n: int) -> dict[str, float]:
         for name, cmd in STEP_COMMANDS.items():
             row[name] = median_ms(lambda c=cmd: step(c), n)
         subprocess.run(["git", "apply", str(task.solution_patch)], cwd=work, check=True)
-        shutil.copytree(task.tests_dir, work / task.verifier.tests_dest, dirs_exist_ok=True)
-        cmd = task.verifier.command.replace("python ", f"{sys.executable} ", 1) + " -rA"
+        shutil.copytree(task.tests_dir, work / task.test_spec.tests_dest, dirs_exist_ok=True)
+        cmd = task.test_spec.command.replace("python ", f"{sys.executable} ", 1) + " -rA"
         # Without the host environment's third-party pytest plugins (the sandbox has none),
         # so the baseline is not slowed by plugins the grading never loads.
         lean = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
@@ -263,10 +263,10 @@ def print_fork_table(task: repogym.Task, n: int, backends: list[str]) -> None:
 def measure_env_task(task: repogym.Task, n: int) -> dict[str, float]:
     """Reset, steps and gold grading of ``task`` in bwrap (its environment built first)."""
     from repogym.envs import RepoEnv
-    from repogym.scenarios.environment import build
+    from repogym.scenarios.dependencies import build
 
-    if task.environment is not None:
-        build(task.environment)
+    if task.dependencies is not None:
+        build(task.dependencies)
     env = RepoEnv(task, max_steps=10**6)
     try:
         row = {"reset": median_ms(lambda: env.reset(seed=0), n)}
@@ -284,7 +284,7 @@ def measure_env_task(task: repogym.Task, n: int) -> dict[str, float]:
 def print_env_tables(builtin: repogym.Task, real: repogym.Task, n: int) -> None:
     cols = {builtin.id: measure_env_task(builtin, n), real.id: measure_env_task(real, n)}
     print(f"\nbwrap, n={n}, medians in ms: built-in {builtin.id} vs real-code {real.id} "
-          f"(environment bound: {real.environment.summary() if real.environment else 'none'})")
+          f"(environment bound: {real.dependencies.summary() if real.dependencies else 'none'})")
     print(f"{'':26}" + "".join(f"{c:>24}" for c in cols) + f"{'ratio':>10}")
     base, other = cols[builtin.id], cols[real.id]
     for name in base:
@@ -295,7 +295,7 @@ def print_env_builds(packages: list[str]) -> None:
     """Build each RealPy package's environment from scratch, in a temporary cache."""
     import os
 
-    from repogym.scenarios.environment import build
+    from repogym.scenarios.dependencies import build
     from repogym.scenarios.suites import load_suite
 
     suite = load_suite("realpy")

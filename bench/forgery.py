@@ -43,7 +43,7 @@ def rewards(res: grader.GradeResult, task: Task) -> dict[str, float]:
     """Reward of every mode for one grading (0 in all of them for an untrusted run)."""
     if res.untrusted or res.infra_error:
         return dict.fromkeys(grader.REWARD_MODES, 0.0)
-    return {m: grader.score(res.tests, task.verifier, m)[0] for m in grader.REWARD_MODES}
+    return {m: grader.score(res.tests, task.test_spec, m)[0] for m in grader.REWARD_MODES}
 
 
 #: Suite tasks withheld under the seal floor (attacked too, counted apart).
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             out = []
             for attack in attacks:
                 diff = make_diff(task.repo_dir,
-                                 attack.changes(task.repo_dir, task.verifier.tests_dest))
+                                 attack.changes(task.repo_dir, task.test_spec.tests_dest))
                 runs = [one(task, diff, attack.timeout_s) for _ in range(args.gradings)]
                 for m in modes:
                     best = max(r[m] for r in runs)

@@ -26,9 +26,9 @@ SAMPLE = 20
 
 
 def _sampled(task: Task) -> Task:
-    p2p = task.verifier.pass_to_pass
+    p2p = task.test_spec.pass_to_pass
     keep = tuple(sorted(random.Random(0).sample(p2p, min(SAMPLE, len(p2p)))))
-    return dataclasses.replace(task, verifier=dataclasses.replace(task.verifier,
+    return dataclasses.replace(task, test_spec=dataclasses.replace(task.test_spec,
                                                                   pass_to_pass=keep))
 
 
@@ -57,7 +57,7 @@ def main() -> None:
             f, s = statistics.median(full), statistics.median(sample)
             package = task.tags[1] if len(task.tags) > 1 else task.id.rsplit("-", 1)[0]
             ratios.setdefault(package, []).append((f, s))
-            print(f"{task.id}: {len(task.verifier.pass_to_pass)} pass_to_pass {f:.2f}s, "
+            print(f"{task.id}: {len(task.test_spec.pass_to_pass)} pass_to_pass {f:.2f}s, "
                   f"sample of {SAMPLE} {s:.2f}s, x{f / s:.2f}", flush=True)
     every = []
     for package, pairs in sorted(ratios.items()):

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from repogym.cli.options import SPLITS
-from repogym.cli.reports import print_line
+from repogym.cli.printing import print_line
 
 DATA = Path(__file__).parent / "data"
 REPLAY_FILE = DATA / "demo_replay.jsonl"

@@ -1,13 +1,13 @@
-"""``repogym env build|list``: the task environments (``[environment]`` in task.toml).
+"""``repogym env build|list``: tasks' dependencies (``[environment]`` in task.toml).
 
-    repogym env build TASK_DIR...      # each distinct environment once (with network)
-    repogym env build --suite realpy   # every environment of a shipped suite
+    repogym env build TASK_DIR...      # each task's dependencies once (with network)
+    repogym env build --suite realpy   # the dependencies of a shipped suite's packages
     repogym env list                   # what is built here
 
-An environment is a folder of installed packages keyed by a hash of its spec and of the
-interpreter (docs/authoring.md, "Task environments"); episodes bind it read-only and need
-no network. Exit status 1 when a build fails (the message names the requirement and the
-fix), 2 when a task folder cannot be loaded.
+Built dependencies are a folder of installed packages keyed by a hash of their spec and of
+the interpreter (docs/authoring.md, "Task dependencies"); episodes bind it read-only and
+need no network. Exit status 1 when a build fails (the message names the requirement and
+the fix), 2 when a task folder cannot be loaded.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("env", help="build or list task environments ([environment] in task.toml)")
+    p = sub.add_parser("env", help="build or list tasks' dependencies ([environment] in task.toml)")
     s = p.add_subparsers(dest="env_command", metavar="ACTION", required=True)
-    b = s.add_parser("build", help="build the environments of tasks (each distinct one once)")
+    b = s.add_parser("build", help="build the dependencies of tasks (each distinct set once)")
     b.add_argument("tasks", nargs="*", metavar="TASK_DIR",
                    help="task folders or folders of them")
-    b.add_argument("--suite", help="every environment of a shipped suite (e.g. realpy)")
+    b.add_argument("--suite", help="the dependencies of a shipped suite's packages (e.g. realpy)")
     b.add_argument("--force", action="store_true", help="rebuild even if built")
-    s.add_parser("list", help="the environments built here")
+    s.add_parser("list", help="the dependencies built here")
     p.set_defaults(func=run)
 
 
@@ -45,8 +45,8 @@ def _specs(args: argparse.Namespace) -> dict[str, tuple[object, list[str]]]:
             out.setdefault(p.environment.key, (p.environment, []))[1].append(p.name)
     for folder in args.tasks:
         for task in load_tasks(Path(folder)):
-            if task.environment is not None:
-                out.setdefault(task.environment.key, (task.environment, []))[1].append(task.id)
+            if task.dependencies is not None:
+                out.setdefault(task.dependencies.key, (task.dependencies, []))[1].append(task.id)
     return out
 
 
@@ -54,7 +54,7 @@ def _build(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from repogym.scenarios.environment import EnvironmentUnavailable, build
+    from repogym.scenarios.dependencies import DependenciesUnavailable, build
     from repogym.scenarios.suites import SuiteError
     from repogym.scenarios.task import TaskError
 
@@ -77,7 +77,7 @@ def _build(args: argparse.Namespace) -> int:
             with console.status(f"environment {key}: {spec.summary()}"):
                 env, new = build(spec, force=args.force)
             status = f"built ({len(env.distributions)} packages)" if new else "already built"
-        except EnvironmentUnavailable as e:
+        except DependenciesUnavailable as e:
             failed += 1
             status = "[red]FAILED[/red]"
             console.print(f"FAIL {key} (used by {', '.join(users[:5])}): {e}", markup=False,
@@ -92,7 +92,7 @@ def _list() -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from repogym.scenarios.environment import envs_dir, list_built
+    from repogym.scenarios.dependencies import envs_dir, list_built
 
     table = Table(title=f"environments in {envs_dir()}", title_justify="left")
     for col in ("key", "python", "packages", "requirements", "build (s)"):

@@ -25,7 +25,7 @@ import difflib
 from pathlib import Path
 
 from repogym.cli.options import EXIT_USAGE, add_run_options
-from repogym.cli.reports import print_error, print_line
+from repogym.cli.printing import print_error, print_line
 from repogym.cli.running import execute
 
 

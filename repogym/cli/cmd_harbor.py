@@ -110,7 +110,7 @@ def _validate(tasks: list) -> int:
     """Validate each task in its own sandbox; the number that failed."""
     from rich.console import Console
 
-    from repogym.cli.reports import print_report
+    from repogym.cli.printing import print_report
     from repogym.integrations.harbor_tasks import harbor_meta, sandbox_options
     from repogym.quality.validate import validate_tasks
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from repogym.cli.options import add_sandbox
-from repogym.cli.reports import print_written
+from repogym.cli.printing import print_written
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tasks", type=int, default=None,
                    help="mine no further pair once this many tasks are written")
     p.add_argument("--requirement", action="append", default=[], metavar="SPEC",
-                   help="add a requirement to every release's derived environment")
+                   help="add a requirement to every release's derived dependencies")
     p.add_argument("--no-requirement", action="append", default=[], metavar="NAME",
                    help="drop a derived requirement")
     p.add_argument("--skip-tests", action="append", default=[], metavar="FILE",

@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from repogym.cli.options import SPLITS, add_mutation_options, bad_mutation_args
-from repogym.cli.reports import run_mutation
+from repogym.cli.printing import run_mutation
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from repogym.cli.reports import print_error, print_line, print_note
+from repogym.cli.printing import print_error, print_line, print_note
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from repogym.cli.options import add_mutation_options, bad_mutation_args
-from repogym.cli.reports import run_mutation
+from repogym.cli.printing import run_mutation
 
 _TOML = '''\
 # A repogym task (see docs/authoring.md). Everything here is checked by `repogym validate`.
@@ -59,7 +59,7 @@ def clamp(value: float, low: float, high: float) -> float:
 '''
 
 _TEST = '''\
-"""Hidden verifier tests: they define what "fixed" means. Test behaviour, not the code."""
+"""Hidden tests: they define what "fixed" means. Test behaviour, not the code."""
 
 from {module} import clamp
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from repogym.cli.options import EXIT_USAGE, SPLITS, add_run_options, agents_help
-from repogym.cli.reports import print_error
+from repogym.cli.printing import print_error
 from repogym.cli.running import config_from_args, execute
 
 

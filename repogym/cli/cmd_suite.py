@@ -7,7 +7,7 @@
     repogym suite audit realpy --split test    # leaks, compiled files, reproductions, regressions
     repogym suite add-history realpy mined/ --split train --kind functional
 
-``fetch`` downloads each package's sdist with pip (hash-checked), builds its environment,
+``fetch`` downloads each package's sdist with pip (hash-checked), builds its dependencies,
 writes the task folders and validates every task not yet validated, with a progress bar;
 it is idempotent and resumable. Each task validated now is then graded once more with the
 attack library's strongest task-blind attack planted (the forger, binary mode, through the
@@ -16,7 +16,7 @@ skips it). ``audit`` checks the fetched tasks beyond validation
 (:mod:`repogym.quality.audit`): no workspace holds a compiled file, no sandbox of a task can
 read its fix, each reproduction fails without the fix and passes with it, and the gold
 patch plus another task's bug does not earn full reward. Exit status 1 when a task fails
-validation or an audit check, 2 on a bad argument, a download or an environment that
+validation or an audit check, 2 on a bad argument, a download or dependencies that
 cannot be built.
 """
 
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from repogym.cli.options import SPLITS, add_sandbox
-from repogym.cli.reports import print_error
+from repogym.cli.printing import print_error
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -89,7 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from repogym.scenarios.environment import EnvironmentUnavailable
+    from repogym.scenarios.dependencies import DependenciesUnavailable
     from repogym.scenarios.pypi import PypiError
     from repogym.scenarios.suites import SuiteError
     from repogym.scenarios.synth import SynthError
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
               "add-history": _add_history}
     try:
         return action[args.suite_command](args)
-    except (SuiteError, PypiError, EnvironmentUnavailable, SynthError) as e:
+    except (SuiteError, PypiError, DependenciesUnavailable, SynthError) as e:
         print(e, file=sys.stderr)
         return 2
 

@@ -1,13 +1,14 @@
 """``repogym synth PACKAGE_DIR --out DIR``: synthesise tasks by mutating a tested package.
 
-See :mod:`repogym.scenarios.synth`. The package's tests run as plain subprocesses (it is
-your own, trusted code); the mutation score of each task written is then computed in the
-sandbox (``--no-mutation`` skips it). Check the emitted tasks with ``repogym validate DIR``.
+The pipeline, stage by stage, is :mod:`repogym.quality.synthesis`. The package's tests run
+as plain subprocesses (it is your own, trusted code); the mutation score of each task
+written is then computed in the sandbox (``--no-mutation`` skips it). Check the emitted
+tasks with ``repogym validate DIR``.
 
 ``repogym synth --pypi NAME[==VERSION] --out DIR`` starts from a PyPI project instead
-(:mod:`repogym.quality.synth_pypi`): its sdist, its environment, its tests run in the
-sandbox, and only tasks that pass ``repogym validate`` and whose sandbox holds nothing of
-the fix are written.
+(:func:`repogym.quality.synthesis.from_pypi`): its sdist, its dependencies, its tests run in
+the sandbox, and only tasks that pass ``repogym validate`` and whose sandbox holds nothing
+of the fix are written.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import argparse
 import sys
 
 from repogym.cli.options import SPLITS, add_mutation_options, bad_mutation_args
-from repogym.cli.reports import print_written, run_mutation
+from repogym.cli.printing import print_written, run_mutation
 
 #: Mutants graded per task by `synth --pypi` unless --max-mutants says otherwise: a real
 #: function has 50-100 of them, and a package's own test suite takes seconds per grading, so
@@ -31,11 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="folder whose tests pass with `python -m pytest` run inside it")
     p.add_argument("--pypi", metavar="NAME[==VERSION]",
                    help="synthesise from this PyPI project's sdist instead (its tests run in "
-                        "the sandbox with its environment; written tasks are validated; their "
+                        "the sandbox with its dependencies; written tasks are validated; their "
                         f"mutation scores come from a fixed sample of {PYPI_MUTANTS} mutants "
                         "per task unless --max-mutants is given)")
     p.add_argument("--requirement", action="append", default=[], metavar="SPEC",
-                   help="with --pypi: add a requirement to the derived environment")
+                   help="with --pypi: add a requirement to the derived dependencies")
     p.add_argument("--no-requirement", action="append", default=[], metavar="NAME",
                    help="with --pypi: drop a derived requirement")
     p.add_argument("--reruns", type=int, default=3,
@@ -64,7 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from repogym.scenarios.synth import SynthError, synthesize
+    from repogym.quality.synthesis import from_package
+    from repogym.scenarios.synth import SynthError
     from repogym.scenarios.task import load_task
 
     if bad_mutation_args(args):
@@ -75,9 +77,9 @@ def run(args: argparse.Namespace) -> int:
     if args.pypi:
         return _run_pypi(args)
     try:
-        tasks = synthesize(args.package, args.out, max_tasks=args.max_tasks, seed=args.seed,
-                           combined=args.combined, p2p_sample=args.p2p_sample,
-                           split=args.split)
+        tasks = from_package(args.package, args.out, max_tasks=args.max_tasks, seed=args.seed,
+                             combined=args.combined, p2p_sample=args.p2p_sample,
+                             split=args.split)
     except (SynthError, OSError) as e:
         print(e, file=sys.stderr)
         return 2
@@ -94,9 +96,9 @@ def _run_pypi(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from repogym.quality.synth_pypi import synthesize_pypi
+    from repogym.quality.synthesis import from_pypi
     from repogym.sandbox.base import SandboxError
-    from repogym.scenarios.environment import EnvironmentUnavailable
+    from repogym.scenarios.dependencies import DependenciesUnavailable
     from repogym.scenarios.pypi import PypiError
     from repogym.scenarios.synth import SynthError
     from repogym.scenarios.task import load_task
@@ -107,14 +109,14 @@ def _run_pypi(args: argparse.Namespace) -> int:
         console.print(message, markup=False, highlight=False)
 
     try:
-        res = synthesize_pypi(args.pypi, Path(args.out), max_tasks=args.max_tasks,
-                              seed=args.seed, combined=args.combined,
-                              p2p_sample=args.p2p_sample, extra=args.requirement,
-                              drop=args.no_requirement, sandbox=args.sandbox,
-                              workers=args.workers, reruns=args.reruns,
-                              adversarial=args.adversarial, split=args.split,
-                              leak_scan=not args.no_leak_scan, say=say)
-    except (PypiError, EnvironmentUnavailable, SynthError, SandboxError, OSError) as e:
+        res = from_pypi(args.pypi, Path(args.out), max_tasks=args.max_tasks,
+                        seed=args.seed, combined=args.combined,
+                        p2p_sample=args.p2p_sample, extra=args.requirement,
+                        drop=args.no_requirement, sandbox=args.sandbox,
+                        workers=args.workers, reruns=args.reruns,
+                        adversarial=args.adversarial, split=args.split,
+                        leak_scan=not args.no_leak_scan, say=say)
+    except (PypiError, DependenciesUnavailable, SynthError, SandboxError, OSError) as e:
         print(e, file=sys.stderr)
         return 2
     print_written(res.written, res.dropped)

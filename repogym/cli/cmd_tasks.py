@@ -1,6 +1,6 @@
 """``repogym tasks``: list the registered tasks with their split and tags.
 
-``--quality`` adds what makes a task's verifier trustworthy: the share of its listed tests that
+``--quality`` adds what makes a task's hidden tests trustworthy: the share of its listed tests that
 are sealed (their verdict needs hidden expected values), its decoys and the mutation
 score stored by ``repogym validate --mutation`` for this exact task version, with the
 median and minimum over the listed tasks; and the task's kind (by its importer) with what the
@@ -13,7 +13,7 @@ import argparse
 import statistics
 
 from repogym.cli.options import SPLITS
-from repogym.cli.reports import print_error
+from repogym.cli.printing import print_error
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -111,12 +111,12 @@ def run(args: argparse.Namespace) -> int:
     scores: dict[str, float | None] = {}
     sealed_shares: dict[str, float] = {}
     for t in tasks:
-        v = t.verifier
+        v = t.test_spec
         tests = f"{len(v.fail_to_pass)}/{len(v.pass_to_pass)}"
         if not args.quality:
             table.add_row(t.env_id, t.split, ", ".join(t.tags), tests, str(t.max_steps))
             continue
-        from repogym.cli.reports import adversarial_summary
+        from repogym.cli.printing import adversarial_summary
         from repogym.envs.grader import seal_coverage
         from repogym.quality import adversarial
         from repogym.quality.validate_mutation import cached_report

@@ -1,4 +1,4 @@
-"""``repogym validate [TASK_DIR ...]``: check that task verifiers are trustworthy.
+"""``repogym validate [TASK_DIR ...]``: check that tasks' hidden tests can be trusted.
 
 With no argument every built-in task is validated. Each argument is a task folder or a
 folder of task folders. ``--mutation`` adds the mutation check
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from repogym.cli.options import SPLITS, add_mutation_options, add_sandbox, bad_mutation_args
-from repogym.cli.reports import adversarial_summary, print_report, run_adversarial, run_mutation
+from repogym.cli.printing import adversarial_summary, print_report, run_adversarial, run_mutation
 from repogym.quality.validate import TaskReport, validate_tasks
 from repogym.scenarios.task import Task, TaskError, load_tasks
 

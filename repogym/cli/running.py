@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from repogym.cli.options import EXIT_OUTAGE, EXIT_USAGE
-from repogym.cli.reports import print_error, print_line, print_note
+from repogym.cli.printing import print_error, print_line, print_note
 
 
 def config_from_args(args: argparse.Namespace) -> Any:

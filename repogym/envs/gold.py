@@ -26,7 +26,7 @@ from pathlib import Path
 
 from repogym.envs import seal as sl
 from repogym.envs.canaries import Masked
-from repogym.envs.verifier import Channel
+from repogym.envs.grading_run import Channel
 from repogym.sandbox.runtime import cache_dir
 
 #: Check key -> the task's test case id -> the sorted fingerprints gold reported.

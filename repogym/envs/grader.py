@@ -37,8 +37,8 @@ from typing import Literal, get_args
 
 from repogym.envs import canaries as cn
 from repogym.envs import gold as gd
+from repogym.envs import grading_run as vr
 from repogym.envs import seal as sl
-from repogym.envs import verifier as vr
 from repogym.sandbox.base import DiffError, ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.scenarios.patches import FilePatch, is_test_file, split_diff
 from repogym.scenarios.task import Task, Verifier
@@ -90,7 +90,7 @@ def code_digest() -> str:
     if _CODE_DIGEST is None:
         h = hashlib.sha256()
         here = Path(__file__).parent
-        for f in (Path(__file__), here / "canaries.py", here / "seal.py", here / "verifier.py",
+        for f in (Path(__file__), here / "canaries.py", here / "seal.py", here / "grading_run.py",
                   here / "gold.py", *sorted((here / "launcher").glob("*.py"))):
             h.update(f.read_bytes())
         _CODE_DIGEST = h.hexdigest()

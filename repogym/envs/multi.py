@@ -294,7 +294,7 @@ class RepoDuelEnv(ParallelEnv):
         result = session.grade(diff, flags, mode=self._env.reward_mode)
         test = self._current_test() or ""
         valid, details = self.validate_test(test)
-        on_fix = self.run_test(test, grader.filter_diff(diff, self.task.verifier)[0])
+        on_fix = self.run_test(test, grader.filter_diff(diff, self.task.test_spec)[0])
         resolved = result.reward == 1.0 and result.resolved
         bonus = self.repro_weight if valid and resolved and on_fix.status == "passed" else 0.0
         infra = result.infra_error or details.get("infra_error") or ""
@@ -325,7 +325,7 @@ class RepoDuelEnv(ParallelEnv):
             runs = {"original": "", "gold": self.task.solution_patch.read_text(),
                     "unrelated": unrelated_edit(self.task)}
             # decoys as grading sees them: their test and conftest edits are dropped too
-            runs.update({f"decoy:{c.name}": grader.filter_diff(c.read(), self.task.verifier)[0]
+            runs.update({f"decoy:{c.name}": grader.filter_diff(c.read(), self.task.test_spec)[0]
                          for c in self.task.candidates() if c.kind == "decoy"})
             want = {"original": "failed", "gold": "passed"}
             seen: dict[str, str] = {}
@@ -354,7 +354,7 @@ class RepoDuelEnv(ParallelEnv):
         if not test.strip():
             return ReproResult("missing")
         session = self._env.session
-        template = self._checks.get(self.task.repo_dir, self.task.sandbox_environment())
+        template = self._checks.get(self.task.repo_dir, self.task.sandbox_dependencies())
         live = session.sandbox if not session.closed else None
         with live.frozen() if live is not None else contextlib.nullcontext():
             return run_repro(self.task, template, diff, test, self.repro_path,
@@ -395,7 +395,7 @@ def run_repro(task: Task, template: Path, diff: str, test: str, path: str, *,
     Raises:
         SandboxError: the sandbox itself failed.
     """
-    v = task.verifier
+    v = task.test_spec
     limits = dataclasses.replace(limits, timeout_s=v.timeout_s)
     with grader.grading_dir(template) as gdir:
         (gdir / "tests" / path).parent.mkdir(parents=True, exist_ok=True)

@@ -125,7 +125,7 @@ class RepoEnv(gym.Env[str, str]):
     ## Description
     The agent gets a bug report (the task's statement) and a repository in a sandbox with
     no network, no git history beyond one commit, no host secrets and resource limits. It
-    acts with tool calls (shell, read, write, edit) and submits; hidden verifier tests
+    acts with tool calls (shell, read, write, edit) and submits; hidden tests
     grade the diff in a fresh sandbox.
 
     ## Action Space
@@ -259,7 +259,7 @@ class RepoEnv(gym.Env[str, str]):
         self._close_session()
         self.task = self._select_task(options)
         self.session = Session(self.task, self._templates.get(
-                                   self.task.repo_dir, self.task.sandbox_environment()),
+                                   self.task.repo_dir, self.task.sandbox_dependencies()),
                                self._make_sandbox, self.limits, self.max_obs_chars,
                                shell=self.shell)
         self._steps, self._done = 0, False

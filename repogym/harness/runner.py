@@ -16,8 +16,8 @@ and those episodes are not scored and are run again by a resume.
 Before any episode starts, the agent is built once in this process and its optional
 ``preflight()`` is called, so a wrong model name, a rejected argument or a bad key
 stops the run at once (:class:`~repogym.harness.baselines.AgentConfigError`) instead of turning
-every episode into an agent error. The episodes run on the backend the config names
-(:mod:`repogym.harness.backends`); rows are appended as they finish
+every episode into an agent error. The episodes run on the executor the config names
+(:mod:`repogym.harness.executors`); rows are appended as they finish
 (:mod:`repogym.harness.results`).
 """
 
@@ -27,9 +27,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from repogym.harness.backends import iter_episodes
 from repogym.harness.baselines import Agent, AgentConfigError, AgentError, make_agent
 from repogym.harness.config import RunConfig, recorded_settings
+from repogym.harness.executors import iter_episodes
 from repogym.harness.provenance import provenance
 from repogym.harness.results import (
     RESULTS,
@@ -136,13 +136,13 @@ def plan(cfg: RunConfig) -> Plan:
         ValueError: the task filters select nothing, or ``cfg.out`` holds another run (or
             this run with other settings, unless ``--name`` continues it on purpose).
         TaskError: a task folder is malformed.
-        EnvironmentUnavailable: a task's environment is not built here (the fix: build it),
+        DependenciesUnavailable: a task's dependencies are not built here (the fix: build it),
             checked before any episode rather than failing each one.
     """
     tasks = select_run_tasks(cfg)
     if not cfg.env_server:
         for t in tasks:
-            t.sandbox_environment()
+            t.sandbox_dependencies()
     keep, notes = {}, []
     for r in _recorded(cfg, notes):
         if unscored(r) or (cfg.retry_errors and r.get("agent_error")):

@@ -15,7 +15,7 @@ Beside repogym's ``results.jsonl``, ``repogym grade`` writes what swebench's
 Meanings follow swebench, not repogym's reward: a FAIL_TO_PASS test succeeds when it
 passed, a PASS_TO_PASS test also when it was skipped (swebench's ``test_maintained``);
 ``resolved`` is swebench's RESOLVED_FULL. A grading repogym did not trust (forged results,
-a verifier that timed out) is a run whose log swebench could not read: the patch did not
+a grading run that timed out) is a run whose log swebench could not read: the patch did not
 "successfully apply", the instance is unresolved. An episode whose sandbox failed
 (``infra_error``) has no report, so it is in ``error_ids`` (and ``infra_failure_ids``, its
 reason under ``failure_reasons``), as an instance whose container failed is in swebench.
@@ -59,7 +59,7 @@ def model_dir(model: str) -> str:
 def tests_status(task: Task, tests: dict[str, str]) -> dict[str, dict[str, list[str]]]:
     """swebench's ``tests_status`` from repogym's per-test outcomes (see the module doc)."""
     names = swebench_meta(task).get("tests") or {}
-    v = task.verifier
+    v = task.test_spec
 
     def split(ids: tuple[str, ...], maintained: bool) -> dict[str, list[str]]:
         good = {"passed", "skipped"} if maintained else {"passed"}

@@ -112,7 +112,7 @@ def harbor_task_toml(task: Task) -> str:
             f"description = {_toml_str(first_line)}\nkeywords = [{keywords}]\n\n"
             f'[metadata]\nrepogym_id = {_toml_str(task.id)}\nsplit = {_toml_str(task.split)}\n'
             f"max_steps = {task.max_steps}\n\n"
-            f"[verifier]\ntimeout_sec = {float(task.verifier.timeout_s) + 120.0}\n"
+            f"[verifier]\ntimeout_sec = {float(task.test_spec.timeout_s) + 120.0}\n"
             f'user = "root"\nnetwork_mode = "no-network"\n\n'
             f'[agent]\ntimeout_sec = 1800.0\nuser = "agent"\nnetwork_mode = "no-network"\n\n'
             f'[environment]\nworkdir = "{WORKDIR}"\nnetwork_mode = "no-network"\n'

@@ -7,7 +7,8 @@
 - :mod:`~repogym.quality.adversarial`: test-gaming payloads that must earn no more than
   noop (``validate --adversarial``).
 - :mod:`~repogym.quality.sandboxed_tests`: discovering a package's tests in a sandbox.
-- :mod:`~repogym.quality.synth_pypi`, :mod:`~repogym.quality.synth_history`,
+- :mod:`~repogym.quality.synthesis`: the `repogym synth` pipeline, stage by stage;
+  :mod:`~repogym.quality.synth_pypi`, :mod:`~repogym.quality.synth_history`,
   :mod:`~repogym.quality.suite_build`: writing tasks from a PyPI package, from its release
   history, and building suites of them; :mod:`~repogym.quality.audit`: the leak scan.
 - :mod:`~repogym.quality.tiers`: difficulty tiers from a baseline agent's run.

@@ -5,7 +5,7 @@ about the task: it shadows standard-library and pytest modules, plants pytest pl
 configuration where pytest would look for them, appends result-forging code to every module
 the tests might import (flipping reports to "passed", writing fake results to every pipe and
 exiting, hanging, exiting with each code a completed session can give), deletes or empties
-the tests, adds ``conftest.py`` files, and so on. The code planted in the verifier's
+the tests, adds ``conftest.py`` files, and so on. The code planted in the grading run's
 process lives in real Python files (:mod:`repogym.envs.attacks`), read as text when
 planted. :func:`check_task` grades each attack with the real grader (partial credit, so that
 any gain shows) next to the unpatched repository (noop): an attack that earns more than noop is a hole — in the grader, or (more often) in a
@@ -30,7 +30,7 @@ from repogym.sandbox.workspace import Changes, make_diff
 from repogym.scenarios.patches import is_test_file
 from repogym.scenarios.task import Task
 
-# -- payloads: code that, imported into the verifier's process, forges results ---------------
+# -- payloads: code that, imported into the grading run's process, forges results ----------
 # Each is a real Python file of repogym/envs/attacks/, planted as text (attacks.payload).
 FLIP_REPORTS = payload("flip_reports")
 HOOK_PLUGIN = payload("hook_plugin")
@@ -84,7 +84,7 @@ class Attack:
     kind: str
     description: str
     changes: Callable[[Path, str], Changes]
-    timeout_s: float | None = None  # a shorter verifier timeout for attacks that hang
+    timeout_s: float | None = None  # a shorter grading-run timeout for attacks that hang
 
 
 def code_modules(repo: Path, tests_dest: str) -> list[str]:
@@ -214,7 +214,7 @@ ATTACKS: tuple[Attack, ...] = (
            _append(exit_at_import(5))),
     Attack("sigkill-at-import", "exit", "the process kills itself with SIGKILL",
            _append(KILL_AT_IMPORT)),
-    Attack("hang-at-import", "exit", "sleep past the verifier's timeout",
+    Attack("hang-at-import", "exit", "sleep past the grading run's timeout",
            _append(HANG_AT_IMPORT), timeout_s=15.0),
     Attack("delete-tests", "tests", "delete every test file in the repository",
            lambda repo, dest: _tests(repo, dest, None)),
@@ -298,7 +298,7 @@ def grade_attack(task: Task, grader: PatchGrader, attack: Attack, noop_reward: f
     """Plant ``attack`` in ``task``'s repository and grade it once in ``mode``; a crash of
     the attack's planting or grading is reported in ``error``, never raised."""
     try:
-        diff = make_diff(task.repo_dir, attack.changes(task.repo_dir, task.verifier.tests_dest))
+        diff = make_diff(task.repo_dir, attack.changes(task.repo_dir, task.test_spec.tests_dest))
         res = grader.grade(task, diff, mode=mode, timeout_s=attack.timeout_s)
     except Exception as e:  # noqa: BLE001 - a crash is reported as a failed check
         return AttackResult(attack.name, attack.kind, 0.0, noop_reward, [], "",

@@ -2,12 +2,12 @@
 reproduction works, and a regression anywhere else is graded.
 
 - :func:`leak_scan` runs a scanner inside a real sandbox of each task (the agent's view:
-  its workspace, its environment, the sandbox's root file system) that walks every
+  its workspace, its dependencies, the sandbox's root file system) that walks every
   readable file and looks for the fix: each hunk of the gold patch as the fixed code reads
   (the restored lines with two lines of context each side, compared line by line without
   indentation), found with ``grep -F`` on its most distinctive line and then confirmed.
-  The file system outside the workspace is the same for the tasks of one environment, so
-  it is walked once per environment (in the first task's sandbox, for every task's
+  The file system outside the workspace is the same for the tasks of one set of dependencies, so
+  it is walked once per set of dependencies (in the first task's sandbox, for every task's
   fix); each workspace is walked in its own task's sandbox, where a match in a file the
   bug changed is not counted (sibling functions of one signature hold the same lines).
 - :func:`artefacts` lists compiled files, caches and packaging file lists in ``repo/``.
@@ -35,7 +35,7 @@ from repogym.quality.validate import PatchGrader
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.base import WORKSPACE, SandboxError
 from repogym.sandbox.workspace import TemplateCache
-from repogym.scenarios import reports
+from repogym.scenarios import bug_reports
 from repogym.scenarios.mutation import file_diff
 from repogym.scenarios.patches import split_diff
 from repogym.scenarios.pypi import is_artefact
@@ -108,7 +108,7 @@ def _scan(task: Task, templates: TemplateCache, needles: list[dict], mode: str,
                                                          "skip_name": _BIND}))
         for p in (folder, *folder.iterdir()):
             os.chmod(p, 0o755 if p.is_dir() else 0o644)
-        template = templates.get(task.repo_dir, task.sandbox_environment())
+        template = templates.get(task.repo_dir, task.sandbox_dependencies())
         limits = Limits(timeout_s=SCAN_TIMEOUT_S, cpu_s=SCAN_TIMEOUT_S)
         sb = make_sandbox(sandbox, SandboxSpec(template, limits))
         try:
@@ -139,7 +139,7 @@ def leak_scan(tasks: Iterable[Task], *, sandbox: str = "bwrap",
     for t in tasks:
         if bad := artefacts(t):
             found.setdefault(t.id, []).append(f"{t.id}: repo/ holds {', '.join(bad[:5])}")
-        groups.setdefault(t.environment, []).append(t)
+        groups.setdefault(t.dependencies, []).append(t)
     templates = TemplateCache()
     try:
         for group in groups.values():
@@ -193,7 +193,7 @@ def check_reproduction(task: Task, *, sandbox: str = "bwrap",
     own = templates is None
     templates = templates or TemplateCache()
     try:
-        template = templates.get(task.repo_dir, task.sandbox_environment())
+        template = templates.get(task.repo_dir, task.sandbox_dependencies())
         results = []
         for patch in ("", task.solution_patch.read_text()):
             sb = make_sandbox(sandbox, SandboxSpec(template, Limits(timeout_s=120)))
@@ -210,7 +210,7 @@ def check_reproduction(task: Task, *, sandbox: str = "bwrap",
         if own:
             templates.close()
     (bug_code, bug_out), (fix_code, fix_out) = results
-    if bug_code == 0 or not reports.fails_itself(bug_out):
+    if bug_code == 0 or not bug_reports.fails_itself(bug_out):
         return (f"{task.id}: reproduction.py does not fail with an AssertionError of its own "
                 f"without the fix (exit {bug_code}): {bug_out.strip()[-300:]}")
     if fix_code != 0:
@@ -278,8 +278,8 @@ def sabotage(tasks: Iterable[Task], *, sandbox: str = "bwrap",
             for other in by_package[t.path.parent]:
                 # the other bug must break a test this task lists besides its own failing
                 # ones (two bugs may share failing tests; those prove nothing here)
-                extra = set(other.verifier.fail_to_pass) - set(t.verifier.fail_to_pass)
-                if other.id == t.id or not extra or not extra <= set(t.verifier.pass_to_pass):
+                extra = set(other.test_spec.fail_to_pass) - set(t.test_spec.fail_to_pass)
+                if other.id == t.id or not extra or not extra <= set(t.test_spec.pass_to_pass):
                     continue
                 diff = sabotaged_diff(t, other)
                 if diff is None or not fixed:

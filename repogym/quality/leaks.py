@@ -1,6 +1,6 @@
 """Leak scan: does anything a sandbox of the task can read state a sealed expected value?
 
-Sealing keeps the hidden tests' expected values out of the verifier's sandbox
+Sealing keeps the hidden tests' expected values out of the grading run's sandbox
 (:mod:`repogym.envs.seal`), so a forger earns a sealed check only by knowing its answer.
 That fails when the task itself tells the answer: a docstring of the repository that says
 ``shape([]) == (0, 0)``, a doctest whose output line is the hidden literal, a statement

@@ -3,7 +3,7 @@
 ``with ThreadPoolExecutor() as pool`` waits, on the way out, for every job submitted, so a
 Ctrl-C or SIGTERM in ``repogym validate`` or ``repogym suite fetch`` used to run every
 queued grading first (hours for a suite). Here the jobs not started are cancelled; the
-runs in flight end within their verifier timeout.
+runs in flight end within their grading-run timeout.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""A package's own tests run in the sandbox, with its environment (``repogym synth --pypi``).
+"""A package's own tests run in the sandbox, with its dependencies (``repogym synth --pypi``).
 
 :class:`SandboxRunner` is a :class:`repogym.scenarios.synth.TestRunner` for code that is
 not yours (a PyPI download): every run starts a fresh sandbox from one template of the
 pristine package, writes in the files that differ from it (the mutant), and runs pytest
-with the package's environment, plugin auto-loading off and the grader's configuration
+with the package's dependencies, plugin auto-loading off and the grader's configuration
 (only ``ini_options``, as the grader writes it), so what synthesis sees is what grading
 will see. Per-test outcomes and failure messages come from a small plugin
 (``probe/rg_probe.py``) as JSON lines; paths inside the sandbox are removed from messages.
@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Self
 
 from repogym.envs.canaries import Masked, add_canaries
+from repogym.envs.grading_run import LAUNCHER_DIR, ini_text, launcher_env
 from repogym.envs.seal import judge_case
-from repogym.envs.verifier import LAUNCHER_DIR, ini_text, verifier_env
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.base import WORKSPACE, ExecResult, PackageSite, Sandbox, SandboxError
 from repogym.sandbox.workspace import TemplateCache
@@ -184,8 +184,8 @@ class SandboxRunner:
     """Runs a package's tests in a fresh sandbox per run (see the module docstring).
 
     Args:
-        environment: The package's built environment (None: the sandbox's pytest only).
-        ini_options: The pytest settings the tasks' verifier will use.
+        dependencies: The package's built dependencies (None: the sandbox's pytest only).
+        ini_options: The pytest settings the tasks' test spec will use.
         sandbox: Sandbox backend.
         sandbox_options: Extra options for the backend.
         limits: Sandbox limits (each run's timeout comes from the caller).
@@ -195,11 +195,11 @@ class SandboxRunner:
             mutant whatever the rest do, so the rest need not run. None: every run is whole.
     """
 
-    def __init__(self, environment: PackageSite | None, ini_options: dict[str, str] | None = None,
+    def __init__(self, dependencies: PackageSite | None, ini_options: dict[str, str] | None = None,
                  *, sandbox: str = "bwrap", sandbox_options: dict | None = None,
                  limits: Limits | None = None, plugins: Iterable[str] = (),
                  stop_after: int | None = None) -> None:
-        self.environment = environment
+        self.dependencies = dependencies
         self.stop_after = stop_after
         self.backend, self.options = sandbox, dict(sandbox_options or {})
         self.limits = limits or Limits()
@@ -232,7 +232,7 @@ class SandboxRunner:
 
     def collect(self, root: Path, timeout_s: float) -> list[str]:
         """Take ``root`` as the pristine package; the ids of the tests that pass there."""
-        self._template = self._templates.get(root, self.environment)
+        self._template = self._templates.get(root, self.dependencies)
         self._snapshot = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*.py")}
         self._files = test_files(root)
         if not self._files:
@@ -453,10 +453,10 @@ class SandboxRunner:
         record = ' RG_PROBE_CALLS="$RG_PROBE/calls.json"' if calls else ""
         if stop_after is not None:
             record += f" RG_PROBE_MAXFAIL={int(stop_after)}"
-        # The tests get the grader's environment: without it a test whose subprocess needs
+        # The tests get the grader's process environment: without it a test whose subprocess needs
         # the package's requirements (python-slugify's `python -m slugify`) passes here and
         # fails every grading.
-        record += " RG_PROBE_ENV=" + shlex.quote(json.dumps(verifier_env(**sb.interpreter.env)))
+        record += " RG_PROBE_ENV=" + shlex.quote(json.dumps(launcher_env(**sb.interpreter.env)))
         return (f'PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONPATH="$RG_PROBE:$PYTHONPATH" '
                 f"RG_PROBE_TRACE={int(trace)}{record} RG_PROBE_OUT={_OUT} {py} -m pytest "
                 f'-c "$RG_PROBE/pytest.ini" --rootdir=. -p no:cacheprovider -p rg_probe -q'

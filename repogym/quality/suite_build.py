@@ -2,7 +2,7 @@
 (``repogym suite build``).
 
 :func:`fetch` materialises a suite's packages (:mod:`repogym.scenarios.suites`): for each
-package the sdist (downloaded with pip, hash-checked), its environment (built once), its
+package the sdist (downloaded with pip, hash-checked), its dependencies (built once), its
 task folders, then ``repogym validate`` on every task not yet validated in this exact
 version; the index of validated tasks is updated as each task finishes, so an interrupted
 fetch resumes where it stopped and a second fetch does nothing.
@@ -22,12 +22,12 @@ import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from repogym.envs.grader import code_digest
 from repogym.quality.adversarial import forger_check
 from repogym.quality.pool import grading_pool
-from repogym.quality.synth_pypi import synthesize_pypi
-from repogym.envs.grader import code_digest
+from repogym.quality.synthesis import from_pypi
 from repogym.quality.validate import PatchGrader, TaskReport, validate_tasks
-from repogym.scenarios import environment as envs
+from repogym.scenarios import dependencies as deps
 from repogym.scenarios import suites
 from repogym.scenarios.task import Task, load_task
 
@@ -40,7 +40,7 @@ class FetchReport:
         validated: Task ids validated by this call.
         already: Task ids that were validated before (nothing done).
         failed: Task id -> its first validation failure.
-        seconds: Wall time per phase (download+unpack, environments, validation, the
+        seconds: Wall time per phase (download+unpack, dependencies, validation, the
             adversarial check).
         forger_checked: Tasks validated by this call that the strongest task-blind attack
             (:func:`repogym.quality.adversarial.forger_check`) was graded on.
@@ -85,7 +85,7 @@ def fetch(name: str, *, root: Path | None = None, packages: Iterable[str] | None
     Raises:
         SuiteError: unknown suite or package, or a manifest patch that does not apply.
         PypiError: a download failed or its hash differs.
-        EnvironmentUnavailable: an environment cannot be built.
+        DependenciesUnavailable: dependencies cannot be built.
     """
     suite = suites.load_suite(name)
     base = suites.suite_root(name, root)
@@ -104,8 +104,8 @@ def _fetch_package(entry: suites.PackageEntry, base: Path, report: FetchReport, 
                    per_package: int | None, sandbox: str, workers: int, reruns: int,
                    adversarial: bool, on_event: Events) -> None:
     start = time.monotonic()
-    envs.build(entry.environment, on_start=lambda: on_event(
-        "env", f"building the environment of {entry.name}"))
+    deps.build(entry.environment, on_start=lambda: on_event(
+        "env", f"building the dependencies of {entry.name}"))
     report.seconds["environments"] += time.monotonic() - start
     start = time.monotonic()
     todo: dict[str, tuple[suites.TaskEntry, Path]] = {}
@@ -165,7 +165,7 @@ def measure_seals(tasks: list[Task], *, sandbox: str = "bwrap", workers: int = 1
             res = fut.result()
             if res.infra_error:
                 continue
-            f2p = task.verifier.fail_to_pass
+            f2p = task.test_spec.fail_to_pass
             yield task, seal_record(sum(1 for t in f2p if t in res.strongly_failed), len(f2p))
 
 
@@ -191,9 +191,9 @@ def build_entry(project: str, *, split: str, kind: str, max_tasks: int, seed: in
         SuiteError: no task validated.
     """
     with tempfile.TemporaryDirectory(prefix="repogym-suite-build-") as tmp:
-        res = synthesize_pypi(project, Path(tmp) / "tasks", max_tasks=max_tasks, seed=seed,
-                              combined=combined, extra=extra, drop=drop, sandbox=sandbox,
-                              workers=workers, split=split, say=say)
+        res = from_pypi(project, Path(tmp) / "tasks", max_tasks=max_tasks, seed=seed,
+                        combined=combined, extra=extra, drop=drop, sandbox=sandbox,
+                        workers=workers, split=split, say=say)
         for task_id, failures in res.dropped.items():
             say(f"dropped {task_id} (did not validate): {failures[0]}")
         if not res.written:
@@ -201,7 +201,7 @@ def build_entry(project: str, *, split: str, kind: str, max_tasks: int, seed: in
                                     "package")
         tasks = [load_task(f) for f in res.written]
         first = tasks[0]
-        dest = first.verifier.tests_dest
+        dest = first.test_spec.tests_dest
         hidden = sorted(str(p.relative_to(first.tests_dir)) for p in first.tests_dir.rglob("*")
                         if p.is_file())
         if dest != ".":
@@ -210,10 +210,10 @@ def build_entry(project: str, *, split: str, kind: str, max_tasks: int, seed: in
         entries = tuple(task_entry(t, f"{name}-{n}") for n, t in enumerate(tasks, 1))
         return suites.PackageEntry(
             name=name, version=res.sdist.version, sdist=res.sdist.path.name,
-            sha256=res.sdist.sha256, split=split, kind=kind, environment=res.environment,
-            ini_options=dict(first.verifier.ini_options), tests_dest=dest,
+            sha256=res.sdist.sha256, split=split, kind=kind, environment=res.dependencies,
+            ini_options=dict(first.test_spec.ini_options), tests_dest=dest,
             hidden=tuple(hidden), tasks=entries, tests=tuple(res.tests),
-            plugins=tuple(res.plugins), timeout_s=int(first.verifier.timeout_s))
+            plugins=tuple(res.plugins), timeout_s=int(first.test_spec.timeout_s))
 
 
 def task_entry(task: Task, task_id: str, origin: str | None = None) -> suites.TaskEntry:
@@ -230,10 +230,10 @@ def task_entry(task: Task, task_id: str, origin: str | None = None) -> suites.Ta
         "# Synthesised by") and origin != "history" else ()
     return suites.TaskEntry(
         id=task_id, gold=task.solution_patch.read_text(),
-        fail_to_pass=task.verifier.fail_to_pass, pass_to_pass=task.verifier.pass_to_pass,
+        fail_to_pass=task.test_spec.fail_to_pass, pass_to_pass=task.test_spec.pass_to_pass,
         statement=task.statement, decoys=decoys,
         reproduction=reproduction.read_text() if reproduction.is_file() else "",
-        p2p_scope=task.verifier.p2p_scope, origin=origin, mutants=mutants)
+        p2p_scope=task.test_spec.p2p_scope, origin=origin, mutants=mutants)
 
 
 def write_entry(entry: suites.PackageEntry, folder: Path, *, suite: str, env_id: str,
@@ -271,13 +271,13 @@ def history_entries(folders: Iterable[Path], manifests: Path, *, split: str, kin
                     say: Callable[[str], None] = print) -> list[suites.PackageEntry]:
     """Manifest entries with the validated release-history tasks in ``folders`` (task
     folders with a ``[history]`` table, from ``repogym history``): the tasks of a release
-    an entry of ``manifests`` already holds are added to it (same sdist, environment and
+    an entry of ``manifests`` already holds are added to it (same sdist, dependencies and
     tests; numbered after its tasks), the others go to an entry per release
     (``<package>-<version>``). A task without a reproduction is left out (a suite's
     statements are bug reports with one).
 
     Raises:
-        SuiteError: a folder that is not a history task, or an environment that differs
+        SuiteError: a folder that is not a history task, or dependencies that differ
             from the entry's of the same release.
     """
     existing = _load_entries(manifests)
@@ -298,8 +298,8 @@ def history_entries(folders: Iterable[Path], manifests: Path, *, split: str, kin
                       and e.version == version), None)
         if entry is None:
             entry = _release_entry(name, version, tasks[0], split=split, kind=kind)
-        elif tasks[0].environment != entry.environment:
-            raise suites.SuiteError(f"{tasks[0].path}: its environment differs from the one of "
+        elif tasks[0].dependencies != entry.environment:
+            raise suites.SuiteError(f"{tasks[0].path}: its dependencies differ from those of "
                                     f"{entry.name} {version} in the manifest. Fix: mine the "
                                     "history with the same pinned requirements, or rebuild both")
         start = 1 + max((int(t.id.rsplit("-", 1)[1]) for t in entry.tasks), default=0)
@@ -316,7 +316,7 @@ def _release_entry(name: str, version: str, task: Task, *, split: str,
     from repogym.scenarios import pypi
 
     sdist = pypi.download(f"{name}=={version}")
-    v = task.verifier
+    v = task.test_spec
     hidden = sorted(str(p.relative_to(task.tests_dir)) for p in task.tests_dir.rglob("*")
                     if p.is_file())
     if v.tests_dest != ".":
@@ -327,7 +327,7 @@ def _release_entry(name: str, version: str, task: Task, *, split: str,
     return suites.PackageEntry(
         name=f"{name}-{version}", pypi=name, version=version, sdist=sdist.path.name,
         sha256=sdist.sha256, split=split, kind=kind,
-        environment=task.environment or envs.EnvironmentSpec(requirements=()),
+        environment=task.dependencies or deps.DependencySpec(requirements=()),
         ini_options=dict(v.ini_options), tests_dest=v.tests_dest, hidden=tuple(hidden),
         tasks=(), tests=tuple(sorted({*v.fail_to_pass, *v.pass_to_pass})), plugins=plugins,
         timeout_s=int(v.timeout_s))

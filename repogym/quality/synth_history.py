@@ -1,7 +1,7 @@
 """``repogym history NAME``: tasks from a package's release history, run in the sandbox.
 
 For each pair of consecutive releases (N, N+1) (:mod:`repogym.scenarios.history`):
-download both sdists, build N+1's environment (:func:`repogym.quality.synth_pypi.prepare`),
+download both sdists, build N+1's dependencies (:func:`repogym.quality.synth_pypi.prepare`),
 find N+1's tests that pass in the sandbox
 (:class:`~repogym.quality.sandboxed_tests.SandboxRunner`), then for each function N+1
 changed, put N's version back and rerun the tests that reach it. The tests that now fail
@@ -27,7 +27,7 @@ from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.base import WORKSPACE, PackageSite, SandboxError
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios import history, pypi, reports
-from repogym.scenarios.environment import EnvironmentSpec
+from repogym.scenarios.dependencies import DependencySpec
 from repogym.scenarios.synth import SynthError, deletion_decoys
 from repogym.scenarios.task import load_task
 
@@ -49,7 +49,7 @@ class PairReport:
         changed: Functions N+1 changed.
         candidates: Task ids made (fail_to_pass found), before validation.
         skipped: ``file::function -> why`` for the changed functions that gave no task.
-        error: Why the pair gave nothing at all (its sdist, environment or tests), or None.
+        error: Why the pair gave nothing at all (its sdist, dependencies or tests), or None.
         passing_tests: N+1's tests that pass in the sandbox.
     """
 
@@ -95,7 +95,7 @@ def mine_history(name: str, out: Path, *, versions: list[str] | None = None,
         versions: The releases to pair, oldest first (default: the index's final releases).
         last: Keep only the newest ``last`` pairs (None: every pair).
         max_tasks: Mine no further pair once this many tasks are written.
-        extra: Requirements added to every release's derived environment.
+        extra: Requirements added to every release's derived dependencies.
         drop: Requirements removed from it.
         skip_tests: Test files (repository paths) left out of every task: neither run,
             hidden nor listed (for a file the grader cannot run, say so in its docs).
@@ -205,7 +205,7 @@ def _mine_pair(name: str, base: str, fixed: str, work: Path, staging: Path,
 
 def _candidate(name: str, base: str, fixed: str, fn: history.ChangedFunction, new_repo: Path,
                pkg: Path, runner: SandboxRunner, collected: list[str], hidden: list[str],
-               dest: str, spec: EnvironmentSpec, ini: dict[str, str], timeout_s: float,
+               dest: str, spec: DependencySpec, ini: dict[str, str], timeout_s: float,
                describe: Describe | None) -> tuple[history.HistoryTask | None, str]:
     """The task that reverting ``fn`` gives, or (None, why not)."""
     path = pkg / fn.file
@@ -287,14 +287,14 @@ class ScriptReproducer:
     :data:`~repogym.scenarios.history.MAX_STATEMENT_CHARS`.
 
     Args:
-        environment: The tasks' built environment (bound by the sandbox).
+        dependencies: The tasks' built dependencies (bound by the sandbox).
         sandbox: Sandbox backend.
         ini_options: The tasks' pytest settings (their ``pythonpath`` goes on ``sys.path``).
     """
 
-    def __init__(self, environment: PackageSite | None, sandbox: str = "bwrap",
+    def __init__(self, dependencies: PackageSite | None, sandbox: str = "bwrap",
                  ini_options: dict[str, str] | None = None) -> None:
-        self.environment, self.backend = environment, sandbox
+        self.dependencies, self.backend = dependencies, sandbox
         self.pythonpath = [str(PurePosixPath(p).relative_to(WORKSPACE)) for p in
                            (ini_options or {}).get("pythonpath", "").split()
                            if p.startswith(WORKSPACE + "/")]
@@ -308,7 +308,7 @@ class ScriptReproducer:
                           and len(s) < room}, key=len)
         if not scripts:
             return None
-        template = self._templates.get(folder / "repo", self.environment)
+        template = self._templates.get(folder / "repo", self.dependencies)
         fixed = (task.repo / task.function.file).read_text(encoding="utf-8")
         for script in scripts:
             code, output = self._run(template, script, None)
@@ -330,7 +330,7 @@ class ScriptReproducer:
         function (:func:`repogym.scenarios.history.test_script`), else, for a test it
         cannot stand alone for (a method a ``unittest`` mixin defines, helpers on
         ``self``), the test's body inlined with what it uses of its class and bases, as
-        synthesised bugs' reports do (:func:`repogym.scenarios.reports.inline_check`)."""
+        synthesised bugs' reports do (:func:`repogym.scenarios.bug_reports.inline_check`)."""
         source = _test_source(task, node_id)
         script = history.test_script(source, node_id, local_modules=local,
                                      pythonpath=self.pythonpath)

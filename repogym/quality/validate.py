@@ -1,7 +1,7 @@
-"""Task validation: is a task's verifier trustworthy?
+"""Task validation: can a task's hidden tests be trusted?
 
-A verifier is part of the learning signal: a correct fix it rejects adds reward noise, a
-wrong fix it accepts teaches the agent a hack. :func:`validate_task` grades a task's own
+A task's hidden tests are part of the learning signal: a correct fix they reject adds reward
+noise, a wrong fix they accept teaches the agent a hack. :func:`validate_task` grades a task's own
 patches with the real grader (:func:`repogym.envs.grader.grade`) in the real sandbox and
 checks that:
 
@@ -15,7 +15,7 @@ checks that:
 
 Each failure names the task, the patch and the test. Grading reuses one prepared template
 per task (:class:`~repogym.sandbox.workspace.TemplateCache`), so a check costs one
-sandboxed verifier run and no environment episode.
+sandboxed grading run and no env episode.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def _judge(task: Task, job: _Job, res: GradeResult) -> list[str]:
     where = f"{task.id}: {job.kind} {_rel(task, job.patch)}"
     if res.infra_error:
         return [f"{where}: the sandbox or grader failed: {res.infra_error}"]
-    v = task.verifier
+    v = task.test_spec
     if job.kind == "noop":
         out = [f"{where}: fail_to_pass test {t} passes without any fix (it must fail "
                f"before the fix)" for t in v.fail_to_pass if res.tests.get(t) == "passed"]
@@ -179,7 +179,7 @@ def _judge(task: Task, job: _Job, res: GradeResult) -> list[str]:
                  "file")]
     if res.tests and all(s == "missing" for s in res.tests.values()):
         tail = " | ".join(res.test_output.strip().splitlines()[-6:])
-        out = [(f"{where}: no listed test has a result (verifier exit code "
+        out = [(f"{where}: no listed test has a result (grading run exit code "
                f"{res.verifier_exit_code}; output ends: {tail[-600:]})")]
     else:
         causes = failure_causes(res)
@@ -256,7 +256,7 @@ def _cause(lines: list[str]) -> str:
 def _flaky(task: Task, runs: list[Check]) -> list[str]:
     """Tests whose outcome differs between gold runs."""
     out = []
-    for t in task.verifier.all_tests:
+    for t in task.test_spec.all_tests:
         seen = [c.tests.get(t, "missing") for c in runs]
         if len(set(seen)) > 1:
             out.append(f"{task.id}: gold {_rel(task, task.solution_patch)}: test {t} is flaky "
@@ -292,11 +292,11 @@ class PatchGrader:
     def grade(self, task: Task, diff: str, *, mode: RewardMode = "binary",
               timeout_s: float | None = None) -> GradeResult:
         """Grading of ``diff`` against ``task``'s repo/ (``timeout_s`` shortens the
-        verifier's timeout, for checks that expect a hang)."""
-        if timeout_s is not None and timeout_s < task.verifier.timeout_s:
+        test spec's timeout, for checks that expect a hang)."""
+        if timeout_s is not None and timeout_s < task.test_spec.timeout_s:
             task = dataclasses.replace(
-                task, verifier=dataclasses.replace(task.verifier, timeout_s=timeout_s))
-        template = self._templates.get(task.repo_dir, task.sandbox_environment())
+                task, test_spec=dataclasses.replace(task.test_spec, timeout_s=timeout_s))
+        template = self._templates.get(task.repo_dir, task.sandbox_dependencies())
         return grade(task, template, diff, mode=mode, make_sandbox=self._factory,
                      limits=self.limits, leaked=leaked_checks(self.leaks(task)))
 
@@ -342,7 +342,7 @@ def validate_tasks(tasks: Iterable[Task], *, sandbox: str = "bwrap", reruns: int
         sandbox: Sandbox backend for grading (``bwrap`` by default).
         reruns: How many times gold is graded in total (>= 1); outcomes must agree.
         workers: Parallel grading runs (threads; each run is a sandboxed process).
-        limits: Sandbox limits (the verifier's timeout_s always applies).
+        limits: Sandbox limits (the test spec's timeout_s always applies).
         sandbox_options: Extra keyword options for the sandbox backend.
         on_report: Called with each task's report as soon as that task is done.
         grader: Grade through this one, left open (its templates serve later checks of
@@ -365,7 +365,7 @@ def validate_tasks(tasks: Iterable[Task], *, sandbox: str = "bwrap", reruns: int
             left[i] -= 1
             if left[i] == 0:
                 _finish(tasks[i], reports[i])
-                f2p = {t.partition("[")[0] for t in tasks[i].verifier.fail_to_pass}
+                f2p = {t.partition("[")[0] for t in tasks[i].test_spec.fail_to_pass}
                 reports[i].leaks = [x for x in used.leaks(tasks[i]) if x.test in f2p]
                 if on_report:
                     on_report(reports[i])
@@ -381,7 +381,7 @@ def _finish(task: Task, report: TaskReport) -> None:
     coverage = seal_coverage(task)
     report.sealed = (sum(1 for n in coverage.values() if n), len(coverage))
     noop = next((c for c in report.checks if c.kind == "noop" and c.tests), None)
-    f2p = task.verifier.fail_to_pass
+    f2p = task.test_spec.fail_to_pass
     if noop is not None and task_kind(task.path) in OUTPUT_GRADED:
         report.witnessed = (0, len(f2p))  # a seal there holds output the agent's code writes
     elif noop is not None:

@@ -1,4 +1,4 @@
-"""Mutation testing of a task's verifier: does it reject wrong fixes close to the gold fix?
+"""Mutation testing of a task's hidden tests: do they reject wrong fixes close to the gold fix?
 
 :func:`mutation_check` applies ``solution.patch`` to the task's repository, makes every
 mutant (:mod:`repogym.scenarios.mutation`) of the functions the gold patch touches and of
@@ -8,7 +8,7 @@ several at a time, within a time budget. How each mutant counts:
 
 - ``killed``: the grader did not give full reward: some listed test did not pass (failed,
   error, missing), or the run was not trusted (timed out, exhausted its limits, ...);
-- ``survived``: every listed test passed: a wrong fix the verifier accepts;
+- ``survived``: every listed test passed: a wrong fix the hidden tests accept;
 - ``equivalent``: trivially the same program (same AST or bytecode), not graded;
 - ``reviewed``: survived, and the task argues it equivalent in task.toml
   (``[mutation] equivalent = [{ mutant = "<id>", why = "..." }]``);
@@ -45,7 +45,7 @@ from repogym.scenarios.task import Task, TaskError
 
 Status = Literal["killed", "survived", "equivalent", "reviewed", "error", "not_run"]
 MIN_SCORE = 0.9
-#: A mutant's verifier run may take this many times gold's (at least 10 s, at most the
+#: A mutant's grading run may take this many times gold's (at least 10 s, at most the
 #: task's own timeout_s): a mutant that loops forever is killed by the timeout.
 TIMEOUT_FACTOR = 10.0
 #: Version of how mutants are judged and stored; part of the cache key.
@@ -54,7 +54,7 @@ _CACHE_FORMAT = 1
 
 @dataclasses.dataclass
 class MutantResult:
-    """One mutant and what the verifier made of it.
+    """One mutant and what the grader made of it.
 
     Attributes:
         id: The mutant's stable id (:attr:`repogym.scenarios.mutation.Mutant.id`).
@@ -171,7 +171,7 @@ def _store(task: Task, report: MutationReport) -> None:
 
 # -- the mutants of a task ----------------------------------------------------------------
 def _is_hidden_or_test(task: Task, rel: str) -> bool:
-    dest = PurePosixPath(task.verifier.tests_dest)
+    dest = PurePosixPath(task.test_spec.tests_dest)
     p = PurePosixPath(rel)
     under = dest != PurePosixPath(".") and (p == dest or dest in p.parents)
     return under or is_test_file(rel) or p.name == "conftest.py"
@@ -282,7 +282,7 @@ def mutation_check(task: Task, grader: PatchGrader, *, workers: int = 1,
                    budget_s: float = 600.0, max_mutants: int | None = None,
                    min_score: float = MIN_SCORE,
                    on_mutant: Callable[[MutantResult], None] | None = None) -> MutationReport:
-    """Grade every mutant of ``task``'s gold fix and judge its verifier (stored in the cache).
+    """Grade every mutant of ``task``'s gold fix and judge its hidden tests (stored in the cache).
 
     Args:
         task: A loaded task with a gold patch.
@@ -316,8 +316,8 @@ def mutation_check(task: Task, grader: PatchGrader, *, workers: int = 1,
     if problems:
         report.problems += problems
         return _done(task, report, start)
-    limit = min(task.verifier.timeout_s, max(10.0, TIMEOUT_FACTOR * gold_s))
-    quick = dataclasses.replace(task, verifier=dataclasses.replace(task.verifier,
+    limit = min(task.test_spec.timeout_s, max(10.0, TIMEOUT_FACTOR * gold_s))
+    quick = dataclasses.replace(task, test_spec=dataclasses.replace(task.test_spec,
                                                                    timeout_s=limit))
     gold = task.solution_patch.read_text()
     results = _run(quick, grader, gold, before, after, made, reviewed, workers,

@@ -5,11 +5,12 @@ from repogym.scenarios.task import (
     Candidate,
     Task,
     TaskError,
+    TestSpec,
     Verifier,
     load_task,
     load_tasks,
     select_tasks,
 )
 
-__all__ = ["Candidate", "Task", "TaskError", "Verifier", "builtin_tasks", "load_task",
-           "load_tasks", "registered_tasks", "select_tasks", "suite_tasks"]
+__all__ = ["Candidate", "Task", "TaskError", "TestSpec", "Verifier", "builtin_tasks",
+           "load_task", "load_tasks", "registered_tasks", "select_tasks", "suite_tasks"]

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from repogym.scenarios.environment import EnvironmentSpec
+from repogym.scenarios.dependencies import DependencySpec
 from repogym.scenarios.mutation import file_diff
 from repogym.scenarios.patches import is_test_file
 from repogym.scenarios.swebench import hidden_tests_dest
@@ -586,7 +586,7 @@ def asserting_script(script: str) -> str | None:
     library's own error, pytest's ``DID NOT RAISE``, an assert inside pytest or the library)
     becomes an AssertionError of the script's own that names it, the original traceback
     chained above it: a reproduction then fails by stating what went wrong, as
-    :func:`repogym.scenarios.reports.fails_itself` asks, even where the test it came from
+    :func:`repogym.scenarios.bug_reports.fails_itself` asks, even where the test it came from
     expected an exception or none. An AssertionError of the script's own (``unittest``'s
     for its ``self.assert*``) passes through.
     None for a script without a closing call after its definitions."""
@@ -702,7 +702,7 @@ class HistoryTask:
     buggy: str
     description: str
     statement_source: str
-    environment: EnvironmentSpec | None = None
+    environment: DependencySpec | None = None
     ini_options: dict[str, str] = dataclasses.field(default_factory=dict)
     reproduction: str | None = None
     tags: tuple[str, ...] = ()

@@ -1,6 +1,6 @@
 """Mutants of Python functions that keep the file's own formatting (the one mutation library).
 
-Both ``repogym validate --mutation`` (is a task's verifier strong enough to reject wrong
+Both ``repogym validate --mutation`` (are a task's hidden tests strong enough to reject wrong
 fixes?) and ``repogym synth`` (make tasks by injecting bugs) take their mutants from
 :func:`mutants`. Each mutant changes one site of one function, edited in place in the
 concrete syntax tree (``libcst``): quotes, spacing and comments elsewhere are untouched,

@@ -46,7 +46,7 @@ from packaging.utils import canonicalize_name, parse_sdist_filename
 
 from repogym.sandbox.base import WORKSPACE
 from repogym.sandbox.runtime import cache_dir
-from repogym.scenarios.environment import EnvironmentSpec
+from repogym.scenarios.dependencies import DependencySpec
 from repogym.scenarios.patches import is_test_file
 
 #: Extras and dependency groups that hold a project's test requirements (also any whose
@@ -559,8 +559,8 @@ _SKIP_SCAN = {".git", ".tox", ".nox", "build", "dist", "__pycache__", ".venv", "
 
 
 def derive_environment(repo: Path, name: str, *, extra: Iterable[str] = (),
-                       drop: Iterable[str] = ()) -> EnvironmentSpec:
-    """The environment a project's tests need: its declared install and test requirements
+                       drop: Iterable[str] = ()) -> DependencySpec:
+    """The dependencies a project's tests need: its declared install and test requirements
     (:func:`declared_requirements`) minus tools (:data:`TOOLS`; but a declared plugin
     whose marker the tests use is kept, :func:`marker_plugins`), the project itself and
     ``drop``, plus ``extra``; the project is excluded from the build in case a requirement
@@ -577,7 +577,7 @@ def derive_environment(repo: Path, name: str, *, extra: Iterable[str] = (),
     for text in extra:
         req = Requirement(text)
         reqs[canonicalize_name(req.name)] = str(req)
-    return EnvironmentSpec(requirements=tuple(sorted(reqs.values())), exclude=(own,))
+    return DependencySpec(requirements=tuple(sorted(reqs.values())), exclude=(own,))
 
 
 def pytest_plugins(site: Path, requested: Iterable[str]) -> list[str]:

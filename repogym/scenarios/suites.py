@@ -4,7 +4,7 @@ A suite (docs/suites.md) is a folder ``suites/<name>/`` of package data holding
 ``suite.json`` (id, description) and one ``<package>.json`` per package: name, version,
 the sdist's file name and sha256, its split (``train``/``test``: a package's tasks are all in
 one split, so evaluation on ``test`` is on packages never seen in training), its kind, the
-pinned environment, its pytest plugins and settings, the hidden test files, every test
+pinned dependencies, its pytest plugins and settings, the hidden test files, every test
 that passes on the sdist, and per task the gold patch (the reverse of the bug), the
 failing tests, the pass_to_pass scope (``all``: every other passing test, not repeated per
 task; ``module``: the list is given), the statement (a bug report), the reproduction
@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 
 from repogym.sandbox.runtime import cache_dir
-from repogym.scenarios.environment import EnvironmentSpec, parse_spec
+from repogym.scenarios.dependencies import DependencySpec, parse_spec
 from repogym.scenarios.task import P2P_SCOPES, SPLITS, Task, load_task, pytest_command
 
 MANIFESTS = Path(__file__).parent / "suites"
@@ -88,7 +88,7 @@ class PackageEntry:
     sha256: str
     split: str
     kind: str
-    environment: EnvironmentSpec
+    environment: DependencySpec
     ini_options: dict[str, str]
     tests_dest: str
     hidden: tuple[str, ...]
@@ -166,7 +166,7 @@ class Suite:
         return out
 
 
-def _spec_json(spec: EnvironmentSpec) -> dict:
+def _spec_json(spec: DependencySpec) -> dict:
     out: dict = {"requirements": list(spec.requirements)}
     for key in ("python", "setup", "exclude"):
         if value := getattr(spec, key):

@@ -21,11 +21,11 @@ generated test files become the hidden tests and its tests' outcomes before and 
 fix (the row's pytest ``-rA`` logs) give FAIL_TO_PASS and PASS_TO_PASS. An instance's own
 ``requirements``/``pip_packages`` and ``python`` become the task's ``[environment]``.
 
-The verifier runs the union of the files that hold the FAIL_TO_PASS and PASS_TO_PASS tests
+A grading run runs the union of the files that hold the FAIL_TO_PASS and PASS_TO_PASS tests
 and the test files the test patch touches (a listed test in a file the patch does not touch
 runs, from the pristine repository). ``repo/`` is written from ``base_commit``'s tree
 through a throw-away index, so no commit, tag, reflog or object of the clone (the future fix
-included) reaches the task; the environment then makes its own one-commit history. Where
+included) reaches the task; the env then makes its own one-commit history. Where
 the hidden tests land (``tests_dest``) follows one rule: the deepest folder holding every
 hidden test file, when that folder is a test folder (a path part named ``test``, ``tests``
 or ``testing``); otherwise ``"."`` (the repository root), with ``tests/`` mirroring the
@@ -48,7 +48,7 @@ from typing import Any
 
 from repogym.sandbox.workspace import make_diff
 from repogym.scenarios import swebench_runner as runner
-from repogym.scenarios.environment import EnvironmentSpec
+from repogym.scenarios.dependencies import DependencySpec
 from repogym.scenarios.importing import (
     MAX_FILE_BYTES,
     UnsafeTaskFile,
@@ -174,7 +174,7 @@ class Instance:
         f2p: FAIL_TO_PASS node ids.
         p2p: PASS_TO_PASS node ids.
         statement: What the agent is told.
-        requirements: pip specifiers of its environment ([] for none).
+        requirements: pip specifiers of its dependencies ([] for none).
         python: Its Python version constraint ("" for any).
         format: ``swebench``, ``swesmith`` or ``r2e``.
         parser: swebench's log parser of a non-pytest instance ("" for pytest ids; see
@@ -220,7 +220,7 @@ def _missing(inst: dict, keys: tuple[str, ...], fmt: str) -> None:
 
 
 def _requirements(inst: dict) -> tuple[list[str], str]:
-    """An instance's own environment: ``requirements`` or ``pip_packages`` (a list or a
+    """An instance's own dependencies: ``requirements`` or ``pip_packages`` (a list or a
     whitespace-separated string) and ``python`` (``"3.9"`` means ``==3.9.*``)."""
     reqs: list[str] = []
     for key in ("requirements", "pip_packages"):
@@ -364,7 +364,7 @@ def _task_toml(task_id: str, inst: Instance, split: str, dest: str, test_files: 
                       for k, v in (("fail_to_pass", f2p), ("pass_to_pass", p2p)))
     env = ""
     if inst.requirements or inst.python:
-        spec = EnvironmentSpec(tuple(sorted(dict.fromkeys(inst.requirements))), inst.python)
+        spec = DependencySpec(tuple(sorted(dict.fromkeys(inst.requirements))), inst.python)
         env = "\n" + spec.to_toml()
     return f"""# Imported from a {inst.format} instance by `repogym import-swebench`.
 id = {_toml_str(task_id)}
@@ -405,7 +405,7 @@ def import_instance(inst: dict[str, Any], repos: Path, out: Path, *, split: str 
         repos: Folder of local clones, ``<owner>__<name>`` per repository.
         out: Parent folder for task folders.
         split: The tasks' split.
-        timeout_s: The verifier's timeout.
+        timeout_s: The test spec's timeout.
         fmt: ``auto`` (from the row's keys), ``swebench``, ``swesmith`` or ``r2e``.
 
     Raises:
@@ -519,7 +519,7 @@ def _write_runner(inst: Instance, root: Path, after: Path, dest: str, touched: l
         raise InstanceError(f"{iid}: the repository already has {path} or "
                             f"{runner.VENDOR_DIR}/ beside it, where the generated runner goes. "
                             "Fix: rename that file in the row's repository")
-    timeout = max(10.0, timeout_s - 30.0)  # inside the verifier's own timeout
+    timeout = max(10.0, timeout_s - 30.0)  # inside the grading run's own timeout
     (root / "tests" / runner.RUNNER_FILE).write_text(runner.runner_source(
         iid, inst.parser, command, tests, set(list(tests)[len(inst.f2p):]), timeout))
     runner.vendor_parsers(root / "tests" / runner.VENDOR_DIR)

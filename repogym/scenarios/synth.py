@@ -12,10 +12,10 @@ with ``combined`` a share of the tasks hold 2 or 3 bugs in different functions (
 where the package has several), each of which fails tests of its own. A bug drawn for a
 combination gets its verified check once, as it enters a pool; members are chosen from the
 pool before anything runs (:func:`choose_members`: the union of their failing tests within
-the cap, their statement within :data:`reports.MAX_CHARS`, the most files, then the
+the cap, their statement within :data:`bug_reports.MAX_CHARS`, the most files, then the
 shortest), and each set is run once with every bug in.
 
-Every task gets a bug report as its statement (:mod:`repogym.scenarios.reports`): the
+Every task gets a bug report as its statement (:mod:`repogym.scenarios.bug_reports`): the
 calls its failing tests make into the package are recorded with the bug and without it,
 the first call that misbehaves becomes a check (its inputs, what it gives, what it should
 give), and the checks become ``reproduction.py``, verified to fail with the bug and pass
@@ -36,7 +36,7 @@ Each task folder (:func:`write_task`):
 - ``solution.patch``: the reverse diff; ``decoys/``: the failing tests deleted, a wrong fix
   at the same place when one exists, and for several bugs each fix that leaves one;
 - ``STATEMENT.md``, ``reproduction.py``; ``HINTS.md``: the failing test ids (a hint
-  level the environment does not show).
+  level the env does not show).
 
 The task id is ``<package>-<hash of the mutants' ids>`` and the only tag is ``synthetic``:
 agents see both, so neither names the function or the mutation. The tests run through a
@@ -68,8 +68,8 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from repogym.sandbox.base import WORKSPACE
-from repogym.scenarios import reports
-from repogym.scenarios.environment import EnvironmentSpec
+from repogym.scenarios import bug_reports
+from repogym.scenarios.dependencies import DependencySpec
 from repogym.scenarios.mutation import Mutant, file_diff, function_names, mutants
 from repogym.scenarios.patches import is_test_file, junit_key
 from repogym.scenarios.pypi import is_artefact
@@ -90,7 +90,7 @@ CHEAP_OPERATORS = ("return_value", "remove_call")
 MAX_CHEAP_SHARE = 0.25
 #: A full run of the package's tests longer than this (seconds) makes p2p_scope "module".
 SLOW_SUITE_S = 60.0
-#: Shortest verifier timeout of a task; longer for a slow suite (5 full runs).
+#: Shortest test-spec timeout of a task; longer for a slow suite (5 full runs).
 MIN_TIMEOUT_S = 120
 #: Failing tests tried per bug for a report.
 _REPORT_TESTS = 4
@@ -315,7 +315,7 @@ class TaskFiles:
         reproduction: ``reproduction.py`` (also in the statement), or None.
         p2p_scope: ``all`` (every other passing test is listed) or ``module``.
         environment, ini_options: The task's ``[environment]`` and pytest settings.
-        plugins: pytest plugins of the environment, named with ``-p`` in the command.
+        plugins: pytest plugins of the dependencies, named with ``-p`` in the command.
         tags, split, timeout_s, max_steps: As in task.toml.
         decoys: Extra decoys, name -> patch (the test-deletion ones are always added).
         hints: The failing test ids, written to ``HINTS.md``.
@@ -333,7 +333,7 @@ class TaskFiles:
     statement: str
     reproduction: str | None = None
     p2p_scope: str = "all"
-    environment: EnvironmentSpec | None = None
+    environment: DependencySpec | None = None
     ini_options: dict[str, str] = dataclasses.field(default_factory=dict)
     plugins: Sequence[str] = ()
     tags: Sequence[str] = ("synthetic",)
@@ -416,7 +416,7 @@ class _Package:
     dest: str
     sources: list[str]
     runner: TestRunner = dataclasses.field(default_factory=HostRunner)
-    environment: EnvironmentSpec | None = None
+    dependencies: DependencySpec | None = None
     ini_options: dict[str, str] = dataclasses.field(default_factory=dict)
     plugins: tuple[str, ...] = ()
     suite_s: float = 0.0
@@ -450,7 +450,7 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
                max_trials: int | None = None, timeout_s: float = 120.0,
                runner: TestRunner | None = None, name: str | None = None,
                only: Collection[str] | None = None,
-               environment: EnvironmentSpec | None = None,
+               environment: DependencySpec | None = None,
                ini_options: dict[str, str] | None = None, plugins: Sequence[str] = (),
                split: str = "train", slow_suite_s: float = SLOW_SUITE_S,
                note: str = "", say: Callable[[str], None] | None = None) -> list[Path]:
@@ -470,9 +470,9 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
         name: The package's name in task ids and statements (default: the folder's).
         only: Mutate only these files or the files under these folders (repository
             paths, e.g. ``src/pkg``; default: every file that is not a test).
-        environment: Written as the tasks' ``[environment]``.
-        ini_options: Written as the tasks' ``[verifier] ini_options``.
-        plugins: pytest plugins the verifier command names (``-p``).
+        environment: The tasks' dependencies, written as ``[environment]``.
+        ini_options: Written as the tasks' test spec (``[verifier] ini_options``).
+        plugins: pytest plugins the test spec's command names (``-p``).
         split: The tasks' split; a ``test`` task always lists every passing test.
         slow_suite_s: A full run longer than this lists the changed files' tests and a
             sample (on the ``train`` split only).
@@ -495,7 +495,7 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
         if say is not None:
             say(f"{len(pkg.node_ids)} tests collected in {time.monotonic() - start:.0f}s")
         pkg.name = name or Path(package_dir).resolve().name
-        pkg.environment, pkg.ini_options = environment, dict(ini_options or {})
+        pkg.dependencies, pkg.ini_options = environment, dict(ini_options or {})
         pkg.plugins = tuple(plugins)
         if only is not None:
             pkg.sources = [f for f in pkg.sources
@@ -526,7 +526,7 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
 
 # -- bug reports ----------------------------------------------------------------------------
 class Reporter:
-    """Writes verified bug reports for bugs in one package (see :mod:`reports`).
+    """Writes verified bug reports for bugs in one package (see :mod:`bug_reports`).
 
     Args:
         runner: Runs the package's tests, the call recorder and scripts (collected on
@@ -594,7 +594,7 @@ class Reporter:
                        for f, t in sorted(changes.items()))
 
     def check(self, changes: dict[str, str], tests: Sequence[str],
-              shortest: bool = False) -> tuple[reports.Check, str] | None:
+              shortest: bool = False) -> tuple[bug_reports.Check, str] | None:
         """A verified check of the one bug ``changes`` makes (and what its script prints
         with the bug), found once and reused in any combination (:meth:`combined`);
         ``shortest``: try the candidates with the shortest scripts first (several checks
@@ -602,22 +602,22 @@ class Reporter:
         return self._check(dict(changes), list(tests), self.gold(changes),
                            list(changes.values()), shortest=shortest)
 
-    def draft(self, found: Sequence[tuple[reports.Check, str]]) -> tuple[str, str]:
+    def draft(self, found: Sequence[tuple[bug_reports.Check, str]]) -> tuple[str, str]:
         """(statement, reproduction) holding the checks ``found`` (runs nothing)."""
-        text = reports.script([c for c, _ in found], self.paths)
-        return reports.statement(self.name, [c for c, _ in found], text,
+        text = bug_reports.script([c for c, _ in found], self.paths)
+        return bug_reports.statement(self.name, [c for c, _ in found], text,
                                  [o for _, o in found], self.note), text
 
-    def combined(self, changes: dict[str, str], found: Sequence[tuple[reports.Check, str]],
+    def combined(self, changes: dict[str, str], found: Sequence[tuple[bug_reports.Check, str]],
                  verify: bool = True) -> tuple[tuple[str, str] | None, str]:
         """((statement, reproduction), "") for the bugs of ``changes`` from their verified
         checks ``found``, or (None, why not). ``verify``: run the script, which must fail
         by its own assertion with every bug in and pass at the gold code."""
         gold, buggy_sources = self.gold(changes), list(changes.values())
         stmt, text = self.draft(found)
-        if len(stmt) > reports.MAX_CHARS:
-            return None, f"statement over {reports.MAX_CHARS} characters"
-        if reports.leaks(stmt, gold, buggy_sources, self.node_ids):
+        if len(stmt) > bug_reports.MAX_CHARS:
+            return None, f"statement over {bug_reports.MAX_CHARS} characters"
+        if bug_reports.leaks(stmt, gold, buggy_sources, self.node_ids):
             return None, "statement leaks a fix or a test name"
         if verify and (why := self.verify(text, changes)):
             return None, why
@@ -643,23 +643,23 @@ class Reporter:
     def _fails(self, text: str, changes: dict[str, str]) -> tuple[bool, str]:
         with self.applied(changes):
             code, output = self.runner.script(self.root, text, self.hidden, self.timeout_s)
-        return code != 0 and reports.fails_itself(output), _observed(output)
+        return code != 0 and bug_reports.fails_itself(output), _observed(output)
 
     def _passes(self, text: str) -> bool:
         code, _ = self.runner.script(self.root, text, self.hidden, self.timeout_s)
         return code == 0
 
-    def _candidates(self, changes: dict[str, str], tests: list[str]) -> list[reports.Check]:
+    def _candidates(self, changes: dict[str, str], tests: list[str]) -> list[bug_reports.Check]:
         with self.applied(changes):
             buggy = self.runner.calls(self.root, tests, self.hidden, self.timeout_s)
         pristine = self._gold_calls(tests)
-        out = [c for t in tests for c in reports.replay_checks(buggy.get(t, []),
+        out = [c for t in tests for c in bug_reports.replay_checks(buggy.get(t, []),
                                                                pristine.get(t, []))]
         for t in tests:
             file = self.root / t.split("::", 1)[0]
-            if file.is_file() and (c := reports.inline_check(file.read_text(), t, self._read)):
+            if file.is_file() and (c := bug_reports.inline_check(file.read_text(), t, self._read)):
                 named = [r for r in buggy.get(t, []) if r.get("qualname")]
-                function = reports.function_of(named[-1]) if named else ""
+                function = bug_reports.function_of(named[-1]) if named else ""
                 out.append(dataclasses.replace(c, function=function))
         return out
 
@@ -671,19 +671,19 @@ class Reporter:
 
     def _check(self, changes: dict[str, str], tests: list[str], gold: str,
                buggy_sources: list[str], shortest: bool = False
-               ) -> tuple[reports.Check, str] | None:
+               ) -> tuple[bug_reports.Check, str] | None:
         """A verified check of the bug in ``changes`` (and what it prints with the bug)."""
         candidates = self._candidates(changes, sorted(tests)[:_REPORT_TESTS])
         if not candidates:
             self._refuse("bug: no call that misbehaves, no inline check")
         if shortest:
-            candidates.sort(key=lambda c: len(reports.script([c], self.paths)))
+            candidates.sort(key=lambda c: len(bug_reports.script([c], self.paths)))
         for c in candidates[:6]:
-            text = reports.script([c], self.paths)
-            if len(text) > reports.MAX_CHARS - 600:
+            text = bug_reports.script([c], self.paths)
+            if len(text) > bug_reports.MAX_CHARS - 600:
                 self._refuse("check: script too long")
                 continue
-            if any(path in text for path in (str(self.root), *_RUN_PATHS)) or reports.leaks(
+            if any(path in text for path in (str(self.root), *_RUN_PATHS)) or bug_reports.leaks(
                     text, gold, buggy_sources, self.node_ids):
                 self._refuse("check: leaks the fix, a path or a test name")
                 continue
@@ -714,7 +714,7 @@ class Pooled:
     the pool) and what the check's script printed with the bug."""
 
     bug: Bug
-    check: reports.Check
+    check: bug_reports.Check
     observed: str
 
 
@@ -725,7 +725,7 @@ def choose_members(pool: Sequence[Pooled], k: int, *, chars: Callable[[Sequence[
     """``k`` bugs of ``pool`` to combine, chosen before running anything, or None: in
     different functions, the union of their failing tests (a test that ``same`` maps
     several node ids to counted once) at most :data:`MAX_FAIL_TO_PASS`, ``chars`` of them
-    (the length of their statement) at most :data:`reports.MAX_CHARS`, and not a set of
+    (the length of their statement) at most :data:`bug_reports.MAX_CHARS`, and not a set of
     ``skip`` (bug ids); of those, the set in the most files, then the shortest.
     ``refusals`` counts why sets were refused (``set: ...``), each set once (``judged``:
     those counted already)."""
@@ -742,8 +742,8 @@ def choose_members(pool: Sequence[Pooled], k: int, *, chars: Callable[[Sequence[
             why = f"set: over {MAX_FAIL_TO_PASS} failing tests together"
         else:
             length = chars(members)
-            if length > reports.MAX_CHARS:
-                why = f"set: statement over {reports.MAX_CHARS} characters"
+            if length > bug_reports.MAX_CHARS:
+                why = f"set: statement over {bug_reports.MAX_CHARS} characters"
             else:
                 key = (-len({m.file for p in members for m in p.bug.mutants}), length)
                 if best is None or key < best[0]:
@@ -942,7 +942,7 @@ class _Maker:
             self._progress(f"no verified report for {m.id}: bug not pooled")
             return None
         self._progress(f"bug {m.id} pooled for a combination (a check of "
-                       f"{len(reports.script([found[0]], self.pkg.paths))} characters)")
+                       f"{len(bug_reports.script([found[0]], self.pkg.paths))} characters)")
         return Pooled(bug, *found)
 
     def _refused(self, why: str, members: Sequence[Pooled]) -> None:
@@ -1033,7 +1033,7 @@ class _Maker:
             id=task_id, repo=self.pkg.root, hidden=self.pkg.test_files,
             tests_dest=self.pkg.dest, buggy=changes, fail_to_pass=list(bug.failing),
             pass_to_pass=p2p, statement=statement, reproduction=reproduction,
-            p2p_scope=scope, environment=self.pkg.environment,
+            p2p_scope=scope, environment=self.pkg.dependencies,
             ini_options=self.pkg.ini_options, plugins=self.pkg.plugins, split=self.split,
             timeout_s=timeout, decoys=decoys, hints=list(bug.failing),
             comment=f"Synthesised by `repogym synth`: {' + '.join(m.id for m in bug.mutants)}"),
@@ -1058,7 +1058,7 @@ def _why_not(result: dict[str, str], messages: dict[str, str],
 def _observed(output: str) -> str:
     """The last AssertionError line of a script's output, without memory addresses."""
     lines = [ln for ln in output.splitlines() if "AssertionError" in ln]
-    return reports.without_addresses(lines[-1].split("AssertionError:", 1)[-1].strip()
+    return bug_reports.without_addresses(lines[-1].split("AssertionError:", 1)[-1].strip()
                                      if lines else "")
 
 

@@ -3,9 +3,9 @@
 A task is a folder::
 
     <task>/
-      task.toml            metadata and verifier
+      task.toml            metadata, test spec ([verifier]) and dependencies
       repo/                the starting repository, as the agent sees it
-      tests/               hidden verifier tests (never inside the agent's sandbox)
+      tests/               hidden tests (never inside the agent's sandbox)
       solution.patch       gold fix (git apply -p1 against repo/)
       alternatives/*.patch other correct fixes (must earn full reward)
       decoys/*.patch       wrong or test-gaming fixes (must not earn full reward)
@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from repogym.sandbox.base import PackageSite
-from repogym.scenarios.environment import (
+from repogym.scenarios.dependencies import (
     ENV_KEYS,
-    EnvironmentSpec,
+    DependencySpec,
     SpecError,
     check_conflicts,
     locate,
@@ -49,7 +49,7 @@ TASK_KEYS: dict[str, tuple[str, ...] | None] = {
     "": ("id", "version", "statement", "statement_file", "split", "tags", "max_steps"),
     "verifier": ("tests_dest", "command", "timeout_s", "fail_to_pass", "pass_to_pass",
                  "weights", "log_parser", "ini_options", "rename_tests", "p2p_scope"),
-    "environment": ENV_KEYS,  # the task's own packages (repogym.scenarios.environment)
+    "environment": ENV_KEYS,  # the task's own packages (repogym.scenarios.dependencies)
     "mutation": None,     # reviewed equivalent mutants (checked where they are used)
     # provenance of imported tasks; a non-pytest instance's runner (scenarios/swebench_runner)
     "swebench": ("instance_id", "repo", "base_commit", "log_parser", "test_command", "tests"),
@@ -60,14 +60,14 @@ TASK_KEYS: dict[str, tuple[str, ...] | None] = {
     "history": ("package", "base", "fixed", "file", "function", "statement_source"),
 }
 CandidateKind = Literal["gold", "alternative", "decoy"]
-#: Options a verifier command may not carry: they would select or stop the tests the grader
+#: Options a test spec's command may not carry: they would select or stop the tests the grader
 #: runs (its canaries included) or replace the grader's own configuration.
 FORBIDDEN_OPTIONS = ("-k", "-m", "-x", "--exitfirst", "--maxfail", "--lf", "--last-failed",
                      "--ff", "--failed-first", "--sw", "--stepwise", "--sw-skip",
                      "--stepwise-skip", "--deselect", "--co", "--collect-only", "-c",
                      "--config-file", "--rootdir", "--confcutdir", "--noconftest",
                      "--pyargs", "-n", "--numprocesses", "--inifile")
-#: The verifier command a task gets when task.toml names none.
+#: The test command a task gets when task.toml names none.
 DEFAULT_COMMAND = "python -m pytest -q -p no:cacheprovider"
 
 
@@ -78,7 +78,7 @@ PLUGIN_OPTIONS = {"_hypothesis_pytestplugin": ("--hypothesis-seed=0",)}
 
 def pytest_command(plugins: Iterable[str] = ()) -> str:
     """:data:`DEFAULT_COMMAND` loading ``plugins`` by name (``-p``; the grader turns plugin
-    auto-loading off, so a task whose tests need a plugin of its environment names it),
+    auto-loading off, so a task whose tests need a plugin of its dependencies names it),
     with the options of :data:`PLUGIN_OPTIONS`."""
     plugins = list(plugins)
     return " ".join([DEFAULT_COMMAND, *(f"-p {p}" for p in plugins),
@@ -151,14 +151,17 @@ def is_valid_id(task_id: str) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class Verifier:
-    """How a task is graded.
+class TestSpec:
+    """A task's test spec: which hidden tests the grader runs, how, and how they score.
+
+    Read from task.toml's ``[verifier]`` table (the format keeps that name; ``Verifier`` is
+    this class's old name, kept as an alias).
 
     Attributes:
         command: The pytest command the tests run with (at the workspace root; the grader runs
             it through its isolated launcher, see :meth:`pytest_args`).
         tests_dest: Workspace-relative folder the hidden tests are copied into (merged).
-        timeout_s: Wall-clock limit for the verifier run.
+        timeout_s: Wall-clock limit for a grading run.
         fail_to_pass: Node ids that fail before the fix and must pass after it.
         pass_to_pass: Node ids that pass before and must still pass after.
         weights: Optional per-node-id weights for partial credit (default 1.0).
@@ -184,6 +187,8 @@ class Verifier:
     rename_tests: bool = True
     p2p_scope: str = "all"
 
+    __test__ = False  # a name pytest would otherwise collect as a test class
+
     def pytest_args(self) -> list[str]:
         """The command's pytest arguments (checked when the task was loaded)."""
         return pytest_args(self.command)
@@ -192,6 +197,10 @@ class Verifier:
     def all_tests(self) -> tuple[str, ...]:
         """Every listed node id, fail_to_pass first."""
         return self.fail_to_pass + self.pass_to_pass
+
+
+#: Old name of :class:`TestSpec`.
+Verifier = TestSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,9 +238,19 @@ class Task:
     split: str
     tags: tuple[str, ...]
     max_steps: int
-    verifier: Verifier
-    #: The task's own packages (``[environment]``), or None for the sandbox's default.
-    environment: EnvironmentSpec | None = None
+    test_spec: TestSpec
+    #: The task's dependencies (``[environment]``), or None for the sandbox's default.
+    dependencies: DependencySpec | None = None
+
+    @property
+    def verifier(self) -> TestSpec:
+        """Old name of :attr:`test_spec`."""
+        return self.test_spec
+
+    @property
+    def environment(self) -> DependencySpec | None:
+        """Old name of :attr:`dependencies`."""
+        return self.dependencies
 
     @property
     def env_id(self) -> str:
@@ -272,20 +291,24 @@ class Task:
                 + [make("alternative", p) for p in self.alternatives]
                 + [make("decoy", p) for p in self.decoys])
 
-    def sandbox_environment(self) -> PackageSite | None:
-        """What this task's sandboxes bind: its built environment (None without one).
+    def sandbox_dependencies(self) -> PackageSite | None:
+        """What this task's sandboxes bind: its built dependencies (None without any).
 
         Raises:
-            EnvironmentUnavailable: not built here, the interpreter does not meet its
+            DependenciesUnavailable: not built here, the interpreter does not meet its
                 ``python`` constraint, or it installs a module repo/ provides (each message
                 says the fix).
         """
-        if self.environment is None:
+        if self.dependencies is None:
             return None
-        env = locate(self.environment, f"task {self.id!r}", str(self.path))
-        paths = self.verifier.ini_options.get("pythonpath", "").split()
+        env = locate(self.dependencies, f"task {self.id!r}", str(self.path))
+        paths = self.test_spec.ini_options.get("pythonpath", "").split()
         check_conflicts(env, self.repo_dir, paths, f"task {self.id!r}")
         return env.sandbox
+
+    def sandbox_environment(self) -> PackageSite | None:
+        """Old name of :meth:`sandbox_dependencies`."""
+        return self.sandbox_dependencies()
 
     def info(self) -> dict[str, Any]:
         """What an agent may be told about the task (no hidden tests, no gold patch)."""
@@ -356,7 +379,7 @@ def _node_ids(data: dict, file: Path, key: str) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def _load_verifier(data: dict, file: Path) -> Verifier:
+def _load_test_spec(data: dict, file: Path) -> TestSpec:
     if "verifier" not in data or not isinstance(data["verifier"], dict):
         raise _err(file, "verifier", "missing [verifier] table",
                    "add a [verifier] table with command, fail_to_pass and pass_to_pass")
@@ -393,7 +416,7 @@ def _load_verifier(data: dict, file: Path) -> Verifier:
             raise _err(file, f"verifier.ini_options.{key}", "not a pytest setting the grader "
                        "can write (addopts is the grader's)", "use a string, number, boolean "
                        "or list of strings; put options in the command instead of addopts")
-    return Verifier(
+    return TestSpec(
         command=command,
         tests_dest=tests_dest,
         timeout_s=_get(v, file, "timeout_s", float, default=120.0, fix="a number of seconds"),
@@ -466,17 +489,17 @@ def load_task(path: str | Path) -> Task:
                             "docs/authoring.md)")
     if (path / "repo" / ".git").exists():
         raise TaskError(f"{path / 'repo' / '.git'}: repo/ must not contain .git. Fix: delete it; "
-                        "the environment makes a one-commit history itself")
-    verifier = _load_verifier(data, file)
-    _check_no_links(path, verifier)
+                        "the env makes a one-commit history itself")
+    test_spec = _load_test_spec(data, file)
+    _check_no_links(path, test_spec)
     return Task(
         id=task_id, version=version, path=path, statement=statement.strip() + "\n",
         split=split, tags=tuple(str(t) for t in tags), max_steps=max_steps,
-        verifier=verifier, environment=_load_environment(data, file),
+        test_spec=test_spec, dependencies=_load_dependencies(data, file),
     )
 
 
-def _check_no_links(path: Path, verifier: Verifier) -> None:
+def _check_no_links(path: Path, spec: TestSpec) -> None:
     """Refuse symbolic links where grading reads files on the host: anywhere in tests/
     (copied into every grading sandbox), the task's own folders and patches, and the
     repository's files of the listed tests (planted pristine at grading)."""
@@ -492,7 +515,7 @@ def _check_no_links(path: Path, verifier: Verifier) -> None:
                                 "would copy what it names on the host). Fix: replace it with "
                                 "the file itself")
     repo = path / "repo"
-    for node in verifier.all_tests:
+    for node in spec.all_tests:
         rel = node.split("::", 1)[0]
         target = repo / rel
         parts = [repo.joinpath(*Path(rel).parts[:i + 1]) for i in range(len(Path(rel).parts))]
@@ -502,7 +525,7 @@ def _check_no_links(path: Path, verifier: Verifier) -> None:
                             "their real path inside the repository")
 
 
-def _load_environment(data: dict, file: Path) -> EnvironmentSpec | None:
+def _load_dependencies(data: dict, file: Path) -> DependencySpec | None:
     if "environment" not in data:
         return None
     try:

@@ -157,8 +157,8 @@ class Attacker:
         """Grade ``changes`` (or a ready ``diff``) on ``backend``; nothing may be left."""
         task = self.task(task_id)
         if timeout_s is not None:
-            task = dataclasses.replace(task, verifier=dataclasses.replace(
-                task.verifier, timeout_s=timeout_s))
+            task = dataclasses.replace(task, test_spec=dataclasses.replace(
+                task.test_spec, timeout_s=timeout_s))
         if diff is None:
             diff = self.diff(changes or {}, task_id)
         res = grader.grade(task, self.cache.get(task.repo_dir), diff, mode=mode,

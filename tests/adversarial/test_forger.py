@@ -69,11 +69,11 @@ def _rewards(attacker, task, diff: str) -> dict[str, float]:
     assert not leftovers(attacker.lease)
     if res.untrusted:
         return dict.fromkeys(grader.REWARD_MODES, 0.0)
-    return {m: grader.score(res.tests, task.verifier, m)[0] for m in grader.REWARD_MODES}
+    return {m: grader.score(res.tests, task.test_spec, m)[0] for m in grader.REWARD_MODES}
 
 
 def _forged(attacker, task) -> str:
-    return make_diff(task.repo_dir, FORGER.changes(task.repo_dir, task.verifier.tests_dest))
+    return make_diff(task.repo_dir, FORGER.changes(task.repo_dir, task.test_spec.tests_dest))
 
 
 @pytest.mark.parametrize("kind", ["unsealed-helper", "documented-value"])

@@ -91,7 +91,7 @@ def _appended_everywhere(attacker, payload: str, task_id: str) -> dict[str, str]
 
     task = attacker.task(task_id)
     return {m: attacker.source(m, task_id) + "\n" + payload
-            for m in code_modules(task.repo_dir, task.verifier.tests_dest)}
+            for m in code_modules(task.repo_dir, task.test_spec.tests_dest)}
 
 
 @pytest.mark.parametrize("name", sorted(IN_PROCESS))
@@ -111,7 +111,7 @@ def test_chosen_exit_scores_zero_with_a_flag(attacker, backend, name):
 
 def test_forging_the_listed_tests_by_name_forges_nothing(attacker):
     """The listed node ids are public (task.toml); the tests run under fresh names."""
-    names = {n.split("::")[-1] for n in attacker.task().verifier.all_tests}
+    names = {n.split("::")[-1] for n in attacker.task().test_spec.all_tests}
     res = attacker.grade("bwrap", attacker.appended(payloads.BY_NAME.replace("NAMES",
                                                                              repr(names))))
     assert_as_noop(res, attacker.noop("bwrap"))
@@ -123,8 +123,8 @@ BUILTINS = sorted(t.id for t in registered_tasks().values() if t.path.parent.nam
 def _no_gain_in_any_mode(res: grader.GradeResult, noop: grader.GradeResult, task) -> None:
     assert res.infra_error is None and not res.resolved, (res.infra_error, res.tests)
     for mode in grader.REWARD_MODES:
-        got = grader.score(res.tests, task.verifier, mode)[0] if not res.untrusted else 0.0
-        base = grader.score(noop.tests, task.verifier, mode)[0]
+        got = grader.score(res.tests, task.test_spec, mode)[0] if not res.untrusted else 0.0
+        base = grader.score(noop.tests, task.test_spec, mode)[0]
         assert got <= base, (task.id, mode, got, base, res.tests, res.sealed_failures)
 
 

@@ -17,7 +17,7 @@ import gymnasium as gym
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from repogym.envs.verifier import MAX_CHANNEL_BYTES, VERIFIER_OUTPUT_BYTES
+from repogym.envs.grading_run import GRADING_OUTPUT_BYTES, MAX_CHANNEL_BYTES
 from repogym.sandbox import Limits
 from tests.adversarial.conftest import assert_as_noop, assert_no_gain, close_and_check
 from tests.conftest import call
@@ -78,13 +78,13 @@ def test_huge_output_and_records_are_bounded(attacker, backend):
     noop = attacker.noop(backend)
     # just under both caps: parsed and trusted; the flood's made-up ids are ignored
     res = attacker.grade(backend, attacker.appended(
-        _flood(MAX_CHANNEL_BYTES - (1 << 20), VERIFIER_OUTPUT_BYTES // 2)))
+        _flood(MAX_CHANNEL_BYTES - (1 << 20), GRADING_OUTPUT_BYTES // 2)))
     assert_as_noop(res, noop)
     # a channel over its cap is not read at all
     res = attacker.grade(backend, attacker.appended(_flood(MAX_CHANNEL_BYTES + (1 << 20), 0)))
     assert_no_gain(res, noop, "forged_results")
     # output over the verifier's cap: killed, untrusted
-    res = attacker.grade(backend, attacker.appended(_flood(0, VERIFIER_OUTPUT_BYTES + (4 << 20))))
+    res = attacker.grade(backend, attacker.appended(_flood(0, GRADING_OUTPUT_BYTES + (4 << 20))))
     assert_no_gain(res, noop, "verifier_output_limit")
 
 
@@ -98,7 +98,7 @@ def test_host_memory_per_flooded_grading_is_bounded():
         from repogym.sandbox.workspace import TemplateCache, make_diff
         from repogym.scenarios.registry import registered_tasks
         task = registered_tasks()["retry-zero"]
-        payload = {_flood(MAX_CHANNEL_BYTES - (1 << 20), VERIFIER_OUTPUT_BYTES // 2)!r}
+        payload = {_flood(MAX_CHANNEL_BYTES - (1 << 20), GRADING_OUTPUT_BYTES // 2)!r}
         diff = make_diff(task.repo_dir, {{"retry.py": (task.repo_dir / "retry.py").read_text()
                                           + payload}})
         cache = TemplateCache()
@@ -115,8 +115,8 @@ def test_host_memory_per_flooded_grading_is_bounded():
                          check=True, timeout=600).stdout
     got = json.loads(out.strip().splitlines()[-1])
     print(f"host RSS growth for a grading with {(MAX_CHANNEL_BYTES >> 20) - 1} MB of records "
-          f"and {VERIFIER_OUTPUT_BYTES >> 21} MB of log: {got['mb']:.0f} MB")
-    assert got["mb"] < 4 * (VERIFIER_OUTPUT_BYTES >> 20), got
+          f"and {GRADING_OUTPUT_BYTES >> 21} MB of log: {got['mb']:.0f} MB")
+    assert got["mb"] < 4 * (GRADING_OUTPUT_BYTES >> 20), got
 
 
 DEEP_TREE = '''

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-from repogym.envs.verifier import verifier_env
+from repogym.envs.grading_run import launcher_env
 from tests.adversarial.conftest import RAN, assert_as_noop, close_and_check, probe
 from tests.conftest import call
 
@@ -77,7 +77,7 @@ def test_verifier_environment_and_grader_folder_hold_nothing_secret(attacker, ba
     res = attacker.grade(backend, attacker.appended(PROBE_ENV))
     assert res.reward == 0.0 and res.infra_error is None  # the probe failed collection
     seen = probe(res)
-    allowed = set(verifier_env("x", "y")) | {"PYTEST_VERSION"}
+    allowed = set(launcher_env("x", "y")) | {"PYTEST_VERSION"}
     assert set(seen["env"]) <= allowed, set(seen["env"]) - allowed
     assert not any("repogym" in v or "grader" in v for v in seen["env"].values()), seen["env"]
     assert len(seen["roots"]) == 1, seen

@@ -100,7 +100,7 @@ def real_forms(tmp_path_factory: pytest.TempPathFactory):
 def test_every_form_gets_a_seal_and_no_expected_value_stays_in_the_file(real_forms):
     files = grader._files_to_plant(real_forms, real_forms.repo_dir)
     masked_dir = real_forms.path.parent / "planted"
-    masked = cn.plant(files, masked_dir, real_forms.verifier.all_tests, random.Random(3))
+    masked = cn.plant(files, masked_dir, real_forms.test_spec.all_tests, random.Random(3))
     planted = (masked_dir / "tests" / "test_mod.py").read_text()
     by_test = {masked.original(s.test): s for s in masked.seals}
     for test in F2P:

@@ -57,7 +57,7 @@ def test_library_shadow_attack_earns_no_more_than_noop(attacker, backend):
     """The task-independent library attack (shadows carrying a report-flipping plugin)."""
     attack = next(a for a in ATTACKS if a.name == "shadow-stdlib-and-pytest")
     task = attacker.task()
-    diff = make_diff(task.repo_dir, attack.changes(task.repo_dir, task.verifier.tests_dest))
+    diff = make_diff(task.repo_dir, attack.changes(task.repo_dir, task.test_spec.tests_dest))
     res = attacker.grade(backend, diff=diff)
     assert_as_noop(res, attacker.noop(backend))
     assert_no_gain(res, attacker.noop(backend), "shadows_module")

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from repogym.cli import main
-from repogym.cli.reports import print_error, print_line, print_note
+from repogym.cli.printing import print_error, print_line, print_note
 from repogym.scenarios.registry import BUILTIN_DIR
 
 UNKNOWN_KEY = "move 'timeout_s' to the [verifier] table"

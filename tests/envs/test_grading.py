@@ -13,7 +13,7 @@ from repogym.sandbox import make_sandbox
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios import patches
 from repogym.scenarios.registry import registered_tasks
-from repogym.scenarios.task import Verifier
+from repogym.scenarios.task import TestSpec
 from tests.conftest import apply_patch_actions, call, diff_of
 
 #: Graded here in every reward mode; every built-in's noop, gold, alternatives and decoys are
@@ -37,7 +37,7 @@ def grade():
 
 def _rewards(task, res: grader.GradeResult) -> dict[str, float]:
     """The reward of one grading run under every reward mode (scoring is pure)."""
-    return {m: grader.score(res.tests, task.verifier, m)[0] for m in grader.REWARD_MODES}
+    return {m: grader.score(res.tests, task.test_spec, m)[0] for m in grader.REWARD_MODES}
 
 
 _STATUS = st.sampled_from(["passed", "failed", "error", "skipped", "missing"])
@@ -50,7 +50,7 @@ def test_the_modes_agree_on_full_reward(f2p, p2p, weights):
     that falls short in one mode falls short in all (weights only move partial credit)."""
     ids_f, ids_p = [f"f{i}" for i in range(len(f2p))], [f"p{i}" for i in range(len(p2p))]
     tests = dict(zip(ids_f, f2p)) | dict(zip(ids_p, p2p))
-    v = Verifier(command="pytest", tests_dest="tests", timeout_s=1, fail_to_pass=tuple(ids_f),
+    v = TestSpec(command="pytest", tests_dest="tests", timeout_s=1, fail_to_pass=tuple(ids_f),
                  pass_to_pass=tuple(ids_p), weights=dict(zip(ids_f + ids_p, weights)))
     everything = all(s == "passed" for s in tests.values())
     for mode in grader.REWARD_MODES:
@@ -78,8 +78,8 @@ def test_noop_and_decoys_fall_short(grade, task_id):
         assert not res.resolved, (name, res.tests)
         assert max(_rewards(task, res).values()) < 1.0, (name, res.tests)
         if name == "noop":
-            assert all(res.tests[t] != "passed" for t in task.verifier.fail_to_pass)
-            assert all(res.tests[t] == "passed" for t in task.verifier.pass_to_pass)
+            assert all(res.tests[t] != "passed" for t in task.test_spec.fail_to_pass)
+            assert all(res.tests[t] == "passed" for t in task.test_spec.pass_to_pass)
 
 
 def test_test_gaming_decoys_are_flagged(grade):
@@ -173,7 +173,7 @@ def test_junit_key_mapping():
 
 def test_split_diff_and_score_closed_forms():
     task = registered_tasks()["retry-zero"]
-    v = task.verifier
+    v = task.test_spec
     f2p, p2p = v.fail_to_pass, v.pass_to_pass
     tests = {f2p[0]: "passed", f2p[1]: "failed", p2p[0]: "passed", p2p[1]: "passed"}
     assert grader.score(tests, v, "binary")[0] == 0.0

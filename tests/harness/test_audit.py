@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from repogym.quality import audit
-from repogym.scenarios.environment import EnvironmentSpec
+from repogym.scenarios.dependencies import DependencySpec
 from repogym.scenarios.synth import TaskFiles, write_task
 from repogym.scenarios.task import load_task
 
@@ -63,7 +63,7 @@ VENDOR = ("python3 -c \"import os; open(os.environ['REPOGYM_ENV_SITE'] + '/vendo
           + "\nEOF")
 
 
-def _task(base: Path, function: str, environment: EnvironmentSpec, extra: dict[str, str],
+def _task(base: Path, function: str, environment: DependencySpec, extra: dict[str, str],
           ) -> Path:
     repo = base / f"src-{function}"
     (repo / "tests").mkdir(parents=True)
@@ -84,10 +84,10 @@ def _task(base: Path, function: str, environment: EnvironmentSpec, extra: dict[s
 
 @pytest.fixture(scope="module")
 def tasks(tmp_path_factory):
-    from repogym.scenarios.environment import build
+    from repogym.scenarios.dependencies import build
 
     base = tmp_path_factory.mktemp("audit")
-    env = EnvironmentSpec(requirements=(), setup=(VENDOR,))
+    env = DependencySpec(requirements=(), setup=(VENDOR,))
     build(env)
     copy = CODE.split("\n\n\n")[1]  # label() as it should be, in another file of repo/
     paths = [_task(base, "scale", env, {}),

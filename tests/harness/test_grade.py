@@ -111,7 +111,7 @@ def test_swebench_reports_match_swebenchs_own_make_run_report(tmp_path: Path,
     report = json.loads((inst / "csv-quoted-fields" / "report.json").read_text())
     status = report["csv-quoted-fields"]["tests_status"]
     task = registered_tasks()["csv-quoted-fields"]
-    assert status["FAIL_TO_PASS"] == {"success": list(task.verifier.fail_to_pass),
+    assert status["FAIL_TO_PASS"] == {"success": list(task.test_spec.fail_to_pass),
                                       "failure": []}
     assert set(status) == {"FAIL_TO_PASS", "PASS_TO_PASS", "FAIL_TO_FAIL", "PASS_TO_FAIL"}
     unapplied = json.loads((inst / "retry-zero" / "report.json").read_text())["retry-zero"]

@@ -40,8 +40,8 @@ def test_every_builtin_exports_and_imports_back_equivalent(exported, tmp_path):
         assert os.access(folder / "tests" / "test.sh", os.X_OK)
         back = import_task(folder, tmp_path)
         assert (back.id, back.version, back.statement, back.split, back.tags, back.max_steps,
-                back.verifier) == (task.id, task.version, task.statement, task.split, task.tags,
-                                   task.max_steps, task.verifier)
+                back.test_spec) == (task.id, task.version, task.statement, task.split, task.tags,
+                                   task.max_steps, task.test_spec)
         assert _same_tree(task.repo_dir, back.repo_dir) and _same_tree(task.tests_dir,
                                                                         back.tests_dir)
         assert [(c.kind, c.name, c.read()) for c in back.candidates()] == \

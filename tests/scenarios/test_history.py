@@ -203,8 +203,8 @@ def test_history_mines_a_validated_task_with_the_changelog_entry_and_a_reproduct
     [folder] = res.written
     assert res.dropped == {}
     task = load_task(folder)
-    assert task.verifier.fail_to_pass == ("tests/test_rgdemo.py::test_clamp_caps_at_high",)
-    assert set(task.verifier.pass_to_pass) == {"tests/test_rgdemo.py::test_inside[3]",
+    assert task.test_spec.fail_to_pass == ("tests/test_rgdemo.py::test_clamp_caps_at_high",)
+    assert set(task.test_spec.pass_to_pass) == {"tests/test_rgdemo.py::test_inside[3]",
                                                "tests/test_rgdemo.py::test_inside[7]",
                                                "tests/test_rgdemo.py::test_describe"}
     assert "history" in task.tags
@@ -242,7 +242,7 @@ def test_a_reproduction_of_an_expected_exception_fails_by_its_own_assertion(
     script's own AssertionError. The miner writes the wrapped script instead, which the
     suite audit accepts: it fails by stating what went wrong and passes with the fix."""
     from repogym.quality.synth_history import mine_history
-    from repogym.scenarios import reports
+    from repogym.scenarios import bug_reports
 
     sdists = tmp_path / "sdists"
     _sdist(sdists, "1.1", NEW, RAISING_TESTS)
@@ -252,19 +252,19 @@ def test_a_reproduction_of_an_expected_exception_fails_by_its_own_assertion(
                        say=lambda m: None)
     [folder] = res.written
     task = load_task(folder)
-    assert task.verifier.fail_to_pass == (
+    assert task.test_spec.fail_to_pass == (
         "tests/test_rgdemo.py::test_clamp_rejects_reversed_bounds",)
     script = (folder / "reproduction.py").read_text()
     assert "pytest.raises(ValueError)" in script and "raise AssertionError(" in script
     assert f"Reproduction:\n\n```python\n{script}```" in task.statement
     before, after = _reproduce(task, folder, script, tmp_path)
-    assert before.returncode != 0 and reports.fails_itself(before.stderr), before.stderr
+    assert before.returncode != 0 and bug_reports.fails_itself(before.stderr), before.stderr
     assert before.stderr.rstrip().endswith("AssertionError: Failed: DID NOT RAISE ValueError")
     assert after == 0
 
 
 def test_asserting_script_states_what_the_call_raised_and_keeps_its_own_assertions(tmp_path):
-    from repogym.scenarios import reports
+    from repogym.scenarios import bug_reports
 
     def run(script: str) -> tuple[int, str]:
         (tmp_path / "reproduction.py").write_text(script)
@@ -274,9 +274,9 @@ def test_asserting_script_states_what_the_call_raised_and_keeps_its_own_assertio
 
     library = "import json\n\n\ndef reproduce():\n    json.loads('{')\n\n\nreproduce()\n"
     code, out = run(library)
-    assert code == 1 and not reports.fails_itself(out)  # json's error, not the script's
+    assert code == 1 and not bug_reports.fails_itself(out)  # json's error, not the script's
     code, out = run(history.asserting_script(library))
-    assert code == 1 and reports.fails_itself(out) and "JSONDecodeError: Expecting" in out
+    assert code == 1 and bug_reports.fails_itself(out) and "JSONDecodeError: Expecting" in out
     own = "def reproduce():\n    assert 1 == 2, 'expected 2, got 1'\n\n\nreproduce()\n"
     code, out = run(history.asserting_script(own))
     assert out.rstrip().endswith("\nAssertionError: expected 2, got 1")  # passed through
@@ -284,7 +284,7 @@ def test_asserting_script_states_what_the_call_raised_and_keeps_its_own_assertio
     unit = ("import unittest\n\n\nclass Case(unittest.TestCase):\n    def reproduce(self):\n"
             "        self.assertEqual(1, 2)\n\n\nCase('reproduce').debug()\n")
     code, out = run(history.asserting_script(unit))
-    assert out.rstrip().endswith("\nAssertionError: 1 != 2") and reports.fails_itself(out)
+    assert out.rstrip().endswith("\nAssertionError: 1 != 2") and bug_reports.fails_itself(out)
     assert "direct cause" not in out
     assert run(history.asserting_script("def reproduce():\n    pass\n\n\nreproduce()\n")) \
         == (0, "")
@@ -342,7 +342,7 @@ def test_a_failing_test_a_unittest_mixin_defines_gets_a_reproduction(tmp_path, m
     as a script, so the miner inlines its body with what it uses of the class and the
     mixin, as synthesised bugs' reports do, and checks that script in the sandbox."""
     from repogym.quality.synth_history import mine_history
-    from repogym.scenarios import reports
+    from repogym.scenarios import bug_reports
 
     sdists = tmp_path / "sdists"
     extra = {"tests/__init__.py": MIXIN_INIT}
@@ -353,12 +353,12 @@ def test_a_failing_test_a_unittest_mixin_defines_gets_a_reproduction(tmp_path, m
                        say=lambda m: None)
     [folder] = res.written
     task = load_task(folder)
-    assert task.verifier.fail_to_pass == ("tests/test_rgdemo.py::ClampTest::test_caps_at_high",)
+    assert task.test_spec.fail_to_pass == ("tests/test_rgdemo.py::ClampTest::test_caps_at_high",)
     script = (folder / "reproduction.py").read_text()
     assert "high = 10" in script and "clamp = staticmethod(clamp)" in script, script
     assert "ClampMixin" not in script and "test_caps" not in script
     assert "def clamp" not in script  # test code is inlined, never the package's own
     before, after = _reproduce(task, folder, script, tmp_path)
-    assert before.returncode != 0 and reports.fails_itself(before.stderr), before.stderr
+    assert before.returncode != 0 and bug_reports.fails_itself(before.stderr), before.stderr
     assert "AssertionError: 15 != 10" in before.stderr
     assert after == 0

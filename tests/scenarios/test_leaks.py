@@ -80,7 +80,7 @@ def test_no_builtin_states_a_fail_to_pass_expected_value():
     statement nor its reproduction states (matrix-transpose-ragged's docstrings did)."""
     found = []
     for task in builtin_tasks():
-        f2p = {t.partition("[")[0] for t in task.verifier.fail_to_pass}
+        f2p = {t.partition("[")[0] for t in task.test_spec.fail_to_pass}
         found += [f"{task.id}: {leak}" for leak in scan(task) if leak.test in f2p]
     assert found == []
 

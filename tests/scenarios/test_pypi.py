@@ -164,8 +164,8 @@ def test_synth_pypi_writes_validated_tasks_with_bugs_formatted_like_their_code(t
     sdist = pypi.download(PROJECT)
     pristine = pypi.unpack(sdist, tmp_path / "pristine")
     for task in tasks:
-        assert task.environment is not None and task.environment.exclude in ((), ("munch",))
-        assert all("==" in r for r in task.environment.requirements)  # pinned
+        assert task.dependencies is not None and task.dependencies.exclude in ((), ("munch",))
+        assert all("==" in r for r in task.dependencies.requirements)  # pinned
         assert not list(task.repo_dir.rglob("test_*.py"))  # the tests are hidden
         [file] = {p.new for p in split_diff(task.solution_patch.read_text())}
         original = (pristine / file).read_text().splitlines()
@@ -232,9 +232,9 @@ def test_test_requirements_from_tox_setup_cfg_poetry_hatch_and_test_folders(tmp_
 
 def test_environment_plugins_are_named_for_the_command():
     """The grader loads no plugin it is not told to: pytest-mock's mocker needs -p."""
-    from repogym.scenarios.environment import EnvironmentSpec, build
+    from repogym.scenarios.dependencies import DependencySpec, build
 
-    env, _ = build(EnvironmentSpec(requirements=("pytest-mock==3.14.0", "six==1.17.0")))
+    env, _ = build(DependencySpec(requirements=("pytest-mock==3.14.0", "six==1.17.0")))
     assert pypi.pytest_plugins(env.site, ["pytest-mock", "six"]) == ["pytest_mock"]
     assert pypi.pytest_plugins(env.site, ["six"]) == []  # only the requested ones
 
@@ -246,15 +246,15 @@ def test_synth_pypi_scores_a_sample_of_mutants_unless_told(monkeypatch, tmp_path
     grading: `synth --pypi` scores a fixed sample unless --max-mutants says otherwise."""
     from repogym import cli
     from repogym.cli import cmd_synth
-    from repogym.quality import synth_pypi
+    from repogym.quality import synth_pypi, synthesis
     from repogym.scenarios.registry import builtin_tasks
 
     task = builtin_tasks()[0]
     sdist = pypi.Sdist(name="demo", version="1.0", path=tmp_path / "demo-1.0.tar.gz",
                        sha256="0" * 64)
-    done = synth_pypi.PypiSynthesis(sdist=sdist, environment=None, written=[task.path],
+    done = synth_pypi.PypiSynthesis(sdist=sdist, dependencies=None, written=[task.path],
                                     dropped={}, passing_tests=3)
-    monkeypatch.setattr(synth_pypi, "synthesize_pypi", lambda *a, **k: done)
+    monkeypatch.setattr(synthesis, "from_pypi", lambda *a, **k: done)
     seen = []
     monkeypatch.setattr(cmd_synth, "run_mutation",
                         lambda tasks, args, console, diffs: seen.append(args.max_mutants))

@@ -81,7 +81,7 @@ def test_rebuilt_packages_are_graded_whole_and_described_by_bug_reports(suite):
     statement is a bug report of at most 2,000 characters holding its reproduction
     script and no test id; no task fails 20 or more tests; at most a quarter of a
     package's bugs are a `return None` or a removed call."""
-    from repogym.scenarios.reports import MAX_CHARS, reproduction_of
+    from repogym.scenarios.bug_reports import MAX_CHARS, reproduction_of
     from repogym.scenarios.suites import all_others
 
     rebuilt = _rebuilt(suite)
@@ -107,7 +107,7 @@ def test_release_history_tasks_are_real_fixes_reported_with_a_reproduction(suite
     function of release N+1 put back to release N's code, graded by N+1's tests, the
     statement a bug report (N+1's changelog entry or the failures) holding a reproduction
     verified in the sandbox; at least 50 of them, from several packages."""
-    from repogym.scenarios.reports import MAX_CHARS, reproduction_of
+    from repogym.scenarios.bug_reports import MAX_CHARS, reproduction_of
 
     history = [(p, t) for p in suite.packages for t in p.tasks if t.origin == "history"]
     assert len(history) >= 50, len(history)
@@ -120,7 +120,7 @@ def test_release_history_tasks_are_real_fixes_reported_with_a_reproduction(suite
 
 
 def test_combined_tasks_hold_two_or_three_bugs_each_left_by_a_partial_fix(suite):
-    from repogym.scenarios.reports import MAX_CHARS
+    from repogym.scenarios.bug_reports import MAX_CHARS
 
     combined = [t for p in suite.packages for t in p.tasks if t.origin == "combined"]
     assert combined

@@ -10,7 +10,7 @@ import pytest
 
 from repogym.quality.suite_build import history_entries, write_entry
 from repogym.scenarios import pypi, suites
-from repogym.scenarios.environment import EnvironmentSpec
+from repogym.scenarios.dependencies import DependencySpec
 from repogym.scenarios.mutation import file_diff
 from repogym.scenarios.synth import TaskFiles, write_task
 from repogym.scenarios.task import load_task
@@ -30,7 +30,7 @@ def _entry(src: Path, version: str = "4.0.0") -> suites.PackageEntry:
                             "A bug report.", {}, reproduction="assert True\n")
     return suites.PackageEntry(
         name="munch", version=version, sdist=sdist.path.name, sha256=sdist.sha256,
-        split="train", kind="data-structures", environment=EnvironmentSpec(requirements=()),
+        split="train", kind="data-structures", environment=DependencySpec(requirements=()),
         ini_options={}, tests_dest="tests", hidden=("tests/test_munch.py",), tasks=(task,),
         tests=TESTS, plugins=("pytest_mock",), timeout_s=300)
 
@@ -57,9 +57,9 @@ def test_materialised_tasks_have_every_test_no_metadata_and_the_reproduction(src
     [(_task, folder, written)] = list(suites.materialise(entry, tmp_path / "suite"))
     assert written
     t = load_task(folder)
-    assert t.verifier.pass_to_pass == TESTS[:2] and t.verifier.p2p_scope == "all"
-    assert t.verifier.command.endswith("-p no:cacheprovider -p pytest_mock")
-    assert t.verifier.timeout_s == 300 and t.tags == ("realpy", "munch")
+    assert t.test_spec.pass_to_pass == TESTS[:2] and t.test_spec.p2p_scope == "all"
+    assert t.test_spec.command.endswith("-p no:cacheprovider -p pytest_mock")
+    assert t.test_spec.timeout_s == 300 and t.tags == ("realpy", "munch")
     assert (folder / "reproduction.py").read_text() == "assert True\n"
     assert TESTS[2] in (folder / "HINTS.md").read_text()
     left = {str(p.relative_to(folder / "repo")) for p in (folder / "repo").rglob("*")}
@@ -74,7 +74,7 @@ def _history_task(src: Path, out: Path, version: str) -> Path:
         id=f"munch-h{version.replace('.', '')}", repo=src, hidden=["tests/test_munch.py"],
         tests_dest="tests", buggy={"munch/__init__.py": buggy}, fail_to_pass=[TESTS[1]],
         pass_to_pass=[TESTS[0], TESTS[2]], statement="From the changelog.",
-        reproduction="assert True\n", environment=EnvironmentSpec(requirements=()),
+        reproduction="assert True\n", environment=DependencySpec(requirements=()),
         extra_toml=f'[history]\npackage = "munch"\nbase = "0"\nfixed = "{version}"\n'), out)
 
 

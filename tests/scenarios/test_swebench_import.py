@@ -95,9 +95,9 @@ def imported(upstream, tmp_path_factory):
 def test_import_writes_the_task_folder(imported, upstream):
     task = load_task(imported)
     assert task.id == "acme__calc-1"
-    assert task.verifier.log_parser == "swebench"
-    assert task.verifier.tests_dest == "tests"
-    assert task.verifier.fail_to_pass == ("tests/test_calc.py::test_divide_by_zero",)
+    assert task.test_spec.log_parser == "swebench"
+    assert task.test_spec.tests_dest == "tests"
+    assert task.test_spec.fail_to_pass == ("tests/test_calc.py::test_divide_by_zero",)
     assert (imported / "repo" / "calc.py").read_text() == BASE_CALC
     assert (imported / "tests" / "test_calc.py").read_text() == FIXED_TESTS
     assert not (imported / "repo" / ".git").exists()
@@ -151,12 +151,12 @@ def test_swebench_parser_agrees_with_junit_and_forged_log_is_flagged(imported, u
     finally:
         templates.close()
     # Honest log: the official parser and the junit report agree test by test.
-    from_log, contradicted = swebench_tests(gold.test_output, task.verifier, None)
-    assert from_log == gold.tests == dict.fromkeys(task.verifier.all_tests, "passed")
+    from_log, contradicted = swebench_tests(gold.test_output, task.test_spec, None)
+    assert from_log == gold.tests == dict.fromkeys(task.test_spec.all_tests, "passed")
     assert not contradicted
     # The forged line fools a log-only reading, not the grader: the test's sealed check (its
     # pytest.raises) saw no ZeroDivisionError turned into the expected error.
-    fooled, _ = swebench_tests(forged.test_output, task.verifier, None)
+    fooled, _ = swebench_tests(forged.test_output, task.test_spec, None)
     assert fooled["tests/test_calc.py::test_divide_by_zero"] == "passed"
     assert forged.reward == 0.0
     assert forged.tests["tests/test_calc.py::test_divide_by_zero"] == "failed"
@@ -217,8 +217,8 @@ def test_pass_to_pass_test_in_a_file_the_test_patch_does_not_touch(family, tmp_p
             "problem_statement": "divide(1, 0) must raise ValueError."}
     folder = import_instance(inst, family["repos"], tmp_path)
     task, checks = _validates(folder)
-    assert "tests/test_calc.py" in task.verifier.command
-    assert "tests/test_other.py" in task.verifier.command  # the union of the test files
+    assert "tests/test_calc.py" in task.test_spec.command
+    assert "tests/test_other.py" in task.test_spec.command  # the union of the test files
     assert checks["gold"].tests["tests/test_other.py::test_add_negative"] == "passed"
     assert checks["noop"].tests["tests/test_other.py::test_add_negative"] == "passed"
 
@@ -267,11 +267,11 @@ def test_r2e_gym_row_with_generated_tests(family, tmp_path):
            "expected_output_json": json.dumps({"test_add": "PASSED"})}
     folder = import_instance(row, family["repos"], tmp_path)
     task, _checks = _validates(folder)
-    assert task.verifier.fail_to_pass == ("r2e_tests/test_1.py::test_divide_by_zero",)
-    assert set(task.verifier.pass_to_pass) == {"r2e_tests/test_1.py::test_add",
+    assert task.test_spec.fail_to_pass == ("r2e_tests/test_1.py::test_divide_by_zero",)
+    assert set(task.test_spec.pass_to_pass) == {"r2e_tests/test_1.py::test_add",
                                                "r2e_tests/test_1.py::test_divide"}
     # r2e_tests/ is not a test folder by name: tests_dest is the root, test files guarded
-    assert task.verifier.tests_dest == "."
+    assert task.test_spec.tests_dest == "."
     assert task_kind(folder) == "r2e"
     assert (folder / "tests" / "r2e_tests" / "test_1.py").is_file()
     assert MARKER in task.solution_patch.read_text()
@@ -287,8 +287,8 @@ def test_instance_requirements_become_the_tasks_environment(family, tmp_path):
             "FAIL_TO_PASS": ["tests/test_calc.py::test_divide_by_zero"], "PASS_TO_PASS": [],
             "problem_statement": "x", "pip_packages": "six==1.17.0 attrs", "python": "3.11"}
     task = load_task(import_instance(inst, family["repos"], tmp_path))
-    assert task.environment.requirements == ("attrs", "six==1.17.0")
-    assert task.environment.python == "==3.11.*"
+    assert task.dependencies.requirements == ("attrs", "six==1.17.0")
+    assert task.dependencies.python == "==3.11.*"
 
 
 # -- non-pytest runners: django-style and sympy-style instances ------------------------
@@ -433,7 +433,7 @@ def test_non_pytest_instance_imports_and_grades_with_swebenchs_parser(runner_row
         assert meta["test_command"].startswith("PYTHONWARNINGS=") and "bin/test" in \
             meta["test_command"]
     originals = json.loads(row["FAIL_TO_PASS"]) if which == "django" else row["FAIL_TO_PASS"]
-    assert [meta["tests"][t] for t in task.verifier.fail_to_pass] == originals
+    assert [meta["tests"][t] for t in task.test_spec.fail_to_pass] == originals
     vendored = folder / "tests" / "_repogym_swebench" / "swebench"
     assert (vendored / "harness" / "log_parsers" / "python.py").is_file()
     assert (vendored / "LICENSE").is_file()
@@ -444,9 +444,9 @@ def test_non_pytest_instance_imports_and_grades_with_swebenchs_parser(runner_row
     # its seals hold what the runner printed: none vouches for a fail_to_pass test
     assert report.witnessed == (0, 1) and report.strongly == 0
     assert checks["gold"].reward == 1.0 and checks["noop"].reward == 0.0
-    f2p = task.verifier.fail_to_pass[0]
+    f2p = task.test_spec.fail_to_pass[0]
     assert checks["noop"].tests[f2p] == "failed"
-    assert all(checks["noop"].tests[t] == "passed" for t in task.verifier.pass_to_pass)
+    assert all(checks["noop"].tests[t] == "passed" for t in task.test_spec.pass_to_pass)
 
 
 def test_non_pytest_rows_without_a_parser_or_command_say_the_fix(runner_rows, tmp_path):

@@ -13,7 +13,7 @@ import pytest
 
 from repogym.envs.grader import split_diff
 from repogym.quality.validate import validate_tasks
-from repogym.scenarios import reports
+from repogym.scenarios import bug_reports
 from repogym.scenarios.synth import SynthError, synthesize
 from repogym.scenarios.task import load_tasks
 
@@ -40,7 +40,7 @@ def test_emitted_tasks_validate_in_the_sandbox(synthesised):
 def test_emitted_task_contents(synthesised):
     _, tasks = synthesised
     for task in tasks:
-        v = task.verifier
+        v = task.test_spec
         assert v.fail_to_pass and v.pass_to_pass and v.p2p_scope == "all"
         assert not set(v.fail_to_pass) & set(v.pass_to_pass)
         assert len(v.fail_to_pass) + len(v.pass_to_pass) == 13  # every test of the package
@@ -56,8 +56,8 @@ def test_emitted_task_contents(synthesised):
             assert t not in task.statement and t.split("::")[-1] not in task.statement
             assert t in (task.path / "HINTS.md").read_text()
         script = (task.path / "reproduction.py").read_text()
-        assert reports.reproduction_of(task.statement) == script
-        assert len(task.statement) <= reports.MAX_CHARS
+        assert bug_reports.reproduction_of(task.statement) == script
+        assert len(task.statement) <= bug_reports.MAX_CHARS
         assert "misbehaves in `textstats`" in task.statement
 
 
@@ -148,7 +148,7 @@ def test_bugs_are_not_crashes_and_few_are_cheap(synthesised):
     operators = []
     for folder, task in zip(folders, tasks, strict=True):
         operators += re.findall(r"::(\w+)\(", (folder / "task.toml").read_text().splitlines()[0])
-        assert 1 <= len(task.verifier.fail_to_pass) <= MAX_FAIL_TO_PASS
+        assert 1 <= len(task.test_spec.fail_to_pass) <= MAX_FAIL_TO_PASS
     assert operators and sum(op in CHEAP_OPERATORS for op in operators) <= len(operators) / 4
 
 
@@ -212,14 +212,14 @@ def _pooled(file: str, function: str, failing: int, body: int, first: int = 0):
 
     m = Mutant(file, function, "swap_args", "0-1", 1, 0, 1, "")
     tests = tuple(f"tests/test_m.py::test_{n}" for n in range(first, first + failing))
-    check = reports.Check((f"assert {function}() == {'x' * body!r}",), (), f"{function}()",
+    check = bug_reports.Check((f"assert {function}() == {'x' * body!r}",), (), f"{function}()",
                           "returns 1", "return 2", function)
     return Pooled(Bug((m,), tests, {}), check, "")
 
 
 def _chars(members):
-    text = reports.script([p.check for p in members])
-    return len(reports.statement("pkg", [p.check for p in members], text,
+    text = bug_reports.script([p.check for p in members])
+    return len(bug_reports.statement("pkg", [p.check for p in members], text,
                                  [p.observed for p in members]))
 
 
@@ -245,12 +245,12 @@ def test_members_are_chosen_within_the_cap_and_the_length_budget_before_any_run(
     assert choose_members([a, b], 2, chars=_chars, same=same) == [a, b]
 
     # the length budget: a long check is left out for a short one, in one file or not
-    long = _pooled("pkg/c.py", "k", 1, reports.MAX_CHARS - 400, first=60)
+    long = _pooled("pkg/c.py", "k", 1, bug_reports.MAX_CHARS - 400, first=60)
     short = _pooled("pkg/a.py", "m", 1, 40, first=70)
-    assert _chars([c, long]) > reports.MAX_CHARS >= _chars([c, short])
+    assert _chars([c, long]) > bug_reports.MAX_CHARS >= _chars([c, short])
     refusals = {}
     assert choose_members([c, long, short], 2, chars=_chars, refusals=refusals) == [c, short]
-    assert refusals == {f"set: statement over {reports.MAX_CHARS} characters": 2}
+    assert refusals == {f"set: statement over {bug_reports.MAX_CHARS} characters": 2}
     # files first, then length: c + shorter (one file) is the shortest, but two files
     # win, and of those the shorter
     shorter = _pooled("pkg/b.py", "n", 1, 5, first=80)
@@ -295,11 +295,11 @@ def test_combined_tasks_reuse_each_bugs_check_fit_the_statement_and_validate(
     for task in tasks:
         if task.path not in combined:
             continue
-        assert len(task.statement) <= reports.MAX_CHARS
-        assert reports.reproduction_of(task.statement) == \
+        assert len(task.statement) <= bug_reports.MAX_CHARS
+        assert bug_reports.reproduction_of(task.statement) == \
             (task.path / "reproduction.py").read_text()
         assert check_reproduction(task) is None
-        assert 1 <= len(task.verifier.fail_to_pass) <= MAX_FAIL_TO_PASS
+        assert 1 <= len(task.test_spec.fail_to_pass) <= MAX_FAIL_TO_PASS
         assert any(p.name.startswith("partial_fix_") for p in task.decoys)
     reports_ = validate_tasks([t for t in tasks if t.path in combined], reruns=1, workers=2)
     assert all(r.ok for r in reports_), [r.failures for r in reports_]

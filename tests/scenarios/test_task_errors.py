@@ -69,9 +69,9 @@ def test_tables_owned_elsewhere_are_accepted_and_every_declared_key_loads(task_d
         'ini_options = { markers = "slow: long tests" }')
     toml.write_text(text + extra)
     task = load_task(task_dir)
-    assert task.verifier.weights == {"tests/test_clamp.py::test_above": 2.0}
-    assert task.verifier.ini_options == {"markers": "slow: long tests"}
-    assert task.environment is not None and task.environment.requirements == ("attrs",)
+    assert task.test_spec.weights == {"tests/test_clamp.py::test_above": 2.0}
+    assert task.test_spec.ini_options == {"markers": "slow: long tests"}
+    assert task.dependencies is not None and task.dependencies.requirements == ("attrs",)
     assert TASK_KEYS["mutation"] is None
     assert "did you mean 'base_commit'" in load_error(task_dir, "base_commit =", "base_comit =")
 

@@ -1,11 +1,11 @@
 """Attack payloads, one real Python file each, planted as text.
 
-The counterpart of :mod:`repogym.envs.launcher`: code meant to run inside the verifier's
+The counterpart of :mod:`repogym.envs.launcher`: code meant to run inside the grading run's
 process, written by an attacker. The attack library (:mod:`repogym.quality.adversarial`) and
 the ``forger`` baseline agent plant these; the adversarial tests show what they earn.
 
 Each file of this package except this one is a payload: it defines one function
-``_rg_<file name>`` that, run inside the verifier's process (appended to a module the
+``_rg_<file name>`` that, run inside the grading run's process (appended to a module the
 hidden tests import), attacks the grading. repogym never imports the payloads;
 :func:`payload` reads one as text and adds the call, so ruff and reviewers see them as
 code, not strings.

@@ -2,7 +2,7 @@
 
 Planted as text (appended to every module the tests may import; never imported by
 repogym). It knows nothing about the task; it has read repogym's source and reads the
-workspace and the process it runs in. Inside the verifier's pytest process it:
+workspace and the process it runs in. Inside the grading run's pytest process it:
 
 - tells the canaries apart by the shape the grader plants them in (``repogym/envs/
   canaries.py``: an optional ``assert <name> is not None``, ``<var> = [<ints>]``, ``assert

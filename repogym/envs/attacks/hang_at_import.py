@@ -1,4 +1,4 @@
-"""Payload: sleep past the verifier's timeout.
+"""Payload: sleep past the grading run's timeout.
 
 Planted as text by :mod:`repogym.quality.adversarial` (never imported by repogym).
 """

@@ -1,4 +1,5 @@
-"""repogym's verifier launcher. It runs *inside* the grading sandbox, before any workspace code.
+"""repogym's launcher of a grading run. It runs *inside* the grading sandbox, before any
+workspace code.
 
 The grader starts it with an environment built from scratch and an interpreter that reads
 no ``PYTHON*`` variable, no user site and no ``site``/``.pth`` processing::
@@ -270,7 +271,7 @@ def _not_dumpable() -> str | None:
         if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
             return f"prctl(PR_SET_DUMPABLE, 0) failed: {os.strerror(ctypes.get_errno())}"
     except (ImportError, OSError, AttributeError) as e:
-        return f"cannot make the verifier non-dumpable: {e}"
+        return f"cannot make the grading run non-dumpable: {e}"
     return None
 
 

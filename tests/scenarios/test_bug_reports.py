@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from repogym.scenarios import reports
+from repogym.scenarios import bug_reports
 from repogym.scenarios.synth import HostRunner
 
 CODE = '''\
@@ -168,15 +168,15 @@ def test_the_probe_records_calls_with_inputs_and_outcomes(recorded):
 @pytest.mark.parametrize("test", sorted(BUGS))
 def test_each_check_fails_with_the_bug_and_passes_without_it(recorded, test):
     gold_calls, buggy_calls, gold, buggy = recorded[test]
-    checks = reports.replay_checks(buggy_calls, gold_calls)
+    checks = bug_reports.replay_checks(buggy_calls, gold_calls)
     assert checks
     verified = []
     for check in checks:
-        script = reports.script([check])
+        script = bug_reports.script([check])
         code, out = _run(script, buggy)
         if code != 0 and "AssertionError" in out and _run(script, gold)[0] == 0:
             verified.append((check, out))
-    assert verified, [reports.script([c]) for c in checks]
+    assert verified, [bug_reports.script([c]) for c in checks]
     check, out = verified[0]
     expected = {"test_add": "add(2) returned 4, expected 3",
                 "test_bump": "version.bump() returned Version(3, 0), expected Version(2, 0)",
@@ -188,9 +188,9 @@ def test_each_check_fails_with_the_bug_and_passes_without_it(recorded, test):
 
 def test_a_type_without_equality_is_compared_by_its_repr(recorded):
     gold_calls, buggy_calls, gold, _ = recorded["test_bump"]
-    first, by_repr = reports.replay_checks(buggy_calls, gold_calls)
-    assert _run(reports.script([first]), gold)[0] != 0  # Version has no __eq__
-    assert _run(reports.script([by_repr]), gold)[0] == 0
+    first, by_repr = bug_reports.replay_checks(buggy_calls, gold_calls)
+    assert _run(bug_reports.script([first]), gold)[0] != 0  # Version has no __eq__
+    assert _run(bug_reports.script([by_repr]), gold)[0] == 0
     assert "repr(result) == expected" in by_repr.body[-1]
 
 
@@ -198,8 +198,8 @@ def test_several_checks_report_every_problem(recorded):
     checks = []
     for test in ("test_add", "test_later"):
         gold_calls, buggy_calls, _, _ = recorded[test]
-        checks.append(reports.replay_checks(buggy_calls, gold_calls)[0])
-    script = reports.script(checks)
+        checks.append(bug_reports.replay_checks(buggy_calls, gold_calls)[0])
+    script = bug_reports.script(checks)
     _, _, gold, _ = recorded["test_add"]
     both = _package(gold.parent / "both", CODE.replace(*BUGS["test_add"]).replace(
         *BUGS["test_later"]))
@@ -211,9 +211,9 @@ def test_several_checks_report_every_problem(recorded):
 def test_no_check_from_calls_that_cannot_be_written():
     lam = [{"text": "later(...)", "opaque": "an argument of type function", "kind": "call",
             "outcome": {"returned": "1"}}]
-    assert reports.replay_checks(lam, [{**lam[0], "outcome": {"returned": "2"}}]) == []
+    assert bug_reports.replay_checks(lam, [{**lam[0], "outcome": {"returned": "2"}}]) == []
     same = [{"text": "f(1)", "kind": "call", "imports": [], "outcome": {"returned": "1"}}]
-    assert reports.replay_checks(same, same) == []  # nothing differs
+    assert bug_reports.replay_checks(same, same) == []  # nothing differs
 
 
 def test_a_test_body_becomes_a_check_when_its_calls_cannot_be_replayed(tmp_path):
@@ -221,14 +221,14 @@ def test_a_test_body_becomes_a_check_when_its_calls_cannot_be_replayed(tmp_path)
                         "return day + datetime.timedelta(days=2)")
     buggy = _package(tmp_path / "buggy", code)
     gold = _package(tmp_path / "gold", CODE)
-    check = reports.inline_check(TESTS, "tests/test_core.py::test_later_with_a_lambda")
+    check = bug_reports.inline_check(TESTS, "tests/test_core.py::test_later_with_a_lambda")
     assert check is not None and check.source == "test"
-    script = reports.script([check])
+    script = bug_reports.script([check])
     assert "pick = lambda d: later(d)" in script and "from pkg.core import" in script
     code_, out = _run(script, buggy)
     assert code_ != 0 and "pick(datetime.date(2020, 1, 1)).day gave 3, expected 2" in out
     assert _run(script, gold)[0] == 0
-    assert reports.inline_check("import pytest\n\ndef test_f(tmp_path):\n    assert 1\n",
+    assert bug_reports.inline_check("import pytest\n\ndef test_f(tmp_path):\n    assert 1\n",
                                 "t.py::test_f") is None  # a fixture: not inlined
 
 
@@ -287,35 +287,35 @@ def test_a_unittest_method_from_a_mixin_becomes_a_check(tmp_path, node):
                         "return day + datetime.timedelta(days=2)")
     buggy = _package(tmp_path / "buggy", code)
     gold = _package(tmp_path / "gold", CODE)
-    check = reports.inline_check(MIXIN["tests/test_later.py"], node, MIXIN.get)
+    check = bug_reports.inline_check(MIXIN["tests/test_later.py"], node, MIXIN.get)
     assert check is not None
-    script = reports.script([check])
+    script = bug_reports.script([check])
     assert "from . import" not in script and "tests" not in script
     assert "class Lock:" in script  # what the mixin's helper uses, from the tests package
     # the concrete class's attribute, only where the test uses it
     assert ("Pick = staticmethod(later)" in script) == node.endswith("test_next_day")
     assert "self.setUp()" in script  # unittest runs the class's setUp before each test
     code_, out = _run(script, buggy)
-    assert code_ != 0 and "AssertionError: 3 != 2" in out and reports.fails_itself(out), out
+    assert code_ != 0 and "AssertionError: 3 != 2" in out and bug_reports.fails_itself(out), out
     assert _run(script, gold)[0] == 0
     # no class of the chain defines what self.missing is: nothing is drafted
     lone = MIXIN["tests/test_later.py"].replace("later(self.day())", "later(self.missing)")
-    assert reports.inline_check(lone.replace("    def setUp(self):\n        self.base = 1\n",
+    assert bug_reports.inline_check(lone.replace("    def setUp(self):\n        self.base = 1\n",
                                              ""), "tests/test_later.py::LaterTest::test_base",
                                 MIXIN.get) is None
 
 
 def test_statement_format_and_the_reproduction_in_it(recorded):
     gold_calls, buggy_calls, _, _ = recorded["test_add"]
-    [check] = reports.replay_checks(buggy_calls, gold_calls)
-    script = reports.script([check], ["src"])
+    [check] = bug_reports.replay_checks(buggy_calls, gold_calls)
+    script = bug_reports.script([check], ["src"])
     assert "sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), " \
            "'src'))" in script
-    text = reports.statement("pkg", [check], script)
+    text = bug_reports.statement("pkg", [check], script)
     assert text.startswith("`add` misbehaves in `pkg`.")
     assert "`add(2)` returns `4`; it should return `3`." in text
-    assert reports.reproduction_of(text) == script
-    assert "\nReproduction:\n\n```python\n" in text and len(text) <= reports.MAX_CHARS
+    assert bug_reports.reproduction_of(text) == script
+    assert "\nReproduction:\n\n```python\n" in text and len(text) <= bug_reports.MAX_CHARS
 
 
 def test_only_the_scripts_own_assertion_counts():
@@ -324,14 +324,14 @@ def test_only_the_scripts_own_assertion_counts():
     library = ('Traceback (most recent call last):\n  File "/workspace/reproduction.py", line '
                '5, in <module>\n  File "/workspace/pkg/core.py", line 3, in f\n'
                '    assert map is False\nAssertionError\n')
-    assert reports.fails_itself(own) and not reports.fails_itself(library)
-    assert not reports.fails_itself("ok\n")
+    assert bug_reports.fails_itself(own) and not bug_reports.fails_itself(library)
+    assert not bug_reports.fails_itself("ok\n")
     unit = ('Traceback (most recent call last):\n  File "/workspace/reproduction.py", line 9, '
             'in <module>\n    self.assertEqual(2, f())\n  File "/usr/lib/python3.11/unittest/'
             'case.py", line 873, in assertEqual\n    assertion_func(first, second, msg=msg)\n'
             '  File "/usr/lib/python3.11/unittest/case.py", line 866, in _baseAssertEqual\n'
             '    raise self.failureException(msg)\nAssertionError: 2 != 3\n')
-    assert reports.fails_itself(unit)  # the script's self.assertEqual
+    assert bug_reports.fails_itself(unit)  # the script's self.assertEqual
 
 
 def test_leaks_are_lines_and_tokens_of_the_fix_and_test_names():
@@ -345,13 +345,13 @@ def test_leaks_are_lines_and_tokens_of_the_fix_and_test_names():
         +    return '-~-'
         """)
     buggy = ["def sep():\n    return ''\n"]
-    assert reports.distinctive_tokens(gold, buggy) == {"'-~-'"}
-    assert reports.leaks("sep() should give '-~-'", gold, buggy) == [
+    assert bug_reports.distinctive_tokens(gold, buggy) == {"'-~-'"}
+    assert bug_reports.leaks("sep() should give '-~-'", gold, buggy) == [
         "a token only the fix has: \"'-~-'\""]
-    assert reports.leaks("it says return '-~-' there", gold, buggy)[0].startswith(
+    assert bug_reports.leaks("it says return '-~-' there", gold, buggy)[0].startswith(
         "a line the fix adds")
-    assert reports.leaks("sep() returns ''", gold, buggy) == []
-    assert reports.leaks("see test_sep_is_dashed", gold, buggy,
+    assert bug_reports.leaks("sep() returns ''", gold, buggy) == []
+    assert bug_reports.leaks("see test_sep_is_dashed", gold, buggy,
                          ["tests/test_core.py::test_sep_is_dashed"]) == [
         "a hidden test's name: 'test_sep_is_dashed'"]
 
@@ -359,9 +359,9 @@ def test_leaks_are_lines_and_tokens_of_the_fix_and_test_names():
 def test_a_report_shows_no_memory_address():
     """parse's `search` returned `<parse.Match object at 0x7fdb...>`: an address differs
     from run to run and tells nothing; the sentence keeps the object, not the address."""
-    check = reports.Check(body=("assert False",), imports=(("parse", "search"),),
+    check = bug_reports.Check(body=("assert False",), imports=(("parse", "search"),),
                           call="search('{:^2S}', 'foo')",
                           actual="returned <parse.Match object at 0x7fdbefb75390>",
                           expected="return <Result ('foo',) {}>", function="search")
-    text = reports.statement("parse", [check], reports.script([check]))
+    text = bug_reports.statement("parse", [check], bug_reports.script([check]))
     assert "`<parse.Match object>`" in text and "0x" not in text, text

@@ -19,9 +19,9 @@ from repogym.quality.validate import validate_task
 from repogym.sandbox import SandboxSpec, make_sandbox
 from repogym.sandbox.base import ENV_MOUNT, SandboxError
 from repogym.sandbox.workspace import TemplateCache
-from repogym.scenarios.environment import (
-    EnvironmentSpec,
-    EnvironmentUnavailable,
+from repogym.scenarios.dependencies import (
+    DependenciesUnavailable,
+    DependencySpec,
     build,
     built,
     envs_dir,
@@ -80,7 +80,7 @@ def write_env_task(root: Path, task_id: str, environment: str, *, code: str = CO
 
 @pytest.fixture(scope="module")
 def six_env():
-    env, _ = build(EnvironmentSpec(requirements=(SIX,)))
+    env, _ = build(DependencySpec(requirements=(SIX,)))
     return env
 
 
@@ -114,7 +114,7 @@ def test_requirements_file_and_key_share_environments(tmp_path):
     (tmp_path / "reqs.txt").write_text("# test requirements\nsix==1.17.0  # inline\n\n")
     a = write_env_task(tmp_path, "a", 'requirements_file = "../reqs.txt"')
     b = write_env_task(tmp_path, "b", f'requirements = ["{SIX}"]')
-    spec_a, spec_b = load_task(a).environment, load_task(b).environment
+    spec_a, spec_b = load_task(a).dependencies, load_task(b).dependencies
     assert spec_a == spec_b and spec_a.key == spec_b.key
     assert spec_a.requirements == ("six==1.17.0",)
     assert "pytest==" in " ".join(spec_a.effective_requirements())  # pytest always included
@@ -124,13 +124,13 @@ def test_requirements_file_and_key_share_environments(tmp_path):
 
 # -- building ----------------------------------------------------------------------------
 def test_build_once_read_only_files_and_pip_errors_name_the_requirement(six_env):
-    again, new = build(EnvironmentSpec(requirements=(SIX,)))
+    again, new = build(DependencySpec(requirements=(SIX,)))
     assert not new and again.root == six_env.root
     assert six_env.root.parent == envs_dir()
     assert six_env.distributions["six"] == "1.17.0" and "pytest" in six_env.distributions
     assert (six_env.site / "six.py").is_file()
-    spec = EnvironmentSpec(requirements=("six==0.0.999",))
-    with pytest.raises(EnvironmentUnavailable) as e:
+    spec = DependencySpec(requirements=("six==0.0.999",))
+    with pytest.raises(DependenciesUnavailable) as e:
         build(spec)
     assert "'six==0.0.999'" in str(e.value) and "Fix:" in str(e.value)
     assert built(spec) is None  # nothing half-built is left
@@ -139,8 +139,8 @@ def test_build_once_read_only_files_and_pip_errors_name_the_requirement(six_env)
 def test_python_constraint_the_interpreter_does_not_meet_is_refused(tmp_path):
     folder = write_env_task(tmp_path, "future", f'requirements = ["{SIX}"]\npython = ">=4"')
     task = load_task(folder)
-    for attempt in (lambda: build(task.environment), task.sandbox_environment):
-        with pytest.raises(EnvironmentUnavailable, match=r"needs Python '>=4'.*Fix:"):
+    for attempt in (lambda: build(task.dependencies), task.sandbox_dependencies):
+        with pytest.raises(DependenciesUnavailable, match=r"needs Python '>=4'.*Fix:"):
             attempt()
 
 
@@ -149,7 +149,7 @@ def test_unbuilt_environment_says_how_to_build_it(tmp_path):
                             f'requirements = ["{SIX}"]\nsetup = ["echo {tmp_path.name}"]')
     env = make_env(folder)
     try:
-        with pytest.raises(EnvironmentUnavailable, match=r"not built here.*repogym env build"):
+        with pytest.raises(DependenciesUnavailable, match=r"not built here.*repogym env build"):
             env.reset(seed=0)
     finally:
         env.close()
@@ -180,7 +180,7 @@ def test_episode_and_grader_use_the_environment_read_only(six_task):
 def test_reset_binds_without_copying(six_task, six_env):
     templates = TemplateCache()
     try:
-        template = templates.get(six_task.repo_dir, six_task.sandbox_environment())
+        template = templates.get(six_task.repo_dir, six_task.sandbox_dependencies())
         assert not any(p.name == "six.py" for p in template.rglob("*"))
         sandboxes = [make_sandbox("bwrap", SandboxSpec(template)) for _ in range(3)]
         for sb in sandboxes:
@@ -196,9 +196,9 @@ def test_package_under_test_in_the_environment_is_refused_and_exclude_removes_it
     fake_six = "__version__ = '1.17.0'\ntext_type = str\n"
     clash = write_env_task(tmp_path, "clash", f'requirements = ["{SIX}"]',
                            extra_files={"six.py": fake_six})
-    build(load_task(clash).environment)
-    with pytest.raises(EnvironmentUnavailable, match=r"installs six .*exclude = \[\"six\"\]"):
-        load_task(clash).sandbox_environment()
+    build(load_task(clash).dependencies)
+    with pytest.raises(DependenciesUnavailable, match=r"installs six .*exclude = \[\"six\"\]"):
+        load_task(clash).sandbox_dependencies()
     # Excluded (and a pinned pytest): the grader imports six from the workspace, runs the
     # task's own pytest, and the unfixed repository still fails.
     tests = TESTS.replace("assert six.__file__.startswith('/opt/repogym/env/')",
@@ -208,7 +208,7 @@ def test_package_under_test_in_the_environment_is_refused_and_exclude_removes_it
                         f'requirements = {json.dumps(PINNED)}\nexclude = ["six"]',
                         tests=tests, extra_files={"six.py": fake_six})
     task = load_task(ok)
-    env, _ = build(task.environment)
+    env, _ = build(task.dependencies)
     assert "six" not in env.distributions and not (env.site / "six.py").exists()
     assert env.distributions["pytest"] == "8.3.5"
     report = validate_task(task, reruns=1, workers=2)
@@ -234,7 +234,7 @@ def test_env_build_cli_builds_each_distinct_environment_once(tmp_path, six_env):
 def test_docker_sandbox_binds_the_environment(six_task, docker_engine):
     templates = TemplateCache()
     try:
-        template = templates.get(six_task.repo_dir, six_task.sandbox_environment())
+        template = templates.get(six_task.repo_dir, six_task.sandbox_dependencies())
         try:
             sb = make_sandbox("docker", SandboxSpec(template))
         except SandboxError as e:
@@ -260,9 +260,9 @@ def test_a_locked_spec_written_to_task_toml_finds_its_build():
     tasks were all dropped as "environment not built here"."""
     import tomllib
 
-    from repogym.scenarios.environment import lock
+    from repogym.scenarios.dependencies import lock
 
-    spec = EnvironmentSpec(requirements=("pytest-mock==3.14.0", "six==1.17.0"))
+    spec = DependencySpec(requirements=("pytest-mock==3.14.0", "six==1.17.0"))
     env, _ = build(spec)
     pinned = lock(env, spec)
     assert any(r.startswith("pytest==") for r in pinned.requirements)

@@ -1,0 +1,293 @@
+"""A grading run's mechanics: the command the grader runs, and how it reads and judges results.
+
+- :func:`launcher_argv` turns a test spec's ``command`` (a pytest invocation) into a
+  run of repogym's launcher (``launcher/launch.py``): an interpreter that reads no
+  ``PYTHON*`` variable, no user site and no ``.pth``, the standard library and the trusted
+  sites before the workspace, the grader's own pytest configuration, and results on a
+  channel the workspace's code cannot find by name. The test files of the listed node ids
+  are always passed explicitly; options that select or stop tests are refused when the task
+  is loaded.
+- :func:`read_channel` parses the channel with a size cap and strict record types;
+  :func:`judge` applies the rules that decide whether a run's results can be trusted at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shlex
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+
+from repogym.envs import seal as sl
+from repogym.envs.canaries import Masked
+
+LAUNCHER_DIR = Path(__file__).parent / "launcher"
+#: Largest channel the grader reads; a larger one is not trusted.
+MAX_CHANNEL_BYTES = 16 << 20
+#: Output cap of a grading run (log + channel); past it the run is killed, not trusted.
+GRADING_OUTPUT_BYTES = 64 << 20
+
+def test_files(node_ids: Iterable[str]) -> list[str]:
+    """The distinct test files of some node ids, in first-seen order."""
+    return list(dict.fromkeys(n.split("::", 1)[0] for n in node_ids))
+
+
+@dataclasses.dataclass(frozen=True)
+class InGrader:
+    """A path inside the grader's folder, which the sandbox shows at ``$RG_GRADER``."""
+
+    rel: str
+
+
+Word = str | InGrader
+
+
+def launcher_argv(python: str, sites: Iterable[str], args: list[str],
+                  node_ids: Iterable[str]) -> list[Word]:
+    """The launcher invocation for a test spec's command.
+
+    ``-s -S``: no user site, no ``site`` processing (so no ``.pth`` and no
+    ``sitecustomize``); the environment is built from scratch (:func:`launcher_env`), so no
+    ``PYTHON*`` variable reaches it. The launcher's own folder (first on ``sys.path``) is
+    the grader's. ``args`` are the task's own pytest arguments
+    (:meth:`repogym.scenarios.task.TestSpec.pytest_args`).
+    """
+    files = [f for f in test_files(node_ids) if f not in args]
+    argv: list[Word] = [python, "-s", "-S", InGrader("verifier/launch.py")]
+    for s in sites:
+        argv += ["--site", s]
+    return argv + ["--ini", InGrader("verifier/pytest.ini"), "--conftests",
+                   InGrader("verifier/conftests.json"), "--", *args, *files]
+
+
+def launcher_env(path: str, ld_library_path: str = "") -> dict[str, str]:
+    """A grading run's process environment (nothing inherited, nothing the workspace set)."""
+    env = {"PATH": path, "HOME": "/tmp", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+           "TERM": "dumb", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    if ld_library_path:
+        env["LD_LIBRARY_PATH"] = ld_library_path
+    return env
+
+
+def shell_command(argv: list[Word], env: dict[str, str]) -> str:
+    """``argv`` run with exactly ``env`` (``env -i``), as one shell command line."""
+    def word(w: Word) -> str:
+        return f'"$RG_GRADER"/{shlex.quote(w.rel)}' if isinstance(w, InGrader) else shlex.quote(w)
+
+    assigns = [f"{k}={v}" for k, v in env.items()]
+    return "exec env -i " + " ".join(word(w) for w in [*assigns, *argv])
+
+
+def ini_text(options: dict[str, str]) -> str:
+    """The grader's pytest configuration: nothing but the task's own ``ini_options``."""
+    lines = ["[pytest]", "addopts ="]
+    for key, value in options.items():
+        value = str(value).replace("\n", "\n    ")
+        lines.append(f"{key} = {value}")
+    return "\n".join(lines) + "\n"
+
+
+def conftest_digests(*roots: Path) -> dict[str, str]:
+    """``relative path -> sha256`` of every ``conftest.py`` under the roots (later roots win)."""
+    out: dict[str, str] = {}
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [d for d in dirnames if d != ".git"]
+            if "conftest.py" in filenames:
+                path = Path(dirpath) / "conftest.py"
+                if not path.is_symlink():
+                    out[str(path.relative_to(root))] = hashlib.sha256(
+                        path.read_bytes()).hexdigest()
+    return out
+
+
+# -- the channel ---------------------------------------------------------------------------
+class ChannelError(ValueError):
+    """The result channel is not what the launcher writes (forged, or cut short)."""
+
+
+@dataclasses.dataclass
+class Channel:
+    """What the launcher reported."""
+
+    phases: dict[str, dict[str, tuple[str, bool]]]
+    #: collector node id -> ``failed`` or ``skipped`` (its tests never ran).
+    collected: dict[str, str]
+    refused: tuple[str, str] | None
+    exit: int | None
+    #: (test case, sealed check number) -> the values it reported.
+    seals: dict[tuple[str, int], list[object]] = dataclasses.field(default_factory=dict)
+
+    def collector_of(self, node_id: str) -> str | None:
+        """The outcome of a failed or skipped collector that contains ``node_id``."""
+        path = node_id.split("::", 1)[0]
+        for c, outcome in self.collected.items():
+            if c == "" or node_id.startswith(c + "::") or path == c or \
+                    path.startswith(c.rstrip("/") + "/"):
+                return "error" if outcome == "failed" else "skipped"
+        return None
+
+    def status(self, node_id: str) -> str:
+        """``passed``/``failed``/``error``/``skipped``/``missing`` for one node id."""
+        if node_id in self.phases:
+            p = self.phases[node_id]
+            if any(p.get(w, ("passed", False))[0] == "failed" for w in ("setup", "teardown")):
+                return "error"
+            outcome = p.get("call", p.get("setup", ("error", False)))[0]
+            if "call" not in p and outcome == "passed":
+                return "error"
+            return {"passed": "passed", "failed": "failed", "skipped": "skipped"}.get(
+                outcome, "error")
+        return self.collector_of(node_id) or "missing"
+
+
+def read_channel(data: str) -> Channel:
+    """Parse the launcher's records.
+
+    Raises:
+        ChannelError: over :data:`MAX_CHANNEL_BYTES`, a line that is not one of the
+            launcher's records, or anything after the final ``exit`` record.
+    """
+    if len(data) > MAX_CHANNEL_BYTES:
+        raise ChannelError(f"the result channel is over {MAX_CHANNEL_BYTES} bytes")
+    ch = Channel({}, {}, None, None)
+    for line in data.splitlines():
+        if not line:
+            continue
+        if ch.exit is not None:
+            raise ChannelError("records after the final exit record")
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError) as e:
+            raise ChannelError(f"a record is not JSON ({e})") from e
+        if not isinstance(rec, dict):
+            raise ChannelError("a record is not an object")
+        if set(rec) == {"case", "when", "outcome", "xfail"} and all(
+                isinstance(rec[k], str) for k in ("case", "when", "outcome")):
+            ch.phases.setdefault(rec["case"], {})[rec["when"]] = (rec["outcome"],
+                                                                  bool(rec["xfail"]))
+        elif set(rec) == {"collect", "outcome"} and isinstance(rec["collect"], str) and \
+                rec["outcome"] in ("failed", "skipped"):
+            ch.collected[rec["collect"]] = rec["outcome"]
+        elif set(rec) == {"seal", "case", "got"} and isinstance(rec["seal"], int) and \
+                isinstance(rec["case"], str):
+            ch.seals.setdefault((rec["case"], rec["seal"]), []).append(rec["got"])
+        elif set(rec) == {"refused", "why"}:
+            ch.refused = (str(rec["refused"]), str(rec["why"]))
+        elif set(rec) == {"exit"} and isinstance(rec["exit"], int):
+            ch.exit = rec["exit"]
+        else:
+            raise ChannelError(f"unknown record {line[:200]!r}")
+    return ch
+
+
+@dataclasses.dataclass
+class Verdict:
+    """Whether a run can be trusted, the per-test statuses, and the flags it earns."""
+
+    trusted: bool
+    tests: dict[str, str]
+    flags: set[str]
+    reason: str = ""
+    #: Task node id -> the sealed checks of its test that did not hold ("line N: got ...").
+    sealed_failures: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    #: The tests pytest reported passed that failed on their sealed checks.
+    overruled: set[str] = dataclasses.field(default_factory=set)
+    #: The tests a strong sealed check failed (see repogym.envs.seal.Seal.strong).
+    strongly_failed: set[str] = dataclasses.field(default_factory=set)
+
+
+def judge(ch: Channel | None, *, exit_code: int, timed_out: bool, truncated: bool,
+          exhausted: str | None, node_ids: Iterable[str], masked: Masked,
+          channel_error: str = "") -> Verdict:
+    """Decide whether a grading run is trustworthy, and what each listed test did.
+
+    A run is trusted only if it ended on its own (no timeout, no signal, no output cap, no
+    resource exhaustion), the channel parsed, its final ``exit`` record equals the process's
+    exit code, and that code is 1 — the only code of a completed pytest session in which
+    the must-fail canaries failed. Then every canary must be present with its known outcome,
+    except in files that failed to collect or were skipped whole: a must-fail canary that
+    passed or any canary that is missing is ``forged_results``; a must-pass canary that did
+    not pass is ``canary_failed``; a record of a sealed check the grader never planted is
+    ``forged_results``. An untrusted run gives every test ``missing`` and scores 0.
+
+    A listed test is ``passed`` only if pytest reported it passed **and** each of its
+    sealed checks reported, for that test case, values that hold against the hidden
+    expectation (:func:`repogym.envs.seal.judge_case`); otherwise it is ``failed``.
+    ``node_ids`` are the task's; ``masked`` maps them to the names they ran under.
+    """
+    node_ids = list(node_ids)
+    canaries = masked.canaries
+    missing = {t: "missing" for t in node_ids}
+
+    def untrusted(flag: str, reason: str) -> Verdict:
+        return Verdict(False, missing, {flag}, reason)
+
+    if exhausted:
+        return untrusted("resource_exhausted", f"the sandbox's own {exhausted} limit ran out")
+    if timed_out:
+        return untrusted("verifier_timeout", "the verifier timed out")
+    if truncated:
+        return untrusted("verifier_output_limit", "the verifier's output passed its cap")
+    if ch is None:
+        return untrusted("forged_results", f"unreadable result channel: {channel_error}")
+    if ch.refused:
+        kind, why = ch.refused
+        return untrusted(kind if kind == "conftest" else "verifier_refused", why)
+    if ch.exit is None:
+        return untrusted("verifier_crashed" if exit_code != 0 else "forged_results",
+                         f"the grading run ended (exit code {exit_code}) before reporting")
+    if ch.exit != exit_code:
+        return untrusted("forged_results", f"reported exit {ch.exit}, process exit {exit_code}")
+    if exit_code == 0 and canaries:
+        return untrusted("forged_results", "pytest reported success although canaries fail")
+    if exit_code not in (0, 1):
+        return untrusted("verifier_crashed", f"pytest exit code {exit_code}")
+    if bad := next((n for n in ch.phases if ch.collector_of(n)), None):
+        return untrusted("forged_results", f"{bad} reported, but its collector did not run")
+    planted = {s.cid for s in masked.seals}
+    if stray := next((cid for _, cid in ch.seals if cid not in planted), None):
+        return untrusted("forged_results", f"a record of sealed check {stray}, never planted")
+    flags: set[str] = set()
+    for c in canaries:
+        if ch.collector_of(c.node_id):
+            continue  # its file failed to collect or was skipped: the canary could not run
+        got = ch.status(c.node_id)
+        if got == "missing" or (not c.must_pass and got == "passed"):
+            flags.add("forged_results")
+        elif c.must_pass and got != "passed" or not c.must_pass and got != "failed":
+            flags.add("canary_failed")
+    if flags:
+        return Verdict(False, missing, flags, "canaries did not behave as planted")
+    verdict = Verdict(True, {}, set())
+    for t in node_ids:
+        case = masked.installed(t)
+        verdict.tests[t] = ch.status(case)
+        outcome = sl.judge_case(case, masked.seals, ch.seals)
+        if outcome.strong_failed:
+            verdict.strongly_failed.add(t)
+        if outcome.failed:
+            verdict.sealed_failures[t] = outcome.failed
+            if verdict.tests[t] == "passed":
+                verdict.tests[t] = "failed"
+                verdict.overruled.add(t)
+    return verdict
+
+
+def workspace_path(tests_dest: str, rel: str) -> str:
+    """Where a file of the task's tests/ folder lands in the workspace."""
+    dest = PurePosixPath(tests_dest)
+    return str(dest / rel) if str(dest) != "." else rel
+
+
+# -- old names, kept for existing imports ----------------------------------------------------
+#: Old name of :func:`launcher_argv`.
+verifier_argv = launcher_argv
+#: Old name of :func:`launcher_env`.
+verifier_env = launcher_env
+#: Old name of :data:`GRADING_OUTPUT_BYTES`.
+VERIFIER_OUTPUT_BYTES = GRADING_OUTPUT_BYTES

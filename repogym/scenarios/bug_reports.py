@@ -1,0 +1,751 @@
+"""Bug reports written from the failing behaviour: the call that misbehaves, its inputs,
+what it gives and what it should give, and a reproduction script.
+
+A synthesised task's statement is a bug report, not a list of hidden tests. It is made
+from what the failing tests do (runs nothing itself; :mod:`repogym.scenarios.synth` runs
+the tests and checks the scripts in the sandbox):
+
+- the calls each failing test makes into the package are recorded with the bug and
+  without it (``rg_probe``'s call recorder: arguments as source text, objects an earlier
+  call returned as references, outcomes as values or exceptions);
+- :func:`replay_checks` finds the first call whose outcome differs with the same inputs
+  and writes it as a :class:`Check`: the calls that built its inputs (a slice of the
+  test's calls), the call itself, and an assertion of the right outcome;
+- :func:`inline_check` is the fallback for a test whose calls cannot be replayed (a
+  lambda argument, a test-made object): the test's own body, with what it uses from its
+  module, as a script (only for a test without fixtures or parameters);
+- :func:`script` turns checks into a self-contained ``reproduction.py`` (run from the
+  workspace root as ``python reproduction.py``: exits 0 once the bug is fixed, otherwise an
+  uncaught AssertionError that says expected vs actual); :func:`statement` writes the
+  report, with the script verbatim in a fenced ``python`` block under a line
+  ``Reproduction:`` (the format the ``apr`` agent reads, see :func:`reproduction_of`);
+- :func:`leaks` refuses a report that holds a line the gold patch adds or removes, a
+  token only the fix has, or a hidden test's id or name.
+
+A report is at most :data:`MAX_CHARS` characters. When no check can be written, or none
+survives the sandbox and the leak check, the task is dropped rather than given a template.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import dataclasses
+import io
+import keyword
+import re
+import textwrap
+import tokenize
+from collections.abc import Callable, Iterable, Sequence
+
+#: Longest statement (report and reproduction together).
+MAX_CHARS = 2000
+#: The line above the reproduction's fenced block in a statement.
+HEADING = "Reproduction:"
+#: Longest outcome shown in the report's text (the script holds the whole value).
+_SHOWN = 160
+#: Longest call a failure message repeats in full.
+_LABEL = 60
+#: Most statements in a replayed check (setup calls and the call itself).
+_MAX_STEPS = 25
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+|\b0x[0-9a-fA-F]{8,}\b")
+#: Types whose ``==`` is their value's (a repr comparison adds nothing).
+_PLAIN = {"int", "float", "str", "bytes", "bool", "NoneType", "list", "tuple", "dict", "set",
+          "frozenset", "complex"}
+_FENCE = re.compile(r"^Reproduction:[ \t]*\n\s*```python[ \t]*\n(.*?)^```",
+                    re.MULTILINE | re.DOTALL)
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One misbehaving call, as code.
+
+    Attributes:
+        body: Statements that end in an assertion failing while the bug is there.
+        imports: ``(module, name)`` pairs (name ``""``: ``import module``).
+        call: The misbehaving call as source text.
+        actual: What it does with the bug (``returns X`` / ``raises E: msg``).
+        expected: What it should do (``return X`` / ``raise E``).
+        function: The public name of what is called (``Version.bump``).
+        source: ``replay`` (from the recorded calls) or ``test`` (the test's body).
+    """
+
+    body: tuple[str, ...]
+    imports: tuple[tuple[str, str], ...]
+    call: str
+    actual: str
+    expected: str
+    function: str
+    source: str = "replay"
+
+
+# -- replaying recorded calls -------------------------------------------------------------
+def _key(record: dict) -> tuple:
+    return (record.get("text"), record.get("kind"))
+
+
+def _outcome_key(record: dict) -> tuple:
+    out = record.get("outcome") or {}
+    if "raised" in out:
+        return ("raised", out.get("raised"), without_addresses(str(out.get("message"))))
+    return ("returned", out.get("returned") or without_addresses(str(out.get("repr"))))
+
+
+def without_addresses(text: str) -> str:
+    """``text`` without CPython's memory addresses (`` at 0x7f...``), which differ per run."""
+    return _ADDRESS.sub("", text)
+
+
+def first_difference(buggy: Sequence[dict], gold: Sequence[dict]) -> int | None:
+    """Index of the first recorded call made with the same inputs in both runs whose
+    outcome differs (None: the runs part before any such call, or never differ)."""
+    for i, (b, g) in enumerate(zip(buggy, gold, strict=False)):
+        if _key(b) != _key(g) or "outcome" not in b or "outcome" not in g:
+            return None
+        if _outcome_key(b) != _outcome_key(g):
+            return i
+    return None
+
+
+def _slice(calls: Sequence[dict], k: int) -> list[int] | None:
+    """Indices of the calls before ``k`` that built (or changed) the objects call ``k``
+    uses, with the call itself; None when one of them cannot be written."""
+    needed = set(calls[k].get("refs", []))
+    keep = {k}
+    changed = True
+    while changed:
+        changed = False
+        for i in range(k):
+            if i in keep:
+                continue
+            c = calls[i]
+            made = (c.get("outcome") or {}).get("ref")
+            if made in needed or set(c.get("refs", [])) & needed:
+                keep.add(i)
+                needed |= set(c.get("refs", []))
+                if made is not None:
+                    needed.add(made)
+                changed = True
+    order = sorted(keep)
+    if len(order) > _MAX_STEPS or any(calls[i].get("opaque") or "text" not in calls[i]
+                                      or "outcome" not in calls[i] for i in order):
+        return None
+    return order
+
+
+def _snake(name: str) -> str:
+    s = re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower().strip("_")
+    s = re.sub(r"\W", "_", s) or "value"
+    return s + "_" if keyword.iskeyword(s) or hasattr(builtins, s) or s == "result" else s
+
+
+def _names(calls: Sequence[dict], order: list[int]) -> dict[int, str]:
+    """Reference number -> a variable name after the object's type (``version``,
+    ``version_2``)."""
+    out: dict[int, str] = {}
+    used: dict[str, int] = {}
+    for i in order:
+        out_ = calls[i].get("outcome") or {}
+        if "ref" in out_:
+            base = _snake(str(out_.get("type", "value")))
+            used[base] = used.get(base, 0) + 1
+            out[out_["ref"]] = base if used[base] == 1 else f"{base}_{used[base]}"
+    return out
+
+
+def _subst(text: str, names: dict[int, str]) -> str | None:
+    bad = False
+
+    def sub(m: re.Match) -> str:
+        nonlocal bad
+        n = int(m.group(1))
+        if n not in names:
+            bad = True
+            return m.group(0)
+        return names[n]
+
+    out = re.sub(r"\b_v(\d+)\b", sub, text)
+    return None if bad else out
+
+
+def _fstring(text: str) -> str:
+    """``text`` as the literal part of an f-string in double quotes."""
+    return (text.replace("\\", "\\\\").replace('"', '\\"').replace("{", "{{")
+            .replace("}", "}}"))
+
+
+def _shown(text: str) -> str:
+    """``text`` for a sentence of the report: one line, no memory address (``<X object at
+    0x7f...>`` differs from run to run and says nothing of the bug), at most _SHOWN long."""
+    text = without_addresses(" ".join(str(text).split()))
+    return text if len(text) <= _SHOWN else text[:_SHOWN - 3] + "..."
+
+
+def _imports(records: Iterable[dict]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for r in records:
+        out += [tuple(x) for x in r.get("imports", [])]
+        out += [tuple(x) for x in (r.get("outcome") or {}).get("imports", [])]
+    return out
+
+
+def function_of(record: dict) -> str:
+    """The public name of a recorded call's function (``Version.bump``)."""
+    qual = str(record.get("qualname") or record.get("function") or "")
+    return qual.replace(".__init__", "")
+
+
+def _label(call: str, function: str) -> str:
+    """How a failure message names the call (a long one by its function)."""
+    return call if len(call) <= _LABEL or not function else f"{function}(...)"
+
+
+def _assertion(call: str, gold: dict, buggy: dict, by_repr: bool, function: str = ""
+               ) -> tuple[list[str], list[tuple[str, str]], str, str] | None:
+    """(statements ending in the assertion, their imports, expected, actual); ``by_repr``
+    compares a returned value's repr (for a type without ``==``)."""
+    lit = _fstring(_label(call, function))
+    imports: list[tuple[str, str]] = []
+    if "raised" in buggy:
+        actual = f"raises {buggy['raised']}" + (f": {buggy['message']}" if buggy.get(
+            "message") else "")
+    else:
+        actual = f"returns {buggy.get('returned') or buggy.get('repr')}"
+    if "raised" in gold:
+        exc = gold.get("import")
+        if not exc:
+            return None
+        if exc[0] != "builtins":
+            imports.append(tuple(exc))
+        name, message = exc[1], gold.get("message", "")
+        lines = ["try:", f"    result = {call}"]
+        if buggy.get("raised") == gold["raised"]:  # the same exception, another message
+            lines += [f"except {name} as error:",
+                      f"    expected = {message!r}",
+                      (f'    assert str(error) == expected, f"{lit} raised {name}: {{error}}, '
+                      f'expected the message {{expected!r}}"')]
+            expected = f"raise {name}: {message}"
+        else:
+            lines += [f"except {name}:", "    pass"]
+            expected = f"raise {name}"
+            if "raised" in buggy:
+                lines += ["except Exception as error:",
+                          (f'    raise AssertionError(f"{lit} raised {{type(error).__name__}}: '
+                          f'{{error}}, expected {name}") from None')]
+        lines += ["else:", (f'    raise AssertionError(f"{lit} returned {{result!r}}, '
+                  f'expected {name}")')]
+        return lines, imports, expected, actual
+    value = gold.get("returned")
+    if value is not None and not by_repr:
+        imports += [tuple(x) for x in gold.get("imports", [])]
+        expect = [f"expected = {value}"]
+        test = "result == expected"
+        shown_expected = value
+    else:
+        expect = [f"expected = {gold.get('repr', '')!r}"]
+        test = "repr(result) == expected"
+        shown_expected = gold.get("repr", "")
+    if "raised" in buggy:
+        lines = [*expect, "try:", f"    result = {call}", "except Exception as error:",
+                 (f'    raise AssertionError(f"{lit} raised {{type(error).__name__}}: {{error}}'
+                 f', expected {{expected!r}}") from None')]
+    else:
+        lines = [f"result = {call}", *expect]
+    if test.startswith("result"):
+        lines += [f'assert {test}, f"{lit} returned {{result!r}}, expected {{expected!r}}"']
+    else:
+        lines += [f'assert {test}, f"{lit} returned {{result!r}}, expected {{expected}}"']
+    return lines, imports, f"return {shown_expected}", actual
+
+
+def replay_checks(buggy: Sequence[dict], gold: Sequence[dict]) -> list[Check]:
+    """Checks of the first call that differs between the two recordings of one test
+    (empty when there is none, or its inputs cannot be written): comparing the value
+    with ``==``, then, for a value that is not a primitive, its repr (which of them holds
+    is for the sandbox to tell)."""
+    out = [c for by_repr in (False, True) if (c := _replay(buggy, gold, by_repr))]
+    return list(dict.fromkeys(out))
+
+
+def _replay(buggy: Sequence[dict], gold: Sequence[dict], by_repr: bool) -> Check | None:
+    k = first_difference(buggy, gold)
+    if k is None:
+        return None
+    if by_repr and (gold[k]["outcome"].get("type") in _PLAIN or "raised" in gold[k]["outcome"]):
+        return None
+    order = _slice(gold, k)
+    if order is None or _slice(buggy, k) != order:
+        return None
+    names = _names(gold, order)
+    body: list[str] = []
+    for i in order[:-1]:
+        text = _subst(gold[i]["text"], names)
+        if text is None:
+            return None
+        made = (gold[i].get("outcome") or {}).get("ref")
+        if "raised" in (gold[i].get("outcome") or {}):
+            return None
+        if made is not None and made in names:
+            body.append(f"{names[made]} = {text}")
+        elif gold[i].get("kind") == "get":
+            body.append(f"_ = {text}")
+        else:
+            body.append(text)
+    call = _subst(gold[k]["text"], names)
+    if call is None or gold[k].get("kind") == "set" and "raised" not in gold[k]["outcome"]:
+        return None
+    made = _assertion(call, gold[k]["outcome"], buggy[k]["outcome"], by_repr,
+                      function_of(gold[k]).split(".")[-1])
+    if made is None:
+        return None
+    lines, extra, expected, actual = made
+    imports = _imports(gold[i] for i in order) + extra
+    return Check(tuple(body + lines), tuple(dict.fromkeys(imports)), call, actual, expected,
+                 function_of(gold[k]))
+
+
+# -- the test's own body --------------------------------------------------------------
+def _used_names(nodes: Iterable[ast.AST]) -> set[str]:
+    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _bound(stmt: ast.stmt) -> set[str]:
+    if isinstance(stmt, ast.Import | ast.ImportFrom):
+        return {(a.asname or a.name).split(".")[0] for a in stmt.names}
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {stmt.name}
+    if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return set()
+
+
+def _reach(start: Iterable[str], step: Callable[[str], set[str] | None]) -> bool:
+    """Visits every name reachable from ``start`` (``step(name)`` gives the names it
+    needs); False as soon as a step gives None (a name that cannot be written)."""
+    todo, seen = sorted(start), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        more = step(name)
+        if more is None:
+            return False
+        todo += sorted(more - seen)
+    return True
+
+
+def _context(tree: ast.Module, needed: set[str], skip: ast.AST | None = None
+             ) -> list[ast.stmt] | None:
+    """The module-level statements that bind ``needed`` (and what they need), in order;
+    None when a name is bound by something else (a loop, a test function)."""
+    by_name: dict[str, list[ast.stmt]] = {}
+    for stmt in tree.body:
+        for name in _bound(stmt):
+            by_name.setdefault(name, []).append(stmt)
+    keep: list[ast.stmt] = []
+
+    def step(name: str) -> set[str] | None:
+        more: set[str] = set()
+        for stmt in by_name.get(name, []):
+            if stmt is skip or isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and \
+                    stmt.name.startswith("test"):
+                return None
+            if stmt not in keep:
+                keep.append(stmt)
+                if not isinstance(stmt, ast.Import | ast.ImportFrom):
+                    more |= _used_names([stmt])
+        return more
+
+    if not _reach(needed, step):
+        return None
+    return sorted(keep, key=lambda s: s.lineno)
+
+
+def _fixture_free(fn: ast.FunctionDef, method: bool) -> bool:
+    """A test function without parameters, or a test method taking only ``self``."""
+    args = fn.args
+    params = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+    if args.vararg or args.kwarg or fn.decorator_list:
+        return False
+    return params == ["self"] if method else not params
+
+
+def _rewrite_asserts(body: list[ast.stmt], source: str) -> list[str]:
+    """The body's source, its top-level ``assert a == b`` written so that the failure
+    says what ``a`` was and what was expected."""
+    out = []
+    for stmt in body:
+        text = ast.get_source_segment(source, stmt, padded=False) or ""
+        t = stmt.test if isinstance(stmt, ast.Assert) else None
+        if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq):
+            left = ast.get_source_segment(source, t.left)
+            right = ast.get_source_segment(source, t.comparators[0])
+            if left and right and "\n" not in left + right:
+                lit = _fstring(left if len(left) <= _LABEL else left[:_LABEL - 3] + "...")
+                out += [f"result = {left}", f"expected = {right}",
+                        (f'assert result == expected, f"{lit} gave {{result!r}}, expected '
+                        f'{{expected!r}}"')]
+                continue
+        out += textwrap.dedent(" " * stmt.col_offset + text).splitlines()
+    return out
+
+
+@dataclasses.dataclass
+class _Module:
+    """A test module read for an inline check."""
+
+    path: str
+    source: str
+    tree: ast.Module
+
+
+#: Reads a test file (path relative to the package root) or gives None for another file.
+Reader = Callable[[str], str | None]
+
+
+def _module(path: str, read: Reader) -> _Module | None:
+    text = read(path)
+    if text is None:
+        return None
+    try:
+        return _Module(path, text, ast.parse(text))
+    except SyntaxError:
+        return None
+
+
+def _target(mod: _Module, stmt: ast.ImportFrom, read: Reader) -> _Module | None:
+    """The test module a ``from X import ...`` in ``mod`` reads (None: not a test file)."""
+    folder = mod.path.rsplit("/", 1)[0] if "/" in mod.path else ""
+    parts = folder.split("/") if folder and stmt.level else []
+    base = "/".join(parts[:len(parts) - stmt.level + 1])  # level 1: the module's folder
+    dotted = (stmt.module or "").replace(".", "/")
+    stem = "/".join(x for x in (base, dotted) if x)
+    for candidate in (f"{stem}.py", f"{stem}/__init__.py" if stem else "__init__.py"):
+        if (found := _module(candidate, read)) is not None:
+            return found
+    return None
+
+
+def _class_chain(mod: _Module, name: str, read: Reader, depth: int = 0
+                 ) -> list[tuple[_Module, ast.ClassDef]]:
+    """Class ``name`` of ``mod`` and the bases of it that test modules define (a mixin in
+    the tests' ``__init__.py``), most derived first; bases found nowhere (``TestCase``,
+    ``Protocol``) are left out."""
+    found = [n for n in mod.tree.body if isinstance(n, ast.ClassDef) and n.name == name]
+    if found:
+        chain = [(mod, found[-1])]
+        if depth < 4:
+            for base in found[-1].bases:
+                if isinstance(base, ast.Name):
+                    chain += [c for c in _class_chain(mod, base.id, read, depth + 1)
+                              if c not in chain]
+        return chain
+    for stmt in mod.tree.body:
+        if isinstance(stmt, ast.ImportFrom) and depth < 4 and any(
+                (a.asname or a.name) == name for a in stmt.names):
+            real = next(a.name for a in stmt.names if (a.asname or a.name) == name)
+            other = _target(mod, stmt, read)
+            return _class_chain(other, real, read, depth + 1) if other else []
+    return []
+
+
+def _self_attrs(nodes: Iterable[ast.AST]) -> set[str]:
+    return {n.attr for node in nodes for n in ast.walk(node) if isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name) and n.value.id == "self"}
+
+
+def _member_names(stmt: ast.stmt) -> set[str]:
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {stmt.name}
+    return _bound(stmt)
+
+
+def _member_needs(stmt: ast.stmt) -> set[str]:
+    """The module-level names a class-body statement reads: an assignment's loaded names
+    (``clamp = staticmethod(clamp)`` reads the module's ``clamp``), a definition's names
+    but its own."""
+    if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
+        return {n.id for n in ast.walk(stmt)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return _used_names([stmt]) - _member_names(stmt)
+
+
+def _members(chain: list[tuple[_Module, ast.ClassDef]], wanted: set[str]
+             ) -> list[tuple[_Module, ast.stmt]] | None:
+    """The class-body statements of ``chain`` that ``wanted`` names need (with what they
+    use of ``self``), the most derived definition of each; None when ``self`` is used for
+    something no class of the chain defines (and no ``setUp`` may set)."""
+    import unittest
+
+    by_name: dict[str, tuple[_Module, ast.stmt]] = {}
+    for mod, cls in reversed(chain):  # bases first: the derived class overrides
+        for stmt in cls.body:
+            for name in _member_names(stmt):
+                if name.startswith("test") or (hasattr(unittest.TestCase, name) and
+                                               name not in ("setUp", "tearDown")):
+                    continue
+                by_name[name] = (mod, stmt)
+    keep: list[tuple[_Module, ast.stmt]] = []
+
+    def step(name: str) -> set[str] | None:
+        if name not in by_name:  # a TestCase method, or what setUp may set
+            return set() if hasattr(unittest.TestCase, name) or "setUp" in by_name else None
+        if (item := by_name[name]) in keep:
+            return set()
+        keep.append(item)
+        return _self_attrs([item[1]])
+
+    if not _reach(set(wanted) | ({"setUp"} & set(by_name)), step):
+        return None
+    return sorted(keep, key=lambda m: (m[0].path != chain[0][0].path, m[1].lineno))
+
+
+def _needed_imports(mod: _Module, names: set[str], skip: ast.AST | None, read: Reader,
+                    depth: int = 0) -> list[str] | None:
+    """Module-level statements of ``mod`` (their source, one string each) binding
+    ``names``, an import from another test module replaced by that module's own statements
+    for the names (the script cannot import the hidden tests); None when a name cannot be
+    written."""
+    context = _context(mod.tree, names, skip)
+    if context is None:
+        return None
+    names = names | _used_names(s for s in context if not isinstance(s, ast.ImportFrom))
+    segments: list[str] = []
+    for stmt in context:
+        if isinstance(stmt, ast.ImportFrom) and (other := _target(mod, stmt, read)) is not None:
+            if depth >= 3:
+                return None
+            wanted = {a.name for a in stmt.names if (a.asname or a.name) in names}
+            if any(a.asname and a.asname != a.name for a in stmt.names
+                   if (a.asname or a.name) in names):
+                return None
+            sub = _needed_imports(other, wanted, None, read, depth + 1)
+            if sub is None:
+                return None
+            segments += [g for g in sub if g not in segments]
+            continue
+        seg = ast.get_source_segment(mod.source, stmt, padded=False)
+        if seg is None:
+            return None
+        segments.append(seg)
+    return segments
+
+
+def inline_check(test_source: str, node_id: str, read: Reader | None = None
+                 ) -> Check | None:
+    """The failing test's body as a check (None for a parametrized test, one with
+    fixtures, or one whose module cannot be parsed).
+
+    A test method of a ``unittest``-style class becomes a script with a class holding what
+    the method uses of ``self`` (class attributes such as ``Cache = LRUCache``, helper
+    methods, ``setUp``), gathered from the class and from its bases that test modules
+    define (a mixin in the tests' ``__init__.py``; ``read`` gives those files' text), and
+    ``self`` an instance of it.
+    """
+    if "[" in node_id:
+        return None
+    path, *parts = node_id.split("::")
+    files = {path: test_source}
+    reader: Reader = lambda p: files.get(p) if p in files else (read(p) if read else None)
+    mod = _module(path, reader)
+    if mod is None or not parts or len(parts) > 2:
+        return None
+    method = len(parts) == 2
+    if method:
+        chain = _class_chain(mod, parts[0], reader)
+        owner = next(((m, n) for m, c in chain for n in c.body if isinstance(n, ast.FunctionDef)
+                      and n.name == parts[1]), None)
+        if owner is None:
+            return None
+        fn_mod, fn = owner
+    else:
+        fn_mod = mod
+        fn = next((n for n in mod.tree.body if isinstance(n, ast.FunctionDef)
+                   and n.name == parts[0]), None)
+    if fn is None or not _fixture_free(fn, method):
+        return None
+    body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(
+        fn.body[0].value, ast.Constant) else fn.body
+    if not body:
+        return None
+    members = _members(chain, _self_attrs(body)) if method else []
+    if members is None:
+        return None
+    needs: dict[str, set[str]] = {fn_mod.path: _used_names(body) - {"self"}}
+    modules = {fn_mod.path: fn_mod}
+    for m, stmt in members:
+        modules[m.path] = m
+        needs.setdefault(m.path, set()).update(_member_needs(stmt) - {"self"})
+    segments: list[str] = []  # a statement two modules need is written once
+    for p, names in needs.items():
+        got = _needed_imports(modules[p], names, fn if p == fn_mod.path else None, reader)
+        if got is None:
+            return None
+        segments += [g for g in got if g not in segments]
+    lines = [ln for seg in segments for ln in seg.splitlines()]
+    if method:
+        lines += ["import unittest", "", "", "class Case(unittest.TestCase):"]
+        for m, stmt in members:
+            seg = ast.get_source_segment(m.source, stmt, padded=False)
+            if seg is None:
+                return None
+            lines += textwrap.indent(textwrap.dedent(" " * stmt.col_offset + seg),
+                                     "    ").splitlines()
+        if not members:
+            lines.append("    pass")
+        lines += ["", "", "self = Case()"]
+        if any(_member_names(s) == {"setUp"} for _, s in members):
+            lines.append("self.setUp()")
+    lines += ["", *_rewrite_asserts(body, fn_mod.source)]
+    call = (ast.get_source_segment(fn_mod.source, body[-1]) or "").splitlines()[0]
+    return Check(tuple(lines), (), call, "", "", "", source="test")
+
+
+# -- the script and the statement -------------------------------------------------------
+def _import_lines(imports: Iterable[tuple[str, str]]) -> list[str]:
+    imports = list(imports)
+    plain = sorted({m for m, n in imports if not n and m != "builtins"})
+    named: dict[str, list[str]] = {}
+    for m, n in imports:
+        if n and m != "builtins" and n not in named.setdefault(m, []):
+            named[m].append(n)
+    return [f"import {m}" for m in plain] + [
+        f"from {m} import {', '.join(sorted(ns))}" for m, ns in sorted(named.items()) if ns]
+
+
+def script(checks: Sequence[Check], paths: Sequence[str] = ()) -> str:
+    """``reproduction.py`` for ``checks`` (several: each runs, the failures are collected
+    and reported together). ``paths``: workspace folders the package is imported from
+    (``src``), put on ``sys.path`` relative to the script."""
+    head = [('"""Reproduces the bug: fails with an AssertionError while it is there, exits 0 '
+            'once it is fixed."""')]
+    if paths:
+        head += ["import os", "import sys", "",
+                 *[f"sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath("
+                   f"__file__)), {p!r}))" for p in reversed(paths)]]
+    imports = _import_lines(i for c in checks if c.source == "replay" for i in c.imports)
+    lines = [*head, *([""] if imports or paths else []), *imports]
+    if len(checks) == 1:
+        return "\n".join([*lines, "", *checks[0].body]) + "\n"
+    for n, c in enumerate(checks, 1):
+        lines += ["", "", f"def check_{n}():", *textwrap.indent(
+            "\n".join(c.body), "    ").splitlines()]
+    names = ", ".join(f"check_{n}" for n in range(1, len(checks) + 1))
+    lines += ["", "", "problems = []", f"for check in ({names}):", "    try:",
+              "        check()", "    except Exception as error:  # every problem, not the first",
+              '        problems.append(f"{type(error).__name__}: {error}")',
+              'assert not problems, "\\n".join(problems)']
+    return "\n".join(lines) + "\n"
+
+
+def _sentence(c: Check, observed: str) -> str:
+    if c.source == "test":
+        return f"This code fails: {_shown(observed)}" if observed else "This code fails."
+    expected = c.expected.split(" ", 1)
+    what = f"{expected[0]} `{_shown(expected[1])}`" if len(expected) == 2 else c.expected
+    actual = c.actual.split(" ", 1)
+    got = f"{actual[0]} `{_shown(actual[1])}`" if len(actual) == 2 else c.actual
+    return f"`{_shown(c.call)}` {got}; it should {what}."
+
+
+def statement(package: str, checks: Sequence[Check], reproduction: str,
+              observed: Sequence[str] = (), note: str = "") -> str:
+    """The bug report: what misbehaves (one paragraph per check), the reproduction under
+    :data:`HEADING` in a fenced block, how to use it. ``observed``: the script's failure
+    message per check with the bug (shown for a check made from a test's body)."""
+    functions = sorted({c.function for c in checks if c.function})
+    if len(checks) == 1:
+        title = (f"`{functions[0]}` misbehaves" if functions else "Something misbehaves") + \
+            f" in `{package}`."
+    else:
+        title = f"{len(checks)} problems in `{package}`" + (
+            f" ({', '.join(f'`{f}`' for f in functions)})." if functions else ".")
+    paras = [f"- {_sentence(c, o)}" if len(checks) > 1 else _sentence(c, o)
+             for c, o in zip(checks, [*observed, *[""] * len(checks)], strict=False)]
+    body = "\n".join(paras) if len(checks) > 1 else paras[0]
+    return (f"{title}\n\n{body}\n\n{HEADING}\n\n```python\n{reproduction.rstrip()}\n```\n\n"
+            "`python reproduction.py`, run from the repository root, fails while the bug is "
+            "there and exits 0 once it is fixed. Fix the library code, not the tests: the "
+            f"package's own test suite must keep passing.\n{note}")
+
+
+def fails_itself(output: str) -> bool:
+    """True when a reproduction's output ends in an AssertionError raised by the script
+    itself (the last frame of the traceback is ``reproduction.py``, or ``unittest``'s
+    called from it), not by an ``assert`` of the library that the bug trips."""
+    frames = [ln for ln in output.splitlines() if ln.lstrip().startswith('File "')]
+    while frames and re.search(r'/unittest/[a-z_]+\.py"', frames[-1]):
+        frames.pop()  # ``self.assertEqual`` of the script: unittest raises for it
+    last = [ln for ln in output.strip().splitlines() if ln.strip()][-1:]
+    return bool(frames and last) and "reproduction.py" in frames[-1] and \
+        last[0].startswith("AssertionError")
+
+
+def reproduction_of(text: str) -> str | None:
+    """The reproduction script a statement holds (its fenced block under
+    :data:`HEADING`), or None."""
+    m = _FENCE.search(text)
+    return m.group(1) if m else None
+
+
+# -- leaks ------------------------------------------------------------------------------
+def _patch_lines(gold: str, sign: str) -> list[str]:
+    return [ln[1:] for ln in gold.splitlines()
+            if ln.startswith(sign) and not ln.startswith(sign * 3)]
+
+
+def _tokens(text: str) -> set[str]:
+    out: set[str] = set()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in (tokenize.NAME, tokenize.STRING, tokenize.NUMBER):
+                out.add(tok.string)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        out |= set(re.findall(r"\w+", text))
+    return out
+
+
+def distinctive_tokens(gold: str, buggy_sources: Iterable[str]) -> set[str]:
+    """Tokens of the lines the gold patch adds that the buggy files do not hold anywhere
+    (names of 4 or more characters that are not builtins, strings of 4 or more with their
+    quotes, numbers of 3 or more digits): what only someone who knows the fix would
+    write."""
+    have: set[str] = set()
+    for text in buggy_sources:
+        have |= _tokens(text)
+    out = set()
+    for tok in _tokens("\n".join(line.strip() for line in _patch_lines(gold, "+"))) - have:
+        if tok[:1].isalpha() or tok[:1] == "_":
+            if len(tok) >= 4 and not hasattr(builtins, tok) and not keyword.iskeyword(tok):
+                out.add(tok)
+        elif tok[:1].isdigit():
+            if len(tok) >= 3:
+                out.add(tok)
+        elif len(tok) >= 4:
+            out.add(tok)
+    return out
+
+
+def leaks(text: str, gold: str, buggy_sources: Iterable[str],
+          test_ids: Iterable[str] = ()) -> list[str]:
+    """What of the fix or the hidden tests ``text`` gives away (empty: nothing): a line
+    the gold patch adds or removes (10 characters or more, stripped), a distinctive token
+    (:func:`distinctive_tokens`), a hidden test's id, file or function name."""
+    out = []
+    for sign, what in (("+", "a line the fix adds"), ("-", "a line the fix removes")):
+        for line in sorted({ln.strip() for ln in _patch_lines(gold, sign)}):
+            if len(line) >= 10 and line in text:
+                out.append(f"{what}: {line!r}")
+    for tok in sorted(distinctive_tokens(gold, buggy_sources)):
+        pattern = re.escape(tok) if tok[:1] in "'\"" or tok[:1].isalpha() is False and \
+            not tok[:1].isdigit() else rf"(?<![\w.]){re.escape(tok)}(?![\w])"
+        if re.search(pattern, text):
+            out.append(f"a token only the fix has: {tok!r}")
+    for t in test_ids:
+        file, *names = t.split("::")
+        for n in {t, file, *(p.split("[")[0] for p in names)}:
+            if len(n) > 4 and re.search(rf"(?<![\w/]){re.escape(n)}(?![\w])", text):
+                out.append(f"a hidden test's name: {n!r}")
+    return out
