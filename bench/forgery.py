@@ -26,7 +26,7 @@ import sys
 import time
 from collections import Counter
 
-from repogym.envs import grader
+from repogym.grading import grader
 from repogym.integrations.harbor_tasks import harbor_meta
 from repogym.quality.adversarial import ATTACKS, Attack
 from repogym.quality.pool import grading_pool

@@ -5,7 +5,8 @@ signal handler (only the entry points do).
 Every ``import`` counts, at module level or inside a function (a function-level import is
 a dependency all the same; it only runs later). The layers, lowest first::
 
-    sandbox <- scenarios <- envs <- {agents, quality, server} <- {integrations, harness} <- cli
+    sandbox <- scenarios <- grading <- envs <- {agents, quality, server}
+        <- {integrations, harness} <- cli
 
 ``repogym/version.py`` may be imported by any part; the package root (``repogym/__init__``)
 only re-exports, and no module imports it for a name. Left out: ``scenarios/probe``
@@ -40,14 +41,15 @@ SCRIPTS = (ROOT / "scenarios" / "probe", ROOT / "scenarios" / "builtin")
 ALLOWED: dict[str, set[str]] = {
     "sandbox": set(),
     "scenarios": {"sandbox"},
-    "envs": {"sandbox", "scenarios"},
-    "agents": {"sandbox", "scenarios", "envs"},
-    "quality": {"sandbox", "scenarios", "envs"},
-    "server": {"sandbox", "scenarios", "envs"},
-    "integrations": {"sandbox", "scenarios", "envs", "agents"},
-    "harness": {"sandbox", "scenarios", "envs", "agents"},
-    "cli": {"sandbox", "scenarios", "envs", "agents", "quality", "server", "integrations",
-            "harness"},
+    "grading": {"sandbox", "scenarios"},
+    "envs": {"sandbox", "scenarios", "grading"},
+    "agents": {"sandbox", "scenarios", "grading", "envs"},
+    "quality": {"sandbox", "scenarios", "grading", "envs"},
+    "server": {"sandbox", "scenarios", "grading", "envs"},
+    "integrations": {"sandbox", "scenarios", "grading", "envs", "agents"},
+    "harness": {"sandbox", "scenarios", "grading", "envs", "agents"},
+    "cli": {"sandbox", "scenarios", "grading", "envs", "agents", "quality", "server",
+            "integrations", "harness"},
     "version": set(),
     "<root>": {"envs", "scenarios"},
 }

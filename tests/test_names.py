@@ -22,7 +22,7 @@ MOVED = {
     "repogym.scenarios.reports": "repogym.scenarios.bug_reports",
     "repogym.cli.reports": "repogym.cli.printing",
     "repogym.harness.backends": "repogym.harness.executors",
-    "repogym.envs.verifier": "repogym.envs.grading_run",
+    "repogym.grading.grading_run": "repogym.grading.grading_run",
 }
 
 
@@ -32,7 +32,7 @@ def test_an_old_module_path_is_the_new_module(old: str, new: str) -> None:
 
 
 def test_old_class_and_attribute_names_are_the_new_ones() -> None:
-    from repogym.envs import grading_run
+    from repogym.grading import grading_run
     from repogym.scenarios import Verifier, dependencies
     from repogym.scenarios.registry import builtin_tasks
     from repogym.scenarios.task import TestSpec

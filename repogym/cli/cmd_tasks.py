@@ -48,7 +48,7 @@ def value_column(task, info: dict | None) -> str:
     failure at noop), else ``≤sealed/f2p`` from the planted seals (``0/f2p`` for a kind
     graded from a runner's output, which code the agent changed writes); ``withheld`` marks a
     suite task under the floor."""
-    from repogym.envs.grader import value_sealed
+    from repogym.grading.grader import value_sealed
     from repogym.scenarios.suites import withheld_reason
 
     seals = (info or {}).get("seals") or {}
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             table.add_row(t.env_id, t.split, ", ".join(t.tags), tests, str(t.max_steps))
             continue
         from repogym.cli.printing import adversarial_summary
-        from repogym.envs.grader import seal_coverage
+        from repogym.grading.grader import seal_coverage
         from repogym.quality import adversarial
         from repogym.quality.validate_mutation import cached_report
 

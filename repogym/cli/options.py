@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from repogym.envs.grader import REWARD_MODES
+from repogym.grading.grader import REWARD_MODES
 from repogym.harness.baselines import AGENTS, agent_options, agent_summary, resolve_agent_class
 from repogym.sandbox import BACKENDS
 from repogym.scenarios.task import SPLITS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -9,11 +10,19 @@ from typing import Any
 import gymnasium as gym
 
 from repogym.envs.repo_env import RepoEnv, SuiteEnv, TextSpace
+from repogym.grading import canaries, gold, grader, grading_run, seal
 from repogym.scenarios.registry import BUILTIN_DIR, add_tasks, registered_tasks
 from repogym.scenarios.suites import MAX_STEPS as SUITE_MAX_STEPS
 from repogym.scenarios.suites import (read_index, suite_meta, suite_names, suite_root,
                                       withheld_reason)
 from repogym.scenarios.task import Task, TaskError, find_task_dirs, load_task, load_tasks
+
+#: The grading code's old homes (it lived in this package): ``repogym.envs.grader`` and the
+#: rest stay importable, as the same module objects.
+for _module in (canaries, gold, grader, grading_run, seal):
+    sys.modules[f"{__name__}.{_module.__name__.rsplit('.', 1)[1]}"] = _module
+sys.modules[f"{__name__}.verifier"] = grading_run
+verifier = grading_run
 
 SUITE_ID = "repogym/Suite-v0"
 

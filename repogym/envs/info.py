@@ -16,7 +16,7 @@ first env's value, so a key that is an int in one env and None in another fails 
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 if TYPE_CHECKING:
-    from repogym.envs.grader import GradeResult
+    from repogym.grading.grader import GradeResult
 
 __all__ = ["NOT_MEASURED", "NO_EXIT_CODE", "DuelStepInfo", "ResetInfo", "StepInfo", "duel_step_info",
            "graded_info", "mark_truncated", "step_info"]
@@ -112,7 +112,7 @@ def mark_truncated(info: StepInfo | dict[str, Any], reason: str) -> None:
 
 def graded_info(result: "GradeResult") -> dict[str, Any]:
     """The keys a grading sets, typed as :class:`StepInfo` has them, from a
-    :class:`repogym.envs.grader.GradeResult`."""
+    :class:`repogym.grading.grader.GradeResult`."""
     code = result.verifier_exit_code
     return {
         "graded": not result.infra_error, "reward": float(result.reward), "tests": dict(result.tests),

@@ -20,7 +20,7 @@ except ImportError as e:  # pragma: no cover - depends on the installed extras
     raise ImportError("repogym.envs.multi needs PettingZoo. Fix: pip install "
                       "'repogym[multiagent]'") from e
 
-from repogym.envs import grader
+from repogym.grading import grader
 from repogym.envs.actions import TOOL_HELP, ActionError, error_observation, parse_action
 from repogym.envs.info import DuelStepInfo, duel_step_info, graded_info, mark_truncated
 from repogym.envs.repo_env import SuiteEnv, TextSpace
@@ -83,7 +83,7 @@ class RepoDuelEnv(ParallelEnv):
       exit code 1) on the pristine repository, passes (exit code 0) with the gold patch, and
       fails with every decoy of the task and with an unrelated edit; each run in a fresh
       sandbox without ``.git``, through the grader's launcher; else 0.
-    * fixer: the hidden tests' reward (``repogym.envs.grader.grade`` on its diff, in
+    * fixer: the hidden tests' reward (``repogym.grading.grader.grade`` on its diff, in
       ``reward_mode``) plus ``repro_weight`` when the hidden tests resolve the task (reward
       1), the tester's test is valid (as above) and it passes on the fixer's diff. The tester's test is its submitted version, or the file as
       it stands when the fixer submits if the tester has not submitted yet. A fix that only

@@ -18,7 +18,7 @@ import copy
 from collections.abc import MutableMapping
 from typing import Any
 
-from repogym.envs import grader
+from repogym.grading import grader
 from repogym.envs.info import NOT_MEASURED
 from repogym.envs.session import Session
 from repogym.sandbox import SandboxError

@@ -18,7 +18,8 @@ from gymnasium.vector.utils import (
     write_to_shared_memory,
 )
 
-from repogym.envs import forking, grader
+from repogym.envs import forking
+from repogym.grading import grader
 from repogym.envs.actions import (
     MAX_ACTION_CHARS,
     ActionError,

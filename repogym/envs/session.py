@@ -15,7 +15,8 @@ from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from repogym.envs import grader, tools
+from repogym.grading import grader
+from repogym.envs import tools
 from repogym.envs.actions import TOOL_HELP, TOOLS, ToolCall
 from repogym.sandbox import Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.sandbox.base import ExecResult, Shell

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from repogym.envs.grader import REWARD_MODES
+from repogym.grading.grader import REWARD_MODES
 from repogym.harness.baselines import transport_options
 from repogym.harness.provenance import public_args
 

@@ -9,7 +9,7 @@ A Harbor task is ``instruction.md``, ``task.toml``, ``environment/Dockerfile``,
   verify time;
 - ``tests/test.sh`` (run as root) first kills every process of the ``agent`` user, so
   nothing the agent started outlives its turn; then takes the agent's diff of
-  ``/workspace``; then runs repogym's grader (:func:`repogym.envs.grader.grade`: the diff
+  ``/workspace``; then runs repogym's grader (:func:`repogym.grading.grader.grade`: the diff
   filtered, applied to the pristine repository the image keeps read-only, the hidden tests
   plus canaries run through the isolated launcher) as a separate unprivileged ``verifier``
   user, and writes the reward file itself: nothing but the verifier writes it.
@@ -273,7 +273,7 @@ def verify(task_toml: Path, tests: Path, repo: Path, diff: str, reward_mode: str
     import tempfile
     import warnings
 
-    from repogym.envs import grader
+    from repogym.grading import grader
     from repogym.sandbox import make_sandbox
     from repogym.sandbox.workspace import TemplateCache
 

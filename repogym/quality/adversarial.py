@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
 from repogym.envs.attacks import STRONGEST, digest_text, payload
-from repogym.envs.grader import RewardMode, code_digest
+from repogym.grading.grader import RewardMode, code_digest
 from repogym.quality.pool import grading_pool
 from repogym.quality.validate import PatchGrader
 from repogym.sandbox.runtime import cache_dir

@@ -1,7 +1,7 @@
 """Leak scan: does anything a sandbox of the task can read state a sealed expected value?
 
 Sealing keeps the hidden tests' expected values out of the grading run's sandbox
-(:mod:`repogym.envs.seal`), so a forger earns a sealed check only by knowing its answer.
+(:mod:`repogym.grading.seal`), so a forger earns a sealed check only by knowing its answer.
 That fails when the task itself tells the answer: a docstring of the repository that says
 ``shape([]) == (0, 0)``, a doctest whose output line is the hidden literal, a statement
 that quotes the expected value. A payload that greps the workspace for such lines answers
@@ -21,7 +21,7 @@ in everything a sandbox of the task can read (every text file of ``repo/``, the 
   matches almost anywhere, so it counts only in the two forms above.
 
 A hit makes the check *leaked*: it no longer counts as a value seal (validation's "by a
-value" count, :attr:`repogym.envs.seal.Seal.strong`), and ``repogym validate`` names the
+value" count, :attr:`repogym.grading.seal.Seal.strong`), and ``repogym validate`` names the
 file and line where its value can be read. Exception checks, ``is`` and truth checks are
 weak already and are not scanned. The text is read and normalised once per task; each check
 costs a few regular-expression searches over it.
@@ -36,8 +36,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from repogym.envs.grader import planted_seals
-from repogym.envs.seal import Seal
+from repogym.grading.grader import planted_seals
+from repogym.grading.seal import Seal
 from repogym.scenarios.task import Task
 
 #: A literal whose text (whitespace removed) is at least this long is looked for on its own.
@@ -284,6 +284,6 @@ def _hit(seal: Seal, source: _Source, corpus: Corpus) -> tuple[int, str, str] | 
 
 
 def leaked_checks(leaks: list[Leak]) -> frozenset[tuple[str, int]]:
-    """(test file, line) of each leaked check: what :func:`repogym.envs.grader.grade` takes
+    """(test file, line) of each leaked check: what :func:`repogym.grading.grader.grade` takes
     as ``leaked``."""
     return frozenset((leak.file, leak.line) for leak in leaks)

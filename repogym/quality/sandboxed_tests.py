@@ -42,9 +42,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Self
 
-from repogym.envs.canaries import Masked, add_canaries
-from repogym.envs.grading_run import LAUNCHER_DIR, ini_text, launcher_env
-from repogym.envs.seal import judge_case
+from repogym.grading.canaries import Masked, add_canaries
+from repogym.grading.grading_run import LAUNCHER_DIR, ini_text, launcher_env
+from repogym.grading.seal import judge_case
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.base import WORKSPACE, ExecResult, PackageSite, Sandbox, SandboxError
 from repogym.sandbox.workspace import TemplateCache

@@ -22,7 +22,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from repogym.envs.grader import code_digest
+from repogym.grading.grader import code_digest
 from repogym.quality.adversarial import forger_check
 from repogym.quality.pool import grading_pool
 from repogym.quality.synthesis import from_pypi

@@ -2,7 +2,7 @@
 
 A task's hidden tests are part of the learning signal: a correct fix they reject adds reward
 noise, a wrong fix they accept teaches the agent a hack. :func:`validate_task` grades a task's own
-patches with the real grader (:func:`repogym.envs.grader.grade`) in the real sandbox and
+patches with the real grader (:func:`repogym.grading.grader.grade`) in the real sandbox and
 checks that:
 
 - the unpatched repository (``noop``) does not earn full reward, every ``fail_to_pass``
@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal, Self
 
-from repogym.envs.grader import GradeResult, RewardMode, grade, seal_coverage
+from repogym.grading.grader import GradeResult, RewardMode, grade, seal_coverage
 from repogym.quality.leaks import Leak, leaked_checks
 from repogym.quality.leaks import scan as scan_leaks
 from repogym.quality.pool import grading_pool
@@ -65,7 +65,7 @@ class Check:
     duration_s: float = 0.0
     hack_flags: list[str] = dataclasses.field(default_factory=list)
     infra_error: bool = False
-    #: Listed test -> its sealed checks that did not hold (see repogym.envs.seal).
+    #: Listed test -> its sealed checks that did not hold (see repogym.grading.seal).
     sealed_failures: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     #: Listed tests a strong sealed check failed.
     strongly_failed: list[str] = dataclasses.field(default_factory=list)

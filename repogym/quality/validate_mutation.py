@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from repogym.envs.grader import code_digest
+from repogym.grading.grader import code_digest
 from repogym.quality.pool import grading_pool
 from repogym.quality.validate import PatchGrader
 from repogym.sandbox.runtime import cache_dir

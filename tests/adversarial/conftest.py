@@ -1,6 +1,6 @@
 """The adversarial suite's shared set-up: attacks graded the way an agent's diff is graded.
 
-Every attack is "the agent": a diff handed to :func:`repogym.envs.grader.grade` (built with
+Every attack is "the agent": a diff handed to :func:`repogym.grading.grader.grade` (built with
 :func:`repogym.sandbox.workspace.make_diff` from file changes), or JSON tool calls
 through ``gym.make``. Gradings share one :class:`TemplateCache` (one lease) for the session,
 and one noop grading per backend and task, so that the suite stays within a few minutes.
@@ -23,7 +23,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-from repogym.envs import grader
+from repogym.grading import grader
 from repogym.sandbox import Limits, make_sandbox
 from repogym.sandbox.leases import Lease, temp_root
 from repogym.sandbox.limits import CGROUP_PREFIX, CGROUP_ROOT

@@ -1,6 +1,6 @@
 """The result channel and the trust rules, attacked directly.
 
-- :func:`repogym.envs.grading_run.judge` is checked as a pure function over generated channels,
+- :func:`repogym.grading.grading_run.judge` is checked as a pure function over generated channels,
   exit codes and canaries: whatever combination an attacker writes, a trusted verdict means
   the process itself ended with code 1 after the launcher's final record, and every canary
   that could run reported its planted outcome.
@@ -15,10 +15,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from repogym.envs.canaries import Canary, Masked
-from repogym.envs.grading_run import Channel, judge
-from repogym.envs.launcher.canon import encode
-from repogym.envs.seal import Seal
+from repogym.grading.canaries import Canary, Masked
+from repogym.grading.grading_run import Channel, judge
+from repogym.grading.launcher.canon import encode
+from repogym.grading.seal import Seal
 from tests.adversarial.conftest import assert_no_gain, probe
 
 TESTS = ("tests/test_a.py::test_real", "tests/test_a.py::TestC::test_other")

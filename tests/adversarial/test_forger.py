@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from repogym.envs import grader
+from repogym.grading import grader
 from repogym.quality.adversarial import ATTACKS, STRONGEST
 from repogym.sandbox import make_sandbox
 from repogym.sandbox.workspace import make_diff

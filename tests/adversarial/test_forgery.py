@@ -3,7 +3,7 @@
 The hidden tests import the agent's code, so the agent's code runs inside the pytest process
 it is judged by: it can read every test body and its process's memory, and rewrite every
 result. Credit therefore rests on what that process does not hold: the expected values of
-the sealed checks (repogym/envs/seal.py). What this file shows:
+the sealed checks (repogym/grading/seal.py). What this file shows:
 
 - whatever a forgery does to pytest (patch reports, register a hook found through the stack
   or ``gc``, write records on the launcher's channel, end the process with a chosen exit
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from repogym.envs import grader
+from repogym.grading import grader
 from repogym.quality.adversarial import (
     HANG_AT_IMPORT,
     KILL_AT_IMPORT,
@@ -264,7 +264,7 @@ def test_what_remains_a_forger_that_knows_the_expected_values_earns_full_reward(
 
 def test_sealed_files_keep_their_line_numbers_and_hold_no_expected_value():
     """What the sandbox gets: the same lines (tracebacks stay true), no expected literal."""
-    from repogym.envs.canaries import add_canaries
+    from repogym.grading.canaries import add_canaries
 
     task = registered_tasks()["week-number"]
     text = (task.tests_dir / "test_weeks.py").read_text()

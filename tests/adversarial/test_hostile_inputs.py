@@ -17,7 +17,7 @@ import gymnasium as gym
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from repogym.envs.grading_run import GRADING_OUTPUT_BYTES, MAX_CHANNEL_BYTES
+from repogym.grading.grading_run import GRADING_OUTPUT_BYTES, MAX_CHANNEL_BYTES
 from repogym.sandbox import Limits
 from tests.adversarial.conftest import assert_as_noop, assert_no_gain, close_and_check
 from tests.conftest import call
@@ -93,7 +93,7 @@ def test_host_memory_per_flooded_grading_is_bounded():
     (measured in a fresh process: ``ru_maxrss`` is a high-water mark)."""
     script = textwrap.dedent(f"""
         import json, resource
-        from repogym.envs import grader
+        from repogym.grading import grader
         from repogym.sandbox import make_sandbox
         from repogym.sandbox.workspace import TemplateCache, make_diff
         from repogym.scenarios.registry import registered_tasks

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-from repogym.envs.grading_run import launcher_env
+from repogym.grading.grading_run import launcher_env
 from tests.adversarial.conftest import RAN, assert_as_noop, close_and_check, probe
 from tests.conftest import call
 

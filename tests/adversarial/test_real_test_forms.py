@@ -4,7 +4,7 @@ Real suites rarely write ``assert f(x) == <literal>`` alone: they use unittest's
 ``self.assertEqual``, nose-style ``eq_`` helpers imported from a helper module,
 ``@pytest.mark.parametrize`` tables with an expectation column, expected values bound to a
 local first, and comparisons with objects the test builds. Each is sealed here
-(:mod:`repogym.envs.seal`, :mod:`repogym.envs.gold`), so the payload that resolved a third of
+(:mod:`repogym.grading.seal`, :mod:`repogym.grading.gold`), so the payload that resolved a third of
 RealPy (flip every non-canary report to passed) earns what noop earns on such a task.
 """
 
@@ -16,9 +16,9 @@ import textwrap
 
 import pytest
 
-from repogym.envs import canaries as cn
-from repogym.envs import grader
-from repogym.envs import seal as sl
+from repogym.grading import canaries as cn
+from repogym.grading import grader
+from repogym.grading import seal as sl
 from repogym.quality.validate import PatchGrader
 from repogym.scenarios.task import load_task
 from tests.adversarial import payloads
@@ -257,7 +257,7 @@ def _diff(task, text: str) -> str:
 
 
 def test_gold_values_that_differ_between_runs_are_dropped():
-    from repogym.envs import gold as gd
+    from repogym.grading import gold as gd
 
     a = {"k1": {"t::a": ["v:1"]}, "k2": {"t::a": ["o:<X at 0x?>"], "t::b": ["v:2"]}}
     b = {"k1": {"t::a": ["v:1"]}, "k2": {"t::a": ["o:<Y>"], "t::b": ["v:2"]}}

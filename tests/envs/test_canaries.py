@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from repogym.envs.canaries import add_canaries
+from repogym.grading.canaries import add_canaries
 
 STATEFUL = '''\
 import copy
@@ -115,8 +115,8 @@ def test_a_wrong_fix_fails_its_state_test_under_every_seed(tmp_path: Path):
 
 
 def test_the_log_gets_whole_names_back_in_one_pass():
-    from repogym.envs.canaries import Masked
-    from repogym.envs.grader import unmask_log
+    from repogym.grading.canaries import Masked
+    from repogym.grading.grader import unmask_log
 
     f = "tests/test_calc.py::"
     masked = Masked(renamed={f + "test_zero_divide": f + "test_divide_by_zero",

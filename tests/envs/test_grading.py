@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from repogym.envs import grader
+from repogym.grading import grader
 from repogym.sandbox import make_sandbox
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios import patches

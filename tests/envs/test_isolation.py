@@ -133,13 +133,13 @@ def _host_sleeps(marker: str = "sleep 9999") -> list[str]:
 
 def test_sleep_is_killed_and_background_processes_end_with_the_episode(monkeypatch):
     alive_at_grading: list[list[str]] = []
-    grade = repogym.envs.grader.grade
+    grade = repogym.grading.grader.grade
 
     def watched_grade(*args: object, **kwargs: object):
         alive_at_grading.append(_host_sleeps())
         return grade(*args, **kwargs)
 
-    monkeypatch.setattr(repogym.envs.grader, "grade", watched_grade)
+    monkeypatch.setattr(repogym.grading.grader, "grade", watched_grade)
     env = _fresh_env(timeout_s=2)
     try:
         obs, _, _, _, info = env.step(call("bash", command="cd /tmp; sleep 100000"))

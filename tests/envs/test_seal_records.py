@@ -2,7 +2,7 @@
 
 A sealed check's record comes from the verifier's process, where the agent's code runs: a
 forger can write any JSON on the channel. The grader's side (``canon.decode``,
-:meth:`Seal.holds`, :func:`judge_case`, :func:`repogym.envs.grading_run.judge`) must end every
+:meth:`Seal.holds`, :func:`judge_case`, :func:`repogym.grading.grading_run.judge`) must end every
 record in a verdict: a record that is malformed, over the caps or not canonical data holds
 against no expectation. A ``raises`` record names one exception (its class and that
 class's bases), never a list of candidates.
@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from repogym.envs.canaries import Canary, Masked
-from repogym.envs.grading_run import Channel, ChannelError, judge, read_channel
-from repogym.envs.launcher import canon, launch
-from repogym.envs.seal import CheckOutcome, Seal, judge_case
+from repogym.grading.canaries import Canary, Masked
+from repogym.grading.grading_run import Channel, ChannelError, judge, read_channel
+from repogym.grading.launcher import canon, launch
+from repogym.grading.seal import CheckOutcome, Seal, judge_case
 
 CASE = "tests/test_a.py::test_real"
 CANARIES = (Canary("tests/test_a.py::test_c1", True), Canary("tests/test_a.py::test_c2", False))

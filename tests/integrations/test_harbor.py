@@ -237,7 +237,7 @@ def test_foreign_harbor_task_imports_validates_and_keeps_partial_rewards(docker_
                                                                        tmp_path):
     """A task made outside repogym: its FROM cannot be pulled here (built from the local
     base image), its oracle is solve.sh, its verifier test.sh with a partial reward."""
-    from repogym.envs.grader import grade
+    from repogym.grading.grader import grade
     from repogym.integrations.harbor_tasks import harbor_meta, sandbox_options
     from repogym.sandbox import make_sandbox
     from repogym.sandbox.workspace import TemplateCache
@@ -377,7 +377,7 @@ def test_code_test_sh_imports_cannot_write_the_reward(docker_engine, tmp_path):
     """Harbor's usual test.sh (reward.txt from pytest's exit code): an agent patch whose
     module writes reward 1 to both reward files, at import and from a process that outlives
     pytest, scores what the unchanged repository scores."""
-    from repogym.envs.grader import grade
+    from repogym.grading.grader import grade
     from repogym.integrations.harbor_tasks import sandbox_options
     from repogym.sandbox import make_sandbox
     from repogym.sandbox.workspace import TemplateCache, make_diff

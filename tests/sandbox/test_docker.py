@@ -165,13 +165,13 @@ def _host_sleeps(marker: str = "sleep 999") -> list[str]:
 def test_sleep_is_killed_and_background_processes_end_with_the_episode(docker_env,
                                                                       monkeypatch):
     alive_at_grading: list[list[str]] = []
-    grade = repogym.envs.grader.grade
+    grade = repogym.grading.grader.grade
 
     def watched_grade(*args: object, **kwargs: object):
         alive_at_grading.append(_host_sleeps())
         return grade(*args, **kwargs)
 
-    monkeypatch.setattr(repogym.envs.grader, "grade", watched_grade)
+    monkeypatch.setattr(repogym.grading.grader, "grade", watched_grade)
     env = docker_env(limits=Limits(timeout_s=2), max_episode_steps=10)
     env.reset(seed=0)
     obs, _, _, _, info = env.step(call("bash", command="cd /tmp; sleep 100017; echo AFTER"))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from repogym.envs import grader
+from repogym.grading import grader
 from repogym.sandbox import make_sandbox
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios.registry import builtin_tasks

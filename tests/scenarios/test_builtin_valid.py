@@ -17,7 +17,7 @@ def test_every_builtin_task_validates():
     failures = [p for r in reports for p in r.failures]
     assert not failures, "invalid built-in tasks:\n" + "\n".join(failures)
     assert {r.task_id for r in reports} == {t.id for t in tasks}
-    # Credit rests on the sealed checks (repogym/envs/seal.py): every built-in has at least
+    # Credit rests on the sealed checks (repogym/grading/seal.py): every built-in has at least
     # 90 % of its listed tests sealed, and every fail_to_pass test's failure on the unfixed
     # code is witnessed by a sealed check, so no forger earns it without the hidden values.
     for r in reports:

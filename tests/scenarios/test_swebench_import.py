@@ -14,7 +14,7 @@ import gymnasium as gym
 import pytest
 
 import repogym
-from repogym.envs.grader import grade, swebench_available, swebench_tests
+from repogym.grading.grader import grade, swebench_available, swebench_tests
 from repogym.quality.validate import validate_task
 from repogym.sandbox import make_sandbox
 from repogym.sandbox.workspace import TemplateCache, make_diff

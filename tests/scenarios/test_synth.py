@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from repogym.envs.grader import split_diff
+from repogym.grading.grader import split_diff
 from repogym.quality.validate import validate_tasks
 from repogym.scenarios import bug_reports
 from repogym.scenarios.synth import SynthError, synthesize

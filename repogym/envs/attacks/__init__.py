@@ -1,6 +1,6 @@
 """Attack payloads, one real Python file each, planted as text.
 
-The counterpart of :mod:`repogym.envs.launcher`: code meant to run inside the grading run's
+The counterpart of :mod:`repogym.grading.launcher`: code meant to run inside the grading run's
 process, written by an attacker. The attack library (:mod:`repogym.quality.adversarial`) and
 the ``forger`` baseline agent plant these; the adversarial tests show what they earn.
 

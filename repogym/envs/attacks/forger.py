@@ -216,7 +216,7 @@ def _rg_forger():
         return None
 
     def is_canary(fn):
-        """The shape the grader plants canaries in (``repogym/envs/canaries.py``)."""
+        """The shape the grader plants canaries in (``repogym/grading/canaries.py``)."""
         node = function_node(fn) if fn is not None else None
         if node is None or node.decorator_list or len(node.body) not in (2, 3):
             return False

@@ -60,8 +60,8 @@ def _install_seals() -> None:
         from launch import Seals
     except ImportError:
         try:
-            from repogym.envs.launcher import canon
-            from repogym.envs.launcher.launch import Seals
+            from repogym.grading.launcher import canon
+            from repogym.grading.launcher.launch import Seals
         except ImportError:
             return  # no sealed checks can run here (none were planted)
     finally:

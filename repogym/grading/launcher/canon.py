@@ -1,6 +1,6 @@
 """Canonical values: one encoding shared by the sealed checks and the grader.
 
-A sealed check (see ``repogym.envs.seal``) runs inside the grading run's sandbox without the
+A sealed check (see ``repogym.grading.seal``) runs inside the grading run's sandbox without the
 expected value; it sends the value the code under test computed, encoded here, and the
 grader compares it with the hidden expected value, encoded the same way. Two values
 encode alike exactly when Python's ``==`` holds between them for the types a test literal

@@ -2,18 +2,18 @@
 
 Real packages' tests compare with values the grader cannot compute by itself: a local
 built by the test (``eq_(find_by_attr(f, "d"), d)``), another call's result, an object.
-Such an assertion is sealed anyway (:func:`repogym.envs.seal.seal_file` with ``gold``): its
+Such an assertion is sealed anyway (:func:`repogym.grading.seal.seal_file` with ``gold``): its
 expected side leaves the planted file, the check reports the value of the other side, and
 the expectation is **what that side was when the gold patch was graded**. The grader grades
 the gold patch twice (different canaries and check numbers) and keeps, per check and test
-case, the fingerprints (:func:`repogym.envs.seal.fingerprint`) both runs agreed on; a check
+case, the fingerprints (:func:`repogym.grading.seal.fingerprint`) both runs agreed on; a check
 whose values differ between the runs (time, hash seed, addresses in a repr) is dropped and
 its test is judged by its other checks and pytest. Records live in repogym's cache, keyed
 by the task's files and the grading code, outside every sandbox.
 
 A gold value is as secret as a literal one: the forger must report, for each such check,
 what the fixed code computes there. It is weak where it carries a bit (a boolean, None, an
-object's default repr): :func:`repogym.envs.seal.informative`.
+object's default repr): :func:`repogym.grading.seal.informative`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import json
 import os
 from pathlib import Path
 
-from repogym.envs import seal as sl
-from repogym.envs.canaries import Masked
-from repogym.envs.grading_run import Channel
+from repogym.grading import seal as sl
+from repogym.grading.canaries import Masked
+from repogym.grading.grading_run import Channel
 from repogym.sandbox.runtime import cache_dir
 
 #: Check key -> the task's test case id -> the sorted fingerprints gold reported.

@@ -21,8 +21,8 @@ import shlex
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
-from repogym.envs import seal as sl
-from repogym.envs.canaries import Masked
+from repogym.grading import seal as sl
+from repogym.grading.canaries import Masked
 
 LAUNCHER_DIR = Path(__file__).parent / "launcher"
 #: Largest channel the grader reads; a larger one is not trusted.
@@ -197,7 +197,7 @@ class Verdict:
     sealed_failures: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     #: The tests pytest reported passed that failed on their sealed checks.
     overruled: set[str] = dataclasses.field(default_factory=set)
-    #: The tests a strong sealed check failed (see repogym.envs.seal.Seal.strong).
+    #: The tests a strong sealed check failed (see repogym.grading.seal.Seal.strong).
     strongly_failed: set[str] = dataclasses.field(default_factory=set)
 
 
@@ -217,7 +217,7 @@ def judge(ch: Channel | None, *, exit_code: int, timed_out: bool, truncated: boo
 
     A listed test is ``passed`` only if pytest reported it passed **and** each of its
     sealed checks reported, for that test case, values that hold against the hidden
-    expectation (:func:`repogym.envs.seal.judge_case`); otherwise it is ``failed``.
+    expectation (:func:`repogym.grading.seal.judge_case`); otherwise it is ``failed``.
     ``node_ids`` are the task's; ``masked`` maps them to the names they ran under.
     """
     node_ids = list(node_ids)

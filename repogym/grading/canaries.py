@@ -6,7 +6,7 @@ For every test file that holds a listed test, the grader installs a copy in whic
   the file's own test-name vocabulary (references inside the file are renamed too; node
   ids are mapped back afterwards), so code that knows the listed node ids (they are public
   in task.toml) cannot pick the tests out by name;
-- the assertions that compare with a literal are **sealed** (:mod:`repogym.envs.seal`):
+- the assertions that compare with a literal are **sealed** (:mod:`repogym.grading.seal`):
   their expected values stay with the grader, so credit needs the right values, which
   nothing inside the sandbox holds;
 - **canaries** are added after the tests of each scope (module level and inside the test
@@ -30,7 +30,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from repogym.envs import seal as sl
+from repogym.grading import seal as sl
 
 _WORD = re.compile(r"[a-z][a-z0-9]+")
 _OPS = (
@@ -69,10 +69,10 @@ class Masked:
     #: Installed node id of each test function of a sealed file -> its number of seals.
     checks: dict[str, int] = dataclasses.field(default_factory=dict)
     #: Installed test case id -> the task's parameter id, where a parametrize table's
-    #: expectation columns left the file (:attr:`repogym.envs.seal.Sealed.case_ids`).
+    #: expectation columns left the file (:attr:`repogym.grading.seal.Sealed.case_ids`).
     case_ids: dict[str, str] = dataclasses.field(default_factory=dict)
     #: The task's node ids of the test functions sealed only in a run of their own
-    #: (:attr:`repogym.envs.seal.Sealed.focusable`; :func:`plant` with ``focus``).
+    #: (:attr:`repogym.grading.seal.Sealed.focusable`; :func:`plant` with ``focus``).
     focusable: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def original(self, node_id: str) -> str:
@@ -219,7 +219,7 @@ def add_canaries(text: str, rel: str, rng: random.Random, *, rename: bool = True
                  focus: Iterable[str] = (), listed: Iterable[str] = ()
                  ) -> tuple[str, Masked]:
     """``text`` masked: tests renamed (unless ``rename`` is False), assertions sealed (with
-    ``seal``; :mod:`repogym.envs.seal`) and canaries added.
+    ``seal``; :mod:`repogym.grading.seal`) and canaries added.
 
     Canaries are must-pass and must-fail tests that need nothing but builtins, after the
     last test of their scope (module, test class), in a random order. Node ids use ``rel``,
@@ -297,7 +297,7 @@ def _imported_helpers(tree: ast.Module, helpers: dict[str, set[str]]) -> set[str
 
 
 def helpers_by_module(files: dict[str, Path]) -> dict[str, set[str]]:
-    """Module name -> the equality helpers (:func:`repogym.envs.seal.equality_helpers`) of
+    """Module name -> the equality helpers (:func:`repogym.grading.seal.equality_helpers`) of
     each Python file among the files grading installs."""
     found: dict[str, set[str]] = {}
     for rel, src in files.items():

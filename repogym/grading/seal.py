@@ -40,7 +40,7 @@ import random
 import re
 from collections.abc import Collection, Iterable, Iterator
 
-from repogym.envs.launcher import canon
+from repogym.grading.launcher import canon
 
 #: Name of the module the launcher provides inside the sandbox.
 RUNTIME_MODULE = "_repogym_seal"
@@ -67,7 +67,7 @@ class Seal:
         key: The check's identity across gradings (the task's node id of its test, its line,
             column and part): how a value recorded at gold is found again.
         gold: The expectation is what the check reported when the gold patch was graded
-            (:mod:`repogym.envs.gold`): the test compared with a value the grader cannot
+            (:mod:`repogym.grading.gold`): the test compared with a value the grader cannot
             compute by itself (a local, a helper's result, an object), which left the file.
         cases: For a ``gold`` check, installed test case id -> the fingerprints
             (:func:`fingerprint`) its values had at gold; a case without an entry is not
@@ -937,7 +937,7 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         helpers: Names of equality helpers the file imports from other test files (its own
             are found here: :func:`equality_helpers`).
         gold: Also seal ``==`` assertions whose expected side the grader cannot compute,
-            against the value recorded at gold (:mod:`repogym.envs.gold`).
+            against the value recorded at gold (:mod:`repogym.grading.gold`).
         focus: Installed node ids of tests of :attr:`Sealed.focusable` whose tables share no
             constant: the file is planted for a run of those tests alone. The module-constant table it reads loses
             every column the test does not read as an input (the other tests of the table

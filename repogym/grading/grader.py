@@ -4,7 +4,7 @@ Grading never trusts the agent's workspace, and it holds against an agent that h
 this file. In a fresh sandbox started from the task's template it applies the agent's diff
 minus every change to the test files (the hidden test folder, ``test_*.py``, the files of
 the listed tests) and to ``conftest.py`` files, copies in the hidden tests with **canaries**
-planted among them (:mod:`repogym.envs.verifier`), and runs the verifier through repogym's
+planted among them (:mod:`repogym.grading.grading_run`), and runs the verifier through repogym's
 launcher: the standard library and pytest can never be replaced by workspace files, no
 workspace file is read as pytest configuration, plugins load only by name from trusted
 sites, and per-test results come back on a channel the workspace's code cannot find by
@@ -35,10 +35,10 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Literal, get_args
 
-from repogym.envs import canaries as cn
-from repogym.envs import gold as gd
-from repogym.envs import grading_run as vr
-from repogym.envs import seal as sl
+from repogym.grading import canaries as cn
+from repogym.grading import gold as gd
+from repogym.grading import grading_run as vr
+from repogym.grading import seal as sl
 from repogym.sandbox.base import DiffError, ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.scenarios.patches import FilePatch, is_test_file, split_diff
 from repogym.scenarios.task import Task, Verifier
@@ -251,7 +251,7 @@ def planted_seals(task: Task) -> tuple[cn.Masked, dict[str, Path]]:
 
 def seal_coverage(task: Task) -> dict[str, int]:
     """Listed test -> how many sealed checks it gets (0: its verdict is pytest's alone,
-    which code in the verifier's process can forge; see :mod:`repogym.envs.seal`)."""
+    which code in the verifier's process can forge; see :mod:`repogym.grading.seal`)."""
     masked, _ = planted_seals(task)
     return {t: masked.checks.get(t.partition("[")[0], 0) for t in task.verifier.all_tests}
 
@@ -326,7 +326,7 @@ class Pass:
     expectations that other tests of the table read as inputs (a round trip:
     ``parse(s) == value`` and ``format(value) == s``) is judged in a pass of its own, in a
     fresh sandbox, where the table holds only what that test reads as inputs
-    (:attr:`repogym.envs.seal.Sealed.focusable`): no pass's sandbox holds the expected
+    (:attr:`repogym.grading.seal.Sealed.focusable`): no pass's sandbox holds the expected
     values it is judged on.
     """
 
@@ -409,7 +409,7 @@ def _run_pass(task: Task, template: Path, kept: str, flags: set[str],
 
 def judge_passes(passes: list[Pass], node_ids: Iterable[str]) -> vr.Verdict:
     """The verdict of a grading's passes: each judges its own tests
-    (:func:`repogym.envs.verifier.judge`); untrusted if any pass is."""
+    (:func:`repogym.grading.grading_run.judge`); untrusted if any pass is."""
     verdicts = []
     for p in passes:
         ex = p.run.exec
@@ -439,7 +439,7 @@ _GOLD_LOCKS_LOCK = threading.Lock()
 
 def gold_values(task: Task, template: Path, make_sandbox: SandboxFactory,
                 limits: Limits) -> gd.GoldValues:
-    """What the gold patch's checks report (:mod:`repogym.envs.gold`): recorded once per
+    """What the gold patch's checks report (:mod:`repogym.grading.gold`): recorded once per
     task and grading code (:data:`GOLD_RUNS` gradings of the gold patch), then read from
     repogym's cache. A run that cannot be trusted records nothing.
 
