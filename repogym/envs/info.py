@@ -41,7 +41,13 @@ NOT_MEASURED = -1.0
 
 class HackFlag(enum.StrEnum):
     """A flag grading raises in ``hack_flags`` (information for the researcher: a flag never
-    raises a reward). docs/grading.md says what each defence covers."""
+    raises a reward). docs/grading.md says what each defence covers.
+
+    A ``str``: a member equals, hashes and formats as its value, and JSON writes it as that
+    string; its ``repr`` is the string's too, so a list of flags prints as it always did.
+    """
+
+    __repr__ = str.__repr__
 
     #: The diff changed a hidden or listed test file (the change was dropped).
     TESTS_MODIFIED = "tests_modified"

@@ -167,6 +167,7 @@ def test_hack_flag_is_its_string():
     assert "tests_modified" in {HackFlag.TESTS_MODIFIED}
     assert json.dumps({"hack_flags": [HackFlag.PTH_FILE]}) == '{"hack_flags": ["pth_file"]}'
     assert str(HackFlag.DIFF_FAILED) == f"{HackFlag.DIFF_FAILED}" == "diff_failed"
+    assert repr([HackFlag.DIFF_FAILED]) == "['diff_failed']"  # messages print as before
     assert (
         ",".join(sorted([HackFlag.TESTS_MODIFIED, HackFlag.CONFTEST])) == "conftest,tests_modified"
     )
