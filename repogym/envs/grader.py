@@ -39,7 +39,7 @@ from repogym.envs import canaries as cn
 from repogym.envs import gold as gd
 from repogym.envs import seal as sl
 from repogym.envs import verifier as vr
-from repogym.envs.info import HackFlag
+from repogym.envs.flags import HackFlag
 from repogym.sandbox.base import ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.sandbox.common import DiffError
 from repogym.scenarios.patches import FilePatch, is_test_file, split_diff

@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args
 
 from repogym.envs import grader, tools
 from repogym.envs.actions import TOOL_HELP, TOOLS, ToolCall
-from repogym.envs.info import HackFlag
+from repogym.envs.flags import HackFlag
 from repogym.sandbox import Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.sandbox.base import ExecResult, Shell
 from repogym.scenarios.task import Task

@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 
 from repogym.envs import seal as sl
 from repogym.envs.canaries import Masked
-from repogym.envs.info import HackFlag
+from repogym.envs.flags import HackFlag
 
 LAUNCHER_DIR = Path(__file__).parent / "launcher"
 #: Largest channel the grader reads; a larger one is not trusted.
