@@ -22,6 +22,7 @@ import gymnasium as gym
 
 from repogym.agents.engines import Engine, Generation, Request
 from repogym.agents.episode import Episode, Turn
+from repogym.envs.info import StepInfo
 
 __all__ = ["SUBMIT_ACTION", "DialogueState", "LiveEpisode", "play_turn"]
 
@@ -131,7 +132,8 @@ def _context_full(live: LiveEpisode, budget: int) -> None:
         ep.turns[-1].observation += notice
 
 
-def _finish(live: LiveEpisode, reward: float, terminated: bool, truncated: bool, info: dict) -> None:
+def _finish(live: LiveEpisode, reward: float, terminated: bool, truncated: bool,
+            info: StepInfo) -> None:
     """Copy the last step's outcome into the episode."""
     ep = live.episode
     ep.reward, ep.terminated, ep.truncated = reward, terminated, truncated

@@ -87,15 +87,15 @@ class Tool:
         description: One sentence, shown in the prompt's help and the OpenAI schema.
         args: Its arguments, in signature order.
         example: Example arguments, shown in error messages.
-        run: Its handler (:mod:`repogym.envs.tools`): ``run(workbench, args, info) ->
-            observation``; None for ``submit``, which the env itself handles.
+        run: Its handler (:mod:`repogym.envs.tools`): ``run(workbench, args) ->
+            ToolOutcome``; None for ``submit``, which the env itself handles.
     """
 
     name: str
     description: str
     args: tuple[Arg, ...] = ()
     example: dict[str, Any] = dataclasses.field(default_factory=dict)
-    run: Callable[[Any, dict[str, Any], dict[str, Any]], str] | None = None
+    run: Callable[[Any, dict[str, Any]], tools.ToolOutcome] | None = None
 
     @property
     def signature(self) -> str:

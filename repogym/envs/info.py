@@ -10,22 +10,40 @@ first env's value, so a key that is an int in one env and None in another fails 
 
 ``SuiteEnv``, ``RemoteEnv`` (the server sends the same dict), the wrappers and the duel env
 (its :class:`DuelStepInfo`) keep the schema. docs/trajectory-format.md documents it.
+
+:class:`HackFlag` (defined in :mod:`repogym.grading.flags`, re-exported here) names every flag
+grading can raise (``hack_flags``); a str enum, so a flag equals its string and serialises as
+it. Tools return a :class:`repogym.envs.tools.ToolOutcome` and grading a
+:class:`repogym.envs.grader.GradeResult`; :func:`tool_info` and
+:func:`graded_info` turn them into the keys of a :class:`StepInfo`, the env's one writer of
+``info``. :func:`schema_problems` checks a dict against the schema.
 """
 
 # No ``from __future__ import annotations``: TypedDict reads NotRequired from real annotations.
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+import enum
+import typing
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+
+from repogym.grading.flags import HackFlag
 
 if TYPE_CHECKING:
     from repogym.grading.grader import GradeResult
+    from repogym.envs.tools import ToolOutcome
 
-__all__ = ["NOT_MEASURED", "NO_EXIT_CODE", "DuelStepInfo", "ResetInfo", "StepInfo", "duel_step_info",
-           "graded_info", "mark_truncated", "step_info"]
+__all__ = ["NOT_MEASURED", "NO_EXIT_CODE", "DuelStepInfo", "HackFlag", "ResetInfo", "StepInfo",
+           "TruncatedReason", "duel_step_info", "graded_info", "mark_truncated",
+           "schema_problems", "step_info", "tool_info"]
 
 #: ``exit_code`` (and ``verifier_exit_code``) when no command ran.
 NO_EXIT_CODE = -1
 #: ``info["progress"]`` when nothing was measured (progress off, or a step that did not
 #: change the workspace).
 NOT_MEASURED = -1.0
+
+
+#: Why an episode was truncated (``info["truncated_reason"]``; "" when it was not).
+TruncatedReason = Literal["", "max_steps", "infra_error"]
 
 
 class ResetInfo(TypedDict):
@@ -61,12 +79,13 @@ class StepInfo(TypedDict):
     tests: dict[str, str]  #: hidden test node id -> outcome; {}
     reward_breakdown: dict[str, float]  #: ``fail_to_pass``, ``pass_to_pass``, ...; {}
     resolved: bool  #: every listed test passed and nothing was forged; False
-    hack_flags: list[str]  #: what the grader flagged in the diff; []
+    hack_flags: list[HackFlag]  #: what the grader flagged in the diff; []
     diff: str  #: the graded diff; ""
     infra_error: str  #: the sandbox or grader failed (mask the episode); ""
     verifier_exit_code: int  #: exit code of the hidden-test run; -1
-    truncated_reason: str  #: ``max_steps`` or ``infra_error`` when truncated; ""
-    truncated: str  #: the same as ``truncated_reason`` (its former name, kept)
+    #: ``max_steps`` or ``infra_error`` when truncated (a :data:`TruncatedReason`); "".
+    #: (Its former second name ``truncated`` is gone: it clashed with step()'s boolean.)
+    truncated_reason: str
     #: share of hidden tests passing on the workspace after a step that changed it
     #: (``progress=True``); :data:`NOT_MEASURED` (-1.0) otherwise
     progress: float
@@ -91,7 +110,7 @@ def step_info(step: int, *, timings: bool = False) -> StepInfo:
         step=step, tool="", tool_ran=False, exit_code=NO_EXIT_CODE, timed_out=False,
         resource_exhausted="", shell_reset="", action_error="", graded=False, reward=0.0,
         tests={}, reward_breakdown={}, resolved=False, hack_flags=[], diff="", infra_error="",
-        verifier_exit_code=NO_EXIT_CODE, truncated_reason="", truncated="",
+        verifier_exit_code=NO_EXIT_CODE, truncated_reason="",
         progress=NOT_MEASURED,
     )
     if timings:
@@ -105,9 +124,18 @@ def duel_step_info(step: int) -> DuelStepInfo:
                         hidden_reward=0.0, repro_bonus=0.0, repro_on_fix="")
 
 
-def mark_truncated(info: StepInfo | dict[str, Any], reason: str) -> None:
+def mark_truncated(info: StepInfo, reason: TruncatedReason) -> None:
     """Record why the episode was truncated (``max_steps`` or ``infra_error``)."""
-    info["truncated_reason"] = info["truncated"] = reason
+    info["truncated_reason"] = reason
+
+
+def tool_info(outcome: "ToolOutcome") -> dict[str, Any]:
+    """The keys a tool call sets, typed as :class:`StepInfo` has them, from a
+    :class:`repogym.envs.tools.ToolOutcome`."""
+    return {"tool_ran": True, "exit_code": int(outcome.exit_code),
+            "timed_out": bool(outcome.timed_out),
+            "resource_exhausted": outcome.resource_exhausted,
+            "shell_reset": outcome.shell_reset}
 
 
 def graded_info(result: "GradeResult") -> dict[str, Any]:
@@ -117,7 +145,45 @@ def graded_info(result: "GradeResult") -> dict[str, Any]:
     return {
         "graded": not result.infra_error, "reward": float(result.reward), "tests": dict(result.tests),
         "reward_breakdown": {k: float(v) for k, v in result.reward_breakdown.items()},
-        "resolved": bool(result.resolved), "hack_flags": list(result.hack_flags),
+        "resolved": bool(result.resolved),
+        "hack_flags": [HackFlag(f) for f in result.hack_flags],
         "diff": result.diff, "infra_error": result.infra_error or "",
         "verifier_exit_code": NO_EXIT_CODE if code is None else int(code),
     }
+
+
+def schema_problems(info: Mapping[str, Any], schema: type = StepInfo) -> list[str]:
+    """What in ``info`` breaks ``schema`` (a TypedDict of this module): a missing required
+    key, an unknown key, or a value not of its key's type (one level deep: ``list[HackFlag]``
+    checks the list and each item; a flag may come as its plain string, as it does over
+    JSON). Empty when ``info`` follows the schema."""
+    hints = typing.get_type_hints(schema)
+    problems = [f"missing key {k!r}" for k in sorted(schema.__required_keys__) if k not in info]
+    problems += [f"unknown key {k!r}" for k in sorted(set(info) - set(hints))]
+    for key in sorted(set(info) & set(hints)):
+        if why := _type_problem(info[key], hints[key]):
+            problems.append(f"{key!r}: {why}")
+    return problems
+
+
+def _type_problem(value: Any, hint: Any) -> str:
+    origin = typing.get_origin(hint) or hint
+    if not isinstance(value, origin) or (origin is int and isinstance(value, bool)):
+        return f"{value!r} is not a {getattr(origin, '__name__', origin)}"
+    args = typing.get_args(hint)
+    if origin is list and args:
+        bad = [v for v in value if not _item_ok(v, args[0])]
+        return f"items {bad!r} are not {args[0].__name__}" if bad else ""
+    if origin is dict and args:
+        bad = {k: v for k, v in value.items()
+               if not (_item_ok(k, args[0]) and _item_ok(v, args[1]))}
+        return f"entries {bad!r} are not {args[0].__name__} -> {args[1].__name__}" if bad else ""
+    return ""
+
+
+def _item_ok(value: Any, kind: type) -> bool:
+    if isinstance(kind, enum.EnumMeta):
+        return value in {m.value for m in kind}
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, kind)

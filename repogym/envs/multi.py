@@ -22,7 +22,13 @@ except ImportError as e:  # pragma: no cover - depends on the installed extras
 
 from repogym.grading import grader
 from repogym.envs.actions import TOOL_HELP, ActionError, error_observation, parse_action
-from repogym.envs.info import DuelStepInfo, duel_step_info, graded_info, mark_truncated
+from repogym.envs.info import (
+    DuelStepInfo,
+    duel_step_info,
+    graded_info,
+    mark_truncated,
+    tool_info,
+)
 from repogym.envs.repo_env import SuiteEnv, TextSpace
 from repogym.sandbox import Limits, SandboxError, SandboxSpec
 from repogym.sandbox.workspace import TemplateCache, make_diff
@@ -233,7 +239,7 @@ class RepoDuelEnv(ParallelEnv):
     def _budget(self) -> int:
         return self.max_steps or self.task.max_steps
 
-    def _act(self, agent: str, action: str, info: dict[str, Any]) -> tuple[str, bool, bool]:
+    def _act(self, agent: str, action: str, info: DuelStepInfo) -> tuple[str, bool, bool]:
         """Run one agent's action. Returns (observation, terminated, truncated)."""
         try:
             call = parse_action(action)
@@ -242,20 +248,22 @@ class RepoDuelEnv(ParallelEnv):
                 obs = self._finish(agent, info)
                 failed = bool(info["truncated_reason"])
                 return obs, not failed, failed
-            return self._env.session.run_tool(call, info), False, False
+            outcome = self._env.session.run_tool(call)
+            info.update(tool_info(outcome))
+            return outcome.observation, False, False
         except ActionError as e:
             info["action_error"] = str(e)
             return error_observation(e), False, False
         except SandboxError as e:
             return self._infra_failure(e, info), False, True
 
-    def _infra_failure(self, err: SandboxError, info: dict[str, Any]) -> str:
+    def _infra_failure(self, err: SandboxError, info: DuelStepInfo) -> str:
         self._env.session.close()
         info.update(infra_error=str(err), reward=0.0, graded=False)
         mark_truncated(info, "infra_error")
         return f"The sandbox failed: {err}\nThe episode ends here.\n"
 
-    def _finish(self, agent: str, info: dict[str, Any]) -> str:
+    def _finish(self, agent: str, info: DuelStepInfo) -> str:
         """Grade ``agent`` (it submitted, or the step budget ran out)."""
         try:
             if agent == TESTER:
@@ -269,7 +277,7 @@ class RepoDuelEnv(ParallelEnv):
             return self._tester_test
         return self._env.session.file_or_none(self.repro_path)
 
-    def _finish_tester(self, info: dict[str, Any]) -> str:
+    def _finish_tester(self, info: DuelStepInfo) -> str:
         test = self._current_test()
         self._tester_test = test if test is not None else ""
         valid, details = self.validate_test(self._tester_test)
@@ -287,7 +295,7 @@ class RepoDuelEnv(ParallelEnv):
                 f"correct fix: {details.get('gold', 'not run')}{checked}. "
                 f"Reward: {info['reward']:.3f}\n")
 
-    def _finish_fixer(self, info: dict[str, Any]) -> str:
+    def _finish_fixer(self, info: DuelStepInfo) -> str:
         session = self._env.session
         diff, flags = session.diff()
         diff = drop_path(diff, self.repro_path)

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import MutableMapping
-from typing import Any
 
+from repogym.envs.info import NOT_MEASURED, StepInfo
 from repogym.grading import grader
-from repogym.envs.info import NOT_MEASURED
 from repogym.envs.session import Session
 from repogym.sandbox import SandboxError
 
@@ -47,7 +46,7 @@ class ProgressMeter:
         """A meter for a fork of the episode: the same last diff, the same cache."""
         return copy.copy(self)
 
-    def step(self, session: Session | None, info: dict[str, Any], ended: bool,
+    def step(self, session: Session | None, info: StepInfo, ended: bool,
              mode: grader.RewardMode) -> float:
         """The progress to report for a step whose ``info`` is given."""
         if ended:

@@ -18,6 +18,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
+from repogym.envs.info import ResetInfo, StepInfo
 from repogym.envs.repo_env import TextSpace
 
 #: The header naming an existing server session (HTTP requests; a WebSocket connection
@@ -205,7 +206,7 @@ class RemoteEnv(gym.Env[str, str]):
 
     # -- Gymnasium API -------------------------------------------------------------------
     def reset(self, *, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+              options: dict[str, Any] | None = None) -> tuple[str, ResetInfo]:
         super().reset(seed=seed)
         data: dict[str, Any] = {"seed": seed}
         options = dict(options or {})
@@ -230,7 +231,7 @@ class RemoteEnv(gym.Env[str, str]):
         self._transcript = [obs["text"]]
         return obs["text"], obs["info"]
 
-    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, StepInfo]:
         if self._done:
             raise gym.error.ResetNeeded("step() after the episode ended. Fix: call reset()")
         reply = self._request({"type": "step", "data": {"text": str(action)}})

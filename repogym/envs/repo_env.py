@@ -34,6 +34,7 @@ from repogym.envs.info import (
     graded_info,
     mark_truncated,
     step_info,
+    tool_info,
 )
 from repogym.envs.progress import ProgressMeter
 from repogym.envs.session import SHELL_MODES, Session, ShellMode
@@ -287,7 +288,9 @@ class RepoEnv(gym.Env[str, str]):
                 obs, reward = self._finish(info), info["reward"]
                 terminated = True
             else:
-                obs = self.session.run_tool(call, info)
+                outcome = self.session.run_tool(call)
+                info.update(tool_info(outcome))
+                obs = outcome.observation
             obs += ignored_note(call)
         except ActionError as e:
             obs = error_observation(e)

@@ -11,13 +11,14 @@ import copy
 import dataclasses
 import secrets
 import shlex
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from repogym.grading import grader
 from repogym.envs import tools
 from repogym.envs.actions import TOOL_HELP, TOOLS, ToolCall
+from repogym.grading.flags import HackFlag
 from repogym.sandbox import Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.sandbox.base import ExecResult, Shell
 from repogym.scenarios.task import Task
@@ -103,10 +104,9 @@ class Session:
         return self.sandbox
 
     # -- tools (the Workbench the handlers of repogym.envs.tools act on) ------------------
-    def run_tool(self, call: ToolCall, info: dict[str, Any]) -> str:
-        """Run a validated non-submit call through its tool's handler (:data:`TOOLS`);
-        returns the observation and fills ``info`` (``tool_ran``, ``exit_code``, ...; see
-        :class:`repogym.envs.info.StepInfo`).
+    def run_tool(self, call: ToolCall) -> tools.ToolOutcome:
+        """Run a validated non-submit call through its tool's handler (:data:`TOOLS`): what
+        it did, for the env to report (:func:`repogym.envs.info.tool_info`).
 
         What the agent got wrong becomes the observation (``exit_code`` 1); only a
         :class:`~repogym.sandbox.SandboxError` (the infrastructure) propagates.
@@ -116,18 +116,14 @@ class Session:
         if run is None:
             raise ValueError(f"{call.name} is not run by the session (the env handles it)")
         try:
-            obs = run(self, call.args, info)
+            return run(self, call.args)
         except FileNotFoundError as e:
-            info["exit_code"] = 1
             path = call.args.get("path", "")
             is_dir = bool(path) and self._live().run(
                 f"test -d {shlex.quote(path)}").exit_code == 0
-            obs = tools.not_a_file(path, e, is_dir, self.max_obs_chars)
+            return tools.ToolOutcome(tools.not_a_file(path, e, is_dir, self.max_obs_chars), 1)
         except (OSError, ValueError) as e:  # ValueError: an argument the sandbox cannot take
-            info["exit_code"] = 1
-            obs = tools.clip_text(f"Error: {e}", self.max_obs_chars) + "\n"
-        info["tool_ran"] = True
-        return obs
+            return tools.ToolOutcome(tools.clip_text(f"Error: {e}", self.max_obs_chars) + "\n", 1)
 
     def bash(self, command: str) -> ExecResult:
         """Run ``command`` in the persistent shell (started now if needed) or, with
@@ -203,7 +199,7 @@ class Session:
             raise SandboxError(f"the shell's saved state vanished: {e}") from e
 
     # -- diff and grading ---------------------------------------------------------------
-    def diff(self) -> tuple[str, list[str]]:
+    def diff(self) -> tuple[str, list[HackFlag]]:
         """The workspace's diff, or ``("", ["diff_failed"])`` if the agent broke git.
 
         Taken when nothing of the agent runs: the persistent shell and what it left running
@@ -213,12 +209,12 @@ class Session:
         self.stop_shell()
         return grader.diff_or_flag(self._live())
 
-    def current_diff(self) -> tuple[str, list[str]]:
+    def current_diff(self) -> tuple[str, list[HackFlag]]:
         """The workspace's diff as it stands, like :meth:`diff` but with the shell left
         running (a process the agent left in the background may change it later)."""
         return grader.diff_or_flag(self._live())
 
-    def grade(self, diff: str, flags: list[str] = (), *, mode: grader.RewardMode,
+    def grade(self, diff: str, flags: Sequence[HackFlag] = (), *, mode: grader.RewardMode,
               cache: MutableMapping[tuple, Any] | None = None
               ) -> grader.GradeResult:
         """Grade ``diff`` in a fresh sandbox (``cache`` reuses results of identical diffs).

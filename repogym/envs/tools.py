@@ -3,13 +3,16 @@
 A tool is declared once in :data:`repogym.envs.actions.TOOLS` (name, description,
 arguments) together with its handler from here; :meth:`repogym.envs.session.Session.run_tool`
 dispatches through that table, so a new tool is one entry there and one function here.
-Handlers return the observation and fill ``info``; what the agent got wrong raises
-``ValueError``, ``OSError`` or ``FileNotFoundError`` (the session turns it into an
-observation), and only a :class:`~repogym.sandbox.SandboxError` means the infrastructure.
+Handlers return a :class:`ToolOutcome` (the observation and what the call did; the env turns
+it into ``info`` with :func:`repogym.envs.info.tool_info`, a tool never writes ``info``); what
+the agent got wrong raises ``ValueError``, ``OSError`` or ``FileNotFoundError`` (the session
+turns it into an observation), and only a :class:`~repogym.sandbox.SandboxError` means the
+infrastructure.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Protocol
 
@@ -29,6 +32,25 @@ class Workbench(Protocol):
 
     def write_file(self, path: str, content: str) -> None:
         """Create or overwrite a workspace file."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolOutcome:
+    """What one tool call did.
+
+    Attributes:
+        observation: What the agent sees.
+        exit_code: The command's exit code (bash); 0 or 1 for the file tools.
+        timed_out: The bash command hit its time limit.
+        resource_exhausted: The sandbox limit a bash command used up ("" when none).
+        shell_reset: Why the persistent shell was restarted ("" when it was not).
+    """
+
+    observation: str
+    exit_code: int
+    timed_out: bool = False
+    resource_exhausted: str = ""
+    shell_reset: str = ""
 
 
 def clip_text(text: str, limit: int) -> str:
@@ -57,41 +79,36 @@ def format_exec(res: ExecResult, limit: int) -> str:
     return (out.rstrip("\n") + "\n" if out else "") + "".join(f"[{n}]\n" for n in notes)
 
 
-def bash(bench: Workbench, args: dict[str, Any], info: dict[str, Any]) -> str:
+def bash(bench: Workbench, args: dict[str, Any]) -> ToolOutcome:
     res = bench.bash(args["command"])
-    info.update(exit_code=res.exit_code, timed_out=res.timed_out)
-    if res.resource_exhausted:
-        info["resource_exhausted"] = res.resource_exhausted
-    if res.shell_reset:
-        info["shell_reset"] = res.shell_reset
-    return format_exec(res, bench.max_obs_chars)
+    return ToolOutcome(format_exec(res, bench.max_obs_chars), res.exit_code,
+                       timed_out=res.timed_out, resource_exhausted=res.resource_exhausted or "",
+                       shell_reset=res.shell_reset or "")
 
 
-def read(bench: Workbench, args: dict[str, Any], info: dict[str, Any]) -> str:
+def read(bench: Workbench, args: dict[str, Any]) -> ToolOutcome:
     path, start, end = args["path"], args.get("start"), args.get("end")
     if start is not None and end is not None and start > end:
         raise ValueError(f"read() got start={start} after end={end}. Fix: give "
                          f"start <= end, e.g. start={end}, end={start}")
     lines = bench.read_file(path).splitlines()
-    info["exit_code"] = 0
     if not lines:
-        return f"{path} is empty (0 lines).\n"
+        return ToolOutcome(f"{path} is empty (0 lines).\n", 0)
     lo = start or 1
     if lo > len(lines):
         raise ValueError(f"{path} has {len(lines)} lines; start={lo} is past the end. Fix: "
                          f"use start <= {len(lines)}")
     hi = min(len(lines), end or len(lines))
     body = "\n".join(f"{i:6d}\t{lines[i - 1]}" for i in range(lo, hi + 1))
-    return clip_text(body, bench.max_obs_chars) + "\n"
+    return ToolOutcome(clip_text(body, bench.max_obs_chars) + "\n", 0)
 
 
-def write(bench: Workbench, args: dict[str, Any], info: dict[str, Any]) -> str:
+def write(bench: Workbench, args: dict[str, Any]) -> ToolOutcome:
     bench.write_file(args["path"], args["content"])
-    info["exit_code"] = 0
-    return f"Wrote {len(args['content'])} characters to {args['path']}.\n"
+    return ToolOutcome(f"Wrote {len(args['content'])} characters to {args['path']}.\n", 0)
 
 
-def edit(bench: Workbench, args: dict[str, Any], info: dict[str, Any]) -> str:
+def edit(bench: Workbench, args: dict[str, Any]) -> ToolOutcome:
     path, old, new = args["path"], args["old"], args["new"]
     if not old:
         raise ValueError("edit() got an empty `old`; it must be the exact text to replace, "
@@ -108,8 +125,7 @@ def edit(bench: Workbench, args: dict[str, Any], info: dict[str, Any]) -> str:
         raise ValueError(f"edit() needs `old` to occur exactly once in {path}; it occurs "
                          f"{count} times. Fix: include more surrounding lines in `old`")
     bench.write_file(path, text.replace(old, new, 1))
-    info["exit_code"] = 0
-    return f"Edited {path}.\n"
+    return ToolOutcome(f"Edited {path}.\n", 0)
 
 
 def not_a_file(path: str, err: FileNotFoundError, is_dir: bool, limit: int) -> str:

@@ -15,7 +15,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-from repogym.envs.info import NO_EXIT_CODE
+from repogym.envs.info import NO_EXIT_CODE, StepInfo
 
 SCHEMA = "repogym.trajectory/1"
 _SUMMARY_KEYS = ("tests", "reward_breakdown", "resolved", "hack_flags", "diff")
@@ -123,7 +123,7 @@ class TrajectoryLogger(gym.Wrapper[str, str, str, str]):
         super().close()
 
 
-def _absent_as_null(info: dict[str, Any]) -> dict[str, Any]:
+def _absent_as_null(info: StepInfo) -> dict[str, Any]:
     """The summary's optional keys, null where the env's info has its neutral value (the
     trajectory format predates :mod:`repogym.envs.info`'s always-present keys)."""
     code = info.get("verifier_exit_code")

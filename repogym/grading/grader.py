@@ -40,6 +40,7 @@ from repogym.grading import gold as gd
 from repogym.grading import grading_run as vr
 from repogym.grading import seal as sl
 from repogym.sandbox.base import DiffError, ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
+from repogym.grading.flags import HackFlag
 from repogym.scenarios.patches import FilePatch, is_test_file, split_diff
 from repogym.scenarios.task import Task, Verifier
 
@@ -66,7 +67,7 @@ class GradeResult:
     resolved: bool
     tests: dict[str, str]
     reward_breakdown: dict[str, float]
-    hack_flags: list[str]
+    hack_flags: list[HackFlag]
     diff: str
     infra_error: str | None = None
     verifier_exit_code: int | None = None
@@ -101,39 +102,39 @@ _CODE_DIGEST: str | None = None
 
 
 # -- the diff -----------------------------------------------------------------------------
-def guarded(path: str, verifier: Verifier) -> set[str]:
+def guarded(path: str, verifier: Verifier) -> set[HackFlag]:
     """Flags for a path grading restores to its pristine state (empty: the change is kept)."""
     p = PurePosixPath(path)
     dest = PurePosixPath(verifier.tests_dest)
     # tests_dest "." (imported tasks whose tests sit beside the code) guards test files only.
     under_dest = dest != PurePosixPath(".") and (p == dest or dest in p.parents)
-    flags = set()
+    flags: set[HackFlag] = set()
     if under_dest or is_test_file(path) or path in vr.test_files(verifier.all_tests):
-        flags.add("tests_modified")
+        flags.add(HackFlag.TESTS_MODIFIED)
     if p.name == "conftest.py":
-        flags.add("conftest")
+        flags.add(HackFlag.CONFTEST)
     return flags
 
 
-def noted(path: str, patch: FilePatch) -> set[str]:
+def noted(path: str, patch: FilePatch) -> set[HackFlag]:
     """Information-only flags for a kept change (grading never reads these files)."""
     p = PurePosixPath(path)
     flags = set()
     if p.name in _CUSTOMIZE:
-        flags.add("sitecustomize")
+        flags.add(HackFlag.SITECUSTOMIZE)
     if p.suffix == ".pth":
-        flags.add("pth_file")
+        flags.add(HackFlag.PTH_FILE)
     if p.name in _PYTEST_CONFIG or (p.name == "pyproject.toml" and "pytest" in patch.text):
-        flags.add("pytest_config")
+        flags.add(HackFlag.PYTEST_CONFIG)
     if any(part.endswith((".dist-info", ".egg-info")) for part in p.parts):
-        flags.add("dist_info")
+        flags.add(HackFlag.DIST_INFO)
     top = p.parts[0] if p.parts else ""
     if top.removesuffix(".py") in _SHADOW_NAMES and (len(p.parts) > 1 or p.suffix == ".py"):
-        flags.add("shadows_module")
+        flags.add(HackFlag.SHADOWS_MODULE)
     return flags
 
 
-def filter_diff(diff: str, verifier: Verifier) -> tuple[str, list[str]]:
+def filter_diff(diff: str, verifier: Verifier) -> tuple[str, list[HackFlag]]:
     """Drop the changes grading must not see. Returns (kept diff, sorted hack flags)."""
     kept, flags = [], set()
     for patch in split_diff(diff):
@@ -142,7 +143,7 @@ def filter_diff(diff: str, verifier: Verifier) -> tuple[str, list[str]]:
         if not drop:
             kept.append(patch.text)
     if _INTERNALS.search("".join(kept)):
-        flags.add("pytest_internals")
+        flags.add(HackFlag.PYTEST_INTERNALS)
     return "".join(kept), sorted(flags)
 
 
@@ -349,7 +350,7 @@ def focus_groups(focusable: dict[str, tuple[str, ...]]) -> list[list[str]]:
     return [tests for tests, _ in groups]
 
 
-def _verify(task: Task, template: Path, kept: str, flags: set[str],
+def _verify(task: Task, template: Path, kept: str, flags: set[HackFlag],
             make_sandbox: SandboxFactory, limits: Limits, rng: random.Random
             ) -> tuple[list[Pass], str]:
     """Apply ``kept`` (a filtered diff) in a fresh sandbox, plant the masked hidden tests
@@ -391,7 +392,7 @@ def _run_pass(task: Task, template: Path, kept: str, flags: set[str],
         try:
             applied = apply_diff(sb, kept)
             if applied is not None and applied.exit_code != 0:
-                flags.add("diff_apply_failed")
+                flags.add(HackFlag.DIFF_APPLY_FAILED)
                 apply_output = applied.output.strip()[-2000:]
             installed = install_tests(sb, gdir)
             if installed.exit_code != 0:
@@ -400,7 +401,7 @@ def _run_pass(task: Task, template: Path, kept: str, flags: set[str],
                                        f"{installed.output.strip()[-500:]}")
                 # The agent's diff filled or broke the workspace, even one that failed
                 # to apply: git apply stops half-way when it runs out of space.
-                flags.add("tests_install_failed")
+                flags.add(HackFlag.TESTS_INSTALL_FAILED)
             run = run_verifier(sb, gdir, v.pytest_args(), tests, v.timeout_s, v.ini_options)
         finally:
             sb.close()
@@ -472,7 +473,7 @@ def gold_values(task: Task, template: Path, make_sandbox: SandboxFactory,
 
 def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
           make_sandbox: SandboxFactory, limits: Limits | None = None,
-          extra_flags: list[str] = (), rng: random.Random | None = None,
+          extra_flags: Collection[HackFlag | str] = (), rng: random.Random | None = None,
           leaked: Collection[tuple[str, int]] = ()) -> GradeResult:
     """Grade ``diff`` for ``task`` in a fresh sandbox built by ``make_sandbox``.
 
@@ -485,7 +486,7 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
     v = task.verifier
     kept, flags_list = filter_diff(diff, v)
     node_ids = list(v.all_tests)
-    flags = set(flags_list) | set(extra_flags)
+    flags = set(flags_list) | {HackFlag(f) for f in extra_flags}
     limits = dataclasses.replace(limits or Limits(), timeout_s=v.timeout_s)
     rng = rng or random.Random(secrets.randbits(64))
     try:
@@ -503,7 +504,7 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
 
     masked, ex = passes[0].masked, passes[0].run.exec
     verdict = judge_passes(passes, node_ids)
-    if "tests_install_failed" in flags:
+    if HackFlag.TESTS_INSTALL_FAILED in flags:
         verdict = vr.Verdict(False, {t: "missing" for t in v.all_tests}, set(),
                              "the hidden tests could not be installed over the agent's diff")
     flags |= verdict.flags
@@ -514,7 +515,7 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
         pytest_saw = {t: "passed" if t in verdict.overruled else s for t, s in tests.items()}
         tests, contradicted = swebench_tests(log, v, pytest_saw, masked)
         if contradicted:
-            flags.add("forged_results")
+            flags.add(HackFlag.FORGED_RESULTS)
             tests = {t: "missing" for t in v.all_tests}
             verdict = vr.Verdict(False, tests, set(), "the log contradicts the channel")
         tests = {t: "failed" if t in verdict.sealed_failures and s == "passed" else s
@@ -616,9 +617,9 @@ def swebench_tests(log: str, verifier: Verifier, channel: dict[str, str] | None,
     return tests, contradicted
 
 
-def diff_or_flag(sb: Sandbox) -> tuple[str, list[str]]:
+def diff_or_flag(sb: Sandbox) -> tuple[str, list[HackFlag]]:
     """The workspace diff, or an empty diff flagged ``diff_failed`` if the agent broke git."""
     try:
         return sb.diff(), []
     except DiffError:
-        return "", ["diff_failed"]
+        return "", [HackFlag.DIFF_FAILED]

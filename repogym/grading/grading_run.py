@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 
 from repogym.grading import seal as sl
 from repogym.grading.canaries import Masked
+from repogym.grading.flags import HackFlag
 
 LAUNCHER_DIR = Path(__file__).parent / "launcher"
 #: Largest channel the grader reads; a larger one is not trusted.
@@ -191,7 +192,7 @@ class Verdict:
 
     trusted: bool
     tests: dict[str, str]
-    flags: set[str]
+    flags: set[HackFlag]
     reason: str = ""
     #: Task node id -> the sealed checks of its test that did not hold ("line N: got ...").
     sealed_failures: dict[str, list[str]] = dataclasses.field(default_factory=dict)
@@ -224,43 +225,50 @@ def judge(ch: Channel | None, *, exit_code: int, timed_out: bool, truncated: boo
     canaries = masked.canaries
     missing = {t: "missing" for t in node_ids}
 
-    def untrusted(flag: str, reason: str) -> Verdict:
+    def untrusted(flag: HackFlag, reason: str) -> Verdict:
         return Verdict(False, missing, {flag}, reason)
 
     if exhausted:
-        return untrusted("resource_exhausted", f"the sandbox's own {exhausted} limit ran out")
+        return untrusted(HackFlag.RESOURCE_EXHAUSTED,
+                         f"the sandbox's own {exhausted} limit ran out")
     if timed_out:
-        return untrusted("verifier_timeout", "the verifier timed out")
+        return untrusted(HackFlag.VERIFIER_TIMEOUT, "the verifier timed out")
     if truncated:
-        return untrusted("verifier_output_limit", "the verifier's output passed its cap")
+        return untrusted(HackFlag.VERIFIER_OUTPUT_LIMIT, "the verifier's output passed its cap")
     if ch is None:
-        return untrusted("forged_results", f"unreadable result channel: {channel_error}")
+        return untrusted(HackFlag.FORGED_RESULTS,
+                         f"unreadable result channel: {channel_error}")
     if ch.refused:
         kind, why = ch.refused
-        return untrusted(kind if kind == "conftest" else "verifier_refused", why)
+        return untrusted(HackFlag.CONFTEST if kind == "conftest" else HackFlag.VERIFIER_REFUSED,
+                         why)
     if ch.exit is None:
-        return untrusted("verifier_crashed" if exit_code != 0 else "forged_results",
+        return untrusted(HackFlag.VERIFIER_CRASHED if exit_code != 0 else HackFlag.FORGED_RESULTS,
                          f"the grading run ended (exit code {exit_code}) before reporting")
     if ch.exit != exit_code:
-        return untrusted("forged_results", f"reported exit {ch.exit}, process exit {exit_code}")
+        return untrusted(HackFlag.FORGED_RESULTS,
+                         f"reported exit {ch.exit}, process exit {exit_code}")
     if exit_code == 0 and canaries:
-        return untrusted("forged_results", "pytest reported success although canaries fail")
+        return untrusted(HackFlag.FORGED_RESULTS,
+                         "pytest reported success although canaries fail")
     if exit_code not in (0, 1):
-        return untrusted("verifier_crashed", f"pytest exit code {exit_code}")
+        return untrusted(HackFlag.VERIFIER_CRASHED, f"pytest exit code {exit_code}")
     if bad := next((n for n in ch.phases if ch.collector_of(n)), None):
-        return untrusted("forged_results", f"{bad} reported, but its collector did not run")
+        return untrusted(HackFlag.FORGED_RESULTS,
+                         f"{bad} reported, but its collector did not run")
     planted = {s.cid for s in masked.seals}
     if stray := next((cid for _, cid in ch.seals if cid not in planted), None):
-        return untrusted("forged_results", f"a record of sealed check {stray}, never planted")
-    flags: set[str] = set()
+        return untrusted(HackFlag.FORGED_RESULTS,
+                         f"a record of sealed check {stray}, never planted")
+    flags: set[HackFlag] = set()
     for c in canaries:
         if ch.collector_of(c.node_id):
             continue  # its file failed to collect or was skipped: the canary could not run
         got = ch.status(c.node_id)
         if got == "missing" or (not c.must_pass and got == "passed"):
-            flags.add("forged_results")
+            flags.add(HackFlag.FORGED_RESULTS)
         elif c.must_pass and got != "passed" or not c.must_pass and got != "failed":
-            flags.add("canary_failed")
+            flags.add(HackFlag.CANARY_FAILED)
     if flags:
         return Verdict(False, missing, flags, "canaries did not behave as planted")
     verdict = Verdict(True, {}, set())

@@ -19,12 +19,13 @@ from typing import Any
 
 from repogym.harness.baselines import Agent, AgentConfigError
 from repogym.harness.config import RunConfig
+from repogym.harness.results import ResultRow, new_row
 from repogym.harness.worker import EpisodeRef, EpisodeWorker
 from repogym.sandbox import cleanup
 
 
 def run_inline(cfg: RunConfig, refs: list[str], todo: list[EpisodeRef],
-               agent: Agent | None = None) -> Iterator[dict[str, Any]]:
+               agent: Agent | None = None) -> Iterator[ResultRow]:
     """Episodes one after another in this process (``workers=1``), reusing ``agent``."""
     worker = EpisodeWorker(cfg, refs, agent)
     try:
@@ -88,15 +89,10 @@ class _Worker:
         self.conn.send(episode)
 
 
-def _died_row(cfg: RunConfig, episode: EpisodeRef, exitcode: int | None) -> dict[str, Any]:
+def _died_row(cfg: RunConfig, episode: EpisodeRef, exitcode: int | None) -> ResultRow:
     """The row of an episode whose worker process died under it (an infrastructure fault)."""
-    from repogym.harness.results import ROW_KEYS
-
-    row: dict[str, Any] = dict.fromkeys(ROW_KEYS)
-    row.update(agent=cfg.label, task=episode[0], sample=episode[1], reward=0.0, resolved=False,
-               steps=0, tokens=0, hack_flags=[],
-               infra_error=f"the worker process died (exit code {exitcode})")
-    return row
+    return new_row(agent=cfg.label, task=episode[0], sample=episode[1],
+                   infra_error=f"the worker process died (exit code {exitcode})")
 
 
 class _Pool:
@@ -157,7 +153,7 @@ def _reap(terminate: list[Any], wait: list[Any] | None = None) -> None:
         _collect_garbage()
 
 
-def run_pool(cfg: RunConfig, refs: list[str], todo: list[EpisodeRef]) -> Iterator[dict[str, Any]]:
+def run_pool(cfg: RunConfig, refs: list[str], todo: list[EpisodeRef]) -> Iterator[ResultRow]:
     """Episodes on ``cfg.workers`` spawned processes, each owning an env and an agent.
 
     The driver hands out one episode at a time to an idle worker, so nothing is queued in a
@@ -192,7 +188,7 @@ def run_pool(cfg: RunConfig, refs: list[str], todo: list[EpisodeRef]) -> Iterato
         pool.stop()
 
 
-def _receive(w: _Worker, cfg: RunConfig) -> dict[str, Any]:
+def _receive(w: _Worker, cfg: RunConfig) -> ResultRow:
     """The finished episode's row (raising the worker's fatal error), or a died row."""
     assert w.episode is not None
     try:
@@ -216,7 +212,7 @@ def _collect_garbage() -> None:
 
 
 # -- Ray -------------------------------------------------------------------------------------
-def run_ray(cfg: RunConfig, refs: list[str], todo: list[EpisodeRef]) -> Iterator[dict[str, Any]]:
+def run_ray(cfg: RunConfig, refs: list[str], todo: list[EpisodeRef]) -> Iterator[ResultRow]:
     """Episodes on ``cfg.workers`` Ray actors (a local Ray, or the cluster at ``cfg.ray``)."""
     try:
         import ray
@@ -274,7 +270,7 @@ def _stop_ray(ray: Any, actors: list[Any], pending: list[Any], token: _RayToken)
 
 
 def iter_episodes(cfg: RunConfig, refs: list[str], todo: list[EpisodeRef],
-                  agent: Agent | None = None) -> Iterator[dict[str, Any]]:
+                  agent: Agent | None = None) -> Iterator[ResultRow]:
     """Run ``todo`` on the executor ``cfg`` asks for, yielding rows as episodes finish.
 
     Args:

@@ -45,6 +45,7 @@ from repogym.harness.metrics import (
 from repogym.harness.provenance import endpoint_of, public_args
 from repogym.harness.results import (
     STATUSES,
+    ResultRow,
     episode_status,
     find_run_dirs,
     read_results,
@@ -91,7 +92,7 @@ class Entry:
     name: str
     label: str
     run_dir: Path
-    rows: list[dict[str, Any]]
+    rows: list[ResultRow]
 
 
 @dataclasses.dataclass
@@ -154,12 +155,12 @@ def _folder_tags(dirs: list[Path]) -> list[str]:
 
 
 # -- statuses and breakdowns ----------------------------------------------------------------------
-def status(row: dict[str, Any]) -> str:
+def status(row: ResultRow) -> str:
     """An episode's matrix status (:func:`~repogym.harness.results.episode_status`)."""
     return episode_status(row)
 
 
-def _task_tags(row: dict[str, Any]) -> list[str]:
+def _task_tags(row: ResultRow) -> list[str]:
     tags = row.get("tags")
     if tags is None:  # rows written before tags were recorded: ask the catalogue
         task = registered_tasks().get(str(row.get("task")))
@@ -167,7 +168,7 @@ def _task_tags(row: dict[str, Any]) -> list[str]:
     return list(tags) or ["(untagged)"]
 
 
-def package_of(row: dict[str, Any]) -> str | None:
+def package_of(row: ResultRow) -> str | None:
     """The package of a shipped suite's task (its tags are ``<suite>, <package>``), or None."""
     tags = _task_tags(row)
     shipped = set(suite_names())
@@ -180,7 +181,7 @@ def suite_of(entry: Entry) -> str:
     return suite if suite in ("builtin", *suite_names()) else Path(suite).name
 
 
-def _groups(row: dict[str, Any], key: str, entry: Entry) -> list[str]:
+def _groups(row: ResultRow, key: str, entry: Entry) -> list[str]:
     if key == "tags":
         return _task_tags(row)
     if key == "package":
@@ -391,7 +392,7 @@ def _clip(text: str, n: int = 20_000) -> str:
     return text if len(text) <= n else text[:n] + f"\n... [{len(text) - n} more characters]"
 
 
-def episode_html(row: dict[str, Any], traj_path: Path | None, back: str, raw: str | None) -> str:
+def episode_html(row: ResultRow, traj_path: Path | None, back: str, raw: str | None) -> str:
     """One episode as a self-contained HTML page (header, every step, tests, diff)."""
     esc = html.escape
     parts = [f"<p><a href=\"{esc(back)}\">← leaderboard</a>"

@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from repogym.harness.results import unscored
+from repogym.harness.results import ResultRow, unscored
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -45,12 +45,12 @@ def default_ks(max_n: int) -> list[int]:
     return ks + ([max_n] if max_n not in ks else [])
 
 
-def scored(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def scored(rows: Iterable[ResultRow]) -> list[ResultRow]:
     """The rows that count in the rates (no infra or endpoint error)."""
     return [r for r in rows if not unscored(r)]
 
 
-def samples_per_task(rows: Iterable[dict[str, Any]]) -> dict[str, list[bool]]:
+def samples_per_task(rows: Iterable[ResultRow]) -> dict[str, list[bool]]:
     """Task id -> resolved flag of each scored sample."""
     per_task: dict[str, list[bool]] = defaultdict(list)
     for r in scored(rows):
@@ -58,7 +58,7 @@ def samples_per_task(rows: Iterable[dict[str, Any]]) -> dict[str, list[bool]]:
     return dict(per_task)
 
 
-def common_k(groups: Iterable[Iterable[dict[str, Any]]]) -> int:
+def common_k(groups: Iterable[Iterable[ResultRow]]) -> int:
     """The largest k every group supports: the fewest scored samples of any of its tasks.
 
     0 when some group has no scored episode.
@@ -67,7 +67,7 @@ def common_k(groups: Iterable[Iterable[dict[str, Any]]]) -> int:
     return min(ns, default=0)
 
 
-def common_ks(groups: Iterable[Iterable[dict[str, Any]]]) -> list[int]:
+def common_ks(groups: Iterable[Iterable[ResultRow]]) -> list[int]:
     """The pass@k budgets shown for a set of runs: :func:`default_ks` of :func:`common_k`."""
     k = common_k(groups)
     return default_ks(k) if k else []
@@ -105,8 +105,8 @@ def sign_test_p(wins: int, losses: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def paired_comparison(rows_a: Iterable[dict[str, Any]],
-                      rows_b: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def paired_comparison(rows_a: Iterable[ResultRow],
+                      rows_b: Iterable[ResultRow]) -> dict[str, Any]:
     """Compare two runs task by task on the tasks both scored.
 
     Each task's score in a run is the fraction of its scored samples that resolved it (0 or 1
@@ -140,7 +140,7 @@ def paired_comparison(rows_a: Iterable[dict[str, Any]],
     }
 
 
-def summarize(rows: Iterable[dict[str, Any]], ks: list[int] | None = None) -> dict[str, Any]:
+def summarize(rows: Iterable[ResultRow], ks: list[int] | None = None) -> dict[str, Any]:
     """Aggregate one run's rows.
 
     Args:
@@ -195,13 +195,13 @@ def jsonable(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
             for name, s in summaries.items()}
 
 
-def summarize_groups(groups: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+def summarize_groups(groups: dict[str, list[ResultRow]]) -> dict[str, dict[str, Any]]:
     """:func:`summarize` per named group (a run, an agent), with one set of pass@k budgets."""
     ks = common_ks(groups.values())
     return {name: summarize(rows, ks) for name, rows in groups.items()}
 
 
-def group_by_agent(rows: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def group_by_agent(rows: Iterable[ResultRow]) -> dict[str, list[ResultRow]]:
     """Rows per agent label, labels sorted."""
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in rows:

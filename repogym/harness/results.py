@@ -8,19 +8,62 @@ episode). A *run folder* holds one ``results.jsonl``; a *folder of runs* holds r
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any, Self
+from typing import IO, Any, Self, TypedDict
 
 RESULTS = "results.jsonl"
 RUN_META = "run.json"
 TRAJECTORIES = "trajectories"
+
+
+class ResultRow(TypedDict):
+    """One episode's row of ``results.jsonl`` (docs/harness.md), keys in the order they are
+    written; ``None`` where a value is unknown or does not apply. Rows of older runs may
+    lack keys: readers use ``row.get``."""
+
+    agent: str  #: the agent's label
+    task: str  #: the task id
+    split: str | None  #: ``train`` or ``test``
+    tags: list[str] | None  #: the task's tags
+    sample: int  #: the sample number (pass@k)
+    seed: int | None  #: the episode's seed
+    reward: float  #: the final step's reward
+    resolved: bool  #: the env's ``info["resolved"]``
+    steps: int  #: env steps taken
+    wall_s: float | None  #: the episode's wall time
+    tokens: int  #: prompt + completion tokens
+    usage: dict[str, Any] | None  #: the agent's token usage
+    #: the env's ``info["hack_flags"]`` (:class:`repogym.envs.info.HackFlag` values)
+    hack_flags: list[str]
+    infra_error: str | None  #: the sandbox or grader failed (not scored)
+    agent_error: str | None  #: the agent raised or timed out (a failure)
+    endpoint_error: str | None  #: the model endpoint failed (not scored)
+    truncated: str | None  #: the env's ``info["truncated_reason"]``: ``max_steps``, ...
+    stop_reason: str | None  #: why the agent stopped
+    trajectory: str | None  #: the trajectory file, relative to the run folder
+
+
 #: Every key of a results row, in the order they are written.
-ROW_KEYS = ("agent", "task", "split", "tags", "sample", "seed", "reward", "resolved", "steps",
-            "wall_s", "tokens", "usage", "hack_flags", "infra_error", "agent_error",
-            "endpoint_error", "truncated", "stop_reason", "trajectory")
+ROW_KEYS: tuple[str, ...] = tuple(ResultRow.__annotations__)
 
 
-def unscored(row: dict[str, Any]) -> bool:
+def new_row(**values: Any) -> ResultRow:
+    """A row with every key: ``None`` for unknown ones, the neutral outcome (reward 0, not
+    resolved, no steps, tokens or flags) and then ``values``.
+
+    Raises:
+        KeyError: a key of ``values`` is not a :class:`ResultRow` key.
+    """
+    if unknown := sorted(set(values) - set(ROW_KEYS)):
+        raise KeyError(f"not result-row keys: {unknown}. Fix: use keys of ResultRow")
+    row = dict.fromkeys(ROW_KEYS)
+    row.update(reward=0.0, resolved=False, steps=0, tokens=0, hack_flags=[])
+    row.update(values)
+    return ResultRow(**row)
+
+
+def unscored(row: Mapping[str, Any]) -> bool:
     """Whether an episode says nothing about the agent: its sandbox or grader failed
     (``infra_error``) or its model endpoint did (``endpoint_error``). Such episodes are left
     out of every rate and always run again by a resume."""
@@ -40,7 +83,7 @@ STATUSES = {
 }
 
 
-def episode_status(row: dict[str, Any]) -> str:
+def episode_status(row: Mapping[str, Any]) -> str:
     """One of :data:`STATUSES`: an infra or endpoint error first (the episode says nothing
     about the agent), then an agent error, hack flags, resolved or not."""
     if row.get("infra_error"):
@@ -54,7 +97,7 @@ def episode_status(row: dict[str, Any]) -> str:
     return "solved" if row.get("resolved") else "failed"
 
 
-def episode_key(row: dict[str, Any]) -> tuple[Any, Any, Any]:
+def episode_key(row: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     """What identifies an episode across rows: ``(agent, task, sample)``."""
     return row.get("agent"), row.get("task"), row.get("sample")
 
@@ -69,7 +112,7 @@ def _results_file(path: str | Path) -> Path:
     return path
 
 
-def read_results(path: str | Path) -> list[dict[str, Any]]:
+def read_results(path: str | Path) -> list[ResultRow]:
     """Rows of a results.jsonl (or of ``DIR/results.jsonl``); the last row per episode wins.
 
     Raises:
@@ -77,7 +120,7 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
         ValueError: a line is not a JSON object (naming the file and line).
     """
     path = _results_file(path)
-    rows: dict[tuple, dict] = {}
+    rows: dict[tuple, ResultRow] = {}
     for n, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
@@ -136,7 +179,7 @@ class ResultsLog:
         self._file = self.path.open("a")
         return self
 
-    def write(self, row: dict[str, Any]) -> None:
+    def write(self, row: ResultRow) -> None:
         """Append one row (keys in :data:`ROW_KEYS` order, extra keys after)."""
         assert self._file is not None, "use ResultsLog as a context manager"
         ordered = {k: row.get(k) for k in ROW_KEYS} | row

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from repogym.envs.wrappers import read_trajectory
+from repogym.harness.results import ResultRow
 from repogym.scenarios.task import Task
 
 LOG_DIR = Path("logs") / "run_evaluation"
@@ -81,7 +82,7 @@ def _resolved(status: dict[str, dict[str, list[str]]]) -> bool:
     return rate(F2P) == 1.0 and rate(P2P) == 1.0
 
 
-def instance_report(iid: str, task: Task, patch: str | None, row: dict[str, Any],
+def instance_report(iid: str, task: Task, patch: str | None, row: ResultRow,
                     summary: dict[str, Any]) -> dict[str, Any]:
     """swebench's ``report.json`` content for one graded episode."""
     report: dict[str, Any] = {"patch_is_None": patch is None, "patch_exists": patch is not None,
@@ -96,7 +97,7 @@ def instance_report(iid: str, task: Task, patch: str | None, row: dict[str, Any]
     return {iid: report}
 
 
-def write_reports(out: Path, run_id: str, rows: list[dict[str, Any]],
+def write_reports(out: Path, run_id: str, rows: list[ResultRow],
                   predictions: dict[str, dict[str, Any]], tasks: list[Task]) -> Path:
     """Write every instance's swebench files and the run report; returns the run report.
 
@@ -169,7 +170,7 @@ def write_reports(out: Path, run_id: str, rows: list[dict[str, Any]],
     return path
 
 
-def _summary(out: Path, row: dict[str, Any] | None) -> dict[str, Any]:
+def _summary(out: Path, row: ResultRow | None) -> dict[str, Any]:
     if not row or not isinstance(row.get("trajectory"), str):
         return {}
     try:
@@ -178,7 +179,7 @@ def _summary(out: Path, row: dict[str, Any] | None) -> dict[str, Any]:
         return {}
 
 
-def _failure(row: dict[str, Any] | None, summary: dict[str, Any]) -> str | None:
+def _failure(row: ResultRow | None, summary: dict[str, Any]) -> str | None:
     """Why the episode has no report (None: it was graded)."""
     if row is None:
         return "not run"
@@ -191,7 +192,7 @@ def _failure(row: dict[str, Any] | None, summary: dict[str, Any]) -> str | None:
     return None
 
 
-def _instance_log(row: dict[str, Any] | None, failure: str | None) -> str:
+def _instance_log(row: ResultRow | None, failure: str | None) -> str:
     if failure is not None:
         return f"repogym grade: no report: {failure}\n"
     keys = ("task", "reward", "resolved", "stop_reason", "hack_flags", "trajectory")

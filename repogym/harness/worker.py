@@ -22,7 +22,7 @@ from typing import Any
 
 from repogym.harness.baselines import Agent, AgentConfigError, EndpointError, make_agent
 from repogym.harness.config import RunConfig
-from repogym.harness.results import ROW_KEYS, TRAJECTORIES
+from repogym.harness.results import TRAJECTORIES, ResultRow, new_row
 from repogym.scenarios.registry import BUILTIN_DIR
 from repogym.scenarios.task import Task, load_task
 
@@ -140,7 +140,7 @@ class EpisodeWorker:
             self._agent = None  # unknown state (or a hung thread): build a fresh one next time
             raise _AgentFailed(f"{type(e).__name__} in {fn_name}: {e}") from e
 
-    def run(self, task_id: str, sample: int) -> dict[str, Any]:
+    def run(self, task_id: str, sample: int) -> ResultRow:
         """Run one episode and return its results row.
 
         Raises:
@@ -155,14 +155,11 @@ class EpisodeWorker:
             self.close()
             raise
 
-    def _new_row(self, task: Task, sample: int, seed: int) -> dict[str, Any]:
-        row: dict[str, Any] = dict.fromkeys(ROW_KEYS)
-        row.update(agent=self.cfg.label, task=task.id, split=task.split, tags=list(task.tags),
-                   sample=sample, seed=seed, reward=0.0, resolved=False, steps=0, tokens=0,
-                   hack_flags=[])
-        return row
+    def _new_row(self, task: Task, sample: int, seed: int) -> ResultRow:
+        return new_row(agent=self.cfg.label, task=task.id, split=task.split,
+                       tags=list(task.tags), sample=sample, seed=seed)
 
-    def _run(self, task_id: str, sample: int) -> dict[str, Any]:
+    def _run(self, task_id: str, sample: int) -> ResultRow:
         task = self.tasks[task_id]
         seed = episode_seed(self.cfg.seed, task_id, sample)
         row = self._new_row(task, sample, seed)
@@ -191,7 +188,7 @@ class EpisodeWorker:
         row["wall_s"] = round(time.monotonic() - start, 3)
         return row
 
-    def _episode(self, env: Any, task: Task, obs: str, row: dict[str, Any]) -> None:
+    def _episode(self, env: Any, task: Task, obs: str, row: ResultRow) -> None:
         agent = self._get_agent()
         if getattr(agent, "wants_gold_patch", False):
             agent.set_gold_patch(task.solution_patch.read_text())
@@ -212,7 +209,7 @@ class EpisodeWorker:
                    infra_error=info.get("infra_error") or None,
                    truncated=info.get("truncated_reason") or None)
 
-    def _record_agent_state(self, row: dict[str, Any]) -> None:
+    def _record_agent_state(self, row: ResultRow) -> None:
         row["stop_reason"] = getattr(self._agent, "stop_reason", None)
         usage = getattr(self._agent, "usage", None)
         if isinstance(usage, dict):

@@ -32,6 +32,7 @@ import gymnasium as gym
 
 from repogym.envs import make_suite_env
 from repogym.envs.actions import TOOL_HELP, TOOLS
+from repogym.envs.info import StepInfo
 
 PROMPT = ("Fix the bug described below in the repository. Use the tools to look around and "
           "change files; call submit when you are done.\n\n")
@@ -106,7 +107,7 @@ class RepoGymToolEnv:
             self._finish(float(reward), info)
         return _native(obs)
 
-    def _finish(self, reward: float, info: dict[str, Any]) -> None:
+    def _finish(self, reward: float, info: StepInfo) -> None:
         self._done, self._info = True, info
         self._reward = None if info.get("infra_error") else reward
         if self.results is not None:

@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 
 from repogym.envs.attacks import STRONGEST, digest_text, payload
 from repogym.grading.grader import RewardMode, code_digest
+from repogym.grading.flags import HackFlag
 from repogym.quality.pool import grading_pool
 from repogym.quality.validate import PatchGrader
 from repogym.sandbox.runtime import cache_dir
@@ -231,7 +232,7 @@ class AttackResult:
     kind: str
     reward: float
     noop_reward: float
-    flags: list[str]
+    flags: list[HackFlag]
     untrusted: str
     error: str = ""
 

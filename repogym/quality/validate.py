@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Literal, Self
 
 from repogym.grading.grader import GradeResult, RewardMode, grade, seal_coverage
+from repogym.grading.flags import HackFlag
 from repogym.quality.leaks import Leak, leaked_checks
 from repogym.quality.leaks import scan as scan_leaks
 from repogym.quality.pool import grading_pool
@@ -63,7 +64,7 @@ class Check:
     tests: dict[str, str] = dataclasses.field(default_factory=dict)
     problems: list[str] = dataclasses.field(default_factory=list)
     duration_s: float = 0.0
-    hack_flags: list[str] = dataclasses.field(default_factory=list)
+    hack_flags: list[HackFlag] = dataclasses.field(default_factory=list)
     infra_error: bool = False
     #: Listed test -> its sealed checks that did not hold (see repogym.grading.seal).
     sealed_failures: dict[str, list[str]] = dataclasses.field(default_factory=dict)
@@ -165,7 +166,7 @@ def _judge(task: Task, job: _Job, res: GradeResult) -> list[str]:
             out.append(f"{where}: the unpatched repository earns full reward")
         return out
     if job.kind == "decoy":
-        if "diff_apply_failed" in res.hack_flags:
+        if HackFlag.DIFF_APPLY_FAILED in res.hack_flags:
             return [(f"{where}: the decoy does not apply to repo/, so it tests nothing "
                     f"(git apply: {_git_says(res)}). Fix: regenerate it with git diff against "
                     "repo/")]
@@ -173,7 +174,7 @@ def _judge(task: Task, job: _Job, res: GradeResult) -> list[str]:
             return [(f"{where}: the decoy earns full reward; every listed test passes "
                     f"({', '.join(v.all_tests)}). Fix: add a hidden test this wrong fix fails")]
         return []
-    if "diff_apply_failed" in res.hack_flags:  # the root cause: its tests ran unfixed code
+    if HackFlag.DIFF_APPLY_FAILED in res.hack_flags:  # the root cause: its tests ran unfixed code
         return [(f"{where}: the patch does not apply to repo/ (git apply: {_git_says(res)}). "
                  "Fix: make the change in a copy of repo/ and save `git diff` there to this "
                  "file")]

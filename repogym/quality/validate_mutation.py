@@ -35,6 +35,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from repogym.grading.grader import code_digest
+from repogym.grading.flags import HackFlag
 from repogym.quality.pool import grading_pool
 from repogym.quality.validate import PatchGrader
 from repogym.sandbox.runtime import cache_dir
@@ -251,12 +252,12 @@ def _grade_mutant(task: Task, grader: PatchGrader, diff: str, deadline: float,
     if res.infra_error:  # a transient fault of the machine (fork, mount) gets one more try
         res = grader.grade(task, diff)
     took = time.monotonic() - start
-    if res.infra_error or "diff_apply_failed" in res.hack_flags:
+    if res.infra_error or HackFlag.DIFF_APPLY_FAILED in res.hack_flags:
         why = res.infra_error or "the mutant's diff did not apply"
         return MutantResult(mutant_id, "error", fixed_diff, note=why, duration_s=took)
     failed = [t for t, s in res.tests.items() if s != "passed"]
     if failed or res.reward < 1.0:
-        note = res.untrusted or ("verifier timed out" if "verifier_timeout" in res.hack_flags
+        note = res.untrusted or ("verifier timed out" if HackFlag.VERIFIER_TIMEOUT in res.hack_flags
                                  else "")
         return MutantResult(mutant_id, "killed", fixed_diff, failed, note, took)
     if mutant_id in reviewed:

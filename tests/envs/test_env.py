@@ -115,7 +115,7 @@ def test_truncation_still_grades(make_env, retry_task):
         obs, r, term, trunc, info = env.step(action)
         assert not trunc
     obs, r, term, trunc, info = env.step(call("bash", command="true"))
-    assert trunc and not term and info["truncated"] == "max_steps"
+    assert trunc and not term and info["truncated_reason"] == "max_steps"
     assert r == 1.0 and info["resolved"] and "Hidden tests passed: 4/4" in obs
 
 

@@ -118,7 +118,7 @@ def test_fork_keeps_the_shell_state_and_step_budget(make_env):
         assert obs.startswith("bar\none\n")  # the fork's actions never reach the original
         # Same remaining budget: both truncate (and grade) at the fourth step.
         *_, trunc, info = fork.step(call("bash", command="true"))
-        assert trunc and info["truncated"] == "max_steps" and "reward" in info
+        assert trunc and info["truncated_reason"] == "max_steps" and "reward" in info
         assert not env.step(call("bash", command="true"))[3]
         assert env.step(call("bash", command="true"))[3]
     finally:

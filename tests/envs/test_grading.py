@@ -151,7 +151,7 @@ def test_crashed_sandbox_is_infra_error_not_a_score(make_env):
     subprocess.run(["umount", "-l", str(workspace.path)], check=False)
     subprocess.run(["rm", "-rf", str(workspace.path)], check=False)
     obs, _r, _term, trunc, info = env.step(call("bash", command="ls"))
-    assert trunc and info["infra_error"] and info["truncated"] == "infra_error"
+    assert trunc and info["infra_error"] and info["truncated_reason"] == "infra_error"
     assert "sandbox failed" in obs
 
 

@@ -127,7 +127,7 @@ def test_budget_grades_the_tester_and_fixer_uses_the_current_file(duel, retry_ta
     _, rew, term, trunc, info = env.step({TESTER: call("read", path=REPRO),
                                           FIXER: call("submit")})
     assert term == {TESTER: False, FIXER: True} and trunc[TESTER]
-    assert info[TESTER]["truncated"] == "max_steps" and rew[TESTER] == 1.0
+    assert info[TESTER]["truncated_reason"] == "max_steps" and rew[TESTER] == 1.0
     assert rew[FIXER] == pytest.approx(1.5)  # graded with the file as it stood
     assert env.agents == []
 

@@ -65,7 +65,7 @@ def test_max_turns_from_skyrl_train_is_the_step_budget():
         first = env.step(call("bash", command="true"))
         assert not first["done"]
         second = env.step(call("bash", command="true"))
-        assert second["done"] and second["metadata"]["truncated"] == "max_steps"
+        assert second["done"] and second["metadata"]["truncated_reason"] == "max_steps"
         assert env.get_metrics()["steps"] == 2
     finally:
         env.close()

@@ -68,7 +68,8 @@ def test_max_steps_reaches_the_server_and_is_graded_there(server):
         env.reset(seed=0)
         assert env.step(call("bash", command="true"))[2:4] == (False, False)
         _, reward, terminated, truncated, info = env.step(call("bash", command="true"))
-        assert (terminated, truncated, info["truncated"], reward) == (False, True, "max_steps", 0.0)
+        assert (terminated, truncated, info["truncated_reason"], reward) == (
+            False, True, "max_steps", 0.0)
         assert info["tests"], "the truncated episode was graded on the server"
     finally:
         env.close()
