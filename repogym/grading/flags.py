@@ -1,6 +1,6 @@
 """The hack flags grading raises (``info["hack_flags"]``): one definition, :class:`HackFlag`.
 
-Kept apart from :mod:`repogym.envs.info` (which re-exports it) so the grader and the verifier
+Kept in the grading package (:mod:`repogym.envs.info` re-exports it) so the grader and the grading run
 import it without depending on the info schema.
 """
 

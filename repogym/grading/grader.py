@@ -92,7 +92,7 @@ def code_digest() -> str:
         h = hashlib.sha256()
         here = Path(__file__).parent
         for f in (Path(__file__), here / "canaries.py", here / "seal.py", here / "grading_run.py",
-                  here / "gold.py", *sorted((here / "launcher").glob("*.py"))):
+                  here / "gold.py", here / "flags.py", *sorted((here / "launcher").glob("*.py"))):
             h.update(f.read_bytes())
         _CODE_DIGEST = h.hexdigest()
     return _CODE_DIGEST
