@@ -218,7 +218,7 @@ def iterate_async(trainer: Trainer, opts: AsyncOptions, factory: WorkerFactory, 
             metrics = mean_metrics([r.metrics for r in used])
             batch = collate(episodes, policy.tokenizer.pad_token_id)
             if batch.num_action_tokens:
-                metrics.update(trainer.update(batch))
+                metrics.update(trainer.update(batch, episodes))
             trainer.scheduler.step()
             version += 1
             if (version - start + 1) % opts.sync_every == 0:
