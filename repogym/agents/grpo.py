@@ -81,8 +81,9 @@ class GRPOConfig(TrainConfig):
         dual_clip: Dual-clip constant (> 1) for the ppo/gspo losses; None disables it.
         recompute_old_logp: Score the batch before the first pass and use that as the old
             policy; False uses the engine's behaviour logprobs.
-        async_: Asynchronous rollout workers: True or a dict of
-            :class:`repogym.agents.async_rl.AsyncOptions` fields; None: synchronous.
+        async_: Asynchronous rollout workers, the one way to ask for them: True or a dict of
+            :class:`repogym.agents.async_rl.AsyncOptions` fields (``--set async_=true``,
+            ``--set async_.FIELD=VALUE``); None: synchronous.
     """
 
     variant: Variant = "grpo"
