@@ -273,7 +273,8 @@ class DistillTrainer(Trainer):
         """
         if episodes is None or len(episodes) != len(batch):
             raise ValueError("distillation's update needs the episodes behind the batch (the "
-                             "teacher sees them with its hint). Fix: update(batch, episodes)")  # fmt: skip
+                             "teacher sees them with its hint). Fix: pass them, "
+                             "update(batch, episodes)")  # fmt: skip
         teacher = self.get_teacher()
         prepared = self.prepare(batch.to(self.device), teacher, episodes)
         norm = self.norm(prepared)

@@ -11,8 +11,9 @@ Each algorithm's file (``grpo.py``, ``ppo.py``, ``distill.py``) extends
   FSDP2 sharding under ``torchrun`` (:mod:`repogym.agents.distributed`);
 - one training step: :meth:`Trainer.collect` (this rank's groups of the step's tasks,
   :func:`repogym.agents.sampling.step_tasks`; reward shaping; ``OUT/rollouts``), the
-  algorithm's :meth:`Trainer.update` (given the batch and the episodes behind it) (with the off-policy correction when the sampler is not the learner: a
-  server, top-p/top-k), the LR schedule, the engine's weight sync;
+  algorithm's :meth:`Trainer.update` of the batch and the episodes behind it (with the
+  off-policy correction when the sampler is not the learner: a server, top-p/top-k), the LR
+  schedule, the engine's weight sync;
 - in-training evaluation (``eval_every``, ``eval_tasks``; :mod:`repogym.agents.evaluation`);
 - checkpoints ``OUT/checkpoint-N`` (:mod:`repogym.agents.checkpoint`) and :meth:`Trainer.train`
   ``resume=True``, which continues bit-identically on a CPU.
@@ -76,6 +77,9 @@ class Trainer(LossPlumbing, abc.ABC):
         parallel: The data-parallel group (default: from torchrun's environment, else one).
     """
 
+    value_head = False
+    """Load the policy with a value head (see :meth:`wants_value_head`)."""
+
     def __init__(
         self, config: TrainConfig, *, policy: Policy | None = None,
         fmt: EpisodeFormat | None = None,
@@ -116,8 +120,9 @@ class Trainer(LossPlumbing, abc.ABC):
     # -- building ----------------------------------------------------------------------------
     @classmethod
     def wants_value_head(cls, config: TrainConfig) -> bool:
-        """Whether the policy is loaded with a value head (PPO's critic)."""
-        return False
+        """Whether the policy is loaded with a value head (PPO's critic; by default
+        :attr:`value_head`)."""
+        return cls.value_head
 
     def build_models(self) -> list[Policy]:
         """Extra trained models (a separate critic), built before sharding."""

@@ -44,7 +44,8 @@ class TrainOption:
         dest: Its attribute on the parsed args.
         kwargs: The rest of :meth:`argparse.ArgumentParser.add_argument`'s arguments; ``action``
             is ``store`` (the default), ``append`` or ``store_true``, and ``nargs="?"`` takes
-            a ``const``.
+            a ``const``. ``choices`` may be a function returning them, called when the parser
+            is built (``--algo``: the algorithm registry may have grown since import).
         relaunch: Passed on to the processes ``--nproc`` starts (``--nproc`` itself is not).
     """
 
@@ -52,6 +53,11 @@ class TrainOption:
     dest: str
     kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     relaunch: bool = True
+
+    def parser_kwargs(self) -> dict[str, Any]:
+        """:attr:`kwargs` with ``choices`` as the list (the function called)."""
+        choices = self.kwargs.get("choices")
+        return {**self.kwargs, "choices": choices()} if callable(choices) else dict(self.kwargs)
 
     def argv(self, value: Any) -> list[str]:
         """The command-line words that parse back to ``value`` (none for the default)."""
@@ -69,7 +75,7 @@ class TrainOption:
 
 
 TRAIN_OPTIONS: tuple[TrainOption, ...] = (
-    TrainOption("--algo", "algo", {"required": True, "choices": sorted(ALGOS),
+    TrainOption("--algo", "algo", {"required": True, "choices": lambda: sorted(ALGOS),
                                    "help": "which trainer"}),
     TrainOption("--steps", "steps", {"type": int, "help": "training budget, the total of the "
                 "run (the trainer's unit: env steps for sb3-*, updates for LM trainers); with "
@@ -111,7 +117,7 @@ TRAIN_OPTIONS: tuple[TrainOption, ...] = (
 def add_train_options(parser: argparse.ArgumentParser) -> None:
     """Add :data:`TRAIN_OPTIONS` to ``parser``."""
     for option in TRAIN_OPTIONS:
-        parser.add_argument(option.flag, dest=option.dest, **option.kwargs)
+        parser.add_argument(option.flag, dest=option.dest, **option.parser_kwargs())
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -132,8 +138,9 @@ def run(args: argparse.Namespace) -> int:
         return _torchrun(args)
     args.started = time.monotonic()  # progress lines count from here
     if os.environ.get("RANK", "0") == "0":
-        if ALGORITHMS[args.algo].deprecated:  # one line on stderr; the alias then runs
-            print_note(Console(stderr=True), ALGORITHMS[args.algo].deprecated)
+        algo = ALGORITHMS.get(args.algo)
+        if algo is not None and algo.deprecated:  # one line on stderr; the alias then runs
+            print_note(Console(stderr=True), algo.deprecated)
         print(f"[{0.0:6.1f}s] loading the {args.algo} trainer (importing torch)", flush=True)
     return int(resolve(ALGOS[args.algo])(args) or 0)
 

@@ -44,6 +44,8 @@ def test_privileged_teacher_positions_are_shifted_by_the_hint(qwen_dir) -> None:
     same = _trainer(student, Teacher(student.frozen_copy(), {}))
     _t_batch, offsets = same.teacher_batch(same.teacher, eps)
     assert offsets.tolist() == [0, 0]
+    with pytest.raises(ValueError, match="episodes behind the batch"):
+        same.update(collate_eps(student, eps))  # the teacher needs them: no hidden state
     m = same.update(collate_eps(student, eps), eps)
     assert m["loss/kl"] == pytest.approx(0.0, abs=1e-6)
     hinted = _trainer(tiny_policy(qwen_dir), Teacher(student.frozen_copy(), {"t": "gold fix 1\n"}))

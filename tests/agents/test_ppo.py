@@ -10,7 +10,7 @@ import torch
 
 from repogym.agents.losses import value_loss
 from repogym.agents.policy import Policy
-from repogym.agents.ppo import PPOConfig, PPOTrainer, turn_advantages
+from repogym.agents.ppo import PPOBatch, PPOConfig, PPOTrainer, turn_advantages
 from tests.agents._episodes import collate_eps, episode, group_batch_episodes, tiny_policy
 
 PPO_METRICS = {
@@ -102,6 +102,14 @@ def test_turn_advantages_reach_each_action_token(base_policy: Policy) -> None:
         for t in batch.action_mask[b].nonzero().flatten().tolist():
             k = int(batch.turn_index[b, t])
             assert float(prepared.advantages[b, t]) == pytest.approx(float(adv[b, k]))
+    # Micro-batches and padding passes carry every typed field; padding zeroes the loss masks.
+    parts = prepared.split(3)
+    assert all(isinstance(mb, PPOBatch) for mb in parts)
+    torch.testing.assert_close(torch.cat([mb.turn_returns for mb in parts]), prepared.turn_returns)
+    torch.testing.assert_close(torch.cat([mb.advantages for mb in parts]), prepared.advantages)
+    pad = parts[0].zeroed()
+    assert not pad.turn_mask.any() and not pad.action_mask.any() and not pad.obs_mask.any()
+    torch.testing.assert_close(pad.advantages, parts[0].advantages)
 
 
 @pytest.mark.parametrize("critic", ["head", "separate"])

@@ -217,7 +217,7 @@ def test_a_chatml_checkpoint_trains_with_the_token_critic_and_mc_advantages(
 
 def _sample(option: TrainOption) -> list[list[str]]:
     """Non-default command-line forms of ``option`` (a new kind of option fails here)."""
-    kw = option.kwargs
+    kw = option.parser_kwargs()
     action = kw.get("action", "store")
     if action == "store_true":
         return [[option.flag]]
