@@ -33,7 +33,7 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from repogym.agents.episode import Batch
-from repogym.agents.grpo import GRPOConfig, GRPOTrainer
+from repogym.agents.grpo import GRPOBatch, GRPOConfig, GRPOTrainer
 from repogym.agents.policy import Policy
 from repogym.agents.toy.tiny import build_tokenizer
 
@@ -95,10 +95,9 @@ def ours(model, tok, data, chunk: int) -> Callable[[], None]:
     batch = repogym_batch(data, old)
 
     def step() -> None:
-        b = batch.select(slice(None))
-        b.extras = {"old_logp": b.old_logp, "advantages": data["advantages"]}
-        norm = {**trainer.norm(b), "norm_len": float(old.shape[1])}
-        trainer.micro_step(b, norm)
+        b = GRPOBatch(**batch.batch_fields(), prox_logp=batch.old_logp,
+                      advantages=data["advantages"])  # fmt: skip
+        trainer.micro_step(b, trainer.norm(b, norm_len=float(old.shape[1])))
         trainer.optimizer.step()
         trainer.optimizer.zero_grad(set_to_none=True)
 

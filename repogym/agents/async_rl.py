@@ -34,9 +34,11 @@ Metrics: ``staleness/mean``, ``staleness/max``, ``staleness/dropped``,
 ``staleness/dropped_total``, ``is_weight/*``, ``async/learner_idle_frac``,
 ``async/in_flight``, ``throughput/episodes_per_s``.
 
-Run it: ``repogym train --algo async --model PATH --steps 20 --out runs/async`` (GRPO as the
-learner; ``--ray local`` for Ray actors; ``--set correction=tis --set max_staleness=4``), or
-``--set async_=true`` with ``--algo grpo`` / ``ppo`` / any GRPO variant.
+Run it: ``repogym train --algo grpo --model PATH --steps 20 --out runs/async --set
+async_=true`` (any GRPO variant, Echo or PPO as the learner; ``--ray local`` for Ray actors;
+``--set async_.correction=tis --set async_.max_staleness=4`` for the options, which turn it
+on too). ``--algo async`` (GRPO with one epoch, the options as flat fields: ``--set
+max_staleness=4``) is a deprecated alias and prints a note saying so.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ __all__ = ["AsyncConfig", "AsyncOptions", "initial_tickets", "iterate_async", "t
 
 @dataclass
 class AsyncOptions:
-    """Actor/learner settings (``async_`` of a trainer's config, or ``--algo async``).
+    """Actor/learner settings: a trainer config's ``async_`` (``--algo async``, its deprecated
+    alias, has them as flat fields).
 
     Attributes:
         num_workers: Rollout workers.
@@ -127,7 +130,8 @@ _OPTION_FIELDS = [f.name for f in dataclasses.fields(AsyncOptions)]
 
 @dataclass
 class AsyncConfig(AsyncOptions, GRPOConfig):
-    """``--algo async``: GRPO as the learner, asynchronous workers (flat option fields).
+    """``--algo async`` (deprecated; use ``async_`` on the algorithm's config): GRPO as the
+    learner, asynchronous workers (flat option fields).
 
     Attributes (besides :class:`repogym.agents.grpo.GRPOConfig`'s, and in this order after
     them): those of :class:`AsyncOptions`, inherited from it, and ``epochs`` (default 1 here).
@@ -218,7 +222,7 @@ def iterate_async(trainer: Trainer, opts: AsyncOptions, factory: WorkerFactory, 
             metrics = mean_metrics([r.metrics for r in used])
             batch = collate(episodes, policy.tokenizer.pad_token_id)
             if batch.num_action_tokens:
-                metrics.update(trainer.update(batch))
+                metrics.update(trainer.update(batch, episodes))
             trainer.scheduler.step()
             version += 1
             if (version - start + 1) % opts.sync_every == 0:

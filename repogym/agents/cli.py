@@ -1,12 +1,18 @@
 """``repogym train --algo NAME``: the LM trainers' command line (the top of the layers).
 
 Builds the algorithm's config from the common flags (``--model``, ``--steps``, ``--out``,
-``--seed``, ``--task``, ``--tasks DIR``, ``--rollout-server``, ``--ray``) and ``--set
-FIELD=VALUE`` pairs for any config field (``--set rollout.group_size=8`` sets a field of the
-rollout settings; values are parsed by the field's type, JSON for lists and dicts), trains
+``--seed``, ``--task``, ``--tasks DIR``, ``--rollout-server``, ``--ray``; all defined in
+:mod:`repogym.cli.cmd_train`) and ``--set FIELD=VALUE`` pairs for any config field (``--set
+rollout.group_size=8`` sets a field of the rollout settings; values are parsed by the field's
+type, JSON for lists and dicts), trains
 (``--resume`` continues the latest checkpoint of ``--out``), prints progress from the first
 second, and writes ``OUT/metrics.jsonl``, ``OUT/config.json``, ``OUT/rollouts/``,
 ``OUT/checkpoint-<step>/`` and ``OUT/curves.png``.
+
+Asynchronous training is asked for one way: the config's ``async_`` field (``--set
+async_=true``, or ``--set async_.FIELD=VALUE`` for a field of
+:class:`repogym.agents.async_rl.AsyncOptions`, which turns it on too), with any algorithm
+whose config has it (the GRPO family, Echo, PPO). ``--algo async`` is its deprecated alias.
 
 ``--model tiny`` is the CPU toy (:mod:`repogym.agents.toy`): a tiny model built offline into
 ``OUT/tiny-model``, speaking the toy's menu language unless ``--set interface=chat``; its own
@@ -42,7 +48,7 @@ from repogym.agents.trainer import Trainer
 from repogym.envs import register_task
 from repogym.scenarios import registered_tasks, select_tasks
 
-__all__ = ["ALGOS", "config_from_args", "main", "print_progress", "step_eta"]
+__all__ = ["ALGOS", "async_options", "config_from_args", "main", "print_progress", "step_eta"]
 
 C = TypeVar("C")
 
@@ -81,15 +87,18 @@ def config_from_args(cls: type[C], args: argparse.Namespace,
                      defaults: Mapping[str, Any] | None = None) -> C:  # fmt: skip
     """Build ``cls`` (a dataclass) from ``defaults``, the common flags it has, then ``--set``.
 
-    ``rollout.FIELD=VALUE`` sets a field of the config's ``rollout`` settings.
+    ``rollout.FIELD=VALUE`` sets a field of the config's ``rollout`` settings;
+    ``async_.FIELD=VALUE`` a field of its asynchronous options (:class:`AsyncOptions`).
 
     Raises:
         SystemExit: An unknown field or a value of the wrong type, with the fix.
     """
     names = {f.name: f for f in dataclasses.fields(cls)}
     roll = {f.name: f for f in dataclasses.fields(RolloutConfig)}
+    asyn = {f.name: f for f in dataclasses.fields(AsyncOptions)}
     values: dict[str, Any] = {}
     rollout: dict[str, Any] = {}
+    async_: dict[str, Any] = {}
     for key, value in (defaults or {}).items():
         (rollout if key.startswith("rollout.") else values)[key.removeprefix("rollout.")] = value
     flags = {"steps": "steps", "out": "out", "seed": "seed", "model": "model",
@@ -99,9 +108,12 @@ def config_from_args(cls: type[C], args: argparse.Namespace,
             values[name] = getattr(args, flag)
     for pair in getattr(args, "overrides", None) or []:
         key, sep, text = pair.partition("=")
-        target, fields, cls_ = (rollout, roll, RolloutConfig) if key.startswith("rollout.") \
-            else (values, names, cls)  # fmt: skip
-        name = key.removeprefix("rollout.")
+        if key.startswith("rollout."):
+            target, fields, cls_, name = rollout, roll, RolloutConfig, key.removeprefix("rollout.")
+        elif key.startswith("async_.") and "async_" in names:
+            target, fields, cls_, name = async_, asyn, AsyncOptions, key.removeprefix("async_.")
+        else:
+            target, fields, cls_, name = values, names, cls, key
         if not sep or name not in fields:
             raise SystemExit(f"--set {pair!r}: unknown field. Fix: use FIELD=VALUE with FIELD one "
                              f"of {sorted(fields)}" + (" (rollout.FIELD for rollout settings)"
@@ -112,6 +124,9 @@ def config_from_args(cls: type[C], args: argparse.Namespace,
             raise SystemExit(f"--set {pair!r}: {e}. Fix: give a value of the field's type") from e
     if rollout and "rollout" in names:
         values["rollout"] = RolloutConfig(**rollout)
+    if async_:
+        given = values.get("async_")
+        values["async_"] = {**(given if isinstance(given, dict) else {}), **async_}
     try:
         return cls(**values)
     except (TypeError, ValueError) as e:
@@ -249,6 +264,27 @@ def _nothing_to_do(config: Any, resume: bool | str, say: Callable[[str], None] |
     return True
 
 
+def async_options(config: Any, ray: str | None = None) -> AsyncOptions | None:
+    """The asynchronous options ``config.async_`` asks for (None: synchronous), with ``--ray``.
+
+    Raises:
+        SystemExit: Bad options, or ``--ray`` without asynchronous training, with the fix.
+    """
+    value = getattr(config, "async_", None)
+    if not value:
+        if ray:
+            raise SystemExit(f"--ray {ray}: Ray actors are asynchronous rollout workers. Fix: "
+                             "add --set async_=true, or drop --ray")  # fmt: skip
+        return None
+    try:
+        opts = AsyncOptions.coerce(value)
+    except (TypeError, ValueError) as e:
+        names = ", ".join(f.name for f in dataclasses.fields(AsyncOptions))
+        raise SystemExit(f"--set async_: {e}. Fix: async_=true, or async_.FIELD=VALUE with FIELD "
+                         f"one of {names}") from e  # fmt: skip
+    return dataclasses.replace(opts, ray=ray) if ray else opts
+
+
 def main(args: argparse.Namespace) -> int:
     """``repogym train --algo <LM algorithm>``; returns the exit code."""
     parallel = Parallel.from_env()
@@ -269,7 +305,7 @@ def _main(args: argparse.Namespace, parallel: Parallel, printer: _Printer) -> in
     if getattr(args, "rollout_server", None):
         defaults["rollout_server"] = args.rollout_server
     if getattr(args, "ray", None) and "ray" in {f.name for f in dataclasses.fields(cls)}:
-        defaults["ray"] = args.ray
+        defaults["ray"] = args.ray  # --algo async's own field (its deprecated flat spelling)
     _run_flags(args, defaults)
     toy = ToyRun.from_args(args)
     if toy is not None:
@@ -277,7 +313,8 @@ def _main(args: argparse.Namespace, parallel: Parallel, printer: _Printer) -> in
     config = config_from_args(cls, args, defaults)
     if not config.tasks:
         raise SystemExit("no tasks. Fix: --task ID (repeatable) or --tasks DIR")
-    if parallel.enabled and (make is DistillTrainer or getattr(config, "async_", None)):
+    opts = async_options(config, getattr(args, "ray", None))
+    if parallel.enabled and (make is DistillTrainer or opts is not None):
         raise SystemExit(f"--nproc {parallel.world} with --algo {args.algo} and these settings: "
                          "data parallelism covers the synchronous GRPO family and PPO. Fix: "
                          "drop --nproc")  # fmt: skip
@@ -293,8 +330,7 @@ def _main(args: argparse.Namespace, parallel: Parallel, printer: _Printer) -> in
     try:
         if toy is not None:
             toy.prepare(trainer, resume=bool(resume), say=printer.say)
-        if getattr(config, "async_", None):
-            opts = AsyncOptions.coerce(config.async_)
+        if opts is not None:
             train_async(trainer, opts, fmt_factory=fmt_factory or ChatFormatFactory(config),
                         resume=resume)  # fmt: skip
         else:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import torch
 
-from repogym.agents.batch import Batch
+from repogym.agents.batch import Batch, LossNorm
 from repogym.agents.chat import SYSTEM_PROMPT, ChatFormat
 from repogym.agents.losses import Correction, KLKind, check_choice, kl_loss
 from repogym.agents.policy import DType, Scores
@@ -44,13 +44,13 @@ class ExtraTerm:
 
     Attributes:
         weight: Its weight (0: reported as ``loss/<name>`` but not added).
-        fn: ``(scores, micro_batch, norm) -> scalar``; ``norm`` holds the optimiser batch's
-            counts (``global_num_tokens``, ``global_num_obs_tokens``, ...).
+        fn: ``(scores, micro_batch, norm) -> scalar``; ``norm`` is the optimiser batch's
+            :class:`repogym.agents.batch.LossNorm` (``num_tokens``, ``num_obs_tokens``, ...).
         positions: ``obs`` when it needs log-probabilities of observation tokens too.
     """
 
     weight: float
-    fn: Callable[[Scores, Batch, Mapping[str, Any]], torch.Tensor]
+    fn: Callable[[Scores, Batch, LossNorm], torch.Tensor]
     positions: Literal["action", "obs"] = "action"
 
 

@@ -39,7 +39,7 @@ from typing import Any, Literal, Protocol
 
 import torch
 
-from repogym.agents.batch import Batch
+from repogym.agents.batch import Batch, LossNorm
 from repogym.agents.config import TrainConfig
 from repogym.agents.engines import HFEngine, Request, ScriptedEngine
 from repogym.agents.episode import Episode, collate
@@ -51,6 +51,7 @@ from repogym.agents.trainer import Trainer
 from repogym.scenarios.registry import registered_tasks
 
 __all__ = [
+    "DistillBatch",
     "DistillConfig",
     "DistillTrainer",
     "GoldPatchOracle",
@@ -161,6 +162,23 @@ class Teacher:
     hints: dict[str, str]
 
 
+@dataclass(kw_only=True)
+class DistillBatch(Batch):
+    """The student's batch with the teacher's view of the same episodes.
+
+    Attributes:
+        teacher_ids: ``[B, T']`` the token ids the teacher sees (its first prompt carries the
+            hint), right-padded so that every student position plus its offset is inside.
+        teacher_attention: ``[B, T']`` 1 on the teacher's real tokens.
+        offset: ``[B]`` teacher position minus student position of the same token (the
+            hint's length in tokens).
+    """
+
+    teacher_ids: torch.Tensor
+    teacher_attention: torch.Tensor
+    offset: torch.Tensor
+
+
 class DistillTrainer(Trainer):
     """Distillation (SFT + KL) and on-policy distillation; see the module docstring.
 
@@ -180,7 +198,6 @@ class DistillTrainer(Trainer):
         self.teacher = teacher
         self.oracle: Oracle = oracle or GoldPatchOracle(config.max_hint_chars)
         self._oracle: list[Episode] | None = None
-        self.episodes: list[Episode] = []
 
     def get_teacher(self) -> Teacher:
         """The teacher (built on first use, after any warm start of the student)."""
@@ -201,7 +218,7 @@ class DistillTrainer(Trainer):
         return self.oracle.gold_hint(task)
 
     # -- data -------------------------------------------------------------------------------
-    def collect(self, step: int) -> tuple[Batch | None, dict[str, float]]:
+    def collect(self, step: int) -> tuple[Batch | None, list[Episode], dict[str, float]]:
         """Student samples (opd), teacher samples, or the oracle's episodes (run once)."""
         cfg = self.config
         if cfg.mode == "opd":
@@ -215,20 +232,19 @@ class DistillTrainer(Trainer):
         metrics = {"reward/mean": sum(e.reward for e in episodes) / n,
                    "resolve_rate": sum(e.resolved for e in episodes) / n,
                    "infra_error_frac": 1.0 - len(episodes) / max(len(self._oracle), 1)}  # fmt: skip
-        self.episodes = episodes
         if not episodes:
-            return None, metrics
-        return collate(episodes, self.policy.tokenizer.pad_token_id), metrics
+            return None, [], metrics
+        return collate(episodes, self.policy.tokenizer.pad_token_id), episodes, metrics
 
-    def _teacher_collect(self, step: int) -> tuple[Batch | None, dict[str, float]]:
+    def _teacher_collect(self, step: int) -> tuple[Batch | None, list[Episode], dict[str, float]]:
         cfg = self.config
         engine = HFEngine(self.get_teacher().policy, self.fmt.stops)
         rollout = collect(engine, self.fmt, self.pool, list(cfg.tasks), cfg.rollout,
                           seed=cfg.seed + 1000 * step, max_context=self.policy.max_len)  # fmt: skip
-        self.episodes = rollout.episodes
-        if not rollout.episodes:
-            return None, rollout.metrics()
-        return collate(rollout.episodes, self.policy.tokenizer.pad_token_id), rollout.metrics()
+        episodes = rollout.episodes
+        if not episodes:
+            return None, [], rollout.metrics()
+        return collate(episodes, self.policy.tokenizer.pad_token_id), episodes, rollout.metrics()
 
     def oracle_episodes(self) -> list[Episode]:
         """One real episode per task in which the oracle applies the gold fix and submits."""
@@ -249,22 +265,31 @@ class DistillTrainer(Trainer):
         return episodes
 
     # -- update -----------------------------------------------------------------------------
-    def update(self, batch: Batch) -> dict[str, float]:
-        """``epochs`` optimiser steps of the distillation loss on ``batch``."""
-        episodes = self.episodes
-        if len(episodes) != len(batch):
-            raise ValueError("update() needs the episodes behind the batch (self.episodes)")
+    def update(self, batch: Batch, episodes: Sequence[Episode] | None = None) -> dict[str, float]:
+        """``epochs`` optimiser steps of the distillation loss on ``batch``.
+
+        Raises:
+            ValueError: ``episodes`` is not the list of the episodes behind ``batch``.
+        """
+        if episodes is None or len(episodes) != len(batch):
+            raise ValueError("distillation's update needs the episodes behind the batch (the "
+                             "teacher sees them with its hint). Fix: pass them, "
+                             "update(batch, episodes)")  # fmt: skip
         teacher = self.get_teacher()
+        prepared = self.prepare(batch.to(self.device), teacher, episodes)
+        norm = self.norm(prepared)
+        return self.optimise(prepared, lambda mb: self.micro_step(mb, teacher, norm),
+                             epochs=self.config.epochs, optimizer=self.optimizer)  # fmt: skip
+
+    def prepare(self, batch: Batch, teacher: Teacher, episodes: Sequence[Episode]) -> DistillBatch:
+        """``batch`` with the teacher's view of ``episodes`` (:meth:`teacher_batch`)."""
         t_batch, offsets = self.teacher_batch(teacher, episodes)
-        batch = batch.to(self.device)
-        batch.extras["offset"] = offsets.to(self.device)
-        batch.extras["t_input_ids"] = _pad_to(t_batch.input_ids, batch.input_ids.shape[1],
-                                              offsets, self.policy.tokenizer.pad_token_id)
-        batch.extras["t_attention"] = _pad_to(t_batch.attention_mask, batch.input_ids.shape[1],
-                                              offsets, 0)  # fmt: skip
-        norm = self.norm(batch)
-        return self.optimise(batch, lambda mb: self.micro_step(mb, teacher, norm),
-                             epochs=self.config.epochs)  # fmt: skip
+        width, pad = batch.input_ids.shape[1], self.policy.tokenizer.pad_token_id
+        return DistillBatch(
+            **batch.batch_fields(), offset=offsets.to(self.device),
+            teacher_ids=_pad_to(t_batch.input_ids, width, offsets, pad).to(self.device),
+            teacher_attention=_pad_to(t_batch.attention_mask, width, offsets, 0).to(self.device),
+        )  # fmt: skip
 
     def teacher_batch(self, teacher: Teacher, episodes: Sequence[Episode]):
         """The episodes as the teacher sees them (hinted first prompt) and the offsets."""
@@ -277,7 +302,7 @@ class DistillTrainer(Trainer):
             offsets.append(len(first) - (len(ep.turns[0].prompt_ids) if ep.turns else 0))
         return collate(t_eps, self.policy.tokenizer.pad_token_id), torch.tensor(offsets)
 
-    def micro_step(self, mb: Batch, teacher: Teacher, norm: dict[str, Any]) -> dict[str, float]:
+    def micro_step(self, mb: DistillBatch, teacher: Teacher, norm: LossNorm) -> dict[str, float]:
         """Forward and backward of one micro-batch; returns its metrics."""
         cfg = self.config
         need = mb.action_mask.bool().clone()
@@ -285,14 +310,13 @@ class DistillTrainer(Trainer):
         b, t = need.nonzero(as_tuple=True)
         hidden = self.policy.hidden_states(mb.input_ids, mb.attention_mask)
         with torch.no_grad():
-            t_hidden = teacher.policy.hidden_states(mb.extras["t_input_ids"],
-                                                    mb.extras["t_attention"])  # fmt: skip
-        shift = mb.extras["offset"][b]
+            t_hidden = teacher.policy.hidden_states(mb.teacher_ids, mb.teacher_attention)
+        shift = mb.offset[b]
         stats = distill_stats(hidden[b, t - 1], t_hidden[b, t - 1 + shift], mb.input_ids[b, t],
                               self.policy.head(), teacher.policy.head(),
                               direction=cfg.kl_direction, temperature=cfg.temperature,
                               chunk=cfg.chunk_size)  # fmt: skip
-        n = norm["global_num_tokens"].clamp(min=1)
+        n = norm.num_tokens.clamp(min=1)
         full = {k: torch.zeros(need.shape, device=hidden.device).index_put((b, t), v)
                 for k, v in stats.items()}  # fmt: skip
         kl = stats["kl"].sum() / n
@@ -307,7 +331,7 @@ class DistillTrainer(Trainer):
         else:
             adv = opd_advantages(full["logp"], full["teacher_logp"]) * mb.action_mask
             pl, pm = policy_loss(full["logp"], mb.old_logp, adv, mb.action_mask, kind="ppo",
-                                 global_num_tokens=norm["global_num_tokens"])  # fmt: skip
+                                 global_num_tokens=norm.num_tokens)  # fmt: skip
             metrics.update(pm)
             terms = {"policy": (1.0, pl), "kl": (cfg.kl_coef, kl)}
         out = {}

@@ -32,8 +32,7 @@ def echo_term(weight: float) -> ExtraTerm:
     """The Echo loss as an extra term of weight ``weight``."""
     return ExtraTerm(
         weight,
-        lambda scores, mb, norm: echo_loss(scores.logp, mb.obs_mask,
-                                           norm.get("global_num_obs_tokens")),
+        lambda scores, mb, norm: echo_loss(scores.logp, mb.obs_mask, norm.num_obs_tokens),
         positions="obs",
     )  # fmt: skip
 

@@ -28,13 +28,15 @@ Run it: ``repogym train --algo grpo --model PATH --steps 20 --out runs/grpo``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import torch
 
-from repogym.agents.batch import Batch
+from repogym.agents.batch import Batch, LossNorm, PreparedBatch
 from repogym.agents.config import TrainConfig
+from repogym.agents.episode import Episode
 from repogym.agents.losses import (
     AggMode,
     GroupMode,
@@ -44,7 +46,7 @@ from repogym.agents.losses import (
 )
 from repogym.agents.trainer import Trainer
 
-__all__ = ["VARIANTS", "GRPOConfig", "GRPOTrainer", "Variant", "batch_advantages"]
+__all__ = ["VARIANTS", "GRPOBatch", "GRPOConfig", "GRPOTrainer", "Variant", "batch_advantages"]
 
 Variant = Literal["grpo", "gspo", "dapo", "cispo", "dr_grpo"]
 
@@ -79,8 +81,9 @@ class GRPOConfig(TrainConfig):
         dual_clip: Dual-clip constant (> 1) for the ppo/gspo losses; None disables it.
         recompute_old_logp: Score the batch before the first pass and use that as the old
             policy; False uses the engine's behaviour logprobs.
-        async_: Asynchronous rollout workers: True or a dict of
-            :class:`repogym.agents.async_rl.AsyncOptions` fields; None: synchronous.
+        async_: Asynchronous rollout workers, the one way to ask for them: True or a dict of
+            :class:`repogym.agents.async_rl.AsyncOptions` fields (``--set async_=true``,
+            ``--set async_.FIELD=VALUE``); None: synchronous.
     """
 
     variant: Variant = "grpo"
@@ -128,21 +131,34 @@ def batch_advantages(batch: Batch, mode: GroupMode, rewards: torch.Tensor | None
     return adv
 
 
+@dataclass(kw_only=True)
+class GRPOBatch(PreparedBatch):
+    """GRPO's prepared batch: ``advantages`` is ``[B]``, one per episode (spread over its
+    completion tokens by the loss).
+
+    Attributes:
+        kl_penalty: ``[B]`` with ``kl_mode="reward"``: ``-beta`` times the episode's summed k1
+            to the reference, added to its reward before the group baseline (else None).
+    """
+
+    kl_penalty: torch.Tensor | None = None
+
+
 class GRPOTrainer(Trainer):
     """The GRPO family on LM policies in RepoEnv episodes. See the module docstring."""
 
     config: GRPOConfig
 
-    def update(self, batch: Batch) -> dict[str, float]:
+    def update(self, batch: Batch, episodes: Sequence[Episode] | None = None) -> dict[str, float]:
         """``epochs`` optimiser steps on ``batch``; returns the metrics of the step."""
         cfg = self.config
-        batch = batch.to(self.device)
-        self.prepare(batch)
-        norm = {**self.norm(batch),
-                "norm_len": float(cfg.rollout.max_new_tokens * (cfg.rollout.max_steps or 1))}
-        metrics = self.optimise(batch, lambda mb: self.micro_step(mb, norm), epochs=cfg.epochs)
-        if "kl_penalty" in batch.extras:
-            metrics["kl/reward_penalty"] = float(batch.extras["kl_penalty"].mean())
+        prepared = self.prepare(batch.to(self.device))
+        norm = self.norm(prepared, norm_len=float(cfg.rollout.max_new_tokens
+                                                  * (cfg.rollout.max_steps or 1)))  # fmt: skip
+        metrics = self.optimise(prepared, lambda mb: self.micro_step(mb, norm), epochs=cfg.epochs,
+                                optimizer=self.optimizer)  # fmt: skip
+        if prepared.kl_penalty is not None:
+            metrics["kl/reward_penalty"] = float(prepared.kl_penalty.mean())
         return metrics
 
     def uses_behaviour_old(self) -> bool:
@@ -152,30 +168,24 @@ class GRPOTrainer(Trainer):
         return not self.config.recompute_old_logp
 
     @torch.no_grad()
-    def prepare(self, batch: Batch) -> None:
+    def prepare(self, batch: Batch) -> GRPOBatch:
         """Old-policy and reference logprobs, then advantages (reward KL included)."""
         cfg = self.config
-        if self.uses_behaviour_old():
-            batch.extras["old_logp"] = batch.old_logp
-        else:
-            batch.extras["old_logp"] = self.score_batch(batch).logp
-        rewards = batch.rewards
+        prox = batch.old_logp if self.uses_behaviour_old() else self.score_batch(batch).logp
+        rewards, penalty = batch.rewards, None
         ref = self.ref_logp(batch)
-        if ref is not None:
-            batch.extras["ref_logp"] = ref
-            if cfg.kl_mode == "reward":
-                penalty = kl_reward_penalty(batch.old_logp, ref, cfg.beta) * batch.action_mask
-                batch.extras["kl_penalty"] = penalty.sum(-1)
-                rewards = rewards + batch.extras["kl_penalty"]
-        batch.extras["advantages"] = batch_advantages(batch, cfg.adv_mode, rewards)
+        if ref is not None and cfg.kl_mode == "reward":
+            penalty = (kl_reward_penalty(batch.old_logp, ref, cfg.beta) * batch.action_mask).sum(-1)
+            rewards = rewards + penalty
+        return GRPOBatch(**batch.batch_fields(), prox_logp=prox, ref_logp=ref, kl_penalty=penalty,
+                         advantages=batch_advantages(batch, cfg.adv_mode, rewards))  # fmt: skip
 
-    def micro_step(self, mb: Batch, norm: dict[str, Any]) -> dict[str, float]:
+    def micro_step(self, mb: GRPOBatch, norm: LossNorm) -> dict[str, float]:
         """Forward and backward of one micro-batch; returns its metrics."""
         cfg = self.config
         scores = self.score(mb)
-        pl, metrics = self.policy_term(scores.logp, mb, mb.extras["advantages"], norm,
-                                       kind=cfg.loss_kind, eps_low=cfg.eps_low,
-                                       eps_high=cfg.eps_high, agg=cfg.agg,
+        pl, metrics = self.policy_term(scores.logp, mb, norm, kind=cfg.loss_kind,
+                                       eps_low=cfg.eps_low, eps_high=cfg.eps_high, agg=cfg.agg,
                                        dual_clip=cfg.dual_clip)  # fmt: skip
         terms = {"policy": (1.0, pl), **self.common_terms(scores, mb, norm, cfg.agg)}
         return self.backward(terms, mb, scores, metrics)

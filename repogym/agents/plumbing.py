@@ -1,6 +1,8 @@
-"""The loss plumbing every trainer shares (a mixin of :class:`repogym.agents.trainer.Trainer`).
+"""The loss plumbing every trainer shares (the base of :class:`repogym.agents.trainer.Trainer`).
 
-Scored positions, the entropy and KL terms, extra terms passed in (the Echo observation loss),
+Its dependencies are its constructor's arguments: the config, the policy, the data-parallel
+group, the reference (for a KL term), the extra terms and the off-policy correction. Scored
+positions, the entropy and KL terms, extra terms passed in (the Echo observation loss),
 the policy term with or without an off-policy correction, gradient accumulation over
 micro-batches with global normalisers (counted over every data-parallel rank), and the
 supervised warm start. Under FSDP every rank runs the same number of passes: a rank with
@@ -15,7 +17,7 @@ from typing import Any
 
 import torch
 
-from repogym.agents.batch import Batch
+from repogym.agents.batch import Batch, LossNorm, PreparedBatch
 from repogym.agents.config import AsyncCorrection, ExtraTerm, TrainConfig
 from repogym.agents.distributed import Parallel
 from repogym.agents.episode import Episode, Turn, collate
@@ -27,21 +29,33 @@ __all__ = ["LossPlumbing", "clip_and_step"]
 
 
 class LossPlumbing:
-    """Loss helpers over ``config``, ``policy``, ``ref``, ``extra_terms``, ``correction``,
-    ``optimizer``, ``parallel`` and ``device`` (set by the trainer)."""
+    """Loss helpers: scoring, the shared loss terms, gradient accumulation, the warm start.
 
-    config: TrainConfig
-    policy: Policy
-    ref: Reference | None
-    extra_terms: dict[str, ExtraTerm]
-    correction: AsyncCorrection | None
-    optimizer: torch.optim.Optimizer
-    parallel: Parallel
-    device: torch.device
+    Args:
+        config: The trainer's config (``micro_batch``, ``ent_coef``, ``beta``, ``kl_mode``,
+            ``kl_kind``, ``max_grad_norm``).
+        policy: The trained policy (its ``device`` is where the loss is computed).
+        parallel: The data-parallel group (counts are summed over it).
+        ref: The reference of a KL term (None: no KL term).
+        extra_terms: Extra loss terms by name, reported as ``loss/<name>``.
+        correction: The off-policy correction of the policy term (None: the plain clipped
+            loss); the asynchronous wrapper replaces it before training.
+    """
+
+    def __init__(self, config: TrainConfig, policy: Policy, parallel: Parallel, *,
+                 ref: Reference | None = None, extra_terms: Mapping[str, ExtraTerm] | None = None,
+                 correction: AsyncCorrection | None = None) -> None:  # fmt: skip
+        self.config = config
+        self.policy = policy
+        self.parallel = parallel
+        self.device = policy.device
+        self.ref = ref
+        self.extra_terms: dict[str, ExtraTerm] = dict(extra_terms or {})
+        self.correction = correction
 
     def parameters(self) -> list[torch.nn.Parameter]:
-        """The parameters the optimiser trains."""
-        raise NotImplementedError
+        """The parameters the optimiser trains (by default the policy's trainable ones)."""
+        return [p for p in self.policy.parameters() if p.requires_grad]
 
     def positions(self, mb: Batch) -> torch.Tensor:
         """The positions to score: completion tokens, and observations if a term needs them."""
@@ -73,6 +87,7 @@ class LossPlumbing:
                 parts.append(out)
         values = torch.cat([p.values for p in parts]) if with_values else None
         return Scores(logp=torch.cat([p.logp for p in parts]), values=values)
+
     @torch.no_grad()
     def ref_logp(self, batch: Batch) -> torch.Tensor | None:
         """The reference's log-probabilities of the completion tokens (None without one)."""
@@ -86,24 +101,35 @@ class LossPlumbing:
         """``value`` summed over data-parallel ranks, on this rank's device (float32)."""
         return self.parallel.sum(value).to(self.device, torch.float32)
 
-    def norm(self, batch: Batch) -> dict[str, Any]:
-        """The optimiser batch's global counts (over every rank), for every aggregation."""
-        counts = {**batch.norm(), "global_num_obs_tokens": batch.obs_mask.sum()}
-        if not self.parallel.enabled:
-            return counts
-        return {k: self.global_sum(v) for k, v in counts.items()}
+    def norm(
+        self, batch: Batch, *, norm_len: float | None = None, num_turns: torch.Tensor | None = None
+    ) -> LossNorm:
+        """The optimiser batch's global counts (summed over every rank), for every aggregation.
 
-    def common_terms(self, scores: Scores, mb: Batch, norm: Mapping[str, Any],
+        Args:
+            batch: The optimiser batch.
+            norm_len: The constant length of ``seq_mean_token_sum_norm``.
+            num_turns: This rank's count of valid turns (PPO's value loss), summed too.
+        """
+        own = batch.norm()
+        total = self.global_sum if self.parallel.enabled else (lambda v: v)
+        return LossNorm(
+            num_tokens=total(own.num_tokens), num_seqs=total(own.num_seqs),
+            num_obs_tokens=total(own.num_obs_tokens), norm_len=norm_len,
+            num_turns=None if num_turns is None else self.global_sum(num_turns),
+        )  # fmt: skip
+
+    def common_terms(self, scores: Scores, mb: Batch, norm: LossNorm,
                      agg: str) -> dict[str, tuple[float, torch.Tensor]]:  # fmt: skip
-        """The entropy bonus, the KL loss and the extra terms of one micro-batch."""
-        counts = {k: norm[k] for k in ("global_num_tokens", "global_num_seqs", "norm_len")
-                  if k in norm}  # fmt: skip
+        """The entropy bonus, the KL loss (with a prepared batch's ``ref_logp``) and the extra
+        terms of one micro-batch."""
+        counts = norm.aggregation()
         entropy = aggregate(scores.entropy, mb.action_mask, agg, **counts)
         terms = {"entropy": (self.config.ent_coef, -entropy)}
         kl_value = scores.logp.new_zeros(())
         as_loss = self.config.kl_mode == "loss"
-        if "ref_logp" in mb.extras:  # in reward mode the k1 value is reported, not added
-            ref = mb.extras["ref_logp"]
+        ref = mb.ref_logp if isinstance(mb, PreparedBatch) else None
+        if ref is not None:  # in reward mode the k1 value is reported, not added
             per_token = (kl_loss(scores.logp, ref, self.config.kl_kind) if as_loss
                          else kl(scores.logp.detach(), ref, "k1"))  # fmt: skip
             kl_value = aggregate(per_token, mb.action_mask, agg, **counts)
@@ -112,20 +138,20 @@ class LossPlumbing:
             terms[name] = (term.weight, term.fn(scores, mb, norm))
         return terms
 
-    def policy_term(self, logp: torch.Tensor, mb: Batch, adv: torch.Tensor,
-                    norm: Mapping[str, Any], **loss: Any) -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
-        """The clipped policy loss to ``extras["old_logp"]``, or, under the asynchronous
-        wrapper, :func:`repogym.agents.losses.async_policy_loss` with its correction (the
-        behaviour logprobs from the engine, ``extras["old_logp"]`` as the proximal policy)."""
-        counts = {k: norm[k] for k in ("global_num_tokens", "global_num_seqs", "norm_len")
-                  if k in norm}  # fmt: skip
+    def policy_term(self, logp: torch.Tensor, mb: PreparedBatch, norm: LossNorm,
+                    **loss: Any) -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
+        """The clipped policy loss of ``mb.advantages`` to ``mb.prox_logp``, or, under an
+        off-policy correction, :func:`repogym.agents.losses.async_policy_loss` with it (the
+        behaviour logprobs from the engine, ``mb.prox_logp`` as the proximal policy)."""
+        counts = norm.aggregation()
         c = self.correction
         if c is None:
-            return policy_loss(logp, mb.extras["old_logp"], adv, mb.action_mask, **loss,
+            return policy_loss(logp, mb.prox_logp, mb.advantages, mb.action_mask, **loss,
                                **counts)  # fmt: skip
         loss.pop("dual_clip", None)
-        return async_policy_loss(logp, mb.old_logp, adv, mb.action_mask, correction=c.name,
-                                 cap=c.cap, prox_logp=mb.extras["old_logp"], **loss, **counts)  # fmt: skip
+        return async_policy_loss(logp, mb.old_logp, mb.advantages, mb.action_mask,
+                                 correction=c.name, cap=c.cap, prox_logp=mb.prox_logp, **loss,
+                                 **counts)  # fmt: skip
 
     def backward(self, terms: dict[str, tuple[float, torch.Tensor]], mb: Batch,
                  scores: Scores, metrics: dict[str, float]) -> dict[str, float]:  # fmt: skip
@@ -141,16 +167,16 @@ class LossPlumbing:
         metrics["entropy"] = float(scores.entropy.detach()[masked].mean()) if masked.any() else 0.0
         return metrics
 
-    def optimise(self, batch: Batch, micro_step: Callable[[Batch], dict[str, float]], *,
-                 epochs: int, optimizer: torch.optim.Optimizer | None = None) -> dict[str, float]:  # fmt: skip
-        """``epochs`` optimiser steps over ``batch`` (gradients accumulated over micro-batches).
+    def optimise(self, batch: Batch, micro_step: Callable[[Any], dict[str, float]], *,
+                 epochs: int, optimizer: torch.optim.Optimizer) -> dict[str, float]:  # fmt: skip
+        """``epochs`` steps of ``optimizer`` over ``batch`` (gradients accumulated over
+        micro-batches of it, each passed to ``micro_step``).
 
         Returns:
             The metrics averaged over epochs (``loss/*`` summed over micro-batches),
             ``grad_norm`` and ``throughput/tokens_per_s`` (tokens scored per second).
         """
         start = time.monotonic()
-        optimizer = optimizer or self.optimizer
         rows = []
         for _ in range(epochs):
             micro = [(micro_step(mb), real) for mb, real in self.micro_batches(batch)]

@@ -32,14 +32,16 @@ Run it: ``repogym train --algo ppo --model PATH --steps 20 --out runs/ppo``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 
-from repogym.agents.batch import Batch
+from repogym.agents.batch import Batch, LossNorm, PreparedBatch
 from repogym.agents.config import TrainConfig
 from repogym.agents.critics import DEFAULT_QUESTION, TokenCritic
+from repogym.agents.episode import Episode
 from repogym.agents.losses import (
     AggMode,
     check_choice,
@@ -53,7 +55,7 @@ from repogym.agents.mc import MCConfig, mc_turn_values
 from repogym.agents.policy import Policy
 from repogym.agents.trainer import Trainer
 
-__all__ = ["PPOConfig", "PPOTrainer", "turn_advantages"]
+__all__ = ["MCBatch", "PPOBatch", "PPOConfig", "PPOTrainer", "turn_advantages"]
 
 
 @dataclass
@@ -145,6 +147,40 @@ def _per_turn(token_values: torch.Tensor, batch: Batch) -> torch.Tensor:
     return out.scatter_add_(1, index, token_values * batch.action_mask)[:, :k]
 
 
+@dataclass(kw_only=True)
+class MCBatch(Batch):
+    """A collected batch with the Monte-Carlo values of its turns (``advantage=mc``).
+
+    Attributes:
+        mc_values: ``[B, K]`` ``V_mc(s_k)`` of each turn's state (0 on padded turns).
+        mc_final: ``[B]`` ``V_mc(s_T)`` of the state after the last action (0 if graded).
+    """
+
+    mc_values: torch.Tensor
+    mc_final: torch.Tensor
+
+
+@dataclass(kw_only=True)
+class PPOBatch(PreparedBatch):
+    """PPO's prepared batch: ``advantages`` is ``[B, T]``, each turn's on its completion
+    tokens (0 elsewhere).
+
+    Attributes:
+        turn_returns: ``[B, K]`` the value targets of the turns.
+        turn_mask: ``[B, K]`` True on the valid turns of valid episodes (the value loss's).
+        old_values: ``[B, T]`` the critic's values before the update (the clipped value
+            loss's anchor); None with the token critic.
+        critic_targets: ``[B, K]`` the token critic's targets in ``[0, 1]``; None otherwise.
+    """
+
+    LOSS_MASKS: ClassVar[tuple[str, ...]] = ("action_mask", "obs_mask", "turn_mask")
+
+    turn_returns: torch.Tensor
+    turn_mask: torch.Tensor
+    old_values: torch.Tensor | None = None
+    critic_targets: torch.Tensor | None = None
+
+
 class PPOTrainer(Trainer):
     """PPO with a critic on LM policies in RepoEnv episodes. See the module docstring."""
 
@@ -153,10 +189,10 @@ class PPOTrainer(Trainer):
     critic: Policy | None = None
     token_critic: TokenCritic | None = None
 
-    @property
-    def value_head(self) -> bool:  # type: ignore[override]
+    @classmethod
+    def wants_value_head(cls, config: PPOConfig) -> bool:  # type: ignore[override]
         """A value head on the policy unless the critic is the token critic."""
-        return self.config.critic != "token"
+        return config.critic != "token"
 
     def build_models(self) -> list[Policy]:
         """The separate critic (a copy of the model with its own value head), if asked for."""
@@ -203,27 +239,25 @@ class PPOTrainer(Trainer):
         return self.critic.score(mb.input_ids, mb.attention_mask, mb.action_mask,
                                  with_values=True).values  # fmt: skip
 
-    def update(self, batch: Batch) -> dict[str, float]:
+    def update(self, batch: Batch, episodes: Sequence[Episode] | None = None) -> dict[str, float]:
         """``epochs`` optimiser steps on ``batch``; returns the metrics of the step."""
-        cfg = self.config
-        batch = batch.to(self.device)
-        self.prepare(batch)
-        norm = self.norm(batch)
-        norm["num_turns"] = self.global_sum(batch.extras["turn_mask"].sum())
-        return self.optimise(batch, lambda mb: self.micro_step(mb, norm), epochs=cfg.epochs)
+        prepared = self.prepare(batch.to(self.device))
+        norm = self.norm(prepared, num_turns=prepared.turn_mask.sum())
+        return self.optimise(prepared, lambda mb: self.micro_step(mb, norm),
+                             epochs=self.config.epochs, optimizer=self.optimizer)  # fmt: skip
 
-    def collect(self, step: int) -> tuple[Batch | None, dict[str, float]]:
-        """The step's episodes; with ``advantage=mc`` each turn's Monte-Carlo value too
-        (``extras["mc_values"]`` ``[B, K]`` and ``extras["mc_final"]`` ``[B]``)."""
-        batch, metrics = super().collect(step)
+    def collect(self, step: int) -> tuple[Batch | None, list[Episode], dict[str, float]]:
+        """The step's episodes; with ``advantage=mc`` an :class:`MCBatch` of them (each turn's
+        Monte-Carlo value too)."""
+        batch, episodes, metrics = super().collect(step)
         if batch is None or self.config.advantage != "mc":
-            return batch, metrics
+            return batch, episodes, metrics
         cfg = self.config
         mc = MCConfig(rollouts=cfg.mc_rollouts, seed=cfg.seed + 1000 * step + 500)
         with self.sampling():
             est = [mc_turn_values(self.engine, self.fmt, self.pool, ep, cfg.rollout, mc,
                                   max_context=self.policy.max_len, index=b, seed=cfg.seed)
-                   for b, ep in enumerate(self.episodes)]  # fmt: skip
+                   for b, ep in enumerate(episodes)]  # fmt: skip
         self.engine.release()
         k_max = batch.state_pos.shape[1]
         values = torch.zeros(len(batch), k_max)
@@ -231,31 +265,27 @@ class PPOTrainer(Trainer):
         for b, e in enumerate(est):
             values[b, : len(e.turns)] = torch.tensor([v.value for v in e.turns])
             final[b] = e.final.value if e.final is not None else 0.0
-        batch.extras["mc_values"], batch.extras["mc_final"] = values, final
         rollouts = sum(e.rollouts for e in est)
         metrics.update({"mc/rollouts": float(rollouts),
                         "mc/replay_mismatches": float(sum(e.replay_mismatches for e in est)),
                         "mc/value_mean": float(values[batch.state_pos >= 0].mean())})  # fmt: skip
-        return batch, metrics
+        return MCBatch(**batch.batch_fields(), mc_values=values, mc_final=final), episodes, metrics
 
     @torch.no_grad()
-    def prepare(self, batch: Batch) -> None:
+    def prepare(self, batch: Batch) -> PPOBatch:
         """Old logprobs and values, turn advantages and returns, per-token advantages."""
         cfg = self.config
         with_values = self.critic is None and self.token_critic is None
         scores = self.score_batch(batch, with_values=with_values)
         behaviour = self.correction is not None and self.correction.name != "decoupled"
-        batch.extras["old_logp"] = batch.old_logp if behaviour else scores.logp
-        state_values, final_values = self.prepare_values(batch, scores.values)
+        old_values, state_values, final_values = self.prepare_values(batch, scores.values)
         penalty = None
         ref = self.ref_logp(batch)
-        if ref is not None:
-            batch.extras["ref_logp"] = ref
-            if cfg.kl_mode == "reward":
-                penalty = _per_turn(kl_reward_penalty(batch.old_logp, ref, cfg.beta), batch)
+        if ref is not None and cfg.kl_mode == "reward":
+            penalty = _per_turn(kl_reward_penalty(batch.old_logp, ref, cfg.beta), batch)
         lam = cfg.lam
-        if "mc_values" in batch.extras:  # VinePPO: one-step TD over the MC values
-            state_values, final_values, lam = batch.extras["mc_values"], batch.extras["mc_final"], 0.0
+        if isinstance(batch, MCBatch):  # VinePPO: one-step TD over the MC values
+            state_values, final_values, lam = batch.mc_values, batch.mc_final, 0.0
         adv, ret = turn_advantages(batch, state_values, final_values, cfg.gamma, lam,
                                    penalty)  # fmt: skip
         turn_mask = (batch.state_pos >= 0) & batch.valid[:, None]
@@ -264,28 +294,29 @@ class PPOTrainer(Trainer):
             mean = self.global_sum(adv[turn_mask].sum()) / count
             var = self.global_sum(((adv[turn_mask] - mean) ** 2).sum()) / (count - 1)
             adv = torch.where(turn_mask, (adv - mean) / (var.sqrt() + 1e-8), 0.0)
-        batch.extras["turn_returns"] = ret
-        batch.extras["turn_mask"] = turn_mask
-        if self.token_critic is not None:
-            batch.extras["critic_targets"] = self.critic_targets(batch)
+        targets = self.critic_targets(batch) if self.token_critic is not None else None
         token_turn = batch.turn_index.clamp(min=0, max=adv.shape[1] - 1)
-        batch.extras["advantages"] = torch.where(batch.turn_index >= 0,
-                                                 adv.gather(1, token_turn), 0.0)  # fmt: skip
+        return PPOBatch(
+            **batch.batch_fields(), prox_logp=batch.old_logp if behaviour else scores.logp,
+            advantages=torch.where(batch.turn_index >= 0, adv.gather(1, token_turn), 0.0),
+            ref_logp=ref, turn_returns=ret, turn_mask=turn_mask, old_values=old_values,
+            critic_targets=targets,
+        )  # fmt: skip
 
-    def prepare_values(self, batch: Batch,
-                       policy_values: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-        """``(V(s_k) [B, K], V(s_T) [B])`` of the critic; keeps ``old_values`` for the head."""
+    def prepare_values(self, batch: Batch, policy_values: torch.Tensor | None
+                       ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:  # fmt: skip
+        """The critic's ``(old values [B, T] (None for the token critic), V(s_k) [B, K],
+        V(s_T) [B])``."""
         if self.token_critic is not None:
             parts = [(self.token_values(mb), real) for mb, real in self.micro_batches(batch)]
             kept = [v for v, real in parts if real]
-            return torch.cat([v for v, _ in kept]), torch.cat([f for _, f in kept])
+            return None, torch.cat([v for v, _ in kept]), torch.cat([f for _, f in kept])
         values = policy_values
         if self.critic is not None:
             parts = [(self.values(mb, None), real) for mb, real in self.micro_batches(batch)]
             values = torch.cat([v for v, real in parts if real])
-        batch.extras["old_values"] = values
         state_values = values.gather(1, batch.state_pos.clamp(min=0))
-        return state_values, values.gather(1, batch.final_pos[:, None]).squeeze(1)
+        return values, state_values, values.gather(1, batch.final_pos[:, None]).squeeze(1)
 
     def token_values(self, mb: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """The token critic's ``p(yes)`` at each turn's state and at the final state."""
@@ -296,28 +327,26 @@ class PPOTrainer(Trainer):
     def critic_targets(batch: Batch) -> torch.Tensor:
         """``[B, K]`` targets of the token critic: the MC values when the batch has them,
         else the episode's outcome (its reward clamped to ``[0, 1]``) at every turn."""
-        if "mc_values" in batch.extras:
-            return batch.extras["mc_values"].clamp(0.0, 1.0)
+        if isinstance(batch, MCBatch):
+            return batch.mc_values.clamp(0.0, 1.0)
         outcome = batch.rewards.clamp(0.0, 1.0)[:, None]
         return outcome.expand_as(batch.state_pos).to(torch.float32).clone()
 
-    def micro_step(self, mb: Batch, norm: dict[str, Any]) -> dict[str, float]:
+    def micro_step(self, mb: PPOBatch, norm: LossNorm) -> dict[str, float]:
         """Forward and backward of one micro-batch; returns its metrics."""
         cfg = self.config
         scores = self.score(mb, with_values=self.critic is None and self.token_critic is None)
-        pl, metrics = self.policy_term(scores.logp, mb, mb.extras["advantages"], norm,
-                                       kind="ppo", eps_low=cfg.clip, eps_high=cfg.clip,
-                                       agg=cfg.agg)  # fmt: skip
+        pl, metrics = self.policy_term(scores.logp, mb, norm, kind="ppo", eps_low=cfg.clip,
+                                       eps_high=cfg.clip, agg=cfg.agg)  # fmt: skip
         if self.token_critic is not None:
             lg = self.token_critic.state_logits(self.policy, mb)
-            vl = token_critic_loss(lg.yes, lg.no, mb.extras["critic_targets"],
-                                   mb.extras["turn_mask"], global_count=norm["num_turns"])  # fmt: skip
+            vl = token_critic_loss(lg.yes, lg.no, mb.critic_targets, mb.turn_mask,
+                                   global_count=norm.num_turns)  # fmt: skip
         else:
             values = self.values(mb, scores.values)
             pos = mb.state_pos.clamp(min=0)
-            vl = value_loss(values.gather(1, pos), mb.extras["old_values"].gather(1, pos),
-                            mb.extras["turn_returns"], mb.extras["turn_mask"], cfg.vf_clip,
-                            global_count=norm["num_turns"])  # fmt: skip
+            vl = value_loss(values.gather(1, pos), mb.old_values.gather(1, pos), mb.turn_returns,
+                            mb.turn_mask, cfg.vf_clip, global_count=norm.num_turns)  # fmt: skip
         terms = {"policy": (1.0, pl), "value": (cfg.vf_coef, vl),
                  **self.common_terms(scores, mb, norm, cfg.agg)}  # fmt: skip
         return self.backward(terms, mb, scores, metrics)

@@ -27,6 +27,8 @@ class Algorithm:
         trainer: ``"module:factory"`` building its trainer from the config.
         preset: Config fields the name sets (the GRPO family's ``variant``).
         data_parallel: Whether ``--nproc N`` (FSDP2 data parallelism) covers it.
+        deprecated: For a deprecated name, what to use instead (``repogym train`` prints it
+            as a one-line note); empty otherwise.
     """
 
     name: str
@@ -35,6 +37,7 @@ class Algorithm:
     trainer: str = ""
     preset: dict[str, Any] = dataclasses.field(default_factory=dict)
     data_parallel: bool = False
+    deprecated: str = ""
 
 
 ALGORITHMS: dict[str, Algorithm] = {}
@@ -42,12 +45,12 @@ ALGORITHMS: dict[str, Algorithm] = {}
 
 def register_algorithm(name: str, entry: str, *, config: str = "", trainer: str = "",
                        preset: dict[str, Any] | None = None, data_parallel: bool = False,
-                       overwrite: bool = False) -> Algorithm:
+                       deprecated: str = "", overwrite: bool = False) -> Algorithm:  # fmt: skip
     """Register ``name``; a name taken already raises unless ``overwrite``."""
     if name in ALGORITHMS and not overwrite:
         raise ValueError(f"algorithm {name!r} is registered already. Fix: another name, or "
                          "overwrite=True")
-    algo = Algorithm(name, entry, config, trainer, dict(preset or {}), data_parallel)
+    algo = Algorithm(name, entry, config, trainer, dict(preset or {}), data_parallel, deprecated)
     ALGORITHMS[name] = algo
     return algo
 
@@ -72,8 +75,14 @@ for _name in GRPO_FAMILY:
     register_algorithm(_name, _LM, config="repogym.agents.grpo:GRPOConfig",
                        trainer="repogym.agents.grpo:GRPOTrainer", preset={"variant": _name},
                        data_parallel=True)
+#: Asynchronous training is the ``async_`` field of a config (``--set async_=true``); this
+#: name is its deprecated alias (GRPO with one epoch and flat option fields).
 register_algorithm("async", _LM, config="repogym.agents.async_rl:AsyncConfig",
-                   trainer="repogym.agents.grpo:GRPOTrainer")
+                   trainer="repogym.agents.grpo:GRPOTrainer",
+                   deprecated="--algo async is deprecated: ask for asynchronous training with "
+                              "--set async_=true on the algorithm (e.g. --algo grpo --set "
+                              "epochs=1 --set async_=true; options as --set "
+                              "async_.max_staleness=4)")  # fmt: skip
 register_algorithm("distill", _LM, config="repogym.agents.distill:DistillConfig",
                    trainer="repogym.agents.distill:DistillTrainer")
 register_algorithm("opd", _LM, config="repogym.agents.distill:OPDConfig",

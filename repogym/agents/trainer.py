@@ -11,8 +11,9 @@ Each algorithm's file (``grpo.py``, ``ppo.py``, ``distill.py``) extends
   FSDP2 sharding under ``torchrun`` (:mod:`repogym.agents.distributed`);
 - one training step: :meth:`Trainer.collect` (this rank's groups of the step's tasks,
   :func:`repogym.agents.sampling.step_tasks`; reward shaping; ``OUT/rollouts``), the
-  algorithm's update (with the off-policy correction when the sampler is not the learner: a
-  server, top-p/top-k), the LR schedule, the engine's weight sync;
+  algorithm's :meth:`Trainer.update` of the batch and the episodes behind it (with the
+  off-policy correction when the sampler is not the learner: a server, top-p/top-k), the LR
+  schedule, the engine's weight sync;
 - in-training evaluation (``eval_every``, ``eval_tasks``; :mod:`repogym.agents.evaluation`);
 - checkpoints ``OUT/checkpoint-N`` (:mod:`repogym.agents.checkpoint`) and :meth:`Trainer.train`
   ``resume=True``, which continues bit-identically on a CPU.
@@ -52,13 +53,13 @@ from repogym.agents.engines import Engine, HFEngine
 from repogym.agents.episode import Episode, collate, write_rollouts
 from repogym.agents.evaluation import evaluate
 from repogym.agents.plumbing import LossPlumbing
-from repogym.agents.policy import Policy, Reference, load_policy
+from repogym.agents.policy import Policy, load_policy
 from repogym.agents.rollout import EnvPool, EpisodeFormat, collect
 from repogym.agents.sampling import AdaptiveSampler, step_tasks
 from repogym.agents.server_engine import ServerEngine, check_logprobs
 from repogym.agents.shaping import component_counts, default_max_len, shape_episodes
 
-__all__ = ["Trainer"]
+__all__ = ["Trainer", "behaviour_correction"]
 
 
 class Trainer(LossPlumbing, abc.ABC):
@@ -77,7 +78,7 @@ class Trainer(LossPlumbing, abc.ABC):
     """
 
     value_head = False
-    correction: AsyncCorrection | None = None
+    """Load the policy with a value head (see :meth:`wants_value_head`)."""
 
     def __init__(
         self, config: TrainConfig, *, policy: Policy | None = None,
@@ -86,27 +87,24 @@ class Trainer(LossPlumbing, abc.ABC):
         pool: EnvPool | None = None, extra_terms: Mapping[str, ExtraTerm] | None = None,
         progress: Progress | None = None, parallel: Parallel | None = None,
     ) -> None:  # fmt: skip
-        self.config = config
         self.progress = progress
-        self.parallel = parallel or Parallel.from_env(config.device)
-        if self.parallel.enabled and config.lora is not None:
+        parallel = parallel or Parallel.from_env(config.device)
+        if parallel.enabled and config.lora is not None:
             raise ValueError("lora with data parallelism is not supported yet (FSDP2 over peft "
                              "adapters is untested). Fix: drop --nproc, or train every weight")  # fmt: skip
         torch.manual_seed(config.seed)
         random.seed(config.seed)
-        self.policy = policy or self._load_policy()
-        tok = self.policy.tokenizer
-        self.fmt = fmt or (fmt_factory or (lambda t: chat_format(config, t)))(tok)
+        policy = policy or _load_policy(config, parallel, value_head=self.wants_value_head(config))
+        self.fmt = fmt or (fmt_factory or (lambda t: chat_format(config, t)))(policy.tokenizer)
         self.pool = pool or EnvPool(config.rollout)
-        self.extra_terms = dict(extra_terms or {})
-        self.device = self.policy.device
-        self.ref: Reference | None = self.policy.reference() if config.beta else None
+        super().__init__(config, policy, parallel, extra_terms=extra_terms,
+                         ref=policy.reference() if config.beta else None,
+                         correction=behaviour_correction(config))  # fmt: skip
         for model in [self.policy, *self.build_models()]:
             self.parallel.shard(model)
         if self.ref is not None and not self.ref.adapters_off:
             self.parallel.shard(self.ref.policy)
         self.engine = engine or self._engine()
-        self.correction = self._behaviour_correction()
         self.optimizer = torch.optim.AdamW(self.param_groups(), lr=config.lr,
                                            weight_decay=config.weight_decay)  # fmt: skip
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_factor(config))
@@ -120,18 +118,11 @@ class Trainer(LossPlumbing, abc.ABC):
                                            explore=config.sampler_explore)  # fmt: skip
 
     # -- building ----------------------------------------------------------------------------
-    def _load_policy(self) -> Policy:
-        c = self.config
-        if not c.model:
-            raise ValueError("no model. Fix: --model PATH (a saved Hugging Face model) or "
-                             "--model tiny (the CPU toy)")  # fmt: skip
-        device = self.parallel.device if self.parallel.enabled else c.device
-        return load_policy(
-            c.model, value_head=self.value_head, device=device, dtype=c.dtype,
-            param_dtype=c.param_dtype, temperature=c.temperature,
-            gradient_checkpointing=c.gradient_checkpointing, lora=c.lora,
-            chunk_size=c.chunk_size,
-        )  # fmt: skip
+    @classmethod
+    def wants_value_head(cls, config: TrainConfig) -> bool:
+        """Whether the policy is loaded with a value head (PPO's critic; by default
+        :attr:`value_head`)."""
+        return cls.value_head
 
     def build_models(self) -> list[Policy]:
         """Extra trained models (a separate critic), built before sharding."""
@@ -146,15 +137,6 @@ class Trainer(LossPlumbing, abc.ABC):
                                 restart_command=c.restart_command, parallel=self.parallel)  # fmt: skip
         return HFEngine(self.policy, self.fmt.stops, reuse_cache=c.reuse_cache, top_p=c.top_p,
                         top_k=c.top_k)  # fmt: skip
-
-    def _behaviour_correction(self) -> AsyncCorrection | None:
-        """The synchronous off-policy correction ``behaviour_correction`` asks for."""
-        c = self.config
-        name = c.behaviour_correction
-        if name == "auto":
-            truncated = c.top_p < 1.0 or c.top_k > 0
-            name = "decoupled" if c.rollout_server or truncated else "none"
-        return None if name == "none" else AsyncCorrection(name, c.behaviour_is_cap)
 
     def parameters(self) -> list[torch.nn.Parameter]:
         """The parameters the optimiser trains."""
@@ -175,8 +157,15 @@ class Trainer(LossPlumbing, abc.ABC):
 
     # -- one step ----------------------------------------------------------------------------
     @abc.abstractmethod
-    def update(self, batch: Batch) -> dict[str, float]:
-        """Optimise on one batch; returns metrics."""
+    def update(self, batch: Batch, episodes: Sequence[Episode] | None = None) -> dict[str, float]:
+        """Optimise on one batch; returns metrics.
+
+        Args:
+            batch: The collated episodes (:func:`repogym.agents.episode.collate`).
+            episodes: The episodes behind ``batch``, in its order (a trainer that needs more
+                than the tensors, such as distillation's teacher, reads them; None where a
+                rank only runs padding passes).
+        """
 
     @contextlib.contextmanager
     def sampling(self) -> Iterator[None]:
@@ -187,8 +176,9 @@ class Trainer(LossPlumbing, abc.ABC):
         else:
             yield
 
-    def collect(self, step: int) -> tuple[Batch | None, dict[str, float]]:
-        """Sample this rank's groups of the step (shaped, saved); the batch is None if empty."""
+    def collect(self, step: int) -> tuple[Batch | None, list[Episode], dict[str, float]]:
+        """Sample this rank's groups of the step (shaped, saved): the batch (None if empty),
+        the episodes behind it, and the collection's metrics."""
         cfg = self.config
         mine = self.parallel.mine(self.step_tasks(step))
         total = len(mine) * cfg.rollout.group_size
@@ -214,10 +204,10 @@ class Trainer(LossPlumbing, abc.ABC):
             self.metric_counts.update(component_counts(rollout.episodes))
         if cfg.save_rollouts:
             self.write_episodes(Path(cfg.out) / "rollouts", step, rollout.all_episodes)
-        self.episodes = rollout.episodes
         if not rollout.episodes:
-            return None, metrics
-        return collate(rollout.episodes, self.policy.tokenizer.pad_token_id), metrics
+            return None, [], metrics
+        batch = collate(rollout.episodes, self.policy.tokenizer.pad_token_id)
+        return batch, rollout.episodes, metrics
 
     def step_tasks(self, step: int) -> list[str]:
         """The tasks of training step ``step``, one group each (every rank gets the same)."""
@@ -258,14 +248,14 @@ class Trainer(LossPlumbing, abc.ABC):
         """One rollout round, its update, the LR schedule and the engine's weight sync."""
         start = time.monotonic()
         self.metric_counts = {}
-        batch, metrics = self.collect(step)
+        batch, episodes, metrics = self.collect(step)
         self.report("update", step=step)
         tokens = int(self.parallel.sum(batch.num_action_tokens if batch is not None else 0))
         if tokens:
             own = batch is not None
             batch = batch if batch is not None else self.empty_batch()
             metrics.update(self.check_server(batch))
-            updated = self.update(batch)
+            updated = self.update(batch, episodes if own else None)
             metrics.update(updated)
             self.metric_counts.update(self.update_counts(updated, batch if own else None))
             self.engine.sync_weights(self.policy, step)
@@ -415,3 +405,27 @@ class Trainer(LossPlumbing, abc.ABC):
     def close(self) -> None:
         """Close the environments."""
         self.pool.close()
+
+
+def _load_policy(config: TrainConfig, parallel: Parallel, *, value_head: bool) -> Policy:
+    """The policy ``config.model`` names, on this rank's device."""
+    c = config
+    if not c.model:
+        raise ValueError("no model. Fix: --model PATH (a saved Hugging Face model) or "
+                         "--model tiny (the CPU toy)")  # fmt: skip
+    device = parallel.device if parallel.enabled else c.device
+    return load_policy(
+        c.model, value_head=value_head, device=device, dtype=c.dtype,
+        param_dtype=c.param_dtype, temperature=c.temperature,
+        gradient_checkpointing=c.gradient_checkpointing, lora=c.lora, chunk_size=c.chunk_size,
+    )  # fmt: skip
+
+
+def behaviour_correction(config: TrainConfig) -> AsyncCorrection | None:
+    """The synchronous off-policy correction ``config.behaviour_correction`` asks for
+    (``auto``: ``decoupled`` when sampling from a server or with top-p/top-k, else none)."""
+    name = config.behaviour_correction
+    if name == "auto":
+        truncated = config.top_p < 1.0 or config.top_k > 0
+        name = "decoupled" if config.rollout_server or truncated else "none"
+    return None if name == "none" else AsyncCorrection(name, config.behaviour_is_cap)

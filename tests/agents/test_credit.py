@@ -102,7 +102,7 @@ def test_token_critic_plugs_into_gae_and_learns_the_outcome(plain_policy: Policy
     assert n_params == sum(p.numel() for p in plain_policy.parameters())
     eps = _episodes(trainer.policy)
     batch = collate_eps(trainer.policy, eps)
-    trainer.prepare(batch)
+    prepared = trainer.prepare(batch)
     with torch.no_grad():
         lg = trainer.token_critic.state_logits(trainer.policy, batch)
     values, final = yes_no_value(lg.yes, lg.no), yes_no_value(lg.final_yes, lg.final_no)
@@ -116,10 +116,10 @@ def test_token_critic_plugs_into_gae_and_learns_the_outcome(plain_policy: Policy
                        0.9, 0.8)  # fmt: skip
         mask = batch.turn_index[b] >= 0
         expected = adv[batch.turn_index[b][mask]]
-        torch.testing.assert_close(batch.extras["advantages"][b][mask], expected, atol=1e-5,
+        torch.testing.assert_close(prepared.advantages[b][mask], expected, atol=1e-5,
                                    rtol=0)  # fmt: skip
-        torch.testing.assert_close(batch.extras["turn_returns"][b, :k], ret, atol=1e-5, rtol=0)
-        assert batch.extras["critic_targets"][b, :k].tolist() == [ep.reward] * k
+        torch.testing.assert_close(prepared.turn_returns[b, :k], ret, atol=1e-5, rtol=0)
+        assert prepared.critic_targets[b, :k].tolist() == [ep.reward] * k
     # Training on the outcome: the cross-entropy falls to about the best constant's,
     # H(3/7) = 0.683 (the tiny random model does not yet tell the states apart).
     losses = [trainer.update(collate_eps(trainer.policy, eps))["loss/value"] for _ in range(8)]

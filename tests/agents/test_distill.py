@@ -42,10 +42,11 @@ def test_privileged_teacher_positions_are_shifted_by_the_hint(qwen_dir) -> None:
     student = tiny_policy(qwen_dir)
     eps = [episode(student, [a, "submit\n"], 1.0) for a in ACTIONS[:2]]
     same = _trainer(student, Teacher(student.frozen_copy(), {}))
-    same.episodes = eps
     _t_batch, offsets = same.teacher_batch(same.teacher, eps)
     assert offsets.tolist() == [0, 0]
-    m = same.update(collate_eps(student, eps))
+    with pytest.raises(ValueError, match="episodes behind the batch"):
+        same.update(collate_eps(student, eps))  # the teacher needs them: no hidden state
+    m = same.update(collate_eps(student, eps), eps)
     assert m["loss/kl"] == pytest.approx(0.0, abs=1e-6)
     hinted = _trainer(tiny_policy(qwen_dir), Teacher(student.frozen_copy(), {"t": "gold fix 1\n"}))
     _, offsets = hinted.teacher_batch(hinted.teacher, eps)
@@ -65,6 +66,5 @@ def test_distill_and_opd_bring_the_student_to_the_teacher(qwen_dir) -> None:
             student.lm.get_output_embeddings().weight.mul_(3.0)
         trainer = _trainer(student, Teacher(teacher.frozen_copy(), {}), opd=opd,
                            kl_coef=1.0)  # fmt: skip
-        trainer.episodes = eps
-        kls = [trainer.update(collate_eps(student, eps))["loss/kl"] for _ in range(6)]
+        kls = [trainer.update(collate_eps(student, eps), eps)["loss/kl"] for _ in range(6)]
         assert _falls(kls), (opd, kls)

@@ -91,8 +91,8 @@ def test_infra_error_episodes_do_not_touch_the_gradient(base_policy: Policy) -> 
         )
         trainer = trainer_for(base_policy, variant="grpo", epochs=1)
         batch = collate_eps(trainer.policy, eps)
-        trainer.prepare(batch)
-        trainer.micro_step(batch, {**trainer.norm(batch), "norm_len": 32.0})
+        prepared = trainer.prepare(batch)
+        trainer.micro_step(prepared, trainer.norm(prepared, norm_len=32.0))
         grads.append(
             torch.cat([p.grad.flatten() for p in trainer.policy.parameters() if p.grad is not None])
         )
@@ -102,9 +102,9 @@ def test_infra_error_episodes_do_not_touch_the_gradient(base_policy: Policy) -> 
 def accumulated_grad(trainer: GRPOTrainer, micro: int) -> torch.Tensor:
     """The gradient of one optimiser step, accumulated over micro-batches of ``micro``."""
     batch = collate_eps(trainer.policy, group_batch_episodes(trainer.policy))
-    trainer.prepare(batch)
-    norm = {**trainer.norm(batch), "norm_len": 32.0}
-    for mb in batch.split(micro):
+    prepared = trainer.prepare(batch)
+    norm = trainer.norm(prepared, norm_len=32.0)
+    for mb in prepared.split(micro):
         trainer.micro_step(mb, norm)
     return torch.cat([p.grad.flatten() for p in trainer.policy.parameters() if p.grad is not None])
 
@@ -136,14 +136,14 @@ def test_kl_as_loss_and_k1_in_reward(base_policy: Policy, kind: str) -> None:
     for t in (loss_t, reward_t):  # move the policy away from the reference first
         t.update(collate_eps(t.policy, group_batch_episodes(t.policy)))
     batch = collate_eps(reward_t.policy, group_batch_episodes(reward_t.policy))
-    reward_t.prepare(batch)
+    prepared = reward_t.prepare(batch)
     # k1 in the reward: each episode's reward minus beta * sum of its tokens' k1, then the
     # group baseline; the KL loss term is reported but carries no weight.
     logp_ref = reward_t.ref_logp(batch)
     k1 = ((batch.old_logp - logp_ref) * batch.action_mask).sum(-1)
-    torch.testing.assert_close(batch.extras["kl_penalty"], -0.5 * k1)
+    torch.testing.assert_close(prepared.kl_penalty, -0.5 * k1)
     expected = batch_advantages(batch, "grpo", batch.rewards - 0.5 * k1)
-    torch.testing.assert_close(batch.extras["advantages"], expected)
+    torch.testing.assert_close(prepared.advantages, expected)
     m = loss_t.update(collate_eps(loss_t.policy, group_batch_episodes(loss_t.policy)))
     assert m["loss/kl"] > 0
     with pytest.raises(ValueError, match="zero expected gradient"):

@@ -10,7 +10,7 @@ import torch
 
 from repogym.agents.losses import value_loss
 from repogym.agents.policy import Policy
-from repogym.agents.ppo import PPOConfig, PPOTrainer, turn_advantages
+from repogym.agents.ppo import PPOBatch, PPOConfig, PPOTrainer, turn_advantages
 from tests.agents._episodes import collate_eps, episode, group_batch_episodes, tiny_policy
 
 PPO_METRICS = {
@@ -77,9 +77,9 @@ def test_ppo_passes_global_counts_and_supports_a_kl_term(base_policy: Policy) ->
                            beta=0.1)
         trainer = PPOTrainer(config, policy=copy.deepcopy(base_policy))
         batch = collate_eps(trainer.policy, group_batch_episodes(trainer.policy))
-        trainer.prepare(batch)
-        norm = {**trainer.norm(batch), "num_turns": batch.extras["turn_mask"].sum()}
-        rows = [trainer.micro_step(mb, norm) for mb in batch.split(micro)]
+        prepared = trainer.prepare(batch)
+        norm = trainer.norm(prepared, num_turns=prepared.turn_mask.sum())
+        rows = [trainer.micro_step(mb, norm) for mb in prepared.split(micro)]
         assert sum(r["loss/kl"] for r in rows) == pytest.approx(0.0, abs=1e-6)
         grads.append(torch.cat([p.grad.flatten() for p in trainer.parameters()
                                 if p.grad is not None]))
@@ -93,15 +93,23 @@ def test_turn_advantages_reach_each_action_token(base_policy: Policy) -> None:
     config = PPOConfig(norm_adv=False, lr=1e-3)
     trainer = PPOTrainer(config, policy=copy.deepcopy(base_policy))
     batch = collate_eps(trainer.policy, group_batch_episodes(trainer.policy))
-    trainer.prepare(batch)
-    values = batch.extras["old_values"]
+    prepared = trainer.prepare(batch)
+    values = prepared.old_values
     state_values = values.gather(1, batch.state_pos.clamp(min=0))
     final = values.gather(1, batch.final_pos[:, None]).squeeze(1)
     adv, _ = turn_advantages(batch, state_values, final, config.gamma, config.lam)
     for b in range(len(batch)):
         for t in batch.action_mask[b].nonzero().flatten().tolist():
             k = int(batch.turn_index[b, t])
-            assert float(batch.extras["advantages"][b, t]) == pytest.approx(float(adv[b, k]))
+            assert float(prepared.advantages[b, t]) == pytest.approx(float(adv[b, k]))
+    # Micro-batches and padding passes carry every typed field; padding zeroes the loss masks.
+    parts = prepared.split(3)
+    assert all(isinstance(mb, PPOBatch) for mb in parts)
+    torch.testing.assert_close(torch.cat([mb.turn_returns for mb in parts]), prepared.turn_returns)
+    torch.testing.assert_close(torch.cat([mb.advantages for mb in parts]), prepared.advantages)
+    pad = parts[0].zeroed()
+    assert not pad.turn_mask.any() and not pad.action_mask.any() and not pad.obs_mask.any()
+    torch.testing.assert_close(pad.advantages, parts[0].advantages)
 
 
 @pytest.mark.parametrize("critic", ["head", "separate"])

@@ -5,6 +5,7 @@ bad settings fail at once, naming the fix (real processes)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -14,9 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from repogym.agents.async_rl import AsyncOptions
+from repogym.agents.cli import async_options, config_from_args
 from repogym.agents.episode import collate, read_rollout
-from repogym.cli import main
-from repogym.cli.cmd_train import ALGOS
+from repogym.agents.grpo import GRPOConfig
+from repogym.agents.ppo import PPOConfig
+from repogym.cli import build_parser, main
+from repogym.cli.cmd_train import ALGOS, TRAIN_OPTIONS, TrainOption, relaunch_argv
 
 COMMON = {"loss/policy", "loss/kl", "entropy", "reward/mean", "resolve_rate",
           "throughput/tokens_per_s", "infra_error_frac"}  # fmt: skip
@@ -208,3 +213,76 @@ def test_a_chatml_checkpoint_trains_with_the_token_critic_and_mc_advantages(
         assert "loss/value" in r and "loss/policy" in r
     if "advantage=mc" in settings:
         assert all(r["mc/rollouts"] > 0 for r in rows)
+
+
+def _sample(option: TrainOption) -> list[list[str]]:
+    """Non-default command-line forms of ``option`` (a new kind of option fails here)."""
+    kw = option.parser_kwargs()
+    action = kw.get("action", "store")
+    if action == "store_true":
+        return [[option.flag]]
+    value = max(kw["choices"]) if "choices" in kw else "7" if kw.get("type") is int \
+        else "a value with spaces=1"  # fmt: skip
+    if action == "append":
+        return [[option.flag, value, option.flag, "second=2"]]
+    assert action == "store", f"{option.flag}: a new kind of option; teach the relaunch about it"
+    if kw.get("nargs") == "?":
+        return [[option.flag], [option.flag, value]]
+    return [[option.flag, value]]
+
+
+def _parse(argv: list[str]) -> dict:
+    args = vars(build_parser().parse_args(argv))
+    args.pop("func")
+    return args
+
+
+def test_the_torchrun_relaunch_round_trips_every_option() -> None:
+    """parse -> relaunch_argv -> parse gives the same args, for every option of TRAIN_OPTIONS
+    set to a non-default value (each form of an optional-value option), and for none set."""
+    forms = {o.dest: _sample(o) for o in TRAIN_OPTIONS if o.dest != "algo"}
+    relaunched = {o.dest for o in TRAIN_OPTIONS if o.relaunch}
+    assert relaunched == set(_parse(["train", "--algo", "ppo"])) - {"command", "nproc"}
+    for i in range(max(len(f) for f in forms.values())):
+        argv = ["train", "--algo", "ppo"]
+        for dest, options in forms.items():
+            argv += options[min(i, len(options) - 1)] if dest != "nproc" else []
+        first = _parse(argv)
+        defaults = _parse(["train", "--algo", "grpo"])
+        assert all(first[d] != defaults[d] for d in relaunched), "every option is exercised"
+        again = relaunch_argv(argparse.Namespace(**first))
+        assert _parse(again) == first, again
+    plain = _parse(["train", "--algo", "grpo"])
+    assert relaunch_argv(argparse.Namespace(**plain)) == ["train", "--algo", "grpo"]
+
+
+def test_asynchronous_training_is_the_async_field_and_the_old_name_is_an_alias(
+        qwen_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+    def config(cls, *pairs: str):
+        return config_from_args(cls, argparse.Namespace(overrides=list(pairs)))
+
+    assert async_options(config(GRPOConfig)) is None
+    assert async_options(config(PPOConfig, "async_=true")) == AsyncOptions()
+    flat = config(GRPOConfig, "async_.max_staleness=4", "async_.correction=tis")
+    assert flat.async_ == {"max_staleness": 4, "correction": "tis"}
+    assert async_options(flat, "local") == AsyncOptions(max_staleness=4, correction="tis",
+                                                        ray="local")  # fmt: skip
+    with pytest.raises(SystemExit, match="unsafe"):
+        async_options(config(PPOConfig, "async_.correction=product"))
+    with pytest.raises(SystemExit, match="unknown field"):
+        config(GRPOConfig, "async_.nope=1")
+    with pytest.raises(SystemExit, match="Fix: add --set async_=true"):
+        async_options(config(GRPOConfig), "local")
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="unsafe"):
+        main(["train", "--algo", "async", "--model", str(qwen_dir), "--out", str(tmp_path),
+              "--task", "retry-zero", "--set", "correction=product"])  # fmt: skip
+    notes = [x for x in capsys.readouterr().err.splitlines() if x.startswith("note:")]
+    assert len(notes) == 1 and "deprecated" in notes[0] and "--set async_=true" in notes[0]
+
+
+def test_ppo_trains_asynchronously_through_the_async_field(qwen_dir: Path,
+                                                          tmp_path: Path) -> None:  # fmt: skip
+    rows = train(qwen_dir, "ppo", tmp_path, "--set", "async_.num_workers=1", steps=1)
+    assert [r["async/policy_version"] for r in rows] == [1.0]
+    assert "staleness/mean" in rows[-1] and "loss/value" in rows[-1]
