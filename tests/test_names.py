@@ -50,8 +50,7 @@ def test_old_class_and_attribute_names_are_the_new_ones() -> None:
 
 
 def test_every_home_the_glossary_names_exists() -> None:
-    """Each path in the glossary's table exists (``repogym/grading/X`` as itself or, until
-    the grading code moves there, as ``repogym/envs/X``)."""
+    """Each path in the glossary's table exists."""
     text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
     table = text[text.index("## Glossary") : text.index("## Three journeys")]
     paths = set(re.findall(r"`(repogym/[\w/.]+?)/?`", table))
@@ -60,6 +59,5 @@ def test_every_home_the_glossary_names_exists() -> None:
         p
         for p in sorted(paths)
         if not (ROOT / p).exists()
-        and not (ROOT / p.replace("repogym/grading", "repogym/envs", 1)).exists()
     ]
     assert missing == []

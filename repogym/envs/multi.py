@@ -417,14 +417,14 @@ def run_repro(task: Task, template: Path, diff: str, test: str, path: str, *,
             if installed.exit_code != 0:
                 return ReproResult("error", installed.exit_code, installed.output[-4000:])
             sb.run("rm -rf .git")  # no history, no `git diff` to tell fixes apart
-            run = grader.run_verifier(sb, gdir, v.pytest_args(), [], v.timeout_s,
+            run = grader.run_grading(sb, gdir, v.pytest_args(), [], v.timeout_s,
                                       v.ini_options, extra_files=[path])
         finally:
             sb.close()
     return ReproResult(_repro_status(run), run.exec.exit_code, run.exec.stderr[-4000:])
 
 
-def _repro_status(run: grader.VerifierRun) -> ReproStatus:
+def _repro_status(run: grader.GradingRun) -> ReproStatus:
     ch, ex = run.channel, run.exec
     if ch is None or ex.timed_out or ex.output_truncated or ch.exit != ex.exit_code:
         return "error"

@@ -67,7 +67,7 @@ class Masked:
     renamed: dict[str, str] = dataclasses.field(default_factory=dict)
     seals: list[sl.Seal] = dataclasses.field(default_factory=list)
     #: Installed node id of each test function of a sealed file -> its number of seals.
-    checks: dict[str, int] = dataclasses.field(default_factory=dict)
+    checks_by_test: dict[str, int] = dataclasses.field(default_factory=dict)
     #: Installed test case id -> the task's parameter id, where a parametrize table's
     #: expectation columns left the file (:attr:`repogym.grading.seal.Sealed.case_ids`).
     case_ids: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -214,7 +214,7 @@ def _indent(line: str) -> str:
     return line[:len(line) - len(line.lstrip())]
 
 
-def add_canaries(text: str, rel: str, rng: random.Random, *, rename: bool = True,
+def mask_test_file(text: str, rel: str, rng: random.Random, *, rename: bool = True,
                  seal: bool = False, helpers: dict[str, set[str]] | None = None,
                  focus: Iterable[str] = (), listed: Iterable[str] = ()
                  ) -> tuple[str, Masked]:
@@ -254,7 +254,7 @@ def add_canaries(text: str, rel: str, rng: random.Random, *, rename: bool = True
                                     helpers=_imported_helpers(tree, helpers or {}), gold=True,
                                     focus=[back.get(f, f) for f in focus],
                                     listed=cases)
-        masked.seals, masked.checks, footer = sealed.seals, sealed.checks_by_test, sealed.footer
+        masked.seals, masked.checks_by_test, footer = sealed.seals, sealed.checks_by_test, sealed.footer
         masked.case_ids = sealed.case_ids
         masked.focusable = {masked.renamed.get(i, i): c for i, c in sealed.focusable.items()}
     lines = text.splitlines()
@@ -314,7 +314,7 @@ def helpers_by_module(files: dict[str, Path]) -> dict[str, set[str]]:
 def plant(files: dict[str, Path], dest: Path, node_ids: Iterable[str], rng: random.Random, *,
           rename: bool = True, focus: Iterable[str] = ()) -> Masked:
     """Write each ``workspace path -> source file`` under ``dest``; the files holding a listed
-    test (``node_ids``) are masked with :func:`add_canaries` (renamed, sealed, canaries
+    test (``node_ids``) are masked with :func:`mask_test_file` (renamed, sealed, canaries
     added), the others copied as they are. Sources must be regular files (the caller
     leaves symbolic links out).
 
@@ -335,7 +335,7 @@ def plant(files: dict[str, Path], dest: Path, node_ids: Iterable[str], rng: rand
         if rel not in holding or src.suffix != ".py":
             shutil.copyfile(src, target, follow_symlinks=False)
             continue
-        text, masked = add_canaries(src.read_text(encoding="utf-8", errors="surrogateescape"),
+        text, masked = mask_test_file(src.read_text(encoding="utf-8", errors="surrogateescape"),
                                     rel, rng, rename=rename, seal=True, helpers=helpers,
                                     focus=focus_in.get(rel, ()),
                                     listed=[n for n in node_ids if n.split("::", 1)[0] == rel])
@@ -346,6 +346,6 @@ def plant(files: dict[str, Path], dest: Path, node_ids: Iterable[str], rng: rand
         out.canaries += masked.canaries
         out.renamed.update(masked.renamed)
         out.seals += masked.seals
-        out.checks.update(masked.checks)
+        out.checks_by_test.update(masked.checks_by_test)
         out.case_ids.update(masked.case_ids)
     return out

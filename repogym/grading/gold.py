@@ -36,7 +36,7 @@ _FORMAT = 1
 
 
 def from_run(channel: Channel, masked: Masked) -> GoldValues:
-    """The gold values one trusted verifier run reported, by check key and task case id
+    """The gold values one trusted grading run reported, by check key and task case id
     (gold checks' values, and the messages of ``raises`` checks with a pattern)."""
     by_cid = {s.cid: s for s in masked.seals if s.records_gold}
     out: GoldValues = {}

@@ -4,7 +4,7 @@ Grading never trusts the agent's workspace, and it holds against an agent that h
 this file. In a fresh sandbox started from the task's template it applies the agent's diff
 minus every change to the test files (the hidden test folder, ``test_*.py``, the files of
 the listed tests) and to ``conftest.py`` files, copies in the hidden tests with **canaries**
-planted among them (:mod:`repogym.grading.grading_run`), and runs the verifier through repogym's
+planted among them (:mod:`repogym.grading.grading_run`), and starts the grading run through repogym's
 launcher: the standard library and pytest can never be replaced by workspace files, no
 workspace file is read as pytest configuration, plugins load only by name from trusted
 sites, and per-test results come back on a channel the workspace's code cannot find by
@@ -42,7 +42,7 @@ from repogym.grading import seal as sl
 from repogym.sandbox.base import DiffError, ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.grading.flags import HackFlag
 from repogym.scenarios.patches import FilePatch, is_test_file, split_diff
-from repogym.scenarios.task import Task, Verifier
+from repogym.scenarios.task import Task, TestSpec
 
 RewardMode = Literal["binary", "partial", "f2p"]
 REWARD_MODES: tuple[RewardMode, ...] = get_args(RewardMode)
@@ -85,7 +85,7 @@ class GradeResult:
 
 def code_digest() -> str:
     """sha256 of the code a grading's verdict depends on: this module, the masking, the
-    seals, the verifier rules and the launcher (a cache keyed by it forgets every verdict
+    seals, the grading run's rules and the launcher (a cache keyed by it forgets every verdict
     when any of them changes)."""
     global _CODE_DIGEST
     if _CODE_DIGEST is None:
@@ -102,14 +102,14 @@ _CODE_DIGEST: str | None = None
 
 
 # -- the diff -----------------------------------------------------------------------------
-def guarded(path: str, verifier: Verifier) -> set[HackFlag]:
+def guarded(path: str, spec: TestSpec) -> set[HackFlag]:
     """Flags for a path grading restores to its pristine state (empty: the change is kept)."""
     p = PurePosixPath(path)
-    dest = PurePosixPath(verifier.tests_dest)
+    dest = PurePosixPath(spec.tests_dest)
     # tests_dest "." (imported tasks whose tests sit beside the code) guards test files only.
     under_dest = dest != PurePosixPath(".") and (p == dest or dest in p.parents)
     flags: set[HackFlag] = set()
-    if under_dest or is_test_file(path) or path in vr.test_files(verifier.all_tests):
+    if under_dest or is_test_file(path) or path in vr.test_files(spec.all_tests):
         flags.add(HackFlag.TESTS_MODIFIED)
     if p.name == "conftest.py":
         flags.add(HackFlag.CONFTEST)
@@ -134,11 +134,11 @@ def noted(path: str, patch: FilePatch) -> set[HackFlag]:
     return flags
 
 
-def filter_diff(diff: str, verifier: Verifier) -> tuple[str, list[HackFlag]]:
+def filter_diff(diff: str, spec: TestSpec) -> tuple[str, list[HackFlag]]:
     """Drop the changes grading must not see. Returns (kept diff, sorted hack flags)."""
     kept, flags = [], set()
     for patch in split_diff(diff):
-        drop = set().union(*(guarded(p, verifier) for p in patch.paths))
+        drop = set().union(*(guarded(p, spec) for p in patch.paths))
         flags |= drop or set().union(*(noted(p, patch) for p in patch.paths))
         if not drop:
             kept.append(patch.text)
@@ -147,21 +147,21 @@ def filter_diff(diff: str, verifier: Verifier) -> tuple[str, list[HackFlag]]:
     return "".join(kept), sorted(flags)
 
 
-def score(tests: dict[str, str], verifier: Verifier, mode: RewardMode) -> tuple[float, dict]:
+def score(tests: dict[str, str], spec: TestSpec, mode: RewardMode) -> tuple[float, dict]:
     """Reward and its breakdown from per-test outcomes."""
-    w = verifier.weights
+    w = spec.weights
 
     def frac(ids: tuple[str, ...]) -> float:
         total = sum(w.get(t, 1.0) for t in ids)
         good = sum(w.get(t, 1.0) for t in ids if tests.get(t) == "passed")
         return good / total if total else 1.0
 
-    f2p, p2p = frac(verifier.fail_to_pass), frac(verifier.pass_to_pass)
-    all_pass = all(tests.get(t) == "passed" for t in verifier.all_tests)
+    f2p, p2p = frac(spec.fail_to_pass), frac(spec.pass_to_pass)
+    all_pass = all(tests.get(t) == "passed" for t in spec.all_tests)
     if mode == "binary":
         reward = 1.0 if all_pass else 0.0
     elif mode == "partial":
-        reward = frac(verifier.all_tests)
+        reward = frac(spec.all_tests)
     elif mode == "f2p":
         reward = 0.0 if p2p < 1.0 else f2p
     else:
@@ -205,7 +205,7 @@ def _diff_bytes(diff: str) -> bytes:
 def _files_to_plant(task: Task, template: Path) -> dict[str, Path]:
     """Workspace path -> source of every file grading installs: the hidden tests, and the
     pristine copies of listed test files that live in the repository itself."""
-    v = task.verifier
+    v = task.test_spec
     files: dict[str, Path] = {}
     for src in sorted(task.tests_dir.rglob("*")):
         if src.is_symlink() or any(p.is_symlink() for p in src.parents
@@ -245,16 +245,16 @@ def planted_seals(task: Task) -> tuple[cn.Masked, dict[str, Path]]:
     path -> source of every file it installs."""
     files = _files_to_plant(task, task.repo_dir)
     with tempfile.TemporaryDirectory() as tmp:
-        masked = cn.plant(files, Path(tmp), task.verifier.all_tests, random.Random(0),
+        masked = cn.plant(files, Path(tmp), task.test_spec.all_tests, random.Random(0),
                           rename=False)
-    return _focused(masked, files, task.verifier.all_tests, False), files
+    return _focused(masked, files, task.test_spec.all_tests, False), files
 
 
 def seal_coverage(task: Task) -> dict[str, int]:
     """Listed test -> how many sealed checks it gets (0: its verdict is pytest's alone,
-    which code in the verifier's process can forge; see :mod:`repogym.grading.seal`)."""
+    which code in the grading run's process can forge; see :mod:`repogym.grading.seal`)."""
     masked, _ = planted_seals(task)
-    return {t: masked.checks.get(t.partition("[")[0], 0) for t in task.verifier.all_tests}
+    return {t: masked.checks_by_test.get(t.partition("[")[0], 0) for t in task.test_spec.all_tests}
 
 
 def value_sealed(task: Task) -> dict[str, bool]:
@@ -262,7 +262,7 @@ def value_sealed(task: Task) -> dict[str, bool]:
     literal, a parametrize column or a gold value that carries more than a bit (gold values
     as recorded for this task, if they are). A static upper bound of what ``repogym
     validate`` measures: whether such a check *witnesses* the test's failure at noop."""
-    v = task.verifier
+    v = task.test_spec
     files = _files_to_plant(task, task.repo_dir)
     with tempfile.TemporaryDirectory() as tmp:
         masked = cn.plant(files, Path(tmp), v.all_tests, random.Random(0), rename=False)
@@ -277,17 +277,17 @@ def value_sealed(task: Task) -> dict[str, bool]:
 
 
 @dataclasses.dataclass
-class VerifierRun:
-    """A verifier run in a prepared sandbox: the process and what the launcher reported."""
+class GradingRun:
+    """A grading run in a prepared sandbox: the process and what the launcher reported."""
 
     exec: ExecResult
     channel: vr.Channel | None
     channel_error: str = ""
 
 
-def run_verifier(sb: Sandbox, gdir: Path, args: list[str], node_ids: list[str],
+def run_grading(sb: Sandbox, gdir: Path, args: list[str], node_ids: list[str],
                  timeout_s: float, ini_options: dict[str, str] | None = None,
-                 extra_files: list[str] = ()) -> VerifierRun:
+                 extra_files: list[str] = ()) -> GradingRun:
     """Run pytest with ``args`` through the launcher in ``sb``, with ``gdir`` as its folder.
 
     ``gdir`` must hold ``tests/`` (already installed into the workspace) and is bound
@@ -303,14 +303,14 @@ def run_verifier(sb: Sandbox, gdir: Path, args: list[str], node_ids: list[str],
     for p in vdir.iterdir():
         os.chmod(p, 0o644)
     interp = sb.interpreter
-    argv = vr.verifier_argv(interp.executable, interp.sites, args, [*node_ids, *extra_files])
-    line = vr.shell_command(argv, vr.verifier_env(**interp.env))
+    argv = vr.launcher_argv(interp.executable, interp.sites, args, [*node_ids, *extra_files])
+    line = vr.shell_command(argv, vr.launcher_env(**interp.env))
     run = sb.run_with_binds(line, ro={"grader": gdir}, timeout_s=timeout_s,
-                            output_bytes=vr.VERIFIER_OUTPUT_BYTES)
+                            output_bytes=vr.GRADING_OUTPUT_BYTES)
     try:
-        return VerifierRun(run, vr.read_channel(run.stdout))
+        return GradingRun(run, vr.read_channel(run.stdout))
     except vr.ChannelError as e:
-        return VerifierRun(run, None, str(e))
+        return GradingRun(run, None, str(e))
 
 
 def install_tests(sb: Sandbox, gdir: Path) -> ExecResult:
@@ -321,7 +321,7 @@ def install_tests(sb: Sandbox, gdir: Path) -> ExecResult:
 
 @dataclasses.dataclass
 class Pass:
-    """One verifier run of a grading: its planting, the run, and the task's tests it judges.
+    """One grading run of a grading: its planting, the run, and the task's tests it judges.
 
     Most gradings are one pass. A test that a module-constant parametrize table feeds with
     expectations that other tests of the table read as inputs (a round trip:
@@ -332,7 +332,7 @@ class Pass:
     """
 
     masked: cn.Masked
-    run: VerifierRun
+    run: GradingRun
     tests: list[str]
 
 
@@ -354,14 +354,14 @@ def _verify(task: Task, template: Path, kept: str, flags: set[HackFlag],
             make_sandbox: SandboxFactory, limits: Limits, rng: random.Random
             ) -> tuple[list[Pass], str]:
     """Apply ``kept`` (a filtered diff) in a fresh sandbox, plant the masked hidden tests
-    and run the verifier, once, and once more per focus group (:class:`Pass`); adds to
+    and start the grading run, once, and once more per focus group (:class:`Pass`); adds to
     ``flags`` what applying and installing showed. Returns the passes and git's output
     when the diff did not apply.
 
     Raises:
         SandboxError: the infrastructure failed.
     """
-    v = task.verifier
+    v = task.test_spec
     files = _files_to_plant(task, template)
     first, apply_output = _run_pass(task, template, kept, flags, make_sandbox, limits, rng,
                                     files, list(v.all_tests), ())
@@ -382,8 +382,8 @@ def _run_pass(task: Task, template: Path, kept: str, flags: set[str],
               files: dict[str, Path], tests: list[str], focus: Collection[str]
               ) -> tuple[Pass, str]:
     """One pass of :func:`_verify`: a fresh sandbox, the diff, the planted tests (for the
-    ``focus`` tests alone, when given) and the verifier over the files of ``tests``."""
-    v = task.verifier
+    ``focus`` tests alone, when given) and the grading run over the files of ``tests``."""
+    v = task.test_spec
     apply_output = ""
     with grading_dir(template) as gdir:
         masked = cn.plant(files, gdir / "tests", v.all_tests, rng, rename=v.rename_tests,
@@ -402,7 +402,7 @@ def _run_pass(task: Task, template: Path, kept: str, flags: set[str],
                 # The agent's diff filled or broke the workspace, even one that failed
                 # to apply: git apply stops half-way when it runs out of space.
                 flags.add(HackFlag.TESTS_INSTALL_FAILED)
-            run = run_verifier(sb, gdir, v.pytest_args(), tests, v.timeout_s, v.ini_options)
+            run = run_grading(sb, gdir, v.pytest_args(), tests, v.timeout_s, v.ini_options)
         finally:
             sb.close()
     return Pass(masked, run, tests), apply_output
@@ -455,7 +455,7 @@ def gold_values(task: Task, template: Path, make_sandbox: SandboxFactory,
     with lock:
         if (found := gd.load(key, code_digest())) is not None:
             return found
-        v = task.verifier
+        v = task.test_spec
         kept, _ = filter_diff(task.solution_patch.read_text(errors="surrogateescape"), v)
         runs = []
         for _ in range(GOLD_RUNS):
@@ -483,7 +483,7 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
     the verdict is the same.
     """
     start = time.monotonic()
-    v = task.verifier
+    v = task.test_spec
     kept, flags_list = filter_diff(diff, v)
     node_ids = list(v.all_tests)
     flags = set(flags_list) | {HackFlag(f) for f in extra_flags}
@@ -548,7 +548,7 @@ def sealed_report(verdict: vr.Verdict) -> str:
 
 
 def unmask_log(log: str, masked: cn.Masked) -> str:
-    """The verifier's log with the tests' own names back (canaries keep theirs).
+    """The grading run's log with the tests' own names back (canaries keep theirs).
 
     One pass over the log, whole node ids only: replacing one name after another would
     rewrite a name already put back (``b -> c`` after ``a -> b``) or the head of a longer
@@ -572,11 +572,11 @@ def swebench_available() -> bool:
     return True
 
 
-def swebench_tests(log: str, verifier: Verifier, channel: dict[str, str] | None,
+def swebench_tests(log: str, spec: TestSpec, channel: dict[str, str] | None,
                    masked: cn.Masked | None = None) -> tuple[dict[str, str], bool]:
     """Per-test outcomes as the official SWE-bench harness computes them from the log.
 
-    The verifier's log (pytest run with ``-rA``; tests under their own names again, see
+    The grading run's log (pytest run with ``-rA``; tests under their own names again, see
     :func:`unmask_log`) goes through swebench's
     ``parse_log_pytest`` and ``get_eval_tests_report``; a listed test counts as passed
     exactly when the official report puts it under ``success`` (so a skipped
@@ -592,15 +592,15 @@ def swebench_tests(log: str, verifier: Verifier, channel: dict[str, str] | None,
     from swebench.harness.log_parsers import PARSER_REGISTRY
 
     status_map = PARSER_REGISTRY["parse_log_pytest"](log, None)
-    report = get_eval_tests_report(status_map, {"FAIL_TO_PASS": list(verifier.fail_to_pass),
-                                                "PASS_TO_PASS": list(verifier.pass_to_pass)})
+    report = get_eval_tests_report(status_map, {"FAIL_TO_PASS": list(spec.fail_to_pass),
+                                                "PASS_TO_PASS": list(spec.pass_to_pass)})
     success = set(report["FAIL_TO_PASS"]["success"]) | set(report["PASS_TO_PASS"]["success"])
     names = {"FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped"}
     tests: dict[str, str] = {}
     canaries = masked.canaries if masked else []
     contradicted = any(status_map.get(c.node_id) == "PASSED" for c in canaries
                        if not c.must_pass)
-    for t in verifier.all_tests:
+    for t in spec.all_tests:
         if t in success:
             tests[t] = "passed"
             if channel is None:

@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Self
 
-from repogym.grading.canaries import Masked, add_canaries
+from repogym.grading.canaries import Masked, mask_test_file
 from repogym.grading.grading_run import LAUNCHER_DIR, ini_text, launcher_env
 from repogym.grading.seal import judge_case
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
@@ -313,7 +313,7 @@ class SandboxRunner:
         back = Masked()
         for rel in files:
             text = (root / rel).read_text(encoding="utf-8", errors="surrogateescape")
-            changes[rel], masked = add_canaries(text, rel, rng, seal=True)
+            changes[rel], masked = mask_test_file(text, rel, rng, seal=True)
             back.renamed.update(masked.renamed)
             back.case_ids.update(masked.case_ids)
             back.seals += masked.seals

@@ -66,7 +66,7 @@ class Sandbox(abc.ABC):
     """A running, isolated workspace. Paths given to its methods are workspace-relative.
 
     A backend's ``__init__`` calls :meth:`_open` first, then sets ``workspace``,
-    ``environment`` and ``interpreter``; it implements :meth:`run`, :meth:`run_with_binds`
+    ``dependencies`` and ``interpreter``; it implements :meth:`run`, :meth:`run_with_binds`
     and :meth:`_start_shell` (one persistent shell's process), and may implement
     :meth:`_release` (what ``close`` frees besides the shells and the workspace) and
     :meth:`_freeze`/:meth:`_thaw`. The diff is taken against the template's untouched
@@ -81,7 +81,7 @@ class Sandbox(abc.ABC):
         limits: The limits of every command.
         workspace: The host-side workspace (None while starting, or for a backend without
             one: such a sandbox cannot be forked).
-        environment: The task's installed packages, bound at ``ENV_MOUNT`` (None: none).
+        dependencies: The task's installed packages, bound at ``ENV_MOUNT`` (None: none).
         interpreter: The Python the sandbox offers its verifier.
         tmp_is_workspace_tmp: The sandbox's ``/tmp`` is its workspace's ``tmp`` folder
             (bwrap, docker), so :meth:`take_tmp_file` reads it from the host.
@@ -93,7 +93,7 @@ class Sandbox(abc.ABC):
     template: Path
     limits: Limits
     workspace: Workspace | None
-    environment: PackageSite | None
+    dependencies: PackageSite | None
     interpreter: Interpreter
 
     # -- what a backend implements -------------------------------------------------------
@@ -150,7 +150,7 @@ class Sandbox(abc.ABC):
     def _open(self, spec: SandboxSpec) -> None:
         self.spec, self.template, self.limits = spec, spec.template, spec.limits
         self.workspace = None
-        self.environment = None
+        self.dependencies = None
         self._closed = False
         self._shells: list[PersistentShell] = []
 

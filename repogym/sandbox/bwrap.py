@@ -145,14 +145,14 @@ class BwrapSandbox(Sandbox):
         seccomp.bpf_program()  # fail here, with the fix, if libseccomp is missing
         self.workspace = Workspace(spec.template, spec.limits.workspace_mb,
                                    spec.limits.inodes, spec.copy_of)
-        self.environment = self.workspace.environment
-        env = sandbox_env(self._rt, self.environment is not None)
+        self.dependencies = self.workspace.dependencies
+        env = sandbox_env(self._rt, self.dependencies is not None)
         self.interpreter = Interpreter(
-            f"{PYTHON_MOUNT}/bin/{self._rt.python}", _sites(self.environment is not None),
+            f"{PYTHON_MOUNT}/bin/{self._rt.python}", _sites(self.dependencies is not None),
             {"path": env["PATH"], "ld_library_path": env["LD_LIBRARY_PATH"]})
         try:
-            if self.environment is not None:
-                self.environment.check_python(self._rt.python.removeprefix("python"),
+            if self.dependencies is not None:
+                self.dependencies.check_python(self._rt.python.removeprefix("python"),
                                               "the bwrap sandbox's interpreter")
             self.cgroup = Cgroup.create(spec.limits, self.workspace.lease_dir.name)
             self._argv = self._base_argv()
@@ -189,12 +189,12 @@ class BwrapSandbox(Sandbox):
             elif path.exists():
                 a += ["--ro-bind", str(path), f"/etc/{name}"]
         a += ["--ro-bind", str(rt.sandbox_site), SITE_MOUNT]
-        if self.environment is not None:
-            a += ["--ro-bind", str(self.environment.site), ENV_MOUNT]
+        if self.dependencies is not None:
+            a += ["--ro-bind", str(self.dependencies.site), ENV_MOUNT]
         a += ["--proc", "/proc", "--dev", "/dev",
               "--bind", str(self.workspace.tmp), "/tmp",
               "--bind", str(self.workspace.path), WORKSPACE, "--chdir", WORKSPACE]
-        for k, v in sandbox_env(rt, self.environment is not None).items():
+        for k, v in sandbox_env(rt, self.dependencies is not None).items():
             a += ["--setenv", k, v]
         return a
 

@@ -131,7 +131,7 @@ class DockerSandbox(Sandbox):
         self.image = image
         self.base_url = base_url or default_base_url()
         self.interpreter = Interpreter("python3", (), {"path": PATH})
-        self.environment = None
+        self.dependencies = None
         self._client: Any = None
         self._xfer: dict[str, Path] | None = None
         self.name = f"repogym-{uuid.uuid4().hex[:12]}"
@@ -142,8 +142,8 @@ class DockerSandbox(Sandbox):
             self.workspace = Workspace(spec.template, spec.limits.workspace_mb,
                                        spec.limits.inodes, spec.copy_of)
             self.uid = self.workspace.uid
-            self.environment = self.workspace.environment
-            if self.environment is not None:
+            self.dependencies = self.workspace.dependencies
+            if self.dependencies is not None:
                 self.interpreter = Interpreter("python3", (ENV_MOUNT,),
                                                {"path": f"{ENV_MOUNT}/bin:{PATH}"})
             self._xfer = self._make_xfer()
@@ -187,8 +187,8 @@ class DockerSandbox(Sandbox):
                   Mount("/tmp", str(self.workspace.tmp), type="bind"),
                   Mount(f"{BIND_ROOT}/ro", str(self._xfer["ro"]), type="bind", read_only=True),
                   Mount(f"{BIND_ROOT}/rw", str(self._xfer["rw"]), type="bind")]
-        if self.environment is not None:
-            mounts.append(Mount(ENV_MOUNT, str(self.environment.site), type="bind",
+        if self.dependencies is not None:
+            mounts.append(Mount(ENV_MOUNT, str(self.dependencies.site), type="bind",
                                 read_only=True))
         passwd = self.workspace.lease_dir / "passwd"
         if passwd.is_file():
@@ -211,7 +211,7 @@ class DockerSandbox(Sandbox):
             created = api.create_container(
                 self.image, ["sleep", "infinity"], name=self.name, user="0:0",
                 hostname="sandbox", working_dir=WORKSPACE,
-                environment=container_env(self.environment is not None),
+                environment=container_env(self.dependencies is not None),
                 labels={LABEL: "1", f"{LABEL}.owner": owner_label(),
                         f"{LABEL}.created": str(int(time.time()))},
                 host_config=self._host_config(cpus), network_disabled=True,
@@ -237,8 +237,8 @@ class DockerSandbox(Sandbox):
             version = res.stdout.strip().splitlines()[-1]
             with _checked_lock:
                 _checked[key] = version
-        if self.environment is not None:
-            self.environment.check_python(version, f"docker image {self.image!r}")
+        if self.dependencies is not None:
+            self.dependencies.check_python(version, f"docker image {self.image!r}")
 
     # -- running -------------------------------------------------------------------------
     def run(self, command: str, timeout_s: float | None = None,

@@ -42,21 +42,21 @@ class ProcessSandbox(Sandbox):
         self._open(spec)
         self.workspace = Workspace(spec.template, spec.limits.workspace_mb, spec.limits.inodes,
                                    spec.copy_of)
-        self.environment = self.workspace.environment
+        self.dependencies = self.workspace.dependencies
         self._path = os.environ.get("PATH", "/usr/bin:/bin")
         self._sites = tuple(site.getsitepackages())
-        if self.environment is not None:
-            self.environment.check_python(platform.python_version(), "this interpreter")
-            self._path = f"{self.environment.site}/bin:{self._path}"
-            self._sites = (str(self.environment.site), *self._sites)
+        if self.dependencies is not None:
+            self.dependencies.check_python(platform.python_version(), "this interpreter")
+            self._path = f"{self.dependencies.site}/bin:{self._path}"
+            self._sites = (str(self.dependencies.site), *self._sites)
         self.interpreter = Interpreter(sys.executable, self._sites, {"path": self._path})
 
     def _env(self) -> dict[str, str]:
         env = {"PATH": self._path, "HOME": str(self.workspace.path),
                "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
                "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat", "TERM": "dumb"}
-        if self.environment is not None:
-            env["PYTHONPATH"] = str(self.environment.site)
+        if self.dependencies is not None:
+            env["PYTHONPATH"] = str(self.dependencies.site)
         return env
 
     def run(self, command: str, timeout_s: float | None = None,

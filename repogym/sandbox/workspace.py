@@ -124,7 +124,7 @@ def _environment_file(template: Path) -> Path:
     return template.with_name(template.name + ".env.json")
 
 
-def template_environment(template: Path) -> PackageSite | None:
+def template_dependencies(template: Path) -> PackageSite | None:
     """The environment a template was made with (:meth:`TemplateCache.get`), if any."""
     try:
         data = json.loads(_environment_file(Path(template)).read_text())
@@ -226,7 +226,7 @@ class Workspace:
                              "fork a sandbox that is still open")
         self.template = Path(template)
         self.lease_dir, self.uid = lease_of(self.template)
-        self.environment = template_environment(self.template)
+        self.dependencies = template_dependencies(self.template)
         self._lease = lease_at(self.lease_dir)  # kept alive as long as this workspace
         self._mounts: list[Path] = []
         self._beside: list[Path] = []

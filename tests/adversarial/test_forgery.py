@@ -264,11 +264,11 @@ def test_what_remains_a_forger_that_knows_the_expected_values_earns_full_reward(
 
 def test_sealed_files_keep_their_line_numbers_and_hold_no_expected_value():
     """What the sandbox gets: the same lines (tracebacks stay true), no expected literal."""
-    from repogym.grading.canaries import add_canaries
+    from repogym.grading.canaries import mask_test_file
 
     task = registered_tasks()["week-number"]
     text = (task.tests_dir / "test_weeks.py").read_text()
-    sealed, masked = add_canaries(text, "tests/test_weeks.py", random.Random(1), seal=True)
+    sealed, masked = mask_test_file(text, "tests/test_weeks.py", random.Random(1), seal=True)
     assert masked.seals
     lines, out = text.splitlines(), sealed.splitlines()
     for s in masked.seals:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from repogym.grading.canaries import add_canaries
+from repogym.grading.canaries import mask_test_file
 
 STATEFUL = '''\
 import copy
@@ -56,7 +56,7 @@ def _defs(body: list[ast.stmt]) -> list[str]:
 
 def test_every_canary_comes_after_the_last_test_of_its_scope():
     for seed in range(20):
-        text, masked = add_canaries(STATEFUL, "tests/test_state.py", random.Random(seed))
+        text, masked = mask_test_file(STATEFUL, "tests/test_state.py", random.Random(seed))
         tree = ast.parse(text)
         canaries = {c.node_id.rsplit("::", 1)[1] for c in masked.canaries}
         real = {k.rsplit("::", 1)[1] for k in masked.renamed}
@@ -78,7 +78,7 @@ def _plant_seeds(folder: Path, seeds: int = 8) -> dict:
     planted = {}
     for seed in range(seeds):
         name = f"test_state_{seed}.py"
-        text, planted[seed] = add_canaries(STATEFUL, name, random.Random(seed))
+        text, planted[seed] = mask_test_file(STATEFUL, name, random.Random(seed))
         (folder / name).write_text(text)
     return planted
 
@@ -137,7 +137,7 @@ def test_a_file_whose_test_names_use_few_words_is_masked_quickly():
     text = "".join(f"def test_reward_at_least_{i:03d}():\n    assert {i} == {i}\n\n\n"
                    for i in range(100))
     start = time.monotonic()
-    masked_text, masked = add_canaries(text, "tests/test_r.py", random.Random(0), seal=True)
+    masked_text, masked = mask_test_file(text, "tests/test_r.py", random.Random(0), seal=True)
     assert time.monotonic() - start < 30
     assert len(set(masked.renamed)) == 100
     ast.parse(masked_text)

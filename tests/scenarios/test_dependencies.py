@@ -184,7 +184,7 @@ def test_reset_binds_without_copying(six_task, six_env):
         assert not any(p.name == "six.py" for p in template.rglob("*"))
         sandboxes = [make_sandbox("bwrap", SandboxSpec(template)) for _ in range(3)]
         for sb in sandboxes:
-            assert sb.environment.site == six_env.site
+            assert sb.dependencies.site == six_env.site
             assert sb.interpreter.sites[0] == ENV_MOUNT
             sb.close()
     finally:
