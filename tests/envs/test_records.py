@@ -27,6 +27,7 @@ from repogym.scenarios.registry import registered_tasks
 from tests.conftest import call
 
 ENVS = Path(repogym.__file__).parent / "envs"
+GRADING = Path(repogym.__file__).parent / "grading"
 
 
 def _new_file(path: str, text: str = "x = 1\n") -> str:
@@ -140,15 +141,16 @@ def _is_member(expr: ast.expr) -> bool:
 
 
 def test_every_producer_names_a_member_and_every_member_is_produced():
-    """The grader's and verifier's flag producers name HackFlag members (no string
-    literal), and each member is raised somewhere in repogym/envs (no dead flag)."""
+    """The grader's and the grading run's flag producers name HackFlag members (no string
+    literal), and each member is raised somewhere in repogym/grading or repogym/envs (no
+    dead flag)."""
     named = set()
-    for module in ("grader.py", "verifier.py"):
-        args = _flag_arguments(ast.parse((ENVS / module).read_text()))
+    for module in ("grader.py", "grading_run.py"):
+        args = _flag_arguments(ast.parse((GRADING / module).read_text()))
         assert args, module
         bad = [ast.unparse(a) for a in args if not _is_member(a)]
         assert not bad, (module, bad)
-    for path in ENVS.rglob("*.py"):
+    for path in [*ENVS.rglob("*.py"), *GRADING.rglob("*.py")]:
         if path.name == "flags.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
