@@ -896,21 +896,38 @@ class _Scope:
     params: dict[str, int] = dataclasses.field(default_factory=dict)
     #: The test's arguments (fixtures and parameters; not ``self``).
     args: set[str] = dataclasses.field(default_factory=set)
-    #: Columns the test also tests for ``None`` (``if expected is None:``): hidden, their
-    #: cells keep whether they are None.
-    guarded: set[str] = dataclasses.field(default_factory=set)
+    #: Columns the test also branches on (``if expected is None:``: ``"none"``; ``if
+    #: altstr:``: ``"truth"``; both: ``"mixed"``): hidden, their cells keep what the branch
+    #: reads of them.
+    guarded: dict[str, str] = dataclasses.field(default_factory=dict)
     #: Inside a branch (``if``, ``try``): its checks are judged against gold's per case.
     cond: bool = False
 
 
-def _none_guard(test: ast.expr, params: dict[str, int]) -> str | None:
-    """The column of ``<column> is None`` / ``<column> is not None``, or None."""
+def _guard(test: ast.expr, params: dict[str, int]) -> tuple[str, str] | None:
+    """(column, ``"none"``) of ``<column> is [not] None``, (column, ``"truth"``) of
+    ``<column>`` or ``not <column>`` as a branch's test; None otherwise."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if isinstance(test, ast.Name) and test.id in params:
+        return test.id, "truth"
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
             isinstance(test.ops[0], ast.Is | ast.IsNot) and isinstance(test.left, ast.Name) \
             and test.left.id in params and isinstance(test.comparators[0], ast.Constant) \
             and test.comparators[0].value is None:
-        return test.left.id
+        return test.left.id, "none"
     return None
+
+
+def _kept(value: object, kind: str | None) -> str:
+    """A hidden cell as written in the planted table: ``None``, or, in a column a branch
+    reads (:func:`_guard`), ``None`` where the branch would see None (or a false value)
+    and ``...`` elsewhere."""
+    if kind == "none":
+        return "None" if value is None else "..."
+    if kind == "truth":
+        return "None" if not value else "..."
+    return "None"
 
 
 def _reads(fn: ast.FunctionDef, name: str) -> bool:
@@ -1014,9 +1031,11 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
                     (test := _call_assertion(stmt.value, helpers, scope.self_name)):
                 assertion(node_id, stmt, test, scope, times)
             elif isinstance(stmt, ast.If | ast.Try) and times == 1:
-                if isinstance(stmt, ast.If) and (col := _none_guard(stmt.test, scope.params)):
+                if isinstance(stmt, ast.If) and (found := _guard(stmt.test, scope.params)):
+                    col, kind = found
                     scope.consumed[col] = scope.consumed.get(col, 0) + 1
-                    scope.guarded.add(col)
+                    scope.guarded[col] = kind if scope.guarded.get(col, kind) == kind \
+                        else "mixed"
                 branches = [stmt.body, stmt.orelse] if isinstance(stmt, ast.If) else [
                     stmt.body, stmt.orelse, stmt.finalbody, *(h.body for h in stmt.handlers)]
                 was, scope.cond = scope.cond, True
@@ -1062,13 +1081,18 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
             block(node_id, fn.body, scope)
             partial = {k for k in {*candidates, *columns}
                        if scope.consumed.get(k, 0) != loads[k]}
+            # a branch on a column whose cells the planted table cannot keep for it
+            partial |= {k for k, kind in scope.guarded.items() if k in columns and (
+                kind == "mixed" or kind == "truth" and any(
+                    row[columns[k]] is _UNKNOWN for row in table.values))}
             if not partial:
                 break
             del src.edits[marks[0]:], out.seals[marks[1]:]
             candidates = {k: v for k, v in candidates.items() if k not in partial}
             columns = {k: v for k, v in columns.items() if k not in partial}
         blank = {c for k, c in columns.items() if scope.consumed.get(k)}
-        guards[node_id] = {c for k, c in columns.items() if k in scope.guarded} & blank
+        guards[node_id] = {c: scope.guarded[k] for k, c in columns.items()
+                           if k in scope.guarded and c in blank}
         if dry:
             del src.edits[start[0]:], out.seals[start[1]:]
             return blank
@@ -1084,7 +1108,7 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
             hide_columns(node_id, table, blank, guards[node_id])
         return blank
 
-    def blanked(table: _Table, blank: set[int], keep_none: set[int] = frozenset(),
+    def blanked(table: _Table, blank: set[int], keep_none: dict[int, str] | None = None,
                 span: tuple[int, int] | None = None) -> str:
         """The table's rows (those of ``span``), written with ``None`` for the ``blank``
         columns, in parens; a cell of a ``keep_none`` column is ``None`` only where it was
@@ -1092,13 +1116,13 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         rows = []
         start, end = span or (0, len(table.rows))
         for values, row in zip(table.values[start:end], table.rows[start:end]):
-            cells = [("None" if c not in keep_none or values[c] is None else "...")
+            cells = [_kept(values[c], (keep_none or {}).get(c))
                      if c in blank else src.segment(e) for c, e in enumerate(row)]
             rows.append(cells[0] if table.single else "(" + ", ".join(cells) + ",)")
         return "([" + ", ".join(rows) + "])"
 
     def hide_columns(node_id: str, table: _Table, blank: set[int],
-                     keep_none: set[int] = frozenset()) -> None:
+                     keep_none: dict[int, str] | None = None) -> None:
         """The table without its expectation columns, its cases under random ids (pytest
         would name them by their values). The checks against a column are gold checks:
         per case, what the gold patch computes there (the column's value, or an object of
@@ -1129,7 +1153,7 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
     # only expects. A test that expects more columns than the others is sealed in a run of
     # its own (``focus``), where its constants lose every column it does not read as input.
     shared = shared_tables(tree, pytest_names)
-    guards: dict[str, set[int]] = {}
+    guards: dict[str, dict[int, str]] = {}
     funcs = dict(_tests(tree, rel))
     tables_of = {i: t for i, f in funcs.items()
                  if (t := _table(f, pytest_names, ns, shared, listed.get(i, ()))) and t.shared}
@@ -1137,14 +1161,14 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
     good = {c for c, us in users_of.items() if us and all(_sealable(funcs[i]) for i in us)}
     cols = {i: seal_test(i, funcs[i], self_of(i, funcs[i]), dry=True)
             for i, t in tables_of.items() if set(t.shared) <= good}
-    dry_guards = {i: set(guards[i]) for i in cols}
+    dry_guards = {i: dict(guards[i]) for i in cols}
     allowed: dict[str, set[int]] = {}
     for c in good:
         us = users_of[c]
         if all(i in cols for i in us):
             common = set.intersection(*(cols[i] for i in us))
             # a hidden cell keeps being None only where every test guards the column
-            allowed[c] = {k for k in common if len({k in dry_guards[i] for i in us}) == 1}
+            allowed[c] = {k for k in common if len({dry_guards[i].get(k) for i in us}) == 1}
     changed = True
     while changed:  # a test's columns are hidden only if every constant of its table hides them
         changed = False
@@ -1154,8 +1178,8 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
                 for c in tables_of[i].shared:
                     changed |= bool(allowed[c] - hide)
                     allowed[c] &= hide
-    keep_none = {c: {k for k in allowed[c] if all(k in dry_guards[i] for i in users_of[c])}
-                 for c in allowed}
+    keep_none = {c: {k: dry_guards[users_of[c][0]][k] for k in allowed[c]
+                     if k in dry_guards[users_of[c][0]]} for c in allowed}
     focus_of: dict[str, str] = {}
     for i, expects in cols.items():
         if all(c in allowed for c in tables_of[i].shared) and expects - set.intersection(

@@ -421,3 +421,22 @@ def test_a_table_summed_from_constants_is_sealed_per_constant():
     assert sorted(out.case_ids.values()) == ["HTMLTidy-html_tidy", "Product-product",
                                              "SpecialGuest-special_guest"]
     assert "A + B, ids=" in text and len(text.splitlines()) == len(src.splitlines())
+
+
+def test_a_branch_on_a_columns_truth_keeps_only_its_truth():
+    """isodate's ``if altstr: ... == altstr else: ... == text``: both expectation columns
+    leave the table; ``altstr``'s cells keep only whether they were false (so each case
+    takes the branch it took before)."""
+    src = textwrap.dedent('''\
+        import pytest
+
+        @pytest.mark.parametrize("text, value, altstr", [("P1D", 1, None), ("PT36H", 36, "P1DT12H")])
+        def test_format(text, value, altstr):
+            if altstr:
+                assert fmt(value) == altstr
+            else:
+                assert fmt(value) == text
+        ''')
+    text, out = sl.seal_file(src, ast.parse(src), "t.py", random.Random(0), set(), gold=True)
+    assert "P1D" not in text and "(None, 1, None,)" in text and "(None, 36, ...,)" in text
+    assert [(s.line, s.gold) for s in out.seals] == [(6, True), (8, True)]
