@@ -300,7 +300,7 @@ def grade_attack(task: Task, grader: PatchGrader, attack: Attack, noop_reward: f
     try:
         diff = make_diff(task.repo_dir, attack.changes(task.repo_dir, task.verifier.tests_dest))
         res = grader.grade(task, diff, mode=mode, timeout_s=attack.timeout_s)
-    except Exception as e:  # noqa: BLE001 - a crash is reported as a failed check
+    except Exception as e:  # a crash is reported as a failed check
         return AttackResult(attack.name, attack.kind, 0.0, noop_reward, [], "",
                             error=f"{type(e).__name__}: {e}")
     error = f"infra_error: {res.infra_error}" if res.infra_error else ""

@@ -242,7 +242,7 @@ def _name(node: ast.expr) -> str:
 def _repr(value: object) -> str:
     try:
         return repr(value)
-    except Exception:  # noqa: BLE001 - a value without a repr cannot be looked for
+    except Exception:  # a value without a repr cannot be looked for
         return ""
 
 

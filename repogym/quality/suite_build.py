@@ -22,10 +22,10 @@ import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from repogym.envs.grader import code_digest
 from repogym.quality.adversarial import forger_check
 from repogym.quality.pool import grading_pool
 from repogym.quality.synth_pypi import synthesize_pypi
-from repogym.envs.grader import code_digest
 from repogym.quality.validate import PatchGrader, TaskReport, validate_tasks
 from repogym.scenarios import environment as envs
 from repogym.scenarios import suites

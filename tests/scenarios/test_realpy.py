@@ -157,7 +157,7 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
     root = Path(env["REPOGYM_CACHE"]) / "suites" / "realpy"
     # Interrupted as soon as one task is validated: the next fetch resumes from there.
     proc = subprocess.Popen([sys.executable, "-m", "repogym.cli", *FETCH], env=env,
-                            preexec_fn=default_signals,  # noqa: PLW1509 (signals only)
+                            preexec_fn=default_signals,  # signals only
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 900
     while not read_index(root) and proc.poll() is None and time.monotonic() < deadline:

@@ -150,7 +150,7 @@ def function_mutants(source: str, file: str, qualname: str) -> list[tuple[Mutant
         base = sum(len(x) for x in lines[:first - 1]) - len(header)
         try:
             found = mutants(mini, file, functions={qualname})
-        except Exception:  # noqa: BLE001 - libcst cannot parse it alone: the whole module
+        except Exception:  # libcst cannot parse it alone: the whole module
             return [(m, Edit(file, *_diff(source, m.source), m.id, m.operator, 0, root))
                     for m in mutants(source, file, functions={qualname})]
         for m in found:

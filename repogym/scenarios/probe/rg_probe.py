@@ -77,7 +77,7 @@ _conf: dict = {}
 def pytest_configure(config) -> None:
     global _out
     _conf.update({k: v for k, v in os.environ.items() if k.startswith("RG_PROBE_")})
-    _out = open(_conf["RG_PROBE_OUT"], "w", encoding="utf-8")  # noqa: SIM115
+    _out = open(_conf["RG_PROBE_OUT"], "w", encoding="utf-8")
     _install_seals()
     if _conf.get("RG_PROBE_TRACE") == "1":  # what runs before any test: imports, ...
         sys.setprofile(_loading)
