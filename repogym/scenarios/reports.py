@@ -548,7 +548,10 @@ def inline_check(test_source: str, node_id: str, read: Reader | None = None
         return None
     path, *parts = node_id.split("::")
     files = {path: test_source}
-    reader: Reader = lambda p: files.get(p) if p in files else (read(p) if read else None)
+
+    def reader(p: str) -> str | None:
+        return files.get(p) if p in files else (read(p) if read else None)
+
     mod = _module(path, reader)
     if mod is None or not parts or len(parts) > 2:
         return None

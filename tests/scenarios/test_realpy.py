@@ -113,7 +113,7 @@ def test_release_history_tasks_are_real_fixes_reported_with_a_reproduction(suite
     assert len(history) >= 50, len(history)
     assert len({p.distribution for p, _ in history}) >= HISTORY_PACKAGES
     assert len({t.statement for _, t in history}) == len(history)  # no report given twice
-    for p, t in history:
+    for _, t in history:
         assert len(split_diff(t.gold)) == 1 and not t.mutants, t.id
         assert t.reproduction and reproduction_of(t.statement) == t.reproduction, t.id
         assert len(t.statement) <= MAX_CHARS and 1 <= len(t.fail_to_pass) < 20, t.id

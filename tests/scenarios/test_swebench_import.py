@@ -142,7 +142,10 @@ def test_swebench_parser_agrees_with_junit_and_forged_log_is_flagged(imported, u
     templates = TemplateCache()
     try:
         template = templates.get(task.repo_dir)
-        factory = lambda spec: make_sandbox("bwrap", spec)
+
+        def factory(spec):
+            return make_sandbox("bwrap", spec)
+
         gold = grade(task, template, (imported / "solution.patch").read_text(), mode="binary",
                      make_sandbox=factory)
         forged = grade(task, template, decoy, mode="binary", make_sandbox=factory)
@@ -204,7 +207,10 @@ def _validates(folder):
 
 
 def test_pass_to_pass_test_in_a_file_the_test_patch_does_not_touch(family, tmp_path):
-    g = lambda *a: git(*a, cwd=family["clone"])
+
+    def g(*a):
+        return git(*a, cwd=family["clone"])
+
     inst = {"instance_id": "acme__calc2-7", "repo": "acme/calc2",
             "base_commit": family["base"],
             "patch": g("diff", family["base"], family["fix"], "--", "calc.py"),
@@ -225,7 +231,10 @@ def test_swesmith_row_its_patch_makes_the_bug(family, tmp_path):
     # SWE-smith: the patch creates the bug in the clean repository; no test_patch; the mirror
     # is named after the commit it starts from (no base_commit key).
     clean = family["clone"]
-    g = lambda *a: git(*a, cwd=clean)
+
+    def g(*a):
+        return git(*a, cwd=clean)
+
     bug = g("diff", family["fix"], family["base"], "--", "calc.py")
     inst = {"instance_id": "acme__calc2.{}.func_pm_remove_cond__x1".format(family["fix"][:8]),
             "repo": "swesmith/acme__calc2.{}".format(family["fix"][:8]), "patch": bug,
@@ -277,7 +286,10 @@ def test_r2e_gym_row_with_generated_tests(family, tmp_path):
 
 
 def test_instance_requirements_become_the_tasks_environment(family, tmp_path):
-    g = lambda *a: git(*a, cwd=family["clone"])
+
+    def g(*a):
+        return git(*a, cwd=family["clone"])
+
     inst = {"instance_id": "acme__calc2-9", "repo": "acme/calc2", "base_commit": family["base"],
             "patch": g("diff", family["base"], family["fix"], "--", "calc.py"),
             "test_patch": g("diff", family["base"], family["fix"], "--", "tests"),

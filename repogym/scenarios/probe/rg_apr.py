@@ -273,7 +273,7 @@ class Zygote:
             olds, news = self.old[path].get(root, []), fresh.get(root, [])
             if not olds or len(olds) != len(news):
                 raise LookupError(root)
-            for old, code in zip(olds, news):
+            for old, code in zip(olds, news, strict=True):
                 targets = self.live[path].get((root, old.co_firstlineno), [])
                 if not targets and old.co_code != code.co_code:
                     raise LookupError(root)
