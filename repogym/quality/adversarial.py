@@ -8,9 +8,9 @@ exiting, hanging, exiting with each code a completed session can give), deletes 
 the tests, adds ``conftest.py`` files, and so on. The code planted in the verifier's
 process lives in real Python files (:mod:`repogym.envs.attacks`), read as text when
 planted. :func:`check_task` grades each attack with the real grader (partial credit, so that
-any gain shows) next to the unpatched repository (noop): an attack that earns more than noop is a hole — in the grader, or (more often) in a
-task whose tests trust something the agent controls. ``repogym validate --adversarial``
-runs this for any task folder.
+any gain shows) next to the unpatched repository (noop): an attack that earns more than noop is a
+hole — in the grader, or (more often) in a task whose tests trust something the agent controls.
+``repogym validate --adversarial`` runs this for any task folder.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ Endpoints (OpenEnv's, so ``openenv-core``'s clients and ``openenv validate`` wor
 - ``WS /ws``: one session per connection; messages ``reset``/``step``/``state``/``close``,
   ``fork`` (a new session holding a copy of the running episode, answered
   ``{"type": "fork", "data": {"session_id", ...}}``; a new connection sending that id in
-  ``X-Session-Id`` takes it) and ``mcp`` (a JSON-RPC request, :mod:`repogym.server.mcp`); a ``step`` may also carry
-  OpenEnv's MCP actions ``{"type": "list_tools"}`` and ``{"type": "call_tool",
+  ``X-Session-Id`` takes it) and ``mcp`` (a JSON-RPC request, :mod:`repogym.server.mcp`); a ``step``
+  may also carry OpenEnv's MCP actions ``{"type": "list_tools"}`` and ``{"type": "call_tool",
   "tool_name": ..., "arguments": {...}}`` (``openenv``'s ``MCPToolClient``);
 - ``POST /reset``, ``POST /step``, ``GET /state``: OpenEnv's stateless HTTP routes: without
   an ``X-Session-Id`` header each request gets a fresh env that is closed when it is

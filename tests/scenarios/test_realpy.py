@@ -24,7 +24,7 @@ from repogym.scenarios.patches import split_diff
 from repogym.scenarios.suites import load_suite, read_index
 
 SAMPLE = ("schema", "inflection")
-HISTORY_PACKAGES = 5  # packages the release-history tasks come from (docs/suites.md)  # one train package, one test package; both small and fast
+HISTORY_PACKAGES = 5  # packages the release-history tasks come from (docs/suites.md)
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*-\d+$")
 
 

@@ -398,7 +398,8 @@ def runner_rows(tmp_path_factory):
               "base_commit": base, "version": "5.0",
               "patch": git("diff", base, fix, "--", "calc.py", cwd=dj),
               "test_patch": git("diff", base, fix, "--", "tests", cwd=dj),
-              "FAIL_TO_PASS": json.dumps([f"test_divide_by_zero {case.format('test_divide_by_zero')}"]),
+              "FAIL_TO_PASS": json.dumps(
+                  [f"test_divide_by_zero {case.format('test_divide_by_zero')}"]),
               "PASS_TO_PASS": json.dumps([f"test_add {case.format('test_add')}",
                                           f"test_divide {case.format('test_divide')}"]),
               "problem_statement": "divide(1, 0) must raise ValueError."}

@@ -22,8 +22,8 @@ It then makes these things true before pytest (or anything from the workspace) i
    original standard output becomes the channel (a private descriptor, closed on exec);
    standard output is then pointed at standard error, where the human-readable log goes.
    One JSON object per line: ``{"case": ...}`` per test phase, ``{"collect": ...}`` per
-   collector that failed or was skipped, ``{"refused": ...}`` when a rule above refused to run, and a final
-   ``{"exit": N}``. Subprocesses the tests start, and processes left behind, never have it,
+   collector that failed or was skipped, ``{"refused": ...}`` when a rule above refused to run, and
+   a final ``{"exit": N}``. Subprocesses the tests start, and processes left behind, never have it,
    and cannot take it either: the launcher makes itself non-dumpable
    (``prctl(PR_SET_DUMPABLE, 0)``), so a process of the same uid (a test's subprocess running
    the agent's code) can open neither ``/proc/<launcher>/fd/*`` nor ``/proc/<launcher>/mem``.

@@ -478,7 +478,8 @@ def main(argv):
     elif argv[:1] == ["search"]:
         search(int(argv[1]), float(argv[2]), float(argv[3]), argv[4:5] == ["tests"])
     else:
-        raise SystemExit("usage: rg_apr.py trace | repro | chunk N | search START SECONDS TIMEOUT [tests]")
+        raise SystemExit("usage: rg_apr.py trace | repro | chunk N "
+                         "| search START SECONDS TIMEOUT [tests]")
 
 
 if __name__ == "__main__":
