@@ -78,7 +78,9 @@ def strip(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Strip (or with ``--check`` list) the markers under the root; the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("root", nargs="?", type=Path, default=Path(__file__).resolve().parent.parent)
+    parser.add_argument(
+        "root", nargs="?", type=Path, default=Path(__file__).resolve().parent.parent
+    )
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if any")
     args = parser.parse_args(argv)
     changed = 0
