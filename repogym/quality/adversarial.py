@@ -156,7 +156,7 @@ ATTACKS: tuple[Attack, ...] = (
     Attack("entry-point-plugin", "plugin",
            "a pytest11 entry point in a dist-info folder, for plugin auto-loading",
            _add({**_PLUGIN, "rg_plugin-1.0.dist-info/METADATA":
-                 "Metadata-Version: 2.1\nName: rg-plugin\nVersion: 1.0\n",
+                 ("Metadata-Version: 2.1\nName: rg-plugin\n" "Version: 1.0\n"),
                  "rg_plugin-1.0.dist-info/entry_points.txt": "[pytest11]\nrg = rg_plugin\n",
                  "rg_plugin-1.0.dist-info/top_level.txt": "rg_plugin\n"})),
     Attack("pytest-config-files", "config",

@@ -87,8 +87,9 @@ def test_oracle_episode_reward_and_masks():
     env_text = tokenizer.decode([t for t, m in zip(out.response_ids, out.response_mask, strict=True)
                                  if m == 0])
     assert env_text and "<|im_start|>user" in env_text and "<|im_start|>assistant" in env_text
-    assert all(lp == -0.5 for lp, m in zip(out.response_logprobs, out.response_mask, strict=True) if m)
-    assert all(lp == 0.0 for lp, m in zip(out.response_logprobs, out.response_mask, strict=True) if not m)
+    masked_logprobs = list(zip(out.response_logprobs, out.response_mask, strict=True))
+    assert all(lp == -0.5 for lp, m in masked_logprobs if m)
+    assert all(lp == 0.0 for lp, m in masked_logprobs if not m)
     # each turn's server prompt is the prompt plus everything so far (multi-turn context)
     assert "# Task: retry-zero" in tokenizer.decode(out.prompt_ids)
     assert all(p[:len(out.prompt_ids)] == out.prompt_ids for p in server.prompts)
