@@ -74,8 +74,11 @@ bench: setup
 	$(BIN)/python bench/throughput.py
 	$(BIN)/python bench/async_vs_sync.py
 
+# The formatter and the linter as CI runs them (.ci/run, before the tests); the rules are in
+# pyproject.toml. `$(BIN)/ruff format .` and `$(BIN)/ruff check --fix .` fix most of it.
 lint: setup
-	$(BIN)/ruff check repogym tests bench
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

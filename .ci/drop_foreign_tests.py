@@ -19,7 +19,8 @@ for name in sys.argv[1:]:
                 path.unlink()
                 gone += 1
     root = Path(dist.locate_file("tests"))
-    for d in sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True) if root.is_dir() else []:
+    folders = sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True)
+    for d in folders if root.is_dir() else []:
         if not any(d.iterdir()):
             d.rmdir()
     if root.is_dir() and not any(root.iterdir()):

@@ -197,7 +197,6 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="credit-bench-"))
     fmt, model_dir = build_model(args.tasks, tmp / "tiny")
     cost: dict[str, dict[str, float]] = {}
-    rows: list[dict] = []  # one per scored step: task, template, turn, label, advantages
     episodes: list[Episode] = []
     meta: list[tuple[str, str, list[float]]] = []
     t0, walk_s = time.monotonic(), 0.0
@@ -269,6 +268,18 @@ def main(argv: list[str] | None = None) -> int:
                            "wall_s": mc_wall * k / ref_hi}  # fmt: skip
     adv["reference"] = [mc_adv(b, 8, ref_hi) for b in range(len(episodes))]
     adv["progress"] = [[s[k + 1] - s[k] for k in range(len(s) - 1)] for _, _, s in meta]
+    rows = scored_steps(meta, adv)
+    table = print_table(rows, adv, cost, args)
+    if args.json:
+        args.json.write_text(json.dumps({"table": table, "rows": rows}, indent=1))
+    return 0
+
+
+def scored_steps(meta: list[tuple[str, str, list[float]]],
+                 adv: dict[str, list[list[float]]]) -> list[dict]:
+    """One row per step that changed the progress share: task, template, turn, ``good`` or
+    ``bad``, and each method's advantage for it."""
+    rows = []
     for b, (task, name, shares) in enumerate(meta):
         for k in range(len(shares) - 1):
             if shares[k + 1] == shares[k]:
@@ -276,6 +287,12 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"task": task, "template": name, "turn": k,
                          "label": "good" if shares[k + 1] > shares[k] else "bad",
                          **{m: adv[m][b][k] for m in adv}})  # fmt: skip
+    return rows
+
+
+def print_table(rows: list[dict], adv: dict[str, list[list[float]]],
+                cost: dict[str, dict[str, float]], args: argparse.Namespace) -> dict:
+    """Print each method's ROC-AUC, correlation with the reference and cost; the table."""
     good = [r for r in rows if r["label"] == "good"]
     bad = [r for r in rows if r["label"] == "bad"]
     ref = [r["reference"] for r in rows]
@@ -292,9 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         shown = ", ".join(f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}"
                           for k, v in c.items())  # fmt: skip
         print(f"| {m} | {a:.3f} | {p:.3f} | {shown} |")
-    if args.json:
-        args.json.write_text(json.dumps({"table": table, "rows": rows}, indent=1))
-    return 0
+    return table
 
 
 if __name__ == "__main__":

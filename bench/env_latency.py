@@ -127,7 +127,7 @@ def docker_ready() -> bool | None:
         from repogym.sandbox import docker_setup
 
         return docker_setup.ensure().started
-    except Exception as e:  # noqa: BLE001 - report why the column is missing, then go on
+    except Exception as e:  # report why the column is missing, then go on
         print(f"docker column left out: {e}", file=sys.stderr)
         return None
 

@@ -1,9 +1,9 @@
 """Episodes per second of the oracle over the built-in suite: process pool vs Ray.
 
-Runs every built-in task once per configuration (1, 2 and 4 workers; the process pool, where
-1 worker runs in-process, and Ray actors on a local Ray instance started once, outside the
-timed region) and prints a table with the ratios. The oracle's episode is reset + write + git apply + submit (grading), so
-this measures the harness and the sandbox, not a model.
+Runs every built-in task once per configuration (1, 2 and 4 workers; the process pool, where 1
+worker runs in-process, and Ray actors on a local Ray instance started once, outside the timed
+region) and prints a table with the ratios. The oracle's episode is reset + write + git apply +
+submit (grading), so this measures the harness and the sandbox, not a model.
 
     python bench/throughput.py [--workers 1 2 4] [--tasks N] [--json FILE]
 

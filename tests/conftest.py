@@ -37,7 +37,7 @@ def docker_engine():
         setup = docker_setup.ensure()
     except ImportError as e:
         reason = f"docker tests skipped: the docker SDK is missing ({e}); pip install docker"
-    except Exception as e:  # noqa: BLE001 - any set-up failure becomes the printed skip reason
+    except Exception as e:  # any set-up failure becomes the printed skip reason
         reason = f"docker tests skipped: no Docker engine could be started: {e}"
     else:
         yield setup

@@ -2,8 +2,9 @@
 
 Runs oracle, noop, random, a replayed scripted agent (``repogym/harness/data/
 demo_replay.jsonl``) and the forger (the suite's hack resistance) with the default bwrap
-sandbox, writes ``OUT/results/<agent>/`` result folders and the leaderboard into ``OUT/`` (index.html, leaderboard.md, PNGs), and prints the
-table. Re-running resumes. ``repogym demo --out leaderboard`` regenerates the committed one.
+sandbox, writes ``OUT/results/<agent>/`` result folders and the leaderboard into ``OUT/``
+(index.html, leaderboard.md, PNGs), and prints the table. Re-running resumes.
+``repogym demo --out leaderboard`` regenerates the committed one.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(args.out)
     dirs = []
     for label, agent, agent_args in reference_agents():
-        cfg = RunConfig(agent=agent, agent_args=agent_args, label=label, out=args.out / "results" / label,
-                        split=args.split, workers=args.workers)
+        cfg = RunConfig(agent=agent, agent_args=agent_args, label=label,
+                        out=args.out / "results" / label, split=args.split, workers=args.workers)
         run_with_progress(cfg, console, show=not args.no_progress)
         dirs.append(cfg.out)
     board = build(dirs, args.out)

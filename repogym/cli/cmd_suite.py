@@ -138,8 +138,8 @@ def _show(args: argparse.Namespace) -> int:
     for p in suite.packages:
         ids = [t.id for t in p.tasks if t.id in index]
         seals = [index[t].get("seals") or {} for t in ids]
-        share = "-" if not any(s.get("f2p") for s in seals) else \
-            f"{sum(s.get('witnessed', 0) for s in seals)}/{sum(s.get('f2p', 0) for s in seals)}"
+        witnessed, f2p = (sum(s.get(k, 0) for s in seals) for k in ("witnessed", "f2p"))
+        share = f"{witnessed}/{f2p}" if any(s.get("f2p") for s in seals) else "-"
         table.add_row(p.name, p.version, p.kind, p.split, str(len(p.tasks)), str(len(ids)),
                       str(sum(1 for t in ids if t not in withheld)), share)
     console = Console()

@@ -104,14 +104,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if bad_mutation_args(args):
         return 2
-    tasks, errors = _load(args.tasks) if not args.suite or args.tasks else ([], [])
-    if args.suite:
-        from repogym.scenarios.suites import SuiteError, validated_tasks
-
-        try:
-            tasks += validated_tasks(args.suite, split=args.split)
-        except SuiteError as e:
-            errors.append(str(e))
+    tasks, errors = _gather(args)
     for e in errors:
         console.print(f"[red]cannot load: {escape(e)}[/red]", soft_wrap=True)
     if not tasks and not errors:
@@ -135,19 +128,37 @@ def run(args: argparse.Namespace) -> int:
             indent=1))
     if tasks:
         _summary(tasks, reports, mutations, attacks, console)
-    failures = {t.id: r.failures + (mutations[t.id].problems if t.id in mutations else [])
-                + [f"{t.id}: attack {h.attack} ({h.kind}) "
-                   + (h.error or f"earns {h.reward:g} > noop {h.noop_reward:g}")
-                   for h in (attacks[t.id].holes if t.id in attacks else [])]
-                for t, r in zip(tasks, reports, strict=True)}
+    failures = _failures(tasks, reports, mutations, attacks)
     failed = [t for t, f in failures.items() if f]
     console.print(f"{len(reports) - len(failed)}/{len(reports)} tasks valid")
     for t in failed:
         for p in failures[t]:
             print(f"FAIL {p}", file=sys.stderr)
-    if errors:
-        for e in errors:
-            print(f"FAIL cannot load: {e}", file=sys.stderr)
+    for e in errors:
+        print(f"FAIL cannot load: {e}", file=sys.stderr)
     if errors:
         return 2
     return 1 if failed else 0
+
+
+def _gather(args: argparse.Namespace) -> tuple[list[Task], list[str]]:
+    """The tasks the arguments name (folders, ids, a suite) and why any could not load."""
+    tasks, errors = _load(args.tasks) if not args.suite or args.tasks else ([], [])
+    if args.suite:
+        from repogym.scenarios.suites import SuiteError, validated_tasks
+
+        try:
+            tasks += validated_tasks(args.suite, split=args.split)
+        except SuiteError as e:
+            errors.append(str(e))
+    return tasks, errors
+
+
+def _failures(tasks: list[Task], reports: list[TaskReport], mutations: dict,
+              attacks: dict) -> dict[str, list[str]]:
+    """Task id -> every problem found: the checks', the mutation run's, the attacks' holes."""
+    return {t.id: r.failures + (mutations[t.id].problems if t.id in mutations else [])
+            + [f"{t.id}: attack {h.attack} ({h.kind}) "
+               + (h.error or f"earns {h.reward:g} > noop {h.noop_reward:g}")
+               for h in (attacks[t.id].holes if t.id in attacks else [])]
+            for t, r in zip(tasks, reports, strict=True)}

@@ -13,8 +13,8 @@ from repogym.harness.baselines import AGENTS, agent_options, agent_summary, reso
 from repogym.sandbox import BACKENDS
 from repogym.scenarios.task import SPLITS
 
-__all__ = ["EXIT_OUTAGE", "EXIT_USAGE", "REWARD_MODES", "SPLITS", "add_mutation_options", "add_run_options",
-           "add_sandbox", "agents_help", "bad_mutation_args"]
+__all__ = ["EXIT_OUTAGE", "EXIT_USAGE", "REWARD_MODES", "SPLITS", "add_mutation_options",
+           "add_run_options", "add_sandbox", "agents_help", "bad_mutation_args"]
 
 
 def add_sandbox(p: argparse.ArgumentParser | argparse._ArgumentGroup,

@@ -210,5 +210,6 @@ def execute(cfg: Any, console: Console, args: argparse.Namespace) -> int:
     print_summaries(console, summaries, str(cfg.out), args.json)
     print_error_counts(console, summaries)
     if not args.json:
-        print_line(console, f"results: {cfg.out / RESULTS}  trajectories: {cfg.out / TRAJECTORIES}/")
+        print_line(console,
+                   f"results: {cfg.out / RESULTS}  trajectories: {cfg.out / TRAJECTORIES}/")
     return 0

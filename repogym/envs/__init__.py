@@ -13,8 +13,13 @@ from repogym.envs.repo_env import RepoEnv, SuiteEnv, TextSpace
 from repogym.grading import canaries, gold, grader, grading_run, seal
 from repogym.scenarios.registry import BUILTIN_DIR, add_tasks, registered_tasks
 from repogym.scenarios.suites import MAX_STEPS as SUITE_MAX_STEPS
-from repogym.scenarios.suites import (read_index, suite_meta, suite_names, suite_root,
-                                      withheld_reason)
+from repogym.scenarios.suites import (
+    read_index,
+    suite_meta,
+    suite_names,
+    suite_root,
+    withheld_reason,
+)
 from repogym.scenarios.task import Task, TaskError, find_task_dirs, load_task, load_tasks
 
 #: The grading code's old homes (it lived in this package): ``repogym.envs.grader`` and the

@@ -91,9 +91,9 @@ class RepoDuelEnv(ParallelEnv):
       sandbox without ``.git``, through the grader's launcher; else 0.
     * fixer: the hidden tests' reward (``repogym.grading.grader.grade`` on its diff, in
       ``reward_mode``) plus ``repro_weight`` when the hidden tests resolve the task (reward
-      1), the tester's test is valid (as above) and it passes on the fixer's diff. The tester's test is its submitted version, or the file as
-      it stands when the fixer submits if the tester has not submitted yet. A fix that only
-      satisfies an invalid test earns nothing extra.
+      1), the tester's test is valid (as above) and it passes on the fixer's diff. The tester's test
+      is its submitted version, or the file as it stands when the fixer submits if the tester has
+      not submitted yet. A fix that only satisfies an invalid test earns nothing extra.
 
     ## Episode End
     An agent terminates when it submits (and is graded then). Both are truncated, and graded,
@@ -113,7 +113,8 @@ class RepoDuelEnv(ParallelEnv):
     * v0: initial release.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"name": "repogym_duel_v0", "render_modes": ["ansi"], "is_parallelizable": True}
+    metadata: ClassVar[dict[str, Any]] = {"name": "repogym_duel_v0", "render_modes": ["ansi"],
+                                          "is_parallelizable": True}
 
     def __init__(
         self,

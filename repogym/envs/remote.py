@@ -119,7 +119,7 @@ class RemoteEnv(gym.Env[str, str]):
     * v0: initial release.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012 (Gymnasium convention)
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}  # Gymnasium convention
 
     def __init__(self, url: str, task: str | None = None, *, token: str | None = None,
                  reward_mode: str | None = None, max_steps: int | None = None,

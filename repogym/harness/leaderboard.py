@@ -138,7 +138,8 @@ def load_entries(paths: list[str | Path]) -> tuple[list[Entry], list[str]]:
         notes.append(f"label {label!r} is used by {len(items)} runs "
                      f"({', '.join(str(d) for d, _ in items)}); shown as separate rows named by "
                      "folder. Give runs distinct --name labels to avoid this")
-        entries += [Entry(f"{label} [{tag}]", label, d, rs) for (d, rs), tag in zip(items, tags)]
+        entries += [Entry(f"{label} [{tag}]", label, d, rs)
+                    for (d, rs), tag in zip(items, tags, strict=True)]
     if not any(e.rows for e in entries):
         raise ValueError(f"no result rows in {[str(p) for p in paths]}. Fix: run "
                          "`repogym run --out DIR` first")

@@ -37,10 +37,10 @@ from repogym.envs.info import StepInfo
 PROMPT = ("Fix the bug described below in the repository. Use the tools to look around and "
           "change files; call submit when you are done.\n\n")
 
-NATIVE_TOOLS = ("Act by calling the tools given to you (bash, read, write, edit, submit) as function "
-                "calls, in the tool-call format your instructions describe; each call's result "
-                "comes back as the tool's response. Call submit when you are done: your changes "
-                "are then graded by hidden tests.")
+NATIVE_TOOLS = ("Act by calling the tools given to you (bash, read, write, edit, submit) as "
+                "function calls, in the tool-call format your instructions describe; each call's "
+                "result comes back as the tool's response. Call submit when you are done: your "
+                "changes are then graded by hidden tests.")
 """What replaces the env's text-action help (:data:`~repogym.envs.actions.TOOL_HELP`, JSON
 or fenced bash, which TRL does not parse) in the observations: under TRL the tools are the
 model's native tools, which the chat template lists with their schemas and whose calls TRL

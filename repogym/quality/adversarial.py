@@ -8,9 +8,9 @@ exiting, hanging, exiting with each code a completed session can give), deletes 
 the tests, adds ``conftest.py`` files, and so on. The code planted in the grading run's
 process lives in real Python files (:mod:`repogym.envs.attacks`), read as text when
 planted. :func:`check_task` grades each attack with the real grader (partial credit, so that
-any gain shows) next to the unpatched repository (noop): an attack that earns more than noop is a hole — in the grader, or (more often) in a
-task whose tests trust something the agent controls. ``repogym validate --adversarial``
-runs this for any task folder.
+any gain shows) next to the unpatched repository (noop): an attack that earns more than noop is a
+hole — in the grader, or (more often) in a task whose tests trust something the agent controls.
+``repogym validate --adversarial`` runs this for any task folder.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ ATTACKS: tuple[Attack, ...] = (
     Attack("entry-point-plugin", "plugin",
            "a pytest11 entry point in a dist-info folder, for plugin auto-loading",
            _add({**_PLUGIN, "rg_plugin-1.0.dist-info/METADATA":
-                 "Metadata-Version: 2.1\nName: rg-plugin\nVersion: 1.0\n",
+                 ("Metadata-Version: 2.1\nName: rg-plugin\n" "Version: 1.0\n"),
                  "rg_plugin-1.0.dist-info/entry_points.txt": "[pytest11]\nrg = rg_plugin\n",
                  "rg_plugin-1.0.dist-info/top_level.txt": "rg_plugin\n"})),
     Attack("pytest-config-files", "config",
@@ -301,7 +301,7 @@ def grade_attack(task: Task, grader: PatchGrader, attack: Attack, noop_reward: f
     try:
         diff = make_diff(task.repo_dir, attack.changes(task.repo_dir, task.test_spec.tests_dest))
         res = grader.grade(task, diff, mode=mode, timeout_s=attack.timeout_s)
-    except Exception as e:  # noqa: BLE001 - a crash is reported as a failed check
+    except Exception as e:  # a crash is reported as a failed check
         return AttackResult(attack.name, attack.kind, 0.0, noop_reward, [], "",
                             error=f"{type(e).__name__}: {e}")
     error = f"infra_error: {res.infra_error}" if res.infra_error else ""

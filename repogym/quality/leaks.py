@@ -12,9 +12,9 @@ in everything a sandbox of the task can read (every text file of ``repo/``, the 
 ``reproduction.py`` when the task has one) for:
 
 - the **assertion form**: ``<computed side> == <literal>`` (or ``in``) as the test writes
-  it, whitespace (but between two words) and quote style ignored, with the computed side also without its module
-  qualifier (``m.shape([])`` -> ``shape([])``), and the literal as written or as its
-  ``repr``;
+  it, whitespace (but between two words) and quote style ignored, with the computed side also
+  without its module qualifier (``m.shape([])`` -> ``shape([])``), and the literal as written or as
+  its ``repr``;
 - the **doctest form**: a ``>>> <computed side>`` line followed by the literal's line;
 - the **bare literal**, only when its text (whitespace removed) has at least
   :data:`BARE_CHARS` characters: a short literal (``0``, ``True``, ``[]``, ``'a'``)
@@ -244,7 +244,7 @@ def _name(node: ast.expr) -> str:
 def _repr(value: object) -> str:
     try:
         return repr(value)
-    except Exception:  # noqa: BLE001 - a value without a repr cannot be looked for
+    except Exception:  # a value without a repr cannot be looked for
         return ""
 
 

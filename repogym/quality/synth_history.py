@@ -137,7 +137,7 @@ def mine_history(name: str, out: Path, *, versions: list[str] | None = None,
                                      sandbox=sandbox,
                                      timeout_s=timeout_s, describe=describe,
                                      reproduce=reproduce, say=say)
-            except Exception as e:  # noqa: BLE001 - one pair's failure must not end the run
+            except Exception as e:  # one pair's failure must not end the run
                 report.error = f"{type(e).__name__}: {e}"
                 say(f"  {base} -> {fixed}: {report.error[:400]}")
             written, dropped = _validate(folders, out, sandbox, workers, reruns, say,

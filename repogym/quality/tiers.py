@@ -8,8 +8,8 @@ A run of ``repogym run --agent apr`` gives each task one tier (:func:`tier_of`):
   resolves it (it exhausted its edit sets or its budget, or its repair made the
   reproduction pass but not the hidden tests);
 - ``unmeasured``: the search could not start (the statement has no reproduction, the
-  reproduction does not fail or runs no repository code, the helper failed) or the episode had an infra or agent
-  error.
+  reproduction does not fail or runs no repository code, the helper failed) or the episode had an
+  infra or agent error.
 
 :func:`summarize` counts them by package (the task id without its last ``-`` part:
 ``toolz-3`` and ``toolz-h1a2b3c4d`` are ``toolz``'s) and by split; the share of trivial tasks

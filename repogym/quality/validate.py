@@ -322,7 +322,7 @@ def _run_job(task: Task, job: _Job, grader: PatchGrader) -> Check:
                 (f"{task.id}: {job.kind} {rel}: the patch is empty. Fix: write the fix in a "
                 "copy of repo/ and save `git diff` there to this file")])
         res = grader.grade(task, diff)
-    except Exception as e:  # noqa: BLE001 - a validation run reports, never crashes
+    except Exception as e:  # a validation run reports, never crashes
         return Check(job.kind, rel, problems=[f"{task.id}: {job.kind} {rel}: {e}"],
                      duration_s=time.monotonic() - start)
     return Check(job.kind, rel, reward=res.reward, tests=res.tests,

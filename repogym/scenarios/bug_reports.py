@@ -548,23 +548,19 @@ def inline_check(test_source: str, node_id: str, read: Reader | None = None
         return None
     path, *parts = node_id.split("::")
     files = {path: test_source}
-    reader: Reader = lambda p: files.get(p) if p in files else (read(p) if read else None)
+
+    def reader(p: str) -> str | None:
+        return files.get(p) if p in files else (read(p) if read else None)
+
     mod = _module(path, reader)
     if mod is None or not parts or len(parts) > 2:
         return None
     method = len(parts) == 2
-    if method:
-        chain = _class_chain(mod, parts[0], reader)
-        owner = next(((m, n) for m, c in chain for n in c.body if isinstance(n, ast.FunctionDef)
-                      and n.name == parts[1]), None)
-        if owner is None:
-            return None
-        fn_mod, fn = owner
-    else:
-        fn_mod = mod
-        fn = next((n for n in mod.tree.body if isinstance(n, ast.FunctionDef)
-                   and n.name == parts[0]), None)
-    if fn is None or not _fixture_free(fn, method):
+    found = _test_function(mod, parts, reader)
+    if found is None:
+        return None
+    fn_mod, fn, chain = found
+    if not _fixture_free(fn, method):
         return None
     body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(
         fn.body[0].value, ast.Constant) else fn.body
@@ -586,21 +582,46 @@ def inline_check(test_source: str, node_id: str, read: Reader | None = None
         segments += [g for g in got if g not in segments]
     lines = [ln for seg in segments for ln in seg.splitlines()]
     if method:
-        lines += ["import unittest", "", "", "class Case(unittest.TestCase):"]
-        for m, stmt in members:
-            seg = ast.get_source_segment(m.source, stmt, padded=False)
-            if seg is None:
-                return None
-            lines += textwrap.indent(textwrap.dedent(" " * stmt.col_offset + seg),
-                                     "    ").splitlines()
-        if not members:
-            lines.append("    pass")
-        lines += ["", "", "self = Case()"]
-        if any(_member_names(s) == {"setUp"} for _, s in members):
-            lines.append("self.setUp()")
+        case = _case_lines(members)
+        if case is None:
+            return None
+        lines += case
     lines += ["", *_rewrite_asserts(body, fn_mod.source)]
     call = (ast.get_source_segment(fn_mod.source, body[-1]) or "").splitlines()[0]
     return Check(tuple(lines), (), call, "", "", "", source="test")
+
+
+def _test_function(
+    mod: _Module, parts: list[str], read: Reader
+) -> tuple[_Module, ast.FunctionDef, list[tuple[_Module, ast.ClassDef]]] | None:
+    """Test ``parts`` (``[function]`` or ``[class, method]``) of ``mod``: the module that
+    defines its function, the function and (for a method) the class chain; None if absent."""
+    if len(parts) == 1:
+        fn = next((n for n in mod.tree.body if isinstance(n, ast.FunctionDef)
+                   and n.name == parts[0]), None)
+        return None if fn is None else (mod, fn, [])
+    chain = _class_chain(mod, parts[0], read)
+    owner = next(((m, n) for m, c in chain for n in c.body if isinstance(n, ast.FunctionDef)
+                  and n.name == parts[1]), None)
+    return None if owner is None else (*owner, chain)
+
+
+def _case_lines(members: list[tuple[_Module, ast.stmt]]) -> list[str] | None:
+    """A ``unittest.TestCase`` class holding ``members`` and ``self`` an instance of it
+    (set up when it has ``setUp``); None if a member's source cannot be found."""
+    lines = ["import unittest", "", "", "class Case(unittest.TestCase):"]
+    for m, stmt in members:
+        seg = ast.get_source_segment(m.source, stmt, padded=False)
+        if seg is None:
+            return None
+        lines += textwrap.indent(textwrap.dedent(" " * stmt.col_offset + seg),
+                                 "    ").splitlines()
+    if not members:
+        lines.append("    pass")
+    lines += ["", "", "self = Case()"]
+    if any(_member_names(s) == {"setUp"} for _, s in members):
+        lines.append("self.setUp()")
+    return lines
 
 
 # -- the script and the statement -------------------------------------------------------

@@ -501,16 +501,10 @@ def test_script(source: str, node_id: str, *, local_modules: Iterable[str] = (),
         tree = ast.parse(source)
     except SyntaxError:
         return None
-    scope, owner = tree.body, None
-    if len(parts) == 2:
-        owner = next((n for n in tree.body if isinstance(n, ast.ClassDef)
-                      and n.name == parts[0]), None)
-        if owner is None or owner.bases and not all(
-                ast.unparse(b).endswith("TestCase") for b in owner.bases):
-            return None
-        scope = owner.body
-    elif len(parts) != 1:
+    found = _test_scope(tree, parts)
+    if found is None:
         return None
+    scope, owner = found
     fn = next((n for n in scope if isinstance(n, ast.FunctionDef) and n.name == name), None)
     if fn is None or _is_fixture(fn):
         return None
@@ -522,11 +516,8 @@ def test_script(source: str, node_id: str, *, local_modules: Iterable[str] = (),
         return None
     used = _names(fn) | {n for v in values.values() for n in _names(v)}
     if owner is not None:
-        helpers = [m for m in owner.body if isinstance(m, ast.FunctionDef) and m is not fn
-                   and (m.name in {a.attr for a in ast.walk(fn) if isinstance(a, ast.Attribute)}
-                        or m.name in ("setUp", "setup_method", "tearDown"))]
-        if any(_is_fixture(m) for m in helpers) or any(
-                isinstance(m, ast.Assign) for m in owner.body):
+        helpers = _class_helpers(owner, fn)
+        if helpers is None:
             return None
         for h in helpers:
             used |= _names(h)
@@ -538,16 +529,13 @@ def test_script(source: str, node_id: str, *, local_modules: Iterable[str] = (),
     fn.args.args = [a for a in fn.args.args if a.arg == "self"]
     call_args = {**{a: ast.parse(_FIXTURES[a], mode="eval").body for a in args
                     if a not in values}, **values}
-    assigns = [f"{a} = {ast.unparse(v)}" for a, v in call_args.items()]
+    for a, v in call_args.items():
+        fn.body[:0] = ast.parse(f"{a} = {ast.unparse(v)}").body
     if owner is not None:
         cls = copy.copy(owner)
         cls.name, cls.body, cls.decorator_list = "Case", [*helpers, fn], []
-        for a in assigns:
-            fn.body[:0] = ast.parse(a).body
         code = [ast.unparse(cls), _class_call(owner)]
     else:
-        for a in assigns:
-            fn.body[:0] = ast.parse(a).body
         code = [ast.unparse(fn), "reproduce()"]
     head = [ast.unparse(n) for n in body]
     if any(a in _FIXTURES for a in args if a not in values):
@@ -557,6 +545,36 @@ def test_script(source: str, node_id: str, *, local_modules: Iterable[str] = (),
         head[:0] = ["import sys", *(f"sys.path.insert(0, {p!r})" for p in reversed(paths))]
     script = "\n".join(head) + ("\n\n\n" if head else "") + "\n\n\n".join(code) + "\n"
     return script if len(script) <= MAX_REPRODUCTION_CHARS else None
+
+
+def _test_scope(
+    tree: ast.Module, parts: list[str]
+) -> tuple[list[ast.stmt], ast.ClassDef | None] | None:
+    """Where the test named by node id ``parts`` is defined: the module's body, or the body
+    of its module-level class (a plain or ``TestCase`` class) and that class; None if not
+    there or nested deeper."""
+    if len(parts) == 1:
+        return tree.body, None
+    if len(parts) != 2:
+        return None
+    owner = next((n for n in tree.body if isinstance(n, ast.ClassDef)
+                  and n.name == parts[0]), None)
+    if owner is None or owner.bases and not all(
+            ast.unparse(b).endswith("TestCase") for b in owner.bases):
+        return None
+    return owner.body, owner
+
+
+def _class_helpers(owner: ast.ClassDef, fn: ast.FunctionDef) -> list[ast.FunctionDef] | None:
+    """The methods of ``owner`` test ``fn`` calls through ``self`` and its set-up and
+    tear-down; None when one is a fixture or the class has attributes of its own."""
+    called = {a.attr for a in ast.walk(fn) if isinstance(a, ast.Attribute)}
+    helpers = [m for m in owner.body if isinstance(m, ast.FunctionDef) and m is not fn
+               and (m.name in called or m.name in ("setUp", "setup_method", "tearDown"))]
+    if any(_is_fixture(m) for m in helpers) or any(
+            isinstance(m, ast.Assign) for m in owner.body):
+        return None
+    return helpers
 
 
 class _Messages(ast.NodeTransformer):

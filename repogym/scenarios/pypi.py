@@ -54,8 +54,9 @@ from repogym.scenarios.patches import is_test_file
 TEST_EXTRAS = ("test", "tests", "testing", "dev", "develop", "development")
 #: What :func:`unpack` removes from a repository: anywhere, compiled files and caches; at
 #: the root, build output and file lists.
-ARTEFACTS = ("__pycache__", "*.pyc", "*.pyo", "*.so", "*.pyd", "*.o", "*.dist-info", ".eggs", ".pytest_cache", ".mypy_cache", ".ruff_cache",
-             ".hypothesis", ".tox", ".nox", ".git", ".hg", ".svn", ".coverage", "htmlcov")
+ARTEFACTS = ("__pycache__", "*.pyc", "*.pyo", "*.so", "*.pyd", "*.o", "*.dist-info", ".eggs",
+             ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox", ".nox", ".git",
+             ".hg", ".svn", ".coverage", "htmlcov")
 ROOT_ARTEFACTS = ("build", "dist", "MANIFEST", "SOURCES.txt", "wheelhouse")
 #: The one file of an ``*.egg-info`` folder a workspace keeps (see :func:`keep_metadata`).
 METADATA_FILE = "PKG-INFO"
@@ -425,9 +426,9 @@ def _poetry_and_hatch(data: dict) -> list[str]:
 
 def _tox_lines(repo: Path) -> list[str]:
     """``deps`` of ``tox.ini``'s ``[testenv]`` and test environments (``[testenv:py311]``,
-    ``[testenv:tests]``, ``[testenv:unit]``; not lint, docs or type checks), unconditional lines only (a
-    ``py38: mock`` factor line is left out), ``-r`` includes followed and ``{[sec]key}``
-    references resolved."""
+    ``[testenv:tests]``, ``[testenv:unit]``; not lint, docs or type checks), unconditional lines
+    only (a ``py38: mock`` factor line is left out), ``-r`` includes followed and
+    ``{[sec]key}`` references resolved."""
     path = repo / "tox.ini"
     cfg = configparser.ConfigParser(interpolation=None)
     try:

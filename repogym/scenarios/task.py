@@ -468,7 +468,8 @@ def load_task(path: str | Path) -> Task:
             raise _err(file, "statement_file", f"{sfile} is a link or lies outside the task "
                        "folder", "put the statement file itself in the task folder")
         if not sfile.is_file():
-            raise _err(file, "statement_file", f"{sfile} does not exist", "create it or fix the name")
+            raise _err(file, "statement_file", f"{sfile} does not exist",
+                       "create it or fix the name")
         statement = sfile.read_text()
     if not statement.strip():
         raise _err(file, "statement", "missing or empty",

@@ -6,8 +6,8 @@ Endpoints (OpenEnv's, so ``openenv-core``'s clients and ``openenv validate`` wor
 - ``WS /ws``: one session per connection; messages ``reset``/``step``/``state``/``close``,
   ``fork`` (a new session holding a copy of the running episode, answered
   ``{"type": "fork", "data": {"session_id", ...}}``; a new connection sending that id in
-  ``X-Session-Id`` takes it) and ``mcp`` (a JSON-RPC request, :mod:`repogym.server.mcp`); a ``step`` may also carry
-  OpenEnv's MCP actions ``{"type": "list_tools"}`` and ``{"type": "call_tool",
+  ``X-Session-Id`` takes it) and ``mcp`` (a JSON-RPC request, :mod:`repogym.server.mcp`); a ``step``
+  may also carry OpenEnv's MCP actions ``{"type": "list_tools"}`` and ``{"type": "call_tool",
   "tool_name": ..., "arguments": {...}}`` (``openenv``'s ``MCPToolClient``);
 - ``POST /reset``, ``POST /step``, ``GET /state``: OpenEnv's stateless HTTP routes: without
   an ``X-Session-Id`` header each request gets a fresh env that is closed when it is
@@ -175,22 +175,34 @@ def _info_routes(app: FastAPI, manager: SessionManager, name: str) -> None:
 
 
 def _http_routes(app: FastAPI, manager: SessionManager) -> None:
-    async def body_of(request: Request, model: type, example: str) -> Any:
-        raw = await request.body()
-        data = parse_object(raw, example=example) if raw.strip() else {}
-        try:
-            return model.model_validate(data)
-        except ValidationError as e:
-            raise SessionError(f"malformed request: {_problems(e)}. Fix: e.g. {example} (the "
-                               "fields are in GET /schema)", ErrorCode.VALIDATION_ERROR, 422) from e
+    """OpenEnv's HTTP routes: an episode's and a session's."""
+    _http_episode_routes(app, manager)
+    _http_session_routes(app, manager)
 
-    def session_of(request: Request) -> ServerSession | None:
-        sid = request.headers.get(SESSION_HEADER)
-        return manager.get(sid) if sid else None
+
+async def _body_of(request: Request, model: type, example: str) -> Any:
+    """The request's JSON body as ``model`` (an empty body: the model's defaults)."""
+    raw = await request.body()
+    data = parse_object(raw, example=example) if raw.strip() else {}
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise SessionError(f"malformed request: {_problems(e)}. Fix: e.g. {example} (the "
+                           "fields are in GET /schema)", ErrorCode.VALIDATION_ERROR, 422) from e
+
+
+def _session_of(manager: SessionManager, request: Request) -> ServerSession | None:
+    """The session the request's session header names (None without the header)."""
+    sid = request.headers.get(SESSION_HEADER)
+    return manager.get(sid) if sid else None
+
+
+def _http_episode_routes(app: FastAPI, manager: SessionManager) -> None:
+    """``POST /reset`` and ``POST /step``: in a session, or stateless without its header."""
 
     @app.post("/reset", openapi_extra=_body_schema(ResetBody))
     async def reset(request: Request) -> JSONResponse:
-        body = (await body_of(request, ResetBody, HTTP_RESET)).model_dump(exclude_unset=True)
+        body = (await _body_of(request, ResetBody, HTTP_RESET)).model_dump(exclude_unset=True)
         sid = request.headers.get(SESSION_HEADER)
         if not sid:  # OpenEnv's stateless reset: a fresh env, closed once answered
             return JSONResponse(await manager.stateless(body))
@@ -206,26 +218,30 @@ def _http_routes(app: FastAPI, manager: SessionManager) -> None:
 
     @app.post("/step", openapi_extra=_body_schema(StepBody))
     async def step(request: Request) -> JSONResponse:
-        body = await body_of(request, StepBody, HTTP_STEP)
+        body = await _body_of(request, StepBody, HTTP_STEP)
         try:
             action_text(body.action)
         except (ValueError, TypeError) as e:  # in HTTP's terms: the action is a field
             raise SessionError(f"action: {reason(str(e))}. Fix: {HTTP_STEP}, or "
                                'POST /step {"action": {"text": "<agent output>"}}',
                                ErrorCode.VALIDATION_ERROR, 422) from e
-        session = session_of(request)
+        session = _session_of(manager, request)
         if session is None:  # stateless: a fresh env, reset, stepped once, closed
             return JSONResponse(await manager.stateless({}, body.action))
         payload = await manager.step(session, body.action)
         return JSONResponse({**payload, "session_id": session.id})
 
+
+def _http_session_routes(app: FastAPI, manager: SessionManager) -> None:
+    """``GET /state``, ``POST /fork`` and ``POST /close`` of the session the header names."""
+
     @app.get("/state")
     async def state(request: Request) -> dict:
-        return manager.state(session_of(request))
+        return manager.state(_session_of(manager, request))
 
     @app.post("/fork")
     async def fork(request: Request) -> dict:
-        session = session_of(request)
+        session = _session_of(manager, request)
         if session is None:
             raise SessionError(f"no {SESSION_HEADER} header: only a session's episode can be "
                                f"forked. Fix: POST /reset with '{SESSION_HEADER}: new' first",
@@ -234,7 +250,7 @@ def _http_routes(app: FastAPI, manager: SessionManager) -> None:
 
     @app.post("/close")
     async def close(request: Request) -> dict:
-        session = session_of(request)
+        session = _session_of(manager, request)
         if session is None:
             raise SessionError(f"no {SESSION_HEADER} header: only a session can be closed. "
                                f"Fix: send the id POST /reset with '{SESSION_HEADER}: new' "

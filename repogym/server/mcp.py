@@ -247,9 +247,8 @@ class McpHandler:
             if session.env is None:
                 await self._reset(session, {})
             elif session.done:
-                return {"content": [{"type": "text", "text": (
-                    f"The episode has ended (reward {session.last_reward}). Fix: open a new "
-                    "session (MCP initialize or openenv/session/create), or reset over /ws")}],
-                    "isError": True}
+                text = (f"The episode has ended (reward {session.last_reward}). Fix: open a new "
+                        "session (MCP initialize or openenv/session/create), or reset over /ws")
+                return {"content": [{"type": "text", "text": text}], "isError": True}
             payload = await self.manager.step(session, action)
         return call_result(payload, name)

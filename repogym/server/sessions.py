@@ -94,8 +94,8 @@ class SessionManager:
                                ErrorCode.CAPACITY_REACHED, 503)
         sid = uuid.uuid4().hex
         now = time.monotonic()
-        session = ServerSession(sid, kind, ThreadPoolExecutor(1, thread_name_prefix=f"rg-{sid[:8]}"),
-                          created=now, last_active=now)
+        pool = ThreadPoolExecutor(1, thread_name_prefix=f"rg-{sid[:8]}")
+        session = ServerSession(sid, kind, pool, created=now, last_active=now)
         self.sessions[sid] = session
         return session
 

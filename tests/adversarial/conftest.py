@@ -70,11 +70,11 @@ def containers_of(lease: Lease) -> list[str]:
     try:
         from repogym.sandbox.docker_setup import LABEL, client
         c = client()
-    except Exception:  # noqa: BLE001 - no engine: there can be no container
+    except Exception:  # no engine: there can be no container
         return []
     try:
         listed = c.api.containers(all=True, filters={"label": LABEL})
-    except Exception:  # noqa: BLE001
+    except Exception:
         return []
     finally:
         c.close()

@@ -108,7 +108,7 @@ def test_writes_past_the_cap_stay_in_capped_space(backend):
         assert info["exit_code"] == 0
     finally:
         close_and_check(env)
-    for point, (fstype, opts) in seen["mounts"].items():
+    for point, (fstype, _opts) in seen["mounts"].items():
         assert fstype in ("tmpfs", "overlay", "mqueue"), (point, fstype)  # never the disk
         assert point in ("/workspace", "/tmp", "/dev/shm", "/dev/mqueue", "/dev"), point
     on_workspace_tmpfs = sum(n for d, n in seen["wrote"].items() if d != "/dev/shm")

@@ -9,8 +9,8 @@ the sealed checks (repogym/grading/seal.py). What this file shows:
   or ``gc``, write records on the launcher's channel, end the process with a chosen exit
   code or signal, hang), it earns no more than noop;
 - the reader forgery (``reader_forgery``, repogym/envs/attacks/reader_forgery.py: reads
-  every body, tells the canaries by their form, flips every other report, answers the sealed checks with the
-  computed values or guesses, through pytest's hooks or written whole on the channel) earns
+  every body, tells the canaries by their form, flips every other report, answers the sealed checks
+  with the computed values or guesses, through pytest's hooks or written whole on the channel) earns
   no more than noop on every built-in, in every reward mode;
 - the expected values are nowhere a sandboxed process can read (file system, memory,
   environment);

@@ -52,10 +52,11 @@ def verl_agg_loss(
         return sum(seq_sum) / n_tok * dp_size
     if loss_agg_mode == "seq-mean-token-sum":
         n_seq = nonempty if global_batch_size is None else global_batch_size
-        return sum(s for s, n in zip(seq_sum, seq_len) if n > 0) / n_seq * dp_size
+        return sum(s for s, n in zip(seq_sum, seq_len, strict=True) if n > 0) / n_seq * dp_size
     if loss_agg_mode == "seq-mean-token-mean":
         n_seq = nonempty if global_batch_size is None else global_batch_size
-        return sum(s / (n + 1e-8) for s, n in zip(seq_sum, seq_len) if n > 0) / n_seq * dp_size
+        means = [s / (n + 1e-8) for s, n in zip(seq_sum, seq_len, strict=True) if n > 0]
+        return sum(means) / n_seq * dp_size
     if loss_agg_mode == "seq-mean-token-sum-norm":
         scale = loss_mat.shape[-1] if loss_scale_factor is None else loss_scale_factor
         return sum(seq_sum) / scale

@@ -95,7 +95,8 @@ def test_token_critic_reads_the_lm_head_after_the_question(plain_policy: Policy)
 
 
 def test_token_critic_plugs_into_gae_and_learns_the_outcome(plain_policy: Policy) -> None:
-    config = PPOConfig(critic="token", norm_adv=False, lr=3e-3, vf_coef=1.0, epochs=1, gamma=0.9, lam=0.8)
+    config = PPOConfig(critic="token", norm_adv=False, lr=3e-3, vf_coef=1.0, epochs=1, gamma=0.9,
+                       lam=0.8)
     trainer = PPOTrainer(config, policy=copy.deepcopy(plain_policy))
     assert trainer.policy.value_head is None  # no new parameters
     n_params = sum(p.numel() for p in trainer.parameters())

@@ -681,8 +681,8 @@ def test_decoupled_uses_behaviour_weight_and_the_trainers_clip_to_proximal() -> 
     for kind in ("ppo", "gspo", "cispo"):  # the trainer's own surrogate, to the proximal policy
         mine = async_policy_loss(prox, behav, adv, mask, correction="decoupled", cap=2.0,
                                  prox_logp=prox, kind=kind)[0]
-        theirs = policy_loss(prox, prox, adv[:, None] * behaviour_weights(prox, behav, mask, 2.0), mask,
-                             kind=kind)[0]
+        weighted = adv[:, None] * behaviour_weights(prox, behav, mask, 2.0)
+        theirs = policy_loss(prox, prox, weighted, mask, kind=kind)[0]
         assert close(mine, theirs)
     with pytest.raises(ValueError, match="prox_logp"):
         async_policy_loss(prox, behav, adv, mask, correction="decoupled")

@@ -49,9 +49,10 @@ def test_the_modes_agree_on_full_reward(f2p, p2p, weights):
     """Binary, partial and f2p give 1.0 exactly when every listed test passed, so a patch
     that falls short in one mode falls short in all (weights only move partial credit)."""
     ids_f, ids_p = [f"f{i}" for i in range(len(f2p))], [f"p{i}" for i in range(len(p2p))]
-    tests = dict(zip(ids_f, f2p)) | dict(zip(ids_p, p2p))
+    tests = dict(zip(ids_f, f2p, strict=True)) | dict(zip(ids_p, p2p, strict=True))
+    weighted = dict(zip(ids_f + ids_p, weights, strict=False))  # 8 weights, up to 8 tests
     v = TestSpec(command="pytest", tests_dest="tests", timeout_s=1, fail_to_pass=tuple(ids_f),
-                 pass_to_pass=tuple(ids_p), weights=dict(zip(ids_f + ids_p, weights)))
+                 pass_to_pass=tuple(ids_p), weights=weighted)
     everything = all(s == "passed" for s in tests.values())
     for mode in grader.REWARD_MODES:
         reward = grader.score(tests, v, mode)[0]

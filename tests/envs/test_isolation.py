@@ -228,7 +228,7 @@ def test_workspace_writes_never_reach_the_template(make_env, retry_task):
 
 @pytest.mark.parametrize("backend", ["process"])
 def test_process_backend_is_opt_in_and_warns(backend):
-    with pytest.warns(RuntimeWarning, match="NO isolation"):  # noqa: PT031
+    with pytest.warns(RuntimeWarning, match="NO isolation"):
         env = gym.make("repogym/retry-zero-v0", sandbox=backend)
         env.reset(seed=0)
     try:

@@ -159,7 +159,8 @@ def test_missing_action_and_bad_repro_path(duel):
 
 GIT_PEEK = ("import subprocess\n\n\ndef test_changed():\n    out = subprocess.run(['git', 'diff', "
             "'HEAD'], capture_output=True, text=True).stdout\n    assert out.strip()\n")
-ANY_EDIT = ("import pathlib\n\n\ndef test_changed():\n    src = pathlib.Path('retry.py').read_text()\n"
+ANY_EDIT = ("import pathlib\n\n\ndef test_changed():\n"
+            "    src = pathlib.Path('retry.py').read_text()\n"
             "    assert 'retries' in src and len(src) != {size}\n")
 
 

@@ -158,7 +158,7 @@ def test_page_shows_runs_matrix_and_episode_links_in_chromium(real_runs: Path,
     assert {"tokens total", "tokens mean", "wall s mean", "wall s total", "agent errors",
             "endpoint errors", "infra errors"} <= set(header)
     runs_head, *runs = page.tables["runs"]
-    info = {r[0]: dict(zip(runs_head, r)) for r in runs}
+    info = {r[0]: dict(zip(runs_head, r, strict=False)) for r in runs}
     assert runs_head == ["run", "agent", "model", "endpoint", "sampling", "agent options",
                          "tasks", "started (UTC)", "repogym"]
     port = llm_port(real_runs)
@@ -238,7 +238,7 @@ def test_errors_are_marked_apart_from_failures_in_chromium(tmp_path: Path) -> No
             s["infra_errors"]) == (3, 1, 1, 1, 1)
     page = parse(dump_dom(out / "index.html", tmp_path / "profile"))
     marks = {row[0]: cell for row, cells in zip(page.tables["matrix"][1:],
-                                                 page.links["matrix"][1:])
+                                                 page.links["matrix"][1:], strict=False)
              for cell in cells[2:]}
     assert {t: c[0][0] for t, c in marks.items()} == {
         "t0": "ep failed", "t1": "ep agent_error", "t2": "ep endpoint", "t3": "ep infra",
@@ -283,7 +283,7 @@ def test_committed_leaderboard_lists_the_reference_agents(tmp_path: Path) -> Non
     assert noop[3] == "0.0%"
     assert oracle[4] == "[89.0, 100.0]" and noop[4] == "[0.0, 11.0]"  # Wilson, 31 tasks
     runs_head, *runs = tables.tables["runs"]
-    info = {r[0]: dict(zip(runs_head, r)) for r in runs}
+    info = {r[0]: dict(zip(runs_head, r, strict=False)) for r in runs}
     # recorded before runs kept their provenance: said, not invented
     assert info["oracle"]["started (UTC)"] == info["oracle"]["repogym"] == "not recorded"
     assert info["random"]["agent options"] == "as given: seed=0 (defaults not recorded)"

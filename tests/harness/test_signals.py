@@ -117,7 +117,7 @@ def _start_run(tmp_path: Path, *extra: str, workers: int = 2,
          "--no-progress", *extra],
         env=cli_env(RG_TEST_MARK_DIR=str(marks), RG_TEST_HANG=hang), stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        preexec_fn=default_signals)  # noqa: PLW1509 (signals only)
+        preexec_fn=default_signals)  # signals only
     _wait_for_marks(proc, marks, workers)
     if hang == "step":  # wait for the sandboxed `sleep` of every worker
         deadline = time.monotonic() + scaled(60)
@@ -213,7 +213,7 @@ def _script(tmp_path: Path, body: str) -> tuple[subprocess.Popen, Path]:
     code = SCRIPT.format(here=str(HERE), marks=str(marks), body=textwrap.dedent(body))
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            preexec_fn=default_signals)  # noqa: PLW1509 (signals only)
+                            preexec_fn=default_signals)  # signals only
     _wait_for_marks(proc, marks, 1)
     return proc, marks
 
@@ -276,7 +276,7 @@ def test_a_signal_to_train_stops_it_cleanly(tmp_path: Path) -> None:
          "tiny", "--steps", "500", "--task", "retry-zero", "--out", str(tmp_path / "t")],
         env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
-        preexec_fn=default_signals)  # noqa: PLW1509 (signals only)
+        preexec_fn=default_signals)  # signals only
     deadline, workspaces = time.monotonic() + 240, []
     while not workspaces:  # episodes are running: a lease with a workspace in it
         assert proc.poll() is None, proc.stdout.read()
@@ -300,7 +300,7 @@ def test_a_signal_to_validate_drops_the_queued_gradings(tmp_path: Path) -> None:
         [sys.executable, "-m", "repogym.cli", "validate", "--workers", "1",
          "--reruns", "1"], env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
-        preexec_fn=default_signals)  # noqa: PLW1509 (signals only)
+        preexec_fn=default_signals)  # signals only
     deadline = time.monotonic() + scaled(120)
     while not any(Path(_cmdline(p).split(" ")[0]).name == "bwrap" for p in descendants(proc.pid)):
         assert proc.poll() is None, proc.stdout.read()

@@ -253,8 +253,11 @@ def test_foreign_harbor_task_imports_validates_and_keeps_partial_rewards(docker_
     assert report.ok, report.failures
     templates = TemplateCache()
     try:
-        factory = lambda spec: make_sandbox("docker", spec, base_url=docker_engine.base_url,
-                                            **sandbox_options(task))
+
+        def factory(spec):
+            return make_sandbox("docker", spec, base_url=docker_engine.base_url,
+                                **sandbox_options(task))
+
         noop = grade(task, templates.get(task.repo_dir), "", mode="partial",
                      make_sandbox=factory)
     finally:

@@ -73,7 +73,7 @@ def test_trl_grpo_example_logs_tool_calls_and_a_loss():
     assert run.returncode == 0, run.stderr[-3000:]
     assert "oracle through the adapter on retry-zero: reward 1.0" in run.stdout
     assert "episodes graded by repogym" in run.stdout and "infra errors 0" in run.stdout
-    steps = [dict(zip(line.split()[2::2], map(float, line.split()[3::2])))
+    steps = [dict(zip(line.split()[2::2], map(float, line.split()[3::2]), strict=False))
              for line in run.stdout.splitlines() if line.startswith("step ")]
     assert len(steps) == 2, run.stdout
     assert all(s["tools/call_frequency"] > 0 for s in steps)

@@ -81,14 +81,15 @@ def test_oracle_episode_reward_and_masks():
     assert out.num_turns == 2 * len(actions) + 1
     assert len(out.response_ids) == len(out.response_mask) == len(out.response_logprobs)
     # masked-in tokens are exactly the policy's actions, in order; the rest is env output
-    policy = [t for t, m in zip(out.response_ids, out.response_mask) if m == 1]
+    policy = [t for t, m in zip(out.response_ids, out.response_mask, strict=True) if m == 1]
     expect = [t for a in actions for t in tokenizer.encode(a, add_special_tokens=False)]
     assert policy == expect
-    env_text = tokenizer.decode([t for t, m in zip(out.response_ids, out.response_mask)
+    env_text = tokenizer.decode([t for t, m in zip(out.response_ids, out.response_mask, strict=True)
                                  if m == 0])
     assert env_text and "<|im_start|>user" in env_text and "<|im_start|>assistant" in env_text
-    assert all(lp == -0.5 for lp, m in zip(out.response_logprobs, out.response_mask) if m)
-    assert all(lp == 0.0 for lp, m in zip(out.response_logprobs, out.response_mask) if not m)
+    masked_logprobs = list(zip(out.response_logprobs, out.response_mask, strict=True))
+    assert all(lp == -0.5 for lp, m in masked_logprobs if m)
+    assert all(lp == 0.0 for lp, m in masked_logprobs if not m)
     # each turn's server prompt is the prompt plus everything so far (multi-turn context)
     assert "# Task: retry-zero" in tokenizer.decode(out.prompt_ids)
     assert all(p[:len(out.prompt_ids)] == out.prompt_ids for p in server.prompts)

@@ -177,7 +177,8 @@ def test_sleep_is_killed_and_background_processes_end_with_the_episode(docker_en
     obs, _, _, _, info = env.step(call("bash", command="cd /tmp; sleep 100017; echo AFTER"))
     assert info["timed_out"] and "timed out" in obs and "AFTER" not in obs
     _, _, _, _, info = env.step(call("bash", command=(
-        "(setsid sleep 99917 >/dev/null 2>&1 &) ; nohup sleep 99918 >/dev/null 2>&1 & echo bg")))
+        "(setsid sleep 99917 >/dev/null 2>&1 &) ; "
+        "nohup sleep 99918 >/dev/null 2>&1 & echo bg")))
     assert not info["timed_out"]  # the command returned while its children still ran
     env.step(call("read", path="retry.py"))  # the file tools leave the shell's jobs alone
     obs = _sandbox_args(env)
@@ -193,7 +194,8 @@ def test_fresh_shell_lets_nothing_outlive_a_command(docker_env):
     env = docker_env(limits=Limits(timeout_s=2), max_episode_steps=10, shell="fresh")
     env.reset(seed=0)
     env.step(call("bash", command=(
-        "cd /tmp; (setsid sleep 99919 >/dev/null 2>&1 &) ; nohup sleep 99920 >/dev/null 2>&1 &")))
+        "cd /tmp; (setsid sleep 99919 >/dev/null 2>&1 &) ; "
+        "nohup sleep 99920 >/dev/null 2>&1 &")))
     obs = _sandbox_args(env)
     assert "sleep 999" not in obs, obs
     obs, *_ = env.step(call("bash", command="pwd"))

@@ -305,8 +305,8 @@ def test_a_statement_from_failures_shows_no_memory_address():
             "+    return tokens\n")
     task = SimpleNamespace(name="sqlparse", gold=gold, fail_to_pass=["tests/t.py::test_a"])
     text = failure_description(task, {"tests/t.py::test_a": (
-        "AssertionError: assert 2 == 4 + where 2 = len([<Identifier 'foo' at 0x7FFB7DCE7BD0>, "
-        "<Parenthesis '(c1)' at 0x7FFB7DCE41D0>])")})
+        "AssertionError: assert 2 == 4 + where 2 = len("
+        "[<Identifier 'foo' at 0x7FFB7DCE7BD0>, <Parenthesis '(c1)' at 0x7FFB7DCE41D0>])")})
     assert text is not None and "<Identifier 'foo'>" in text and "0x" not in text, text
 
 

@@ -76,8 +76,8 @@ def test_an_sdist_without_egg_info_gets_its_metadata_where_importlib_finds_it(tm
     """semantic_version and humanize read their own version with importlib.metadata."""
     archive = _tar(tmp_path / "my-pkg-2.tar.gz", {
         "my-pkg-2/PKG-INFO": b"Metadata-Version: 2.1\nName: my-pkg\nVersion: 2.0\n",
-        "my-pkg-2/src/my_pkg/__init__.py":
-            b"from importlib.metadata import version\n__version__ = version('my-pkg')\n"})
+        "my-pkg-2/src/my_pkg/__init__.py": (b"from importlib.metadata import version\n"
+                                            b"__version__ = version('my-pkg')\n")})
     repo = pypi.unpack(archive, tmp_path / "repo")
     assert (repo / "src" / "my_pkg.egg-info" / "PKG-INFO").is_file()
     res = subprocess.run([sys.executable, "-c", "import my_pkg; print(my_pkg.__version__)"],

@@ -24,7 +24,7 @@ from repogym.scenarios.patches import split_diff
 from repogym.scenarios.suites import load_suite, read_index
 
 SAMPLE = ("schema", "inflection")
-HISTORY_PACKAGES = 5  # packages the release-history tasks come from (docs/suites.md)  # one train package, one test package; both small and fast
+HISTORY_PACKAGES = 5  # packages the release-history tasks come from (docs/suites.md)
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*-\d+$")
 
 
@@ -113,7 +113,7 @@ def test_release_history_tasks_are_real_fixes_reported_with_a_reproduction(suite
     assert len(history) >= 50, len(history)
     assert len({p.distribution for p, _ in history}) >= HISTORY_PACKAGES
     assert len({t.statement for _, t in history}) == len(history)  # no report given twice
-    for p, t in history:
+    for _, t in history:
         assert len(split_diff(t.gold)) == 1 and not t.mutants, t.id
         assert t.reproduction and reproduction_of(t.statement) == t.reproduction, t.id
         assert len(t.statement) <= MAX_CHARS and 1 <= len(t.fail_to_pass) < 20, t.id
@@ -157,7 +157,7 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
     root = Path(env["REPOGYM_CACHE"]) / "suites" / "realpy"
     # Interrupted as soon as one task is validated: the next fetch resumes from there.
     proc = subprocess.Popen([sys.executable, "-m", "repogym.cli", *FETCH], env=env,
-                            preexec_fn=default_signals,  # noqa: PLW1509 (signals only)
+                            preexec_fn=default_signals,  # signals only
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 900
     while not read_index(root) and proc.poll() is None and time.monotonic() < deadline:

@@ -144,7 +144,10 @@ def test_swebench_parser_agrees_with_junit_and_forged_log_is_flagged(imported, u
     templates = TemplateCache()
     try:
         template = templates.get(task.repo_dir)
-        factory = lambda spec: make_sandbox("bwrap", spec)
+
+        def factory(spec):
+            return make_sandbox("bwrap", spec)
+
         gold = grade(task, template, (imported / "solution.patch").read_text(), mode="binary",
                      make_sandbox=factory)
         forged = grade(task, template, decoy, mode="binary", make_sandbox=factory)
@@ -206,7 +209,10 @@ def _validates(folder):
 
 
 def test_pass_to_pass_test_in_a_file_the_test_patch_does_not_touch(family, tmp_path):
-    g = lambda *a: git(*a, cwd=family["clone"])
+
+    def g(*a):
+        return git(*a, cwd=family["clone"])
+
     inst = {"instance_id": "acme__calc2-7", "repo": "acme/calc2",
             "base_commit": family["base"],
             "patch": g("diff", family["base"], family["fix"], "--", "calc.py"),
@@ -227,7 +233,10 @@ def test_swesmith_row_its_patch_makes_the_bug(family, tmp_path):
     # SWE-smith: the patch creates the bug in the clean repository; no test_patch; the mirror
     # is named after the commit it starts from (no base_commit key).
     clean = family["clone"]
-    g = lambda *a: git(*a, cwd=clean)
+
+    def g(*a):
+        return git(*a, cwd=clean)
+
     bug = g("diff", family["fix"], family["base"], "--", "calc.py")
     inst = {"instance_id": "acme__calc2.{}.func_pm_remove_cond__x1".format(family["fix"][:8]),
             "repo": "swesmith/acme__calc2.{}".format(family["fix"][:8]), "patch": bug,
@@ -280,7 +289,10 @@ def test_r2e_gym_row_with_generated_tests(family, tmp_path):
 
 
 def test_instance_requirements_become_the_tasks_environment(family, tmp_path):
-    g = lambda *a: git(*a, cwd=family["clone"])
+
+    def g(*a):
+        return git(*a, cwd=family["clone"])
+
     inst = {"instance_id": "acme__calc2-9", "repo": "acme/calc2", "base_commit": family["base"],
             "patch": g("diff", family["base"], family["fix"], "--", "calc.py"),
             "test_patch": g("diff", family["base"], family["fix"], "--", "tests"),
@@ -389,7 +401,8 @@ def runner_rows(tmp_path_factory):
               "base_commit": base, "version": "5.0",
               "patch": git("diff", base, fix, "--", "calc.py", cwd=dj),
               "test_patch": git("diff", base, fix, "--", "tests", cwd=dj),
-              "FAIL_TO_PASS": json.dumps([f"test_divide_by_zero {case.format('test_divide_by_zero')}"]),
+              "FAIL_TO_PASS": json.dumps(
+                  [f"test_divide_by_zero {case.format('test_divide_by_zero')}"]),
               "PASS_TO_PASS": json.dumps([f"test_add {case.format('test_add')}",
                                           f"test_divide {case.format('test_divide')}"]),
               "problem_statement": "divide(1, 0) must raise ValueError."}

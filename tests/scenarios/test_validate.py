@@ -113,7 +113,8 @@ def test_a_parametrized_id_that_names_another_case_each_run_is_explained(tmp_pat
         "sorted(range(6), key=lambda _: os.urandom(4))])\n"
         "def test_cases(n, box):\n    assert clamp(n, 0, 10) == box['n']\n")
     task = write_task(tmp_path / "shuffled", tests=shuffled,
-                      p2p=("tests/test_mod.py::test_inside", "tests/test_mod.py::test_cases[3-box1]"))
+                      p2p=("tests/test_mod.py::test_inside",
+                           "tests/test_mod.py::test_cases[3-box1]"))
     report = validate_task(load_task(task), reruns=4, workers=2)
     missing = [p for p in report.failures if "test_cases[3-box1] is" in p]
     assert missing and all("names another case each time" in p for p in missing), report.problems

@@ -20,12 +20,10 @@ workspace and the process it runs in. Inside the grading run's pytest process it
 - turns every failed report of a test it judges not a canary into a pass.
 """
 # Attack code: it swallows every error and runs code it compiled, on purpose.
-# ruff: noqa: BLE001, S102, S110
 
 
 def _rg_forger():
     import ast
-    import builtins
     import copy
     import gc
     import os

@@ -3,7 +3,6 @@
 Planted as text by :mod:`repogym.quality.adversarial` (never imported by repogym).
 """
 # Attack code: it swallows every error on purpose.
-# ruff: noqa: BLE001
 
 
 def _rg_hook_plugin():

@@ -22,6 +22,7 @@ import hashlib
 import json
 import math
 import uuid
+from collections.abc import Callable
 
 #: Nesting deeper than this is encoded as opaque (and is not canonical data to decode).
 MAX_DEPTH = 64
@@ -191,57 +192,68 @@ def _decode(data: object, depth: int) -> object:
     if not isinstance(data, dict) or len(data) != 1:
         raise NotCanonical(f"not canonical data: {str(data)[:80]}")
     (tag, body), = data.items()
-    sub = depth + 1
-    if tag == "n":
-        return _integer(body)
-    if tag == "q":
-        num, den = (_integer(b) for b in _pair(body))
-        if den <= 0:
-            raise NotCanonical("a fraction's denominator is not positive")
-        q = fractions.Fraction(num, den)
-        try:
-            f = float(q)
-        except OverflowError:  # past float's range: compared exactly
-            return q
-        return f if fractions.Fraction(f) == q else q
-    if tag == "nan":
-        return math.nan
-    if tag == "inf":
-        if body not in (1, -1) or isinstance(body, bool):
-            raise NotCanonical("an infinity's sign is not 1 or -1")
-        return math.inf if body > 0 else -math.inf
-    if tag == "c":
-        real, imag = (_decode(b, sub) for b in _pair(body))
-        if not all(isinstance(x, int | float) for x in (real, imag)):
-            raise NotCanonical("a complex number's parts are not real numbers")
-        return complex(real, imag)
-    if tag == "s":
-        return _text(body)
-    if tag == "y":
-        return bytes.fromhex(_text(body))
-    if tag == "l":
-        return [_decode(v, sub) for v in _items(body)]
-    if tag == "t":
-        return tuple(_decode(v, sub) for v in _items(body))
-    if tag == "e":
-        return {_hashable(_decode(v, sub)) for v in _items(body)}
-    if tag == "d":
-        return {_hashable(_decode(k, sub)): _decode(v, sub) for k, v in map(_pair, _items(body))}
-    if tag in ("dt", "date", "time"):
-        kind = {"dt": dt.datetime, "date": dt.date, "time": dt.time}[tag]
-        return kind.fromisoformat(_text(body))
-    if tag == "dta":
-        return dt.datetime.fromisoformat(_text(body)).replace(tzinfo=dt.UTC)
-    if tag in ("td", "tz", "timea"):
-        delta = dt.timedelta(microseconds=_integer(body))
-        if tag == "td":
-            return delta
-        if tag == "tz":
-            return dt.timezone(delta)
-        return (dt.datetime(2000, 1, 1) + delta).time().replace(tzinfo=dt.UTC)
-    if tag == "uuid":
-        return uuid.UUID(hex=_text(body))
-    raise NotCanonical(f"an opaque value ({str(body)[:80]}) equals no literal")
+    decoder = _DECODERS.get(tag)
+    if decoder is None:
+        raise NotCanonical(f"an opaque value ({str(body)[:80]}) equals no literal")
+    return decoder(body, depth + 1)
+
+
+def _fraction(body: object, sub: int) -> object:
+    num, den = (_integer(b) for b in _pair(body))
+    if den <= 0:
+        raise NotCanonical("a fraction's denominator is not positive")
+    q = fractions.Fraction(num, den)
+    try:
+        f = float(q)
+    except OverflowError:  # past float's range: compared exactly
+        return q
+    return f if fractions.Fraction(f) == q else q
+
+
+def _infinity(body: object, sub: int) -> float:
+    if body not in (1, -1) or isinstance(body, bool):
+        raise NotCanonical("an infinity's sign is not 1 or -1")
+    return math.inf if body > 0 else -math.inf
+
+
+def _complex(body: object, sub: int) -> complex:
+    real, imag = (_decode(b, sub) for b in _pair(body))
+    if not all(isinstance(x, int | float) for x in (real, imag)):
+        raise NotCanonical("a complex number's parts are not real numbers")
+    return complex(real, imag)
+
+
+def _dict(body: object, sub: int) -> dict:
+    return {_hashable(_decode(k, sub)): _decode(v, sub) for k, v in map(_pair, _items(body))}
+
+
+def _time_aware(body: object, sub: int) -> dt.time:
+    delta = dt.timedelta(microseconds=_integer(body))
+    return (dt.datetime(2000, 1, 1) + delta).time().replace(tzinfo=dt.UTC)
+
+
+#: tag -> the decoder of its body (given the depth of the body's items).
+_DECODERS: dict[str, Callable[[object, int], object]] = {
+    "n": lambda body, sub: _integer(body),
+    "q": _fraction,
+    "nan": lambda body, sub: math.nan,
+    "inf": _infinity,
+    "c": _complex,
+    "s": lambda body, sub: _text(body),
+    "y": lambda body, sub: bytes.fromhex(_text(body)),
+    "l": lambda body, sub: [_decode(v, sub) for v in _items(body)],
+    "t": lambda body, sub: tuple(_decode(v, sub) for v in _items(body)),
+    "e": lambda body, sub: {_hashable(_decode(v, sub)) for v in _items(body)},
+    "d": _dict,
+    "dt": lambda body, sub: dt.datetime.fromisoformat(_text(body)),
+    "date": lambda body, sub: dt.date.fromisoformat(_text(body)),
+    "time": lambda body, sub: dt.time.fromisoformat(_text(body)),
+    "dta": lambda body, sub: dt.datetime.fromisoformat(_text(body)).replace(tzinfo=dt.UTC),
+    "td": lambda body, sub: dt.timedelta(microseconds=_integer(body)),
+    "tz": lambda body, sub: dt.timezone(dt.timedelta(microseconds=_integer(body))),
+    "timea": _time_aware,
+    "uuid": lambda body, sub: uuid.UUID(hex=_text(body)),
+}
 
 
 def _pair(body: object) -> list:

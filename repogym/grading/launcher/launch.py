@@ -23,8 +23,8 @@ It then makes these things true before pytest (or anything from the workspace) i
    original standard output becomes the channel (a private descriptor, closed on exec);
    standard output is then pointed at standard error, where the human-readable log goes.
    One JSON object per line: ``{"case": ...}`` per test phase, ``{"collect": ...}`` per
-   collector that failed or was skipped, ``{"refused": ...}`` when a rule above refused to run, and a final
-   ``{"exit": N}``. Subprocesses the tests start, and processes left behind, never have it,
+   collector that failed or was skipped, ``{"refused": ...}`` when a rule above refused to run, and
+   a final ``{"exit": N}``. Subprocesses the tests start, and processes left behind, never have it,
    and cannot take it either: the launcher makes itself non-dumpable
    (``prctl(PR_SET_DUMPABLE, 0)``), so a process of the same uid (a test's subprocess running
    the agent's code) can open neither ``/proc/<launcher>/fd/*`` nor ``/proc/<launcher>/mem``.
@@ -176,18 +176,18 @@ class Seals:
     def _shown(self, value) -> str:
         try:
             return self.repr.repr(value)
-        except Exception as e:  # noqa: BLE001 - a broken __repr__ is the code's own
+        except Exception as e:  # a broken __repr__ is the code's own
             return f"<{type(value).__name__}: repr failed: {type(e).__name__}>"
 
     def check(self, cid: int, value) -> None:
         """Report ``value`` for sealed check ``cid``."""
         try:
             data = self.canon.encode(value)
-        except Exception as e:  # noqa: BLE001 - e.g. a set whose items cannot be ordered
+        except Exception as e:  # e.g. a set whose items cannot be ordered
             data = {"opaque": f"{type(value).__qualname__} ({type(e).__name__})"}
         try:
             truth = bool(value)
-        except Exception:  # noqa: BLE001 - e.g. an array's ambiguous truth value
+        except Exception:  # e.g. an array's ambiguous truth value
             truth = None
         got = {"is": self.canon.singleton(value), "truth": truth,
                "shown": self._shown(value)[:SHOWN_CHARS]}
@@ -220,7 +220,7 @@ class _Raises:
             return False  # skip, fail, exit and ^C keep their meaning, as in pytest.raises
         try:
             message = str(value)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             message = f"<str() failed: {type(e).__name__}>"
         canon = self.seals.canon
         # exactly one exception: its class and that class's bases (the grader accepts it when

@@ -4,8 +4,8 @@ The agent reads the reproduction script of the task's bug report (the fenced ``p
 block under a line ``Reproduction:`` in the first observation), and then acts only through
 the env's tools, as any agent does:
 
-1. ``write`` the reproduction and a small helper (``repogym/scenarios/probe/rg_apr.py``, standard library
-   only) to ``/tmp/rg-apr/`` in the sandbox;
+1. ``write`` the reproduction and a small helper (``repogym/scenarios/probe/rg_apr.py``, standard
+   library only) to ``/tmp/rg-apr/`` in the sandbox;
 2. ``bash``: the helper runs the reproduction once plainly and once under a tracer, and
    reports the traceback's frames in repository files, the repository functions called
    (most recent last call first), the lines that ran and those files' text;
@@ -150,7 +150,7 @@ def function_mutants(source: str, file: str, qualname: str) -> list[tuple[Mutant
         base = sum(len(x) for x in lines[:first - 1]) - len(header)
         try:
             found = mutants(mini, file, functions={qualname})
-        except Exception:  # noqa: BLE001 - libcst cannot parse it alone: the whole module
+        except Exception:  # libcst cannot parse it alone: the whole module
             return [(m, Edit(file, *_diff(source, m.source), m.id, m.operator, 0, root))
                     for m in mutants(source, file, functions={qualname})]
         for m in found:

@@ -98,7 +98,7 @@ def run_reproduction():
     elif ROOT not in sys.path:
         sys.path.insert(0, ROOT)
     sys.argv = [os.path.join(ROOT, "reproduction.py")]
-    exec(code, {"__name__": "__main__", "__file__": sys.argv[0],  # noqa: S102 - the script
+    exec(code, {"__name__": "__main__", "__file__": sys.argv[0],  # run as the script itself
                 "__builtins__": __builtins__})
 
 
@@ -146,7 +146,7 @@ def trace():
     except SystemExit as e:
         if e.code not in (None, 0):
             error = f"SystemExit: {e.code}"
-    except BaseException as e:  # noqa: BLE001 - the reproduction's failure is the report
+    except BaseException as e:  # the reproduction's failure is the report
         error = "".join(traceback.format_exception_only(type(e), e)).strip()
         chain = [e]  # the error it was raised from first, as the traceback prints them
         while (cause := chain[0].__cause__ or chain[0].__context__) is not None \
@@ -273,7 +273,7 @@ class Zygote:
             olds, news = self.old[path].get(root, []), fresh.get(root, [])
             if not olds or len(olds) != len(news):
                 raise LookupError(root)
-            for old, code in zip(olds, news):
+            for old, code in zip(olds, news, strict=True):
                 targets = self.live[path].get((root, old.co_firstlineno), [])
                 if not targets and old.co_code != code.co_code:
                     raise LookupError(root)
@@ -341,14 +341,14 @@ def _child(zygote, edits):
         os.dup2(null, 2)
         try:
             zygote.patch(edits)
-        except Exception:  # noqa: BLE001 - any failure to patch: a fresh interpreter decides
+        except Exception:  # any failure to patch: a fresh interpreter decides
             os._exit(NOT_PATCHED)
         try:
             run_reproduction()
             code = 0
         except SystemExit as e:
             code = 0 if e.code in (None, 0) else 1
-        except BaseException:  # noqa: BLE001 - the reproduction failed
+        except BaseException:  # the reproduction failed
             code = 1
     finally:
         os._exit(code)
@@ -430,7 +430,7 @@ def search(start, seconds, timeout, check_tests):
     edits, sets = spec["edits"], spec["sets"]
     try:
         zygote = Zygote(texts) if hasattr(types.CodeType, "co_qualname") else None
-    except Exception:  # noqa: BLE001 - the package does not import here: fresh runs only
+    except Exception:  # the package does not import here: fresh runs only
         zygote = None
     i, rejected, forked = start, 0, 0
     while i < len(sets) and time.monotonic() < deadline:
@@ -478,7 +478,8 @@ def main(argv):
     elif argv[:1] == ["search"]:
         search(int(argv[1]), float(argv[2]), float(argv[3]), argv[4:5] == ["tests"])
     else:
-        raise SystemExit("usage: rg_apr.py trace | repro | chunk N | search START SECONDS TIMEOUT [tests]")
+        raise SystemExit("usage: rg_apr.py trace | repro | chunk N "
+                         "| search START SECONDS TIMEOUT [tests]")
 
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ class Recorder:
             return None
         try:
             record = self._describe(frame)
-        except Exception as e:  # noqa: BLE001 - a rendering failure is recorded, never raised
+        except Exception as e:  # a rendering failure is recorded, never raised
             record = {"opaque": f"{type(e).__name__}: {e}"[:200]}
         record["line"] = f"{self._rel(caller.f_code.co_filename)}:{caller.f_lineno}"
         self.calls.append(record)
@@ -285,7 +285,7 @@ def code_self(frame) -> str:
 def safe_repr(value: object) -> str:
     try:
         return repr(value)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return f"<repr failed: {type(e).__name__}>"
 
 

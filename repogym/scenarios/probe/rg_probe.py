@@ -3,9 +3,9 @@
 Loaded with ``-p rg_probe``; writes one JSON object per line to ``$RG_PROBE_OUT``:
 ``{"case": node id, "when": phase, "outcome": ..., "message": ...}`` per test phase,
 ``{"collect": node id}`` per collector that failed, ``{"seal": n, "case": node id, "got":
-...}`` per value a sealed check reported (the grader's launcher's runtime), ``{"collected": [node id, ...]}`` and
-``{"defined": {node id: "file:line", ...}}`` (where each test's function is written) once
-collection is done and, with ``RG_PROBE_TRACE=1``,
+...}`` per value a sealed check reported (the grader's launcher's runtime),
+``{"collected": [node id, ...]}`` and ``{"defined": {node id: "file:line", ...}}`` (where
+each test's function is written) once collection is done and, with ``RG_PROBE_TRACE=1``,
 ``{"trace": node id, "spans": [[file, first line, last line], ...], "spawns": bool}``: the
 functions of the working folder that each test called (profiled with ``sys.setprofile``),
 and whether it started another process (whose calls are not seen); ``{"loading": spans}``:
@@ -77,7 +77,7 @@ _conf: dict = {}
 def pytest_configure(config) -> None:
     global _out
     _conf.update({k: v for k, v in os.environ.items() if k.startswith("RG_PROBE_")})
-    _out = open(_conf["RG_PROBE_OUT"], "w", encoding="utf-8")  # noqa: SIM115
+    _out = open(_conf["RG_PROBE_OUT"], "w", encoding="utf-8")
     _install_seals()
     if _conf.get("RG_PROBE_TRACE") == "1":  # what runs before any test: imports, ...
         sys.setprofile(_loading)
