@@ -42,8 +42,14 @@ from repogym.agents.toy.tiny import build_tiny, save_tiny
 
 def _trainer(model: str, args: argparse.Namespace) -> GRPOTrainer:
     torch.manual_seed(0)
-    config = GRPOConfig(tasks=("sim",), steps=args.steps, out=tempfile.mkdtemp(prefix="bench-"),
-                        lr=1e-4, device="cpu", epochs=1)  # fmt: skip
+    config = GRPOConfig(
+        tasks=("sim",),
+        steps=args.steps,
+        out=tempfile.mkdtemp(prefix="bench-"),
+        lr=1e-4,
+        device="cpu",
+        epochs=1,
+    )
     return GRPOTrainer(config, policy=load_policy(model, device="cpu"))
 
 
@@ -66,8 +72,13 @@ def run_sync(factory: SimulatedWorkerFactory, args: argparse.Namespace) -> dict[
             total += time.monotonic() - start
             episodes += len(batch_eps)
     trainer.close()
-    return {"eps_per_s": episodes / total, "idle": waited / total, "dropped": 0.0,
-            "staleness": 0.0, "seconds": total}  # fmt: skip
+    return {
+        "eps_per_s": episodes / total,
+        "idle": waited / total,
+        "dropped": 0.0,
+        "staleness": 0.0,
+        "seconds": total,
+    }
 
 
 def _tag(group: list, g: int) -> list:
@@ -76,21 +87,29 @@ def _tag(group: list, g: int) -> list:
     return group
 
 
-def run_async(factory: SimulatedWorkerFactory, args: argparse.Namespace,
-              staleness: int) -> dict[str, float]:  # fmt: skip
+def run_async(
+    factory: SimulatedWorkerFactory, args: argparse.Namespace, staleness: int
+) -> dict[str, float]:
     """Workers generate continuously; the learner drops groups older than ``staleness``."""
     trainer = _trainer(factory.model, args)
-    opts = AsyncOptions(num_workers=args.workers, groups_per_step=args.workers,
-                        max_staleness=staleness, correction="tis")  # fmt: skip
+    opts = AsyncOptions(
+        num_workers=args.workers,
+        groups_per_step=args.workers,
+        max_staleness=staleness,
+        correction="tis",
+    )
     history = train_async(trainer, opts, factory=factory, log=False)
     trainer.close()
     total = sum(m["time/step_s"] for m in history)
     waited = sum(m["async/learner_idle_frac"] * m["time/step_s"] for m in history)
     used = args.steps * args.workers * factory.group_size
-    return {"eps_per_s": used / total, "idle": waited / total,
-            "dropped": history[-1]["staleness/dropped_total"],
-            "staleness": sum(m["staleness/mean"] for m in history) / len(history),
-            "seconds": total}  # fmt: skip
+    return {
+        "eps_per_s": used / total,
+        "idle": waited / total,
+        "dropped": history[-1]["staleness/dropped_total"],
+        "staleness": sum(m["staleness/mean"] for m in history) / len(history),
+        "seconds": total,
+    }
 
 
 def main() -> None:
@@ -102,18 +121,27 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=4, help="episodes per group")
     args = parser.parse_args()
     torch.set_num_threads(2)
-    model = str(save_tiny(*build_tiny(extra_corpus=list(SimulatedWorkerFactory.actions)),
-                          tempfile.mkdtemp(prefix="bench-tiny-")))
-    factory = SimulatedWorkerFactory(model=model, median_s=args.median, sigma=args.sigma,
-                                     group_size=args.group_size, seed=1)  # fmt: skip
+    model = str(
+        save_tiny(
+            *build_tiny(extra_corpus=list(SimulatedWorkerFactory.actions)),
+            tempfile.mkdtemp(prefix="bench-tiny-"),
+        )
+    )
+    factory = SimulatedWorkerFactory(
+        model=model, median_s=args.median, sigma=args.sigma, group_size=args.group_size, seed=1
+    )
     rows = {"sync": run_sync(factory, args)}
     for staleness in (1, 2, 4):
         rows[f"async s={staleness}"] = run_async(factory, args, staleness)
-    print(f"{'mode':<12} {'episodes/s':>10} {'learner idle':>13} {'dropped':>8} "
-          f"{'staleness':>9} {'wall s':>7}")  # fmt: skip
+    print(
+        f"{'mode':<12} {'episodes/s':>10} {'learner idle':>13} {'dropped':>8} "
+        f"{'staleness':>9} {'wall s':>7}"
+    )
     for name, r in rows.items():
-        print(f"{name:<12} {r['eps_per_s']:>10.2f} {r['idle']:>13.2f} {r['dropped']:>8.0f} "
-              f"{r['staleness']:>9.2f} {r['seconds']:>7.1f}")  # fmt: skip
+        print(
+            f"{name:<12} {r['eps_per_s']:>10.2f} {r['idle']:>13.2f} {r['dropped']:>8.0f} "
+            f"{r['staleness']:>9.2f} {r['seconds']:>7.1f}"
+        )
     for staleness in (1, 2):
         ratio = rows[f"async s={staleness}"]["eps_per_s"] / rows["sync"]["eps_per_s"]
         print(f"async_speedup_staleness{staleness}={ratio:.2f}")

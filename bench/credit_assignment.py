@@ -62,8 +62,12 @@ from repogym.agents.toy.menu import MenuFormat
 from repogym.agents.toy.tiny import TinyConfig, build_tiny, save_tiny
 from repogym.scenarios.registry import registered_tasks
 
-TEMPLATES = {"gold": ["gold"], "undo": ["gold", "decoy", "gold"], "break": ["gold", "decoy"],
-             "twice": ["gold", "decoy", "gold", "decoy"]}  # fmt: skip
+TEMPLATES = {
+    "gold": ["gold"],
+    "undo": ["gold", "decoy", "gold"],
+    "break": ["gold", "decoy"],
+    "twice": ["gold", "decoy", "gold", "decoy"],
+}
 """Each trajectory's fix steps; every trajectory then submits."""
 
 CONFIG = RolloutConfig(group_size=1, max_steps=24, max_new_tokens=8, max_context=512)
@@ -100,8 +104,13 @@ def plan_policy(fmt: MenuFormat, plans: dict[int, list[str]]) -> ScriptedEngine:
 
 def progress_walk(task: str, actions: list[tuple[str, ...]]) -> list[float]:
     """The share of hidden tests passing before each fix step and after the last one."""
-    env = gym.make(env_id(task), progress=True, sandbox=CONFIG.sandbox, max_steps=CONFIG.max_steps,
-                   grade_cache=GRADE_CACHE)  # fmt: skip
+    env = gym.make(
+        env_id(task),
+        progress=True,
+        sandbox=CONFIG.sandbox,
+        max_steps=CONFIG.max_steps,
+        grade_cache=GRADE_CACHE,
+    )
     try:
         _, info = env.reset(seed=0)
         shares = [float(info["progress"])]
@@ -132,8 +141,9 @@ def choose_decoy(fmt: MenuFormat, task: str) -> str:
 def build_model(tasks: list[str], folder: Path) -> tuple[MenuFormat, Path]:
     """The toy's tiny model and menu format for ``tasks``."""
     objs = tuple(registered_tasks()[t] for t in tasks)
-    model, tok = build_tiny(seed=0, extra_corpus=MenuFormat.corpus(objs, 0),
-                            config=TinyConfig(max_len=512))  # fmt: skip
+    model, tok = build_tiny(
+        seed=0, extra_corpus=MenuFormat.corpus(objs, 0), config=TinyConfig(max_len=512)
+    )
     save_tiny(model, tok, folder)
     return MenuFormat(objs, tok, 0), folder
 
@@ -152,8 +162,13 @@ def train_critic(policy: Policy, episodes: list[Episode], kind: str, steps: int)
             loss = token_critic_loss(lg.yes, lg.no, targets, mask)
         else:
             values = policy.score(batch.input_ids, batch.attention_mask, with_values=True).values
-            loss = value_loss(values.gather(1, batch.state_pos.clamp(min=0)), values.detach(),
-                              targets, mask, clip=None)  # fmt: skip
+            loss = value_loss(
+                values.gather(1, batch.state_pos.clamp(min=0)),
+                values.detach(),
+                targets,
+                mask,
+                clip=None,
+            )
         loss.backward()
         opt.step()
     return steps * (int(mask.sum()) + len(batch) if critic is not None else 1)
@@ -205,8 +220,9 @@ def main(argv: list[str] | None = None) -> int:
             by_kind = {"gold": fmt.gold_label(task), "decoy": choose_decoy(fmt, task)}
             entries = {e.label: e for e in fmt.entries(task)}
             plans = {i: [by_kind[k] for k in kinds] for i, kinds in enumerate(TEMPLATES.values())}
-            eps = run_episodes(plan_policy(fmt, plans), fmt, pool, [task] * len(plans), CONFIG,
-                               seeds=list(plans))  # fmt: skip
+            eps = run_episodes(
+                plan_policy(fmt, plans), fmt, pool, [task] * len(plans), CONFIG, seeds=list(plans)
+            )
             for (name, _), plan, ep in zip(TEMPLATES.items(), plans.values(), eps, strict=True):
                 ep.group = args.tasks.index(task)
                 t_walk = time.monotonic()
@@ -220,20 +236,33 @@ def main(argv: list[str] | None = None) -> int:
         t1 = time.monotonic()
         mc = []
         for b, ep in enumerate(episodes):
-            est = mc_turn_values(random_policy(fmt, ep.task), fmt, pool, ep, CONFIG,
-                                 MCConfig(rollouts=8 + args.ref_rollouts, seed=11), index=b)  # fmt: skip
+            est = mc_turn_values(
+                random_policy(fmt, ep.task),
+                fmt,
+                pool,
+                ep,
+                CONFIG,
+                MCConfig(rollouts=8 + args.ref_rollouts, seed=11),
+                index=b,
+            )
             assert est.replay_mismatches == 0, "the replay did not reproduce the episode"
             mc.append([v.rewards for v in est.turns])
         mc_wall = time.monotonic() - t1
-        print(f"MC: {sum(len(r) for m in mc for r in m)} continuations in {mc_wall:.0f}s",
-              flush=True)  # fmt: skip
+        print(
+            f"MC: {sum(len(r) for m in mc for r in m)} continuations in {mc_wall:.0f}s", flush=True
+        )
         # Learned critics, trained on the random policy's episodes.
         t2 = time.monotonic()
         train = []
         for task in args.tasks:
-            train += run_episodes(random_policy(fmt, task), fmt, pool,
-                                  [task] * args.train_episodes, CONFIG,
-                                  seeds=list(range(100, 100 + args.train_episodes)))  # fmt: skip
+            train += run_episodes(
+                random_policy(fmt, task),
+                fmt,
+                pool,
+                [task] * args.train_episodes,
+                CONFIG,
+                seeds=list(range(100, 100 + args.train_episodes)),
+            )
         data_wall = time.monotonic() - t2
     critics = {}
     for kind in ("head", "token"):
@@ -241,8 +270,11 @@ def main(argv: list[str] | None = None) -> int:
         policy = load_policy(model_dir, value_head=kind == "head", device="cpu")
         passes = train_critic(policy, train, kind, args.critic_steps)
         critics[kind] = critic_values(policy, episodes, kind)
-        cost[f"gae-{kind}"] = {"wall_s": time.monotonic() - t3 + data_wall,
-                               "train_episodes": len(train), "forward_passes": passes}  # fmt: skip
+        cost[f"gae-{kind}"] = {
+            "wall_s": time.monotonic() - t3 + data_wall,
+            "train_episodes": len(train),
+            "forward_passes": passes,
+        }
     batch = critics["head"][0]
     adv: dict[str, list[list[float]]] = {}
     for kind in ("head", "token"):
@@ -264,8 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     ref_hi = 8 + args.ref_rollouts
     for k in (4, 8):
         adv[f"mc-{k}"] = [mc_adv(b, 0, k) for b in range(len(episodes))]
-        cost[f"mc-{k}"] = {"continuations_per_state": k,
-                           "wall_s": mc_wall * k / ref_hi}  # fmt: skip
+        cost[f"mc-{k}"] = {"continuations_per_state": k, "wall_s": mc_wall * k / ref_hi}
     adv["reference"] = [mc_adv(b, 8, ref_hi) for b in range(len(episodes))]
     adv["progress"] = [[s[k + 1] - s[k] for k in range(len(s) - 1)] for _, _, s in meta]
     rows = scored_steps(meta, adv)
@@ -275,8 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def scored_steps(meta: list[tuple[str, str, list[float]]],
-                 adv: dict[str, list[list[float]]]) -> list[dict]:
+def scored_steps(
+    meta: list[tuple[str, str, list[float]]], adv: dict[str, list[list[float]]]
+) -> list[dict]:
     """One row per step that changed the progress share: task, template, turn, ``good`` or
     ``bad``, and each method's advantage for it."""
     rows = []
@@ -284,20 +316,32 @@ def scored_steps(meta: list[tuple[str, str, list[float]]],
         for k in range(len(shares) - 1):
             if shares[k + 1] == shares[k]:
                 continue
-            rows.append({"task": task, "template": name, "turn": k,
-                         "label": "good" if shares[k + 1] > shares[k] else "bad",
-                         **{m: adv[m][b][k] for m in adv}})  # fmt: skip
+            rows.append(
+                {
+                    "task": task,
+                    "template": name,
+                    "turn": k,
+                    "label": "good" if shares[k + 1] > shares[k] else "bad",
+                    **{m: adv[m][b][k] for m in adv},
+                }
+            )
     return rows
 
 
-def print_table(rows: list[dict], adv: dict[str, list[list[float]]],
-                cost: dict[str, dict[str, float]], args: argparse.Namespace) -> dict:
+def print_table(
+    rows: list[dict],
+    adv: dict[str, list[list[float]]],
+    cost: dict[str, dict[str, float]],
+    args: argparse.Namespace,
+) -> dict:
     """Print each method's ROC-AUC, correlation with the reference and cost; the table."""
     good = [r for r in rows if r["label"] == "good"]
     bad = [r for r in rows if r["label"] == "bad"]
     ref = [r["reference"] for r in rows]
-    print(f"\nscored steps: {len(good)} good, {len(bad)} bad; tasks {', '.join(args.tasks)}; "
-          f"reference: MC with {args.ref_rollouts} continuations per state\n")
+    print(
+        f"\nscored steps: {len(good)} good, {len(bad)} bad; tasks {', '.join(args.tasks)}; "
+        f"reference: MC with {args.ref_rollouts} continuations per state\n"
+    )
     print("| method | ROC-AUC (bad below good) | Pearson r with reference | cost |")
     print("|---|---|---|---|")
     table = {}
@@ -306,8 +350,9 @@ def print_table(rows: list[dict], adv: dict[str, list[list[float]]],
         p = pearson([r[m] for r in rows], ref)
         c = cost.get(m.split(" ")[0], {})
         table[m] = {"auc": a, "pearson": p, **c}
-        shown = ", ".join(f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}"
-                          for k, v in c.items())  # fmt: skip
+        shown = ", ".join(
+            f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}" for k, v in c.items()
+        )
         print(f"| {m} | {a:.3f} | {p:.3f} | {shown} |")
     return table
 

@@ -66,15 +66,17 @@ def bash(command: str) -> str:
     return json.dumps({"tool": "bash", "args": {"command": command}})
 
 
-def measure_backend(task: repogym.Task, backend: str, n: int, shell: str,
-                    grade: bool) -> dict[str, float]:
+def measure_backend(
+    task: repogym.Task, backend: str, n: int, shell: str, grade: bool
+) -> dict[str, float]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         env = gym.make(task.env_id, sandbox=backend, shell=shell, max_episode_steps=10**6)
     try:
         row = {"reset": median_ms(lambda: env.reset(seed=0), n)} if grade else {}
         row["reset + step `true`"] = median_ms(
-            lambda: (env.reset(seed=0), env.step(bash("true"))), n)  # a shell starts here
+            lambda: (env.reset(seed=0), env.step(bash("true"))), n
+        )  # a shell starts here
         env.reset(seed=0)
         for name, cmd in STEP_COMMANDS.items():
             row[name] = median_ms(lambda c=cmd: env.step(bash(c)), n)
@@ -82,7 +84,8 @@ def measure_backend(task: repogym.Task, backend: str, n: int, shell: str,
             gold = task.solution_patch.read_text()
             session = env.unwrapped.session
             row["grade (gold)"] = median_ms(
-                lambda: session.grade(gold, mode="binary"), max(3, n // 4))
+                lambda: session.grade(gold, mode="binary"), max(3, n // 4)
+            )
         return row
     finally:
         env.close()
@@ -102,8 +105,10 @@ def measure_plain(task: repogym.Task, n: int) -> dict[str, float]:
             host_cmd = command.replace("python3", sys.executable)  # not a pyenv shim
             subprocess.run(["bash", "-c", host_cmd], cwd=work, check=False)
 
-        row = {"reset": median_ms(reset, n),
-               "reset + step `true`": median_ms(lambda: (reset(), step("true")), n)}
+        row = {
+            "reset": median_ms(reset, n),
+            "reset + step `true`": median_ms(lambda: (reset(), step("true")), n),
+        }
         for name, cmd in STEP_COMMANDS.items():
             row[name] = median_ms(lambda c=cmd: step(c), n)
         subprocess.run(["git", "apply", str(task.solution_patch)], cwd=work, check=True)
@@ -113,9 +118,11 @@ def measure_plain(task: repogym.Task, n: int) -> dict[str, float]:
         # so the baseline is not slowed by plugins the grading never loads.
         lean = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
         row["grade (gold)"] = median_ms(
-            lambda: subprocess.run(cmd, shell=True, cwd=work, capture_output=True, check=False,
-                                   env=lean),
-            max(3, n // 4))
+            lambda: subprocess.run(
+                cmd, shell=True, cwd=work, capture_output=True, check=False, env=lean
+            ),
+            max(3, n // 4),
+        )
         return row
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -138,21 +145,35 @@ def main() -> None:
     p.add_argument("--task", default="retry-zero")
     p.add_argument("--backends", default="bwrap,docker,process")
     p.add_argument("--shells", default="persistent,fresh")
-    p.add_argument("--env-task", type=Path, metavar="DIR",
-                   help="also compare a real-code task (environment bound) with --task in bwrap")
-    p.add_argument("--env-builds", metavar="realpy|PKG,PKG",
-                   help="also time building these RealPy packages' environments")
-    p.add_argument("--fork", action="store_true",
-                   help="compare fork()/snapshot()/restore() with reset() instead")
+    p.add_argument(
+        "--env-task",
+        type=Path,
+        metavar="DIR",
+        help="also compare a real-code task (environment bound) with --task in bwrap",
+    )
+    p.add_argument(
+        "--env-builds",
+        metavar="realpy|PKG,PKG",
+        help="also time building these RealPy packages' environments",
+    )
+    p.add_argument(
+        "--fork",
+        action="store_true",
+        help="compare fork()/snapshot()/restore() with reset() instead",
+    )
     args = p.parse_args()
     if args.fork:
-        print_fork_table(registered_tasks()[args.task], args.n,
-                         [b for b in args.backends.split(",") if b != "process"])
+        print_fork_table(
+            registered_tasks()[args.task],
+            args.n,
+            [b for b in args.backends.split(",") if b != "process"],
+        )
         return
     if args.env_task or args.env_builds:
         if args.env_task:
-            print_env_tables(registered_tasks()[args.task], repogym.load_task(args.env_task),
-                             args.n)
+            print_env_tables(
+                registered_tasks()[args.task], repogym.load_task(args.env_task), args.n
+            )
         if args.env_builds:
             print_env_builds(args.env_builds.split(","))
         return
@@ -178,14 +199,19 @@ def print_table(task: repogym.Task, n: int, columns: dict[str, dict[str, float]]
     print(f"task {task.id}, n={n}, medians in ms (ratio to plain subprocess)")
     print(f"{'':26}" + "".join(f"{c:>24}" for c in columns))
     for row in base:
-        cells = "".join(f"{col[row]:>12.1f} ({col[row] / base[row]:5.2f}x)" if row in col
-                        else f"{'-':>24}" for col in columns.values())
+        cells = "".join(
+            f"{col[row]:>12.1f} ({col[row] / base[row]:5.2f}x)" if row in col else f"{'-':>24}"
+            for col in columns.values()
+        )
         print(f"{row:26}{cells}")
     for name, col in columns.items():
         if name != "plain subprocess":
             over = col["step `true`"] - base["step `true`"]
-            grade = (f"; grade / plain pytest = {col['grade (gold)'] / base['grade (gold)']:.2f}x"
-                     if "grade (gold)" in col else "")
+            grade = (
+                f"; grade / plain pytest = {col['grade (gold)'] / base['grade (gold)']:.2f}x"
+                if "grade (gold)" in col
+                else ""
+            )
             print(f"{name}: step overhead over plain = {over:.1f} ms{grade}")
 
 
@@ -193,7 +219,7 @@ def print_table(task: repogym.Task, n: int, columns: dict[str, dict[str, float]]
 FORK_STATES = {
     "small change": "mkdir -p sub && cd sub && export K=v && echo x > f.txt",
     "200 files written": "mkdir -p gen && for i in $(seq 200); do echo $i > gen/f$i.py; done; "
-                         "cd gen && export K=v",
+    "cd gen && export K=v",
 }
 
 
@@ -222,14 +248,18 @@ def measure_fork(task: repogym.Task, backend: str, n: int, setup: str) -> dict[s
             snapshot = median_ms(lambda: base.snapshot().close(), n)
         finally:
             snap.close()
-        row = {"fork + close": median_ms(fork_close, n),
-               "fork + step `true` + close": median_ms(fork_step, n),
-               "snapshot + close": snapshot, "restore": restore}
+        row = {
+            "fork + close": median_ms(fork_close, n),
+            "fork + step `true` + close": median_ms(fork_step, n),
+            "snapshot + close": snapshot,
+            "restore": restore,
+        }
         other = gym.make(task.env_id, sandbox=backend, max_episode_steps=10**6)
         try:
             row["reset"] = median_ms(lambda: other.reset(seed=0), n)
             row["reset + step `true`"] = median_ms(
-                lambda: (other.reset(seed=0), other.step(bash("true"))), n)
+                lambda: (other.reset(seed=0), other.step(bash("true"))), n
+            )
         finally:
             other.close()
         return row
@@ -248,10 +278,13 @@ def print_fork_table(task: repogym.Task, n: int, backends: list[str]) -> None:
             print(f"\n{backend}, episode after: {state}")
             for name, ms in row.items():
                 print(f"  {name:30}{ms:>10.1f}")
-            print(f"  fork + close / reset                = "
-                  f"{row['fork + close'] / row['reset']:.2f}x")
-            print(f"  fork + step / reset + step          = "
-                  f"{row['fork + step `true` + close'] / row['reset + step `true`']:.2f}x")
+            print(
+                f"  fork + close / reset                = {row['fork + close'] / row['reset']:.2f}x"
+            )
+            print(
+                f"  fork + step / reset + step          = "
+                f"{row['fork + step `true` + close'] / row['reset + step `true`']:.2f}x"
+            )
             print(f"  restore / reset                     = {row['restore'] / row['reset']:.2f}x")
         if started:
             from repogym.sandbox import docker_setup
@@ -270,12 +303,15 @@ def measure_env_task(task: repogym.Task, n: int) -> dict[str, float]:
     env = RepoEnv(task, max_steps=10**6)
     try:
         row = {"reset": median_ms(lambda: env.reset(seed=0), n)}
-        for name, cmd in {**STEP_COMMANDS, "step `import pytest`": "python3 -c 'import pytest'"
-                          }.items():
+        for name, cmd in {
+            **STEP_COMMANDS,
+            "step `import pytest`": "python3 -c 'import pytest'",
+        }.items():
             row[name] = median_ms(lambda c=cmd: env.step(bash(c)), n)
         gold = task.solution_patch.read_text()
-        row["grade (gold)"] = median_ms(lambda: env.session.grade(gold, mode="binary"),
-                                        max(3, n // 4))
+        row["grade (gold)"] = median_ms(
+            lambda: env.session.grade(gold, mode="binary"), max(3, n // 4)
+        )
         return row
     finally:
         env.close()
@@ -283,8 +319,10 @@ def measure_env_task(task: repogym.Task, n: int) -> dict[str, float]:
 
 def print_env_tables(builtin: repogym.Task, real: repogym.Task, n: int) -> None:
     cols = {builtin.id: measure_env_task(builtin, n), real.id: measure_env_task(real, n)}
-    print(f"\nbwrap, n={n}, medians in ms: built-in {builtin.id} vs real-code {real.id} "
-          f"(environment bound: {real.dependencies.summary() if real.dependencies else 'none'})")
+    print(
+        f"\nbwrap, n={n}, medians in ms: built-in {builtin.id} vs real-code {real.id} "
+        f"(environment bound: {real.dependencies.summary() if real.dependencies else 'none'})"
+    )
     print(f"{'':26}" + "".join(f"{c:>24}" for c in cols) + f"{'ratio':>10}")
     base, other = cols[builtin.id], cols[real.id]
     for name in base:
@@ -309,8 +347,10 @@ def print_env_builds(packages: list[str]) -> None:
             for entry in chosen:
                 t0 = time.perf_counter()
                 env, _ = build(entry.environment)
-                print(f"{entry.name:20}{time.perf_counter() - t0:>10.1f}"
-                      f"{len(env.distributions):>10}  {entry.environment.summary()}")
+                print(
+                    f"{entry.name:20}{time.perf_counter() - t0:>10.1f}"
+                    f"{len(env.distributions):>10}  {entry.environment.summary()}"
+                )
         finally:
             if old is None:
                 os.environ.pop("REPOGYM_CACHE", None)

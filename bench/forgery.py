@@ -1,7 +1,8 @@
 """Every forger of the attack library against the built-ins and every fetched suite task.
 
 Usage: python bench/forgery.py [--suite NAME] [--dir FOLDER] [--tasks a,b] [--limit N]
-       [--workers 2] [--attacks forger,reader-forgery-hooks] [--modes binary,partial,f2p] [--gradings 1]
+       [--workers 2] [--attacks forger,reader-forgery-hooks] [--modes binary,partial,f2p]
+       [--gradings 1]
 
 The forgers are the attacks of kind ``forgery`` in :mod:`repogym.quality.adversarial`
 (payloads in repogym/envs/attacks/). Each is planted the way the library plants it
@@ -14,7 +15,8 @@ run is 0 in all of them).
 Tasks: the built-ins, then every task of every suite fetched and validated here (under the
 suite cache root, ``repogym.scenarios.suites``); ``--suite builtin`` or ``--suite realpy``
 keeps one; ``--dir`` (repeatable) attacks the task folders under a folder instead (imported
-tasks, say; an imported Harbor task grades in its own image on the docker backend). Prints one row per cell (task, mode, attack) where some grading earned more than
+tasks, say; an imported Harbor task grades in its own image on the docker backend).
+Prints one row per cell (task, mode, attack) where some grading earned more than
 noop, with the largest reward and noop's; then the number of such cells per attack, their
 total and the wall time. Exit status 1 when any cell beats noop (the target is none).
 """
@@ -75,14 +77,18 @@ def select(args: argparse.Namespace) -> list[Task]:
     if args.tasks:
         wanted = set(args.tasks.split(","))
         tasks = [t for t in tasks if t.id in wanted]
-    return tasks[:args.limit] if args.limit else tasks
+    return tasks[: args.limit] if args.limit else tasks
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--suite", help="'builtin' or a fetched suite's name (default: all)")
-    p.add_argument("--dir", action="append", default=[],
-                   help="attack the task folders under this folder instead (repeatable)")
+    p.add_argument(
+        "--dir",
+        action="append",
+        default=[],
+        help="attack the task folders under this folder instead (repeatable)",
+    )
     p.add_argument("--tasks", default="", help="comma-separated task ids")
     p.add_argument("--limit", type=int, default=0, help="at most this many tasks")
     p.add_argument("--workers", type=int, default=2)
@@ -93,8 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     by_name = {a.name: a for a in ATTACKS}
     unknown = [n for n in args.attacks.split(",") if n not in by_name]
     if unknown:
-        p.error(f"unknown attack(s) {unknown}; the forgers are "
-                f"{', '.join(a.name for a in FORGERS)}")
+        p.error(
+            f"unknown attack(s) {unknown}; the forgers are {', '.join(a.name for a in FORGERS)}"
+        )
     attacks: list[Attack] = [by_name[n] for n in args.attacks.split(",")]
     modes = args.modes.split(",")
     tasks = select(args)
@@ -113,9 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         return harbor_graders.setdefault(image, PatchGrader("docker", {"image": image}))
 
     with PatchGrader() as patch_grader, grading_pool(args.workers) as pool:
+
         def one(task: Task, diff: str, timeout_s: float | None) -> dict[str, float]:
-            res = grader_of(task, patch_grader).grade(task, diff, mode="partial",
-                                                      timeout_s=timeout_s)
+            res = grader_of(task, patch_grader).grade(
+                task, diff, mode="partial", timeout_s=timeout_s
+            )
             if res.infra_error:
                 errors.append(f"{task.id}: {res.infra_error}")
             return rewards(res, task)
@@ -124,8 +133,9 @@ def main(argv: list[str] | None = None) -> int:
             noop = one(task, "", None)
             out = []
             for attack in attacks:
-                diff = make_diff(task.repo_dir,
-                                 attack.changes(task.repo_dir, task.test_spec.tests_dest))
+                diff = make_diff(
+                    task.repo_dir, attack.changes(task.repo_dir, task.test_spec.tests_dest)
+                )
                 runs = [one(task, diff, attack.timeout_s) for _ in range(args.gradings)]
                 for m in modes:
                     best = max(r[m] for r in runs)
@@ -133,8 +143,11 @@ def main(argv: list[str] | None = None) -> int:
                         out.append((task.id, m, attack.name, best, noop[m]))
             return out
 
-        print(f"{len(tasks)} tasks x {len(attacks)} forgers x {args.gradings} grading(s), "
-              f"modes {','.join(modes)}", flush=True)
+        print(
+            f"{len(tasks)} tasks x {len(attacks)} forgers x {args.gradings} grading(s), "
+            f"modes {','.join(modes)}",
+            flush=True,
+        )
         print(f"{'task':40s} {'mode':8s} {'attack':26s} reward  noop", flush=True)
         for found in pool.map(cells, tasks):
             for task_id, m, name, got, base in found:
@@ -145,17 +158,21 @@ def main(argv: list[str] | None = None) -> int:
     per_attack = Counter(name for _, _, name, _, _ in over)
     per_mode = Counter(m for _, m, _, _, _ in over)
     tasks_hit = {t for t, *_ in over}
-    print(f"cells where an attack beat noop: {len(over)} "
-          f"(tasks {len(tasks_hit)} of {len(tasks)}; by attack {dict(per_attack)}; "
-          f"by mode {dict(per_mode)}); infra errors {len(errors)}; "
-          f"wall {time.monotonic() - start:.0f}s")
+    print(
+        f"cells where an attack beat noop: {len(over)} "
+        f"(tasks {len(tasks_hit)} of {len(tasks)}; by attack {dict(per_attack)}; "
+        f"by mode {dict(per_mode)}); infra errors {len(errors)}; "
+        f"wall {time.monotonic() - start:.0f}s"
+    )
     resolved = {t for t, m, *_ in over if m == "binary"}
     served = [t.id for t in tasks if t.id not in WITHHELD]
     held = [t.id for t in tasks if t.id in WITHHELD]
-    print(f"served tasks: {len(resolved & set(served))} of {len(served)} resolved by an attack "
-          f"(binary), {len(tasks_hit & set(served))} beaten in some mode; withheld under the "
-          f"seal floor: {len(resolved & set(held))} of {len(held)} resolved, "
-          f"{len(tasks_hit & set(held))} beaten")
+    print(
+        f"served tasks: {len(resolved & set(served))} of {len(served)} resolved by an attack "
+        f"(binary), {len(tasks_hit & set(served))} beaten in some mode; withheld under the "
+        f"seal floor: {len(resolved & set(held))} of {len(held)} resolved, "
+        f"{len(tasks_hit & set(held))} beaten"
+    )
     for e in errors[:10]:
         print(f"infra error: {e}")
     return 1 if over else 0

@@ -28,8 +28,9 @@ SAMPLE = 20
 def _sampled(task: Task) -> Task:
     p2p = task.test_spec.pass_to_pass
     keep = tuple(sorted(random.Random(0).sample(p2p, min(SAMPLE, len(p2p)))))
-    return dataclasses.replace(task, test_spec=dataclasses.replace(task.test_spec,
-                                                                  pass_to_pass=keep))
+    return dataclasses.replace(
+        task, test_spec=dataclasses.replace(task.test_spec, pass_to_pass=keep)
+    )
 
 
 def _time(grader: PatchGrader, task: Task, diff: str) -> float:
@@ -57,15 +58,17 @@ def main() -> None:
             f, s = statistics.median(full), statistics.median(sample)
             package = task.tags[1] if len(task.tags) > 1 else task.id.rsplit("-", 1)[0]
             ratios.setdefault(package, []).append((f, s))
-            print(f"{task.id}: {len(task.test_spec.pass_to_pass)} pass_to_pass {f:.2f}s, "
-                  f"sample of {SAMPLE} {s:.2f}s, x{f / s:.2f}", flush=True)
+            print(
+                f"{task.id}: {len(task.test_spec.pass_to_pass)} pass_to_pass {f:.2f}s, "
+                f"sample of {SAMPLE} {s:.2f}s, x{f / s:.2f}",
+                flush=True,
+            )
     every = []
     for package, pairs in sorted(ratios.items()):
         f = statistics.median(p[0] for p in pairs)
         s = statistics.median(p[1] for p in pairs)
         every += [a / b for a, b in pairs]
-        print(f"package {package}: {len(pairs)} tasks, all {f:.2f}s, sample {s:.2f}s, "
-              f"x{f / s:.2f}")
+        print(f"package {package}: {len(pairs)} tasks, all {f:.2f}s, sample {s:.2f}s, x{f / s:.2f}")
     print(f"ratio={statistics.median(every):.2f}")
 
 

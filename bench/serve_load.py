@@ -87,12 +87,18 @@ def main() -> None:
         env.close()
     srv.wait_sessions(0, timeout=120)
     code = srv.stop()
-    print(f"sessions held at once: {held}/{args.sessions}; episodes finished: {len(rewards)} "
-          f"in {wall:.1f}s (noop rewards {set(rewards)})")
-    print(f"step latency over WebSocket, {args.sessions} concurrent: p50 "
-          f"{pct(step_times, 0.5):.1f} ms  p99 {pct(step_times, 0.99):.1f} ms")
-    print(f"step latency in-process, alone:              p50 {pct(local, 0.5):.1f} ms  "
-          f"p99 {pct(local, 0.99):.1f} ms  (mean {statistics.mean(local) * 1000:.1f} ms)")
+    print(
+        f"sessions held at once: {held}/{args.sessions}; episodes finished: {len(rewards)} "
+        f"in {wall:.1f}s (noop rewards {set(rewards)})"
+    )
+    print(
+        f"step latency over WebSocket, {args.sessions} concurrent: p50 "
+        f"{pct(step_times, 0.5):.1f} ms  p99 {pct(step_times, 0.99):.1f} ms"
+    )
+    print(
+        f"step latency in-process, alone:              p50 {pct(local, 0.5):.1f} ms  "
+        f"p99 {pct(local, 0.99):.1f} ms  (mean {statistics.mean(local) * 1000:.1f} ms)"
+    )
     print(f"server exit {code}; left behind: {leftovers(srv.pid) or 'nothing'}")
 
 

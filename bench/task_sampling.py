@@ -17,8 +17,14 @@ import statistics
 
 from repogym.agents.sampling import simulate_zero_std
 
-MIX = {**{f"solved-{i}": 1.0 for i in range(4)}, **{f"never-{i}": 0.0 for i in range(4)},
-       "half": 0.5, "mid": 0.3, "hard": 0.1, "easy": 0.9}  # fmt: skip
+MIX = {
+    **{f"solved-{i}": 1.0 for i in range(4)},
+    **{f"never-{i}": 0.0 for i in range(4)},
+    "half": 0.5,
+    "mid": 0.3,
+    "hard": 0.1,
+    "easy": 0.9,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,22 +35,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--seeds", type=int, default=5)
     args = parser.parse_args(argv)
-    settings = [("uniform", 0.95, 0.05), ("adaptive", 0.9, 0.1), ("adaptive", 0.95, 0.05),
-                ("adaptive", 0.99, 0.05)]  # fmt: skip
-    print("| sampler | forget | explore | frac_zero_std_groups (mean ± sd over seeds) | "
-          "draws of the 8 always/never-solved tasks |")
+    settings = [
+        ("uniform", 0.95, 0.05),
+        ("adaptive", 0.9, 0.1),
+        ("adaptive", 0.95, 0.05),
+        ("adaptive", 0.99, 0.05),
+    ]
+    print(
+        "| sampler | forget | explore | frac_zero_std_groups (mean ± sd over seeds) | "
+        "draws of the 8 always/never-solved tasks |"
+    )
     print("|---|---|---|---|---|")
     for name, forget, explore in settings:
-        runs = [simulate_zero_std(MIX, sampler=name, steps=args.steps, per_step=args.per_step,
-                                  group_size=args.group_size, seed=s, forget=forget,
-                                  explore=explore) for s in range(args.seeds)]  # fmt: skip
+        runs = [
+            simulate_zero_std(
+                MIX,
+                sampler=name,
+                steps=args.steps,
+                per_step=args.per_step,
+                group_size=args.group_size,
+                seed=s,
+                forget=forget,
+                explore=explore,
+            )
+            for s in range(args.seeds)
+        ]
         shares = [r["frac_zero_std_groups"] for r in runs]
         wasted = statistics.fmean(
             sum(v for k, v in r["draws"].items() if k.startswith(("solved", "never")))
-            / (args.steps * args.per_step) for r in runs)  # fmt: skip
+            / (args.steps * args.per_step)
+            for r in runs
+        )
         knobs = ("-", "-") if name == "uniform" else (forget, explore)
-        print(f"| {name} | {knobs[0]} | {knobs[1]} | {statistics.fmean(shares):.3f} ± "
-              f"{statistics.pstdev(shares):.3f} | {wasted:.0%} |")
+        print(
+            f"| {name} | {knobs[0]} | {knobs[1]} | {statistics.fmean(shares):.3f} ± "
+            f"{statistics.pstdev(shares):.3f} | {wasted:.0%} |"
+        )
     return 0
 
 

@@ -30,9 +30,14 @@ def measure(task_ids: list[str], workers: int, ray: str | None, root: Path) -> d
     start = time.perf_counter()
     rows = run(cfg)
     wall = time.perf_counter() - start
-    return {"backend": "ray" if ray else "pool", "workers": workers, "episodes": len(rows),
-            "wall_s": wall, "eps_per_s": len(rows) / wall,
-            "resolved": sum(bool(r["resolved"]) for r in rows)}
+    return {
+        "backend": "ray" if ray else "pool",
+        "workers": workers,
+        "episodes": len(rows),
+        "wall_s": wall,
+        "eps_per_s": len(rows) / wall,
+        "resolved": sum(bool(r["resolved"]) for r in rows),
+    }
 
 
 def main() -> None:
@@ -59,8 +64,9 @@ def main() -> None:
             try:
                 for w in args.workers:
                     results.append(measure(task_ids, w, "local", root))
-                    print(f"ray   workers={w}: {results[-1]['eps_per_s']:.2f} episodes/s",
-                          flush=True)
+                    print(
+                        f"ray   workers={w}: {results[-1]['eps_per_s']:.2f} episodes/s", flush=True
+                    )
             finally:
                 ray.shutdown()
     print_table(results, len(task_ids))
@@ -73,14 +79,19 @@ def print_table(results: list[dict], n_tasks: int) -> None:
     by = {(r["backend"], r["workers"]): r for r in results}
     base = {b: by.get((b, min(w for bb, w in by if bb == b))) for b in ("pool", "ray")}
     print(f"\noracle over {n_tasks} built-in tasks (episodes/s; speedup vs fewest workers)")
-    print(f"{'workers':>7} | {'pool eps/s':>10} {'speedup':>7} | {'ray eps/s':>9} {'speedup':>7}"
-          f" | {'ray/pool':>8} | resolved (pool, ray)")
+    print(
+        f"{'workers':>7} | {'pool eps/s':>10} {'speedup':>7} | {'ray eps/s':>9} {'speedup':>7}"
+        f" | {'ray/pool':>8} | resolved (pool, ray)"
+    )
     for w in sorted({w for _, w in by}):
         p, r = by.get(("pool", w)), by.get(("ray", w))
         cells = []
         for x, b in ((p, "pool"), (r, "ray")):
-            cells.append(f"{x['eps_per_s']:>10.2f} {x['eps_per_s'] / base[b]['eps_per_s']:>6.2f}x"
-                         if x else f"{'-':>10} {'-':>7}")
+            cells.append(
+                f"{x['eps_per_s']:>10.2f} {x['eps_per_s'] / base[b]['eps_per_s']:>6.2f}x"
+                if x
+                else f"{'-':>10} {'-':>7}"
+            )
         ratio = f"{r['eps_per_s'] / p['eps_per_s']:>7.2f}x" if p and r else f"{'-':>8}"
         res = f"{p['resolved'] if p else '-'}, {r['resolved'] if r else '-'}"
         print(f"{w:>7} | {cells[0]} | {cells[1][1:]} | {ratio} | {res}")

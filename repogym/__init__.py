@@ -11,12 +11,12 @@ from repogym.version import __version__
 register_builtins()
 
 __all__ = [
-           "RepoEnv",
-           "SuiteEnv",
-           "Task",
-           "TaskError",
-           "__version__",
-           "builtin_tasks",
-           "load_task",
-           "register_task",
+    "RepoEnv",
+    "SuiteEnv",
+    "Task",
+    "TaskError",
+    "__version__",
+    "builtin_tasks",
+    "load_task",
+    "register_task",
 ]

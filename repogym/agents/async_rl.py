@@ -104,8 +104,10 @@ class AsyncOptions:
         check_choice("correction", self.correction, Correction)
         check_choice("backend", self.backend, Backend)
         if self.num_workers < 1 or self.sync_every < 1 or self.max_staleness < 0:
-            raise ValueError(f"need num_workers >= 1, sync_every >= 1, max_staleness >= 0; got "
-                             f"{self.num_workers}, {self.sync_every}, {self.max_staleness}")  # fmt: skip
+            raise ValueError(
+                f"need num_workers >= 1, sync_every >= 1, max_staleness >= 0; got "
+                f"{self.num_workers}, {self.sync_every}, {self.max_staleness}"
+            )
         if self.sync_every > self.max_staleness + 1:
             raise ValueError(
                 f"sync_every={self.sync_every} > max_staleness+1={self.max_staleness + 1}: after "
@@ -114,8 +116,10 @@ class AsyncOptions:
                 "max_staleness + 1 (or raise max_staleness)"
             )
         if self.correction == "product":
-            raise ValueError("correction 'product' is unsafe (weights explode on long, stale "
-                             "sequences). Fix: use 'decoupled', 'tis', 'seq' or 'none'")  # fmt: skip
+            raise ValueError(
+                "correction 'product' is unsafe (weights explode on long, stale "
+                "sequences). Fix: use 'decoupled', 'tis', 'seq' or 'none'"
+            )
 
     @classmethod
     def coerce(cls, value: bool | dict | AsyncOptions) -> AsyncOptions:
@@ -154,8 +158,9 @@ def initial_tickets(opts: AsyncOptions, groups_per_step: int) -> int:
 class _Flow:
     """The learner's view of the workers: groups started (ticket -> version) and finished."""
 
-    def __init__(self, workers: Any, opts: AsyncOptions, groups_per_step: int, first: int,
-                 version: int) -> None:  # fmt: skip
+    def __init__(
+        self, workers: Any, opts: AsyncOptions, groups_per_step: int, first: int, version: int
+    ) -> None:
         self.workers, self.opts, self.gps = workers, opts, groups_per_step
         self.in_flight: dict[int, int] = {}
         self.ready: list[RolloutResult] = []
@@ -196,16 +201,21 @@ class _Flow:
         dropped = [r for r in self.ready if version - r.version > ms]
         fresh = [r for r in self.ready if version - r.version <= ms]
         must = sum(version + 1 - r.version > ms for r in fresh)
-        used, self.ready = fresh[: max(self.gps, must)], fresh[max(self.gps, must):]
+        used, self.ready = fresh[: max(self.gps, must)], fresh[max(self.gps, must) :]
         return used, dropped, time.monotonic() - t0
 
 
-def iterate_async(trainer: Trainer, opts: AsyncOptions, factory: WorkerFactory, start: int,
-                  steps: int, groups_per_step: int) -> Iterator[dict[str, float]]:  # fmt: skip
+def iterate_async(
+    trainer: Trainer,
+    opts: AsyncOptions,
+    factory: WorkerFactory,
+    start: int,
+    steps: int,
+    groups_per_step: int,
+) -> Iterator[dict[str, float]]:
     """Run learner updates ``start..steps``; yields each step's metrics."""
     policy = trainer.policy
-    workers = make_workers(factory, opts.num_workers, opts.backend, opts.ray, policy,
-                           opts.num_gpus)  # fmt: skip
+    workers = make_workers(factory, opts.num_workers, opts.backend, opts.ray, policy, opts.num_gpus)
     version, dropped_total = start - 1, 0
     try:
         workers.publish(version, model_weights(policy))
@@ -217,8 +227,11 @@ def iterate_async(trainer: Trainer, opts: AsyncOptions, factory: WorkerFactory, 
             ages = [version - r.version for r in used for _ in r.episodes]
             episodes = _regroup(used)
             if trainer.config.save_rollouts:
-                trainer.write_episodes(Path(trainer.config.out) / "rollouts", step,
-                                       episodes + [e for r in dropped for e in r.episodes])  # fmt: skip
+                trainer.write_episodes(
+                    Path(trainer.config.out) / "rollouts",
+                    step,
+                    episodes + [e for r in dropped for e in r.episodes],
+                )
             metrics = mean_metrics([r.metrics for r in used])
             batch = collate(episodes, policy.tokenizer.pad_token_id)
             if batch.num_action_tokens:
@@ -232,17 +245,19 @@ def iterate_async(trainer: Trainer, opts: AsyncOptions, factory: WorkerFactory, 
             n_drop = sum(len(r.episodes) for r in dropped)
             dropped_total += n_drop
             elapsed = max(time.monotonic() - t0, 1e-9)
-            metrics.update({
-                "staleness/mean": float(np.mean(ages)) if ages else 0.0,
-                "staleness/max": float(max(ages, default=0)),
-                "staleness/dropped": float(n_drop),
-                "staleness/dropped_total": float(dropped_total),
-                "async/learner_idle_frac": waited / elapsed,
-                "async/policy_version": float(version),
-                "async/in_flight": float(len(flow.in_flight)),
-                "throughput/episodes_per_s": len(episodes) / elapsed,
-                "time/step_s": elapsed,
-            })  # fmt: skip
+            metrics.update(
+                {
+                    "staleness/mean": float(np.mean(ages)) if ages else 0.0,
+                    "staleness/max": float(max(ages, default=0)),
+                    "staleness/dropped": float(n_drop),
+                    "staleness/dropped_total": float(dropped_total),
+                    "async/learner_idle_frac": waited / elapsed,
+                    "async/policy_version": float(version),
+                    "async/in_flight": float(len(flow.in_flight)),
+                    "throughput/episodes_per_s": len(episodes) / elapsed,
+                    "time/step_s": elapsed,
+                }
+            )
             yield metrics
     finally:
         workers.close()
@@ -259,10 +274,15 @@ def _regroup(results: list[RolloutResult]) -> list[Episode]:
 
 
 def train_async(
-    trainer: Trainer, opts: AsyncOptions, *, steps: int | None = None,
-    factory: WorkerFactory | None = None, fmt_factory: Callable[[Any], Any] | None = None,
-    log: bool = True, resume: bool | str | Path = False,
-) -> list[dict[str, float]]:  # fmt: skip
+    trainer: Trainer,
+    opts: AsyncOptions,
+    *,
+    steps: int | None = None,
+    factory: WorkerFactory | None = None,
+    fmt_factory: Callable[[Any], Any] | None = None,
+    log: bool = True,
+    resume: bool | str | Path = False,
+) -> list[dict[str, float]]:
     """Train any :class:`repogym.agents.trainer.Trainer` with asynchronous rollout workers.
 
     Args:
@@ -283,16 +303,22 @@ def train_async(
     config = trainer.config
     steps = config.steps if steps is None else steps
     if config.sampler != "uniform":
-        raise ValueError("sampler=adaptive is not supported with asynchronous workers (they "
-                         "draw tasks without the learner's posterior). Fix: drop it, or train "
-                         "synchronously")  # fmt: skip
+        raise ValueError(
+            "sampler=adaptive is not supported with asynchronous workers (they "
+            "draw tasks without the learner's posterior). Fix: drop it, or train "
+            "synchronously"
+        )
     if getattr(config, "advantage", "gae") == "mc":
-        raise ValueError("advantage=mc is not supported with asynchronous workers (the "
-                         "Monte-Carlo values are estimated in the synchronous collection). Fix: "
-                         "drop it, or train synchronously")  # fmt: skip
+        raise ValueError(
+            "advantage=mc is not supported with asynchronous workers (the "
+            "Monte-Carlo values are estimated in the synchronous collection). Fix: "
+            "drop it, or train synchronously"
+        )
     if trainer.parallel.enabled:
-        raise ValueError("asynchronous training runs in one process (its workers are threads, "
-                         "processes or Ray actors). Fix: drop --nproc, or train synchronously")  # fmt: skip
+        raise ValueError(
+            "asynchronous training runs in one process (its workers are threads, "
+            "processes or Ray actors). Fix: drop --nproc, or train synchronously"
+        )
     if factory is None:
         if fmt_factory is None:
             raise ValueError("train_async needs factory= or fmt_factory=")

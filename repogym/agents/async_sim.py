@@ -32,8 +32,13 @@ class _SimulatedWorker:
         prompt = self.policy.encode(f.prompt)
         for _ in range(f.group_size):
             ids = self.policy.encode(f.actions[int(self.rng.integers(len(f.actions)))])
-            ep = Episode(task="sim", prompt=f.prompt, reward=float(self.rng.integers(2)),
-                         terminated=True, graded=True)  # fmt: skip
+            ep = Episode(
+                task="sim",
+                prompt=f.prompt,
+                reward=float(self.rng.integers(2)),
+                terminated=True,
+                graded=True,
+            )
             ep.turns.append(Turn(prompt, ids, [0.0] * len(ids)))
             ep.final_ids = self.policy.encode(f.observation)
             episodes.append(ep)

@@ -104,14 +104,27 @@ class _EnvWorker:
         per_step = cfg.tasks_per_step or len(cfg.tasks)
         step, slot = divmod(ticket, per_step)
         task = step_tasks(cfg.tasks, cfg.tasks_per_step, step + 1, cfg.seed)[slot]
-        engine = HFEngine(self.policy, self.fmt.stops, reuse_cache=cfg.reuse_cache,
-                          top_p=cfg.top_p, top_k=cfg.top_k)  # fmt: skip
-        rollout = collect(engine, self.fmt, self.pool, [task], cfg.rollout,
-                          seed=cfg.seed + 1000 * ticket, max_context=self.policy.max_len)  # fmt: skip
+        engine = HFEngine(
+            self.policy,
+            self.fmt.stops,
+            reuse_cache=cfg.reuse_cache,
+            top_p=cfg.top_p,
+            top_k=cfg.top_k,
+        )
+        rollout = collect(
+            engine,
+            self.fmt,
+            self.pool,
+            [task],
+            cfg.rollout,
+            seed=cfg.seed + 1000 * ticket,
+            max_context=self.policy.max_len,
+        )
         metrics = rollout.metrics()
         if cfg.shaping is not None:
-            metrics.update(shape_episodes(rollout.episodes, cfg.shaping,
-                                          default_max_len(cfg.rollout)))  # fmt: skip
+            metrics.update(
+                shape_episodes(rollout.episodes, cfg.shaping, default_max_len(cfg.rollout))
+            )
         return rollout.episodes, metrics
 
     def close(self) -> None:
@@ -132,11 +145,13 @@ class EnvWorkerFactory:
 
     def __call__(self, worker_id: int, template: Policy | None = None) -> _EnvWorker:
         cfg = self.config
-        policy = template or load_policy(cfg.model, device=cfg.device, dtype=cfg.dtype,
-                                         temperature=cfg.temperature).requires_grad_(False)  # fmt: skip
+        policy = template or load_policy(
+            cfg.model, device=cfg.device, dtype=cfg.dtype, temperature=cfg.temperature
+        ).requires_grad_(False)
         policy.value_head = None
-        return _EnvWorker(policy.eval(), self.fmt_factory(policy.tokenizer),
-                          EnvPool(cfg.rollout), cfg, worker_id)  # fmt: skip
+        return _EnvWorker(
+            policy.eval(), self.fmt_factory(policy.tokenizer), EnvPool(cfg.rollout), cfg, worker_id
+        )
 
 
 def model_weights(policy: Policy) -> dict[str, torch.Tensor]:
@@ -144,13 +159,20 @@ def model_weights(policy: Policy) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu", copy=True) for k, v in policy.model.state_dict().items()}
 
 
-def _worker_loop(factory: WorkerFactory, worker_id: int, template: Policy | None, inbox: Any,
-                 tickets: Any, outbox: Any, stop: Any) -> None:  # fmt: skip
+def _worker_loop(
+    factory: WorkerFactory,
+    worker_id: int,
+    template: Policy | None,
+    inbox: Any,
+    tickets: Any,
+    outbox: Any,
+    stop: Any,
+) -> None:
     """Body of a thread or process worker: take a ticket, load the newest weights, report the
     start, run the group, repeat until ``stop``."""
     try:
         worker = factory(worker_id, template)
-    except Exception:  # noqa: BLE001 - reported to the learner, which raises it
+    except Exception:
         outbox.put(RolloutResult([], -1, worker_id, error=traceback.format_exc()))
         return
     try:
@@ -192,19 +214,21 @@ def _run_one(worker: RolloutWorker, worker_id: int, version: int, ticket: int) -
     start = time.monotonic()
     try:
         episodes, metrics = worker.run(ticket)
-    except Exception:  # noqa: BLE001 - reported to the learner, which raises it
+    except Exception:
         return RolloutResult([], version, worker_id, error=traceback.format_exc(), ticket=ticket)
     for ep in episodes:
         ep.info["policy_version"] = version
-    return RolloutResult(episodes, version, worker_id, time.monotonic() - start, metrics,
-                         ticket=ticket)  # fmt: skip
+    return RolloutResult(
+        episodes, version, worker_id, time.monotonic() - start, metrics, ticket=ticket
+    )
 
 
 class LocalWorkers:
     """Rollout workers as threads or (spawned) processes, fed through queues."""
 
-    def __init__(self, factory: WorkerFactory, num_workers: int, backend: Backend,
-                 template: Policy | None) -> None:  # fmt: skip
+    def __init__(
+        self, factory: WorkerFactory, num_workers: int, backend: Backend, template: Policy | None
+    ) -> None:
         check_choice("backend", backend, Backend)
         if backend == "thread":
             ctx: Any = None
@@ -301,8 +325,9 @@ class RayWorkers:
     with ``num_gpus``). An actor's version is the last one published before its run call
     (calls to an actor run in order)."""
 
-    def __init__(self, factory: WorkerFactory, num_workers: int, address: str,
-                 num_gpus: float = 0.0) -> None:  # fmt: skip
+    def __init__(
+        self, factory: WorkerFactory, num_workers: int, address: str, num_gpus: float = 0.0
+    ) -> None:
         try:
             import ray
         except ImportError as e:
@@ -372,8 +397,14 @@ class RayWorkers:
             self.ray.shutdown()
 
 
-def make_workers(factory: WorkerFactory, num_workers: int, backend: Backend, ray: str | None,
-                 template: Policy, num_gpus: float = 0.0) -> LocalWorkers | RayWorkers:  # fmt: skip
+def make_workers(
+    factory: WorkerFactory,
+    num_workers: int,
+    backend: Backend,
+    ray: str | None,
+    template: Policy,
+    num_gpus: float = 0.0,
+) -> LocalWorkers | RayWorkers:
     """Ray actors if ``ray`` (``local`` or a cluster address) is set, else threads/processes."""
     if ray:
         return RayWorkers(factory, num_workers, ray, num_gpus)

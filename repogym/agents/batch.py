@@ -106,8 +106,11 @@ class Batch:
     def zeroed(self) -> Self:
         """A copy whose loss masks (:attr:`LOSS_MASKS`) are zero: a forward/backward pass of
         it adds nothing to any loss."""
-        masks = {k: torch.zeros_like(getattr(self, k)) for k in self.LOSS_MASKS
-                 if getattr(self, k) is not None}  # fmt: skip
+        masks = {
+            k: torch.zeros_like(getattr(self, k))
+            for k in self.LOSS_MASKS
+            if getattr(self, k) is not None
+        }
         return replace(self._map(lambda t: t), **masks)
 
     def split(self, size: int) -> list[Self]:
@@ -162,8 +165,10 @@ class LossNorm:
     def aggregation(self) -> dict[str, Any]:
         """Keyword arguments of :func:`repogym.agents.losses.aggregate` (and the policy
         losses): ``global_num_tokens``, ``global_num_seqs`` and ``norm_len``."""
-        out: dict[str, Any] = {"global_num_tokens": self.num_tokens,
-                               "global_num_seqs": self.num_seqs}  # fmt: skip
+        out: dict[str, Any] = {
+            "global_num_tokens": self.num_tokens,
+            "global_num_seqs": self.num_seqs,
+        }
         if self.norm_len is not None:
             out["norm_len"] = self.norm_len
         return out

@@ -144,9 +144,12 @@ class ChatFormat:
         if self.tools and "tools" in self.template:
             kwargs["tools"] = self.tools
         return self.tokenizer.apply_chat_template(
-            messages, chat_template=self.template, tokenize=False,
-            add_generation_prompt=generation_prompt, **kwargs,
-        )  # fmt: skip
+            messages,
+            chat_template=self.template,
+            tokenize=False,
+            add_generation_prompt=generation_prompt,
+            **kwargs,
+        )
 
     def encode(self, text: str) -> list[int]:
         """Token ids of rendered text (special-token strings become their ids)."""
@@ -158,8 +161,10 @@ class ChatFormat:
 
     def first_messages(self, observation: str) -> list[dict[str, str]]:
         """The system message and the task observation as the user message."""
-        return [{"role": "system", "content": self.system_prompt},
-                {"role": "user", "content": clip_middle(observation, self.max_obs_chars)}]  # fmt: skip
+        return [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": clip_middle(observation, self.max_obs_chars)},
+        ]
 
     def start(self, observation: str, info: dict[str, Any] | None = None) -> Dialogue:
         """A dialogue whose pending prompt is the first one (system + task observation, then
@@ -169,8 +174,10 @@ class ChatFormat:
 
     def observation_message(self, observation: str) -> dict[str, str]:
         """An environment observation as a message."""
-        return {"role": self.observation_role, "content": clip_middle(observation,
-                                                                      self.max_obs_chars)}  # fmt: skip
+        return {
+            "role": self.observation_role,
+            "content": clip_middle(observation, self.max_obs_chars),
+        }
 
     def delta_text(self, completion: str, message: dict[str, str], *, final: bool) -> str:
         """What the template writes after an assistant turn for ``message`` (and, unless
@@ -179,26 +186,31 @@ class ChatFormat:
         probe = "ASSISTANT-PROBE"
         base = [{"role": "user", "content": "u"}, {"role": "assistant", "content": probe}]
         text = self.render([*base, message], generation_prompt=not final)
-        after = text[text.index(probe) + len(probe):]
+        after = text[text.index(probe) + len(probe) :]
         eot = self.decode([self.end_of_turn]) if self.end_of_turn is not None else ""
         if eot and completion.endswith(eot) and after.startswith(eot):
-            after = after[len(eot):]
+            after = after[len(eot) :]
         return after
 
     def _renders_tool_role(self) -> bool:
-        probe = [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"},
-                 {"role": "tool", "content": "TOOL-PROBE"}]  # fmt: skip
+        probe = [
+            {"role": "user", "content": "u"},
+            {"role": "assistant", "content": "a"},
+            {"role": "tool", "content": "TOOL-PROBE"},
+        ]
         try:
             return "TOOL-PROBE" in self.render(probe, generation_prompt=True)
-        except Exception:  # noqa: BLE001 - a template that rejects the role has none
+        except Exception:
             return False
 
     def _end_of_turn_token(self) -> int | None:
         """The special token the template writes right after an assistant message, if any."""
         marker = "ASSISTANT-PROBE"
-        text = self.render([{"role": "user", "content": "u"},
-                            {"role": "assistant", "content": marker}], generation_prompt=False)  # fmt: skip
-        rest = text[text.index(marker) + len(marker):]
+        text = self.render(
+            [{"role": "user", "content": "u"}, {"role": "assistant", "content": marker}],
+            generation_prompt=False,
+        )
+        rest = text[text.index(marker) + len(marker) :]
         ids = self.encode(rest)
         special = set(getattr(self.tokenizer, "all_special_ids", []))
         return ids[0] if ids and ids[0] in special else None
@@ -215,15 +227,19 @@ class Dialogue:
         pending_mask: 1 on the environment-output tokens of ``pending``.
     """
 
-    def __init__(self, fmt: ChatFormat, messages: list[dict[str, str]],
-                 prompt_ids: list[int] | None = None) -> None:
+    def __init__(
+        self, fmt: ChatFormat, messages: list[dict[str, str]], prompt_ids: list[int] | None = None
+    ) -> None:
         """``prompt_ids``: the first prompt's tokens when another path built them (verl's
         Continuous Token builder); by default the template's rendering of ``messages``."""
         self.fmt = fmt
         self.messages = list(messages)
         self.ids: list[int] = []
-        self.pending: list[int] = (list(prompt_ids) if prompt_ids is not None else
-                                   fmt.encode(fmt.render(self.messages, generation_prompt=True)))
+        self.pending: list[int] = (
+            list(prompt_ids)
+            if prompt_ids is not None
+            else fmt.encode(fmt.render(self.messages, generation_prompt=True))
+        )
         self.pending_mask: list[int] = [0] * len(self.pending)
         self.delta_rendered = False
 
@@ -256,18 +272,20 @@ class Dialogue:
         else:
             refused = ""
         so_far = self.fmt.decode(self.ids)
-        delta = rendered[len(so_far):] if rendered.startswith(so_far) and not refused else None
+        delta = rendered[len(so_far) :] if rendered.startswith(so_far) and not refused else None
         pending = self.fmt.encode(delta) if delta is not None else []
         if delta is None or self.fmt.decode(self.ids + pending) != rendered:
             if self.fmt.strict:
                 raise ChatFormatError(refused or _mismatch(so_far, rendered))
-            delta = self.fmt.delta_text(self.messages[-2]["content"] + self._eot_suffix(),
-                                        message, final=final)  # fmt: skip
+            delta = self.fmt.delta_text(
+                self.messages[-2]["content"] + self._eot_suffix(), message, final=final
+            )
             pending = self.fmt.encode(delta)
             self.delta_rendered = True
         self.pending = pending
-        self.pending_mask = _content_mask(self.fmt.tokenizer, delta, message["content"],
-                                          len(self.pending))  # fmt: skip
+        self.pending_mask = _content_mask(
+            self.fmt.tokenizer, delta, message["content"], len(self.pending)
+        )
 
     def _eot_suffix(self) -> str:
         """The end-of-turn token's text if the last completion ended with it."""
@@ -277,12 +295,16 @@ class Dialogue:
 
 def _mismatch(so_far: str, rendered: str) -> str:
     """Where the template's rendering leaves the tokens so far (strict mode's error)."""
-    at = next((i for i, (a, b) in enumerate(zip(so_far, rendered)) if a != b),
-              min(len(so_far), len(rendered)))  # fmt: skip
-    return (f"the chat template's rendering differs from the tokens so far at character {at}: "
-            f"tokens {so_far[at:at + 60]!r} vs template {rendered[at:at + 60]!r}. The template "
-            "rewrites earlier turns. Fix: use a template that renders history as it was "
-            "generated, or strict=False (delta rendering)")
+    at = next(
+        (i for i, (a, b) in enumerate(zip(so_far, rendered, strict=False)) if a != b),
+        min(len(so_far), len(rendered)),
+    )
+    return (
+        f"the chat template's rendering differs from the tokens so far at character {at}: "
+        f"tokens {so_far[at : at + 60]!r} vs template {rendered[at : at + 60]!r}. The template "
+        "rewrites earlier turns. Fix: use a template that renders history as it was "
+        "generated, or strict=False (delta rendering)"
+    )
 
 
 def _content_mask(tokenizer: Any, text: str, content: str, n: int) -> list[int]:

@@ -21,14 +21,25 @@ import torch
 
 from repogym.agents.metrics import MetricsLogger
 
-__all__ = ["RunLog", "checkpoint_step", "latest_checkpoint", "read_state", "resolve_resume", "rng_state",
-           "set_rng_state", "write_checkpoint"]  # fmt: skip
+__all__ = [
+    "RunLog",
+    "checkpoint_step",
+    "latest_checkpoint",
+    "read_state",
+    "resolve_resume",
+    "rng_state",
+    "set_rng_state",
+    "write_checkpoint",
+]
 
 
 def latest_checkpoint(out: str | Path) -> Path | None:
     """The ``checkpoint-N`` folder of ``out`` with the largest ``N`` (None if none)."""
-    found = [(int(p.name.split("-")[1]), p) for p in Path(out).glob("checkpoint-*")
-             if p.name.split("-")[1].isdigit() and (p / "trainer_state.pt").is_file()]  # fmt: skip
+    found = [
+        (int(p.name.split("-")[1]), p)
+        for p in Path(out).glob("checkpoint-*")
+        if p.name.split("-")[1].isdigit() and (p / "trainer_state.pt").is_file()
+    ]
     return max(found)[1] if found else None
 
 
@@ -40,8 +51,10 @@ def resolve_resume(out: str | Path, resume: bool | str | Path) -> Path:
     """
     path = latest_checkpoint(out) if resume is True else Path(resume)
     if path is None:
-        raise FileNotFoundError(f"--resume: no checkpoint in {out}. Fix: train without "
-                                "--resume first, or pass --out of that run")  # fmt: skip
+        raise FileNotFoundError(
+            f"--resume: no checkpoint in {out}. Fix: train without "
+            "--resume first, or pass --out of that run"
+        )
     return path
 
 
@@ -60,9 +73,12 @@ def checkpoint_step(path: str | Path) -> int:
 
 def rng_state() -> dict[str, Any]:
     """Python, NumPy, torch (and CUDA) RNG states."""
-    return {"torch": torch.get_rng_state(), "python": random.getstate(),
-            "numpy": np.random.get_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}  # fmt: skip
+    return {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
 
 
 def set_rng_state(rng: Mapping[str, Any]) -> None:
@@ -74,8 +90,13 @@ def set_rng_state(rng: Mapping[str, Any]) -> None:
         torch.cuda.set_rng_state_all(rng["cuda"])
 
 
-def write_checkpoint(path: Path, lm: Any, tokenizer: Any, state: Mapping[str, Any],
-                     lm_state: Mapping[str, torch.Tensor] | None = None) -> Path:  # fmt: skip
+def write_checkpoint(
+    path: Path,
+    lm: Any,
+    tokenizer: Any,
+    state: Mapping[str, Any],
+    lm_state: Mapping[str, torch.Tensor] | None = None,
+) -> Path:
     """Write ``path``: ``lm.save_pretrained`` (of ``lm_state`` when given: gathered weights),
     the tokenizer and ``trainer_state.pt``."""
     lm.save_pretrained(path, **({"state_dict": dict(lm_state)} if lm_state is not None else {}))
@@ -92,8 +113,10 @@ def read_state(path: str | Path) -> dict[str, Any]:
     """
     file = Path(path) / "trainer_state.pt"
     if not file.is_file():
-        raise FileNotFoundError(f"{path} has no trainer_state.pt. Fix: pass a checkpoint-N "
-                                "folder written by `repogym train`")  # fmt: skip
+        raise FileNotFoundError(
+            f"{path} has no trainer_state.pt. Fix: pass a checkpoint-N "
+            "folder written by `repogym train`"
+        )
     return torch.load(file, map_location="cpu", weights_only=False)
 
 
@@ -107,14 +130,16 @@ class RunLog:
         main: Whether this process writes.
     """
 
-    def __init__(self, out: str | Path, config: Any, *, resumed_after: int | None = None,
-                 main: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self, out: str | Path, config: Any, *, resumed_after: int | None = None, main: bool = True
+    ) -> None:
         self.logger: MetricsLogger | None = None
         if not main:
             return
         self.logger = MetricsLogger(out, resumed_after)
-        Path(out, "config.json").write_text(json.dumps(asdict(config), indent=2,
-                                                       default=str) + "\n")  # fmt: skip
+        Path(out, "config.json").write_text(
+            json.dumps(asdict(config), indent=2, default=str) + "\n"
+        )
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         """Append one step's metrics."""

@@ -54,8 +54,11 @@ C = TypeVar("C")
 
 ALGOS: dict[str, tuple[type, Callable[..., Trainer], dict[str, Any]]] = {
     name: (resolve(a.config), resolve(a.trainer), a.preset)
-    for name, a in ALGORITHMS.items() if a.entry == "repogym.agents.cli:main"}
+    for name, a in ALGORITHMS.items()
+    if a.entry == "repogym.agents.cli:main"
+}
 """``--algo`` name -> (config class, trainer factory, preset fields), from the registry."""
+
 
 def _coerce(cls: type, field: dataclasses.Field, text: str) -> Any:
     hint = typing.get_type_hints(cls)[field.name]
@@ -63,7 +66,8 @@ def _coerce(cls: type, field: dataclasses.Field, text: str) -> Any:
     if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1:
         hint = args[0]  # X | None
     if text.lower() in ("none", "null") and type(None) in typing.get_args(
-            typing.get_type_hints(cls)[field.name]):  # fmt: skip
+        typing.get_type_hints(cls)[field.name]
+    ):
         return None
     if hint is bool:
         if text.lower() not in ("1", "0", "true", "false", "yes", "no"):
@@ -83,8 +87,9 @@ def _coerce(cls: type, field: dataclasses.Field, text: str) -> Any:
         raise
 
 
-def config_from_args(cls: type[C], args: argparse.Namespace,
-                     defaults: Mapping[str, Any] | None = None) -> C:  # fmt: skip
+def config_from_args(
+    cls: type[C], args: argparse.Namespace, defaults: Mapping[str, Any] | None = None
+) -> C:
     """Build ``cls`` (a dataclass) from ``defaults``, the common flags it has, then ``--set``.
 
     ``rollout.FIELD=VALUE`` sets a field of the config's ``rollout`` settings;
@@ -101,8 +106,13 @@ def config_from_args(cls: type[C], args: argparse.Namespace,
     async_: dict[str, Any] = {}
     for key, value in (defaults or {}).items():
         (rollout if key.startswith("rollout.") else values)[key.removeprefix("rollout.")] = value
-    flags = {"steps": "steps", "out": "out", "seed": "seed", "model": "model",
-             "task_ids": "tasks" if "tasks" in names else "task_ids"}  # fmt: skip
+    flags = {
+        "steps": "steps",
+        "out": "out",
+        "seed": "seed",
+        "model": "model",
+        "task_ids": "tasks" if "tasks" in names else "task_ids",
+    }
     for flag, name in flags.items():
         if name in names and getattr(args, flag, None) is not None:
             values[name] = getattr(args, flag)
@@ -115,9 +125,11 @@ def config_from_args(cls: type[C], args: argparse.Namespace,
         else:
             target, fields, cls_, name = values, names, cls, key
         if not sep or name not in fields:
-            raise SystemExit(f"--set {pair!r}: unknown field. Fix: use FIELD=VALUE with FIELD one "
-                             f"of {sorted(fields)}" + (" (rollout.FIELD for rollout settings)"
-                                                      if target is values else ""))  # fmt: skip
+            raise SystemExit(
+                f"--set {pair!r}: unknown field. Fix: use FIELD=VALUE with FIELD one "
+                f"of {sorted(fields)}"
+                + (" (rollout.FIELD for rollout settings)" if target is values else "")
+            )
         try:
             target[name] = _coerce(cls_, fields[name], text)
         except ValueError as e:
@@ -142,8 +154,12 @@ class _Printer:
     rank 0 only under data parallelism); a silent phase (starting sandboxes, a long
     generation) gets a ``still: ...`` line every ``heartbeat_s`` seconds. Close it."""
 
-    def __init__(self, quiet: bool = False, started: float | None = None,
-                 heartbeat_s: float | None = HEARTBEAT_S) -> None:  # fmt: skip
+    def __init__(
+        self,
+        quiet: bool = False,
+        started: float | None = None,
+        heartbeat_s: float | None = HEARTBEAT_S,
+    ) -> None:
         now = time.monotonic()
         self.t0 = now if started is None else started
         self.step_t0: float | None = None  # when the current step began (None: unknown)
@@ -155,8 +171,9 @@ class _Printer:
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
         if not quiet and heartbeat_s:
-            self._beat = threading.Thread(target=self._heartbeat, args=(heartbeat_s,),
-                                          name="train-progress", daemon=True)  # fmt: skip
+            self._beat = threading.Thread(
+                target=self._heartbeat, args=(heartbeat_s,), name="train-progress", daemon=True
+            )
             self._beat.start()
 
     def say(self, text: str, *, phase: bool = True) -> None:
@@ -197,8 +214,13 @@ class _Printer:
             if self.step_t0 is not None:  # the asynchronous loop's first step has no start
                 self.step_times.append(now - self.step_t0)
             self.step_t0 = now  # the next one starts here (a synchronous one at "collect")
-            print_progress(f["step"], f["metrics"], prefix=self.say, steps=f["steps"],
-                           eta=step_eta(self.step_times, f["steps"] - f["step"]))  # fmt: skip
+            print_progress(
+                f["step"],
+                f["metrics"],
+                prefix=self.say,
+                steps=f["steps"],
+                eta=step_eta(self.step_times, f["steps"] - f["step"]),
+            )
 
 
 def step_eta(step_times: Sequence[float], remaining: int) -> float | None:
@@ -210,11 +232,26 @@ def step_eta(step_times: Sequence[float], remaining: int) -> float | None:
     return sum(step_times) / len(step_times) * remaining
 
 
-def print_progress(step: int, m: Mapping[str, float], *, prefix: Callable[[str], None] = print,
-                   eta: float | None = None, steps: int | None = None) -> None:  # fmt: skip
+def print_progress(
+    step: int,
+    m: Mapping[str, float],
+    *,
+    prefix: Callable[[str], None] = print,
+    eta: float | None = None,
+    steps: int | None = None,
+) -> None:
     """One line per step: reward, resolve rate, losses, entropy, staleness, time, ETA."""
-    keys = ("reward/mean", "resolve_rate", "loss/policy", "loss/value", "loss/kl", "loss/echo",
-            "entropy", "is_weight/max", "staleness/mean")  # fmt: skip
+    keys = (
+        "reward/mean",
+        "resolve_rate",
+        "loss/policy",
+        "loss/value",
+        "loss/kl",
+        "loss/echo",
+        "entropy",
+        "is_weight/max",
+        "staleness/mean",
+    )
     shown = " ".join(f"{k} {m[k]:.4g}" for k in keys if k in m)
     tail = f" ETA {eta:.0f}s" if eta is not None else ""
     of = f"/{steps}" if steps else ""
@@ -226,8 +263,10 @@ def _tasks(args: argparse.Namespace) -> list[str] | None:
     ids = list(getattr(args, "task_ids", None) or [])
     for folder in getattr(args, "task_dirs", None) or []:
         if not Path(folder).is_dir():
-            raise SystemExit(f"--tasks {folder}: not a folder. Fix: pass a folder of task folders "
-                             "(e.g. from `repogym synth`)")  # fmt: skip
+            raise SystemExit(
+                f"--tasks {folder}: not a folder. Fix: pass a folder of task folders "
+                "(e.g. from `repogym synth`)"
+            )
         ids += [t.id for t in register_task(folder, overwrite=True)]
     return ids or None
 
@@ -258,9 +297,11 @@ def _nothing_to_do(config: Any, resume: bool | str, say: Callable[[str], None] |
     if step < config.steps:
         return False
     if say is not None:
-        say(f"nothing to do: {path} is at step {step} and --steps {config.steps} is the total "
+        say(
+            f"nothing to do: {path} is at step {step} and --steps {config.steps} is the total "
             f"number of steps (not how many more). Fix: to train further, resume with --steps "
-            f"above {step}, e.g. --steps {step + config.steps} for {config.steps} more")  # fmt: skip
+            f"above {step}, e.g. --steps {step + config.steps} for {config.steps} more"
+        )
     return True
 
 
@@ -273,15 +314,18 @@ def async_options(config: Any, ray: str | None = None) -> AsyncOptions | None:
     value = getattr(config, "async_", None)
     if not value:
         if ray:
-            raise SystemExit(f"--ray {ray}: Ray actors are asynchronous rollout workers. Fix: "
-                             "add --set async_=true, or drop --ray")  # fmt: skip
+            raise SystemExit(
+                f"--ray {ray}: Ray actors are asynchronous rollout workers. Fix: "
+                "add --set async_=true, or drop --ray"
+            )
         return None
     try:
         opts = AsyncOptions.coerce(value)
     except (TypeError, ValueError) as e:
         names = ", ".join(f.name for f in dataclasses.fields(AsyncOptions))
-        raise SystemExit(f"--set async_: {e}. Fix: async_=true, or async_.FIELD=VALUE with FIELD "
-                         f"one of {names}") from e  # fmt: skip
+        raise SystemExit(
+            f"--set async_: {e}. Fix: async_=true, or async_.FIELD=VALUE with FIELD one of {names}"
+        ) from e
     return dataclasses.replace(opts, ray=ray) if ray else opts
 
 
@@ -315,29 +359,37 @@ def _main(args: argparse.Namespace, parallel: Parallel, printer: _Printer) -> in
         raise SystemExit("no tasks. Fix: --task ID (repeatable) or --tasks DIR")
     opts = async_options(config, getattr(args, "ray", None))
     if parallel.enabled and (make is DistillTrainer or opts is not None):
-        raise SystemExit(f"--nproc {parallel.world} with --algo {args.algo} and these settings: "
-                         "data parallelism covers the synchronous GRPO family and PPO. Fix: "
-                         "drop --nproc")  # fmt: skip
+        raise SystemExit(
+            f"--nproc {parallel.world} with --algo {args.algo} and these settings: "
+            "data parallelism covers the synchronous GRPO family and PPO. Fix: "
+            "drop --nproc"
+        )
     resume = getattr(args, "resume", False) or False
     if resume and _nothing_to_do(config, resume, say=printer.say if parallel.main else None):
         return 0
     fmt_factory = None
     if toy is not None:
         fmt_factory = toy.build(config, parallel, say=printer.say)
-    printer.say(f"loading {config.model} and starting the environments"
-                + (f" ({parallel.world} processes)" if parallel.enabled else ""))
+    printer.say(
+        f"loading {config.model} and starting the environments"
+        + (f" ({parallel.world} processes)" if parallel.enabled else "")
+    )
     trainer = make(config, progress=printer, fmt_factory=fmt_factory, parallel=parallel)
     try:
         if toy is not None:
             toy.prepare(trainer, resume=bool(resume), say=printer.say)
         if opts is not None:
-            train_async(trainer, opts, fmt_factory=fmt_factory or ChatFormatFactory(config),
-                        resume=resume)  # fmt: skip
+            train_async(
+                trainer, opts, fmt_factory=fmt_factory or ChatFormatFactory(config), resume=resume
+            )
         else:
             trainer.train(resume=resume)
     finally:
         trainer.close()
     if parallel.main:
-        print(f"metrics: {config.out}/metrics.jsonl; rollouts: {config.out}/rollouts; curves: "
-              f"{plot_metrics(config.out)}", flush=True)  # fmt: skip
+        print(
+            f"metrics: {config.out}/metrics.jsonl; rollouts: {config.out}/rollouts; curves: "
+            f"{plot_metrics(config.out)}",
+            flush=True,
+        )
     return 0

@@ -182,14 +182,16 @@ class TrainConfig:
         self.tasks = tuple(self.tasks)
         self.eval_tasks = tuple(self.eval_tasks)
         self.shaping = ShapingConfig.coerce(self.shaping)
-        check_choice("behaviour_correction", self.behaviour_correction,
-                     Literal["auto", "none", "decoupled", "tis"])  # fmt: skip
+        check_choice(
+            "behaviour_correction",
+            self.behaviour_correction,
+            Literal["auto", "none", "decoupled", "tis"],
+        )
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1]; got {self.top_p}")
         check_choice("kl_mode", self.kl_mode, Literal["loss", "reward"])
         check_choice("sampler", self.sampler, Literal["uniform", "adaptive"])
-        check_choice("lr_schedule", self.lr_schedule,
-                     Literal["constant", "linear", "cosine"])  # fmt: skip
+        check_choice("lr_schedule", self.lr_schedule, Literal["constant", "linear", "cosine"])
         if self.beta and self.kl_mode == "loss":
             kl_loss(torch.zeros(1), torch.zeros(1), self.kl_kind)  # k1 as a loss: refused
         if self.kl_mode == "reward" and self.kl_kind != "k1":
@@ -206,16 +208,21 @@ def lr_factor(config: TrainConfig) -> Callable[[int], float]:
             return 1.0
         span = max(config.steps - config.warmup_steps, 1)
         done = min(max(n - config.warmup_steps, 0) / span, 1.0)
-        return 1.0 - done if config.lr_schedule == "linear" else 0.5 * (1 + math.cos(math.pi * done))
+        return (
+            1.0 - done if config.lr_schedule == "linear" else 0.5 * (1 + math.cos(math.pi * done))
+        )
 
     return factor
 
 
 def chat_format(config: TrainConfig, tokenizer: Any) -> ChatFormat:
     """The chat format of ``config``'s chat options for ``tokenizer``."""
-    return ChatFormat(tokenizer, system_prompt=config.system_prompt or SYSTEM_PROMPT,
-                      max_obs_chars=config.max_obs_chars,
-                      observation_role=config.observation_role)  # fmt: skip
+    return ChatFormat(
+        tokenizer,
+        system_prompt=config.system_prompt or SYSTEM_PROMPT,
+        max_obs_chars=config.max_obs_chars,
+        observation_role=config.observation_role,
+    )
 
 
 @dataclass

@@ -58,15 +58,18 @@ class TokenCritic:
         ValueError: If the two answers start with the same token, or the question is empty.
     """
 
-    def __init__(self, policy: Policy, question: str = DEFAULT_QUESTION, yes: str = " yes",
-                 no: str = " no") -> None:  # fmt: skip
+    def __init__(
+        self, policy: Policy, question: str = DEFAULT_QUESTION, yes: str = " yes", no: str = " no"
+    ) -> None:
         self.question_ids = policy.encode(question)
         yes_ids, no_ids = policy.encode(yes), policy.encode(no)
         if not self.question_ids or not yes_ids or not no_ids:
             raise ValueError("the token critic's question and answers must be non-empty text")
         if yes_ids[0] == no_ids[0]:
-            raise ValueError(f"{yes!r} and {no!r} start with the same token; the token critic "
-                             "needs two different answer tokens. Fix: other answer strings")  # fmt: skip
+            raise ValueError(
+                f"{yes!r} and {no!r} start with the same token; the token critic "
+                "needs two different answer tokens. Fix: other answer strings"
+            )
         self.yes_id, self.no_id = yes_ids[0], no_ids[0]
 
     def state_logits(self, policy: Policy, batch: Batch) -> YesNoLogits:
@@ -90,8 +93,9 @@ class TokenCritic:
         table = pair.new_zeros(len(batch), k_max + 1, 2)
         index = torch.tensor(where, device=pair.device)
         table = table.index_put((index[:, 0], index[:, 1]), pair)
-        return YesNoLogits(table[:, :k_max, 0], table[:, :k_max, 1], table[:, k_max, 0],
-                           table[:, k_max, 1])  # fmt: skip
+        return YesNoLogits(
+            table[:, :k_max, 0], table[:, :k_max, 1], table[:, k_max, 0], table[:, k_max, 1]
+        )
 
     def _prompt(self, ids: torch.Tensor, end: int) -> list[int]:
         return ids[: end + 1].tolist() + self.question_ids
@@ -101,12 +105,14 @@ class TokenCritic:
         width = max(len(r) for r in rows)
         pad = policy.tokenizer.pad_token_id
         ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=policy.device)
-        att = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows],
-                           device=policy.device)  # fmt: skip
+        att = torch.tensor(
+            [[1] * len(r) + [0] * (width - len(r)) for r in rows], device=policy.device
+        )
         hidden = policy.hidden_states(ids, att)
         last = torch.tensor([len(r) - 1 for r in rows], device=policy.device)
         h = hidden[torch.arange(len(rows), device=policy.device), last]
         weight, bias = policy.head()
         pick = torch.tensor([self.yes_id, self.no_id], device=policy.device)
-        return F.linear(h.to(weight.dtype), weight[pick],
-                        None if bias is None else bias[pick]).float()  # fmt: skip
+        return F.linear(
+            h.to(weight.dtype), weight[pick], None if bias is None else bias[pick]
+        ).float()

@@ -99,8 +99,9 @@ class GoldPatchOracle:
     def gold_hint(self, task: str) -> str:
         """The gold patch (clipped), introduced as a reference fix."""
         patch = registered_tasks()[task].solution_patch.read_text(encoding="utf-8")
-        return ("\n\nA correct fix (reference, do not copy blindly):\n"
-                + patch[: self.max_hint_chars])  # fmt: skip
+        return (
+            "\n\nA correct fix (reference, do not copy blindly):\n" + patch[: self.max_hint_chars]
+        )
 
 
 @dataclass
@@ -192,8 +193,14 @@ class DistillTrainer(Trainer):
 
     config: DistillConfig
 
-    def __init__(self, config: DistillConfig, *, teacher: Teacher | None = None,
-                 oracle: Oracle | None = None, **kwargs: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: DistillConfig,
+        *,
+        teacher: Teacher | None = None,
+        oracle: Oracle | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(config, **kwargs)
         self.teacher = teacher
         self.oracle: Oracle = oracle or GoldPatchOracle(config.max_hint_chars)
@@ -206,8 +213,16 @@ class DistillTrainer(Trainer):
             if cfg.teacher == "self":
                 policy = self.policy.frozen_copy()
             else:
-                policy = load_policy(cfg.teacher, device=str(self.device), dtype=cfg.dtype,
-                                     temperature=cfg.temperature).requires_grad_(False).eval()  # fmt: skip
+                policy = (
+                    load_policy(
+                        cfg.teacher,
+                        device=str(self.device),
+                        dtype=cfg.dtype,
+                        temperature=cfg.temperature,
+                    )
+                    .requires_grad_(False)
+                    .eval()
+                )
                 _check_vocab(self.policy, policy, cfg.teacher)
             hints = {t: self.hint(t) for t in cfg.tasks} if cfg.privileged else {}
             self.teacher = Teacher(policy, hints)
@@ -229,9 +244,11 @@ class DistillTrainer(Trainer):
             self._oracle = self.oracle_episodes()
         episodes = [e for e in self._oracle if e.valid]
         n = max(len(episodes), 1)
-        metrics = {"reward/mean": sum(e.reward for e in episodes) / n,
-                   "resolve_rate": sum(e.resolved for e in episodes) / n,
-                   "infra_error_frac": 1.0 - len(episodes) / max(len(self._oracle), 1)}  # fmt: skip
+        metrics = {
+            "reward/mean": sum(e.reward for e in episodes) / n,
+            "resolve_rate": sum(e.resolved for e in episodes) / n,
+            "infra_error_frac": 1.0 - len(episodes) / max(len(self._oracle), 1),
+        }
         if not episodes:
             return None, [], metrics
         return collate(episodes, self.policy.tokenizer.pad_token_id), episodes, metrics
@@ -239,8 +256,15 @@ class DistillTrainer(Trainer):
     def _teacher_collect(self, step: int) -> tuple[Batch | None, list[Episode], dict[str, float]]:
         cfg = self.config
         engine = HFEngine(self.get_teacher().policy, self.fmt.stops)
-        rollout = collect(engine, self.fmt, self.pool, list(cfg.tasks), cfg.rollout,
-                          seed=cfg.seed + 1000 * step, max_context=self.policy.max_len)  # fmt: skip
+        rollout = collect(
+            engine,
+            self.fmt,
+            self.pool,
+            list(cfg.tasks),
+            cfg.rollout,
+            seed=cfg.seed + 1000 * step,
+            max_context=self.policy.max_len,
+        )
         episodes = rollout.episodes
         if not episodes:
             return None, [], rollout.metrics()
@@ -260,8 +284,15 @@ class DistillTrainer(Trainer):
 
             engine = ScriptedEngine(self.policy.tokenizer, script)
             rollout_cfg = replace(cfg.rollout, max_steps=len(texts) + 2, group_size=1)
-            episodes += run_episodes(engine, self.fmt, self.pool, [task], rollout_cfg,
-                                     seed=cfg.seed, max_context=self.policy.max_len)  # fmt: skip
+            episodes += run_episodes(
+                engine,
+                self.fmt,
+                self.pool,
+                [task],
+                rollout_cfg,
+                seed=cfg.seed,
+                max_context=self.policy.max_len,
+            )
         return episodes
 
     # -- update -----------------------------------------------------------------------------
@@ -272,24 +303,31 @@ class DistillTrainer(Trainer):
             ValueError: ``episodes`` is not the list of the episodes behind ``batch``.
         """
         if episodes is None or len(episodes) != len(batch):
-            raise ValueError("distillation's update needs the episodes behind the batch (the "
-                             "teacher sees them with its hint). Fix: pass them, "
-                             "update(batch, episodes)")  # fmt: skip
+            raise ValueError(
+                "distillation's update needs the episodes behind the batch (the "
+                "teacher sees them with its hint). Fix: pass them, "
+                "update(batch, episodes)"
+            )
         teacher = self.get_teacher()
         prepared = self.prepare(batch.to(self.device), teacher, episodes)
         norm = self.norm(prepared)
-        return self.optimise(prepared, lambda mb: self.micro_step(mb, teacher, norm),
-                             epochs=self.config.epochs, optimizer=self.optimizer)  # fmt: skip
+        return self.optimise(
+            prepared,
+            lambda mb: self.micro_step(mb, teacher, norm),
+            epochs=self.config.epochs,
+            optimizer=self.optimizer,
+        )
 
     def prepare(self, batch: Batch, teacher: Teacher, episodes: Sequence[Episode]) -> DistillBatch:
         """``batch`` with the teacher's view of ``episodes`` (:meth:`teacher_batch`)."""
         t_batch, offsets = self.teacher_batch(teacher, episodes)
         width, pad = batch.input_ids.shape[1], self.policy.tokenizer.pad_token_id
         return DistillBatch(
-            **batch.batch_fields(), offset=offsets.to(self.device),
+            **batch.batch_fields(),
+            offset=offsets.to(self.device),
             teacher_ids=_pad_to(t_batch.input_ids, width, offsets, pad).to(self.device),
             teacher_attention=_pad_to(t_batch.attention_mask, width, offsets, 0).to(self.device),
-        )  # fmt: skip
+        )
 
     def teacher_batch(self, teacher: Teacher, episodes: Sequence[Episode]):
         """The episodes as the teacher sees them (hinted first prompt) and the offsets."""
@@ -312,26 +350,41 @@ class DistillTrainer(Trainer):
         with torch.no_grad():
             t_hidden = teacher.policy.hidden_states(mb.teacher_ids, mb.teacher_attention)
         shift = mb.offset[b]
-        stats = distill_stats(hidden[b, t - 1], t_hidden[b, t - 1 + shift], mb.input_ids[b, t],
-                              self.policy.head(), teacher.policy.head(),
-                              direction=cfg.kl_direction, temperature=cfg.temperature,
-                              chunk=cfg.chunk_size)  # fmt: skip
+        stats = distill_stats(
+            hidden[b, t - 1],
+            t_hidden[b, t - 1 + shift],
+            mb.input_ids[b, t],
+            self.policy.head(),
+            teacher.policy.head(),
+            direction=cfg.kl_direction,
+            temperature=cfg.temperature,
+            chunk=cfg.chunk_size,
+        )
         n = norm.num_tokens.clamp(min=1)
-        full = {k: torch.zeros(need.shape, device=hidden.device).index_put((b, t), v)
-                for k, v in stats.items()}  # fmt: skip
+        full = {
+            k: torch.zeros(need.shape, device=hidden.device).index_put((b, t), v)
+            for k, v in stats.items()
+        }
         kl = stats["kl"].sum() / n
         metrics: dict[str, float] = {
             "entropy": float(stats["entropy"].mean()) if len(stats["entropy"]) else 0.0,
             f"distill/{cfg.kl_direction}_kl": float(kl.detach()),
-            f"distill/{'reverse' if cfg.kl_direction == 'forward' else 'forward'}_kl":
-                float(stats["kl_other"].sum() / n),
-        }  # fmt: skip
+            f"distill/{'reverse' if cfg.kl_direction == 'forward' else 'forward'}_kl": float(
+                stats["kl_other"].sum() / n
+            ),
+        }
         if cfg.mode == "distill":
             terms = {"policy": (cfg.sft_coef, -stats["logp"].sum() / n), "kl": (cfg.kl_coef, kl)}
         else:
             adv = opd_advantages(full["logp"], full["teacher_logp"]) * mb.action_mask
-            pl, pm = policy_loss(full["logp"], mb.old_logp, adv, mb.action_mask, kind="ppo",
-                                 global_num_tokens=norm.num_tokens)  # fmt: skip
+            pl, pm = policy_loss(
+                full["logp"],
+                mb.old_logp,
+                adv,
+                mb.action_mask,
+                kind="ppo",
+                global_num_tokens=norm.num_tokens,
+            )
             metrics.update(pm)
             terms = {"policy": (1.0, pl), "kl": (cfg.kl_coef, kl)}
         out = {}

@@ -124,8 +124,9 @@ class Parallel:
         dist.all_gather_object(out, obj)
         return out
 
-    def reduce_metrics(self, metrics: dict[str, float],
-                       counts: Mapping[str, float] | None = None) -> dict[str, float]:  # fmt: skip
+    def reduce_metrics(
+        self, metrics: dict[str, float], counts: Mapping[str, float] | None = None
+    ) -> dict[str, float]:
         """Every rank's metrics in one dict (:func:`~repogym.agents.metrics.reduce_ranks`).
 
         Args:
@@ -210,8 +211,9 @@ class Parallel:
 
         set_model_state_dict(module, state, options=StateDictOptions(full_state_dict=True))
 
-    def optimizer_state(self, module: torch.nn.Module,
-                        optimizer: torch.optim.Optimizer) -> dict[str, Any]:  # fmt: skip
+    def optimizer_state(
+        self, module: torch.nn.Module, optimizer: torch.optim.Optimizer
+    ) -> dict[str, Any]:
         """The optimiser's full state (keyed by parameter name under FSDP); all ranks call it."""
         if not self.enabled:
             return optimizer.state_dict()
@@ -224,8 +226,9 @@ class Parallel:
         opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
         return get_optimizer_state_dict(module, optimizer, options=opts)
 
-    def load_optimizer_state(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                             state: dict[str, Any]) -> None:  # fmt: skip
+    def load_optimizer_state(
+        self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+    ) -> None:
         """Load :meth:`optimizer_state`'s output."""
         if not self.enabled:
             optimizer.load_state_dict(state)
@@ -238,8 +241,9 @@ class Parallel:
         self.reshard(module)
         # strict=False: a parameter that never had a gradient (PPO's unused value head under a
         # separate critic) has no AdamW state to restore.
-        set_optimizer_state_dict(module, optimizer, state,
-                                 options=StateDictOptions(full_state_dict=True, strict=False))  # fmt: skip
+        set_optimizer_state_dict(
+            module, optimizer, state, options=StateDictOptions(full_state_dict=True, strict=False)
+        )
 
     def close(self) -> None:
         """Leave the process group (idempotent)."""
@@ -254,5 +258,7 @@ def _decoder_layers(lm: torch.nn.Module) -> list[torch.nn.Module]:
         layers = getattr(decoder, name, None)
         if isinstance(layers, torch.nn.ModuleList):
             return list(layers)
-    raise ValueError(f"cannot find the decoder layers of {type(lm).__name__} to shard. Fix: "
-                     "use a model whose decoder keeps its blocks in `layers` (Llama, Qwen, ...)")  # fmt: skip
+    raise ValueError(
+        f"cannot find the decoder layers of {type(lm).__name__} to shard. Fix: "
+        "use a model whose decoder keeps its blocks in `layers` (Llama, Qwen, ...)"
+    )

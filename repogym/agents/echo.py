@@ -34,7 +34,7 @@ def echo_term(weight: float) -> ExtraTerm:
         weight,
         lambda scores, mb, norm: echo_loss(scores.logp, mb.obs_mask, norm.num_obs_tokens),
         positions="obs",
-    )  # fmt: skip
+    )
 
 
 @dataclass

@@ -105,8 +105,15 @@ class HFEngine:
     samples from its own generator, kept across the episode's turns.
     """
 
-    def __init__(self, policy: Policy, stops: Stops, *, reuse_cache: bool = True,
-                 top_p: float = 1.0, top_k: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        policy: Policy,
+        stops: Stops,
+        *,
+        reuse_cache: bool = True,
+        top_p: float = 1.0,
+        top_k: int = 0,
+    ) -> None:
         if not 0.0 < top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1]; got {top_p}")
         self.policy = policy
@@ -188,8 +195,9 @@ class HFEngine:
             unique.setdefault(tuple(r.prompt_ids), len(unique))
         self._reset_cache()
         logits = self._feed([list(p) for p in unique], None)
-        index = torch.tensor([unique[tuple(r.prompt_ids)] for r in requests],
-                             device=self.policy.device)  # fmt: skip
+        index = torch.tensor(
+            [unique[tuple(r.prompt_ids)] for r in requests], device=self.policy.device
+        )
         self._cache.batch_select_indices(index)
         self._mask = self._mask[index]
         self._fed = [self._fed[int(i)] for i in index]
@@ -204,8 +212,8 @@ class HFEngine:
         ids = torch.full((len(new), width), self.policy.tokenizer.pad_token_id, dtype=torch.long)
         add = torch.zeros((len(new), width), dtype=torch.long)
         for i, x in enumerate(new):
-            ids[i, width - len(x):] = torch.tensor(x, dtype=torch.long)
-            add[i, width - len(x):] = 1
+            ids[i, width - len(x) :] = torch.tensor(x, dtype=torch.long)
+            add[i, width - len(x) :] = 1
         ids, add = ids.to(device), add.to(device)
         before = mask.sum(-1, keepdim=True) if mask is not None else 0
         positions = (before + add.cumsum(-1) - 1).clamp(min=0)
@@ -217,9 +225,14 @@ class HFEngine:
         return logits
 
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor):
-        out = self.policy.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                use_cache=True, logits_to_keep=1,
-                                **{self._cache_kw: self._cache})  # fmt: skip
+        out = self.policy.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+            **{self._cache_kw: self._cache},
+        )
         self._cache = getattr(out, self._cache_kw)
         return out.logits[:, -1].float() / self.policy.temperature
 
@@ -276,8 +289,14 @@ class HFEngine:
             return torch.multinomial(probs, 1)[:, 0]
         return torch.cat([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(gens)])
 
-    def _ended(self, tokens: list[list[int]], active: list[int], tok: torch.Tensor,
-               stop_ids: torch.Tensor, reasons: list[str]) -> torch.Tensor:  # fmt: skip
+    def _ended(
+        self,
+        tokens: list[list[int]],
+        active: list[int],
+        tok: torch.Tensor,
+        stop_ids: torch.Tensor,
+        reasons: list[str],
+    ) -> torch.Tensor:
         ended = torch.isin(tok, stop_ids) if stop_ids.numel() else torch.zeros_like(tok).bool()
         if self.stops.needs_text and active:
             texts = self.policy.tokenizer.batch_decode([tokens[i] for i in active])

@@ -244,35 +244,68 @@ def collate(episodes: Sequence[Episode], pad_id: int) -> Batch:
 
 def _records(ep: Episode, step: int, decode: Callable[[list[int]], str]) -> list[dict]:
     """The header, step and summary records of one episode."""
-    header = {"type": "header", "schema": TRAJECTORY_SCHEMA, "format": ROLLOUT_FORMAT,
-              "task": ep.task, "train_step": step, "group": ep.group,
-              "observation": ep.prompt, "policy_version": ep.info.get("policy_version")}
+    header = {
+        "type": "header",
+        "schema": TRAJECTORY_SCHEMA,
+        "format": ROLLOUT_FORMAT,
+        "task": ep.task,
+        "train_step": step,
+        "group": ep.group,
+        "observation": ep.prompt,
+        "policy_version": ep.info.get("policy_version"),
+    }
     rows: list[dict] = [header]
     last = len(ep.turns)
     for t, turn in enumerate(ep.turns, 1):
-        rows.append({
-            "type": "step", "t": t, "action": decode(turn.completion_ids),
-            "observation": turn.observation, "reward": ep.reward if t == last else 0.0,
-            "terminated": ep.terminated and t == last, "truncated": ep.truncated and t == last,
-            "tool": None, "exit_code": None, "env_action": turn.action,
-            "prompt_text": decode(turn.prompt_ids), "prompt_ids": turn.prompt_ids,
-            "prompt_obs_mask": turn.prompt_obs_mask, "completion_ids": turn.completion_ids,
-            "logprobs": turn.logprobs, "finish_reason": turn.finish_reason,
-        })  # fmt: skip
+        rows.append(
+            {
+                "type": "step",
+                "t": t,
+                "action": decode(turn.completion_ids),
+                "observation": turn.observation,
+                "reward": ep.reward if t == last else 0.0,
+                "terminated": ep.terminated and t == last,
+                "truncated": ep.truncated and t == last,
+                "tool": None,
+                "exit_code": None,
+                "env_action": turn.action,
+                "prompt_text": decode(turn.prompt_ids),
+                "prompt_ids": turn.prompt_ids,
+                "prompt_obs_mask": turn.prompt_obs_mask,
+                "completion_ids": turn.completion_ids,
+                "logprobs": turn.logprobs,
+                "finish_reason": turn.finish_reason,
+            }
+        )
     keys = ("hack_flags", "diff", "tests", "truncated_by", "context_full")
-    rows.append({
-        "type": "summary", "steps": last, "return": ep.reward, "reward": ep.reward,
-        "abandoned": False, "resolved": ep.resolved, "infra_error": ep.infra_error,
-        "graded": ep.graded, "truncated": ep.info.get("truncated_by"), "loss_masked": ep.masked,
-        "final_ids": ep.final_ids, "final_obs_mask": ep.final_obs_mask,
-        "final_text": decode(ep.final_ids), **{k: ep.info.get(k) for k in keys},
-    })  # fmt: skip
+    rows.append(
+        {
+            "type": "summary",
+            "steps": last,
+            "return": ep.reward,
+            "reward": ep.reward,
+            "abandoned": False,
+            "resolved": ep.resolved,
+            "infra_error": ep.infra_error,
+            "graded": ep.graded,
+            "truncated": ep.info.get("truncated_by"),
+            "loss_masked": ep.masked,
+            "final_ids": ep.final_ids,
+            "final_obs_mask": ep.final_obs_mask,
+            "final_text": decode(ep.final_ids),
+            **{k: ep.info.get(k) for k in keys},
+        }
+    )
     return rows
 
 
 def write_rollouts(
-    out: str | Path, step: int, episodes: Sequence[Episode], decode: Callable[[list[int]], str],
-    *, tag: str = "",
+    out: str | Path,
+    step: int,
+    episodes: Sequence[Episode],
+    decode: Callable[[list[int]], str],
+    *,
+    tag: str = "",
 ) -> list[Path]:
     """Write each episode to ``out/step-<step>-<tag><n>-<task>.jsonl``; returns the paths.
 
@@ -301,15 +334,26 @@ def read_rollout(path: str | Path) -> Episode:
     """
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
     if not rows or rows[0].get("format") != ROLLOUT_FORMAT:
-        raise ValueError(f"{path} is not a rollout file (format {ROLLOUT_FORMAT!r}). Fix: pass "
-                         "a file from OUT/rollouts of `repogym train`")  # fmt: skip
+        raise ValueError(
+            f"{path} is not a rollout file (format {ROLLOUT_FORMAT!r}). Fix: pass "
+            "a file from OUT/rollouts of `repogym train`"
+        )
     header, summary = rows[0], rows[-1]
-    ep = Episode(task=header["task"], prompt=header.get("observation", ""),
-                 group=int(header.get("group", 0)))  # fmt: skip
+    ep = Episode(
+        task=header["task"], prompt=header.get("observation", ""), group=int(header.get("group", 0))
+    )
     for r in rows[1:-1]:
-        ep.turns.append(Turn(r["prompt_ids"], r["completion_ids"], r["logprobs"],
-                             r.get("prompt_obs_mask") or [], r.get("env_action", ""),
-                             r.get("observation", ""), r.get("finish_reason", "stop")))  # fmt: skip
+        ep.turns.append(
+            Turn(
+                r["prompt_ids"],
+                r["completion_ids"],
+                r["logprobs"],
+                r.get("prompt_obs_mask") or [],
+                r.get("env_action", ""),
+                r.get("observation", ""),
+                r.get("finish_reason", "stop"),
+            )
+        )
     ep.final_ids, ep.final_obs_mask = summary["final_ids"], summary.get("final_obs_mask") or []
     ep.reward, ep.resolved = float(summary["reward"]), bool(summary["resolved"])
     ep.infra_error, ep.graded = summary.get("infra_error"), bool(summary.get("graded"))

@@ -20,10 +20,18 @@ __all__ = ["evaluate"]
 
 
 def evaluate(
-    engine: Engine, fmt: EpisodeFormat, pool: EnvPool, tasks: Sequence[str],
-    config: RolloutConfig, *, samples: int = 1, greedy: bool = True, seed: int = 0,
-    max_context: int | None = None, group_ids: Sequence[int] | None = None,
-) -> tuple[dict[str, float], list[Episode]]:  # fmt: skip
+    engine: Engine,
+    fmt: EpisodeFormat,
+    pool: EnvPool,
+    tasks: Sequence[str],
+    config: RolloutConfig,
+    *,
+    samples: int = 1,
+    greedy: bool = True,
+    seed: int = 0,
+    max_context: int | None = None,
+    group_ids: Sequence[int] | None = None,
+) -> tuple[dict[str, float], list[Episode]]:
     """Run ``samples`` episodes per task; returns the ``eval/*`` metrics and the episodes.
 
     Args:
@@ -38,13 +46,25 @@ def evaluate(
         max_context: The model's context length.
         group_ids: The tasks' indices among every evaluation task (data parallelism).
     """
-    rollout = dataclasses.replace(config, group_size=samples, dynamic_sampling=False,
-                                  greedy=greedy, overlong_mask=False)  # fmt: skip
-    result = collect(engine, fmt, pool, list(tasks), rollout, seed=seed,
-                     max_context=max_context, group_ids=group_ids)  # fmt: skip
+    rollout = dataclasses.replace(
+        config, group_size=samples, dynamic_sampling=False, greedy=greedy, overlong_mask=False
+    )
+    result = collect(
+        engine,
+        fmt,
+        pool,
+        list(tasks),
+        rollout,
+        seed=seed,
+        max_context=max_context,
+        group_ids=group_ids,
+    )
     engine.release()
     m = result.metrics()
-    metrics = {"eval/reward_mean": m["reward/mean"], "eval/resolve_rate": m["resolve_rate"],
-               "eval/episodes": float(len(result.all_episodes)),
-               "eval/infra_error_frac": m["infra_error_frac"]}  # fmt: skip
+    metrics = {
+        "eval/reward_mean": m["reward/mean"],
+        "eval/resolve_rate": m["resolve_rate"],
+        "eval/episodes": float(len(result.all_episodes)),
+        "eval/infra_error_frac": m["infra_error_frac"],
+    }
     return metrics, result.all_episodes

@@ -51,17 +51,47 @@ __all__ = ["VARIANTS", "GRPOBatch", "GRPOConfig", "GRPOTrainer", "Variant", "bat
 Variant = Literal["grpo", "gspo", "dapo", "cispo", "dr_grpo"]
 
 VARIANTS: dict[str, dict[str, Any]] = {
-    "grpo": {"loss_kind": "ppo", "eps_low": 0.2, "eps_high": 0.2, "adv_mode": "grpo",
-        "agg": "seq_mean_token_mean", "dynamic_sampling": False},
-    "dr_grpo": {"loss_kind": "ppo", "eps_low": 0.2, "eps_high": 0.2, "adv_mode": "dr_grpo",
-        "agg": "seq_mean_token_sum_norm", "dynamic_sampling": False},
-    "dapo": {"loss_kind": "ppo", "eps_low": 0.2, "eps_high": 0.28, "adv_mode": "grpo",
-        "agg": "token_mean", "dynamic_sampling": True},
-    "gspo": {"loss_kind": "gspo", "eps_low": 3e-4, "eps_high": 4e-4, "adv_mode": "grpo",
-        "agg": "seq_mean_token_mean", "dynamic_sampling": False},
-    "cispo": {"loss_kind": "cispo", "eps_low": 1.0, "eps_high": 4.0, "adv_mode": "grpo",
-        "agg": "token_mean", "dynamic_sampling": False},
-}  # fmt: skip
+    "grpo": {
+        "loss_kind": "ppo",
+        "eps_low": 0.2,
+        "eps_high": 0.2,
+        "adv_mode": "grpo",
+        "agg": "seq_mean_token_mean",
+        "dynamic_sampling": False,
+    },
+    "dr_grpo": {
+        "loss_kind": "ppo",
+        "eps_low": 0.2,
+        "eps_high": 0.2,
+        "adv_mode": "dr_grpo",
+        "agg": "seq_mean_token_sum_norm",
+        "dynamic_sampling": False,
+    },
+    "dapo": {
+        "loss_kind": "ppo",
+        "eps_low": 0.2,
+        "eps_high": 0.28,
+        "adv_mode": "grpo",
+        "agg": "token_mean",
+        "dynamic_sampling": True,
+    },
+    "gspo": {
+        "loss_kind": "gspo",
+        "eps_low": 3e-4,
+        "eps_high": 4e-4,
+        "adv_mode": "grpo",
+        "agg": "seq_mean_token_mean",
+        "dynamic_sampling": False,
+    },
+    "cispo": {
+        "loss_kind": "cispo",
+        "eps_low": 1.0,
+        "eps_high": 4.0,
+        "adv_mode": "grpo",
+        "agg": "token_mean",
+        "dynamic_sampling": False,
+    },
+}
 """Each variant's loss kind, clip bounds, advantage mode, aggregation and dynamic sampling."""
 
 
@@ -101,8 +131,9 @@ class GRPOConfig(TrainConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.variant not in VARIANTS:
-            raise ValueError(f"unknown variant {self.variant!r}; expected one of "
-                             f"{', '.join(get_args(Variant))}")  # fmt: skip
+            raise ValueError(
+                f"unknown variant {self.variant!r}; expected one of {', '.join(get_args(Variant))}"
+            )
         for key, value in VARIANTS[self.variant].items():
             if getattr(self, key) is None:
                 setattr(self, key, value)
@@ -153,10 +184,15 @@ class GRPOTrainer(Trainer):
         """``epochs`` optimiser steps on ``batch``; returns the metrics of the step."""
         cfg = self.config
         prepared = self.prepare(batch.to(self.device))
-        norm = self.norm(prepared, norm_len=float(cfg.rollout.max_new_tokens
-                                                  * (cfg.rollout.max_steps or 1)))  # fmt: skip
-        metrics = self.optimise(prepared, lambda mb: self.micro_step(mb, norm), epochs=cfg.epochs,
-                                optimizer=self.optimizer)  # fmt: skip
+        norm = self.norm(
+            prepared, norm_len=float(cfg.rollout.max_new_tokens * (cfg.rollout.max_steps or 1))
+        )
+        metrics = self.optimise(
+            prepared,
+            lambda mb: self.micro_step(mb, norm),
+            epochs=cfg.epochs,
+            optimizer=self.optimizer,
+        )
         if prepared.kl_penalty is not None:
             metrics["kl/reward_penalty"] = float(prepared.kl_penalty.mean())
         return metrics
@@ -177,15 +213,27 @@ class GRPOTrainer(Trainer):
         if ref is not None and cfg.kl_mode == "reward":
             penalty = (kl_reward_penalty(batch.old_logp, ref, cfg.beta) * batch.action_mask).sum(-1)
             rewards = rewards + penalty
-        return GRPOBatch(**batch.batch_fields(), prox_logp=prox, ref_logp=ref, kl_penalty=penalty,
-                         advantages=batch_advantages(batch, cfg.adv_mode, rewards))  # fmt: skip
+        return GRPOBatch(
+            **batch.batch_fields(),
+            prox_logp=prox,
+            ref_logp=ref,
+            kl_penalty=penalty,
+            advantages=batch_advantages(batch, cfg.adv_mode, rewards),
+        )
 
     def micro_step(self, mb: GRPOBatch, norm: LossNorm) -> dict[str, float]:
         """Forward and backward of one micro-batch; returns its metrics."""
         cfg = self.config
         scores = self.score(mb)
-        pl, metrics = self.policy_term(scores.logp, mb, norm, kind=cfg.loss_kind,
-                                       eps_low=cfg.eps_low, eps_high=cfg.eps_high, agg=cfg.agg,
-                                       dual_clip=cfg.dual_clip)  # fmt: skip
+        pl, metrics = self.policy_term(
+            scores.logp,
+            mb,
+            norm,
+            kind=cfg.loss_kind,
+            eps_low=cfg.eps_low,
+            eps_high=cfg.eps_high,
+            agg=cfg.agg,
+            dual_clip=cfg.dual_clip,
+        )
         terms = {"policy": (1.0, pl), **self.common_terms(scores, mb, norm, cfg.agg)}
         return self.backward(terms, mb, scores, metrics)

@@ -105,8 +105,10 @@ def fork_env(env: gym.Env) -> gym.Env:
     """
     fork = getattr(env.unwrapped, "fork", None)
     if not callable(fork):
-        raise TypeError(f"{type(env.unwrapped).__name__} cannot fork; Monte-Carlo values need "
-                        "an environment with fork() (RepoEnv). Fix: use a RepoEnv task")  # fmt: skip
+        raise TypeError(
+            f"{type(env.unwrapped).__name__} cannot fork; Monte-Carlo values need "
+            "an environment with fork() (RepoEnv). Fix: use a RepoEnv task"
+        )
     return fork()
 
 
@@ -120,10 +122,17 @@ def clone_dialogue(dialogue: DialogueState) -> DialogueState:
 
 
 def mc_value(
-    engine: Engine, env: gym.Env, dialogue: DialogueState, episode: Episode,
-    config: RolloutConfig, mc: MCConfig, *, max_context: int | None = None, key: int = 0,
+    engine: Engine,
+    env: gym.Env,
+    dialogue: DialogueState,
+    episode: Episode,
+    config: RolloutConfig,
+    mc: MCConfig,
+    *,
+    max_context: int | None = None,
+    key: int = 0,
     fork: Callable[[gym.Env], gym.Env] = fork_env,
-) -> MCValue:  # fmt: skip
+) -> MCValue:
     """The value of a state: ``mc.rollouts`` continuations from it, played to their end.
 
     Args:
@@ -144,14 +153,27 @@ def mc_value(
     live = []
     try:
         for j in range(mc.rollouts):
-            live.append(LiveEpisode(copy.deepcopy(episode), fork(env), clone_dialogue(dialogue),
-                                    seed=episode_seed(mc.seed, 0, key, j)))  # fmt: skip
+            live.append(
+                LiveEpisode(
+                    copy.deepcopy(episode),
+                    fork(env),
+                    clone_dialogue(dialogue),
+                    seed=episode_seed(mc.seed, 0, key, j),
+                )
+            )
         with ThreadPoolExecutor(max(1, min(mc.workers, mc.rollouts))) as threads:
             while not all(x.done for x in live):
-                play_turn([x for x in live if not x.done], engine, budget=budget,
-                          max_new_tokens=config.max_new_tokens,
-                          min_turn_tokens=config.min_turn_tokens, greedy=config.greedy,
-                          threads=threads, on_episode=None, stats={})  # fmt: skip
+                play_turn(
+                    [x for x in live if not x.done],
+                    engine,
+                    budget=budget,
+                    max_new_tokens=config.max_new_tokens,
+                    min_turn_tokens=config.min_turn_tokens,
+                    greedy=config.greedy,
+                    threads=threads,
+                    on_episode=None,
+                    stats={},
+                )
     finally:
         for x in live:
             x.env.close()
@@ -177,8 +199,11 @@ class _Replay:
     def generate(self, requests: Sequence[Request], *, greedy: bool = False) -> list[Generation]:
         recorded = self.episode.turns[self.turn]
         self.turn += 1
-        return [Generation(list(recorded.completion_ids), list(recorded.logprobs),
-                           recorded.finish_reason)]  # fmt: skip
+        return [
+            Generation(
+                list(recorded.completion_ids), list(recorded.logprobs), recorded.finish_reason
+            )
+        ]
 
     def sync_weights(self, policy: Any, step: int) -> None:
         return None
@@ -188,9 +213,17 @@ class _Replay:
 
 
 def mc_turn_values(
-    engine: Engine, fmt: EpisodeFormat, pool: EnvPool, episode: Episode, config: RolloutConfig,
-    mc: MCConfig, *, max_context: int | None = None, index: int = 0, seed: int = 0,
-) -> TurnValues:  # fmt: skip
+    engine: Engine,
+    fmt: EpisodeFormat,
+    pool: EnvPool,
+    episode: Episode,
+    config: RolloutConfig,
+    mc: MCConfig,
+    *,
+    max_context: int | None = None,
+    index: int = 0,
+    seed: int = 0,
+) -> TurnValues:
     """Monte-Carlo values of a recorded episode's states, one per turn (see the module).
 
     Args:
@@ -215,16 +248,41 @@ def mc_turn_values(
         for k, recorded in enumerate(episode.turns):
             if live.done:
                 break
-            out.turns.append(mc_value(engine, env, live.dialogue, live.episode, config, mc,
-                                      max_context=max_context,
-                                      key=index * 4096 + k))  # fmt: skip
-            play_turn([live], replay, budget=budget, max_new_tokens=config.max_new_tokens,
-                      min_turn_tokens=config.min_turn_tokens, greedy=True, threads=threads,
-                      on_episode=None, stats={})  # fmt: skip
+            out.turns.append(
+                mc_value(
+                    engine,
+                    env,
+                    live.dialogue,
+                    live.episode,
+                    config,
+                    mc,
+                    max_context=max_context,
+                    key=index * 4096 + k,
+                )
+            )
+            play_turn(
+                [live],
+                replay,
+                budget=budget,
+                max_new_tokens=config.max_new_tokens,
+                min_turn_tokens=config.min_turn_tokens,
+                greedy=True,
+                threads=threads,
+                on_episode=None,
+                stats={},
+            )
             got = live.episode.turns[-1] if len(live.episode.turns) > k else None
             out.replay_mismatches += got is None or got.observation != recorded.observation
         if episode.bootstrap and not live.done:
-            out.final = mc_value(engine, env, live.dialogue, live.episode, config, mc,
-                                 max_context=max_context, key=index * 4096 + 4095)  # fmt: skip
+            out.final = mc_value(
+                engine,
+                env,
+                live.dialogue,
+                live.episode,
+                config,
+                mc,
+                max_context=max_context,
+                key=index * 4096 + 4095,
+            )
     out.rollouts = sum(v.n for v in out.turns) + (out.final.n if out.final else 0)
     return out

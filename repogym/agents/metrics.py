@@ -24,17 +24,38 @@ __all__ = [
 ]
 
 METRIC_NAMES = (
-    "loss/policy", "loss/value", "loss/kl", "loss/entropy", "loss/echo", "clip/low_frac",
-    "clip/high_frac", "is_weight/max", "is_weight/mean", "approx_kl", "entropy",
-    "frac_zero_std_groups", "reward/mean", "resolve_rate", "staleness/mean",
-    "throughput/tokens_per_s", "infra_error_frac",
-)  # fmt: skip
+    "loss/policy",
+    "loss/value",
+    "loss/kl",
+    "loss/entropy",
+    "loss/echo",
+    "clip/low_frac",
+    "clip/high_frac",
+    "is_weight/max",
+    "is_weight/mean",
+    "approx_kl",
+    "entropy",
+    "frac_zero_std_groups",
+    "reward/mean",
+    "resolve_rate",
+    "staleness/mean",
+    "throughput/tokens_per_s",
+    "infra_error_frac",
+)
 """The one metric vocabulary of every trainer (others, e.g. ``grad_norm``, may be added)."""
 
 DEFAULT_PLOT_KEYS = (
-    "reward/mean", "resolve_rate", "loss/policy", "loss/value", "loss/kl", "entropy",
-    "approx_kl", "clip/high_frac", "frac_zero_std_groups", "throughput/tokens_per_s",
-)  # fmt: skip
+    "reward/mean",
+    "resolve_rate",
+    "loss/policy",
+    "loss/value",
+    "loss/kl",
+    "entropy",
+    "approx_kl",
+    "clip/high_frac",
+    "frac_zero_std_groups",
+    "throughput/tokens_per_s",
+)
 """Metrics drawn by :func:`plot_metrics` when present, one panel each."""
 
 
@@ -68,8 +89,9 @@ def reduce_rule(key: str) -> str:
     return "mean"
 
 
-def reduce_ranks(rows: Sequence[tuple[Mapping[str, float], Mapping[str, float]]],
-                 ) -> dict[str, float]:  # fmt: skip
+def reduce_ranks(
+    rows: Sequence[tuple[Mapping[str, float], Mapping[str, float]]],
+) -> dict[str, float]:
     """Every rank's ``(metrics, counts)`` as one dict, the same as one process computing the
     metrics over every rank's items.
 
@@ -157,13 +179,16 @@ def read_metrics(path: str | Path) -> list[dict[str, float]]:
     if path.is_dir():
         path = path / "metrics.jsonl"
     if not path.is_file():
-        raise FileNotFoundError(f"no metrics at {path}. Fix: pass the --out folder of `repogym "
-                                "train` (it holds metrics.jsonl)")  # fmt: skip
+        raise FileNotFoundError(
+            f"no metrics at {path}. Fix: pass the --out folder of `repogym "
+            "train` (it holds metrics.jsonl)"
+        )
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def plot_metrics(run: str | Path, out: str | Path | None = None,
-                 keys: Sequence[str] = DEFAULT_PLOT_KEYS) -> Path:  # fmt: skip
+def plot_metrics(
+    run: str | Path, out: str | Path | None = None, keys: Sequence[str] = DEFAULT_PLOT_KEYS
+) -> Path:
     """Draw each metric of ``keys`` found in the run against the step; returns the PNG path.
 
     Args:
@@ -189,7 +214,7 @@ def plot_metrics(run: str | Path, out: str | Path | None = None,
         ax.set_title(key)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(present):]:
+    for ax in list(axes.flat)[len(present) :]:
         ax.set_visible(False)
     fig.tight_layout()
     base = Path(run) if Path(run).is_dir() else Path(run).parent

@@ -42,9 +42,16 @@ class LossPlumbing:
             loss); the asynchronous wrapper replaces it before training.
     """
 
-    def __init__(self, config: TrainConfig, policy: Policy, parallel: Parallel, *,
-                 ref: Reference | None = None, extra_terms: Mapping[str, ExtraTerm] | None = None,
-                 correction: AsyncCorrection | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: TrainConfig,
+        policy: Policy,
+        parallel: Parallel,
+        *,
+        ref: Reference | None = None,
+        extra_terms: Mapping[str, ExtraTerm] | None = None,
+        correction: AsyncCorrection | None = None,
+    ) -> None:
         self.config = config
         self.policy = policy
         self.parallel = parallel
@@ -67,22 +74,30 @@ class LossPlumbing:
     def micro_batches(self, batch: Batch) -> list[tuple[Batch, bool]]:
         """``batch`` in micro-batches, padded to every rank's count with passes that add
         nothing (``real`` False: their masks are zero)."""
-        return [(mb if real else mb.zeroed(), real) for mb, real in
-                self.parallel.pad_micro_batches(batch.split(self.config.micro_batch))]  # fmt: skip
+        return [
+            (mb if real else mb.zeroed(), real)
+            for mb, real in self.parallel.pad_micro_batches(batch.split(self.config.micro_batch))
+        ]
 
     def score(self, mb: Batch, *, with_values: bool = False) -> Scores:
         """The policy's scores of a micro-batch (entropy included)."""
-        return self.policy.score(mb.input_ids, mb.attention_mask, self.positions(mb),
-                                 with_entropy=True, with_values=with_values,
-                                 entropy_grad=bool(self.config.ent_coef))  # fmt: skip
+        return self.policy.score(
+            mb.input_ids,
+            mb.attention_mask,
+            self.positions(mb),
+            with_entropy=True,
+            with_values=with_values,
+            entropy_grad=bool(self.config.ent_coef),
+        )
 
     @torch.no_grad()
     def score_batch(self, batch: Batch, *, with_values: bool = False) -> Scores:
         """Scores of a whole batch without gradient, micro-batch by micro-batch."""
         parts = []
         for mb, real in self.micro_batches(batch):  # every pass runs: FSDP's collectives
-            out = self.policy.score(mb.input_ids, mb.attention_mask, self.positions(mb),
-                                    with_values=with_values)  # fmt: skip
+            out = self.policy.score(
+                mb.input_ids, mb.attention_mask, self.positions(mb), with_values=with_values
+            )
             if real:
                 parts.append(out)
         values = torch.cat([p.values for p in parts]) if with_values else None
@@ -93,8 +108,10 @@ class LossPlumbing:
         """The reference's log-probabilities of the completion tokens (None without one)."""
         if self.ref is None:
             return None
-        parts = [(self.ref.logp(mb.input_ids, mb.attention_mask, mb.action_mask), real)
-                 for mb, real in self.micro_batches(batch)]  # fmt: skip
+        parts = [
+            (self.ref.logp(mb.input_ids, mb.attention_mask, mb.action_mask), real)
+            for mb, real in self.micro_batches(batch)
+        ]
         return torch.cat([p for p, real in parts if real])
 
     def global_sum(self, value: torch.Tensor | float) -> torch.Tensor:
@@ -114,13 +131,16 @@ class LossPlumbing:
         own = batch.norm()
         total = self.global_sum if self.parallel.enabled else (lambda v: v)
         return LossNorm(
-            num_tokens=total(own.num_tokens), num_seqs=total(own.num_seqs),
-            num_obs_tokens=total(own.num_obs_tokens), norm_len=norm_len,
+            num_tokens=total(own.num_tokens),
+            num_seqs=total(own.num_seqs),
+            num_obs_tokens=total(own.num_obs_tokens),
+            norm_len=norm_len,
             num_turns=None if num_turns is None else self.global_sum(num_turns),
-        )  # fmt: skip
+        )
 
-    def common_terms(self, scores: Scores, mb: Batch, norm: LossNorm,
-                     agg: str) -> dict[str, tuple[float, torch.Tensor]]:  # fmt: skip
+    def common_terms(
+        self, scores: Scores, mb: Batch, norm: LossNorm, agg: str
+    ) -> dict[str, tuple[float, torch.Tensor]]:
         """The entropy bonus, the KL loss (with a prepared batch's ``ref_logp``) and the extra
         terms of one micro-batch."""
         counts = norm.aggregation()
@@ -130,31 +150,47 @@ class LossPlumbing:
         as_loss = self.config.kl_mode == "loss"
         ref = mb.ref_logp if isinstance(mb, PreparedBatch) else None
         if ref is not None:  # in reward mode the k1 value is reported, not added
-            per_token = (kl_loss(scores.logp, ref, self.config.kl_kind) if as_loss
-                         else kl(scores.logp.detach(), ref, "k1"))  # fmt: skip
+            per_token = (
+                kl_loss(scores.logp, ref, self.config.kl_kind)
+                if as_loss
+                else kl(scores.logp.detach(), ref, "k1")
+            )
             kl_value = aggregate(per_token, mb.action_mask, agg, **counts)
         terms["kl"] = (self.config.beta if as_loss else 0.0, kl_value)
         for name, term in self.extra_terms.items():
             terms[name] = (term.weight, term.fn(scores, mb, norm))
         return terms
 
-    def policy_term(self, logp: torch.Tensor, mb: PreparedBatch, norm: LossNorm,
-                    **loss: Any) -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
+    def policy_term(
+        self, logp: torch.Tensor, mb: PreparedBatch, norm: LossNorm, **loss: Any
+    ) -> tuple[torch.Tensor, dict[str, float]]:
         """The clipped policy loss of ``mb.advantages`` to ``mb.prox_logp``, or, under an
         off-policy correction, :func:`repogym.agents.losses.async_policy_loss` with it (the
         behaviour logprobs from the engine, ``mb.prox_logp`` as the proximal policy)."""
         counts = norm.aggregation()
         c = self.correction
         if c is None:
-            return policy_loss(logp, mb.prox_logp, mb.advantages, mb.action_mask, **loss,
-                               **counts)  # fmt: skip
+            return policy_loss(logp, mb.prox_logp, mb.advantages, mb.action_mask, **loss, **counts)
         loss.pop("dual_clip", None)
-        return async_policy_loss(logp, mb.old_logp, mb.advantages, mb.action_mask,
-                                 correction=c.name, cap=c.cap, prox_logp=mb.prox_logp, **loss,
-                                 **counts)  # fmt: skip
+        return async_policy_loss(
+            logp,
+            mb.old_logp,
+            mb.advantages,
+            mb.action_mask,
+            correction=c.name,
+            cap=c.cap,
+            prox_logp=mb.prox_logp,
+            **loss,
+            **counts,
+        )
 
-    def backward(self, terms: dict[str, tuple[float, torch.Tensor]], mb: Batch,
-                 scores: Scores, metrics: dict[str, float]) -> dict[str, float]:  # fmt: skip
+    def backward(
+        self,
+        terms: dict[str, tuple[float, torch.Tensor]],
+        mb: Batch,
+        scores: Scores,
+        metrics: dict[str, float],
+    ) -> dict[str, float]:
         """Backpropagate ``sum(weight * term)``; returns metrics with ``loss/*``, ``entropy``."""
         total: torch.Tensor | None = None
         for name, (weight, value) in terms.items():
@@ -167,8 +203,14 @@ class LossPlumbing:
         metrics["entropy"] = float(scores.entropy.detach()[masked].mean()) if masked.any() else 0.0
         return metrics
 
-    def optimise(self, batch: Batch, micro_step: Callable[[Any], dict[str, float]], *,
-                 epochs: int, optimizer: torch.optim.Optimizer) -> dict[str, float]:  # fmt: skip
+    def optimise(
+        self,
+        batch: Batch,
+        micro_step: Callable[[Any], dict[str, float]],
+        *,
+        epochs: int,
+        optimizer: torch.optim.Optimizer,
+    ) -> dict[str, float]:
         """``epochs`` steps of ``optimizer`` over ``batch`` (gradients accumulated over
         micro-batches of it, each passed to ``micro_step``).
 
@@ -180,15 +222,24 @@ class LossPlumbing:
         rows = []
         for _ in range(epochs):
             micro = [(micro_step(mb), real) for mb, real in self.micro_batches(batch)]
-            rows.append({**sum_losses([m for m, real in micro if real]), "grad_norm":
-                         clip_and_step(optimizer, self.config.max_grad_norm, self.parallel)})  # fmt: skip
+            rows.append(
+                {
+                    **sum_losses([m for m, real in micro if real]),
+                    "grad_norm": clip_and_step(optimizer, self.config.max_grad_norm, self.parallel),
+                }
+            )
         metrics = mean_metrics(rows)
         tokens = int(batch.attention_mask.sum()) * epochs
         metrics["throughput/tokens_per_s"] = tokens / max(time.monotonic() - start, 1e-9)
         return metrics
 
-    def sft(self, episodes: Sequence[Episode], steps: int, lr: float,
-            on_step: Callable[[int, float], None] | None = None) -> float:  # fmt: skip
+    def sft(
+        self,
+        episodes: Sequence[Episode],
+        steps: int,
+        lr: float,
+        on_step: Callable[[int, float], None] | None = None,
+    ) -> float:
         """Supervised steps (cross-entropy on completion tokens) on ``episodes``; last loss.
 
         Args:
@@ -224,8 +275,9 @@ class LossPlumbing:
         return collate([self.empty_batch_episode()], self.policy.tokenizer.pad_token_id)
 
 
-def clip_and_step(optimizer: torch.optim.Optimizer, max_grad_norm: float,
-                  parallel: Parallel | None = None) -> float:  # fmt: skip
+def clip_and_step(
+    optimizer: torch.optim.Optimizer, max_grad_norm: float, parallel: Parallel | None = None
+) -> float:
     """Clip the optimiser's gradients to a global norm, step, zero them; returns the pre-clip
     norm.
 

@@ -62,13 +62,21 @@ class Policy(nn.Module):
     """
 
     def __init__(
-        self, model: PreTrainedModel, tokenizer: Any, *, value_head: bool = False,
-        temperature: float = 1.0, dtype: DType = "auto", chunk_size: int = 1024,
-    ) -> None:  # fmt: skip
+        self,
+        model: PreTrainedModel,
+        tokenizer: Any,
+        *,
+        value_head: bool = False,
+        temperature: float = 1.0,
+        dtype: DType = "auto",
+        chunk_size: int = 1024,
+    ) -> None:
         super().__init__()
         if tokenizer.pad_token_id is None:
-            raise ValueError("the tokenizer has no pad token; set one (e.g. tokenizer.pad_token "
-                             "= tokenizer.eos_token) before building a Policy")  # fmt: skip
+            raise ValueError(
+                "the tokenizer has no pad token; set one (e.g. tokenizer.pad_token "
+                "= tokenizer.eos_token) before building a Policy"
+            )
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0; got {temperature}")
         if dtype not in ("auto", *_DTYPES):
@@ -103,8 +111,9 @@ class Policy(nn.Module):
     @property
     def compute_dtype(self) -> torch.dtype | None:
         """The autocast dtype (None: the weights' own dtype)."""
-        if self.dtype_name == "bfloat16" or (self.dtype_name == "auto"
-                                             and self.device.type == "cuda"):  # fmt: skip
+        if self.dtype_name == "bfloat16" or (
+            self.dtype_name == "auto" and self.device.type == "cuda"
+        ):
             return torch.bfloat16
         return None
 
@@ -134,10 +143,15 @@ class Policy(nn.Module):
             return backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
     def score(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-        positions: torch.Tensor | None = None, *, with_entropy: bool = False,
-        with_values: bool = False, entropy_grad: bool = True,
-    ) -> Scores:  # fmt: skip
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        *,
+        with_entropy: bool = False,
+        with_values: bool = False,
+        entropy_grad: bool = True,
+    ) -> Scores:
         """Log-probabilities (and entropies, values) of right-padded sequences.
 
         Args:
@@ -159,8 +173,13 @@ class Policy(nn.Module):
         need = need.clone()
         need[:, 0] = False
         b, t = need.nonzero(as_tuple=True)
-        logp_sel, ent_sel = token_stats(hidden[b, t - 1], input_ids[b, t], self.head(),
-                                        temperature=self.temperature, chunk=self.chunk_size)
+        logp_sel, ent_sel = token_stats(
+            hidden[b, t - 1],
+            input_ids[b, t],
+            self.head(),
+            temperature=self.temperature,
+            chunk=self.chunk_size,
+        )
         logp = hidden.new_zeros(need.shape, dtype=torch.float32).index_put((b, t), logp_sel)
         scores = Scores(logp=logp)
         if with_entropy:
@@ -192,8 +211,12 @@ class Reference:
         self.adapters_off = adapters_off
 
     @torch.no_grad()
-    def logp(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-             positions: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    def logp(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Log-probabilities of the positions (as :meth:`Policy.score`)."""
         ctx = self.policy.model.disable_adapter() if self.adapters_off else contextlib.nullcontext()
         with ctx:
@@ -201,11 +224,17 @@ class Reference:
 
 
 def load_policy(
-    model: str | Path, *, value_head: bool = False, device: str = "auto", dtype: DType = "auto",
-    param_dtype: Literal["float32", "bfloat16"] = "float32", temperature: float = 1.0,
-    gradient_checkpointing: bool = False, lora: dict[str, Any] | None = None,
+    model: str | Path,
+    *,
+    value_head: bool = False,
+    device: str = "auto",
+    dtype: DType = "auto",
+    param_dtype: Literal["float32", "bfloat16"] = "float32",
+    temperature: float = 1.0,
+    gradient_checkpointing: bool = False,
+    lora: dict[str, Any] | None = None,
     chunk_size: int = 1024,
-) -> Policy:  # fmt: skip
+) -> Policy:
     """Load a policy from a local model folder (offline; the hub is never used).
 
     Args:
@@ -229,8 +258,9 @@ def load_policy(
             f"model {str(model)!r} is not a folder. Fix: pass the path of a saved Hugging Face "
             "model (save_pretrained output), or --model tiny for the CPU toy"
         )
-    lm = AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
-                                              dtype=_DTYPES[param_dtype])  # fmt: skip
+    lm = AutoModelForCausalLM.from_pretrained(
+        path, local_files_only=True, dtype=_DTYPES[param_dtype]
+    )
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
@@ -244,6 +274,7 @@ def load_policy(
         except ImportError as e:
             raise RuntimeError("lora needs peft. Fix: pip install 'repogym[train]'") from e
         net = peft.get_peft_model(lm, peft.LoraConfig(**{"task_type": "CAUSAL_LM", **lora}))
-    policy = Policy(net, tok, value_head=value_head, temperature=temperature, dtype=dtype,
-                    chunk_size=chunk_size)  # fmt: skip
+    policy = Policy(
+        net, tok, value_head=value_head, temperature=temperature, dtype=dtype, chunk_size=chunk_size
+    )
     return policy.to(resolve_device(device)).train()

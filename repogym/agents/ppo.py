@@ -105,9 +105,13 @@ class PPOConfig(TrainConfig):
 
 
 def turn_advantages(
-    batch: Batch, state_values: torch.Tensor, final_values: torch.Tensor, gamma: float,
-    lam: float, turn_penalty: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    batch: Batch,
+    state_values: torch.Tensor,
+    final_values: torch.Tensor,
+    gamma: float,
+    lam: float,
+    turn_penalty: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """GAE over the turns of each episode; bootstrap only where the env did not grade.
 
     Args:
@@ -209,8 +213,12 @@ class PPOTrainer(Trainer):
         """The policy's parameters, and the critic's at ``critic_lr``."""
         groups = super().param_groups()
         if self.critic is not None:
-            groups.append({"params": list(self.critic.parameters()),
-                           "lr": self.config.critic_lr or self.config.lr})  # fmt: skip
+            groups.append(
+                {
+                    "params": list(self.critic.parameters()),
+                    "lr": self.config.critic_lr or self.config.lr,
+                }
+            )
         return groups
 
     def state_module(self) -> torch.nn.Module:
@@ -236,15 +244,20 @@ class PPOTrainer(Trainer):
         """``[B, T]`` values from the value head or the separate critic."""
         if self.critic is None:
             return policy_values
-        return self.critic.score(mb.input_ids, mb.attention_mask, mb.action_mask,
-                                 with_values=True).values  # fmt: skip
+        return self.critic.score(
+            mb.input_ids, mb.attention_mask, mb.action_mask, with_values=True
+        ).values
 
     def update(self, batch: Batch, episodes: Sequence[Episode] | None = None) -> dict[str, float]:
         """``epochs`` optimiser steps on ``batch``; returns the metrics of the step."""
         prepared = self.prepare(batch.to(self.device))
         norm = self.norm(prepared, num_turns=prepared.turn_mask.sum())
-        return self.optimise(prepared, lambda mb: self.micro_step(mb, norm),
-                             epochs=self.config.epochs, optimizer=self.optimizer)  # fmt: skip
+        return self.optimise(
+            prepared,
+            lambda mb: self.micro_step(mb, norm),
+            epochs=self.config.epochs,
+            optimizer=self.optimizer,
+        )
 
     def collect(self, step: int) -> tuple[Batch | None, list[Episode], dict[str, float]]:
         """The step's episodes; with ``advantage=mc`` an :class:`MCBatch` of them (each turn's
@@ -255,9 +268,20 @@ class PPOTrainer(Trainer):
         cfg = self.config
         mc = MCConfig(rollouts=cfg.mc_rollouts, seed=cfg.seed + 1000 * step + 500)
         with self.sampling():
-            est = [mc_turn_values(self.engine, self.fmt, self.pool, ep, cfg.rollout, mc,
-                                  max_context=self.policy.max_len, index=b, seed=cfg.seed)
-                   for b, ep in enumerate(episodes)]  # fmt: skip
+            est = [
+                mc_turn_values(
+                    self.engine,
+                    self.fmt,
+                    self.pool,
+                    ep,
+                    cfg.rollout,
+                    mc,
+                    max_context=self.policy.max_len,
+                    index=b,
+                    seed=cfg.seed,
+                )
+                for b, ep in enumerate(episodes)
+            ]
         self.engine.release()
         k_max = batch.state_pos.shape[1]
         values = torch.zeros(len(batch), k_max)
@@ -266,9 +290,13 @@ class PPOTrainer(Trainer):
             values[b, : len(e.turns)] = torch.tensor([v.value for v in e.turns])
             final[b] = e.final.value if e.final is not None else 0.0
         rollouts = sum(e.rollouts for e in est)
-        metrics.update({"mc/rollouts": float(rollouts),
-                        "mc/replay_mismatches": float(sum(e.replay_mismatches for e in est)),
-                        "mc/value_mean": float(values[batch.state_pos >= 0].mean())})  # fmt: skip
+        metrics.update(
+            {
+                "mc/rollouts": float(rollouts),
+                "mc/replay_mismatches": float(sum(e.replay_mismatches for e in est)),
+                "mc/value_mean": float(values[batch.state_pos >= 0].mean()),
+            }
+        )
         return MCBatch(**batch.batch_fields(), mc_values=values, mc_final=final), episodes, metrics
 
     @torch.no_grad()
@@ -286,8 +314,7 @@ class PPOTrainer(Trainer):
         lam = cfg.lam
         if isinstance(batch, MCBatch):  # VinePPO: one-step TD over the MC values
             state_values, final_values, lam = batch.mc_values, batch.mc_final, 0.0
-        adv, ret = turn_advantages(batch, state_values, final_values, cfg.gamma, lam,
-                                   penalty)  # fmt: skip
+        adv, ret = turn_advantages(batch, state_values, final_values, cfg.gamma, lam, penalty)
         turn_mask = (batch.state_pos >= 0) & batch.valid[:, None]
         count = self.global_sum(turn_mask.sum())
         if cfg.norm_adv and count > 1:  # mean and unbiased std over every rank's valid turns
@@ -297,14 +324,19 @@ class PPOTrainer(Trainer):
         targets = self.critic_targets(batch) if self.token_critic is not None else None
         token_turn = batch.turn_index.clamp(min=0, max=adv.shape[1] - 1)
         return PPOBatch(
-            **batch.batch_fields(), prox_logp=batch.old_logp if behaviour else scores.logp,
+            **batch.batch_fields(),
+            prox_logp=batch.old_logp if behaviour else scores.logp,
             advantages=torch.where(batch.turn_index >= 0, adv.gather(1, token_turn), 0.0),
-            ref_logp=ref, turn_returns=ret, turn_mask=turn_mask, old_values=old_values,
+            ref_logp=ref,
+            turn_returns=ret,
+            turn_mask=turn_mask,
+            old_values=old_values,
             critic_targets=targets,
-        )  # fmt: skip
+        )
 
-    def prepare_values(self, batch: Batch, policy_values: torch.Tensor | None
-                       ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:  # fmt: skip
+    def prepare_values(
+        self, batch: Batch, policy_values: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
         """The critic's ``(old values [B, T] (None for the token critic), V(s_k) [B, K],
         V(s_T) [B])``."""
         if self.token_critic is not None:
@@ -336,17 +368,28 @@ class PPOTrainer(Trainer):
         """Forward and backward of one micro-batch; returns its metrics."""
         cfg = self.config
         scores = self.score(mb, with_values=self.critic is None and self.token_critic is None)
-        pl, metrics = self.policy_term(scores.logp, mb, norm, kind="ppo", eps_low=cfg.clip,
-                                       eps_high=cfg.clip, agg=cfg.agg)  # fmt: skip
+        pl, metrics = self.policy_term(
+            scores.logp, mb, norm, kind="ppo", eps_low=cfg.clip, eps_high=cfg.clip, agg=cfg.agg
+        )
         if self.token_critic is not None:
             lg = self.token_critic.state_logits(self.policy, mb)
-            vl = token_critic_loss(lg.yes, lg.no, mb.critic_targets, mb.turn_mask,
-                                   global_count=norm.num_turns)  # fmt: skip
+            vl = token_critic_loss(
+                lg.yes, lg.no, mb.critic_targets, mb.turn_mask, global_count=norm.num_turns
+            )
         else:
             values = self.values(mb, scores.values)
             pos = mb.state_pos.clamp(min=0)
-            vl = value_loss(values.gather(1, pos), mb.old_values.gather(1, pos), mb.turn_returns,
-                            mb.turn_mask, cfg.vf_clip, global_count=norm.num_turns)  # fmt: skip
-        terms = {"policy": (1.0, pl), "value": (cfg.vf_coef, vl),
-                 **self.common_terms(scores, mb, norm, cfg.agg)}  # fmt: skip
+            vl = value_loss(
+                values.gather(1, pos),
+                mb.old_values.gather(1, pos),
+                mb.turn_returns,
+                mb.turn_mask,
+                cfg.vf_clip,
+                global_count=norm.num_turns,
+            )
+        terms = {
+            "policy": (1.0, pl),
+            "value": (cfg.vf_coef, vl),
+            **self.common_terms(scores, mb, norm, cfg.agg),
+        }
         return self.backward(terms, mb, scores, metrics)

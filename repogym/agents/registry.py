@@ -43,13 +43,22 @@ class Algorithm:
 ALGORITHMS: dict[str, Algorithm] = {}
 
 
-def register_algorithm(name: str, entry: str, *, config: str = "", trainer: str = "",
-                       preset: dict[str, Any] | None = None, data_parallel: bool = False,
-                       deprecated: str = "", overwrite: bool = False) -> Algorithm:  # fmt: skip
+def register_algorithm(
+    name: str,
+    entry: str,
+    *,
+    config: str = "",
+    trainer: str = "",
+    preset: dict[str, Any] | None = None,
+    data_parallel: bool = False,
+    deprecated: str = "",
+    overwrite: bool = False,
+) -> Algorithm:
     """Register ``name``; a name taken already raises unless ``overwrite``."""
     if name in ALGORITHMS and not overwrite:
-        raise ValueError(f"algorithm {name!r} is registered already. Fix: another name, or "
-                         "overwrite=True")
+        raise ValueError(
+            f"algorithm {name!r} is registered already. Fix: another name, or overwrite=True"
+        )
     algo = Algorithm(name, entry, config, trainer, dict(preset or {}), data_parallel, deprecated)
     ALGORITHMS[name] = algo
     return algo
@@ -67,26 +76,53 @@ def data_parallel() -> list[str]:
 
 
 _LM = "repogym.agents.cli:main"
-register_algorithm("ppo", _LM, config="repogym.agents.ppo:PPOConfig",
-                   trainer="repogym.agents.ppo:PPOTrainer", data_parallel=True)
+register_algorithm(
+    "ppo",
+    _LM,
+    config="repogym.agents.ppo:PPOConfig",
+    trainer="repogym.agents.ppo:PPOTrainer",
+    data_parallel=True,
+)
 #: The GRPO family: one trainer, the variant set by the name (``repogym.agents.grpo``).
 GRPO_FAMILY = ("grpo", "gspo", "dapo", "cispo", "dr_grpo")
 for _name in GRPO_FAMILY:
-    register_algorithm(_name, _LM, config="repogym.agents.grpo:GRPOConfig",
-                       trainer="repogym.agents.grpo:GRPOTrainer", preset={"variant": _name},
-                       data_parallel=True)
+    register_algorithm(
+        _name,
+        _LM,
+        config="repogym.agents.grpo:GRPOConfig",
+        trainer="repogym.agents.grpo:GRPOTrainer",
+        preset={"variant": _name},
+        data_parallel=True,
+    )
 #: Asynchronous training is the ``async_`` field of a config (``--set async_=true``); this
 #: name is its deprecated alias (GRPO with one epoch and flat option fields).
-register_algorithm("async", _LM, config="repogym.agents.async_rl:AsyncConfig",
-                   trainer="repogym.agents.grpo:GRPOTrainer",
-                   deprecated="--algo async is deprecated: ask for asynchronous training with "
-                              "--set async_=true on the algorithm (e.g. --algo grpo --set "
-                              "epochs=1 --set async_=true; options as --set "
-                              "async_.max_staleness=4)")  # fmt: skip
-register_algorithm("distill", _LM, config="repogym.agents.distill:DistillConfig",
-                   trainer="repogym.agents.distill:DistillTrainer")
-register_algorithm("opd", _LM, config="repogym.agents.distill:OPDConfig",
-                   trainer="repogym.agents.distill:DistillTrainer")
-register_algorithm("echo", _LM, config="repogym.agents.echo:EchoConfig",
-                   trainer="repogym.agents.echo:echo_trainer", data_parallel=True)
+register_algorithm(
+    "async",
+    _LM,
+    config="repogym.agents.async_rl:AsyncConfig",
+    trainer="repogym.agents.grpo:GRPOTrainer",
+    deprecated="--algo async is deprecated: ask for asynchronous training with "
+    "--set async_=true on the algorithm (e.g. --algo grpo --set "
+    "epochs=1 --set async_=true; options as --set "
+    "async_.max_staleness=4)",
+)
+register_algorithm(
+    "distill",
+    _LM,
+    config="repogym.agents.distill:DistillConfig",
+    trainer="repogym.agents.distill:DistillTrainer",
+)
+register_algorithm(
+    "opd",
+    _LM,
+    config="repogym.agents.distill:OPDConfig",
+    trainer="repogym.agents.distill:DistillTrainer",
+)
+register_algorithm(
+    "echo",
+    _LM,
+    config="repogym.agents.echo:EchoConfig",
+    trainer="repogym.agents.echo:echo_trainer",
+    data_parallel=True,
+)
 register_algorithm("sb3-ppo", "repogym.agents.toy.sb3_ppo:main")

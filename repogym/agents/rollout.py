@@ -105,8 +105,12 @@ class EnvPool:
         env_kwargs: Extra keyword arguments for ``gym.make``.
     """
 
-    def __init__(self, config: RolloutConfig, grade_cache: dict | None = None,
-                 env_kwargs: dict[str, Any] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: RolloutConfig,
+        grade_cache: dict | None = None,
+        env_kwargs: dict[str, Any] | None = None,
+    ) -> None:
         self.config = config
         self.grade_cache = grade_cache if grade_cache is not None else GRADE_CACHE
         self.env_kwargs = dict(env_kwargs or {})
@@ -158,17 +162,26 @@ def env_id(task: str) -> str:
     """
     tasks = registered_tasks()
     if task not in tasks:
-        raise ValueError(f"unknown task {task!r}; registered tasks: {sorted(tasks)}. Fix: pass "
-                         "one of them, or a folder of tasks with --tasks DIR")  # fmt: skip
+        raise ValueError(
+            f"unknown task {task!r}; registered tasks: {sorted(tasks)}. Fix: pass "
+            "one of them, or a folder of tasks with --tasks DIR"
+        )
     return tasks[task].env_id
 
 
 def run_episodes(
-    engine: Engine, fmt: EpisodeFormat, pool: EnvPool, tasks: Sequence[str],
-    config: RolloutConfig, *, seed: int = 0, max_context: int | None = None,
-    on_episode: Callable[[Episode], None] | None = None, stats: dict[str, float] | None = None,
+    engine: Engine,
+    fmt: EpisodeFormat,
+    pool: EnvPool,
+    tasks: Sequence[str],
+    config: RolloutConfig,
+    *,
+    seed: int = 0,
+    max_context: int | None = None,
+    on_episode: Callable[[Episode], None] | None = None,
+    stats: dict[str, float] | None = None,
     seeds: Sequence[int] | None = None,
-) -> list[Episode]:  # fmt: skip
+) -> list[Episode]:
     """Run one episode per entry of ``tasks``, in lockstep with batched generation.
 
     Args:
@@ -197,16 +210,25 @@ def run_episodes(
         pool.get(*key)  # make environments in this thread (gym.make is not thread-safe)
     with ThreadPoolExecutor(max(1, config.workers)) as threads:
         started = list(threads.map(lambda k: pool.reset(k[0], k[1], seed + k[1]), keys))
-        live = [LiveEpisode(Episode(task=task, prompt=obs), env, fmt.start(obs, info))
-                for (task, _), (env, obs, info) in zip(keys, started, strict=True)]  # fmt: skip
+        live = [
+            LiveEpisode(Episode(task=task, prompt=obs), env, fmt.start(obs, info))
+            for (task, _), (env, obs, info) in zip(keys, started, strict=True)
+        ]
         for x, s in zip(live, seeds or [None] * len(live), strict=True):
             x.seed = s
         stats = {} if stats is None else stats
         while not all(x.done for x in live):
-            play_turn([x for x in live if not x.done], engine, budget=budget,
-                      max_new_tokens=config.max_new_tokens,
-                      min_turn_tokens=config.min_turn_tokens, greedy=config.greedy,
-                      threads=threads, on_episode=on_episode, stats=stats)  # fmt: skip
+            play_turn(
+                [x for x in live if not x.done],
+                engine,
+                budget=budget,
+                max_new_tokens=config.max_new_tokens,
+                min_turn_tokens=config.min_turn_tokens,
+                greedy=config.greedy,
+                threads=threads,
+                on_episode=on_episode,
+                stats=stats,
+            )
     return [x.episode for x in live]
 
 
@@ -261,10 +283,18 @@ class Rollout:
         groups): the weights of a data-parallel reduction."""
         eps = self.all_episodes or self.episodes
         valid = float(sum(e.valid for e in eps))
-        per_episode = ("infra_error_frac", "context_full_frac", "overlong_frac",
-                       "chat/delta_rendered_frac")  # fmt: skip
-        return {"frac_zero_std_groups": float(self.groups_sampled), "reward/mean": valid,
-                "resolve_rate": valid, **{k: float(len(eps)) for k in per_episode}}  # fmt: skip
+        per_episode = (
+            "infra_error_frac",
+            "context_full_frac",
+            "overlong_frac",
+            "chat/delta_rendered_frac",
+        )
+        return {
+            "frac_zero_std_groups": float(self.groups_sampled),
+            "reward/mean": valid,
+            "resolve_rate": valid,
+            **{k: float(len(eps)) for k in per_episode},
+        }
 
 
 def zero_std(group: Sequence[Episode]) -> bool:
@@ -273,11 +303,17 @@ def zero_std(group: Sequence[Episode]) -> bool:
 
 
 def collect(
-    engine: Engine, fmt: EpisodeFormat, pool: EnvPool, tasks: Sequence[str],
-    config: RolloutConfig, *, seed: int = 0, max_context: int | None = None,
+    engine: Engine,
+    fmt: EpisodeFormat,
+    pool: EnvPool,
+    tasks: Sequence[str],
+    config: RolloutConfig,
+    *,
+    seed: int = 0,
+    max_context: int | None = None,
     on_episode: Callable[[Episode], None] | None = None,
     group_ids: Sequence[int] | None = None,
-) -> Rollout:  # fmt: skip
+) -> Rollout:
     """Sample ``group_size`` episodes per task, with optional dynamic sampling.
 
     Args:
@@ -304,9 +340,18 @@ def collect(
     for round_ in range(rounds):
         flat = [t for _, t in pending for _ in range(g)]
         seeds = [episode_seed(seed, round_, gid, j) for gid, _ in pending for j in range(g)]
-        episodes = run_episodes(engine, fmt, pool, flat, config, seed=seed + 7 * round_,
-                                max_context=max_context, on_episode=on_episode,
-                                stats=result.stats, seeds=seeds)  # fmt: skip
+        episodes = run_episodes(
+            engine,
+            fmt,
+            pool,
+            flat,
+            config,
+            seed=seed + 7 * round_,
+            max_context=max_context,
+            on_episode=on_episode,
+            stats=result.stats,
+            seeds=seeds,
+        )
         if config.overlong_mask:
             for ep in episodes:
                 ep.masked = ep.overlong

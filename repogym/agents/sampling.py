@@ -86,13 +86,21 @@ class AdaptiveSampler:
         ValueError: For no tasks or a setting out of range.
     """
 
-    def __init__(self, tasks: Sequence[str], group_size: int, *, forget: float = 0.95,
-                 explore: float = 0.05, prior: tuple[float, float] = (1.0, 1.0)) -> None:  # fmt: skip
+    def __init__(
+        self,
+        tasks: Sequence[str],
+        group_size: int,
+        *,
+        forget: float = 0.95,
+        explore: float = 0.05,
+        prior: tuple[float, float] = (1.0, 1.0),
+    ) -> None:
         if not tasks:
             raise ValueError("no tasks. Fix: --task ID (repeatable) or --tasks DIR")
         if not 0.0 <= forget <= 1.0 or not 0.0 <= explore <= 1.0:
-            raise ValueError(f"sampler_forget and sampler_explore must lie in [0, 1]; got "
-                             f"{forget} and {explore}")  # fmt: skip
+            raise ValueError(
+                f"sampler_forget and sampler_explore must lie in [0, 1]; got {forget} and {explore}"
+            )
         if min(prior) <= 0:
             raise ValueError(f"the Beta prior must be positive; got {prior}")
         self.tasks = list(dict.fromkeys(tasks))
@@ -146,9 +154,17 @@ class AdaptiveSampler:
             self.beta[t] = float(state["beta"].get(t, self.prior[1]))
 
 
-def simulate_zero_std(success: Mapping[str, float], *, sampler: str, steps: int, per_step: int,
-                      group_size: int, seed: int = 0, forget: float = 0.95,
-                      explore: float = 0.05) -> dict[str, Any]:  # fmt: skip
+def simulate_zero_std(
+    success: Mapping[str, float],
+    *,
+    sampler: str,
+    steps: int,
+    per_step: int,
+    group_size: int,
+    seed: int = 0,
+    forget: float = 0.95,
+    explore: float = 0.05,
+) -> dict[str, Any]:
     """The share of zero-variance groups when outcomes are scripted coin flips.
 
     Each task's episodes succeed with probability ``success[task]``; each step draws

@@ -26,8 +26,10 @@ Head = tuple[torch.Tensor, torch.Tensor | None]
 
 
 def chunked(
-    fn: Callable[..., tuple[torch.Tensor, ...]], rows: tuple[torch.Tensor, ...],
-    shared: tuple[torch.Tensor | None, ...], chunk: int,
+    fn: Callable[..., tuple[torch.Tensor, ...]],
+    rows: tuple[torch.Tensor, ...],
+    shared: tuple[torch.Tensor | None, ...],
+    chunk: int,
 ) -> tuple[torch.Tensor, ...]:
     """Apply ``fn(*row_chunk, *shared)`` to ``chunk`` rows at a time; concatenate the outputs.
 
@@ -46,13 +48,17 @@ def chunked(
     return tuple(torch.cat(p) for p in zip(*parts, strict=True))
 
 
-def _logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-            temperature: float) -> torch.Tensor:  # fmt: skip
+def _logits(
+    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, temperature: float
+) -> torch.Tensor:
     return F.linear(hidden, weight, bias).float() / temperature
 
 
 def _token_chunk(
-    hidden: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
     temperature: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     logits = _logits(hidden, weight, bias, temperature)
@@ -63,7 +69,11 @@ def _token_chunk(
 
 
 def token_stats(
-    hidden: torch.Tensor, targets: torch.Tensor, head: Head, *, temperature: float = 1.0,
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    head: Head,
+    *,
+    temperature: float = 1.0,
     chunk: int = 1024,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``log pi(target)`` and the entropy of ``pi`` for each row of ``hidden``.
@@ -81,14 +91,22 @@ def token_stats(
     weight, bias = head
     return chunked(  # type: ignore[return-value]
         lambda h, t, w, b: _token_chunk(h, t, w, b, temperature),
-        (hidden, targets), (weight, bias), chunk,
+        (hidden, targets),
+        (weight, bias),
+        chunk,
     )
 
 
 def _distill_chunk(
-    hidden: torch.Tensor, teacher_hidden: torch.Tensor, targets: torch.Tensor,
-    weight: torch.Tensor, bias: torch.Tensor | None, t_weight: torch.Tensor,
-    t_bias: torch.Tensor | None, temperature: float, direction: str,
+    hidden: torch.Tensor,
+    teacher_hidden: torch.Tensor,
+    targets: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    t_weight: torch.Tensor,
+    t_bias: torch.Tensor | None,
+    temperature: float,
+    direction: str,
 ) -> tuple[torch.Tensor, ...]:
     s = torch.log_softmax(_logits(hidden, weight, bias, temperature), -1)
     with torch.no_grad():
@@ -102,8 +120,14 @@ def _distill_chunk(
 
 
 def distill_stats(
-    hidden: torch.Tensor, teacher_hidden: torch.Tensor, targets: torch.Tensor, head: Head,
-    teacher_head: Head, *, direction: Literal["forward", "reverse"], temperature: float = 1.0,
+    hidden: torch.Tensor,
+    teacher_hidden: torch.Tensor,
+    targets: torch.Tensor,
+    head: Head,
+    teacher_head: Head,
+    *,
+    direction: Literal["forward", "reverse"],
+    temperature: float = 1.0,
     chunk: int = 1024,
 ) -> dict[str, torch.Tensor]:
     """Student and teacher token log-probs and the exact per-position KL, chunked.
@@ -123,8 +147,11 @@ def distill_stats(
         ``entropy`` (the student's, without gradient).
     """
     out = chunked(
-        lambda h, th, t, w, b, tw, tb: _distill_chunk(h, th, t, w, b, tw, tb, temperature,
-                                                      direction),
-        (hidden, teacher_hidden, targets), (*head, *teacher_head), chunk,
-    )  # fmt: skip
+        lambda h, th, t, w, b, tw, tb: _distill_chunk(
+            h, th, t, w, b, tw, tb, temperature, direction
+        ),
+        (hidden, teacher_hidden, targets),
+        (*head, *teacher_head),
+        chunk,
+    )
     return dict(zip(("logp", "teacher_logp", "kl", "kl_other", "entropy"), out, strict=True))

@@ -79,12 +79,22 @@ class ServerEngine:
     """
 
     def __init__(
-        self, url: str, stops: Stops, *, model: str | None = None, temperature: float = 1.0,
-        top_p: float = 1.0, top_k: int = 0, sync_dir: str | Path = "runs/weights",
-        weight_sync: WeightSync = "auto", served_dir: str | Path | None = None,
-        restart_command: str | None = None, timeout_s: float = 600.0, workers: int = 16,
+        self,
+        url: str,
+        stops: Stops,
+        *,
+        model: str | None = None,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        sync_dir: str | Path = "runs/weights",
+        weight_sync: WeightSync = "auto",
+        served_dir: str | Path | None = None,
+        restart_command: str | None = None,
+        timeout_s: float = 600.0,
+        workers: int = 16,
         parallel: Parallel | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.url = url.rstrip("/")
         self.stops = stops
         self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
@@ -98,25 +108,33 @@ class ServerEngine:
         self.model = model or str(models[0].get("id", "default"))
         self.weight_sync = _resolve_sync(weight_sync, str(models[0].get("owned_by", "")))
         if self.weight_sync == "vllm" and self.served_dir is None:
-            raise ValueError("weight_sync=vllm needs served_dir: the folder vLLM was started on "
-                             "(it is overwritten with the new weights). Fix: --set served_dir=DIR")  # fmt: skip
+            raise ValueError(
+                "weight_sync=vllm needs served_dir: the folder vLLM was started on "
+                "(it is overwritten with the new weights). Fix: --set served_dir=DIR"
+            )
         if self.weight_sync == "restart" and not restart_command:
-            raise ValueError("weight_sync=restart needs restart_command. Fix: --set "
-                             "'restart_command=./restart_server.sh {path}'")  # fmt: skip
+            raise ValueError(
+                "weight_sync=restart needs restart_command. Fix: --set "
+                "'restart_command=./restart_server.sh {path}'"
+            )
 
     # -- HTTP --------------------------------------------------------------------------------
-    def _call(self, path: str, payload: dict[str, Any] | None = None,
-              timeout: float | None = None) -> dict[str, Any]:  # fmt: skip
+    def _call(
+        self, path: str, payload: dict[str, Any] | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
         data = None if payload is None else json.dumps(payload).encode()
-        req = urllib.request.Request(self.url + path, data=data,
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
+        req = urllib.request.Request(
+            self.url + path, data=data, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout or self.timeout_s) as resp:
                 body = resp.read()
         except (urllib.error.URLError, OSError) as e:
-            raise RuntimeError(f"rollout server {self.url}{path} failed: {e}. Fix: start the "
-                               "server (vLLM or SGLang) or pass the right --rollout-server "
-                               "URL") from e  # fmt: skip
+            raise RuntimeError(
+                f"rollout server {self.url}{path} failed: {e}. Fix: start the "
+                "server (vLLM or SGLang) or pass the right --rollout-server "
+                "URL"
+            ) from e
         return json.loads(body) if body.strip() else {}
 
     # -- generation --------------------------------------------------------------------------
@@ -128,13 +146,19 @@ class ServerEngine:
     def payload(self, request: Request, greedy: bool) -> dict[str, Any]:
         """The ``/v1/completions`` request body of one completion."""
         body = {
-            "model": self.model, "prompt": request.prompt_ids,
+            "model": self.model,
+            "prompt": request.prompt_ids,
             "max_tokens": request.max_new_tokens,
-            "temperature": 0.0 if greedy else self.temperature, "top_p": self.top_p,
-            "logprobs": 1, "return_token_ids": True, "return_tokens_as_token_ids": True,
-            "skip_special_tokens": False, "include_stop_str_in_output": True,
-            "stop": list(self.stops.strings), "stop_token_ids": sorted(self.stops.token_ids),
-        }  # fmt: skip
+            "temperature": 0.0 if greedy else self.temperature,
+            "top_p": self.top_p,
+            "logprobs": 1,
+            "return_token_ids": True,
+            "return_tokens_as_token_ids": True,
+            "skip_special_tokens": False,
+            "include_stop_str_in_output": True,
+            "stop": list(self.stops.strings),
+            "stop_token_ids": sorted(self.stops.token_ids),
+        }
         if self.top_k > 0:
             body["top_k"] = self.top_k
         if request.seed is not None and not greedy:
@@ -149,9 +173,11 @@ class ServerEngine:
             ids = [int(t.removeprefix("token_id:")) for t in lp.get("tokens", [])]
         logprobs = [float(x) for x in lp.get("token_logprobs", [])]
         if len(ids) != len(logprobs):
-            raise RuntimeError(f"rollout server returned {len(ids)} token ids but "
-                               f"{len(logprobs)} logprobs. Fix: use a server that supports "
-                               "return_token_ids and logprobs")  # fmt: skip
+            raise RuntimeError(
+                f"rollout server returned {len(ids)} token ids but "
+                f"{len(logprobs)} logprobs. Fix: use a server that supports "
+                "return_token_ids and logprobs"
+            )
         return Generation(list(ids), logprobs, choice.get("finish_reason") or "stop")
 
     def release(self) -> None:
@@ -165,7 +191,9 @@ class ServerEngine:
             return
         state = export_weights(policy, self.parallel)
         if self.parallel.main:
-            folder = self.served_dir if self.weight_sync == "vllm" else self.sync_dir / f"step-{step}"
+            folder = (
+                self.served_dir if self.weight_sync == "vllm" else self.sync_dir / f"step-{step}"
+            )
             _save(policy, state, folder)
             self._load(folder)
             if self.weight_sync != "vllm":
@@ -177,8 +205,7 @@ class ServerEngine:
         if self.weight_sync == "sglang":
             reply = self._call("/update_weights_from_disk", {"model_path": path})
             if reply.get("success") is False:
-                raise RuntimeError(f"SGLang refused the weights in {path}: "
-                                   f"{reply.get('message')}")  # fmt: skip
+                raise RuntimeError(f"SGLang refused the weights in {path}: {reply.get('message')}")
         elif self.weight_sync == "vllm":
             self._call("/collective_rpc", {"method": "reload_weights"})
             self._call("/reset_prefix_cache", {})
@@ -205,8 +232,10 @@ def _resolve_sync(weight_sync: WeightSync, owned_by: str) -> WeightSync:
         return weight_sync
     if owned_by in ("sglang", "vllm"):
         return owned_by  # type: ignore[return-value]
-    raise ValueError(f"cannot tell how to sync weights to a server owned by {owned_by!r}. Fix: "
-                     "--set weight_sync=sglang|vllm|restart|none")  # fmt: skip
+    raise ValueError(
+        f"cannot tell how to sync weights to a server owned by {owned_by!r}. Fix: "
+        "--set weight_sync=sglang|vllm|restart|none"
+    )
 
 
 def export_weights(policy: Policy, parallel: Parallel | None = None) -> dict[str, torch.Tensor]:
@@ -218,8 +247,11 @@ def export_weights(policy: Policy, parallel: Parallel | None = None) -> dict[str
     if not hasattr(policy.model, "get_base_model"):
         return state
     prefix = "base_model.model."
-    merged = {k.removeprefix(prefix).replace(".base_layer.", "."): v for k, v in state.items()
-              if "lora_" not in k}  # fmt: skip
+    merged = {
+        k.removeprefix(prefix).replace(".base_layer.", "."): v
+        for k, v in state.items()
+        if "lora_" not in k
+    }
     for name, module in policy.model.named_modules():
         if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer"):
             key = f"{name.removeprefix(prefix)}.weight"
@@ -248,8 +280,13 @@ def _prune(sync_dir: Path, keep: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def check_logprobs(behaviour: torch.Tensor, learner: torch.Tensor, raw: torch.Tensor,
-                   mask: torch.Tensor, temperature: float) -> dict[str, float]:  # fmt: skip
+def check_logprobs(
+    behaviour: torch.Tensor,
+    learner: torch.Tensor,
+    raw: torch.Tensor,
+    mask: torch.Tensor,
+    temperature: float,
+) -> dict[str, float]:
     """Check a server's behaviour logprobs against the learner's (same weights).
 
     Args:

@@ -81,41 +81,58 @@ class Trainer(LossPlumbing, abc.ABC):
     """Load the policy with a value head (see :meth:`wants_value_head`)."""
 
     def __init__(
-        self, config: TrainConfig, *, policy: Policy | None = None,
+        self,
+        config: TrainConfig,
+        *,
+        policy: Policy | None = None,
         fmt: EpisodeFormat | None = None,
-        fmt_factory: Callable[[Any], EpisodeFormat] | None = None, engine: Engine | None = None,
-        pool: EnvPool | None = None, extra_terms: Mapping[str, ExtraTerm] | None = None,
-        progress: Progress | None = None, parallel: Parallel | None = None,
-    ) -> None:  # fmt: skip
+        fmt_factory: Callable[[Any], EpisodeFormat] | None = None,
+        engine: Engine | None = None,
+        pool: EnvPool | None = None,
+        extra_terms: Mapping[str, ExtraTerm] | None = None,
+        progress: Progress | None = None,
+        parallel: Parallel | None = None,
+    ) -> None:
         self.progress = progress
         parallel = parallel or Parallel.from_env(config.device)
         if parallel.enabled and config.lora is not None:
-            raise ValueError("lora with data parallelism is not supported yet (FSDP2 over peft "
-                             "adapters is untested). Fix: drop --nproc, or train every weight")  # fmt: skip
+            raise ValueError(
+                "lora with data parallelism is not supported yet (FSDP2 over peft "
+                "adapters is untested). Fix: drop --nproc, or train every weight"
+            )
         torch.manual_seed(config.seed)
         random.seed(config.seed)
         policy = policy or _load_policy(config, parallel, value_head=self.wants_value_head(config))
         self.fmt = fmt or (fmt_factory or (lambda t: chat_format(config, t)))(policy.tokenizer)
         self.pool = pool or EnvPool(config.rollout)
-        super().__init__(config, policy, parallel, extra_terms=extra_terms,
-                         ref=policy.reference() if config.beta else None,
-                         correction=behaviour_correction(config))  # fmt: skip
+        super().__init__(
+            config,
+            policy,
+            parallel,
+            extra_terms=extra_terms,
+            ref=policy.reference() if config.beta else None,
+            correction=behaviour_correction(config),
+        )
         for model in [self.policy, *self.build_models()]:
             self.parallel.shard(model)
         if self.ref is not None and not self.ref.adapters_off:
             self.parallel.shard(self.ref.policy)
         self.engine = engine or self._engine()
-        self.optimizer = torch.optim.AdamW(self.param_groups(), lr=config.lr,
-                                           weight_decay=config.weight_decay)  # fmt: skip
+        self.optimizer = torch.optim.AdamW(
+            self.param_groups(), lr=config.lr, weight_decay=config.weight_decay
+        )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_factor(config))
         self.step = 0
         self.metric_counts: dict[str, float] = {}  # this step's: see reduce_metrics
         self._checked_server = False
         self.sampler: AdaptiveSampler | None = None
         if config.sampler == "adaptive":
-            self.sampler = AdaptiveSampler(config.tasks, config.rollout.group_size,
-                                           forget=config.sampler_forget,
-                                           explore=config.sampler_explore)  # fmt: skip
+            self.sampler = AdaptiveSampler(
+                config.tasks,
+                config.rollout.group_size,
+                forget=config.sampler_forget,
+                explore=config.sampler_explore,
+            )
 
     # -- building ----------------------------------------------------------------------------
     @classmethod
@@ -131,12 +148,21 @@ class Trainer(LossPlumbing, abc.ABC):
     def _engine(self) -> Engine:
         c = self.config
         if c.rollout_server:
-            return ServerEngine(c.rollout_server, self.fmt.stops, temperature=c.temperature,
-                                top_p=c.top_p, top_k=c.top_k, sync_dir=Path(c.out) / "weights",
-                                weight_sync=c.weight_sync, served_dir=c.served_dir,
-                                restart_command=c.restart_command, parallel=self.parallel)  # fmt: skip
-        return HFEngine(self.policy, self.fmt.stops, reuse_cache=c.reuse_cache, top_p=c.top_p,
-                        top_k=c.top_k)  # fmt: skip
+            return ServerEngine(
+                c.rollout_server,
+                self.fmt.stops,
+                temperature=c.temperature,
+                top_p=c.top_p,
+                top_k=c.top_k,
+                sync_dir=Path(c.out) / "weights",
+                weight_sync=c.weight_sync,
+                served_dir=c.served_dir,
+                restart_command=c.restart_command,
+                parallel=self.parallel,
+            )
+        return HFEngine(
+            self.policy, self.fmt.stops, reuse_cache=c.reuse_cache, top_p=c.top_p, top_k=c.top_k
+        )
 
     def parameters(self) -> list[torch.nn.Parameter]:
         """The parameters the optimiser trains."""
@@ -190,17 +216,26 @@ class Trainer(LossPlumbing, abc.ABC):
             self.report("episode", done=done[0], total=total)
 
         with self.sampling():
-            rollout = collect(self.engine, self.fmt, self.pool, [t for _, t in mine], cfg.rollout,
-                              seed=cfg.seed + 1000 * step, max_context=self.policy.max_len,
-                              on_episode=on_episode, group_ids=[i for i, _ in mine])  # fmt: skip
+            rollout = collect(
+                self.engine,
+                self.fmt,
+                self.pool,
+                [t for _, t in mine],
+                cfg.rollout,
+                seed=cfg.seed + 1000 * step,
+                max_context=self.policy.max_len,
+                on_episode=on_episode,
+                group_ids=[i for i, _ in mine],
+            )
         self.engine.release()
         metrics = rollout.metrics()
         self.metric_counts.update(rollout.counts())
         if self.sampler is not None:
             metrics.update(self.update_sampler(rollout.all_episodes))
         if cfg.shaping is not None:
-            metrics.update(shape_episodes(rollout.episodes, cfg.shaping,
-                                          default_max_len(cfg.rollout)))  # fmt: skip
+            metrics.update(
+                shape_episodes(rollout.episodes, cfg.shaping, default_max_len(cfg.rollout))
+            )
             self.metric_counts.update(component_counts(rollout.episodes))
         if cfg.save_rollouts:
             self.write_episodes(Path(cfg.out) / "rollouts", step, rollout.all_episodes)
@@ -229,9 +264,11 @@ class Trainer(LossPlumbing, abc.ABC):
                 outcomes.setdefault(task, []).extend(rewards)
         probs = self.sampler.probabilities()
         drawn = [self.sampler.signal(t) for t in outcomes]
-        metrics = {"sampler/max_prob": float(probs.max()),
-                   "sampler/signal_prob_mean": sum(drawn) / max(len(drawn), 1),
-                   "sampler/distinct_tasks": float(len(outcomes))}  # fmt: skip
+        metrics = {
+            "sampler/max_prob": float(probs.max()),
+            "sampler/signal_prob_mean": sum(drawn) / max(len(drawn), 1),
+            "sampler/distinct_tasks": float(len(outcomes)),
+        }
         self.sampler.update(outcomes)
         return metrics
 
@@ -296,20 +333,32 @@ class Trainer(LossPlumbing, abc.ABC):
         cfg = self.config
         mine = self.parallel.mine(list(cfg.eval_tasks))
         with self.sampling():
-            metrics, episodes = evaluate(self.engine, self.fmt, self.pool, [t for _, t in mine],
-                                         cfg.rollout, samples=cfg.eval_samples,
-                                         greedy=cfg.eval_greedy, seed=cfg.seed + 10**6 + step,
-                                         max_context=self.policy.max_len,
-                                         group_ids=[i for i, _ in mine])  # fmt: skip
+            metrics, episodes = evaluate(
+                self.engine,
+                self.fmt,
+                self.pool,
+                [t for _, t in mine],
+                cfg.rollout,
+                samples=cfg.eval_samples,
+                greedy=cfg.eval_greedy,
+                seed=cfg.seed + 10**6 + step,
+                max_context=self.policy.max_len,
+                group_ids=[i for i, _ in mine],
+            )
         if cfg.save_rollouts:
             self.write_episodes(Path(cfg.out) / "eval", step, episodes)
         rows = [(e.reward, e.resolved) for e in episodes if e.valid]
         everyone = [r for part in self.parallel.gather_objects(rows) for r in part]
         n = max(len(everyone), 1)
         metrics = self.parallel.reduce_metrics(  # eval/episodes summed, fractions weighted
-            metrics, {"eval/infra_error_frac": metrics.get("eval/episodes", 0.0)})
-        metrics.update({"eval/reward_mean": sum(r for r, _ in everyone) / n,
-                        "eval/resolve_rate": sum(bool(x) for _, x in everyone) / n})  # fmt: skip
+            metrics, {"eval/infra_error_frac": metrics.get("eval/episodes", 0.0)}
+        )
+        metrics.update(
+            {
+                "eval/reward_mean": sum(r for r, _ in everyone) / n,
+                "eval/resolve_rate": sum(bool(x) for _, x in everyone) / n,
+            }
+        )
         return metrics
 
     def open_run(self, resume: bool | str | Path = False, *, log: bool = True) -> RunLog | None:
@@ -319,11 +368,16 @@ class Trainer(LossPlumbing, abc.ABC):
             self.load_checkpoint(resolve_resume(self.config.out, resume))
         if not log:
             return None
-        return RunLog(self.config.out, self.config, resumed_after=self.step if resume else None,
-                      main=self.parallel.main)  # fmt: skip
+        return RunLog(
+            self.config.out,
+            self.config,
+            resumed_after=self.step if resume else None,
+            main=self.parallel.main,
+        )
 
-    def end_of_step(self, step: int, steps: int, metrics: dict[str, float],
-                    run: RunLog | None) -> None:  # fmt: skip
+    def end_of_step(
+        self, step: int, steps: int, metrics: dict[str, float], run: RunLog | None
+    ) -> None:
         """Evaluate if due, log, report, checkpoint if due (every trainer loop's tail)."""
         cfg = self.config
         if cfg.eval_every and cfg.eval_tasks and (step % cfg.eval_every == 0 or step == steps):
@@ -334,8 +388,9 @@ class Trainer(LossPlumbing, abc.ABC):
         if run is not None and (step == steps or (cfg.save_every and step % cfg.save_every == 0)):
             self.save_checkpoint()
 
-    def train(self, steps: int | None = None, *, resume: bool | str | Path = False,
-              log: bool = True) -> list[dict[str, float]]:  # fmt: skip
+    def train(
+        self, steps: int | None = None, *, resume: bool | str | Path = False, log: bool = True
+    ) -> list[dict[str, float]]:
         """Run to step ``steps`` (default ``config.steps``); log, save, optionally resume.
 
         Args:
@@ -367,16 +422,19 @@ class Trainer(LossPlumbing, abc.ABC):
         rank calls it (FSDP gathers the weights and optimiser state on rank 0)."""
         par = self.parallel
         policy = par.full_state_dict(self.policy) if par.enabled else self.policy.state_dict()
-        return {"step": self.step, "policy": policy,
-                "optimizer": par.optimizer_state(self.state_module(), self.optimizer),
-                "scheduler": self.scheduler.state_dict(), "rng": rng_state(),
-                "sampler": self.sampler.state() if self.sampler is not None else None}  # fmt: skip
+        return {
+            "step": self.step,
+            "policy": policy,
+            "optimizer": par.optimizer_state(self.state_module(), self.optimizer),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": rng_state(),
+            "sampler": self.sampler.state() if self.sampler is not None else None,
+        }
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state` (subclasses restore theirs too)."""
         self.parallel.load_full_state_dict(self.policy, state["policy"])
-        self.parallel.load_optimizer_state(self.state_module(), self.optimizer,
-                                           state["optimizer"])  # fmt: skip
+        self.parallel.load_optimizer_state(self.state_module(), self.optimizer, state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.step = int(state["step"])
         if self.sampler is not None and state.get("sampler"):
@@ -392,8 +450,14 @@ class Trainer(LossPlumbing, abc.ABC):
         if self.parallel.main:
             lm, lm_state = self.policy.model, None
             if self.parallel.enabled:  # the gathered weights, in the LM's own key names
-                lm, lm_state = self.policy.lm, {k.removeprefix("model."): v for k, v in
-                                                state["policy"].items() if k.startswith("model.")}  # fmt: skip
+                lm, lm_state = (
+                    self.policy.lm,
+                    {
+                        k.removeprefix("model."): v
+                        for k, v in state["policy"].items()
+                        if k.startswith("model.")
+                    },
+                )
             write_checkpoint(path, lm, self.policy.tokenizer, state, lm_state)
         self.parallel.barrier()
         return path
@@ -411,14 +475,21 @@ def _load_policy(config: TrainConfig, parallel: Parallel, *, value_head: bool) -
     """The policy ``config.model`` names, on this rank's device."""
     c = config
     if not c.model:
-        raise ValueError("no model. Fix: --model PATH (a saved Hugging Face model) or "
-                         "--model tiny (the CPU toy)")  # fmt: skip
+        raise ValueError(
+            "no model. Fix: --model PATH (a saved Hugging Face model) or --model tiny (the CPU toy)"
+        )
     device = parallel.device if parallel.enabled else c.device
     return load_policy(
-        c.model, value_head=value_head, device=device, dtype=c.dtype,
-        param_dtype=c.param_dtype, temperature=c.temperature,
-        gradient_checkpointing=c.gradient_checkpointing, lora=c.lora, chunk_size=c.chunk_size,
-    )  # fmt: skip
+        c.model,
+        value_head=value_head,
+        device=device,
+        dtype=c.dtype,
+        param_dtype=c.param_dtype,
+        temperature=c.temperature,
+        gradient_checkpointing=c.gradient_checkpointing,
+        lora=c.lora,
+        chunk_size=c.chunk_size,
+    )
 
 
 def behaviour_correction(config: TrainConfig) -> AsyncCorrection | None:

@@ -55,11 +55,18 @@ class LiveEpisode:
     seed: int | None = None
 
 
-
-def play_turn(active: list[LiveEpisode], engine: Engine, *, budget: int, max_new_tokens: int,
-              min_turn_tokens: int, greedy: bool, threads: ThreadPoolExecutor,
-              on_episode: Callable[[Episode], None] | None,
-              stats: dict[str, float]) -> None:  # fmt: skip
+def play_turn(
+    active: list[LiveEpisode],
+    engine: Engine,
+    *,
+    budget: int,
+    max_new_tokens: int,
+    min_turn_tokens: int,
+    greedy: bool,
+    threads: ThreadPoolExecutor,
+    on_episode: Callable[[Episode], None] | None,
+    stats: dict[str, float],
+) -> None:
     """One completion for every active episode, then its environment steps.
 
     Args:
@@ -78,8 +85,7 @@ def play_turn(active: list[LiveEpisode], engine: Engine, *, budget: int, max_new
     full = [x for x, room in zip(active, rooms, strict=True) if room < min_turn_tokens]
     list(threads.map(lambda x: _context_full(x, budget), full))
     todo = [(i, x) for i, x in enumerate(active) if not x.done]
-    requests = [Request(id(x), contexts[i], min(max_new_tokens, rooms[i]), x.seed)
-                for i, x in todo]  # fmt: skip
+    requests = [Request(id(x), contexts[i], min(max_new_tokens, rooms[i]), x.seed) for i, x in todo]
     start = time.monotonic()
     gens = engine.generate(requests, greedy=greedy) if requests else []
     stats["gen_s"] = stats.get("gen_s", 0.0) + time.monotonic() - start
@@ -91,12 +97,12 @@ def play_turn(active: list[LiveEpisode], engine: Engine, *, budget: int, max_new
             on_episode(x.episode)
 
 
-
 def _act(live: LiveEpisode, gen: Generation, budget: int) -> None:
     """Record the completion as a turn and step the environment through its actions."""
     dlg, ep = live.dialogue, live.episode
-    turn = Turn(dlg.pending, gen.token_ids, gen.logprobs, dlg.pending_mask,
-                finish_reason=gen.finish_reason)  # fmt: skip
+    turn = Turn(
+        dlg.pending, gen.token_ids, gen.logprobs, dlg.pending_mask, finish_reason=gen.finish_reason
+    )
     actions = dlg.add_completion(gen.token_ids)
     ep.turns.append(turn)
     turn.action = "\n".join(actions)
@@ -120,8 +126,10 @@ def _context_full(live: LiveEpisode, budget: int) -> None:
     """Submit the episode as it stands: its context budget is spent."""
     ep = live.episode
     used = len(ep.context_ids()) + len(live.dialogue.pending)
-    notice = (f"[context budget reached: {used} of {budget} tokens; the episode was submitted "
-              "as it stands]\n")  # fmt: skip
+    notice = (
+        f"[context budget reached: {used} of {budget} tokens; the episode was submitted "
+        "as it stands]\n"
+    )
     obs, reward, terminated, truncated, info = live.env.step(SUBMIT_ACTION)
     _finish(live, float(reward), terminated, truncated, info)
     ep.info.update(context_full=True, context_notice=notice + obs)
@@ -132,8 +140,9 @@ def _context_full(live: LiveEpisode, budget: int) -> None:
         ep.turns[-1].observation += notice
 
 
-def _finish(live: LiveEpisode, reward: float, terminated: bool, truncated: bool,
-            info: StepInfo) -> None:
+def _finish(
+    live: LiveEpisode, reward: float, terminated: bool, truncated: bool, info: StepInfo
+) -> None:
     """Copy the last step's outcome into the episode."""
     ep = live.episode
     ep.reward, ep.terminated, ep.truncated = reward, terminated, truncated
@@ -141,6 +150,10 @@ def _finish(live: LiveEpisode, reward: float, terminated: bool, truncated: bool,
     ep.graded = terminated or info.get("truncated_reason") == "max_steps"
     ep.resolved = bool(info.get("resolved"))
     reason = info.get("truncated_reason") or None
-    ep.info.update(hack_flags=list(info.get("hack_flags", [])), diff=info.get("diff", ""),
-                   tests=info.get("tests"), truncated_by=reason if truncated else None)
+    ep.info.update(
+        hack_flags=list(info.get("hack_flags", [])),
+        diff=info.get("diff", ""),
+        tests=info.get("tests"),
+        truncated_by=reason if truncated else None,
+    )
     live.done = True

@@ -71,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
             return int(args.func(args) or 0)
         except KeyboardInterrupt:
             signum = cleanup.stop_signal() or signal.SIGINT
-            print(f"interrupted ({signal.Signals(signum).name}); what was recorded is kept: "
-                  "run the same command again to resume", file=sys.stderr)
+            print(
+                f"interrupted ({signal.Signals(signum).name}); what was recorded is kept: "
+                "run the same command again to resume",
+                file=sys.stderr,
+            )
             cleanup.die_of(signum)  # what is still open goes, then the signal's own exit
             return 128 + signum  # not reached
-

@@ -11,8 +11,12 @@ from repogym.harness.baselines import AGENTS, agent_options, agent_summary, reso
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("agents", help="list the built-in agents and their --agent-arg options")
-    p.add_argument("names", nargs="*", metavar="AGENT",
-                   help="only these agents (built-in names or module:Class)")
+    p.add_argument(
+        "names",
+        nargs="*",
+        metavar="AGENT",
+        help="only these agents (built-in names or module:Class)",
+    )
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.set_defaults(func=run)
 
@@ -22,10 +26,18 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if args.json:
-            print(json.dumps({n: {"summary": agent_summary(resolve_agent_class(n)),
-                                  "options": [o.__dict__ for o in
-                                              agent_options(resolve_agent_class(n))]}
-                              for n in args.names or AGENTS}, indent=2))
+            print(
+                json.dumps(
+                    {
+                        n: {
+                            "summary": agent_summary(resolve_agent_class(n)),
+                            "options": [o.__dict__ for o in agent_options(resolve_agent_class(n))],
+                        }
+                        for n in args.names or AGENTS
+                    },
+                    indent=2,
+                )
+            )
         else:
             print(agents_help(args.names or None), end="")
     except AgentError as e:

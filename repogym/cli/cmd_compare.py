@@ -16,8 +16,9 @@ from repogym.cli.options import EXIT_USAGE
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="compare two runs on their common tasks (paired, exact "
-                                       "sign test / McNemar)")
+    p = sub.add_parser(
+        "compare", help="compare two runs on their common tasks (paired, exact sign test / McNemar)"
+    )
     p.add_argument("run_a", type=Path, metavar="A", help="a run folder (`repogym run --out`)")
     p.add_argument("run_b", type=Path, metavar="B", help="another run folder")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
@@ -35,8 +36,10 @@ def _one_run(folder: Path) -> tuple[str, list[dict]]:
 
     groups = group_by_agent(read_results(folder))
     if len(groups) != 1:
-        raise ValueError(f"{folder} holds {len(groups)} runs ({sorted(groups)}). Fix: pass a "
-                         "folder written by one `repogym run --out DIR`")
+        raise ValueError(
+            f"{folder} holds {len(groups)} runs ({sorted(groups)}). Fix: pass a "
+            "folder written by one `repogym run --out DIR`"
+        )
     return next(iter(groups.items()))
 
 
@@ -54,22 +57,36 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     c = paired_comparison(rows_a, rows_b)
     if args.json:
-        print(json.dumps({"a": {"label": label_a, "folder": str(args.run_a)},
-                          "b": {"label": label_b, "folder": str(args.run_b)}, **c,
-                          "test": "exact two-sided sign test (McNemar's exact test with one "
-                                  "sample per task)"}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "a": {"label": label_a, "folder": str(args.run_a)},
+                    "b": {"label": label_b, "folder": str(args.run_b)},
+                    **c,
+                    "test": "exact two-sided sign test (McNemar's exact test with one "
+                    "sample per task)",
+                },
+                indent=2,
+            )
+        )
         return 0
 
     def rate(x: float | None) -> str:
         return "-" if x is None else f"{100 * x:.1f}%"
 
     n = c["common_tasks"]
-    lines = [f"A: {label_a} ({args.run_a}): {rate(c['a_rate'])} of {n} common tasks",
-             f"B: {label_b} ({args.run_b}): {rate(c['b_rate'])} of {n} common tasks",
-             (f"only A resolved (A better): {c['a_better']}   only B resolved (B better): "
-              f"{c['b_better']}   both: {c['both']}   neither: {c['neither']}"),
-             ("exact two-sided sign test (McNemar's exact test with one sample per task): "
-              f"p = {c['p_value']:.4g}")]
+    lines = [
+        f"A: {label_a} ({args.run_a}): {rate(c['a_rate'])} of {n} common tasks",
+        f"B: {label_b} ({args.run_b}): {rate(c['b_rate'])} of {n} common tasks",
+        (
+            f"only A resolved (A better): {c['a_better']}   only B resolved (B better): "
+            f"{c['b_better']}   both: {c['both']}   neither: {c['neither']}"
+        ),
+        (
+            "exact two-sided sign test (McNemar's exact test with one sample per task): "
+            f"p = {c['p_value']:.4g}"
+        ),
+    ]
     for line in lines:
         console.print(escape(line), soft_wrap=True, highlight=False)
     if n == 0:

@@ -22,8 +22,13 @@ REPLAY_FILE = DATA / "demo_replay.jsonl"
 
 def reference_agents() -> list[tuple[str, str, dict]]:
     """(label, agent, agent_args) of the reference agents."""
-    return [("oracle", "oracle", {}), ("noop", "noop", {}), ("random", "random", {"seed": 0}),
-            ("replay", "replay", {"file": str(REPLAY_FILE)}), ("forger", "forger", {})]
+    return [
+        ("oracle", "oracle", {}),
+        ("noop", "noop", {}),
+        ("random", "random", {"seed": 0}),
+        ("replay", "replay", {"file": str(REPLAY_FILE)}),
+        ("forger", "forger", {}),
+    ]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,12 +52,19 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(args.out)
     dirs = []
     for label, agent, agent_args in reference_agents():
-        cfg = RunConfig(agent=agent, agent_args=agent_args, label=label,
-                        out=args.out / "results" / label, split=args.split, workers=args.workers)
+        cfg = RunConfig(
+            agent=agent,
+            agent_args=agent_args,
+            label=label,
+            out=args.out / "results" / label,
+            split=args.split,
+            workers=args.workers,
+        )
         run_with_progress(cfg, console, show=not args.no_progress)
         dirs.append(cfg.out)
     board = build(dirs, args.out)
-    console.print(summary_table(board.summaries,
-                                title="repogym demo: reference agents, built-in suite"))
+    console.print(
+        summary_table(board.summaries, title="repogym demo: reference agents, built-in suite")
+    )
     print_line(console, f"leaderboard: {args.out / 'index.html'}")
     return 0

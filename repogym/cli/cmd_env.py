@@ -22,8 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("env", help="build or list tasks' dependencies ([environment] in task.toml)")
     s = p.add_subparsers(dest="env_command", metavar="ACTION", required=True)
     b = s.add_parser("build", help="build the dependencies of tasks (each distinct set once)")
-    b.add_argument("tasks", nargs="*", metavar="TASK_DIR",
-                   help="task folders or folders of them")
+    b.add_argument("tasks", nargs="*", metavar="TASK_DIR", help="task folders or folders of them")
     b.add_argument("--suite", help="the dependencies of a shipped suite's packages (e.g. realpy)")
     b.add_argument("--force", action="store_true", help="rebuild even if built")
     s.add_parser("list", help="the dependencies built here")
@@ -80,10 +79,16 @@ def _build(args: argparse.Namespace) -> int:
         except DependenciesUnavailable as e:
             failed += 1
             status = "[red]FAILED[/red]"
-            console.print(f"FAIL {key} (used by {', '.join(users[:5])}): {e}", markup=False,
-                          soft_wrap=True)
-        table.add_row(key, ", ".join(users[:5]) + (" ..." if len(users) > 5 else ""),
-                      spec.summary(), status, f"{time.monotonic() - start:.1f}")
+            console.print(
+                f"FAIL {key} (used by {', '.join(users[:5])}): {e}", markup=False, soft_wrap=True
+            )
+        table.add_row(
+            key,
+            ", ".join(users[:5]) + (" ..." if len(users) > 5 else ""),
+            spec.summary(),
+            status,
+            f"{time.monotonic() - start:.1f}",
+        )
     Console().print(table)
     return 1 if failed else 0
 
@@ -99,8 +104,12 @@ def _list() -> int:
         table.add_column(col, overflow="fold")
     for env in list_built():
         reqs = env.info.get("spec", {}).get("requirements", [])
-        table.add_row(env.root.name, env.info.get("python", "?"),
-                      str(len(env.distributions)), ", ".join(reqs)[:120] or "pytest only",
-                      str(env.info.get("build_s", "?")))
+        table.add_row(
+            env.root.name,
+            env.info.get("python", "?"),
+            str(len(env.distributions)),
+            ", ".join(reqs)[:120] or "pytest only",
+            str(env.info.get("build_s", "?")),
+        )
     Console().print(table)
     return 0

@@ -21,11 +21,17 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("gc", help="remove leftover sandboxes (containers, workspaces, cgroups)")
-    p.add_argument("--all", action="store_true",
-                   help="remove every repogym container, even those of running processes")
-    p.add_argument("--docker-host", default=None,
-                   help="Docker engine URL (default: REPOGYM_DOCKER_HOST, the private "
-                        "daemon's socket, DOCKER_HOST)")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="remove every repogym container, even those of running processes",
+    )
+    p.add_argument(
+        "--docker-host",
+        default=None,
+        help="Docker engine URL (default: REPOGYM_DOCKER_HOST, the private "
+        "daemon's socket, DOCKER_HOST)",
+    )
     p.add_argument("--no-docker", action="store_true", help="do not look for containers")
     p.set_defaults(func=run)
 
@@ -36,8 +42,10 @@ def run(args: argparse.Namespace) -> int:
 
     removed = collect_garbage() + collect_legacy()
     cgroups = [p for p in removed if p.parts[:3] == ("/", "sys", "fs")]
-    print(f"removed {len(removed) - len(cgroups)} folders (templates and workspaces), "
-          f"{len(cgroups)} cgroups")
+    print(
+        f"removed {len(removed) - len(cgroups)} folders (templates and workspaces), "
+        f"{len(cgroups)} cgroups"
+    )
     for p in removed:
         print(f"  {p}")
     if args.no_docker:

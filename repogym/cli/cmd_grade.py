@@ -30,13 +30,20 @@ from repogym.cli.running import execute
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("grade", help="grade SWE-bench-style predictions (instance_id, "
-                                     "model_patch) against a suite")
-    p.add_argument("predictions", type=Path, metavar="PREDICTIONS",
-                   help="JSON Lines (or a JSON list) of {instance_id, model_patch, "
-                        "model_name_or_path?}")
-    p.add_argument("--run-id", help="swebench's run id in its report's name and log folders "
-                                    "(default: the --out folder's name)")
+    p = sub.add_parser(
+        "grade", help="grade SWE-bench-style predictions (instance_id, model_patch) against a suite"
+    )
+    p.add_argument(
+        "predictions",
+        type=Path,
+        metavar="PREDICTIONS",
+        help="JSON Lines (or a JSON list) of {instance_id, model_patch, model_name_or_path?}",
+    )
+    p.add_argument(
+        "--run-id",
+        help="swebench's run id in its report's name and log folders "
+        "(default: the --out folder's name)",
+    )
     add_run_options(p)
     p.set_defaults(func=run)
 
@@ -46,8 +53,10 @@ def _label(preds: list, path: Path, name: str | None) -> str:
         return name
     models = sorted({p.model for p in preds if p.model})
     if len(models) > 1:
-        raise ValueError(f"{path} holds predictions of {len(models)} models {models}. Fix: one "
-                         "file per model, or --name LABEL to grade them as one run")
+        raise ValueError(
+            f"{path} holds predictions of {len(models)} models {models}. Fix: one "
+            "file per model, or --name LABEL to grade them as one run"
+        )
     return models[0] if models else path.stem
 
 
@@ -59,9 +68,11 @@ def _check_ids(preds: list, suite: str) -> list[str]:
     if unknown:
         hints = [m for u in unknown[:5] for m in difflib.get_close_matches(u, known, n=1)]
         near = f" (did you mean {', '.join(hints)}?)" if hints else ""
-        raise ValueError(f"{len(unknown)} prediction(s) name no task of suite {suite!r}: "
-                         f"{unknown[:10]}{near}. Fix: --suite FOLDER with the imported tasks "
-                         "(`repogym import-swebench`), or drop those lines")
+        raise ValueError(
+            f"{len(unknown)} prediction(s) name no task of suite {suite!r}: "
+            f"{unknown[:10]}{near}. Fix: --suite FOLDER with the imported tasks "
+            "(`repogym import-swebench`), or drop those lines"
+        )
     return sorted(p.task_id for p in preds)
 
 
@@ -76,11 +87,20 @@ def run(args: argparse.Namespace) -> int:
     path = args.predictions.resolve()
     try:
         preds = read_predictions(path)
-        cfg = RunConfig(agent="predictions", agent_args={"file": str(path)}, out=args.out,
-                        label=_label(preds, path, args.name), suite=args.suite,
-                        task_ids=_check_ids(preds, args.suite), workers=args.workers,
-                        ray=args.ray, sandbox=args.sandbox, reward_mode=args.reward_mode,
-                        retry_errors=args.retry_errors, env_server=args.env_server)
+        cfg = RunConfig(
+            agent="predictions",
+            agent_args={"file": str(path)},
+            out=args.out,
+            label=_label(preds, path, args.name),
+            suite=args.suite,
+            task_ids=_check_ids(preds, args.suite),
+            workers=args.workers,
+            ray=args.ray,
+            sandbox=args.sandbox,
+            reward_mode=args.reward_mode,
+            retry_errors=args.retry_errors,
+            env_server=args.env_server,
+        )
     except (AgentError, TaskError, ValueError) as e:
         print_error(console, e)
         return EXIT_USAGE
@@ -103,7 +123,11 @@ def _swebench_reports(args: argparse.Namespace, label: str, preds: list) -> Path
     predictions = {}
     for p in preds:
         iid = instance_id(by_id[p.task_id])
-        predictions[iid] = {"instance_id": iid, "model_patch": p.patch,
-                            "model_name_or_path": p.model or label}
-    return write_reports(args.out, args.run_id or args.out.resolve().name,
-                         read_results(args.out), predictions, tasks)
+        predictions[iid] = {
+            "instance_id": iid,
+            "model_patch": p.patch,
+            "model_name_or_path": p.model or label,
+        }
+    return write_reports(
+        args.out, args.run_id or args.out.resolve().name, read_results(args.out), predictions, tasks
+    )

@@ -27,21 +27,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("tasks", nargs="*", metavar="TASK", help="task ids or task folders")
     p.add_argument("--all", action="store_true", help="every registered task")
     p.add_argument("--out", required=True, type=Path, help="folder for the Harbor tasks")
-    p.add_argument("--base-image", default=None,
-                   help="the Dockerfile's FROM image (default python:3.11-slim)")
+    p.add_argument(
+        "--base-image", default=None, help="the Dockerfile's FROM image (default python:3.11-slim)"
+    )
     p.set_defaults(func=export)
     p = sub.add_parser("import-harbor", help="turn Harbor task folders into repogym tasks")
-    p.add_argument("dirs", nargs="+", type=Path, metavar="DIR",
-                   help="Harbor task folders (or folders of them)")
+    p.add_argument(
+        "dirs", nargs="+", type=Path, metavar="DIR", help="Harbor task folders (or folders of them)"
+    )
     p.add_argument("--out", required=True, type=Path, help="folder for the repogym tasks")
-    p.add_argument("--split", default="test", choices=SPLITS,
-                   help="split of tasks made outside repogym (default test)")
-    p.add_argument("--base-image", default=None,
-                   help="local image to build FROM when a Dockerfile's FROM cannot be pulled "
-                        "(default: the docker backend's repogym/python:bookworm)")
-    p.add_argument("--validate", action="store_true",
-                   help="validate each imported task in its sandbox (docker for Harbor "
-                        "tasks made outside repogym)")
+    p.add_argument(
+        "--split",
+        default="test",
+        choices=SPLITS,
+        help="split of tasks made outside repogym (default test)",
+    )
+    p.add_argument(
+        "--base-image",
+        default=None,
+        help="local image to build FROM when a Dockerfile's FROM cannot be pulled "
+        "(default: the docker backend's repogym/python:bookworm)",
+    )
+    p.add_argument(
+        "--validate",
+        action="store_true",
+        help="validate each imported task in its sandbox (docker for Harbor "
+        "tasks made outside repogym)",
+    )
     p.set_defaults(func=import_)
 
 
@@ -76,12 +88,18 @@ def import_(args: argparse.Namespace) -> int:
     from repogym.integrations.harbor import import_task
     from repogym.scenarios.task import TaskError
 
-    dirs = [p.parent for d in args.dirs
-            for p in ([d / "task.toml"] if (d / "task.toml").is_file()
-                      else sorted(d.glob("*/task.toml")))]
+    dirs = [
+        p.parent
+        for d in args.dirs
+        for p in (
+            [d / "task.toml"] if (d / "task.toml").is_file() else sorted(d.glob("*/task.toml"))
+        )
+    ]
     if not dirs:
-        print(f"error: no task.toml in {[str(d) for d in args.dirs]} or their sub-folders",
-              file=sys.stderr)
+        print(
+            f"error: no task.toml in {[str(d) for d in args.dirs]} or their sub-folders",
+            file=sys.stderr,
+        )
         return 2
     failed, tasks = 0, []
     for d in dirs:
@@ -117,9 +135,12 @@ def _validate(tasks: list) -> int:
     console, bad = Console(), 0
     for task in tasks:
         docker = bool(harbor_meta(task).get("image"))
-        (report,) = validate_tasks([task], sandbox="docker" if docker else "bwrap",
-                                   sandbox_options=sandbox_options(task) if docker else None,
-                                   reruns=1)
+        (report,) = validate_tasks(
+            [task],
+            sandbox="docker" if docker else "bwrap",
+            sandbox_options=sandbox_options(task) if docker else None,
+            reruns=1,
+        )
         print_report(report, console)
         bad += not report.ok
     return bad

@@ -18,30 +18,65 @@ from repogym.cli.printing import print_written
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("history", help="make tasks from a PyPI package's release history "
-                                       "(real fixes between consecutive sdists, reverted)")
+    p = sub.add_parser(
+        "history",
+        help="make tasks from a PyPI package's release history "
+        "(real fixes between consecutive sdists, reverted)",
+    )
     p.add_argument("name", metavar="NAME", help="the PyPI project")
     p.add_argument("--out", required=True, help="folder to write the valid task folders into")
-    p.add_argument("--versions", metavar="A,B,...",
-                   help="releases to pair, comma-separated (default: the index's final "
-                        "releases)")
-    p.add_argument("--last", type=int, default=6,
-                   help="mine only the newest LAST release pairs (default 6; 0: all)")
-    p.add_argument("--max-tasks", type=int, default=None,
-                   help="mine no further pair once this many tasks are written")
-    p.add_argument("--requirement", action="append", default=[], metavar="SPEC",
-                   help="add a requirement to every release's derived dependencies")
-    p.add_argument("--no-requirement", action="append", default=[], metavar="NAME",
-                   help="drop a derived requirement")
-    p.add_argument("--skip-tests", action="append", default=[], metavar="FILE",
-                   help="leave this test file (a path in the sdist) out of every task")
+    p.add_argument(
+        "--versions",
+        metavar="A,B,...",
+        help="releases to pair, comma-separated (default: the index's final releases)",
+    )
+    p.add_argument(
+        "--last",
+        type=int,
+        default=6,
+        help="mine only the newest LAST release pairs (default 6; 0: all)",
+    )
+    p.add_argument(
+        "--max-tasks",
+        type=int,
+        default=None,
+        help="mine no further pair once this many tasks are written",
+    )
+    p.add_argument(
+        "--requirement",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="add a requirement to every release's derived dependencies",
+    )
+    p.add_argument(
+        "--no-requirement",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="drop a derived requirement",
+    )
+    p.add_argument(
+        "--skip-tests",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="leave this test file (a path in the sdist) out of every task",
+    )
     p.add_argument("--reruns", type=int, default=3, help="gold runs per task when validating")
     p.add_argument("--workers", type=int, default=1, help="parallel grading runs")
     add_sandbox(p)
-    p.add_argument("--timeout", type=float, default=300.0,
-                   help="limit of one test run in seconds (default 300)")
-    p.add_argument("--no-reproduction", action="store_true",
-                   help="do not make reproduction scripts from the failing tests")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="limit of one test run in seconds (default 300)",
+    )
+    p.add_argument(
+        "--no-reproduction",
+        action="store_true",
+        help="do not make reproduction scripts from the failing tests",
+    )
     p.add_argument("--report", metavar="FILE", help="write the per-pair summary as JSON")
     p.set_defaults(func=run)
 
@@ -57,29 +92,48 @@ def run(args: argparse.Namespace) -> int:
     def say(message: str) -> None:
         console.print(message, markup=False, highlight=False)
 
-    versions = [v.strip() for v in args.versions.split(",") if v.strip()] \
-        if args.versions else None
+    versions = [v.strip() for v in args.versions.split(",") if v.strip()] if args.versions else None
     try:
-        res = mine_history(args.name, Path(args.out), versions=versions,
-                           last=args.last or None, max_tasks=args.max_tasks,
-                           extra=args.requirement, drop=args.no_requirement,
-                           skip_tests=args.skip_tests,
-                           sandbox=args.sandbox, workers=args.workers, reruns=args.reruns,
-                           timeout_s=args.timeout, reproduce=False if args.no_reproduction
-                           else None, say=say)
+        res = mine_history(
+            args.name,
+            Path(args.out),
+            versions=versions,
+            last=args.last or None,
+            max_tasks=args.max_tasks,
+            extra=args.requirement,
+            drop=args.no_requirement,
+            skip_tests=args.skip_tests,
+            sandbox=args.sandbox,
+            workers=args.workers,
+            reruns=args.reruns,
+            timeout_s=args.timeout,
+            reproduce=False if args.no_reproduction else None,
+            say=say,
+        )
     except (HistoryError, OSError) as e:
         print(e, file=sys.stderr)
         return 2
     print_written(res.written, res.dropped)
     for p in res.pairs:
-        what = p.error or (f"{p.changed} functions changed, {len(p.candidates)} candidates, "
-                           f"{p.passing_tests} tests pass")
+        what = p.error or (
+            f"{p.changed} functions changed, {len(p.candidates)} candidates, "
+            f"{p.passing_tests} tests pass"
+        )
         print(f"{res.name} {p.base} -> {p.fixed}: {what}")
     if args.report:
-        Path(args.report).write_text(json.dumps(
-            {"name": res.name, "written": [str(w) for w in res.written],
-             "dropped": res.dropped, "pairs": [dataclasses.asdict(p) for p in res.pairs]},
-            indent=1))
-    print(f"{len(res.written)} validated tasks from {len(res.pairs)} release pairs of "
-          f"{res.name} ({len(res.dropped)} dropped)")
+        Path(args.report).write_text(
+            json.dumps(
+                {
+                    "name": res.name,
+                    "written": [str(w) for w in res.written],
+                    "dropped": res.dropped,
+                    "pairs": [dataclasses.asdict(p) for p in res.pairs],
+                },
+                indent=1,
+            )
+        )
+    print(
+        f"{len(res.written)} validated tasks from {len(res.pairs)} release pairs of "
+        f"{res.name} ({len(res.dropped)} dropped)"
+    )
     return 0 if res.written else 1

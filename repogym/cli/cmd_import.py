@@ -19,13 +19,16 @@ from repogym.cli.printing import run_mutation
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import-swebench", help="import SWE-bench-format instances as tasks")
     p.add_argument("instances", help="JSONL file, one instance per line (or a JSON list)")
-    p.add_argument("--repos", required=True,
-                   help="folder of local clones named <owner>__<name>")
+    p.add_argument("--repos", required=True, help="folder of local clones named <owner>__<name>")
     p.add_argument("--out", required=True, help="folder to write task folders into")
     p.add_argument("--split", default="test", choices=SPLITS)
     p.add_argument("--timeout", type=float, default=300.0, help="verifier timeout (s)")
-    p.add_argument("--format", default="auto", choices=["auto", "swebench", "swesmith", "r2e"],
-                   help="row format (default: told by the keys; SWE-Gym rows are swebench)")
+    p.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", "swebench", "swesmith", "r2e"],
+        help="row format (default: told by the keys; SWE-Gym rows are swebench)",
+    )
     add_mutation_options(p, gate=True)
     p.set_defaults(func=run)
 
@@ -39,9 +42,14 @@ def run(args: argparse.Namespace) -> int:
     if bad_mutation_args(args):
         return 2
     try:
-        done, errors = import_swebench(args.instances, args.repos, args.out,
-                                       split=args.split, timeout_s=args.timeout,
-                                       fmt=args.format)
+        done, errors = import_swebench(
+            args.instances,
+            args.repos,
+            args.out,
+            split=args.split,
+            timeout_s=args.timeout,
+            fmt=args.format,
+        )
     except (OSError, InstanceError) as e:
         print(f"cannot read {args.instances}: {e}", file=sys.stderr)
         return 2

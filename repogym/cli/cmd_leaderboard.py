@@ -9,10 +9,17 @@ from repogym.cli.printing import print_error, print_line, print_note
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("leaderboard",
-                       help="build leaderboard HTML + Markdown + PNG plots from run folders")
-    p.add_argument("--results", nargs="+", required=True, type=Path, metavar="DIR",
-                   help="folders written by `repogym run --out DIR`, or folders of them")
+    p = sub.add_parser(
+        "leaderboard", help="build leaderboard HTML + Markdown + PNG plots from run folders"
+    )
+    p.add_argument(
+        "--results",
+        nargs="+",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="folders written by `repogym run --out DIR`, or folders of them",
+    )
     p.add_argument("--out", type=Path, default=Path("leaderboard"), help="output folder")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run)
@@ -32,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
         print_note(console, note)
     print_summaries(console, board.summaries, "leaderboard", args.json)
     if not args.json:
-        print_line(console, f"page: {args.out / 'index.html'}  markdown: "
-                            f"{args.out / 'leaderboard.md'}")
+        print_line(
+            console, f"page: {args.out / 'index.html'}  markdown: {args.out / 'leaderboard.md'}"
+        )
     return 0

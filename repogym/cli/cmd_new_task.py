@@ -78,10 +78,10 @@ def test_clamps_to_lower_bound():
 
 _README = {
     "alternatives": "Other correct fixes, one unified diff per file (*.patch, git apply -p1\n"
-                    "against repo/). `repogym validate` checks that each earns full reward.\n",
+    "against repo/). `repogym validate` checks that each earns full reward.\n",
     "decoys": "Wrong or test-gaming fixes (*.patch): a special case for the example in the\n"
-              "statement, a fix that breaks other behaviour, edits to tests. `repogym validate`\n"
-              "checks that none earns full reward.\n",
+    "statement, a fix that breaks other behaviour, edits to tests. `repogym validate`\n"
+    "checks that none earns full reward.\n",
 }
 
 
@@ -100,8 +100,10 @@ def scaffold(name: str, parent: Path) -> Path:
         ValueError: ``name`` is not a valid id, or the folder exists.
     """
     if not re.match(r"^[a-z0-9][a-z0-9._-]*$", name):
-        raise ValueError(f"{name!r} is not a valid task id. Fix: use lowercase letters, "
-                         "digits, '.', '_' and '-', starting with a letter or digit")
+        raise ValueError(
+            f"{name!r} is not a valid task id. Fix: use lowercase letters, "
+            "digits, '.', '_' and '-', starting with a letter or digit"
+        )
     root = parent / name
     if root.exists():
         raise ValueError(f"{root} already exists. Fix: pick another name or --dir")

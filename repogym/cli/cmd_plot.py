@@ -28,12 +28,17 @@ def _not_a_training_run(folder: Path) -> str | None:
     """Why ``folder`` is not what ``plot`` draws (a benchmark run's folder), or None."""
     from repogym.harness.results import RESULTS
 
-    if (folder.is_dir() and not (folder / "metrics.jsonl").is_file()
-            and (folder / RESULTS).is_file()):
-        return (f"{folder} is a benchmark run (it holds {RESULTS} of `repogym run`), not a "
-                "training run: `repogym plot` draws the metrics.jsonl of `repogym train --out`. "
-                f"Fix: for a benchmark run, `repogym leaderboard --results {folder}` draws its "
-                "plots")  # fmt: skip
+    if (
+        folder.is_dir()
+        and not (folder / "metrics.jsonl").is_file()
+        and (folder / RESULTS).is_file()
+    ):
+        return (
+            f"{folder} is a benchmark run (it holds {RESULTS} of `repogym run`), not a "
+            "training run: `repogym plot` draws the metrics.jsonl of `repogym train --out`. "
+            f"Fix: for a benchmark run, `repogym leaderboard --results {folder}` draws its "
+            "plots"
+        )
     return None
 
 

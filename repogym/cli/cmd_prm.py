@@ -23,15 +23,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("prm", help="process-reward labels for saved rollouts")
     s = p.add_subparsers(dest="prm_command", metavar="ACTION", required=True)
     lab = s.add_parser("label", help="label every step of a run's trajectories")
-    lab.add_argument("run_dir", type=Path, metavar="RUN_DIR",
-                     help="a run folder (OUT of repogym run) or a folder of trajectory files")
-    lab.add_argument("--values", type=Path, metavar="FILE",
-                     help="Monte-Carlo values, one JSON row per state: {\"trajectory\", "
-                          "\"t\", \"value\"} (default RUN_DIR/values.jsonl if present)")
-    lab.add_argument("--sandbox", default=None,
-                     help="backend for replays (default: the one each file records)")
-    lab.add_argument("--replay", choices=["auto", "always", "never"], default="auto",
-                     help="auto: replay only episodes recorded without progress")
+    lab.add_argument(
+        "run_dir",
+        type=Path,
+        metavar="RUN_DIR",
+        help="a run folder (OUT of repogym run) or a folder of trajectory files",
+    )
+    lab.add_argument(
+        "--values",
+        type=Path,
+        metavar="FILE",
+        help='Monte-Carlo values, one JSON row per state: {"trajectory", '
+        '"t", "value"} (default RUN_DIR/values.jsonl if present)',
+    )
+    lab.add_argument(
+        "--sandbox", default=None, help="backend for replays (default: the one each file records)"
+    )
+    lab.add_argument(
+        "--replay",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="auto: replay only episodes recorded without progress",
+    )
     lab.add_argument("--no-atif", action="store_true", help="write labels.jsonl only")
     p.set_defaults(func=run)
 
@@ -51,8 +64,13 @@ def run(args: argparse.Namespace) -> int:
         written.append(dest)
 
     try:
-        out = label_run(args.run_dir, values_path=args.values, sandbox=args.sandbox,
-                        replay=args.replay, on_file=export)
+        out = label_run(
+            args.run_dir,
+            values_path=args.values,
+            sandbox=args.sandbox,
+            replay=args.replay,
+            on_file=export,
+        )
     except (OSError, ValueError) as e:
         print(f"repogym prm label: {e}", file=sys.stderr)
         return 2

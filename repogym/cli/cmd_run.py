@@ -18,28 +18,45 @@ from repogym.cli.running import config_from_args, execute
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "run", help="run an agent over a suite; write results + trajectories",
+        "run",
+        help="run an agent over a suite; write results + trajectories",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="agents and their --agent-arg options (also: repogym agents):\n\n"
-               + agents_help())
-    p.add_argument("--agent", required=True,
-                   help="oracle | noop | random | replay | predictions | hf | openai | "
-                        "module:Class")
-    p.add_argument("--agent-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="agent option (repeatable; values parse as JSON if they can)")
+        epilog="agents and their --agent-arg options (also: repogym agents):\n\n" + agents_help(),
+    )
+    p.add_argument(
+        "--agent",
+        required=True,
+        help="oracle | noop | random | replay | predictions | hf | openai | module:Class",
+    )
+    p.add_argument(
+        "--agent-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="agent option (repeatable; values parse as JSON if they can)",
+    )
     p.add_argument("--split", choices=SPLITS)
     p.add_argument("--tag", action="append", default=[], help="keep tasks with any of these tags")
     p.add_argument("--tasks", help="comma-separated task ids")
     p.add_argument("--samples", type=int, default=1, help="episodes per task (pass@k)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-steps", type=int, help="override every task's step budget")
-    p.add_argument("--act-timeout", type=float, default=300.0,
-                   help="seconds per agent act() before the episode is an agent error")
-    p.add_argument("--max-endpoint-errors", type=int, default=3, metavar="N",
-                   help="stop the run (exit status 3, resumable) after N episodes in a row "
-                        "failed on the model's endpoint (connection refused, timeouts, HTTP "
-                        "5xx after the agent's retries); those are recorded as endpoint "
-                        "errors, not scored. 0: never stop (default 3)")
+    p.add_argument(
+        "--act-timeout",
+        type=float,
+        default=300.0,
+        help="seconds per agent act() before the episode is an agent error",
+    )
+    p.add_argument(
+        "--max-endpoint-errors",
+        type=int,
+        default=3,
+        metavar="N",
+        help="stop the run (exit status 3, resumable) after N episodes in a row "
+        "failed on the model's endpoint (connection refused, timeouts, HTTP "
+        "5xx after the agent's retries); those are recorded as endpoint "
+        "errors, not scored. 0: never stop (default 3)",
+    )
     add_run_options(p)
     p.set_defaults(func=run)
 

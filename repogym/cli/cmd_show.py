@@ -35,14 +35,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("show", help="render a trajectory file (.jsonl)")
     p.add_argument("file", help="a trajectory file written by TrajectoryLogger / log_dir=")
     p.add_argument("--max-chars", type=int, default=4000, help="clip each observation")
-    p.add_argument("--format", choices=["rich", "json", "atif"], default="rich",
-                   help="rich (default): a terminal view; json: the parsed file; atif: "
-                        "Harbor's ATIF JSON on stdout")
-    p.add_argument("--json", dest="format", action="store_const", const="json",
-                   help="the same as --format json")
-    p.add_argument("--out", type=Path, metavar="DIR",
-                   help="with --format atif: write DIR/<episode>/trajectory.json for FILE, or "
-                        "for every trajectory of a run folder")
+    p.add_argument(
+        "--format",
+        choices=["rich", "json", "atif"],
+        default="rich",
+        help="rich (default): a terminal view; json: the parsed file; atif: "
+        "Harbor's ATIF JSON on stdout",
+    )
+    p.add_argument(
+        "--json",
+        dest="format",
+        action="store_const",
+        const="json",
+        help="the same as --format json",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="with --format atif: write DIR/<episode>/trajectory.json for FILE, or "
+        "for every trajectory of a run folder",
+    )
     p.add_argument("--model", help="with --format atif: the model that acted (agent.model_name)")
     p.add_argument("--agent", help="with --format atif: the agent's name (agent.name)")
     p.set_defaults(func=run)
@@ -82,20 +95,28 @@ def _not_a_trajectory(path: Path) -> str | None:
         return f"{path} does not exist. Fix: pass a trajectory file (.jsonl) written by log_dir="
     if path.is_dir():
         run = path / "trajectories"
-        files = sorted(str(p) for p in (run if run.is_dir() else path).glob("*.jsonl")
-                       if p.name != "results.jsonl")
+        files = sorted(
+            str(p)
+            for p in (run if run.is_dir() else path).glob("*.jsonl")
+            if p.name != "results.jsonl"
+        )
         if not files:
-            return (f"{path} is a folder with no trajectory files. Fix: pass one .jsonl file "
-                    "written by log_dir= (a run keeps them in OUT/trajectories/)")
+            return (
+                f"{path} is a folder with no trajectory files. Fix: pass one .jsonl file "
+                "written by log_dir= (a run keeps them in OUT/trajectories/)"
+            )
         return f"{path} is a folder. Fix: pass one of its trajectory files: {_examples(files)}"
     rows = _results_rows(path)
     if rows is not None:
-        trajs = [str(path.parent / r["trajectory"]) for r in rows
-                 if isinstance(r.get("trajectory"), str)]
-        fix = (f"show one episode: {_examples(trajs)}" if trajs
-               else "pass a trajectory file from the run's trajectories/ folder")
-        return (f"{path} is a run's results file (one row per episode), not a trajectory. "
-                f"Fix: {fix}")
+        trajs = [
+            str(path.parent / r["trajectory"]) for r in rows if isinstance(r.get("trajectory"), str)
+        ]
+        fix = (
+            f"show one episode: {_examples(trajs)}"
+            if trajs
+            else "pass a trajectory file from the run's trajectories/ folder"
+        )
+        return f"{path} is a run's results file (one row per episode), not a trajectory. Fix: {fix}"
     return None
 
 
@@ -108,9 +129,11 @@ def _load(path: Path) -> dict[str, Any]:
             doc = json.loads(path.read_text(encoding="utf-8"))
             if is_atif(doc):
                 return read_atif(path)
-            raise TypeError(f"{path} is JSON but neither ATIF (no schema_version "
-                            "'ATIF-v1.x') nor a repogym trajectory (JSON Lines). Fix: pass a "
-                            "trajectory.json in ATIF or a file written by log_dir=")
+            raise TypeError(
+                f"{path} is JSON but neither ATIF (no schema_version "
+                "'ATIF-v1.x') nor a repogym trajectory (JSON Lines). Fix: pass a "
+                "trajectory.json in ATIF or a file written by log_dir="
+            )
     return read_trajectory(path)
 
 
@@ -120,8 +143,11 @@ def _write_atif(args: argparse.Namespace, path: Path) -> int:
 
     files = episode_files(path)
     if not files:
-        print(f"repogym show: {path} holds no trajectory files. Fix: pass a trajectory file "
-              "or a run folder (OUT of repogym run or repogym train)", file=sys.stderr)
+        print(
+            f"repogym show: {path} holds no trajectory files. Fix: pass a trajectory file "
+            "or a run folder (OUT of repogym run or repogym train)",
+            file=sys.stderr,
+        )
         return 2
     for file in files:
         try:
@@ -140,8 +166,7 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if args.out is not None:
         if args.format != "atif":
-            print("repogym show: --out writes ATIF files. Fix: add --format atif",
-                  file=sys.stderr)
+            print("repogym show: --out writes ATIF files. Fix: add --format atif", file=sys.stderr)
             return 2
         if path.is_dir() or path.is_file():
             return _write_atif(args, path)
@@ -168,20 +193,34 @@ def run(args: argparse.Namespace) -> int:
 
 def _render(con: Console, traj: dict[str, Any], max_chars: int) -> None:
     h = traj["header"]
-    con.print(Panel(Text(f"task {h.get('task')} ({h.get('env_id')})  sandbox "
-                         f"{h.get('sandbox')}  seed {h.get('seed')}  reward_mode "
-                         f"{h.get('reward_mode')}  started {h.get('started_at')}"),
-                    title=Text(str(h.get("schema")))))
+    con.print(
+        Panel(
+            Text(
+                f"task {h.get('task')} ({h.get('env_id')})  sandbox "
+                f"{h.get('sandbox')}  seed {h.get('seed')}  reward_mode "
+                f"{h.get('reward_mode')}  started {h.get('started_at')}"
+            ),
+            title=Text(str(h.get("schema"))),
+        )
+    )
     con.print(Panel(Text(_clip(h.get("observation"), max_chars)), title="observation 0"))
     for s in traj["steps"]:
-        con.print(Panel(Text(_clip(s.get("action"), max_chars)),
-                        title=Text(f"action {s.get('t')} ({s.get('tool')})"),
-                        border_style="cyan"))
+        con.print(
+            Panel(
+                Text(_clip(s.get("action"), max_chars)),
+                title=Text(f"action {s.get('t')} ({s.get('tool')})"),
+                border_style="cyan",
+            )
+        )
         duration = s.get("duration_s")
         took = f"{duration:.3f}s" if isinstance(duration, int | float) else ""
-        con.print(Panel(Text(_clip(s.get("observation"), max_chars)),
-                        title=Text(f"observation {s.get('t')}  exit {s.get('exit_code')}  "
-                                   f"{took}"), border_style="dim"))
+        con.print(
+            Panel(
+                Text(_clip(s.get("observation"), max_chars)),
+                title=Text(f"observation {s.get('t')}  exit {s.get('exit_code')}  {took}"),
+                border_style="dim",
+            )
+        )
     summary = traj["summary"]
     if summary is None:
         con.print(Text("no summary: the episode did not finish", style="yellow"))
@@ -190,15 +229,20 @@ def _render(con: Console, traj: dict[str, Any], max_chars: int) -> None:
 
 
 def _render_summary(con: Console, summary: dict[str, Any]) -> None:
-    table = Table(title=Text(f"reward {summary.get('reward')}  resolved "
-                             f"{summary.get('resolved')}  steps {summary.get('steps')}  hack "
-                             f"flags {summary.get('hack_flags')}"))
+    table = Table(
+        title=Text(
+            f"reward {summary.get('reward')}  resolved "
+            f"{summary.get('resolved')}  steps {summary.get('steps')}  hack "
+            f"flags {summary.get('hack_flags')}"
+        )
+    )
     table.add_column("test", overflow="fold")
     table.add_column("outcome", no_wrap=True)
     tests = summary.get("tests")
-    for test, outcome in (tests.items() if isinstance(tests, dict) else ()):
-        table.add_row(Text(str(test)),
-                      Text(str(outcome), style="green" if outcome == "passed" else "red"))
+    for test, outcome in tests.items() if isinstance(tests, dict) else ():
+        table.add_row(
+            Text(str(test)), Text(str(outcome), style="green" if outcome == "passed" else "red")
+        )
     con.print(table)
     if summary.get("diff"):
         con.print(Syntax(str(summary["diff"]), "diff", word_wrap=True))

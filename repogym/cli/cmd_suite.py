@@ -33,8 +33,9 @@ from repogym.cli.printing import print_error
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("suite", help="suites of tasks from real PyPI packages: list, show, "
-                                     "fetch, audit, build")
+    p = sub.add_parser(
+        "suite", help="suites of tasks from real PyPI packages: list, show, fetch, audit, build"
+    )
     s = p.add_subparsers(dest="suite_command", metavar="ACTION", required=True)
     s.add_parser("list", help="shipped suites and how much of each is fetched here")
     show = s.add_parser("show", help="a suite's packages")
@@ -42,47 +43,80 @@ def register(sub: argparse._SubParsersAction) -> None:
     f = s.add_parser("fetch", help="download, build and validate a suite (resumable)")
     f.add_argument("name")
     f.add_argument("--packages", help="comma-separated packages (default: all)")
-    f.add_argument("--per-package", type=int, metavar="N",
-                   help="only the first N tasks of each package (a sample)")
+    f.add_argument(
+        "--per-package",
+        type=int,
+        metavar="N",
+        help="only the first N tasks of each package (a sample)",
+    )
     f.add_argument("--root", type=Path, help="where to put it (default <cache>/suites/NAME)")
-    f.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                   help="grading runs in parallel (default: CPU count)")
+    f.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="grading runs in parallel (default: CPU count)",
+    )
     f.add_argument("--reruns", type=int, default=2, help="gold runs per task (default 2)")
-    f.add_argument("--no-adversarial", dest="adversarial", action="store_false",
-                   help="skip the adversarial check (the strongest task-blind attack graded "
-                        "once per task validated now, binary mode)")
+    f.add_argument(
+        "--no-adversarial",
+        dest="adversarial",
+        action="store_false",
+        help="skip the adversarial check (the strongest task-blind attack graded "
+        "once per task validated now, binary mode)",
+    )
     add_sandbox(f)
-    a = s.add_parser("audit", help="check fetched tasks: leaks, compiled files, "
-                                   "reproductions, regressions")
+    a = s.add_parser(
+        "audit", help="check fetched tasks: leaks, compiled files, reproductions, regressions"
+    )
     a.add_argument("name")
     a.add_argument("--split", choices=SPLITS)
     a.add_argument("--packages", help="comma-separated packages (default: all)")
     a.add_argument("--root", type=Path, help="where the suite was fetched")
     add_sandbox(a)
-    a.add_argument("--skip", action="append", default=[],
-                   choices=["leaks", "reproduction", "sabotage"], help="a check to skip")
-    h = s.add_parser("add-history", help="(maintainers) add release-history tasks (from "
-                                         "`repogym history`) to a suite's manifest")
+    a.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        choices=["leaks", "reproduction", "sabotage"],
+        help="a check to skip",
+    )
+    h = s.add_parser(
+        "add-history",
+        help="(maintainers) add release-history tasks (from "
+        "`repogym history`) to a suite's manifest",
+    )
     h.add_argument("name")
-    h.add_argument("folders", nargs="+", type=Path, metavar="TASKS_DIR",
-                   help="validated history task folders, or folders of them")
+    h.add_argument(
+        "folders",
+        nargs="+",
+        type=Path,
+        metavar="TASKS_DIR",
+        help="validated history task folders, or folders of them",
+    )
     h.add_argument("--split", required=True, choices=SPLITS)
     h.add_argument("--kind", required=True)
-    h.add_argument("--manifests", type=Path,
-                   help="manifest folder (default: the suite's folder in repogym)")
+    h.add_argument(
+        "--manifests", type=Path, help="manifest folder (default: the suite's folder in repogym)"
+    )
     b = s.add_parser("build", help="(maintainers) add a package to a suite's manifest")
     b.add_argument("name")
     b.add_argument("--package", required=True, metavar="NAME==VERSION")
     b.add_argument("--split", required=True, choices=SPLITS)
     b.add_argument("--kind", required=True, help="e.g. parsing, dates, functional")
     b.add_argument("--tasks", type=int, default=30, help="tasks to synthesise (default 30)")
-    b.add_argument("--combined", type=float, default=0.3, metavar="SHARE",
-                   help="share of the tasks with 2 or 3 bugs (default 0.3)")
+    b.add_argument(
+        "--combined",
+        type=float,
+        default=0.3,
+        metavar="SHARE",
+        help="share of the tasks with 2 or 3 bugs (default 0.3)",
+    )
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--requirement", action="append", default=[], metavar="SPEC")
     b.add_argument("--no-requirement", action="append", default=[], metavar="NAME")
-    b.add_argument("--manifests", type=Path,
-                   help="manifest folder (default: the suite's folder in repogym)")
+    b.add_argument(
+        "--manifests", type=Path, help="manifest folder (default: the suite's folder in repogym)"
+    )
     b.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     add_sandbox(b)
     p.set_defaults(func=run)
@@ -94,8 +128,14 @@ def run(args: argparse.Namespace) -> int:
     from repogym.scenarios.suites import SuiteError
     from repogym.scenarios.synth import SynthError
 
-    action = {"list": _list, "show": _show, "fetch": _fetch, "build": _build, "audit": _audit,
-              "add-history": _add_history}
+    action = {
+        "list": _list,
+        "show": _show,
+        "fetch": _fetch,
+        "build": _build,
+        "audit": _audit,
+        "add-history": _add_history,
+    }
     try:
         return action[args.suite_command](args)
     except (SuiteError, PypiError, DependenciesUnavailable, SynthError) as e:
@@ -115,8 +155,14 @@ def _list(args: argparse.Namespace) -> int:
     for name in suites.suite_names():
         suite = suites.load_suite(name)
         root = suites.suite_root(name)
-        table.add_row(name, suite.env_id, str(len(suite.packages)), str(suite.tasks),
-                      str(len(suites.read_index(root))), str(root))
+        table.add_row(
+            name,
+            suite.env_id,
+            str(len(suite.packages)),
+            str(suite.tasks),
+            str(len(suites.read_index(root))),
+            str(root),
+        )
     Console().print(table)
     return 0
 
@@ -129,10 +175,17 @@ def _show(args: argparse.Namespace) -> int:
 
     suite = suites.load_suite(args.name)
     index = suites.read_index(suites.suite_root(args.name))
-    table = Table(title=f"{suite.name} ({suite.env_id}): {suite.description}",
-                  title_justify="left")
-    for col in ("package", "version", "kind", "split", "tasks", "validated here", "served",
-                "f2p by a value seal"):
+    table = Table(title=f"{suite.name} ({suite.env_id}): {suite.description}", title_justify="left")
+    for col in (
+        "package",
+        "version",
+        "kind",
+        "split",
+        "tasks",
+        "validated here",
+        "served",
+        "f2p by a value seal",
+    ):
         table.add_column(col)
     withheld = suites.withheld_tasks(args.name)
     for p in suite.packages:
@@ -140,14 +193,25 @@ def _show(args: argparse.Namespace) -> int:
         seals = [index[t].get("seals") or {} for t in ids]
         witnessed, f2p = (sum(s.get(k, 0) for s in seals) for k in ("witnessed", "f2p"))
         share = f"{witnessed}/{f2p}" if any(s.get("f2p") for s in seals) else "-"
-        table.add_row(p.name, p.version, p.kind, p.split, str(len(p.tasks)), str(len(ids)),
-                      str(sum(1 for t in ids if t not in withheld)), share)
+        table.add_row(
+            p.name,
+            p.version,
+            p.kind,
+            p.split,
+            str(len(p.tasks)),
+            str(len(ids)),
+            str(sum(1 for t in ids if t not in withheld)),
+            share,
+        )
     console = Console()
     console.print(table)
     served = sum(1 for t in index if t not in withheld)
-    console.print(f"{served} of {len(index)} validated tasks served; {len(withheld)} withheld "
-                  f"(ask for one by name: `repogym run --tasks ID`, `gym.make(\"repogym/ID-v0\")`)",
-                  highlight=False, markup=False)
+    console.print(
+        f"{served} of {len(index)} validated tasks served; {len(withheld)} withheld "
+        f'(ask for one by name: `repogym run --tasks ID`, `gym.make("repogym/ID-v0")`)',
+        highlight=False,
+        markup=False,
+    )
     for tid, why in withheld.items():
         console.print(f"withheld {tid}: {why}", highlight=False, markup=False, soft_wrap=True)
     return 0
@@ -163,11 +227,16 @@ def _fetch(args: argparse.Namespace) -> int:
     suite = suites.load_suite(args.name)
     packages = [p.strip() for p in args.packages.split(",")] if args.packages else None
     chosen = suite.select(packages)
-    total = sum(len(p.tasks[:args.per_package]) for p in chosen)
+    total = sum(len(p.tasks[: args.per_package]) for p in chosen)
     console = Console(stderr=True)
     start = time.monotonic()
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
         bar = progress.add_task(f"{suite.name}", total=total)
 
         def event(kind: str, text: str) -> None:
@@ -178,23 +247,36 @@ def _fetch(args: argparse.Namespace) -> int:
             else:
                 progress.update(bar, description=f"{suite.name}: {text}")
 
-        report = fetch(args.name, root=args.root, packages=packages,
-                       per_package=args.per_package, sandbox=args.sandbox,
-                       workers=args.workers, reruns=args.reruns,
-                       adversarial=args.adversarial, on_event=event)
+        report = fetch(
+            args.name,
+            root=args.root,
+            packages=packages,
+            per_package=args.per_package,
+            sandbox=args.sandbox,
+            workers=args.workers,
+            reruns=args.reruns,
+            adversarial=args.adversarial,
+            on_event=event,
+        )
     wall = time.monotonic() - start
     phases = ", ".join(f"{k} {v:.0f}s" for k, v in report.seconds.items())
     held = suites.withheld_tasks(args.name, args.root)
-    print(f"{suite.name}: seal floor: {report.usable - len(held)} served, {len(held)} "
-          f"withheld (`repogym suite show {suite.name}` says why)")
-    print(f"{suite.name}: {report.usable}/{total} tasks validated "
-          f"({len(report.validated)} now, {len(report.already)} before, "
-          f"{len(report.failed)} failed) in {wall:.0f}s ({phases}); "
-          f"root {suites.suite_root(args.name, args.root)}")
+    print(
+        f"{suite.name}: seal floor: {report.usable - len(held)} served, {len(held)} "
+        f"withheld (`repogym suite show {suite.name}` says why)"
+    )
+    print(
+        f"{suite.name}: {report.usable}/{total} tasks validated "
+        f"({len(report.validated)} now, {len(report.already)} before, "
+        f"{len(report.failed)} failed) in {wall:.0f}s ({phases}); "
+        f"root {suites.suite_root(args.name, args.root)}"
+    )
     if report.forger_checked:
-        print(f"adversarial check (the forger, binary mode): beat noop on "
-              f"{len(report.forged)} of {len(report.forger_checked)} tasks validated now"
-              + "".join(f"\n  {t}: {why}" for t, why in sorted(report.forged.items())))
+        print(
+            f"adversarial check (the forger, binary mode): beat noop on "
+            f"{len(report.forged)} of {len(report.forger_checked)} tasks validated now"
+            + "".join(f"\n  {t}: {why}" for t, why in sorted(report.forged.items()))
+        )
     return 1 if report.failed else 0
 
 
@@ -206,14 +288,23 @@ def _build(args: argparse.Namespace) -> int:
         meta = suites.suite_meta(args.name)
     except suites.SuiteError:
         meta = {"name": args.name, "env_id": f"repogym/{args.name}-v0", "description": ""}
-    entry = build_entry(args.package, split=args.split, kind=args.kind, max_tasks=args.tasks,
-                        seed=args.seed, combined=args.combined, extra=args.requirement,
-                        drop=args.no_requirement,
-                        sandbox=args.sandbox, workers=args.workers,
-                        say=lambda m: print(m, file=sys.stderr))
+    entry = build_entry(
+        args.package,
+        split=args.split,
+        kind=args.kind,
+        max_tasks=args.tasks,
+        seed=args.seed,
+        combined=args.combined,
+        extra=args.requirement,
+        drop=args.no_requirement,
+        sandbox=args.sandbox,
+        workers=args.workers,
+        say=lambda m: print(m, file=sys.stderr),
+    )
     folder = args.manifests or suites.MANIFESTS / args.name.lower()
-    path = write_entry(entry, folder, suite=meta["name"], env_id=meta["env_id"],
-                       description=meta["description"])
+    path = write_entry(
+        entry, folder, suite=meta["name"], env_id=meta["env_id"], description=meta["description"]
+    )
     print(f"wrote {path}: {len(entry.tasks)} tasks of {entry.name} {entry.version}")
     return 0
 
@@ -239,17 +330,21 @@ def _audit(args: argparse.Namespace) -> int:
                 problems.append(f"{s.task}: gold plus the bug of {s.other} earns full reward")
         # a task with no other task of its package to borrow a bug from goes unchecked:
         # say how many were, so a sample that checks nothing cannot pass for one that did
-        print(f"sabotage: {len(graded)} of {len(tasks)} tasks graded with another "
-              f"function's bug, highest reward "
-              f"{max((s.reward for s in graded), default=0.0):.2f}")
+        print(
+            f"sabotage: {len(graded)} of {len(tasks)} tasks graded with another "
+            f"function's bug, highest reward "
+            f"{max((s.reward for s in graded), default=0.0):.2f}"
+        )
     if "leaks" not in args.skip:
         for task_id, found in audit.leak_scan(tasks, sandbox=args.sandbox).items():
             problems += [f"{task_id}: {f}" for f in found]
     for p in problems:
         print(f"FAIL {p}")
-    print(f"{args.name}: audited {len(tasks)} tasks in {time.monotonic() - start:.0f}s "
-          f"({', '.join(c for c in ('leaks', 'reproduction', 'sabotage') if c not in args.skip)}"
-          f", compiled files): {len(problems)} problems")
+    print(
+        f"{args.name}: audited {len(tasks)} tasks in {time.monotonic() - start:.0f}s "
+        f"({', '.join(c for c in ('leaks', 'reproduction', 'sabotage') if c not in args.skip)}"
+        f", compiled files): {len(problems)} problems"
+    )
     return 1 if problems else 0
 
 
@@ -261,9 +356,15 @@ def _add_history(args: argparse.Namespace) -> int:
     meta = suites.suite_meta(args.name)
     folder = args.manifests or suites.MANIFESTS / args.name.lower()
     dirs = [d for f in args.folders for d in find_task_dirs(f)]
-    for entry in history_entries(dirs, folder, split=args.split, kind=args.kind,
-                                 say=lambda m: print(m, file=sys.stderr)):
-        path = write_entry(entry, folder, suite=meta["name"], env_id=meta["env_id"],
-                           description=meta["description"])
+    for entry in history_entries(
+        dirs, folder, split=args.split, kind=args.kind, say=lambda m: print(m, file=sys.stderr)
+    ):
+        path = write_entry(
+            entry,
+            folder,
+            suite=meta["name"],
+            env_id=meta["env_id"],
+            description=meta["description"],
+        )
         print(f"wrote {path}: {len(entry.tasks)} tasks of {entry.name} {entry.version}")
     return 0

@@ -28,36 +28,74 @@ PYPI_MUTANTS = 20
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("synth", help="make tasks from a tested Python package by mutation")
-    p.add_argument("package", metavar="PACKAGE_DIR", nargs="?",
-                   help="folder whose tests pass with `python -m pytest` run inside it")
-    p.add_argument("--pypi", metavar="NAME[==VERSION]",
-                   help="synthesise from this PyPI project's sdist instead (its tests run in "
-                        "the sandbox with its dependencies; written tasks are validated; their "
-                        f"mutation scores come from a fixed sample of {PYPI_MUTANTS} mutants "
-                        "per task unless --max-mutants is given)")
-    p.add_argument("--requirement", action="append", default=[], metavar="SPEC",
-                   help="with --pypi: add a requirement to the derived dependencies")
-    p.add_argument("--no-requirement", action="append", default=[], metavar="NAME",
-                   help="with --pypi: drop a derived requirement")
-    p.add_argument("--reruns", type=int, default=3,
-                   help="with --pypi: gold runs per task when validating (default 3)")
-    p.add_argument("--adversarial", action="store_true",
-                   help="with --pypi: also drop tasks that an attack of `repogym validate "
-                        "--adversarial` games")
+    p.add_argument(
+        "package",
+        metavar="PACKAGE_DIR",
+        nargs="?",
+        help="folder whose tests pass with `python -m pytest` run inside it",
+    )
+    p.add_argument(
+        "--pypi",
+        metavar="NAME[==VERSION]",
+        help="synthesise from this PyPI project's sdist instead (its tests run in "
+        "the sandbox with its dependencies; written tasks are validated; their "
+        f"mutation scores come from a fixed sample of {PYPI_MUTANTS} mutants "
+        "per task unless --max-mutants is given)",
+    )
+    p.add_argument(
+        "--requirement",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="with --pypi: add a requirement to the derived dependencies",
+    )
+    p.add_argument(
+        "--no-requirement",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --pypi: drop a derived requirement",
+    )
+    p.add_argument(
+        "--reruns",
+        type=int,
+        default=3,
+        help="with --pypi: gold runs per task when validating (default 3)",
+    )
+    p.add_argument(
+        "--adversarial",
+        action="store_true",
+        help="with --pypi: also drop tasks that an attack of `repogym validate "
+        "--adversarial` games",
+    )
     p.add_argument("--out", required=True, help="folder to write task folders into")
     p.add_argument("--max-tasks", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--combined", type=float, default=0.0, metavar="SHARE",
-                   help="share of the tasks that hold 2 or 3 bugs in different functions "
-                        "(default 0)")
-    p.add_argument("--split", choices=SPLITS, default="train",
-                   help="the tasks' split (a test task lists every passing test, however "
-                        "slow the suite)")
-    p.add_argument("--p2p-sample", type=int, default=50,
-                   help="for a suite too slow to list whole: tests sampled besides those "
-                        "of the test files that reach the changed code")
-    p.add_argument("--no-leak-scan", action="store_true",
-                   help="with --pypi: skip the scan of each task's sandbox for its fix")
+    p.add_argument(
+        "--combined",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="share of the tasks that hold 2 or 3 bugs in different functions (default 0)",
+    )
+    p.add_argument(
+        "--split",
+        choices=SPLITS,
+        default="train",
+        help="the tasks' split (a test task lists every passing test, however slow the suite)",
+    )
+    p.add_argument(
+        "--p2p-sample",
+        type=int,
+        default=50,
+        help="for a suite too slow to list whole: tests sampled besides those "
+        "of the test files that reach the changed code",
+    )
+    p.add_argument(
+        "--no-leak-scan",
+        action="store_true",
+        help="with --pypi: skip the scan of each task's sandbox for its fix",
+    )
     add_mutation_options(p, gate=True)
     p.set_defaults(func=run)
 
@@ -77,9 +115,15 @@ def run(args: argparse.Namespace) -> int:
     if args.pypi:
         return _run_pypi(args)
     try:
-        tasks = from_package(args.package, args.out, max_tasks=args.max_tasks, seed=args.seed,
-                             combined=args.combined, p2p_sample=args.p2p_sample,
-                             split=args.split)
+        tasks = from_package(
+            args.package,
+            args.out,
+            max_tasks=args.max_tasks,
+            seed=args.seed,
+            combined=args.combined,
+            p2p_sample=args.p2p_sample,
+            split=args.split,
+        )
     except (SynthError, OSError) as e:
         print(e, file=sys.stderr)
         return 2
@@ -109,13 +153,23 @@ def _run_pypi(args: argparse.Namespace) -> int:
         console.print(message, markup=False, highlight=False)
 
     try:
-        res = from_pypi(args.pypi, Path(args.out), max_tasks=args.max_tasks,
-                        seed=args.seed, combined=args.combined,
-                        p2p_sample=args.p2p_sample, extra=args.requirement,
-                        drop=args.no_requirement, sandbox=args.sandbox,
-                        workers=args.workers, reruns=args.reruns,
-                        adversarial=args.adversarial, split=args.split,
-                        leak_scan=not args.no_leak_scan, say=say)
+        res = from_pypi(
+            args.pypi,
+            Path(args.out),
+            max_tasks=args.max_tasks,
+            seed=args.seed,
+            combined=args.combined,
+            p2p_sample=args.p2p_sample,
+            extra=args.requirement,
+            drop=args.no_requirement,
+            sandbox=args.sandbox,
+            workers=args.workers,
+            reruns=args.reruns,
+            adversarial=args.adversarial,
+            split=args.split,
+            leak_scan=not args.no_leak_scan,
+            say=say,
+        )
     except (PypiError, DependenciesUnavailable, SynthError, SandboxError, OSError) as e:
         print(e, file=sys.stderr)
         return 2
@@ -124,6 +178,8 @@ def _run_pypi(args: argparse.Namespace) -> int:
         if args.max_mutants is None:
             args.max_mutants = PYPI_MUTANTS
         run_mutation([load_task(t) for t in res.written], args, Console(), diffs=False)
-    print(f"{len(res.written)} validated tasks from {res.sdist.name} {res.sdist.version} "
-          f"({res.passing_tests} of its tests pass in the sandbox; {len(res.dropped)} dropped)")
+    print(
+        f"{len(res.written)} validated tasks from {res.sdist.name} {res.sdist.version} "
+        f"({res.passing_tests} of its tests pass in the sandbox; {len(res.dropped)} dropped)"
+    )
     return 0 if res.written else 1

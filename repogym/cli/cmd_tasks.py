@@ -19,14 +19,19 @@ from repogym.cli.printing import print_error
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tasks", help="list tasks (built-ins, plus --dir folders)")
     p.add_argument("--dir", action="append", default=[], help="also register this task folder")
-    p.add_argument("--suite", help="also list a fetched suite's tasks (those withheld under "
-                                   "the seal floor too)")
+    p.add_argument(
+        "--suite",
+        help="also list a fetched suite's tasks (those withheld under the seal floor too)",
+    )
     p.add_argument("--split", choices=SPLITS)
     p.add_argument("--tag", action="append", default=[], help="keep tasks with any of these tags")
-    p.add_argument("--quality", action="store_true",
-                   help="also list each task's sealed tests (whose verdict needs the hidden "
-                        "expected values), decoys and the stored mutation score (computed by "
-                        "`repogym validate --mutation`)")
+    p.add_argument(
+        "--quality",
+        action="store_true",
+        help="also list each task's sealed tests (whose verdict needs the hidden "
+        "expected values), decoys and the stored mutation score (computed by "
+        "`repogym validate --mutation`)",
+    )
     p.set_defaults(func=run)
 
 
@@ -34,13 +39,16 @@ def quality_line(scores: dict[str, float | None]) -> str:
     """``mutation score over 29/31 tasks: median 0.95, min 0.82 (task-id); ...``."""
     known = {t: s for t, s in scores.items() if s is not None}
     missing = len(scores) - len(known)
-    todo = (f"; {missing} without a stored score (run `repogym validate --mutation`)"
-            if missing else "")
+    todo = (
+        f"; {missing} without a stored score (run `repogym validate --mutation`)" if missing else ""
+    )
     if not known:
         return f"mutation score: none stored{todo}"
     worst = min(known, key=known.get)
-    return (f"mutation score over {len(known)}/{len(scores)} tasks: median "
-            f"{statistics.median(known.values()):.2f}, min {known[worst]:.2f} ({worst}){todo}")
+    return (
+        f"mutation score over {len(known)}/{len(scores)} tasks: median "
+        f"{statistics.median(known.values()):.2f}, min {known[worst]:.2f} ({worst}){todo}"
+    )
 
 
 def value_column(task, info: dict | None) -> str:
@@ -102,10 +110,21 @@ def run(args: argparse.Namespace) -> int:
         return 2
     tasks.sort(key=lambda t: (t.split, t.id))
     table = Table(title=f"{len(tasks)} tasks")
-    cols = (["env id", "split", "kind", "tests (f2p/p2p)", "sealed", "f2p by a value seal",
-             "decoys", "mutation score", "adversarial"]
-            if args.quality
-            else ["env id", "split", "tags", "tests (f2p/p2p)", "max steps"])
+    cols = (
+        [
+            "env id",
+            "split",
+            "kind",
+            "tests (f2p/p2p)",
+            "sealed",
+            "f2p by a value seal",
+            "decoys",
+            "mutation score",
+            "adversarial",
+        ]
+        if args.quality
+        else ["env id", "split", "tags", "tests (f2p/p2p)", "max steps"]
+    )
     for col in cols:
         table.add_column(col, overflow="fold")
     scores: dict[str, float | None] = {}
@@ -126,22 +145,35 @@ def run(args: argparse.Namespace) -> int:
         coverage = seal_coverage(t)
         sealed = sum(1 for n in coverage.values() if n)
         sealed_shares[t.id] = sealed / max(len(coverage), 1)
-        table.add_row(t.env_id, t.split, kind_column(t), tests, f"{sealed}/{len(coverage)}",
-                      value_column(t, measured.get(t.id)), str(len(t.decoys)),
-                      "-" if report is None else escape(report.summary()),
-                      escape(adversarial_summary(adversarial.cached_report(t))))
+        table.add_row(
+            t.env_id,
+            t.split,
+            kind_column(t),
+            tests,
+            f"{sealed}/{len(coverage)}",
+            value_column(t, measured.get(t.id)),
+            str(len(t.decoys)),
+            "-" if report is None else escape(report.summary()),
+            escape(adversarial_summary(adversarial.cached_report(t))),
+        )
     console = make_console()
     console.print(table)
     if args.quality:
         console.print(quality_line(scores), highlight=False)
         if sealed_shares:
             low = min(sealed_shares, key=sealed_shares.get)
-            console.print(f"sealed share (listed tests with a sealed check): median "
-                          f"{statistics.median(sealed_shares.values()):.2f}, min "
-                          f"{sealed_shares[low]:.2f} ({low})", highlight=False)
+            console.print(
+                f"sealed share (listed tests with a sealed check): median "
+                f"{statistics.median(sealed_shares.values()):.2f}, min "
+                f"{sealed_shares[low]:.2f} ({low})",
+                highlight=False,
+            )
     if bad:
-        print_error(errors, f"{bad} task folder(s) of --dir could not be loaded (above); the "
-                            "others are listed", label="error")  # fmt: skip
+        print_error(
+            errors,
+            f"{bad} task folder(s) of --dir could not be loaded (above); the others are listed",
+            label="error",
+        )
     return 1 if bad else 0
 
 

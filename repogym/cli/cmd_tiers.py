@@ -13,8 +13,11 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tiers", help="difficulty tiers (trivial when the apr baseline "
-                                     "solves a task) from a `repogym run --agent apr` folder")
+    p = sub.add_parser(
+        "tiers",
+        help="difficulty tiers (trivial when the apr baseline "
+        "solves a task) from a `repogym run --agent apr` folder",
+    )
     p.add_argument("run", metavar="RUN_DIR", help="the folder of `repogym run --agent apr`")
     p.add_argument("--out", metavar="FILE", help="write the tiers and the summary as JSON")
     p.set_defaults(func=run)
@@ -35,12 +38,18 @@ def run(args: argparse.Namespace) -> int:
         return 2
     agents = sorted({str(r.get("agent")) for r in rows})
     if not agents or not all(a.startswith("apr") for a in agents):
-        print(f"{args.run}: the rows are from {agents}, not the apr baseline. Fix: point at "
-              "the folder of `repogym run --agent apr --out DIR`", file=sys.stderr)
+        print(
+            f"{args.run}: the rows are from {agents}, not the apr baseline. Fix: point at "
+            "the folder of `repogym run --agent apr --out DIR`",
+            file=sys.stderr,
+        )
         return 2
     summary = summarize(rows)
-    table = Table(title=f"difficulty tiers by blind search ({', '.join(agents)})",
-                  box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(
+        title=f"difficulty tiers by blind search ({', '.join(agents)})",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
     for col in ("group", "tasks", *TIERS, "trivial share"):
         table.add_column(col, justify="left" if col == "group" else "right")
     for group, s in summary.items():
@@ -48,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(group, str(s["tasks"]), *(str(s[t]) for t in TIERS), share)
     make_console().print(table)
     if args.out:
-        Path(args.out).write_text(json.dumps({"tiers": tiers(rows), "summary": summary},
-                                             indent=1) + "\n")
+        Path(args.out).write_text(
+            json.dumps({"tiers": tiers(rows), "summary": summary}, indent=1) + "\n"
+        )
     return 0

@@ -32,24 +32,38 @@ if TYPE_CHECKING:  # imported when used: libcst is not needed to start the CLI
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "validate", help="check tasks: gold/alternatives pass, noop/decoys fail, no flaky tests",
+        "validate",
+        help="check tasks: gold/alternatives pass, noop/decoys fail, no flaky tests",
         description="Grade each task's noop, gold (several times), alternatives and decoys "
-                    "with the real grader and sandbox; exit 1 on any failure.")
-    p.add_argument("tasks", nargs="*", metavar="TASK_DIR",
-                   help="task folders or folders of them (default: all built-ins)")
+        "with the real grader and sandbox; exit 1 on any failure.",
+    )
+    p.add_argument(
+        "tasks",
+        nargs="*",
+        metavar="TASK_DIR",
+        help="task folders or folders of them (default: all built-ins)",
+    )
     p.add_argument("--suite", help="validate a shipped suite's tasks fetched here (e.g. realpy)")
     p.add_argument("--split", choices=SPLITS, help="with --suite: only this split")
-    p.add_argument("--reruns", type=int, default=3,
-                   help="gold runs per task; outcomes must agree (default 3)")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                   help="grading runs in parallel (default: CPU count)")
+    p.add_argument(
+        "--reruns", type=int, default=3, help="gold runs per task; outcomes must agree (default 3)"
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="grading runs in parallel (default: CPU count)",
+    )
     add_sandbox(p)
     p.add_argument("--json", metavar="FILE", help="also write the reports as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="print only failures")
-    p.add_argument("--adversarial", action="store_true",
-                   help="also grade task-independent hacks (shadowed modules, plugins, "
-                        "config, forged results, exits, test deletion, conftest): none may "
-                        "earn more than the unpatched repository")
+    p.add_argument(
+        "--adversarial",
+        action="store_true",
+        help="also grade task-independent hacks (shadowed modules, plugins, "
+        "config, forged results, exits, test deletion, conftest): none may "
+        "earn more than the unpatched repository",
+    )
     add_mutation_options(p, gate=False)
     p.set_defaults(func=run)
 
@@ -68,9 +82,13 @@ def _load(paths: list[str]) -> tuple[list[Task], list[str]]:
     return tasks, errors
 
 
-def _summary(tasks: list[Task], reports: list[TaskReport],
-             mutations: dict[str, MutationReport],
-             attacks: dict[str, AdversarialReport], console) -> None:
+def _summary(
+    tasks: list[Task],
+    reports: list[TaskReport],
+    mutations: dict[str, MutationReport],
+    attacks: dict[str, AdversarialReport],
+    console,
+) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -115,17 +133,27 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet or not report.ok:
             print_report(report, console)
 
-    reports = validate_tasks(tasks, sandbox=args.sandbox, reruns=args.reruns,
-                             workers=args.workers, on_report=show)
+    reports = validate_tasks(
+        tasks, sandbox=args.sandbox, reruns=args.reruns, workers=args.workers, on_report=show
+    )
     mutations = run_mutation(tasks, args, console, quiet=args.quiet) if args.mutation else {}
-    attacks = run_adversarial(tasks, args, console, quiet=args.quiet) if args.adversarial \
-        else {}
+    attacks = run_adversarial(tasks, args, console, quiet=args.quiet) if args.adversarial else {}
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            [{**r.to_dict(), "mutation": mutations[t.id].to_dict() if t.id in mutations
-              else None, "adversarial": dataclasses.asdict(attacks[t.id])
-              if t.id in attacks else None} for t, r in zip(tasks, reports, strict=True)],
-            indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                [
+                    {
+                        **r.to_dict(),
+                        "mutation": mutations[t.id].to_dict() if t.id in mutations else None,
+                        "adversarial": dataclasses.asdict(attacks[t.id])
+                        if t.id in attacks
+                        else None,
+                    }
+                    for t, r in zip(tasks, reports, strict=True)
+                ],
+                indent=1,
+            )
+        )
     if tasks:
         _summary(tasks, reports, mutations, attacks, console)
     failures = _failures(tasks, reports, mutations, attacks)
@@ -154,11 +182,17 @@ def _gather(args: argparse.Namespace) -> tuple[list[Task], list[str]]:
     return tasks, errors
 
 
-def _failures(tasks: list[Task], reports: list[TaskReport], mutations: dict,
-              attacks: dict) -> dict[str, list[str]]:
+def _failures(
+    tasks: list[Task], reports: list[TaskReport], mutations: dict, attacks: dict
+) -> dict[str, list[str]]:
     """Task id -> every problem found: the checks', the mutation run's, the attacks' holes."""
-    return {t.id: r.failures + (mutations[t.id].problems if t.id in mutations else [])
-            + [f"{t.id}: attack {h.attack} ({h.kind}) "
-               + (h.error or f"earns {h.reward:g} > noop {h.noop_reward:g}")
-               for h in (attacks[t.id].holes if t.id in attacks else [])]
-            for t, r in zip(tasks, reports, strict=True)}
+    return {
+        t.id: r.failures
+        + (mutations[t.id].problems if t.id in mutations else [])
+        + [
+            f"{t.id}: attack {h.attack} ({h.kind}) "
+            + (h.error or f"earns {h.reward:g} > noop {h.noop_reward:g}")
+            for h in (attacks[t.id].holes if t.id in attacks else [])
+        ]
+        for t, r in zip(tasks, reports, strict=True)
+    }

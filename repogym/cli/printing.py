@@ -23,8 +23,9 @@ def print_error(console, message: object, *, label: str = "error") -> None:
     """``LABEL: MESSAGE`` with the label in red and the message as plain text."""
     from rich.markup import escape
 
-    console.print(f"[red]{escape(label)}:[/] {escape(str(message))}", soft_wrap=True,
-                  highlight=False)  # fmt: skip
+    console.print(
+        f"[red]{escape(label)}:[/] {escape(str(message))}", soft_wrap=True, highlight=False
+    )
 
 
 def print_note(console, message: object) -> None:
@@ -46,19 +47,26 @@ def print_report(report: TaskReport, console) -> None:
     from rich.table import Table
 
     mark = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
-    table = Table(title=f"{escape(report.task_id)}: {mark} ({report.duration_s:.1f}s of "
-                        f"grading; {escape(report.seal_summary())})",
-                  title_justify="left")  # fmt: skip
+    table = Table(
+        title=f"{escape(report.task_id)}: {mark} ({report.duration_s:.1f}s of "
+        f"grading; {escape(report.seal_summary())})",
+        title_justify="left",
+    )
     for col in ("check", "patch", "reward", "flags", "time (s)", "result"):
         table.add_column(col, overflow="fold")
     for c in report.checks:
         result = "[green]ok[/green]" if c.ok else f"[red]{len(c.problems)} problem(s)[/red]"
-        table.add_row(escape(c.kind), escape(c.patch), f"{c.reward:g}",
-                      escape(",".join(c.hack_flags)), f"{c.duration_s:.2f}", result)  # fmt: skip
+        table.add_row(
+            escape(c.kind),
+            escape(c.patch),
+            f"{c.reward:g}",
+            escape(",".join(c.hack_flags)),
+            f"{c.duration_s:.2f}",
+            result,
+        )
     console.print(table)
     for leak in report.leaks:
-        console.print(f"[yellow]leak[/yellow] {escape(str(leak))}", soft_wrap=True,
-                      highlight=False)
+        console.print(f"[yellow]leak[/yellow] {escape(str(leak))}", soft_wrap=True, highlight=False)
     for p in report.failures:
         print_line(console, p, style="red")
 
@@ -69,8 +77,10 @@ def print_mutation(report: MutationReport, console, *, diffs: bool = True) -> No
     from rich.markup import escape
 
     mark = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
-    console.print(f"{escape(report.task_id)}: mutation {mark} score {escape(report.summary())} "
-                  f"in {report.duration_s:.1f}s")
+    console.print(
+        f"{escape(report.task_id)}: mutation {mark} score {escape(report.summary())} "
+        f"in {report.duration_s:.1f}s"
+    )
     for m in report.survivors:
         console.print(f"[yellow]survived[/yellow] {escape(m.id)}", highlight=False)
         if diffs:
@@ -85,15 +95,29 @@ def print_adversarial(report: AdversarialReport, console) -> None:
     from rich.table import Table
 
     mark = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
-    table = Table(title=f"{escape(report.task_id)}: adversarial {mark} (noop earns "
-                        f"{report.noop_reward:g}, partial credit)", title_justify="left")
+    table = Table(
+        title=f"{escape(report.task_id)}: adversarial {mark} (noop earns "
+        f"{report.noop_reward:g}, partial credit)",
+        title_justify="left",
+    )
     for col in ("attack", "kind", "reward", "flags", "not trusted because", "result"):
         table.add_column(col, overflow="fold")
     for r in report.results:
-        result = ("[red]beats noop[/red]" if r.beats_noop else
-                  f"[red]{escape(r.error)}[/red]" if r.error else "[green]ok[/green]")
-        table.add_row(escape(r.attack), escape(r.kind), f"{r.reward:g}", escape(",".join(r.flags)),
-                      escape(r.untrusted), result)
+        result = (
+            "[red]beats noop[/red]"
+            if r.beats_noop
+            else f"[red]{escape(r.error)}[/red]"
+            if r.error
+            else "[green]ok[/green]"
+        )
+        table.add_row(
+            escape(r.attack),
+            escape(r.kind),
+            f"{r.reward:g}",
+            escape(",".join(r.flags)),
+            escape(r.untrusted),
+            result,
+        )
     console.print(table)
 
 
@@ -106,8 +130,9 @@ def adversarial_summary(report: AdversarialReport | None) -> str:
     return f"{len(report.holes)} holes: {', '.join(r.attack for r in report.holes)}"
 
 
-def run_adversarial(tasks: list[Task], args: argparse.Namespace, console, *,
-                    quiet: bool = False) -> dict[str, AdversarialReport]:
+def run_adversarial(
+    tasks: list[Task], args: argparse.Namespace, console, *, quiet: bool = False
+) -> dict[str, AdversarialReport]:
     """The adversarial check of each task, printed as each finishes."""
     from repogym.quality.adversarial import check_task
 
@@ -121,8 +146,9 @@ def run_adversarial(tasks: list[Task], args: argparse.Namespace, console, *,
     return out
 
 
-def run_mutation(tasks: list[Task], args: argparse.Namespace, console, *,
-                 diffs: bool = True, quiet: bool = False) -> dict[str, MutationReport]:
+def run_mutation(
+    tasks: list[Task], args: argparse.Namespace, console, *, diffs: bool = True, quiet: bool = False
+) -> dict[str, MutationReport]:
     """The mutation check of each task, printed as each finishes (only failures if
     ``quiet``; survivors as diffs if ``diffs``)."""
     from repogym.quality.validate_mutation import mutation_check
@@ -135,13 +161,19 @@ def run_mutation(tasks: list[Task], args: argparse.Namespace, console, *,
 
                 def tick(result, task=task, status=status, done=done) -> None:
                     done.append(result.status)
-                    status.update(f"{task.id}: {len(done)} mutants graded, "
-                                  f"{done.count('survived')} survived")
+                    status.update(
+                        f"{task.id}: {len(done)} mutants graded, {done.count('survived')} survived"
+                    )
 
-                out[task.id] = mutation_check(task, grader, workers=args.workers,
-                                              budget_s=args.mutation_budget,
-                                              max_mutants=args.max_mutants,
-                                              min_score=args.min_score, on_mutant=tick)
+                out[task.id] = mutation_check(
+                    task,
+                    grader,
+                    workers=args.workers,
+                    budget_s=args.mutation_budget,
+                    max_mutants=args.max_mutants,
+                    min_score=args.min_score,
+                    on_mutant=tick,
+                )
             if not quiet or not out[task.id].ok:
                 print_mutation(out[task.id], console, diffs=diffs)
     return out

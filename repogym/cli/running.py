@@ -29,14 +29,27 @@ def config_from_args(args: argparse.Namespace) -> Any:
     from repogym.harness.config import RunConfig
 
     task_ids = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    return RunConfig(agent=args.agent, out=args.out, agent_args=parse_agent_args(args.agent_arg),
-                     label=args.name, suite=args.suite, split=args.split,
-                     tags=args.tag or None, task_ids=task_ids, samples=args.samples,
-                     workers=args.workers, ray=args.ray, seed=args.seed, sandbox=args.sandbox,
-                     reward_mode=args.reward_mode, max_steps=args.max_steps,
-                     act_timeout_s=args.act_timeout, retry_errors=args.retry_errors,
-                     env_server=args.env_server,
-                     max_endpoint_errors=getattr(args, "max_endpoint_errors", 3))
+    return RunConfig(
+        agent=args.agent,
+        out=args.out,
+        agent_args=parse_agent_args(args.agent_arg),
+        label=args.name,
+        suite=args.suite,
+        split=args.split,
+        tags=args.tag or None,
+        task_ids=task_ids,
+        samples=args.samples,
+        workers=args.workers,
+        ray=args.ray,
+        seed=args.seed,
+        sandbox=args.sandbox,
+        reward_mode=args.reward_mode,
+        max_steps=args.max_steps,
+        act_timeout_s=args.act_timeout,
+        retry_errors=args.retry_errors,
+        env_server=args.env_server,
+        max_endpoint_errors=getattr(args, "max_endpoint_errors", 3),
+    )
 
 
 def rerun_command(*extra: str) -> str:
@@ -51,16 +64,19 @@ def _resume_note(console: Console, cfg: Any, p: Any) -> None:
         console.print(f"[yellow]note:[/] {escape(note)}")
     if not p.done:
         return
-    print_line(console, f"resuming {cfg.out}: {p.done} episode(s) already recorded, "
-                        f"{len(p.todo)} to run")
+    print_line(
+        console, f"resuming {cfg.out}: {p.done} episode(s) already recorded, {len(p.todo)} to run"
+    )
     if p.kept_errors and not cfg.retry_errors:
-        print_note(console, f"{p.kept_errors} recorded episode(s) are agent errors and count "
-                            "as failures; --retry-errors runs them again")
+        print_note(
+            console,
+            f"{p.kept_errors} recorded episode(s) are agent errors and count "
+            "as failures; --retry-errors runs them again",
+        )
 
 
 #: How the plain progress lines name an episode's status.
-_STATUS_WORDS = {"agent_error": "agent error", "endpoint": "endpoint error",
-                 "infra": "infra error"}
+_STATUS_WORDS = {"agent_error": "agent error", "endpoint": "endpoint error", "infra": "infra error"}
 
 
 class PlainProgress:
@@ -85,8 +101,9 @@ class PlainProgress:
 
     def begin(self, out: Any, workers: int) -> None:
         """Say what the run will do."""
-        self._say(f"{self.label}: {self.total} episode(s) to run, {workers} worker(s), "
-                  f"results in {out}")
+        self._say(
+            f"{self.label}: {self.total} episode(s) to run, {workers} worker(s), results in {out}"
+        )
 
     def row(self, row: dict[str, Any]) -> None:
         """Report one finished episode."""
@@ -98,9 +115,11 @@ class PlainProgress:
         self.counts["agent errors"] += bool(row.get("agent_error"))
         self.counts["not scored"] += unscored(row)
         status = _STATUS_WORDS.get(episode_status(row), episode_status(row))
-        self._say(f"[{self.done}/{self.total}] {row.get('task')} #{row.get('sample')}: "
-                  f"{status} ({row.get('steps')} steps, {row.get('wall_s')} s) | "
-                  f"{self._totals()} | {self.last - self.start:.0f} s elapsed")
+        self._say(
+            f"[{self.done}/{self.total}] {row.get('task')} #{row.get('sample')}: "
+            f"{status} ({row.get('steps')} steps, {row.get('wall_s')} s) | "
+            f"{self._totals()} | {self.last - self.start:.0f} s elapsed"
+        )
 
     def _totals(self) -> str:
         return ", ".join(f"{k} {v}" for k, v in self.counts.items())
@@ -109,9 +128,11 @@ class PlainProgress:
         while not self._stop.wait(self.heartbeat_s):
             now = time.monotonic()
             if now - self.last >= self.heartbeat_s:
-                self._say(f"[{self.done}/{self.total}] running: no episode finished in the "
-                          f"last {now - self.last:.0f} s | {self._totals()} | "
-                          f"{now - self.start:.0f} s elapsed")
+                self._say(
+                    f"[{self.done}/{self.total}] running: no episode finished in the "
+                    f"last {now - self.last:.0f} s | {self._totals()} | "
+                    f"{now - self.start:.0f} s elapsed"
+                )
 
     def _say(self, line: str) -> None:
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -147,9 +168,14 @@ def run_with_progress(cfg: Any, console: Console, show: bool = True) -> list[dic
                 plain.begin(cfg.out, cfg.workers)
             return runner.run(cfg, on_row=plain.row, agent=agent)
     counts = {"resolved": 0, "errors": 0}
-    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("resolved {task.fields[resolved]}  errors {task.fields[errors]}"),
-               TimeElapsedColumn(), TimeRemainingColumn()]
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("resolved {task.fields[resolved]}  errors {task.fields[errors]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    ]
     with Progress(*columns, console=console, disable=not show) as progress:
         bar = progress.add_task(escape(cfg.label), total=len(p.todo), **counts)
 
@@ -165,17 +191,24 @@ def print_error_counts(console: Console, summaries: dict[str, dict[str, Any]]) -
     """How many episodes were agent errors (and how to run them again) and how many were not
     scored (infra or endpoint errors, which a plain resume runs again)."""
     agent_errors = sum(s["agent_errors"] for s in summaries.values())
-    unscored = {k: sum(s.get(k) or 0 for s in summaries.values())
-                for k in ("endpoint_errors", "infra_errors")}
+    unscored = {
+        k: sum(s.get(k) or 0 for s in summaries.values())
+        for k in ("endpoint_errors", "infra_errors")
+    }
     line = f"agent errors: {agent_errors}"
     if agent_errors:
-        line += (" (counted as failures; to run them again: "
-                 f"{rerun_command('--retry-errors')})")
+        line += f" (counted as failures; to run them again: {rerun_command('--retry-errors')})"
     console.print(escape(line), soft_wrap=True, highlight=False)
     if any(unscored.values()):
-        console.print(escape(f"not scored: {unscored['endpoint_errors']} endpoint error(s), "
-                             f"{unscored['infra_errors']} infra error(s); to run them again: "
-                             f"{rerun_command()}"), soft_wrap=True, highlight=False)
+        console.print(
+            escape(
+                f"not scored: {unscored['endpoint_errors']} endpoint error(s), "
+                f"{unscored['infra_errors']} infra error(s); to run them again: "
+                f"{rerun_command()}"
+            ),
+            soft_wrap=True,
+            highlight=False,
+        )
 
 
 def execute(cfg: Any, console: Console, args: argparse.Namespace) -> int:
@@ -190,18 +223,24 @@ def execute(cfg: Any, console: Console, args: argparse.Namespace) -> int:
         rows = run_with_progress(cfg, console, show=not args.no_progress)
     except EndpointOutage as e:
         print_error_counts(console, summarize_groups(group_by_agent(read_results(cfg.out))))
-        console.print(f"[red]stopped: the model endpoint looks down:[/] {escape(str(e))}\n"
-                      f"The {e.failures} episodes it failed are recorded as endpoint errors "
-                      "(not scored), the episodes in flight were not recorded, and what "
-                      f"finished before is kept in {escape(str(cfg.out / RESULTS))}. When the "
-                      "endpoint is back, resume with:", soft_wrap=True)
+        console.print(
+            f"[red]stopped: the model endpoint looks down:[/] {escape(str(e))}\n"
+            f"The {e.failures} episodes it failed are recorded as endpoint errors "
+            "(not scored), the episodes in flight were not recorded, and what "
+            f"finished before is kept in {escape(str(cfg.out / RESULTS))}. When the "
+            "endpoint is back, resume with:",
+            soft_wrap=True,
+        )
         console.print(escape(rerun_command()), soft_wrap=True, highlight=False)
         return EXIT_OUTAGE
     except AgentConfigError as e:
-        print_error(console, f"{e}\nNothing was recorded for the episodes it stopped; fix the "
-                    "settings and run the same command again (add --retry-errors to also re-run "
-                    "recorded agent errors).",
-                    label="error: the agent cannot run with these settings")  # fmt: skip
+        print_error(
+            console,
+            f"{e}\nNothing was recorded for the episodes it stopped; fix the "
+            "settings and run the same command again (add --retry-errors to also re-run "
+            "recorded agent errors).",
+            label="error: the agent cannot run with these settings",
+        )
         return EXIT_USAGE
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         print_error(console, e)
@@ -210,6 +249,7 @@ def execute(cfg: Any, console: Console, args: argparse.Namespace) -> int:
     print_summaries(console, summaries, str(cfg.out), args.json)
     print_error_counts(console, summaries)
     if not args.json:
-        print_line(console,
-                   f"results: {cfg.out / RESULTS}  trajectories: {cfg.out / TRAJECTORIES}/")
+        print_line(
+            console, f"results: {cfg.out / RESULTS}  trajectories: {cfg.out / TRAJECTORIES}/"
+        )
     return 0

@@ -32,8 +32,14 @@ verifier = grading_run
 SUITE_ID = "repogym/Suite-v0"
 
 #: Keyword arguments a client may give with ``remote=`` (the rest are the server's).
-REMOTE_KWARGS = ("token", "reward_mode", "max_steps", "render_mode", "connect_timeout_s",
-                 "step_timeout_s")
+REMOTE_KWARGS = (
+    "token",
+    "reward_mode",
+    "max_steps",
+    "render_mode",
+    "connect_timeout_s",
+    "step_timeout_s",
+)
 
 
 def _maybe_log(env: gym.Env, log_dir: str | Path | None) -> gym.Env:
@@ -49,14 +55,20 @@ def _remote(url: str, task: str | None, kwargs: dict[str, Any]) -> gym.Env:
 
     local_only = sorted(set(kwargs) - set(REMOTE_KWARGS))
     if local_only:
-        raise ValueError(f"{local_only} are set on the server, not per client, with remote=. "
-                         "Fix: drop them, or pass them to `repogym serve` (e.g. --sandbox, "
-                         "--split, --tags, --task)")
+        raise ValueError(
+            f"{local_only} are set on the server, not per client, with remote=. "
+            "Fix: drop them, or pass them to `repogym serve` (e.g. --sandbox, "
+            "--split, --tags, --task)"
+        )
     return RemoteEnv(url, task=task, **kwargs)
 
 
-def make_env(task: Task | str | Path, log_dir: str | Path | None = None,
-             remote: str | None = None, **kwargs: Any) -> gym.Env:
+def make_env(
+    task: Task | str | Path,
+    log_dir: str | Path | None = None,
+    remote: str | None = None,
+    **kwargs: Any,
+) -> gym.Env:
     """Entry point of ``repogym/<task>-v<version>``.
 
     ``log_dir`` adds a TrajectoryLogger; ``remote="http://host:port"`` gives the same env
@@ -77,8 +89,9 @@ def _task_id(task: str | Path) -> str:
     return load_task(task).id
 
 
-def make_suite_env(log_dir: str | Path | None = None, remote: str | None = None,
-                   **kwargs: Any) -> gym.Env:
+def make_suite_env(
+    log_dir: str | Path | None = None, remote: str | None = None, **kwargs: Any
+) -> gym.Env:
     """Entry point of ``repogym/Suite-v0`` (``remote=``: the server's suite, see make_env)."""
     if remote is not None:
         return _maybe_log(_remote(remote, None, kwargs), log_dir)
@@ -125,25 +138,38 @@ def register_suites() -> None:
         index = read_index(suite_root(name))
         paths = {tid: info["path"] for tid, info in index.items() if Path(info["path"]).is_dir()}
         for tid, path in sorted(paths.items()):
-            _register(f"repogym/{tid}-v0", "repogym.envs:make_env", {"task": path},
-                      SUITE_MAX_STEPS)
+            _register(f"repogym/{tid}-v0", "repogym.envs:make_env", {"task": path}, SUITE_MAX_STEPS)
         served = sorted(paths[t] for t in paths if withheld_reason(index[t]) is None)
         if served:  # a task under the seal floor is made only by its own id
-            _register(suite_meta(name)["env_id"], "repogym.envs:make_suite_env",
-                      {"tasks": served}, None)
+            _register(
+                suite_meta(name)["env_id"], "repogym.envs:make_suite_env", {"tasks": served}, None
+            )
 
 
 #: Around every repogym env, outside the TimeLimit ``max_episode_steps`` adds: the env
 #: truncates and grades at that limit itself (repogym.envs.wrappers.StepBudget).
-_BUDGET = gym.envs.registration.WrapperSpec("StepBudget", "repogym.envs.wrappers:StepBudget",
-                                            {})
+_BUDGET = gym.envs.registration.WrapperSpec("StepBudget", "repogym.envs.wrappers:StepBudget", {})
 
 
 def _register(env_id: str, entry_point: str, kwargs: dict, max_steps: int | None) -> None:
-    gym.register(id=env_id, entry_point=entry_point, kwargs=kwargs,
-                 max_episode_steps=max_steps, disable_env_checker=False,
-                 additional_wrappers=(_BUDGET,))
+    gym.register(
+        id=env_id,
+        entry_point=entry_point,
+        kwargs=kwargs,
+        max_episode_steps=max_steps,
+        disable_env_checker=False,
+        additional_wrappers=(_BUDGET,),
+    )
 
 
-__all__ = ["SUITE_ID", "RepoEnv", "SuiteEnv", "TextSpace", "make_env", "make_suite_env",
-           "register_builtins", "register_suites", "register_task"]
+__all__ = [
+    "SUITE_ID",
+    "RepoEnv",
+    "SuiteEnv",
+    "TextSpace",
+    "make_env",
+    "make_suite_env",
+    "register_builtins",
+    "register_suites",
+    "register_task",
+]

@@ -71,8 +71,10 @@ class Arg:
 
     def json_schema(self) -> dict[str, Any]:
         """The argument as a JSON-schema property."""
-        prop: dict[str, Any] = {"type": "integer" if self.type is int else "string",
-                                "description": self.description}
+        prop: dict[str, Any] = {
+            "type": "integer" if self.type is int else "string",
+            "description": self.description,
+        }
         if self.minimum is not None:
             prop["minimum"] = self.minimum
         return prop
@@ -113,9 +115,12 @@ class Tool:
 
     def parameters(self) -> dict[str, Any]:
         """The arguments as one JSON-schema object."""
-        return {"type": "object", "properties": {a.name: a.json_schema() for a in self.args},
-                "required": [a.name for a in self.args if a.required],
-                "additionalProperties": False}
+        return {
+            "type": "object",
+            "properties": {a.name: a.json_schema() for a in self.args},
+            "required": [a.name for a in self.args if a.required],
+            "additionalProperties": False,
+        }
 
     def docstring(self) -> str:
         """A Google-style docstring (description and ``Args:``), for typed tool methods such
@@ -127,38 +132,90 @@ class Tool:
 
     def openai_tool(self) -> dict[str, Any]:
         """The tool as an OpenAI chat-completions ``tools`` entry."""
-        return {"type": "function", "function": {
-            "name": self.name, "description": self.description,
-            "parameters": self.parameters()}}
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters(),
+            },
+        }
 
 
-_PATH = Arg("path", str, "File path relative to the repository root.", allow_nul=False,
-            max_bytes=MAX_PATH_BYTES)
+_PATH = Arg(
+    "path",
+    str,
+    "File path relative to the repository root.",
+    allow_nul=False,
+    max_bytes=MAX_PATH_BYTES,
+)
 
 #: The one definition of the agent's tools, by name.
-TOOLS: dict[str, Tool] = {t.name: t for t in (
-    Tool("bash", "Run a shell command in a persistent shell (cd and exported variables "
-         "carry over, as in a terminal; it starts at the repository root).",
-         (Arg("command", str, "The command, run by bash in the episode's shell.",
-              allow_nul=False, max_bytes=MAX_COMMAND_BYTES),),
-         {"command": "ls"}, tools.bash),
-    Tool("read", "Show a file with line numbers (lines start..end, 1-based).",
-         (_PATH,
-          Arg("start", int, "First line to show (1-based; default 1).", required=False,
-              minimum=1),
-          Arg("end", int, "Last line to show, inclusive (default: the end of the file).",
-              required=False, minimum=1)),
-         {"path": "src/app.py", "start": 1, "end": 40}, tools.read),
-    Tool("write", "Create or overwrite a file.",
-         (_PATH, Arg("content", str, "The complete new content of the file.")),
-         {"path": "notes.txt", "content": "hello\n"}, tools.write),
-    Tool("edit", "Replace the one occurrence of `old` in a file with `new`.",
-         (_PATH,
-          Arg("old", str, "The exact text to replace; it must occur exactly once in the file."),
-          Arg("new", str, "The text to put in its place.")),
-         {"path": "src/app.py", "old": "return a - b", "new": "return a + b"}, tools.edit),
-    Tool("submit", "Finish: your changes are graded by hidden tests."),
-)}
+TOOLS: dict[str, Tool] = {
+    t.name: t
+    for t in (
+        Tool(
+            "bash",
+            "Run a shell command in a persistent shell (cd and exported variables "
+            "carry over, as in a terminal; it starts at the repository root).",
+            (
+                Arg(
+                    "command",
+                    str,
+                    "The command, run by bash in the episode's shell.",
+                    allow_nul=False,
+                    max_bytes=MAX_COMMAND_BYTES,
+                ),
+            ),
+            {"command": "ls"},
+            tools.bash,
+        ),
+        Tool(
+            "read",
+            "Show a file with line numbers (lines start..end, 1-based).",
+            (
+                _PATH,
+                Arg(
+                    "start",
+                    int,
+                    "First line to show (1-based; default 1).",
+                    required=False,
+                    minimum=1,
+                ),
+                Arg(
+                    "end",
+                    int,
+                    "Last line to show, inclusive (default: the end of the file).",
+                    required=False,
+                    minimum=1,
+                ),
+            ),
+            {"path": "src/app.py", "start": 1, "end": 40},
+            tools.read,
+        ),
+        Tool(
+            "write",
+            "Create or overwrite a file.",
+            (_PATH, Arg("content", str, "The complete new content of the file.")),
+            {"path": "notes.txt", "content": "hello\n"},
+            tools.write,
+        ),
+        Tool(
+            "edit",
+            "Replace the one occurrence of `old` in a file with `new`.",
+            (
+                _PATH,
+                Arg(
+                    "old", str, "The exact text to replace; it must occur exactly once in the file."
+                ),
+                Arg("new", str, "The text to put in its place."),
+            ),
+            {"path": "src/app.py", "old": "return a - b", "new": "return a + b"},
+            tools.edit,
+        ),
+        Tool("submit", "Finish: your changes are graded by hidden tests."),
+    )
+}
 
 
 def openai_tools() -> list[dict[str, Any]]:
@@ -168,14 +225,18 @@ def openai_tools() -> list[dict[str, Any]]:
 
 def _help_text() -> str:
     width = max(len(t.signature) for t in TOOLS.values()) + 1
-    lines = [f"  {t.signature:<{width}}{t.description[0].lower()}{t.description[1:].rstrip('.')}"
-             for t in TOOLS.values()]
-    return ("Act with exactly one tool call per turn (if a reply holds several, only the first "
-            "runs), either as JSON:\n"
-            f"  {TOOLS['bash'].example_call()}\n"
-            "or as a fenced bash block:\n"
-            "  ```bash\n  ls\n  ```\n"
-            "Tools:\n" + "\n".join(lines))
+    lines = [
+        f"  {t.signature:<{width}}{t.description[0].lower()}{t.description[1:].rstrip('.')}"
+        for t in TOOLS.values()
+    ]
+    return (
+        "Act with exactly one tool call per turn (if a reply holds several, only the first "
+        "runs), either as JSON:\n"
+        f"  {TOOLS['bash'].example_call()}\n"
+        "or as a fenced bash block:\n"
+        "  ```bash\n  ls\n  ```\n"
+        "Tools:\n" + "\n".join(lines)
+    )
 
 
 #: The tool instructions shown to the agent (derived from :data:`TOOLS`).
@@ -230,10 +291,14 @@ def _parse_int(text: str) -> int | _HugeNumber:
 
 # strict=False: models often put raw line breaks inside JSON strings; read them as meant.
 _DECODER = json.JSONDecoder(parse_int=_parse_int, strict=False)
-_TOO_DEEP = ("the JSON is nested too deeply to read. Fix: tool arguments are flat strings "
-             "and integers, e.g. ")
-_INCOMPLETE = ("the JSON is incomplete: the reply ends before the tool call is closed (max "
-               "tokens?). Fix: send a shorter call, e.g. write a long file in parts, like ")
+_TOO_DEEP = (
+    "the JSON is nested too deeply to read. Fix: tool arguments are flat strings "
+    "and integers, e.g. "
+)
+_INCOMPLETE = (
+    "the JSON is incomplete: the reply ends before the tool call is closed (max "
+    "tokens?). Fix: send a shorter call, e.g. write a long file in parts, like "
+)
 
 
 class _Incomplete(Exception):
@@ -273,7 +338,7 @@ def _decode(text: str, start: int) -> tuple[Any, int]:
     """
     if len(text) - start > _WINDOW:
         try:
-            return _decode_window(text[start:start + _WINDOW], start)
+            return _decode_window(text[start : start + _WINDOW], start)
         except _Incomplete:
             pass
         except _BadJSON as e:  # a cut through a token (an escape, "true") is not an error
@@ -289,16 +354,20 @@ def _loads_arguments(text: str) -> Any:
     try:
         value, end = _decode(text, len(text) - len(text.lstrip()))
     except _Incomplete as e:
-        raise ActionError('"arguments" is a string holding incomplete JSON (max tokens?). '
-                          'Fix: close the object, e.g. "{\\"command\\": \\"ls\\"}"') from e
+        raise ActionError(
+            '"arguments" is a string holding incomplete JSON (max tokens?). '
+            'Fix: close the object, e.g. "{\\"command\\": \\"ls\\"}"'
+        ) from e
     except _BadJSON as e:
-        raise ActionError(f'"arguments" is a string but not valid JSON ({e.msg} at character '
-                          f'{e.pos}). Fix: pass an '
-                          'object, or a string holding one, e.g. "{\\"command\\": \\"ls\\"}"'
-                          ) from e
+        raise ActionError(
+            f'"arguments" is a string but not valid JSON ({e.msg} at character '
+            f"{e.pos}). Fix: pass an "
+            'object, or a string holding one, e.g. "{\\"command\\": \\"ls\\"}"'
+        ) from e
     if text[end:].strip():
-        raise ActionError('"arguments" holds text after its JSON object. Fix: pass exactly '
-                          'one JSON object')
+        raise ActionError(
+            '"arguments" holds text after its JSON object. Fix: pass exactly one JSON object'
+        )
     return value
 
 
@@ -308,44 +377,64 @@ def _check_int(tool: Tool, arg: Arg, value: Any) -> int:
     if isinstance(value, str) and value.strip():
         s = value.strip()
         if not _INT_TEXT.fullmatch(s):
-            raise ActionError(f"{where} must be an integer written with the digits 0-9, got "
-                              f"{_preview(value)}. Fix: e.g. {tool.example_call()}")
+            raise ActionError(
+                f"{where} must be an integer written with the digits 0-9, got "
+                f"{_preview(value)}. Fix: e.g. {tool.example_call()}"
+            )
         value = _parse_int(s)
     if isinstance(value, _HugeNumber):
-        raise ActionError(f"{where} is a {value.digits}-digit number; it is a line number. "
-                          f"Fix: e.g. {tool.example_call()}")
+        raise ActionError(
+            f"{where} is a {value.digits}-digit number; it is a line number. "
+            f"Fix: e.g. {tool.example_call()}"
+        )
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ActionError(f"{where} must be int, got {_preview(value)}. Fix: e.g. "
-                          f"{tool.example_call()}")
+        raise ActionError(
+            f"{where} must be int, got {_preview(value)}. Fix: e.g. {tool.example_call()}"
+        )
     if arg.minimum is not None and value < arg.minimum:
-        raise ActionError(f"{where} must be at least {arg.minimum} (lines are numbered from "
-                          f"1), got {value}. Fix: e.g. {tool.example_call()}")
+        raise ActionError(
+            f"{where} must be at least {arg.minimum} (lines are numbered from "
+            f"1), got {value}. Fix: e.g. {tool.example_call()}"
+        )
     return value
 
 
 def _check_str(tool: Tool, arg: Arg, value: Any) -> str:
     where = f"{tool.name}() argument {arg.name!r}"
     if not isinstance(value, str):
-        shown = f"a {value.digits}-digit number" if isinstance(value, _HugeNumber) else (
-            type(value).__name__)
+        shown = (
+            f"a {value.digits}-digit number"
+            if isinstance(value, _HugeNumber)
+            else (type(value).__name__)
+        )
         raise ActionError(f"{where} must be str, got {shown}. Fix: e.g. {tool.example_call()}")
     for i, ch in enumerate(value):
         if "\ud800" <= ch <= "\udfff":
-            raise ActionError(f"{where} holds a lone surrogate (U+{ord(ch):04X}) at character "
-                              f"{i}, which is not valid Unicode text and cannot be encoded. "
-                              "Fix: send valid UTF-8 text")
+            raise ActionError(
+                f"{where} holds a lone surrogate (U+{ord(ch):04X}) at character "
+                f"{i}, which is not valid Unicode text and cannot be encoded. "
+                "Fix: send valid UTF-8 text"
+            )
     if not arg.allow_nul and "\x00" in value:
-        raise ActionError(f"{where} holds a NUL byte at character {value.index(chr(0))}; a "
-                          f"{arg.name} cannot contain NUL. Fix: remove it (in a shell command, "
-                          "write a NUL as printf '\\0')")
+        raise ActionError(
+            f"{where} holds a NUL byte at character {value.index(chr(0))}; a "
+            f"{arg.name} cannot contain NUL. Fix: remove it (in a shell command, "
+            "write a NUL as printf '\\0')"
+        )
     if arg.max_bytes is not None and len(value.encode()) > arg.max_bytes:
-        hint = ("write the script to a file with write() and run it"
-                if arg.name == "command" else "use a shorter path")
-        raise ActionError(f"{where} is {len(value.encode())} bytes; the limit is "
-                          f"{arg.max_bytes}. Fix: {hint}")
+        hint = (
+            "write the script to a file with write() and run it"
+            if arg.name == "command"
+            else "use a shorter path"
+        )
+        raise ActionError(
+            f"{where} is {len(value.encode())} bytes; the limit is {arg.max_bytes}. Fix: {hint}"
+        )
     if arg.name == "path" and not value.strip():
-        raise ActionError(f"{where} is empty. Fix: give a path relative to the repository "
-                          f"root, e.g. {tool.example_call()}")
+        raise ActionError(
+            f"{where} is empty. Fix: give a path relative to the repository "
+            f"root, e.g. {tool.example_call()}"
+        )
     return value
 
 
@@ -359,22 +448,30 @@ def validate(call: ToolCall) -> ToolCall:
         ActionError: naming the problem and showing a valid call.
     """
     if not isinstance(call.name, str):
-        raise ActionError(f"the tool name must be a string, got {_preview(call.name)}. Fix: "
-                          f"e.g. {TOOLS['bash'].example_call()}")
+        raise ActionError(
+            f"the tool name must be a string, got {_preview(call.name)}. Fix: "
+            f"e.g. {TOOLS['bash'].example_call()}"
+        )
     tool = TOOLS.get(call.name)
     if tool is None:
-        raise ActionError(f"unknown tool {_preview(call.name)}{_did_you_mean(call.name, TOOLS)}; "
-                          f"the tools are {', '.join(TOOLS)}.")
+        raise ActionError(
+            f"unknown tool {_preview(call.name)}{_did_you_mean(call.name, TOOLS)}; "
+            f"the tools are {', '.join(TOOLS)}."
+        )
     unknown = [k for k in call.args if tool.arg(k) is None]
     if unknown:
         shown = ", ".join(_preview(k) for k in unknown[:5])
         near = _did_you_mean(unknown[0], [a.name for a in tool.args])
-        raise ActionError(f"{tool.name}() got unknown argument(s) {shown}{near}; it is "
-                          f"{tool.signature}. Fix: e.g. {tool.example_call()}")
+        raise ActionError(
+            f"{tool.name}() got unknown argument(s) {shown}{near}; it is "
+            f"{tool.signature}. Fix: e.g. {tool.example_call()}"
+        )
     missing = [a.name for a in tool.args if a.required and a.name not in call.args]
     if missing:
-        raise ActionError(f"{tool.name}() is missing argument(s) {missing}; it is "
-                          f"{tool.signature}. Fix: e.g. {tool.example_call()}")
+        raise ActionError(
+            f"{tool.name}() is missing argument(s) {missing}; it is "
+            f"{tool.signature}. Fix: e.g. {tool.example_call()}"
+        )
     args = {}
     for arg in tool.args:
         if arg.name in call.args:
@@ -400,8 +497,9 @@ def _tool_like(obj: dict) -> bool:
     if "tool" in obj:
         return True
     name = obj.get("name")
-    return "name" in obj and ("arguments" in obj or "args" in obj
-                              or (isinstance(name, str) and name in TOOLS))
+    return "name" in obj and (
+        "arguments" in obj or "args" in obj or (isinstance(name, str) and name in TOOLS)
+    )
 
 
 def _from_json(obj: dict) -> ToolCall:
@@ -416,8 +514,10 @@ def _from_json(obj: dict) -> ToolCall:
     if args is None:
         args = {}
     if not isinstance(args, dict):
-        raise ActionError(f'"args" must be a JSON object of argument names to values, got '
-                          f"{_preview(args)}. Fix: e.g. {TOOLS['bash'].example_call()}")
+        raise ActionError(
+            f'"args" must be a JSON object of argument names to values, got '
+            f"{_preview(args)}. Fix: e.g. {TOOLS['bash'].example_call()}"
+        )
     return validate(ToolCall(name, args))
 
 
@@ -441,8 +541,9 @@ def _bash_fences(text: str) -> tuple[list[_Found], list[tuple[int, int]]]:
         spans.append((m.start(), m.end()))
         command = body.strip("\n")
         try:
-            found.append(_Found(m.start(), "bash", validate(ToolCall("bash",
-                                                                     {"command": command}))))
+            found.append(
+                _Found(m.start(), "bash", validate(ToolCall("bash", {"command": command})))
+            )
         except ActionError as e:
             found.append(_Found(m.start(), "bash", error=e))
     return found, spans
@@ -483,8 +584,13 @@ def _scan_json(text: str, spans: list[tuple[int, int]]) -> _Scan:
             obj, end = _decode(text, i)
         except _Incomplete:
             if _TOOL_KEY.search(text, i):
-                scan.calls.append(_Found(i, "an incomplete call", error=ActionError(
-                    _INCOMPLETE + TOOLS["write"].example_call())))
+                scan.calls.append(
+                    _Found(
+                        i,
+                        "an incomplete call",
+                        error=ActionError(_INCOMPLETE + TOOLS["write"].example_call()),
+                    )
+                )
             break
         except ActionError as e:
             scan.calls.append(_Found(i, "a too-deep call", error=e))
@@ -495,7 +601,8 @@ def _scan_json(text: str, spans: list[tuple[int, int]]) -> _Scan:
                 scan.broken = ActionError(
                     f"the tool call is not valid JSON: {e.msg} at character {e.pos - i} of "
                     f"the object. Fix: check the quotes, commas and closing braces, e.g. "
-                    f"{TOOLS['bash'].example_call()}")
+                    f"{TOOLS['bash'].example_call()}"
+                )
             m = _OBJECT_START.search(text, i + 1)
             continue
         budget -= end - i
@@ -517,14 +624,20 @@ def _nothing_found(text: str, scan: _Scan) -> ActionError:
     if scan.broken is not None:
         return scan.broken
     if scan.plain:
-        return ActionError('the JSON object has no "tool" (or "name") key. Fix: e.g. '
-                           f"{TOOLS['bash'].example_call()}")
+        return ActionError(
+            'the JSON object has no "tool" (or "name") key. Fix: e.g. '
+            f"{TOOLS['bash'].example_call()}"
+        )
     closed = max((m.end() for m in _FENCE.finditer(text)), default=0)
     if _OPEN_BASH_FENCE.search(text, closed):
-        return ActionError("the ```bash block is not closed: the reply ends inside it (max "
-                           "tokens?). Fix: end the block with ``` on its own line")
-    return ActionError("no tool call found (no JSON object and no ```bash block). Fix: e.g. "
-                       f"{TOOLS['bash'].example_call()}")
+        return ActionError(
+            "the ```bash block is not closed: the reply ends inside it (max "
+            "tokens?). Fix: end the block with ``` on its own line"
+        )
+    return ActionError(
+        "no tool call found (no JSON object and no ```bash block). Fix: e.g. "
+        f"{TOOLS['bash'].example_call()}"
+    )
 
 
 def parse_action(text: str) -> ToolCall:
@@ -535,15 +648,20 @@ def parse_action(text: str) -> ToolCall:
     """
     if not isinstance(text, str):
         how = "json.dumps() of it" if isinstance(text, dict) else "the reply's text"
-        raise ActionError(f"the action must be a string, got {type(text).__name__}. Fix: pass "
-                          f"{how}, e.g. {TOOLS['bash'].example_call()}")
+        raise ActionError(
+            f"the action must be a string, got {type(text).__name__}. Fix: pass "
+            f"{how}, e.g. {TOOLS['bash'].example_call()}"
+        )
     if len(text) > MAX_ACTION_CHARS:
-        raise ActionError(f"the action is {len(text)} characters; the limit is "
-                          f"{MAX_ACTION_CHARS}. Fix: write a long file in parts (write, then "
-                          "bash with cat >> FILE)")
+        raise ActionError(
+            f"the action is {len(text)} characters; the limit is "
+            f"{MAX_ACTION_CHARS}. Fix: write a long file in parts (write, then "
+            "bash with cat >> FILE)"
+        )
     if not text.strip():
-        raise ActionError("the action is empty. Fix: send one tool call, e.g. "
-                          f"{TOOLS['bash'].example_call()}")
+        raise ActionError(
+            f"the action is empty. Fix: send one tool call, e.g. {TOOLS['bash'].example_call()}"
+        )
     fenced, spans = _bash_fences(text)
     scan = _scan_json(text, spans)
     fenced = [f for f in fenced if not scan.covers(f.start)]
@@ -561,9 +679,11 @@ def ignored_note(call: ToolCall) -> str:
     """The observation's note about the other calls of a reply (empty when there were none)."""
     if not call.ignored:
         return ""
-    return (f"[note: your reply held {len(call.ignored) + 1} tool calls; only the first "
-            f"({call.name}) ran, the others ({', '.join(call.ignored)}) were ignored. Send one "
-            "tool call per turn.]\n")
+    return (
+        f"[note: your reply held {len(call.ignored) + 1} tool calls; only the first "
+        f"({call.name}) ran, the others ({', '.join(call.ignored)}) were ignored. Send one "
+        "tool call per turn.]\n"
+    )
 
 
 def error_observation(err: ActionError) -> str:

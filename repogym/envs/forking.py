@@ -52,18 +52,26 @@ class Snapshot:
 
 def _live_session(env: RepoEnv, what: str) -> Session:
     if env.session is None or env.session.closed or env._done:
-        raise gym.error.ResetNeeded(f"{what}() needs a running episode (before reset, or "
-                                    "after the episode ended, there is nothing to copy). "
-                                    f"Fix: call reset() and {what}() before the last step")
+        raise gym.error.ResetNeeded(
+            f"{what}() needs a running episode (before reset, or "
+            "after the episode ended, there is nothing to copy). "
+            f"Fix: call reset() and {what}() before the last step"
+        )
     return env.session
 
 
 def take(env: RepoEnv) -> Snapshot:
     """A :class:`Snapshot` of ``env``'s running episode."""
     session = _live_session(env, "snapshot").fork()
-    return Snapshot(session=session, task=env.task, steps=env._steps,
-                    transcript=list(env._transcript), rng=copy.deepcopy(env._np_random),
-                    progress=env._progress.fork(), templates=env._templates.share())
+    return Snapshot(
+        session=session,
+        task=env.task,
+        steps=env._steps,
+        transcript=list(env._transcript),
+        rng=copy.deepcopy(env._np_random),
+        progress=env._progress.fork(),
+        templates=env._templates.share(),
+    )
 
 
 def restore(env: RepoEnv, snapshot: Snapshot) -> None:

@@ -28,12 +28,24 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 from repogym.grading.flags import HackFlag
 
 if TYPE_CHECKING:
-    from repogym.grading.grader import GradeResult
     from repogym.envs.tools import ToolOutcome
+    from repogym.grading.grader import GradeResult
 
-__all__ = ["NOT_MEASURED", "NO_EXIT_CODE", "DuelStepInfo", "HackFlag", "ResetInfo", "StepInfo",
-           "TruncatedReason", "duel_step_info", "graded_info", "mark_truncated",
-           "schema_problems", "step_info", "tool_info"]
+__all__ = [
+    "NOT_MEASURED",
+    "NO_EXIT_CODE",
+    "DuelStepInfo",
+    "HackFlag",
+    "ResetInfo",
+    "StepInfo",
+    "TruncatedReason",
+    "duel_step_info",
+    "graded_info",
+    "mark_truncated",
+    "schema_problems",
+    "step_info",
+    "tool_info",
+]
 
 #: ``exit_code`` (and ``verifier_exit_code``) when no command ran.
 NO_EXIT_CODE = -1
@@ -107,10 +119,24 @@ class DuelStepInfo(StepInfo):
 def step_info(step: int, *, timings: bool = False) -> StepInfo:
     """A step's info with every key at its neutral value."""
     info = StepInfo(
-        step=step, tool="", tool_ran=False, exit_code=NO_EXIT_CODE, timed_out=False,
-        resource_exhausted="", shell_reset="", action_error="", graded=False, reward=0.0,
-        tests={}, reward_breakdown={}, resolved=False, hack_flags=[], diff="", infra_error="",
-        verifier_exit_code=NO_EXIT_CODE, truncated_reason="",
+        step=step,
+        tool="",
+        tool_ran=False,
+        exit_code=NO_EXIT_CODE,
+        timed_out=False,
+        resource_exhausted="",
+        shell_reset="",
+        action_error="",
+        graded=False,
+        reward=0.0,
+        tests={},
+        reward_breakdown={},
+        resolved=False,
+        hack_flags=[],
+        diff="",
+        infra_error="",
+        verifier_exit_code=NO_EXIT_CODE,
+        truncated_reason="",
         progress=NOT_MEASURED,
     )
     if timings:
@@ -120,8 +146,15 @@ def step_info(step: int, *, timings: bool = False) -> StepInfo:
 
 def duel_step_info(step: int) -> DuelStepInfo:
     """A duel agent's step info with every key at its neutral value."""
-    return DuelStepInfo(**step_info(step), repro_valid=False, repro={}, repro_test="",
-                        hidden_reward=0.0, repro_bonus=0.0, repro_on_fix="")
+    return DuelStepInfo(
+        **step_info(step),
+        repro_valid=False,
+        repro={},
+        repro_test="",
+        hidden_reward=0.0,
+        repro_bonus=0.0,
+        repro_on_fix="",
+    )
 
 
 def mark_truncated(info: StepInfo, reason: TruncatedReason) -> None:
@@ -132,10 +165,13 @@ def mark_truncated(info: StepInfo, reason: TruncatedReason) -> None:
 def tool_info(outcome: "ToolOutcome") -> dict[str, Any]:
     """The keys a tool call sets, typed as :class:`StepInfo` has them, from a
     :class:`repogym.envs.tools.ToolOutcome`."""
-    return {"tool_ran": True, "exit_code": int(outcome.exit_code),
-            "timed_out": bool(outcome.timed_out),
-            "resource_exhausted": outcome.resource_exhausted,
-            "shell_reset": outcome.shell_reset}
+    return {
+        "tool_ran": True,
+        "exit_code": int(outcome.exit_code),
+        "timed_out": bool(outcome.timed_out),
+        "resource_exhausted": outcome.resource_exhausted,
+        "shell_reset": outcome.shell_reset,
+    }
 
 
 def graded_info(result: "GradeResult") -> dict[str, Any]:
@@ -143,11 +179,14 @@ def graded_info(result: "GradeResult") -> dict[str, Any]:
     :class:`repogym.grading.grader.GradeResult`."""
     code = result.verifier_exit_code
     return {
-        "graded": not result.infra_error, "reward": float(result.reward), "tests": dict(result.tests),
+        "graded": not result.infra_error,
+        "reward": float(result.reward),
+        "tests": dict(result.tests),
         "reward_breakdown": {k: float(v) for k, v in result.reward_breakdown.items()},
         "resolved": bool(result.resolved),
         "hack_flags": [HackFlag(f) for f in result.hack_flags],
-        "diff": result.diff, "infra_error": result.infra_error or "",
+        "diff": result.diff,
+        "infra_error": result.infra_error or "",
         "verifier_exit_code": NO_EXIT_CODE if code is None else int(code),
     }
 
@@ -175,8 +214,9 @@ def _type_problem(value: Any, hint: Any) -> str:
         bad = [v for v in value if not _item_ok(v, args[0])]
         return f"items {bad!r} are not {args[0].__name__}" if bad else ""
     if origin is dict and args:
-        bad = {k: v for k, v in value.items()
-               if not (_item_ok(k, args[0]) and _item_ok(v, args[1]))}
+        bad = {
+            k: v for k, v in value.items() if not (_item_ok(k, args[0]) and _item_ok(v, args[1]))
+        }
         return f"entries {bad!r} are not {args[0].__name__} -> {args[1].__name__}" if bad else ""
     return ""
 

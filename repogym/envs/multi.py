@@ -17,10 +17,10 @@ from gymnasium.utils import seeding
 try:
     from pettingzoo import ParallelEnv
 except ImportError as e:  # pragma: no cover - depends on the installed extras
-    raise ImportError("repogym.envs.multi needs PettingZoo. Fix: pip install "
-                      "'repogym[multiagent]'") from e
+    raise ImportError(
+        "repogym.envs.multi needs PettingZoo. Fix: pip install 'repogym[multiagent]'"
+    ) from e
 
-from repogym.grading import grader
 from repogym.envs.actions import TOOL_HELP, ActionError, error_observation, parse_action
 from repogym.envs.info import (
     DuelStepInfo,
@@ -30,6 +30,7 @@ from repogym.envs.info import (
     tool_info,
 )
 from repogym.envs.repo_env import SuiteEnv, TextSpace
+from repogym.grading import grader
 from repogym.sandbox import Limits, SandboxError, SandboxSpec
 from repogym.sandbox.workspace import TemplateCache, make_diff
 from repogym.scenarios.patches import is_test_file, split_diff
@@ -113,8 +114,11 @@ class RepoDuelEnv(ParallelEnv):
     * v0: initial release.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"name": "repogym_duel_v0", "render_modes": ["ansi"],
-                                          "is_parallelizable": True}
+    metadata: ClassVar[dict[str, Any]] = {
+        "name": "repogym_duel_v0",
+        "render_modes": ["ansi"],
+        "is_parallelizable": True,
+    }
 
     def __init__(
         self,
@@ -134,8 +138,14 @@ class RepoDuelEnv(ParallelEnv):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"unsupported render_mode {render_mode!r}. Fix: use 'ansi' or None")
         tasks = list(task) if isinstance(task, Sequence) and not isinstance(task, str) else [task]
-        self._env = SuiteEnv(tasks, sandbox=sandbox, reward_mode=reward_mode, limits=limits,
-                             max_obs_chars=max_obs_chars, sandbox_options=sandbox_options)
+        self._env = SuiteEnv(
+            tasks,
+            sandbox=sandbox,
+            reward_mode=reward_mode,
+            limits=limits,
+            max_obs_chars=max_obs_chars,
+            sandbox_options=sandbox_options,
+        )
         self.repro_path = repro_path
         self.repro_weight = float(repro_weight)
         self.max_steps = max_steps
@@ -165,8 +175,9 @@ class RepoDuelEnv(ParallelEnv):
         """The current episode's task."""
         return self._env.task
 
-    def reset(self, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[dict[str, str], dict[str, dict]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, str], dict[str, dict]]:
         if seed is not None:
             self._np_random, _ = seeding.np_random(seed)
         task_id = (options or {}).get("task")
@@ -176,14 +187,18 @@ class RepoDuelEnv(ParallelEnv):
         self._env.reset(seed=seed, options={"task": task_id})
         session = self._env.session
         if (session.template / self.repro_path).exists():
-            raise ValueError(f"task {task_id!r} already has {self.repro_path}. Fix: pass "
-                             "another repro_path to RepoDuelEnv")
+            raise ValueError(
+                f"task {task_id!r} already has {self.repro_path}. Fix: pass "
+                "another repro_path to RepoDuelEnv"
+            )
         self.agents = list(self.possible_agents)
         self._steps, self._tester_test, self._validity = 0, None, {}
         base = session.prompt(tools=False).rstrip()
         briefs = {TESTER: TESTER_BRIEF, FIXER: FIXER_BRIEF}
-        obs = {a: f"{base}\n\n{briefs[a].format(path=self.repro_path)}\n\n{TOOL_HELP}\n"
-               for a in self.agents}
+        obs = {
+            a: f"{base}\n\n{briefs[a].format(path=self.repro_path)}\n\n{TOOL_HELP}\n"
+            for a in self.agents
+        }
         self._transcript = [obs[TESTER]]
         info = {"task": task_id, "max_steps": self._budget(), "repro_path": self.repro_path}
         return obs, {a: {**info, "role": a} for a in self.agents}
@@ -193,8 +208,10 @@ class RepoDuelEnv(ParallelEnv):
             raise RuntimeError("step() after the episode ended. Fix: call reset()")
         missing = [a for a in self.agents if a not in actions]
         if missing:
-            raise ValueError(f"no action for live agent(s) {missing}. Fix: pass one action "
-                             f"for every agent in env.agents ({self.agents})")
+            raise ValueError(
+                f"no action for live agent(s) {missing}. Fix: pass one action "
+                f"for every agent in env.agents ({self.agents})"
+            )
         self._steps += 1
         acting = list(self.agents)
         obs = dict.fromkeys(acting, "")
@@ -208,8 +225,7 @@ class RepoDuelEnv(ParallelEnv):
                 infos[agent]["infra_error"] = "sandbox failed"
                 mark_truncated(infos[agent], "infra_error")
                 continue
-            obs[agent], term[agent], trunc[agent] = self._act(agent, actions[agent],
-                                                              infos[agent])
+            obs[agent], term[agent], trunc[agent] = self._act(agent, actions[agent], infos[agent])
             self._transcript += [f"[{agent}] $ {actions[agent]}", obs[agent]]
         if self._steps >= self._budget():
             for agent in acting:
@@ -282,19 +298,29 @@ class RepoDuelEnv(ParallelEnv):
         test = self._current_test()
         self._tester_test = test if test is not None else ""
         valid, details = self.validate_test(self._tester_test)
-        info.update(reward=1.0 if valid else 0.0, repro_valid=valid, repro=dict(details),
-                    repro_test=self._tester_test, infra_error=details.get("infra_error", ""),
-                    graded=not details.get("infra_error"))
+        info.update(
+            reward=1.0 if valid else 0.0,
+            repro_valid=valid,
+            repro=dict(details),
+            repro_test=self._tester_test,
+            infra_error=details.get("infra_error", ""),
+            graded=not details.get("infra_error"),
+        )
         if details.get("infra_error"):
             return f"Grading failed (infrastructure): {details['infra_error']}\n"
         if not self._tester_test.strip():
             return f"Submitted without a test at {self.repro_path}. Reward: 0.000\n"
         wrong = [v for k, v in details.items() if k not in ("original", "gold")]
-        checked = (f"; it failed with {sum(v == 'failed' for v in wrong)} of the wrong fixes "
-                   f"tried" if wrong else "")
-        return (f"Submitted. Your test on the original code: {details['original']}; with a "
-                f"correct fix: {details.get('gold', 'not run')}{checked}. "
-                f"Reward: {info['reward']:.3f}\n")
+        checked = (
+            f"; it failed with {sum(v == 'failed' for v in wrong)} of the wrong fixes tried"
+            if wrong
+            else ""
+        )
+        return (
+            f"Submitted. Your test on the original code: {details['original']}; with a "
+            f"correct fix: {details.get('gold', 'not run')}{checked}. "
+            f"Reward: {info['reward']:.3f}\n"
+        )
 
     def _finish_fixer(self, info: DuelStepInfo) -> str:
         session = self._env.session
@@ -309,15 +335,23 @@ class RepoDuelEnv(ParallelEnv):
         infra = result.infra_error or details.get("infra_error") or ""
         reward = 0.0 if infra else result.reward + bonus
         info.update(graded_info(result))
-        info.update(reward=float(reward), hidden_reward=float(result.reward),
-                    repro_bonus=float(bonus), repro_valid=valid, repro_on_fix=on_fix.status,
-                    infra_error=infra, graded=not infra)
+        info.update(
+            reward=float(reward),
+            hidden_reward=float(result.reward),
+            repro_bonus=float(bonus),
+            repro_valid=valid,
+            repro_on_fix=on_fix.status,
+            infra_error=infra,
+            graded=not infra,
+        )
         if infra:
             return f"Grading failed (infrastructure): {infra}\n"
         passed = sum(s == "passed" for s in result.tests.values())
-        return (f"Submitted. Hidden tests passed: {passed}/{len(result.tests)}. The tester's "
-                f"test on your fix: {on_fix.status} (valid reproduction: {valid}). "
-                f"Reward: {reward:.3f}\n")
+        return (
+            f"Submitted. Hidden tests passed: {passed}/{len(result.tests)}. The tester's "
+            f"test on your fix: {on_fix.status} (valid reproduction: {valid}). "
+            f"Reward: {reward:.3f}\n"
+        )
 
     # -- running the tester's test -------------------------------------------------------
     def validate_test(self, test: str) -> tuple[bool, dict[str, Any]]:
@@ -331,11 +365,19 @@ class RepoDuelEnv(ParallelEnv):
         """
         key = hashlib.sha256(test.encode("utf-8", "surrogatepass")).hexdigest()
         if key not in self._validity:
-            runs = {"original": "", "gold": self.task.solution_patch.read_text(),
-                    "unrelated": unrelated_edit(self.task)}
+            runs = {
+                "original": "",
+                "gold": self.task.solution_patch.read_text(),
+                "unrelated": unrelated_edit(self.task),
+            }
             # decoys as grading sees them: their test and conftest edits are dropped too
-            runs.update({f"decoy:{c.name}": grader.filter_diff(c.read(), self.task.test_spec)[0]
-                         for c in self.task.candidates() if c.kind == "decoy"})
+            runs.update(
+                {
+                    f"decoy:{c.name}": grader.filter_diff(c.read(), self.task.test_spec)[0]
+                    for c in self.task.candidates()
+                    if c.kind == "decoy"
+                }
+            )
             want = {"original": "failed", "gold": "passed"}
             seen: dict[str, str] = {}
             try:
@@ -344,11 +386,14 @@ class RepoDuelEnv(ParallelEnv):
                     if seen[name] != want.get(name, "failed"):
                         break
             except SandboxError as e:
-                self._validity[key] = (False, {"original": "missing", "gold": "missing",
-                                               "infra_error": str(e)})
+                self._validity[key] = (
+                    False,
+                    {"original": "missing", "gold": "missing", "infra_error": str(e)},
+                )
             else:
                 ok = len(seen) == len(runs) and all(
-                    s == want.get(k, "failed") for k, s in seen.items())
+                    s == want.get(k, "failed") for k, s in seen.items()
+                )
                 self._validity[key] = (ok, seen)
         return self._validity[key]
 
@@ -366,24 +411,38 @@ class RepoDuelEnv(ParallelEnv):
         template = self._checks.get(self.task.repo_dir, self.task.sandbox_dependencies())
         live = session.sandbox if not session.closed else None
         with live.frozen() if live is not None else contextlib.nullcontext():
-            return run_repro(self.task, template, diff, test, self.repro_path,
-                             make_sandbox=session.make_sandbox, limits=session.limits)
+            return run_repro(
+                self.task,
+                template,
+                diff,
+                test,
+                self.repro_path,
+                make_sandbox=session.make_sandbox,
+                limits=session.limits,
+            )
 
 
 def _check_repro_path(path: str) -> None:
     p = PurePosixPath(path)
     if p.is_absolute() or ".." in p.parts or not is_test_file(path):
-        raise ValueError(f"repro_path {path!r} must be a relative pytest file name like "
-                         "'tests/test_repro.py'. Fix: pass such a path")
+        raise ValueError(
+            f"repro_path {path!r} must be a relative pytest file name like "
+            "'tests/test_repro.py'. Fix: pass such a path"
+        )
 
 
 def unrelated_edit(task: Task) -> str:
     """A diff that changes no behaviour: a comment appended to every non-test module."""
     repo = task.repo_dir
-    return make_diff(repo, {
-        rel: (repo / rel).read_text(encoding="utf-8", errors="surrogateescape") + "\n# reviewed\n"
-        for rel in (p.relative_to(repo).as_posix() for p in sorted(repo.rglob("*.py")))
-        if not is_test_file(rel)})
+    return make_diff(
+        repo,
+        {
+            rel: (repo / rel).read_text(encoding="utf-8", errors="surrogateescape")
+            + "\n# reviewed\n"
+            for rel in (p.relative_to(repo).as_posix() for p in sorted(repo.rglob("*.py")))
+            if not is_test_file(rel)
+        },
+    )
 
 
 def drop_path(diff: str, path: str) -> str:
@@ -391,8 +450,16 @@ def drop_path(diff: str, path: str) -> str:
     return "".join(p.text for p in split_diff(diff) if path not in p.paths)
 
 
-def run_repro(task: Task, template: Path, diff: str, test: str, path: str, *,
-              make_sandbox: grader.SandboxFactory, limits: Limits) -> ReproResult:
+def run_repro(
+    task: Task,
+    template: Path,
+    diff: str,
+    test: str,
+    path: str,
+    *,
+    make_sandbox: grader.SandboxFactory,
+    limits: Limits,
+) -> ReproResult:
     """Apply ``diff`` to a fresh sandbox, write ``test`` at ``path`` and run only that file.
 
     The file runs through the grader's launcher (isolated interpreter, the grader's pytest
@@ -418,8 +485,9 @@ def run_repro(task: Task, template: Path, diff: str, test: str, path: str, *,
             if installed.exit_code != 0:
                 return ReproResult("error", installed.exit_code, installed.output[-4000:])
             sb.run("rm -rf .git")  # no history, no `git diff` to tell fixes apart
-            run = grader.run_grading(sb, gdir, v.pytest_args(), [], v.timeout_s,
-                                      v.ini_options, extra_files=[path])
+            run = grader.run_grading(
+                sb, gdir, v.pytest_args(), [], v.timeout_s, v.ini_options, extra_files=[path]
+            )
         finally:
             sb.close()
     return ReproResult(_repro_status(run), run.exec.exit_code, run.exec.stderr[-4000:])
@@ -439,11 +507,19 @@ def _repro_status(run: grader.GradingRun) -> ReproStatus:
     return "error"
 
 
-def parallel_env(task: Task | str | Path | Sequence[Task | str | Path],
-                 **kwargs: Any) -> RepoDuelEnv:
+def parallel_env(
+    task: Task | str | Path | Sequence[Task | str | Path], **kwargs: Any
+) -> RepoDuelEnv:
     """PettingZoo-style constructor: ``repogym.envs.multi.parallel_env("retry-zero")``."""
     return RepoDuelEnv(task, **kwargs)
 
 
-__all__ = ["FIXER", "TESTER", "RepoDuelEnv", "ReproResult", "drop_path", "parallel_env",
-           "run_repro"]
+__all__ = [
+    "FIXER",
+    "TESTER",
+    "RepoDuelEnv",
+    "ReproResult",
+    "drop_path",
+    "parallel_env",
+    "run_repro",
+]

@@ -18,8 +18,8 @@ import copy
 from collections.abc import MutableMapping
 
 from repogym.envs.info import NOT_MEASURED, StepInfo
-from repogym.grading import grader
 from repogym.envs.session import Session
+from repogym.grading import grader
 from repogym.sandbox import SandboxError
 
 #: Tools whose call can change the workspace (the others cannot).
@@ -46,15 +46,20 @@ class ProgressMeter:
         """A meter for a fork of the episode: the same last diff, the same cache."""
         return copy.copy(self)
 
-    def step(self, session: Session | None, info: StepInfo, ended: bool,
-             mode: grader.RewardMode) -> float:
+    def step(
+        self, session: Session | None, info: StepInfo, ended: bool, mode: grader.RewardMode
+    ) -> float:
         """The progress to report for a step whose ``info`` is given."""
         if ended:
             if info.get("infra_error") or not isinstance(info.get("tests"), dict):
                 return NOT_MEASURED
             return share_passed(info["tests"])
-        if (session is None or session.closed or info.get("tool") not in CHANGING_TOOLS
-                or info.get("action_error")):
+        if (
+            session is None
+            or session.closed
+            or info.get("tool") not in CHANGING_TOOLS
+            or info.get("action_error")
+        ):
             return NOT_MEASURED
         try:
             return self.measure(session, mode)
@@ -78,8 +83,9 @@ class ProgressMeter:
             self.last_diff = state
         return share
 
-    def _share(self, session: Session, state: tuple[str, tuple[str, ...]],
-               mode: grader.RewardMode) -> float:
+    def _share(
+        self, session: Session, state: tuple[str, tuple[str, ...]], mode: grader.RewardMode
+    ) -> float:
         key = (session.task.id, session.task.version, *state)
         if key not in self.cache:
             result = session.grade(state[0], list(state[1]), mode=mode)

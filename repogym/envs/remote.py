@@ -51,12 +51,20 @@ class RemoteEnvError(RuntimeError):
         self.code = code
 
 
-def step_payload(obs: str, reward: float | None, terminated: bool, truncated: bool,
-                 info: dict[str, Any]) -> dict[str, Any]:
+def step_payload(
+    obs: str, reward: float | None, terminated: bool, truncated: bool, info: dict[str, Any]
+) -> dict[str, Any]:
     """The ``data`` of an observation message (OpenEnv's serialised observation)."""
-    return {"observation": {"text": obs, "info": info, "terminated": terminated,
-                            "truncated": truncated},
-            "reward": reward, "done": terminated or truncated}
+    return {
+        "observation": {
+            "text": obs,
+            "info": info,
+            "terminated": terminated,
+            "truncated": truncated,
+        },
+        "reward": reward,
+        "done": terminated or truncated,
+    }
 
 
 def action_text(data: dict[str, Any]) -> str:
@@ -71,23 +79,29 @@ def action_text(data: dict[str, Any]) -> str:
             malformed action).
     """
     if not isinstance(data, dict):
-        raise TypeError(f"step data must be a JSON object, got {type(data).__name__}. "
-                         'Fix: send {"text": "<agent output>"} or {"tool": ..., "args": {...}}')
+        raise TypeError(
+            f"step data must be a JSON object, got {type(data).__name__}. "
+            'Fix: send {"text": "<agent output>"} or {"tool": ..., "args": {...}}'
+        )
     unknown = sorted(set(data) - set(STEP_KEYS))
     if unknown:
         raise ValueError(f"unknown step field(s) {unknown}. Fix: use {list(STEP_KEYS)}")
     has_text, has_tool = "text" in data, "tool" in data
     if has_text == has_tool:
-        raise ValueError('step data needs exactly one of "text" (the agent\'s raw output) or '
-                         '"tool" (with "args"). Fix: send {"text": "..."}')
+        raise ValueError(
+            'step data needs exactly one of "text" (the agent\'s raw output) or '
+            '"tool" (with "args"). Fix: send {"text": "..."}'
+        )
     if has_text:
         if not isinstance(data["text"], str):
             raise ValueError('"text" must be a string. Fix: send the agent\'s output as text')
         return data["text"]
     args = data.get("args", {})
     if not isinstance(data["tool"], str) or not isinstance(args, dict):
-        raise TypeError('"tool" must be a string and "args" an object. Fix: e.g. '
-                         '{"tool": "bash", "args": {"command": "ls"}}')
+        raise TypeError(
+            '"tool" must be a string and "args" an object. Fix: e.g. '
+            '{"tool": "bash", "args": {"command": "ls"}}'
+        )
     return json.dumps({"tool": data["tool"], "args": args})
 
 
@@ -121,10 +135,18 @@ class RemoteEnv(gym.Env[str, str]):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}  # Gymnasium convention
 
-    def __init__(self, url: str, task: str | None = None, *, token: str | None = None,
-                 reward_mode: str | None = None, max_steps: int | None = None,
-                 render_mode: str | None = None, connect_timeout_s: float = 30.0,
-                 step_timeout_s: float | None = 900.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        task: str | None = None,
+        *,
+        token: str | None = None,
+        reward_mode: str | None = None,
+        max_steps: int | None = None,
+        render_mode: str | None = None,
+        connect_timeout_s: float = 30.0,
+        step_timeout_s: float | None = 900.0,
+    ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"unsupported render_mode {render_mode!r}. Fix: use 'ansi' or None")
         self.url = url.rstrip("/")
@@ -148,7 +170,7 @@ class RemoteEnv(gym.Env[str, str]):
     def _ws_url(self) -> str:
         for http, ws in (("http://", "ws://"), ("https://", "wss://")):
             if self.url.startswith(http):
-                return ws + self.url[len(http):] + "/ws"
+                return ws + self.url[len(http) :] + "/ws"
         if self.url.startswith(("ws://", "wss://")):
             return self.url + "/ws"
         raise ValueError(f"url {self.url!r} has no scheme. Fix: e.g. http://127.0.0.1:8000")
@@ -160,26 +182,36 @@ class RemoteEnv(gym.Env[str, str]):
             from websockets.exceptions import InvalidStatus
             from websockets.sync.client import connect
         except ImportError as e:
-            raise RemoteEnvError("RemoteEnv needs the websockets package. Fix: pip install "
-                                 "'repogym[serve]'") from e
+            raise RemoteEnvError(
+                "RemoteEnv needs the websockets package. Fix: pip install 'repogym[serve]'"
+            ) from e
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         if self._adopt is not None:
             headers[SESSION_HEADER] = self._adopt
         stack = contextlib.ExitStack()
         try:
-            self._ws = stack.enter_context(connect(
-                self._ws_url(), additional_headers=headers, open_timeout=self.connect_timeout_s,
-                max_size=None, ping_interval=None))  # a busy server answers late; step_timeout_s
-                                                     # bounds the wait instead of keepalives
+            self._ws = stack.enter_context(
+                connect(
+                    self._ws_url(),
+                    additional_headers=headers,
+                    open_timeout=self.connect_timeout_s,
+                    max_size=None,
+                    ping_interval=None,
+                )
+            )  # a busy server answers late; step_timeout_s
+            # bounds the wait instead of keepalives
         except InvalidStatus as e:
             status = e.response.status_code
             body = e.response.body.decode(errors="replace").strip() if e.response.body else ""
             code = ErrorCode.CAPACITY_REACHED if status == 503 else ErrorCode.SESSION_ERROR
-            raise RemoteEnvError(f"{self.url} refused the session (HTTP {status}): {body}",
-                                 code) from e
+            raise RemoteEnvError(
+                f"{self.url} refused the session (HTTP {status}): {body}", code
+            ) from e
         except OSError as e:
-            raise RemoteEnvError(f"cannot reach {self.url}: {e}. Fix: start the server with "
-                                 "`repogym serve --port PORT` and check the address") from e
+            raise RemoteEnvError(
+                f"cannot reach {self.url}: {e}. Fix: start the server with "
+                "`repogym serve --port PORT` and check the address"
+            ) from e
         self._stack = stack
         self._adopt = None
         return self._ws
@@ -194,19 +226,23 @@ class RemoteEnv(gym.Env[str, str]):
         except ConnectionClosed as e:
             self._disconnect()
             reason = e.rcvd.reason if e.rcvd is not None else "no reason given"
-            raise RemoteEnvError(f"the server closed the session ({reason}). Fix: call "
-                                 "reset() to start a new one", ErrorCode.SESSION_ERROR) from e
+            raise RemoteEnvError(
+                f"the server closed the session ({reason}). Fix: call reset() to start a new one",
+                ErrorCode.SESSION_ERROR,
+            ) from e
         except TimeoutError as e:
-            raise RemoteEnvError(f"no answer from {self.url} within {self.step_timeout_s}s "
-                                 "(step_timeout_s)") from e
+            raise RemoteEnvError(
+                f"no answer from {self.url} within {self.step_timeout_s}s (step_timeout_s)"
+            ) from e
         if reply.get("type") == "error":
             data = reply.get("data", {})
             raise RemoteEnvError(str(data.get("message", data)), data.get("code", ""))
         return reply.get("data", {})
 
     # -- Gymnasium API -------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[str, ResetInfo]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, ResetInfo]:
         super().reset(seed=seed)
         data: dict[str, Any] = {"seed": seed}
         options = dict(options or {})
@@ -238,8 +274,13 @@ class RemoteEnv(gym.Env[str, str]):
         obs = reply["observation"]
         self._done = bool(reply.get("done"))
         self._transcript += [f"$ {action}", obs["text"]]
-        return (obs["text"], float(reply.get("reward") or 0.0), bool(obs["terminated"]),
-                bool(obs["truncated"]), obs["info"])
+        return (
+            obs["text"],
+            float(reply.get("reward") or 0.0),
+            bool(obs["terminated"]),
+            bool(obs["truncated"]),
+            obs["info"],
+        )
 
     def fork(self) -> RemoteEnv:
         """A new RemoteEnv in this one's state: the server forks the running episode into
@@ -252,13 +293,20 @@ class RemoteEnv(gym.Env[str, str]):
             RemoteEnvError: the server could not fork it.
         """
         if self._done:
-            raise gym.error.ResetNeeded("fork() needs a running episode. Fix: call reset() "
-                                        "and fork() before the last step")
+            raise gym.error.ResetNeeded(
+                "fork() needs a running episode. Fix: call reset() and fork() before the last step"
+            )
         reply = self._request({"type": "fork"})
-        other = RemoteEnv(self.url, self.task, token=self.token, reward_mode=self.reward_mode,
-                          max_steps=self.max_steps, render_mode=self.render_mode,
-                          connect_timeout_s=self.connect_timeout_s,
-                          step_timeout_s=self.step_timeout_s)
+        other = RemoteEnv(
+            self.url,
+            self.task,
+            token=self.token,
+            reward_mode=self.reward_mode,
+            max_steps=self.max_steps,
+            render_mode=self.render_mode,
+            connect_timeout_s=self.connect_timeout_s,
+            step_timeout_s=self.step_timeout_s,
+        )
         other._adopt = reply["session_id"]
         other._done = False
         other._transcript = list(self._transcript)

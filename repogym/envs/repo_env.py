@@ -19,7 +19,6 @@ from gymnasium.vector.utils import (
 )
 
 from repogym.envs import forking
-from repogym.grading import grader
 from repogym.envs.actions import (
     MAX_ACTION_CHARS,
     ActionError,
@@ -38,6 +37,7 @@ from repogym.envs.info import (
 )
 from repogym.envs.progress import ProgressMeter
 from repogym.envs.session import SHELL_MODES, Session, ShellMode
+from repogym.grading import grader
 from repogym.sandbox import Limits, Sandbox, SandboxError, SandboxSpec, make_sandbox
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios.task import Task, load_task, select_tasks
@@ -52,8 +52,7 @@ class TextSpace(spaces.Text):
     """
 
     def __init__(self, max_length: int = MAX_TEXT, seed: int | None = None) -> None:
-        super().__init__(max_length=max_length, min_length=0, charset=string.printable,
-                         seed=seed)
+        super().__init__(max_length=max_length, min_length=0, charset=string.printable, seed=seed)
 
     def sample(self, mask: Any = None, probability: Any = None) -> str:
         if mask is None and probability is None:
@@ -84,9 +83,9 @@ def _create_shm(space: TextSpace, n: int = 1, ctx: Any = mp) -> Any:
 def _write_shm(space: TextSpace, index: int, value: str, shm: Any) -> None:
     size = space.max_length
     codes = np.frombuffer(value[:size].encode("utf-32-le", "surrogatepass"), dtype=np.int32)
-    dest = np.frombuffer(shm.get_obj(), dtype=np.int32)[index * size:(index + 1) * size]
+    dest = np.frombuffer(shm.get_obj(), dtype=np.int32)[index * size : (index + 1) * size]
     dest[: len(codes)] = codes + 1
-    dest[len(codes):] = 0
+    dest[len(codes) :] = 0
 
 
 class SharedTexts(Sequence[str]):
@@ -163,7 +162,8 @@ class RepoEnv(gym.Env[str, str]):
     batch it (docs/trajectory-format.md lists the keys).
 
     ## Arguments
-    ``task`` (a Task, a registered task id, or a task folder), ``sandbox`` ("bwrap", "docker", "process"),
+    ``task`` (a Task, a registered task id, or a task folder), ``sandbox`` ("bwrap",
+    "docker", "process"),
     ``reward_mode``, ``render_mode`` ("ansi"), ``max_steps``, ``limits``
     (:class:`repogym.sandbox.Limits`), ``max_obs_chars``, ``sandbox_options``,
     ``shell`` ("persistent", the default: ``bash`` commands of an episode share one shell
@@ -189,7 +189,7 @@ class RepoEnv(gym.Env[str, str]):
       persistent shell by default; ``shell="fresh"`` keeps the first behaviour.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012 (Gymnasium convention)
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
     def __init__(
         self,
@@ -208,8 +208,9 @@ class RepoEnv(gym.Env[str, str]):
         progress: bool = False,
     ) -> None:
         if reward_mode not in grader.REWARD_MODES:
-            raise ValueError(f"unknown reward_mode {reward_mode!r}. Fix: use one of "
-                             f"{grader.REWARD_MODES}")
+            raise ValueError(
+                f"unknown reward_mode {reward_mode!r}. Fix: use one of {grader.REWARD_MODES}"
+            )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"unsupported render_mode {render_mode!r}. Fix: use 'ansi' or None")
         if shell not in SHELL_MODES:
@@ -255,23 +256,37 @@ class RepoEnv(gym.Env[str, str]):
         self._outer_limit = limit
 
     # -- Gymnasium API -------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[str, ResetInfo]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, ResetInfo]:
         super().reset(seed=seed)
         self._close_session()
         self.task = self._select_task(options)
-        self.session = Session(self.task, self._templates.get(
-                                   self.task.repo_dir, self.task.sandbox_dependencies()),
-                               self._make_sandbox, self.limits, self.max_obs_chars,
-                               shell=self.shell)
+        self.session = Session(
+            self.task,
+            self._templates.get(self.task.repo_dir, self.task.sandbox_dependencies()),
+            self._make_sandbox,
+            self.limits,
+            self.max_obs_chars,
+            shell=self.shell,
+        )
         self._steps, self._done = 0, False
         obs = self.session.prompt()
         self._transcript = [obs]
-        info = ResetInfo(task=self.task.id, env_id=self.task.env_id, split=self.task.split,
-                         max_steps=self._budget(), sandbox=self.sandbox_backend,
-                         shell=self.shell, reward_mode=self.reward_mode,
-                         progress=(self._progress.baseline(self.session, self.reward_mode)
-                                   if self.progress else NOT_MEASURED))
+        info = ResetInfo(
+            task=self.task.id,
+            env_id=self.task.env_id,
+            split=self.task.split,
+            max_steps=self._budget(),
+            sandbox=self.sandbox_backend,
+            shell=self.shell,
+            reward_mode=self.reward_mode,
+            progress=(
+                self._progress.baseline(self.session, self.reward_mode)
+                if self.progress
+                else NOT_MEASURED
+            ),
+        )
         return obs, info
 
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, StepInfo]:
@@ -303,9 +318,11 @@ class RepoEnv(gym.Env[str, str]):
             obs += self._finish(info)
             reward, truncated = info["reward"], True
             mark_truncated(info, "max_steps")
-        info["progress"] = (self._progress.step(self.session, info, terminated or truncated,
-                                                self.reward_mode)
-                            if self.progress else NOT_MEASURED)
+        info["progress"] = (
+            self._progress.step(self.session, info, terminated or truncated, self.reward_mode)
+            if self.progress
+            else NOT_MEASURED
+        )
         if self.timings:
             info["duration_s"] = time.monotonic() - start
         self._done = terminated or truncated
@@ -322,8 +339,10 @@ class RepoEnv(gym.Env[str, str]):
         if result.infra_error:
             return f"Grading failed (infrastructure): {result.infra_error}\n"
         passed = sum(s == "passed" for s in result.tests.values())
-        return (f"Submitted. Hidden tests passed: {passed}/{len(result.tests)}. "
-                f"Reward: {result.reward:.3f}\n")
+        return (
+            f"Submitted. Hidden tests passed: {passed}/{len(result.tests)}. "
+            f"Reward: {result.reward:.3f}\n"
+        )
 
     # -- forks (repogym.envs.forking) ---------------------------------------------------
     def fork(self) -> RepoEnv:
@@ -372,9 +391,15 @@ class SuiteEnv(RepoEnv):
     ``reset(options={"task": id})`` picks a task explicitly.
     """
 
-    def __init__(self, tasks: list[Task | str | Path] | None = None, *, split: str | None = None,
-                 tags: list[str] | None = None, task_ids: list[str] | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        tasks: list[Task | str | Path] | None = None,
+        *,
+        split: str | None = None,
+        tags: list[str] | None = None,
+        task_ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         from repogym.scenarios.registry import registered_tasks
 
         if tasks is None:
@@ -388,8 +413,9 @@ class SuiteEnv(RepoEnv):
         if options and "task" in options:
             by_id = {t.id: t for t in self.tasks}
             if options["task"] not in by_id:
-                raise ValueError(f"unknown task {options['task']!r}. Fix: pick from "
-                                 f"{sorted(by_id)}")
+                raise ValueError(
+                    f"unknown task {options['task']!r}. Fix: pick from {sorted(by_id)}"
+                )
             return by_id[options["task"]]
         return self.tasks[int(self.np_random.integers(len(self.tasks)))]
 
@@ -401,4 +427,3 @@ def _resolve(ref: str | Path) -> Task:
     if isinstance(ref, str) and ref in tasks:
         return tasks[ref]
     return load_task(ref)
-

@@ -15,9 +15,9 @@ from collections.abc import Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from repogym.grading import grader
 from repogym.envs import tools
 from repogym.envs.actions import TOOL_HELP, TOOLS, ToolCall
+from repogym.grading import grader
 from repogym.grading.flags import HackFlag
 from repogym.sandbox import Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.sandbox.base import ExecResult, Shell
@@ -57,9 +57,16 @@ class Session:
             :meth:`fork`); None starts from the template.
     """
 
-    def __init__(self, task: Task, template: Path, make_sandbox: Callable[[SandboxSpec], Sandbox],
-                 limits: Limits, max_obs_chars: int = 16_000,
-                 shell: ShellMode = "persistent", copy_of: Sandbox | None = None) -> None:
+    def __init__(
+        self,
+        task: Task,
+        template: Path,
+        make_sandbox: Callable[[SandboxSpec], Sandbox],
+        limits: Limits,
+        max_obs_chars: int = 16_000,
+        shell: ShellMode = "persistent",
+        copy_of: Sandbox | None = None,
+    ) -> None:
         if shell not in SHELL_MODES:
             raise ValueError(f"unknown shell {shell!r}. Fix: use one of {SHELL_MODES}")
         self.task, self.template, self.limits = task, template, limits
@@ -72,17 +79,22 @@ class Session:
         self._replay: str | None = None
         workspace = copy_of.workspace if copy_of is not None else None
         if copy_of is not None and workspace is None:
-            raise ValueError(f"the {copy_of.backend!r} sandbox cannot be "
-                             "forked (it has no host workspace). Fix: use bwrap, docker or "
-                             "process")
+            raise ValueError(
+                f"the {copy_of.backend!r} sandbox cannot be "
+                "forked (it has no host workspace). Fix: use bwrap, docker or "
+                "process"
+            )
         self.sandbox: Sandbox | None = make_sandbox(
-            SandboxSpec(template=template, limits=limits, copy_of=workspace))
+            SandboxSpec(template=template, limits=limits, copy_of=workspace)
+        )
         self._backend = self.sandbox.backend
         if shell == "persistent" and self.sandbox.shell is None:  # a backend may disable it
             self.close()
-            raise ValueError(f"the {self._backend!r} sandbox has no "
-                             "persistent shell (Sandbox.shell()). Fix: pass shell='fresh', or "
-                             "give the backend a shell() method")
+            raise ValueError(
+                f"the {self._backend!r} sandbox has no "
+                "persistent shell (Sandbox.shell()). Fix: pass shell='fresh', or "
+                "give the backend a shell() method"
+            )
 
     @property
     def closed(self) -> bool:
@@ -90,12 +102,17 @@ class Session:
 
     def prompt(self, tools: bool = True) -> str:
         """The statement and the repository's top-level files (and the tool help)."""
-        names = sorted(p.name + ("/" if p.is_dir() else "") for p in self.template.iterdir()
-                       if p.name != ".git")
+        names = sorted(
+            p.name + ("/" if p.is_dir() else "")
+            for p in self.template.iterdir()
+            if p.name != ".git"
+        )
         listing = "\n".join(f"  {n}" for n in names[:60])
-        text = (f"# Task: {self.task.id}\n\n{self.task.statement}\n"
-                f"The repository is checked out at the current folder. Top-level files:\n"
-                f"{listing}\n")
+        text = (
+            f"# Task: {self.task.id}\n\n{self.task.statement}\n"
+            f"The repository is checked out at the current folder. Top-level files:\n"
+            f"{listing}\n"
+        )
         return f"{text}\n{TOOL_HELP}\n" if tools else text
 
     def _live(self) -> Sandbox:
@@ -119,8 +136,7 @@ class Session:
             return run(self, call.args)
         except FileNotFoundError as e:
             path = call.args.get("path", "")
-            is_dir = bool(path) and self._live().run(
-                f"test -d {shlex.quote(path)}").exit_code == 0
+            is_dir = bool(path) and self._live().run(f"test -d {shlex.quote(path)}").exit_code == 0
             return tools.ToolOutcome(tools.not_a_file(path, e, is_dir, self.max_obs_chars), 1)
         except (OSError, ValueError) as e:  # ValueError: an argument the sandbox cannot take
             return tools.ToolOutcome(tools.clip_text(f"Error: {e}", self.max_obs_chars) + "\n", 1)
@@ -179,8 +195,15 @@ class Session:
         busy = self._shell is not None and self._shell.has_jobs()
         with sb.frozen() if busy else contextlib.nullcontext():
             replay = self._take_saved(sb, saved) if saved is not None else self._replay
-            other = Session(self.task, self.template, self.make_sandbox, self.limits,
-                            self.max_obs_chars, shell=self.shell_mode, copy_of=sb)
+            other = Session(
+                self.task,
+                self.template,
+                self.make_sandbox,
+                self.limits,
+                self.max_obs_chars,
+                shell=self.shell_mode,
+                copy_of=sb,
+            )
         other._replay = replay
         other._digest = self._digest
         return other
@@ -214,9 +237,14 @@ class Session:
         running (a process the agent left in the background may change it later)."""
         return grader.diff_or_flag(self._live())
 
-    def grade(self, diff: str, flags: Sequence[HackFlag] = (), *, mode: grader.RewardMode,
-              cache: MutableMapping[tuple, Any] | None = None
-              ) -> grader.GradeResult:
+    def grade(
+        self,
+        diff: str,
+        flags: Sequence[HackFlag] = (),
+        *,
+        mode: grader.RewardMode,
+        cache: MutableMapping[tuple, Any] | None = None,
+    ) -> grader.GradeResult:
         """Grade ``diff`` in a fresh sandbox (``cache`` reuses results of identical diffs).
 
         A cached verdict is keyed by everything the grading depended on: the task's files
@@ -227,15 +255,30 @@ class Session:
         gradings disagree, or that was ever untrusted or an ``infra_error``, is graded
         afresh every time.
         """
-        key = (self.task.id, self.task.version, self._task_digest(), grader.code_digest(),
-               self._backend, self.limits, mode, diff, tuple(flags))
+        key = (
+            self.task.id,
+            self.task.version,
+            self._task_digest(),
+            grader.code_digest(),
+            self._backend,
+            self.limits,
+            mode,
+            diff,
+            tuple(flags),
+        )
         cache = cache if cache is not None else {}
         entry = cache.get(key)
         if isinstance(entry, CachedGrade) and entry.confirmed:
             return copy.deepcopy(entry.result)  # a fresh object per call, as Gymnasium asks
-        result = grader.grade(self.task, self.template, diff, mode=mode,
-                              make_sandbox=self.make_sandbox, limits=self.limits,
-                              extra_flags=list(flags))
+        result = grader.grade(
+            self.task,
+            self.template,
+            diff,
+            mode=mode,
+            make_sandbox=self.make_sandbox,
+            limits=self.limits,
+            extra_flags=list(flags),
+        )
         if entry is _NEVER:
             return result
         if result.infra_error or result.untrusted:

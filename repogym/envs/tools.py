@@ -71,8 +71,10 @@ def format_exec(res: ExecResult, limit: int) -> str:
     if res.output_truncated:
         notes.append("output limit reached; the command was killed")
     if res.resource_exhausted:
-        notes.append(f"the sandbox's {res.resource_exhausted} limit is used up; free some "
-                     "(delete files in /tmp or the workspace, stop background processes)")
+        notes.append(
+            f"the sandbox's {res.resource_exhausted} limit is used up; free some "
+            "(delete files in /tmp or the workspace, stop background processes)"
+        )
     if res.shell_reset:
         notes.append(res.shell_reset)
     notes.append(f"exit code: {res.exit_code}")
@@ -81,23 +83,31 @@ def format_exec(res: ExecResult, limit: int) -> str:
 
 def bash(bench: Workbench, args: dict[str, Any]) -> ToolOutcome:
     res = bench.bash(args["command"])
-    return ToolOutcome(format_exec(res, bench.max_obs_chars), res.exit_code,
-                       timed_out=res.timed_out, resource_exhausted=res.resource_exhausted or "",
-                       shell_reset=res.shell_reset or "")
+    return ToolOutcome(
+        format_exec(res, bench.max_obs_chars),
+        res.exit_code,
+        timed_out=res.timed_out,
+        resource_exhausted=res.resource_exhausted or "",
+        shell_reset=res.shell_reset or "",
+    )
 
 
 def read(bench: Workbench, args: dict[str, Any]) -> ToolOutcome:
     path, start, end = args["path"], args.get("start"), args.get("end")
     if start is not None and end is not None and start > end:
-        raise ValueError(f"read() got start={start} after end={end}. Fix: give "
-                         f"start <= end, e.g. start={end}, end={start}")
+        raise ValueError(
+            f"read() got start={start} after end={end}. Fix: give "
+            f"start <= end, e.g. start={end}, end={start}"
+        )
     lines = bench.read_file(path).splitlines()
     if not lines:
         return ToolOutcome(f"{path} is empty (0 lines).\n", 0)
     lo = start or 1
     if lo > len(lines):
-        raise ValueError(f"{path} has {len(lines)} lines; start={lo} is past the end. Fix: "
-                         f"use start <= {len(lines)}")
+        raise ValueError(
+            f"{path} has {len(lines)} lines; start={lo} is past the end. Fix: "
+            f"use start <= {len(lines)}"
+        )
     hi = min(len(lines), end or len(lines))
     body = "\n".join(f"{i:6d}\t{lines[i - 1]}" for i in range(lo, hi + 1))
     return ToolOutcome(clip_text(body, bench.max_obs_chars) + "\n", 0)
@@ -111,19 +121,25 @@ def write(bench: Workbench, args: dict[str, Any]) -> ToolOutcome:
 def edit(bench: Workbench, args: dict[str, Any]) -> ToolOutcome:
     path, old, new = args["path"], args["old"], args["new"]
     if not old:
-        raise ValueError("edit() got an empty `old`; it must be the exact text to replace, "
-                         "copied from the file. Fix: to create or overwrite a whole file, "
-                         "use write(path, content); to insert text, put a neighbouring "
-                         "line in both `old` and `new`")
+        raise ValueError(
+            "edit() got an empty `old`; it must be the exact text to replace, "
+            "copied from the file. Fix: to create or overwrite a whole file, "
+            "use write(path, content); to insert text, put a neighbouring "
+            "line in both `old` and `new`"
+        )
     text = bench.read_file(path)
     count = text.count(old)
     if count == 0:
-        raise ValueError(f"edit() did not find `old` in {path} (it occurs 0 times). Fix: "
-                         "copy it exactly from the file (read it first: spaces, tabs and "
-                         "line breaks must match)")
+        raise ValueError(
+            f"edit() did not find `old` in {path} (it occurs 0 times). Fix: "
+            "copy it exactly from the file (read it first: spaces, tabs and "
+            "line breaks must match)"
+        )
     if count > 1:
-        raise ValueError(f"edit() needs `old` to occur exactly once in {path}; it occurs "
-                         f"{count} times. Fix: include more surrounding lines in `old`")
+        raise ValueError(
+            f"edit() needs `old` to occur exactly once in {path}; it occurs "
+            f"{count} times. Fix: include more surrounding lines in `old`"
+        )
     bench.write_file(path, text.replace(old, new, 1))
     return ToolOutcome(f"Edited {path}.\n", 0)
 

@@ -74,14 +74,22 @@ class TrajectoryLogger(gym.Wrapper[str, str, str, str]):
 
     def _end(self, summary: dict[str, Any]) -> None:
         if self._file is not None:
-            self._write({"type": "summary", "steps": self._steps, "return": self._return,
-                         "wall_s": round(time.monotonic() - self._start, 4),
-                         "ended_at": _now(), **summary})
+            self._write(
+                {
+                    "type": "summary",
+                    "steps": self._steps,
+                    "return": self._return,
+                    "wall_s": round(time.monotonic() - self._start, 4),
+                    "ended_at": _now(),
+                    **summary,
+                }
+            )
             self._file.close()
             self._file = None
 
-    def reset(self, *, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         self._end({"abandoned": True})
         obs, info = self.env.reset(seed=seed, options=options)
         task = info.get("task", "episode")
@@ -90,12 +98,23 @@ class TrajectoryLogger(gym.Wrapper[str, str, str, str]):
         self._file = self.path.open("w")
         self._return, self._steps, self._start = 0.0, 0, time.monotonic()
         spec = self.env.spec
-        self._write({"type": "header", "schema": SCHEMA, "task": task,
-                     "env_id": info.get("env_id"), "env_version": getattr(spec, "version", None),
-                     "seed": seed, "options": options, "sandbox": info.get("sandbox"),
-                     "reward_mode": info.get("reward_mode"), "max_steps": info.get("max_steps"),
-                     "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                     "progress": info.get("progress"), "observation": obs})
+        self._write(
+            {
+                "type": "header",
+                "schema": SCHEMA,
+                "task": task,
+                "env_id": info.get("env_id"),
+                "env_version": getattr(spec, "version", None),
+                "seed": seed,
+                "options": options,
+                "sandbox": info.get("sandbox"),
+                "reward_mode": info.get("reward_mode"),
+                "max_steps": info.get("max_steps"),
+                "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "progress": info.get("progress"),
+                "observation": obs,
+            }
+        )
         return obs, info
 
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -105,17 +124,33 @@ class TrajectoryLogger(gym.Wrapper[str, str, str, str]):
         self._steps += 1
         self._return += float(reward)
         if self._file is not None:
-            self._write({"type": "step", "t": self._steps, "at": at, "action": action,
-                         "observation": obs, "reward": float(reward), "terminated": terminated,
-                         "truncated": truncated, "tool": info.get("tool") or None,
-                         "exit_code": info.get("exit_code") if info.get("tool_ran") else None,
-                         "duration_s": round(duration, 4),
-                         "flags": info.get("hack_flags", []),
-                         "action_error": info.get("action_error") or None,
-                         "progress": info.get("progress")})
+            self._write(
+                {
+                    "type": "step",
+                    "t": self._steps,
+                    "at": at,
+                    "action": action,
+                    "observation": obs,
+                    "reward": float(reward),
+                    "terminated": terminated,
+                    "truncated": truncated,
+                    "tool": info.get("tool") or None,
+                    "exit_code": info.get("exit_code") if info.get("tool_ran") else None,
+                    "duration_s": round(duration, 4),
+                    "flags": info.get("hack_flags", []),
+                    "action_error": info.get("action_error") or None,
+                    "progress": info.get("progress"),
+                }
+            )
             if terminated or truncated:
-                self._end({"reward": float(reward), "abandoned": False,
-                           **{k: info.get(k) for k in _SUMMARY_KEYS}, **_absent_as_null(info)})
+                self._end(
+                    {
+                        "reward": float(reward),
+                        "abandoned": False,
+                        **{k: info.get(k) for k in _SUMMARY_KEYS},
+                        **_absent_as_null(info),
+                    }
+                )
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:
@@ -127,15 +162,20 @@ def _absent_as_null(info: StepInfo) -> dict[str, Any]:
     """The summary's optional keys, null where the env's info has its neutral value (the
     trajectory format predates :mod:`repogym.envs.info`'s always-present keys)."""
     code = info.get("verifier_exit_code")
-    return {"infra_error": info.get("infra_error") or None,
-            "verifier_exit_code": None if code in (None, NO_EXIT_CODE) else code,
-            "truncated": info.get("truncated_reason") or None}
+    return {
+        "infra_error": info.get("infra_error") or None,
+        "verifier_exit_code": None if code in (None, NO_EXIT_CODE) else code,
+        "truncated": info.get("truncated_reason") or None,
+    }
 
 
 def _now() -> str:
     """UTC now, ISO 8601 with milliseconds (``2026-01-02T03:04:05.678Z``)."""
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
+    return (
+        datetime.datetime.now(datetime.UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
 
 
 def read_trajectory(path: str | Path) -> dict[str, Any]:
@@ -153,21 +193,27 @@ def read_trajectory(path: str | Path) -> dict[str, Any]:
         try:
             rec = json.loads(line)
         except ValueError as e:
-            raise ValueError(f"{path}:{n}: not JSON ({e}). Fix: pass a file written by "
-                             "TrajectoryLogger (one JSON object per line)") from e
+            raise ValueError(
+                f"{path}:{n}: not JSON ({e}). Fix: pass a file written by "
+                "TrajectoryLogger (one JSON object per line)"
+            ) from e
         kind = rec.get("type") if isinstance(rec, dict) else None
         if kind == "header":
             if rec.get("schema") != SCHEMA:
-                raise ValueError(f"{path}:{n}: schema {rec.get('schema')!r} is not {SCHEMA!r}. "
-                                 "Fix: read it with the repogym version that wrote it")
+                raise ValueError(
+                    f"{path}:{n}: schema {rec.get('schema')!r} is not {SCHEMA!r}. "
+                    "Fix: read it with the repogym version that wrote it"
+                )
             header = rec
         elif kind == "step":
             steps.append(rec)
         elif kind == "summary":
             summary = rec
         else:
-            raise ValueError(f"{path}:{n}: not a trajectory record (no \"type\" of header, "
-                             "step or summary). Fix: pass a file written by TrajectoryLogger")
+            raise ValueError(
+                f'{path}:{n}: not a trajectory record (no "type" of header, '
+                "step or summary). Fix: pass a file written by TrajectoryLogger"
+            )
     if header is None:
         raise ValueError(f"{path}: no header record. Fix: pass a file written by TrajectoryLogger")
     return {"header": header, "steps": steps, "summary": summary}

@@ -34,10 +34,15 @@ from repogym.grading import seal as sl
 
 _WORD = re.compile(r"[a-z][a-z0-9]+")
 _OPS = (
-    ("sorted({v})", sorted), ("len({v})", len), ("sum({v})", sum), ("max({v})", max),
-    ("min({v})", min), ("{v}[::-1]", lambda v: v[::-1]),
+    ("sorted({v})", sorted),
+    ("len({v})", len),
+    ("sum({v})", sum),
+    ("max({v})", max),
+    ("min({v})", min),
+    ("{v}[::-1]", lambda v: v[::-1]),
     ("[x * 2 for x in {v}]", lambda v: [x * 2 for x in v]),
-    ("{v}.count({v}[0])", lambda v: v.count(v[0])), ("sorted(set({v}))", lambda v: sorted(set(v))),
+    ("{v}.count({v}[0])", lambda v: v.count(v[0])),
+    ("sorted(set({v}))", lambda v: sorted(set(v))),
 )
 _VARS = ("values", "items", "data", "expected", "result", "numbers", "inputs", "cases")
 _FILLERS = ("case", "value", "works", "again", "edge", "input", "basic", "other")
@@ -146,8 +151,7 @@ def _facts(tree: ast.Module) -> tuple[list[str], list[str], set[str]]:
 
 
 def _is_test(node: ast.AST) -> bool:
-    return isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and \
-        node.name.startswith("test")
+    return isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test")
 
 
 def _test_classes(tree: ast.Module) -> list[ast.ClassDef]:
@@ -174,15 +178,21 @@ def _rename(text: str, tree: ast.Module, rel: str, names: _Names) -> tuple[str, 
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in mapping:
             edits.append((node.lineno, node.col_offset, node.end_col_offset, mapping[node.id]))
-        elif isinstance(node, ast.Attribute) and node.attr in mapping and \
-                node.end_lineno == node.lineno:
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in mapping
+            and node.end_lineno == node.lineno
+        ):
             end = node.end_col_offset
             edits.append((node.lineno, end - len(node.attr.encode()), end, mapping[node.attr]))
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and \
-                node.name in mapping:
+        elif (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and node.name in mapping
+        ):
             raw = lines[node.lineno - 1].encode()
             m = re.compile(rb"(def|class)\s+(" + re.escape(node.name.encode()) + rb")\b").search(
-                raw, node.col_offset)
+                raw, node.col_offset
+            )
             if m:
                 edits.append((node.lineno, m.start(2), m.end(2), mapping[node.name]))
     for lineno, start, end, new in sorted(set(edits), reverse=True):
@@ -211,13 +221,20 @@ def _asserts(rng: random.Random, must_pass: bool, imported: list[str]) -> list[s
 
 
 def _indent(line: str) -> str:
-    return line[:len(line) - len(line.lstrip())]
+    return line[: len(line) - len(line.lstrip())]
 
 
-def mask_test_file(text: str, rel: str, rng: random.Random, *, rename: bool = True,
-                 seal: bool = False, helpers: dict[str, set[str]] | None = None,
-                 focus: Iterable[str] = (), listed: Iterable[str] = ()
-                 ) -> tuple[str, Masked]:
+def mask_test_file(
+    text: str,
+    rel: str,
+    rng: random.Random,
+    *,
+    rename: bool = True,
+    seal: bool = False,
+    helpers: dict[str, set[str]] | None = None,
+    focus: Iterable[str] = (),
+    listed: Iterable[str] = (),
+) -> tuple[str, Masked]:
     """``text`` masked: tests renamed (unless ``rename`` is False), assertions sealed (with
     ``seal``; :mod:`repogym.grading.seal`) and canaries added.
 
@@ -250,11 +267,22 @@ def mask_test_file(text: str, rel: str, rng: random.Random, *, rename: bool = Tr
             head, sep, params = node_id.partition("[")
             if sep:
                 cases.setdefault(back.get(head, head), []).append(params.removesuffix("]"))
-        text, sealed = sl.seal_file(text, tree, rel, rng, taken,
-                                    helpers=_imported_helpers(tree, helpers or {}), gold=True,
-                                    focus=[back.get(f, f) for f in focus],
-                                    listed=cases)
-        masked.seals, masked.checks_by_test, footer = sealed.seals, sealed.checks_by_test, sealed.footer
+        text, sealed = sl.seal_file(
+            text,
+            tree,
+            rel,
+            rng,
+            taken,
+            helpers=_imported_helpers(tree, helpers or {}),
+            gold=True,
+            focus=[back.get(f, f) for f in focus],
+            listed=cases,
+        )
+        masked.seals, masked.checks_by_test, footer = (
+            sealed.seals,
+            sealed.checks_by_test,
+            sealed.footer,
+        )
         masked.case_ids = sealed.case_ids
         masked.focusable = {masked.renamed.get(i, i): c for i, c in sealed.focusable.items()}
     lines = text.splitlines()
@@ -267,8 +295,11 @@ def mask_test_file(text: str, rel: str, rng: random.Random, *, rename: bool = Tr
         rng.shuffle(kinds)
         for must_pass in kinds:
             name = names.make()
-            block += [*gap, f"{indent}def {name}({self_arg}):",
-                      *[indent + "    " + a for a in _asserts(rng, must_pass, imported)]]
+            block += [
+                *gap,
+                f"{indent}def {name}({self_arg}):",
+                *[indent + "    " + a for a in _asserts(rng, must_pass, imported)],
+            ]
             masked.canaries.append(Canary(f"{prefix}{name}", must_pass))
         inserts.append((end, block))
 
@@ -311,8 +342,15 @@ def helpers_by_module(files: dict[str, Path]) -> dict[str, set[str]]:
     return found
 
 
-def plant(files: dict[str, Path], dest: Path, node_ids: Iterable[str], rng: random.Random, *,
-          rename: bool = True, focus: Iterable[str] = ()) -> Masked:
+def plant(
+    files: dict[str, Path],
+    dest: Path,
+    node_ids: Iterable[str],
+    rng: random.Random,
+    *,
+    rename: bool = True,
+    focus: Iterable[str] = (),
+) -> Masked:
     """Write each ``workspace path -> source file`` under ``dest``; the files holding a listed
     test (``node_ids``) are masked with :func:`mask_test_file` (renamed, sealed, canaries
     added), the others copied as they are. Sources must be regular files (the caller
@@ -335,10 +373,16 @@ def plant(files: dict[str, Path], dest: Path, node_ids: Iterable[str], rng: rand
         if rel not in holding or src.suffix != ".py":
             shutil.copyfile(src, target, follow_symlinks=False)
             continue
-        text, masked = mask_test_file(src.read_text(encoding="utf-8", errors="surrogateescape"),
-                                    rel, rng, rename=rename, seal=True, helpers=helpers,
-                                    focus=focus_in.get(rel, ()),
-                                    listed=[n for n in node_ids if n.split("::", 1)[0] == rel])
+        text, masked = mask_test_file(
+            src.read_text(encoding="utf-8", errors="surrogateescape"),
+            rel,
+            rng,
+            rename=rename,
+            seal=True,
+            helpers=helpers,
+            focus=focus_in.get(rel, ()),
+            listed=[n for n in node_ids if n.split("::", 1)[0] == rel],
+        )
         target.write_text(text, encoding="utf-8", errors="surrogateescape")
         out.focusable.update(masked.focusable)
         if focus_in and rel not in focus_in:

@@ -1,7 +1,7 @@
 """The hack flags grading raises (``info["hack_flags"]``): one definition, :class:`HackFlag`.
 
-Kept in the grading package (:mod:`repogym.envs.info` re-exports it) so the grader and the grading run
-import it without depending on the info schema.
+Kept in the grading package (:mod:`repogym.envs.info` re-exports it) so the grader and
+the grading run import it without depending on the info schema.
 """
 
 import enum

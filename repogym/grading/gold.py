@@ -66,10 +66,15 @@ def resolve(masked: Masked, gold: GoldValues) -> None:
     seals = []
     for s in masked.seals:
         if s.records_gold:
-            cases = {masked.installed(case): frozenset(prints)
-                     for case, prints in gold.get(s.key, {}).items()}
-            s = dataclasses.replace(s, cases=cases, gold_strong=bool(cases) and all(
-                sl.informative(p) for p in cases.values()))
+            cases = {
+                masked.installed(case): frozenset(prints)
+                for case, prints in gold.get(s.key, {}).items()
+            }
+            s = dataclasses.replace(
+                s,
+                cases=cases,
+                gold_strong=bool(cases) and all(sl.informative(p) for p in cases.values()),
+            )
         seals.append(s)
     masked.seals = seals
 

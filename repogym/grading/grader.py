@@ -4,7 +4,8 @@ Grading never trusts the agent's workspace, and it holds against an agent that h
 this file. In a fresh sandbox started from the task's template it applies the agent's diff
 minus every change to the test files (the hidden test folder, ``test_*.py``, the files of
 the listed tests) and to ``conftest.py`` files, copies in the hidden tests with **canaries**
-planted among them (:mod:`repogym.grading.grading_run`), and starts the grading run through repogym's
+planted among them (:mod:`repogym.grading.grading_run`), and starts the grading run
+through repogym's
 launcher: the standard library and pytest can never be replaced by workspace files, no
 workspace file is read as pytest configuration, plugins load only by name from trusted
 sites, and per-test results come back on a channel the workspace's code cannot find by
@@ -39,8 +40,8 @@ from repogym.grading import canaries as cn
 from repogym.grading import gold as gd
 from repogym.grading import grading_run as vr
 from repogym.grading import seal as sl
-from repogym.sandbox.base import DiffError, ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.grading.flags import HackFlag
+from repogym.sandbox.base import DiffError, ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
 from repogym.scenarios.patches import FilePatch, is_test_file, split_diff
 from repogym.scenarios.task import Task, TestSpec
 
@@ -51,12 +52,20 @@ _PYTEST_CONFIG = {"pytest.ini", "tox.ini", "setup.cfg", ".pytest.ini"}
 _CUSTOMIZE = {"sitecustomize.py", "usercustomize.py"}
 #: Top-level names a workspace module must not take (information: the launcher makes
 #: shadowing them impossible whatever the name).
-_SHADOW_NAMES = set(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "iniconfig",
-                                                 "packaging", "py"}
+_SHADOW_NAMES = set(sys.stdlib_module_names) | {
+    "pytest",
+    "_pytest",
+    "pluggy",
+    "iniconfig",
+    "packaging",
+    "py",
+}
 #: Code in a diff that reaches for pytest's or the interpreter's insides (information).
-_INTERNALS = re.compile(r"_pytest|pytest_runtest|pytest_report|sys\._getframe|gc\.get_objects"
-                        r"|os\._exit|TerminalReporter|junitxml|pytest_configure|"
-                        r"sys\.meta_path|builtins\.__import__")
+_INTERNALS = re.compile(
+    r"_pytest|pytest_runtest|pytest_report|sys\._getframe|gc\.get_objects"
+    r"|os\._exit|TerminalReporter|junitxml|pytest_configure|"
+    r"sys\.meta_path|builtins\.__import__"
+)
 
 
 @dataclasses.dataclass
@@ -91,8 +100,15 @@ def code_digest() -> str:
     if _CODE_DIGEST is None:
         h = hashlib.sha256()
         here = Path(__file__).parent
-        for f in (Path(__file__), here / "canaries.py", here / "seal.py", here / "grading_run.py",
-                  here / "gold.py", here / "flags.py", *sorted((here / "launcher").glob("*.py"))):
+        for f in (
+            Path(__file__),
+            here / "canaries.py",
+            here / "seal.py",
+            here / "grading_run.py",
+            here / "gold.py",
+            here / "flags.py",
+            *sorted((here / "launcher").glob("*.py")),
+        ):
             h.update(f.read_bytes())
         _CODE_DIGEST = h.hexdigest()
     return _CODE_DIGEST
@@ -208,8 +224,9 @@ def _files_to_plant(task: Task, template: Path) -> dict[str, Path]:
     v = task.test_spec
     files: dict[str, Path] = {}
     for src in sorted(task.tests_dir.rglob("*")):
-        if src.is_symlink() or any(p.is_symlink() for p in src.parents
-                                   if task.tests_dir in p.parents):
+        if src.is_symlink() or any(
+            p.is_symlink() for p in src.parents if task.tests_dir in p.parents
+        ):
             continue  # never follow a link out of the task folder
         if src.is_file() and "__pycache__" not in src.parts and src.suffix != ".pyc":
             files[vr.workspace_path(v.tests_dest, str(src.relative_to(task.tests_dir)))] = src
@@ -219,20 +236,23 @@ def _files_to_plant(task: Task, template: Path) -> dict[str, Path]:
     return files
 
 
-def _focused(masked: cn.Masked, files: dict[str, Path], node_ids: Iterable[str],
-             rename: bool) -> cn.Masked:
+def _focused(
+    masked: cn.Masked, files: dict[str, Path], node_ids: Iterable[str], rename: bool
+) -> cn.Masked:
     """``masked`` with the seals of its focusable tests as their own passes plant them
     (:func:`focus_groups`), in place of the default planting's."""
     groups = focus_groups(masked.focusable)
     if not groups:
         return masked
     focused = {f for g in groups for f in g}
-    out = dataclasses.replace(masked, seals=[s for s in masked.seals
-                                             if masked.original(s.test) not in focused])
+    out = dataclasses.replace(
+        masked, seals=[s for s in masked.seals if masked.original(s.test) not in focused]
+    )
     for group in groups:
         with tempfile.TemporaryDirectory() as tmp:
-            extra = cn.plant(files, Path(tmp), node_ids, random.Random(0), rename=rename,
-                             focus=group)
+            extra = cn.plant(
+                files, Path(tmp), node_ids, random.Random(0), rename=rename, focus=group
+            )
         out.seals += [s for s in extra.seals if extra.original(s.test) in group]
         out.renamed.update(extra.renamed)
         out.case_ids.update(extra.case_ids)
@@ -245,8 +265,9 @@ def planted_seals(task: Task) -> tuple[cn.Masked, dict[str, Path]]:
     path -> source of every file it installs."""
     files = _files_to_plant(task, task.repo_dir)
     with tempfile.TemporaryDirectory() as tmp:
-        masked = cn.plant(files, Path(tmp), task.test_spec.all_tests, random.Random(0),
-                          rename=False)
+        masked = cn.plant(
+            files, Path(tmp), task.test_spec.all_tests, random.Random(0), rename=False
+        )
     return _focused(masked, files, task.test_spec.all_tests, False), files
 
 
@@ -271,8 +292,11 @@ def value_sealed(task: Task) -> dict[str, bool]:
     out = {}
     for t in v.fail_to_pass:
         case = masked.installed(t)
-        out[t] = any(s.strong and (not s.gold or case in s.cases) for s in masked.seals
-                     if s.test == sl.function_of(case))
+        out[t] = any(
+            s.strong and (not s.gold or case in s.cases)
+            for s in masked.seals
+            if s.test == sl.function_of(case)
+        )
     return out
 
 
@@ -285,9 +309,15 @@ class GradingRun:
     channel_error: str = ""
 
 
-def run_grading(sb: Sandbox, gdir: Path, args: list[str], node_ids: list[str],
-                 timeout_s: float, ini_options: dict[str, str] | None = None,
-                 extra_files: list[str] = ()) -> GradingRun:
+def run_grading(
+    sb: Sandbox,
+    gdir: Path,
+    args: list[str],
+    node_ids: list[str],
+    timeout_s: float,
+    ini_options: dict[str, str] | None = None,
+    extra_files: list[str] = (),
+) -> GradingRun:
     """Run pytest with ``args`` through the launcher in ``sb``, with ``gdir`` as its folder.
 
     ``gdir`` must hold ``tests/`` (already installed into the workspace) and is bound
@@ -305,8 +335,9 @@ def run_grading(sb: Sandbox, gdir: Path, args: list[str], node_ids: list[str],
     interp = sb.interpreter
     argv = vr.launcher_argv(interp.executable, interp.sites, args, [*node_ids, *extra_files])
     line = vr.shell_command(argv, vr.launcher_env(**interp.env))
-    run = sb.run_with_binds(line, ro={"grader": gdir}, timeout_s=timeout_s,
-                            output_bytes=vr.GRADING_OUTPUT_BYTES)
+    run = sb.run_with_binds(
+        line, ro={"grader": gdir}, timeout_s=timeout_s, output_bytes=vr.GRADING_OUTPUT_BYTES
+    )
     try:
         return GradingRun(run, vr.read_channel(run.stdout))
     except vr.ChannelError as e:
@@ -315,8 +346,9 @@ def run_grading(sb: Sandbox, gdir: Path, args: list[str], node_ids: list[str],
 
 def install_tests(sb: Sandbox, gdir: Path) -> ExecResult:
     """Copy ``gdir/tests`` over the workspace (replacing files and links in the way)."""
-    return sb.run_with_binds('cp -R --remove-destination -- "$RG_GRADER"/tests/. ./',
-                             ro={"grader": gdir})
+    return sb.run_with_binds(
+        'cp -R --remove-destination -- "$RG_GRADER"/tests/. ./', ro={"grader": gdir}
+    )
 
 
 @dataclasses.dataclass
@@ -350,9 +382,15 @@ def focus_groups(focusable: dict[str, tuple[str, ...]]) -> list[list[str]]:
     return [tests for tests, _ in groups]
 
 
-def _verify(task: Task, template: Path, kept: str, flags: set[HackFlag],
-            make_sandbox: SandboxFactory, limits: Limits, rng: random.Random
-            ) -> tuple[list[Pass], str]:
+def _verify(
+    task: Task,
+    template: Path,
+    kept: str,
+    flags: set[HackFlag],
+    make_sandbox: SandboxFactory,
+    limits: Limits,
+    rng: random.Random,
+) -> tuple[list[Pass], str]:
     """Apply ``kept`` (a filtered diff) in a fresh sandbox, plant the masked hidden tests
     and start the grading run, once, and once more per focus group (:class:`Pass`); adds to
     ``flags`` what applying and installing showed. Returns the passes and git's output
@@ -363,31 +401,44 @@ def _verify(task: Task, template: Path, kept: str, flags: set[HackFlag],
     """
     v = task.test_spec
     files = _files_to_plant(task, template)
-    first, apply_output = _run_pass(task, template, kept, flags, make_sandbox, limits, rng,
-                                    files, list(v.all_tests), ())
+    first, apply_output = _run_pass(
+        task, template, kept, flags, make_sandbox, limits, rng, files, list(v.all_tests), ()
+    )
     passes, focused = [first], set()
     groups = focus_groups(first.masked.focusable) if v.log_parser != "swebench" else []
     for group in groups:
         tests = [t for t in v.all_tests if t.partition("[")[0] in group]
         if tests:
-            passes.append(_run_pass(task, template, kept, flags, make_sandbox, limits, rng,
-                                    files, tests, group)[0])
+            passes.append(
+                _run_pass(
+                    task, template, kept, flags, make_sandbox, limits, rng, files, tests, group
+                )[0]
+            )
             focused.update(tests)
     first.tests = [t for t in v.all_tests if t not in focused]
     return passes, apply_output
 
 
-def _run_pass(task: Task, template: Path, kept: str, flags: set[str],
-              make_sandbox: SandboxFactory, limits: Limits, rng: random.Random,
-              files: dict[str, Path], tests: list[str], focus: Collection[str]
-              ) -> tuple[Pass, str]:
+def _run_pass(
+    task: Task,
+    template: Path,
+    kept: str,
+    flags: set[str],
+    make_sandbox: SandboxFactory,
+    limits: Limits,
+    rng: random.Random,
+    files: dict[str, Path],
+    tests: list[str],
+    focus: Collection[str],
+) -> tuple[Pass, str]:
     """One pass of :func:`_verify`: a fresh sandbox, the diff, the planted tests (for the
     ``focus`` tests alone, when given) and the grading run over the files of ``tests``."""
     v = task.test_spec
     apply_output = ""
     with grading_dir(template) as gdir:
-        masked = cn.plant(files, gdir / "tests", v.all_tests, rng, rename=v.rename_tests,
-                          focus=focus)
+        masked = cn.plant(
+            files, gdir / "tests", v.all_tests, rng, rename=v.rename_tests, focus=focus
+        )
         sb = make_sandbox(SandboxSpec(template=template, limits=limits))
         try:
             applied = apply_diff(sb, kept)
@@ -397,8 +448,9 @@ def _run_pass(task: Task, template: Path, kept: str, flags: set[str],
             installed = install_tests(sb, gdir)
             if installed.exit_code != 0:
                 if applied is None:  # into the pristine repository: infrastructure
-                    raise SandboxError(f"could not install the hidden tests: "
-                                       f"{installed.output.strip()[-500:]}")
+                    raise SandboxError(
+                        f"could not install the hidden tests: {installed.output.strip()[-500:]}"
+                    )
                 # The agent's diff filled or broke the workspace, even one that failed
                 # to apply: git apply stops half-way when it runs out of space.
                 flags.add(HackFlag.TESTS_INSTALL_FAILED)
@@ -414,10 +466,18 @@ def judge_passes(passes: list[Pass], node_ids: Iterable[str]) -> vr.Verdict:
     verdicts = []
     for p in passes:
         ex = p.run.exec
-        verdicts.append(vr.judge(p.run.channel, exit_code=ex.exit_code,
-                                 timed_out=ex.timed_out, truncated=ex.output_truncated,
-                                 exhausted=ex.resource_exhausted, node_ids=p.tests,
-                                 masked=p.masked, channel_error=p.run.channel_error))
+        verdicts.append(
+            vr.judge(
+                p.run.channel,
+                exit_code=ex.exit_code,
+                timed_out=ex.timed_out,
+                truncated=ex.output_truncated,
+                exhausted=ex.resource_exhausted,
+                node_ids=p.tests,
+                masked=p.masked,
+                channel_error=p.run.channel_error,
+            )
+        )
     node_ids = list(node_ids)
     flags = set().union(*(d.flags for d in verdicts))
     if bad := next((d for d in verdicts if not d.trusted), None):
@@ -438,8 +498,9 @@ _GOLD_LOCKS: dict[str, threading.Lock] = {}
 _GOLD_LOCKS_LOCK = threading.Lock()
 
 
-def gold_values(task: Task, template: Path, make_sandbox: SandboxFactory,
-                limits: Limits) -> gd.GoldValues:
+def gold_values(
+    task: Task, template: Path, make_sandbox: SandboxFactory, limits: Limits
+) -> gd.GoldValues:
     """What the gold patch's checks report (:mod:`repogym.grading.gold`): recorded once per
     task and grading code (:data:`GOLD_RUNS` gradings of the gold patch), then read from
     repogym's cache. A run that cannot be trusted records nothing.
@@ -459,8 +520,15 @@ def gold_values(task: Task, template: Path, make_sandbox: SandboxFactory,
         kept, _ = filter_diff(task.solution_patch.read_text(errors="surrogateescape"), v)
         runs = []
         for _ in range(GOLD_RUNS):
-            passes, _ = _verify(task, template, kept, set(), make_sandbox, limits,
-                                random.Random(secrets.randbits(64)))
+            passes, _ = _verify(
+                task,
+                template,
+                kept,
+                set(),
+                make_sandbox,
+                limits,
+                random.Random(secrets.randbits(64)),
+            )
             verdict = judge_passes(passes, v.all_tests)
             values: gd.GoldValues = {}
             for p in passes if verdict.trusted else ():
@@ -471,10 +539,18 @@ def gold_values(task: Task, template: Path, make_sandbox: SandboxFactory,
         return values
 
 
-def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
-          make_sandbox: SandboxFactory, limits: Limits | None = None,
-          extra_flags: Collection[HackFlag | str] = (), rng: random.Random | None = None,
-          leaked: Collection[tuple[str, int]] = ()) -> GradeResult:
+def grade(
+    task: Task,
+    template: Path,
+    diff: str,
+    *,
+    mode: RewardMode,
+    make_sandbox: SandboxFactory,
+    limits: Limits | None = None,
+    extra_flags: Collection[HackFlag | str] = (),
+    rng: random.Random | None = None,
+    leaked: Collection[tuple[str, int]] = (),
+) -> GradeResult:
     """Grade ``diff`` for ``task`` in a fresh sandbox built by ``make_sandbox``.
 
     ``rng`` draws the canaries (default: a fresh secret seed each call). ``leaked`` holds
@@ -495,18 +571,33 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
             if any(s.records_gold for s in masked.seals):
                 gd.resolve(masked, gold_values(task, template, make_sandbox, limits))
             if leaked:
-                masked.seals = [dataclasses.replace(s, leaked=True)
-                                if (s.test.split("::", 1)[0], s.line) in leaked else s
-                                for s in masked.seals]
+                masked.seals = [
+                    dataclasses.replace(s, leaked=True)
+                    if (s.test.split("::", 1)[0], s.line) in leaked
+                    else s
+                    for s in masked.seals
+                ]
     except SandboxError as e:
-        return GradeResult(0.0, False, {t: "missing" for t in v.all_tests}, {}, sorted(flags),
-                           diff, infra_error=str(e), duration_s=time.monotonic() - start)
+        return GradeResult(
+            0.0,
+            False,
+            {t: "missing" for t in v.all_tests},
+            {},
+            sorted(flags),
+            diff,
+            infra_error=str(e),
+            duration_s=time.monotonic() - start,
+        )
 
     masked, ex = passes[0].masked, passes[0].run.exec
     verdict = judge_passes(passes, node_ids)
     if HackFlag.TESTS_INSTALL_FAILED in flags:
-        verdict = vr.Verdict(False, {t: "missing" for t in v.all_tests}, set(),
-                             "the hidden tests could not be installed over the agent's diff")
+        verdict = vr.Verdict(
+            False,
+            {t: "missing" for t in v.all_tests},
+            set(),
+            "the hidden tests could not be installed over the agent's diff",
+        )
     flags |= verdict.flags
     tests = verdict.tests
     log = unmask_log(ex.stderr, masked)
@@ -518,19 +609,28 @@ def grade(task: Task, template: Path, diff: str, *, mode: RewardMode,
             flags.add(HackFlag.FORGED_RESULTS)
             tests = {t: "missing" for t in v.all_tests}
             verdict = vr.Verdict(False, tests, set(), "the log contradicts the channel")
-        tests = {t: "failed" if t in verdict.sealed_failures and s == "passed" else s
-                 for t, s in tests.items()}  # pytest's log never saw the sealed checks
+        tests = {
+            t: "failed" if t in verdict.sealed_failures and s == "passed" else s
+            for t, s in tests.items()
+        }  # pytest's log never saw the sealed checks
     log += sealed_report(verdict)
     reward, breakdown = score(tests, v, mode)
     if not verdict.trusted:
         reward, breakdown = 0.0, {**breakdown, "untrusted": 1.0}
     return GradeResult(
-        reward=reward, resolved=reward == 1.0 and breakdown.get("all_passed") == 1.0,
-        tests=tests, reward_breakdown=breakdown, hack_flags=sorted(flags), diff=diff,
-        verifier_exit_code=ex.exit_code, test_output=log[-20000:],
-        duration_s=time.monotonic() - start, untrusted=verdict.reason,
+        reward=reward,
+        resolved=reward == 1.0 and breakdown.get("all_passed") == 1.0,
+        tests=tests,
+        reward_breakdown=breakdown,
+        hack_flags=sorted(flags),
+        diff=diff,
+        verifier_exit_code=ex.exit_code,
+        test_output=log[-20000:],
+        duration_s=time.monotonic() - start,
+        untrusted=verdict.reason,
         sealed_failures=verdict.sealed_failures,
-        strongly_failed=sorted(verdict.strongly_failed), apply_output=apply_output,
+        strongly_failed=sorted(verdict.strongly_failed),
+        apply_output=apply_output,
     )
 
 
@@ -539,8 +639,10 @@ def sealed_report(verdict: vr.Verdict) -> str:
     the expected values, reports those tests as passed when nothing else failed)."""
     if not verdict.trusted or not verdict.overruled:
         return ""
-    head = ("=== repogym: tests pytest passed whose sealed checks did not hold "
-            "(expected values are hidden) ===")
+    head = (
+        "=== repogym: tests pytest passed whose sealed checks did not hold "
+        "(expected values are hidden) ==="
+    )
     lines = ["", head]
     for test in sorted(verdict.overruled):
         lines += [f"FAILED {test}: {f}" for f in verdict.sealed_failures[test]]
@@ -572,8 +674,9 @@ def swebench_available() -> bool:
     return True
 
 
-def swebench_tests(log: str, spec: TestSpec, channel: dict[str, str] | None,
-                   masked: cn.Masked | None = None) -> tuple[dict[str, str], bool]:
+def swebench_tests(
+    log: str, spec: TestSpec, channel: dict[str, str] | None, masked: cn.Masked | None = None
+) -> tuple[dict[str, str], bool]:
     """Per-test outcomes as the official SWE-bench harness computes them from the log.
 
     The grading run's log (pytest run with ``-rA``; tests under their own names again, see
@@ -592,14 +695,15 @@ def swebench_tests(log: str, spec: TestSpec, channel: dict[str, str] | None,
     from swebench.harness.log_parsers import PARSER_REGISTRY
 
     status_map = PARSER_REGISTRY["parse_log_pytest"](log, None)
-    report = get_eval_tests_report(status_map, {"FAIL_TO_PASS": list(spec.fail_to_pass),
-                                                "PASS_TO_PASS": list(spec.pass_to_pass)})
+    report = get_eval_tests_report(
+        status_map,
+        {"FAIL_TO_PASS": list(spec.fail_to_pass), "PASS_TO_PASS": list(spec.pass_to_pass)},
+    )
     success = set(report["FAIL_TO_PASS"]["success"]) | set(report["PASS_TO_PASS"]["success"])
     names = {"FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped"}
     tests: dict[str, str] = {}
     canaries = masked.canaries if masked else []
-    contradicted = any(status_map.get(c.node_id) == "PASSED" for c in canaries
-                       if not c.must_pass)
+    contradicted = any(status_map.get(c.node_id) == "PASSED" for c in canaries if not c.must_pass)
     for t in spec.all_tests:
         if t in success:
             tests[t] = "passed"
@@ -609,8 +713,11 @@ def swebench_tests(log: str, spec: TestSpec, channel: dict[str, str] | None,
             seen = channel.get(t, "missing")
             claimed = status_map.get(t) == "PASSED"
             # the channel reports xfail and skip as skipped; only a claimed PASSED contradicts
-            if seen in ("failed", "error") or (seen == "missing" and not truncated_id) or (
-                    seen == "skipped" and claimed):
+            if (
+                seen in ("failed", "error")
+                or (seen == "missing" and not truncated_id)
+                or (seen == "skipped" and claimed)
+            ):
                 contradicted = True
         else:
             tests[t] = names.get(status_map.get(t, ""), "missing")

@@ -31,6 +31,7 @@ MAX_CHANNEL_BYTES = 16 << 20
 #: Output cap of a grading run (log + channel); past it the run is killed, not trusted.
 GRADING_OUTPUT_BYTES = 64 << 20
 
+
 def test_files(node_ids: Iterable[str]) -> list[str]:
     """The distinct test files of some node ids, in first-seen order."""
     return list(dict.fromkeys(n.split("::", 1)[0] for n in node_ids))
@@ -46,8 +47,9 @@ class InGrader:
 Word = str | InGrader
 
 
-def launcher_argv(python: str, sites: Iterable[str], args: list[str],
-                  node_ids: Iterable[str]) -> list[Word]:
+def launcher_argv(
+    python: str, sites: Iterable[str], args: list[str], node_ids: Iterable[str]
+) -> list[Word]:
     """The launcher invocation for a test spec's command.
 
     ``-s -S``: no user site, no ``site`` processing (so no ``.pth`` and no
@@ -60,15 +62,29 @@ def launcher_argv(python: str, sites: Iterable[str], args: list[str],
     argv: list[Word] = [python, "-s", "-S", InGrader("verifier/launch.py")]
     for s in sites:
         argv += ["--site", s]
-    return argv + ["--ini", InGrader("verifier/pytest.ini"), "--conftests",
-                   InGrader("verifier/conftests.json"), "--", *args, *files]
+    return argv + [
+        "--ini",
+        InGrader("verifier/pytest.ini"),
+        "--conftests",
+        InGrader("verifier/conftests.json"),
+        "--",
+        *args,
+        *files,
+    ]
 
 
 def launcher_env(path: str, ld_library_path: str = "") -> dict[str, str]:
     """A grading run's process environment (nothing inherited, nothing the workspace set)."""
-    env = {"PATH": path, "HOME": "/tmp", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-           "TERM": "dumb", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    env = {
+        "PATH": path,
+        "HOME": "/tmp",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TERM": "dumb",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    }
     if ld_library_path:
         env["LD_LIBRARY_PATH"] = ld_library_path
     return env
@@ -76,6 +92,7 @@ def launcher_env(path: str, ld_library_path: str = "") -> dict[str, str]:
 
 def shell_command(argv: list[Word], env: dict[str, str]) -> str:
     """``argv`` run with exactly ``env`` (``env -i``), as one shell command line."""
+
     def word(w: Word) -> str:
         return f'"$RG_GRADER"/{shlex.quote(w.rel)}' if isinstance(w, InGrader) else shlex.quote(w)
 
@@ -101,8 +118,7 @@ def conftest_digests(*roots: Path) -> dict[str, str]:
             if "conftest.py" in filenames:
                 path = Path(dirpath) / "conftest.py"
                 if not path.is_symlink():
-                    out[str(path.relative_to(root))] = hashlib.sha256(
-                        path.read_bytes()).hexdigest()
+                    out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
 
 
@@ -127,8 +143,12 @@ class Channel:
         """The outcome of a failed or skipped collector that contains ``node_id``."""
         path = node_id.split("::", 1)[0]
         for c, outcome in self.collected.items():
-            if c == "" or node_id.startswith(c + "::") or path == c or \
-                    path.startswith(c.rstrip("/") + "/"):
+            if (
+                c == ""
+                or node_id.startswith(c + "::")
+                or path == c
+                or path.startswith(c.rstrip("/") + "/")
+            ):
                 return "error" if outcome == "failed" else "skipped"
         return None
 
@@ -142,7 +162,8 @@ class Channel:
             if "call" not in p and outcome == "passed":
                 return "error"
             return {"passed": "passed", "failed": "failed", "skipped": "skipped"}.get(
-                outcome, "error")
+                outcome, "error"
+            )
         return self.collector_of(node_id) or "missing"
 
 
@@ -168,14 +189,23 @@ def read_channel(data: str) -> Channel:
         if not isinstance(rec, dict):
             raise ChannelError("a record is not an object")
         if set(rec) == {"case", "when", "outcome", "xfail"} and all(
-                isinstance(rec[k], str) for k in ("case", "when", "outcome")):
-            ch.phases.setdefault(rec["case"], {})[rec["when"]] = (rec["outcome"],
-                                                                  bool(rec["xfail"]))
-        elif set(rec) == {"collect", "outcome"} and isinstance(rec["collect"], str) and \
-                rec["outcome"] in ("failed", "skipped"):
+            isinstance(rec[k], str) for k in ("case", "when", "outcome")
+        ):
+            ch.phases.setdefault(rec["case"], {})[rec["when"]] = (
+                rec["outcome"],
+                bool(rec["xfail"]),
+            )
+        elif (
+            set(rec) == {"collect", "outcome"}
+            and isinstance(rec["collect"], str)
+            and rec["outcome"] in ("failed", "skipped")
+        ):
             ch.collected[rec["collect"]] = rec["outcome"]
-        elif set(rec) == {"seal", "case", "got"} and isinstance(rec["seal"], int) and \
-                isinstance(rec["case"], str):
+        elif (
+            set(rec) == {"seal", "case", "got"}
+            and isinstance(rec["seal"], int)
+            and isinstance(rec["case"], str)
+        ):
             ch.seals.setdefault((rec["case"], rec["seal"]), []).append(rec["got"])
         elif set(rec) == {"refused", "why"}:
             ch.refused = (str(rec["refused"]), str(rec["why"]))
@@ -202,9 +232,17 @@ class Verdict:
     strongly_failed: set[str] = dataclasses.field(default_factory=set)
 
 
-def judge(ch: Channel | None, *, exit_code: int, timed_out: bool, truncated: bool,
-          exhausted: str | None, node_ids: Iterable[str], masked: Masked,
-          channel_error: str = "") -> Verdict:
+def judge(
+    ch: Channel | None,
+    *,
+    exit_code: int,
+    timed_out: bool,
+    truncated: bool,
+    exhausted: str | None,
+    node_ids: Iterable[str],
+    masked: Masked,
+    channel_error: str = "",
+) -> Verdict:
     """Decide whether a grading run is trustworthy, and what each listed test did.
 
     A run is trusted only if it ended on its own (no timeout, no signal, no output cap, no
@@ -225,7 +263,10 @@ def judge(ch: Channel | None, *, exit_code: int, timed_out: bool, truncated: boo
     missing = {t: "missing" for t in node_ids}
     distrust = _run_distrust(exhausted, timed_out, truncated)
     if ch is None:
-        distrust = distrust or (HackFlag.FORGED_RESULTS, f"unreadable result channel: {channel_error}")
+        distrust = distrust or (
+            HackFlag.FORGED_RESULTS,
+            f"unreadable result channel: {channel_error}",
+        )
     else:
         distrust = distrust or _channel_distrust(ch, exit_code, masked)
     if distrust:

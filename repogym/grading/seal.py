@@ -21,12 +21,15 @@ the answer. ``pytest.raises(E, match="...")`` at a test's top level is sealed th
 (the exception's class, its bases and its message are reported; the grader checks them).
 
 Checks are soft: a wrong value does not stop the test (the sandbox cannot know it is
-wrong), so the statements after it still run. Only checks that every passing run of the
-test reaches are sealed: top-level statements of a test that has no ``return`` or
-``yield``, and the bodies of ``for`` loops over non-empty literals that never ``break``.
-In ``assert a and b``, each part is checked in turn. What is not sealed (assertions on computed expectations, truthiness, helper
-functions, parametrized expectations) is still checked by pytest inside the sandbox, where
-a forger can flip it; :func:`seal_stats` measures each task's share, and
+wrong), so the statements after it still run. Checks are sealed in a test that has no
+``return`` or ``yield``: its top-level statements, the bodies of ``for`` loops over
+non-empty literals that never ``break`` (each run reaches them a known number of times),
+and the branches of ``if`` and ``try`` statements (judged against what gold reported, for
+the cases gold reached them in). In ``assert a and b``, each part is checked in turn.
+Parametrize tables lose their expectation columns (a table that feeds one test its
+expectations and another its inputs is planted once per such test: ``focus``). What is not
+sealed is still checked by pytest inside the sandbox, where a forger can flip it;
+:func:`repogym.grading.grader.value_sealed` measures each task's share, and
 docs/grading.md says what an unsealed test still allows.
 """
 
@@ -88,8 +91,9 @@ class Seal:
     times: int = 1
     key: str = ""
     gold: bool = False
-    cases: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict, hash=False,
-                                                          compare=False)
+    cases: dict[str, frozenset[str]] = dataclasses.field(
+        default_factory=dict, hash=False, compare=False
+    )
     gold_strong: bool = False
     leaked: bool = False
 
@@ -127,16 +131,27 @@ class Seal:
             return False
         try:
             return self._holds(got)
-        except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError,
-                RecursionError, MemoryError, re.error):
+        except (
+            ArithmeticError,
+            LookupError,
+            TypeError,
+            ValueError,
+            AttributeError,
+            RecursionError,
+            MemoryError,
+            re.error,
+        ):
             return False  # e.g. approx of a number past float's range, an ``in`` of a str
 
     def _holds(self, got: dict) -> bool:
         if self.op == "raises":
             chain = raised_chain(got)
             pattern = dict(self.options).get("match")
-            return chain is not None and any(_names_class(n, chain) for n in self.expected) \
+            return (
+                chain is not None
+                and any(_names_class(n, chain) for n in self.expected)
                 and (pattern is None or re.search(pattern, got["message"]) is not None)
+            )
         if self.op == "is":
             return got.get("is") == canon.singleton(self.expected)
         if self.op == "truth":
@@ -197,8 +212,10 @@ def record_problem(got: object) -> str | None:
     if "raised" in got and got["raised"] is not None:
         message, mro = got.get("message"), got.get("mro")
         if not isinstance(message, str) or len(message) > canon.MESSAGE_CHARS:
-            return f"an exception message that is not a string of at most " \
-                   f"{canon.MESSAGE_CHARS} characters"
+            return (
+                f"an exception message that is not a string of at most "
+                f"{canon.MESSAGE_CHARS} characters"
+            )
         if not isinstance(mro, list) or len(mro) > canon.MAX_MRO:
             return f"not a list of at most {canon.MAX_MRO} classes"
     return None
@@ -227,8 +244,11 @@ def raised_chain(got: dict) -> list[tuple[str, str]] | None:
         if not mod or not name:
             return None
         chain.append((mod, name))
-    if chain[0] != (module, raised) or chain[-1] != ("builtins", "object") or \
-            ("builtins", "BaseException") not in chain:
+    if (
+        chain[0] != (module, raised)
+        or chain[-1] != ("builtins", "object")
+        or ("builtins", "BaseException") not in chain
+    ):
         return None
     return chain if _builtins_consistent(chain) else None
 
@@ -236,16 +256,23 @@ def raised_chain(got: dict) -> list[tuple[str, str]] | None:
 def _builtins_consistent(chain: list[tuple[str, str]]) -> bool:
     # a "builtins" class that the builtins module does not hold (a C extension's exception
     # without a dotted name) cannot be checked, like the repository's own classes
-    names = [name for mod, name in chain
-             if mod == "builtins" and isinstance(getattr(builtins, name, None), type)]
+    names = [
+        name
+        for mod, name in chain
+        if mod == "builtins" and isinstance(getattr(builtins, name, None), type)
+    ]
     classes = [getattr(builtins, n) for n in names]
     for i, c in enumerate(classes):
         bases = [b.__qualname__ for b in c.__mro__]
         rest = iter(names[i:])
         if not all(b in rest for b in bases):  # its bases, in order, after it
             return False
-    leaves = [c for c in classes if issubclass(c, BaseException)
-              and not any(d is not c and issubclass(d, c) for d in classes)]
+    leaves = [
+        c
+        for c in classes
+        if issubclass(c, BaseException)
+        and not any(d is not c and issubclass(d, c) for d in classes)
+    ]
     return len(leaves) <= _BUILTIN_LEAVES
 
 
@@ -281,15 +308,72 @@ class Sealed:
 #: Modules whose names a sealed expectation may call (pure value constructors).
 _VALUE_MODULES = ("datetime", "decimal", "fractions", "uuid", "math")
 #: Attributes a sealed expectation never uses (time- or randomness-dependent, or contexts).
-_IMPURE = {"now", "today", "utcnow", "uuid1", "uuid4", "getcontext", "setcontext",
-           "localcontext", "fromtimestamp", "utcfromtimestamp"}
-_BUILTINS = {name: getattr(builtins, name) for name in (
-    "abs", "bool", "bytes", "complex", "dict", "enumerate", "float", "frozenset", "int", "len",
-    "list", "max", "min", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "zip")}
-_NODES = (ast.Constant, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.UnaryOp, ast.UAdd,
-          ast.USub, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow,
-          ast.Call, ast.keyword, ast.Name, ast.Load, ast.Store, ast.Attribute, ast.ListComp,
-          ast.SetComp, ast.GeneratorExp, ast.comprehension)
+_IMPURE = {
+    "now",
+    "today",
+    "utcnow",
+    "uuid1",
+    "uuid4",
+    "getcontext",
+    "setcontext",
+    "localcontext",
+    "fromtimestamp",
+    "utcfromtimestamp",
+}
+_BUILTINS = {
+    name: getattr(builtins, name)
+    for name in (
+        "abs",
+        "bool",
+        "bytes",
+        "complex",
+        "dict",
+        "enumerate",
+        "float",
+        "frozenset",
+        "int",
+        "len",
+        "list",
+        "max",
+        "min",
+        "reversed",
+        "round",
+        "set",
+        "sorted",
+        "str",
+        "sum",
+        "tuple",
+        "zip",
+    )
+}
+_NODES = (
+    ast.Constant,
+    ast.Tuple,
+    ast.List,
+    ast.Set,
+    ast.Dict,
+    ast.UnaryOp,
+    ast.UAdd,
+    ast.USub,
+    ast.BinOp,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.Div,
+    ast.FloorDiv,
+    ast.Mod,
+    ast.Pow,
+    ast.Call,
+    ast.keyword,
+    ast.Name,
+    ast.Load,
+    ast.Store,
+    ast.Attribute,
+    ast.ListComp,
+    ast.SetComp,
+    ast.GeneratorExp,
+    ast.comprehension,
+)
 #: Largest ``range`` a sealed expectation may build.
 _MAX_RANGE = 100_000
 
@@ -309,8 +393,7 @@ def value_names(tree: ast.Module) -> dict[str, object]:
             for a in node.names:
                 if a.name in _VALUE_MODULES:
                     ns[a.asname or a.name] = importlib.import_module(a.name)
-        elif isinstance(node, ast.ImportFrom) and node.module in _VALUE_MODULES and \
-                not node.level:
+        elif isinstance(node, ast.ImportFrom) and node.module in _VALUE_MODULES and not node.level:
             module = importlib.import_module(node.module)
             for a in node.names:
                 if a.name != "*" and a.name not in _IMPURE and hasattr(module, a.name):
@@ -336,27 +419,41 @@ def _value(node: ast.expr, ns: dict[str, object], local: set[str]) -> tuple[bool
     ok, value = _literal(node)
     if ok:
         return True, value
-    bound = {n.id for c in ast.walk(node) if isinstance(c, ast.comprehension)
-             for n in ast.walk(c.target) if isinstance(n, ast.Name)}
+    bound = {
+        n.id
+        for c in ast.walk(node)
+        if isinstance(c, ast.comprehension)
+        for n in ast.walk(c.target)
+        if isinstance(n, ast.Name)
+    }
     for n in ast.walk(node):
         if not isinstance(n, _NODES):
             return False, None
-        if isinstance(n, ast.Name) and n.id not in bound and (
-                n.id in local or (n.id not in ns and n.id not in _BUILTINS
-                                  and n.id != "range")):
+        if (
+            isinstance(n, ast.Name)
+            and n.id not in bound
+            and (n.id in local or (n.id not in ns and n.id not in _BUILTINS and n.id != "range"))
+        ):
             return False, None
         if isinstance(n, ast.Attribute) and (n.attr.startswith("_") or n.attr in _IMPURE):
             return False, None
     for n in ast.walk(node):  # 10**18 yes, 10**10**10 no
-        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) and not (
-                isinstance(n.left, ast.Constant) and isinstance(n.right, ast.Constant)
-                and isinstance(n.right.value, int) and 0 <= n.right.value <= 1000):
+        if (
+            isinstance(n, ast.BinOp)
+            and isinstance(n.op, ast.Pow)
+            and not (
+                isinstance(n.left, ast.Constant)
+                and isinstance(n.right, ast.Constant)
+                and isinstance(n.right.value, int)
+                and 0 <= n.right.value <= 1000
+            )
+        ):
             return False, None
     try:
         code = compile(ast.Expression(node), "<expected value>", "eval")
         scope = {"__builtins__": {**_BUILTINS, "range": _bounded_range}, **ns}
         value = eval(code, scope)
-    except Exception:  # noqa: BLE001 - an expectation the grader cannot compute stays unsealed
+    except Exception:
         return False, None
     if "opaque" in canon.dumps(canon.encode(value)):
         return False, None
@@ -366,14 +463,19 @@ def _value(node: ast.expr, ns: dict[str, object], local: set[str]) -> tuple[bool
 def _stores(fn: ast.FunctionDef) -> set[str]:
     """Names the function binds (arguments, assignments, loop and ``with`` targets)."""
     names = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
-    return names | {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)
-                    and isinstance(n.ctx, ast.Store)}
+    return names | {
+        n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
 
 
 def _is_pytest_attr(node: ast.expr, attr: str, pytest_names: set[str]) -> bool:
     """``pytest.<attr>`` or a bare ``<attr>`` imported from pytest."""
-    if isinstance(node, ast.Attribute) and node.attr == attr and \
-            isinstance(node.value, ast.Name) and node.value.id in pytest_names:
+    if (
+        isinstance(node, ast.Attribute)
+        and node.attr == attr
+        and isinstance(node.value, ast.Name)
+        and node.value.id in pytest_names
+    ):
         return True
     return isinstance(node, ast.Name) and node.id == attr and f"from:{attr}" in pytest_names
 
@@ -389,17 +491,24 @@ def _pytest_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def _expectation(test: ast.expr, pytest_names: set[str], ns: dict[str, object],
-                 local: set[str], gold: bool = False
-                 ) -> tuple[str, object, tuple, ast.expr] | None:
+def _expectation(
+    test: ast.expr,
+    pytest_names: set[str],
+    ns: dict[str, object],
+    local: set[str],
+    gold: bool = False,
+) -> tuple[str, object, tuple, ast.expr] | None:
     """(op, expected, options, computed side) of an assertion that can be sealed.
 
     With ``gold``, an ``==`` whose sides the grader can compute neither of is sealed too:
     its expected side leaves the file, and the expectation is the value the other side had
     when the gold patch was graded (``expected`` None; :class:`Seal` ``gold``).
     """
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and \
-            isinstance(test.operand, _TRUTHY):
+    if (
+        isinstance(test, ast.UnaryOp)
+        and isinstance(test.op, ast.Not)
+        and isinstance(test.operand, _TRUTHY)
+    ):
         return "truth", False, (), test.operand
     if isinstance(test, _TRUTHY):
         return "truth", True, (), test
@@ -409,18 +518,12 @@ def _expectation(test: ast.expr, pytest_names: set[str], ns: dict[str, object],
     left, right = test.left, test.comparators[0]
     if op is None:
         return None
-    if op == "==" and isinstance(right, ast.Call) and _is_pytest_attr(right.func, "approx",
-                                                                       pytest_names):
-        ok, args = _literal(ast.Tuple(elts=list(right.args), ctx=ast.Load()))
-        kwargs = {}
-        for kw in right.keywords:
-            good, value = _literal(kw.value)
-            if kw.arg is None or not good:
-                return None
-            kwargs[kw.arg] = value
-        if not ok or len(args) != 1:
-            return None
-        return "approx", args[0], tuple(sorted(kwargs.items())), left
+    if (
+        op == "=="
+        and isinstance(right, ast.Call)
+        and _is_pytest_attr(right.func, "approx", pytest_names)
+    ):
+        return _approx(right, left)
     ok, value = _value(right, ns, local)
     if not ok and op == "==":
         ok, value = _value(left, ns, local)
@@ -440,6 +543,20 @@ def _expectation(test: ast.expr, pytest_names: set[str], ns: dict[str, object],
     return op, value, (), left
 
 
+def _approx(call: ast.Call, computed: ast.expr) -> tuple[str, object, tuple, ast.expr] | None:
+    """``x == pytest.approx(<literal>, <literal keywords>)`` as a sealed check, or None."""
+    ok, args = _literal(ast.Tuple(elts=list(call.args), ctx=ast.Load()))
+    kwargs = {}
+    for kw in call.keywords:
+        good, value = _literal(kw.value)
+        if kw.arg is None or not good:
+            return None
+        kwargs[kw.arg] = value
+    if not ok or len(args) != 1:
+        return None
+    return "approx", args[0], tuple(sorted(kwargs.items())), computed
+
+
 def _exception_names(node: ast.expr) -> tuple[str, ...] | None:
     """Class names accepted by ``pytest.raises(<node>)`` (a name, attribute or tuple)."""
     if isinstance(node, ast.Tuple):
@@ -452,16 +569,21 @@ def _exception_names(node: ast.expr) -> tuple[str, ...] | None:
     return None
 
 
-def _raises(item: ast.withitem, pytest_names: set[str], self_name: str | None = None
-            ) -> tuple[tuple[str, ...], tuple] | None:
+def _raises(
+    item: ast.withitem, pytest_names: set[str], self_name: str | None = None
+) -> tuple[tuple[str, ...], tuple] | None:
     """(accepted class names, options) of ``with pytest.raises(E[, match=...])`` or
     unittest's ``with self.assertRaises(E)`` / ``self.assertRaisesRegex(E, pattern)``."""
     call = item.context_expr
     if not isinstance(call, ast.Call):
         return None
     f = call.func
-    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
-            f.value.id == self_name and f.attr in ("assertRaises", "assertRaisesRegex"):
+    if (
+        isinstance(f, ast.Attribute)
+        and isinstance(f.value, ast.Name)
+        and f.value.id == self_name
+        and f.attr in ("assertRaises", "assertRaisesRegex")
+    ):
         regex = f.attr == "assertRaisesRegex"
         if call.keywords or len(call.args) != 1 + regex:
             return None
@@ -486,10 +608,18 @@ def _raises(item: ast.withitem, pytest_names: set[str], self_name: str | None = 
 #: unittest's assertion methods, by the assertion each stands for (``assertEqual(a, b)`` is
 #: ``assert a == b``). Messages (a third argument or ``msg=``) are dropped like assert's.
 _UNITTEST = {
-    "assertEqual": "==", "assertEquals": "==", "assertListEqual": "==",
-    "assertTupleEqual": "==", "assertDictEqual": "==", "assertSetEqual": "==",
-    "assertMultiLineEqual": "==", "assertIn": "in", "assertIs": "is", "assertIsNone": "none",
-    "assertTrue": "truth", "assertFalse": "not",
+    "assertEqual": "==",
+    "assertEquals": "==",
+    "assertListEqual": "==",
+    "assertTupleEqual": "==",
+    "assertDictEqual": "==",
+    "assertSetEqual": "==",
+    "assertMultiLineEqual": "==",
+    "assertIn": "in",
+    "assertIs": "is",
+    "assertIsNone": "none",
+    "assertTrue": "truth",
+    "assertFalse": "not",
 }
 _ARITY = {"==": 2, "in": 2, "is": 2, "none": 1, "truth": 1, "not": 1}
 
@@ -500,31 +630,46 @@ def equality_helpers(tree: ast.Module) -> set[str]:
     like the assertion it makes."""
     found = set()
     for node in tree.body:
-        if not isinstance(node, ast.FunctionDef) or len(node.args.args) < 2 or \
-                node.args.vararg or node.args.kwarg:
+        if (
+            not isinstance(node, ast.FunctionDef)
+            or len(node.args.args) < 2
+            or node.args.vararg
+            or node.args.kwarg
+        ):
             continue
-        body = [b for b in node.body if not (isinstance(b, ast.Expr) and
-                                             isinstance(b.value, ast.Constant))]
+        body = [
+            b
+            for b in node.body
+            if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))
+        ]
         first, second = node.args.args[0].arg, node.args.args[1].arg
-        if len(body) == 1 and isinstance(body[0], ast.Assert) and \
-                isinstance(t := body[0].test, ast.Compare) and len(t.ops) == 1 and \
-                isinstance(t.ops[0], ast.Eq) and isinstance(t.left, ast.Name) and \
-                isinstance(t.comparators[0], ast.Name) and \
-                {t.left.id, t.comparators[0].id} == {first, second}:
+        if (
+            len(body) == 1
+            and isinstance(body[0], ast.Assert)
+            and isinstance(t := body[0].test, ast.Compare)
+            and len(t.ops) == 1
+            and isinstance(t.ops[0], ast.Eq)
+            and isinstance(t.left, ast.Name)
+            and isinstance(t.comparators[0], ast.Name)
+            and {t.left.id, t.comparators[0].id} == {first, second}
+        ):
             found.add(node.name)
     return found
 
 
-def _call_assertion(call: ast.expr, helpers: set[str], self_name: str | None
-                    ) -> ast.expr | None:
+def _call_assertion(call: ast.expr, helpers: set[str], self_name: str | None) -> ast.expr | None:
     """The ``assert`` test a statement's call stands for: ``self.assertEqual(a, b)`` and a
     call to an equality helper (:func:`equality_helpers`) are ``a == b``; None for any
     other call."""
     if not isinstance(call, ast.Call) or any(isinstance(a, ast.Starred) for a in call.args):
         return None
     f = call.func
-    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
-            f.value.id == self_name and f.attr in _UNITTEST:
+    if (
+        isinstance(f, ast.Attribute)
+        and isinstance(f.value, ast.Name)
+        and f.value.id == self_name
+        and f.attr in _UNITTEST
+    ):
         kind = _UNITTEST[f.attr]
         if any(kw.arg not in ("msg",) for kw in call.keywords):
             return None
@@ -545,8 +690,9 @@ def _call_assertion(call: ast.expr, helpers: set[str], self_name: str | None
     if kind == "not":
         return at(ast.UnaryOp(op=ast.Not(), operand=args[0]))
     if kind == "none":
-        return at(ast.Compare(left=args[0], ops=[ast.Is()],
-                              comparators=[at(ast.Constant(value=None))]))
+        return at(
+            ast.Compare(left=args[0], ops=[ast.Is()], comparators=[at(ast.Constant(value=None))])
+        )
     op = {"==": ast.Eq(), "in": ast.In(), "is": ast.Is()}[kind]
     return at(ast.Compare(left=args[0], ops=[op], comparators=[args[1]]))
 
@@ -561,9 +707,14 @@ def _literal_locals(fn: ast.FunctionDef, ns: dict[str, object]) -> dict[str, ast
     args = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
     found = {}
     for stmt in fn.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
-                isinstance(name := stmt.targets[0], ast.Name) and counts.get(name.id) == 1 \
-                and name.id not in args and _value(stmt.value, ns, set())[0]:
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(name := stmt.targets[0], ast.Name)
+            and counts.get(name.id) == 1
+            and name.id not in args
+            and _value(stmt.value, ns, set())[0]
+        ):
             found[name.id] = stmt.value
     return found
 
@@ -592,9 +743,12 @@ def _is_parametrize(node: ast.expr, pytest_names: set[str]) -> bool:
     if not isinstance(node, ast.Attribute) or node.attr != "parametrize":
         return False
     mark = node.value
-    return (isinstance(mark, ast.Attribute) and mark.attr == "mark" and
-            isinstance(mark.value, ast.Name) and mark.value.id in pytest_names) or \
-        (isinstance(mark, ast.Name) and mark.id == "mark" and "from:mark" in pytest_names)
+    return (
+        isinstance(mark, ast.Attribute)
+        and mark.attr == "mark"
+        and isinstance(mark.value, ast.Name)
+        and mark.value.id in pytest_names
+    ) or (isinstance(mark, ast.Name) and mark.id == "mark" and "from:mark" in pytest_names)
 
 
 def _table_names(node: ast.expr) -> list[ast.Name] | None:
@@ -613,23 +767,38 @@ def shared_tables(tree: ast.Module, pytest_names: set[str]) -> dict[str, ast.exp
     term of a sum that is) the table argument of a test's ``@pytest.mark.parametrize``."""
     bound: dict[str, list[ast.expr]] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
-                isinstance(node.targets[0], ast.Name):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
             bound.setdefault(node.targets[0].id, []).append(node.value)
-    tables = {name: values[0] for name, values in bound.items()
-              if len(values) == 1 and isinstance(values[0], ast.List | ast.Tuple)}
+    tables = {
+        name: values[0]
+        for name, values in bound.items()
+        if len(values) == 1 and isinstance(values[0], ast.List | ast.Tuple)
+    }
     as_table = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and \
-                node.name.startswith("test"):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
+            "test"
+        ):
             for d in node.decorator_list:
-                if isinstance(d, ast.Call) and _is_parametrize(d.func, pytest_names) and \
-                        len(d.args) == 2 and (names := _table_names(d.args[1])):
+                if (
+                    isinstance(d, ast.Call)
+                    and _is_parametrize(d.func, pytest_names)
+                    and len(d.args) == 2
+                    and (names := _table_names(d.args[1]))
+                ):
                     as_table.update(id(n) for n in names)
     bindings = {id(n.targets[0]) for n in tree.body if isinstance(n, ast.Assign)}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in tables and id(node) not in bindings and (
-                not isinstance(node.ctx, ast.Load) or id(node) not in as_table):
+        if (
+            isinstance(node, ast.Name)
+            and node.id in tables
+            and id(node) not in bindings
+            and (not isinstance(node.ctx, ast.Load) or id(node) not in as_table)
+        ):
             tables.pop(node.id)
     return tables
 
@@ -639,33 +808,15 @@ def shared_tables(tree: ast.Module, pytest_names: set[str]) -> dict[str, ast.exp
 _UNKNOWN = object()
 
 
-def _table(fn: ast.FunctionDef, pytest_names: set[str], ns: dict[str, object],
-           shared: dict[str, ast.expr] | None = None,
-           listed: Collection[str] = ()) -> _Table | None:
-    """The test's one parametrize table, if it has exactly one, written as a literal list
-    of rows, in the decorator or as a module constant (:func:`shared_tables`). Row ids are
-    pytest's own, computed from the values the grader can compute; where a row has a cell
-    it cannot (``datetime(..., tzinfo=FixedOffset(4))``, ``FORMAT + "T"``), from the
-    ``listed`` ids (the task's, of this function's cases), each row matched to exactly one.
-    """
-    decs = [d for d in fn.decorator_list
-            if isinstance(d, ast.Call) and _is_parametrize(d.func, pytest_names)]
-    if len(decs) != 1 or len(decs[0].args) != 2 or any(
-            "parametrize" in ast.dump(d) for d in fn.decorator_list if d is not decs[0]):
-        return None
-    if any(kw.arg != "ids" for kw in decs[0].keywords):
-        return None
-    ids_node = decs[0].keywords[0].value if decs[0].keywords else None
-    ok, argnames = _literal(decs[0].args[0])
-    if ok and isinstance(argnames, str):
-        names = [n.strip() for n in argnames.split(",") if n.strip()]
-    elif ok and isinstance(argnames, list | tuple) and all(isinstance(n, str)
-                                                           for n in argnames):
-        names = list(argnames)
-    else:
-        return None
-    node, consts, parts = decs[0].args[1], (), []
-    if (terms := _table_names(node)) and all(t.id in (shared or {}) for t in terms):
+def _table_rows(
+    node: ast.expr, shared: dict[str, ast.expr], width: int
+) -> tuple[list[list[ast.expr]], tuple[str, ...], list[tuple[str, ast.expr, int, int]]] | None:
+    """The rows of a parametrize table argument of ``width`` columns (a literal list, or
+    module constants and their sum), the constants it is made of and their spans; None
+    when it is neither or a row is not a literal row of that width."""
+    consts: tuple[str, ...] = ()
+    parts: list[tuple[str, ast.expr, int, int]] = []
+    if (terms := _table_names(node)) and all(t.id in shared for t in terms):
         consts = tuple(t.id for t in terms)
         if len(set(consts)) != len(consts):
             return None
@@ -678,18 +829,61 @@ def _table(fn: ast.FunctionDef, pytest_names: set[str], ns: dict[str, object],
         elts = node.elts
     else:
         return None
-    if not names or not elts:
-        return None
-    single = len(names) == 1
     rows = []
     for e in elts:
-        if single:
+        if width == 1:
             rows.append([e])
-        elif isinstance(e, ast.Tuple | ast.List) and len(e.elts) == len(names) and \
-                not any(isinstance(x, ast.Starred) for x in e.elts):
+        elif (
+            isinstance(e, ast.Tuple | ast.List)
+            and len(e.elts) == width
+            and not any(isinstance(x, ast.Starred) for x in e.elts)
+        ):
             rows.append(list(e.elts))
         else:
             return None
+    return (rows, consts, parts) if rows else None
+
+
+def _table(
+    fn: ast.FunctionDef,
+    pytest_names: set[str],
+    ns: dict[str, object],
+    shared: dict[str, ast.expr] | None = None,
+    listed: Collection[str] = (),
+) -> _Table | None:
+    """The test's one parametrize table, if it has exactly one, written as a literal list
+    of rows, in the decorator or as a module constant (:func:`shared_tables`). Row ids are
+    pytest's own, computed from the values the grader can compute; where a row has a cell
+    it cannot (``datetime(..., tzinfo=FixedOffset(4))``, ``FORMAT + "T"``), from the
+    ``listed`` ids (the task's, of this function's cases), each row matched to exactly one.
+    """
+    decs = [
+        d
+        for d in fn.decorator_list
+        if isinstance(d, ast.Call) and _is_parametrize(d.func, pytest_names)
+    ]
+    if (
+        len(decs) != 1
+        or len(decs[0].args) != 2
+        or any("parametrize" in ast.dump(d) for d in fn.decorator_list if d is not decs[0])
+    ):
+        return None
+    if any(kw.arg != "ids" for kw in decs[0].keywords):
+        return None
+    ids_node = decs[0].keywords[0].value if decs[0].keywords else None
+    ok, argnames = _literal(decs[0].args[0])
+    if ok and isinstance(argnames, str):
+        names = [n.strip() for n in argnames.split(",") if n.strip()]
+    elif ok and isinstance(argnames, list | tuple) and all(isinstance(n, str) for n in argnames):
+        names = list(argnames)
+    else:
+        return None
+    node = decs[0].args[1]
+    found = _table_rows(node, shared or {}, len(names))
+    if not names or found is None:
+        return None
+    rows, consts, parts = found
+    single = len(names) == 1
     values = []
     for row in rows:
         cells = [_value(c, ns, set()) for c in row]
@@ -703,28 +897,46 @@ def _table(fn: ast.FunctionDef, pytest_names: set[str], ns: dict[str, object],
         ids = _pytest_ids(names, values, single)
     else:  # the table names its rows itself
         ok, ids = _literal(ids_node)
-        if not ok or not isinstance(ids, list | tuple) or len(ids) != len(rows) or \
-                len(set(ids)) != len(ids) or not all(isinstance(i, str) and i for i in ids):
+        if (
+            not ok
+            or not isinstance(ids, list | tuple)
+            or len(ids) != len(rows)
+            or len(set(ids)) != len(ids)
+            or not all(isinstance(i, str) and i for i in ids)
+        ):
             return None
         ids = list(ids)
-    return _Table(names, rows, values, ids, node, single, ids_node, consts,
-                  decs[0].args[1], parts) if ids else None
+    return (
+        _Table(names, rows, values, ids, node, single, ids_node, consts, decs[0].args[1], parts)
+        if ids
+        else None
+    )
 
 
-def _matched_ids(names: list[str], values: list[list[object]], single: bool,
-                 listed: Collection[str]) -> list[str] | None:
+def _matched_ids(
+    names: list[str], values: list[list[object]], single: bool, listed: Collection[str]
+) -> list[str] | None:
     """Row ids for a table with cells the grader cannot compute, read from the ``listed``
     ids: pytest's id of each row with every unknown cell a wildcard, matched against them.
     Every listed id must be matched by exactly one row, and no row may match two (a row no
     listed id matches gets a placeholder: no listed case is its). None otherwise."""
-    marks = [[f"RGCELL{r}x{c}Z" if v is _UNKNOWN else v for c, v in enumerate(row)]
-             for r, row in enumerate(values)]
+    marks = [
+        [f"RGCELL{r}x{c}Z" if v is _UNKNOWN else v for c, v in enumerate(row)]
+        for r, row in enumerate(values)
+    ]
     ids = _pytest_ids(names, marks, single)
     if ids is None:
         return None
-    patterns = [re.compile("".join(
-        ".+?" if re.fullmatch(r"RGCELL\d+x\d+Z", part) else re.escape(part)
-        for part in re.split(r"(RGCELL\d+x\d+Z)", i)) + r"\Z") for i in ids]
+    patterns = [
+        re.compile(
+            "".join(
+                ".+?" if re.fullmatch(r"RGCELL\d+x\d+Z", part) else re.escape(part)
+                for part in re.split(r"(RGCELL\d+x\d+Z)", i)
+            )
+            + r"\Z"
+        )
+        for i in ids
+    ]
     listed = list(dict.fromkeys(listed))
     fits = [[x for x in listed if p.match(x)] for p in patterns]
     taken: dict[str, int] = {}
@@ -740,17 +952,18 @@ def _matched_ids(names: list[str], values: list[list[object]], single: bool,
     return [fits[r][0] if fits[r] else f"unlisted-{r}" for r in range(len(values))]
 
 
-def _pytest_ids(names: list[str], values: list[list[object]], single: bool
-                ) -> list[str] | None:
+def _pytest_ids(names: list[str], values: list[list[object]], single: bool) -> list[str] | None:
     """The ids pytest gives the rows of a parametrize table (its own id maker)."""
     try:
         from _pytest.mark.structures import ParameterSet
         from _pytest.python import IdMaker
 
-        sets = [ParameterSet.extract_from(v[0] if single else tuple(v), force_tuple=single)
-                for v in values]
+        sets = [
+            ParameterSet.extract_from(v[0] if single else tuple(v), force_tuple=single)
+            for v in values
+        ]
         ids = IdMaker(names, sets, None, None, None, None).make_unique_parameterset_ids()
-    except Exception:  # noqa: BLE001 - another pytest: the table stays as it is
+    except Exception:
         return None
     return [str(i) for i in ids] if len(ids) == len(values) else None
 
@@ -759,14 +972,21 @@ def _column_side(test: ast.expr, params: dict[str, int]) -> tuple[ast.expr, str]
     """(computed side, column) of ``<x> == <column>`` (either order), or of ``<x> ==
     <an expression of one column only>`` (``expected.replace("-", "_")``): the side that
     reads nothing but the column is the expectation."""
-    if not params or not isinstance(test, ast.Compare) or len(test.ops) != 1 or \
-            not isinstance(test.ops[0], ast.Eq):
+    if (
+        not params
+        or not isinstance(test, ast.Compare)
+        or len(test.ops) != 1
+        or not isinstance(test.ops[0], ast.Eq)
+    ):
         return None
     sides = [test.left, test.comparators[0]]
     names = [{n.id for n in ast.walk(s) if isinstance(n, ast.Name)} for s in sides]
     for i in (1, 0):
-        if len(names[i]) == 1 and (col := next(iter(names[i]))) in params and \
-                col not in names[1 - i]:
+        if (
+            len(names[i]) == 1
+            and (col := next(iter(names[i]))) in params
+            and col not in names[1 - i]
+        ):
             return sides[1 - i], col
     return None
 
@@ -807,8 +1027,9 @@ def _sealable(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
     def walk(node: ast.AST) -> Iterator[ast.AST]:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda |
-                          ast.ClassDef):
+            if isinstance(
+                child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef
+            ):
                 continue
             yield child
             yield from walk(child)
@@ -823,8 +1044,9 @@ def _iterations(loop: ast.For) -> int:
     if loop.orelse or any(isinstance(n, ast.Break | ast.Continue) for n in ast.walk(loop)):
         return 0
     it = loop.iter
-    if isinstance(it, ast.Tuple | ast.List) and not any(isinstance(e, ast.Starred)
-                                                        for e in it.elts):
+    if isinstance(it, ast.Tuple | ast.List) and not any(
+        isinstance(e, ast.Starred) for e in it.elts
+    ):
         return len(it.elts)
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
         ok, args = _literal(ast.Tuple(elts=list(it.args), ctx=ast.Load()))
@@ -851,18 +1073,22 @@ class _Text:
         return self.starts[line - 1] + col
 
     def segment(self, node: ast.AST) -> str:
-        return self.data[self.at(node.lineno, node.col_offset):
-                         self.at(node.end_lineno, node.end_col_offset)].decode(
-            "utf-8", "surrogateescape")
+        return self.data[
+            self.at(node.lineno, node.col_offset) : self.at(node.end_lineno, node.end_col_offset)
+        ].decode("utf-8", "surrogateescape")
 
     def replace(self, node: ast.AST, new: str) -> None:
         """Replace ``node``'s span with ``new``, padded to the same number of lines."""
         pad = (node.end_lineno - node.lineno) - new.count("\n")
         assert pad >= 0 and new.endswith(")")
         new = new[:-1] + "\n" * pad + ")"
-        self.edits.append((self.at(node.lineno, node.col_offset),
-                           self.at(node.end_lineno, node.end_col_offset),
-                           new.encode("utf-8", "surrogateescape")))
+        self.edits.append(
+            (
+                self.at(node.lineno, node.col_offset),
+                self.at(node.end_lineno, node.end_col_offset),
+                new.encode("utf-8", "surrogateescape"),
+            )
+        )
 
     def text(self) -> str:
         data = self.data
@@ -874,13 +1100,15 @@ class _Text:
 def _tests(tree: ast.Module, rel: str) -> Iterator[tuple[str, ast.FunctionDef]]:
     """(node id, function) of every module-level test and method of a ``Test*`` class."""
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and \
-                node.name.startswith("test"):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
+            "test"
+        ):
             yield f"{rel}::{node.name}", node
         elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
             for sub in node.body:
-                if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef) and \
-                        sub.name.startswith("test"):
+                if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef) and sub.name.startswith(
+                    "test"
+                ):
                     yield f"{rel}::{node.name}::{sub.name}", sub
 
 
@@ -911,10 +1139,15 @@ def _guard(test: ast.expr, params: dict[str, int]) -> tuple[str, str] | None:
         test = test.operand
     if isinstance(test, ast.Name) and test.id in params:
         return test.id, "truth"
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
-            isinstance(test.ops[0], ast.Is | ast.IsNot) and isinstance(test.left, ast.Name) \
-            and test.left.id in params and isinstance(test.comparators[0], ast.Constant) \
-            and test.comparators[0].value is None:
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Is | ast.IsNot)
+        and isinstance(test.left, ast.Name)
+        and test.left.id in params
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
         return test.left.id, "none"
     return None
 
@@ -932,14 +1165,24 @@ def _kept(value: object, kind: str | None) -> str:
 
 def _reads(fn: ast.FunctionDef, name: str) -> bool:
     """Whether the function's body reads ``name``."""
-    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-               for stmt in fn.body for n in ast.walk(stmt))
+    return any(
+        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+        for stmt in fn.body
+        for n in ast.walk(stmt)
+    )
 
 
-def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
-              taken: set[str], helpers: Iterable[str] = (),
-              gold: bool = False, focus: Collection[str] = (),
-              listed: dict[str, list[str]] | None = None) -> tuple[str, Sealed]:
+def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share its edits
+    text: str,
+    tree: ast.Module,
+    rel: str,
+    rng: random.Random,
+    taken: set[str],
+    helpers: Iterable[str] = (),
+    gold: bool = False,
+    focus: Collection[str] = (),
+    listed: dict[str, list[str]] | None = None,
+) -> tuple[str, Sealed]:
     """``text`` with its sealable assertions replaced by sealed checks.
 
     The returned text has the same lines as ``text`` (line numbers stay true); the file must
@@ -956,7 +1199,8 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         gold: Also seal ``==`` assertions whose expected side the grader cannot compute,
             against the value recorded at gold (:mod:`repogym.grading.gold`).
         focus: Installed node ids of tests of :attr:`Sealed.focusable` whose tables share no
-            constant: the file is planted for a run of those tests alone. The module-constant table it reads loses
+            constant: the file is planted for a run of those tests alone. The
+            module-constant table it reads loses
             every column the test does not read as an input (the other tests of the table
             break; that run does not judge them), and every check key is marked as this
             run's (``...:f``), so gold values of the two plantings never mix.
@@ -980,8 +1224,9 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         used.add(n)
         return n
 
-    def compare(node_id: str, test: ast.expr, stmt: ast.stmt, part: int, scope: _Scope,
-                times: int) -> str | None:
+    def compare(
+        node_id: str, test: ast.expr, stmt: ast.stmt, part: int, scope: _Scope, times: int
+    ) -> str | None:
         """The sealed check for one assertion's test, or None."""
         names = {**ns, **scope.literals}
         local = scope.local - set(scope.literals)
@@ -989,10 +1234,10 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         if (column := _column_side(test, scope.params)) is not None:
             computed, name = column
             scope.consumed[name] = scope.consumed.get(name, 0) + sum(
-                1 for n in ast.walk(test) if isinstance(n, ast.Name) and n.id == name)
+                1 for n in ast.walk(test) if isinstance(n, ast.Name) and n.id == name
+            )
             n = cid()
-            out.seals.append(Seal(n, node_id, stmt.lineno, "==", None, (), times, key,
-                                  gold=True))
+            out.seals.append(Seal(n, node_id, stmt.lineno, "==", None, (), times, key, gold=True))
             return f"{alias}.check({n}, ({src.segment(computed)}))"
         if not (exp := _expectation(test, pytest_names, names, local, gold=gold)):
             return None
@@ -1001,43 +1246,63 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
             if (computed := _gold_side(test, scope.args)) is None:
                 return None  # a side is one of the test's arguments, which code can read
         n = cid()
-        out.seals.append(Seal(n, node_id, stmt.lineno, op, expected, options, times, key,
-                              gold=scope.cond or (expected is None and op == "==")))
+        out.seals.append(
+            Seal(
+                n,
+                node_id,
+                stmt.lineno,
+                op,
+                expected,
+                options,
+                times,
+                key,
+                gold=scope.cond or (expected is None and op == "=="),
+            )
+        )
         inside = {id(c) for c in ast.walk(computed)}
         for c in ast.walk(test):  # the expected side's names are gone from the file
             if isinstance(c, ast.Name) and id(c) not in inside and c.id in scope.literals:
                 scope.consumed[c.id] = scope.consumed.get(c.id, 0) + 1
         return f"{alias}.check({n}, ({src.segment(computed)}))"
 
-    def assertion(node_id: str, stmt: ast.stmt, test: ast.expr, scope: _Scope,
-                  times: int) -> None:
-        parts = test.values if isinstance(test, ast.BoolOp) and \
-            isinstance(test.op, ast.And) else [test]
+    def assertion(node_id: str, stmt: ast.stmt, test: ast.expr, scope: _Scope, times: int) -> None:
+        parts = (
+            test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        )
         calls = [compare(node_id, p, stmt, i, scope, times) for i, p in enumerate(parts)]
         if not any(calls):
             return
         if len(parts) == 1:
             src.replace(stmt, calls[0])
         else:  # assert a and b: each part checked in turn, as the ``and`` would
-            src.replace(stmt, "(" + ", ".join(
-                c or f"{alias}.hold(({src.segment(p)}))" for c, p in zip(calls, parts))
-                + ")")
+            src.replace(
+                stmt,
+                "("
+                + ", ".join(
+                    c or f"{alias}.hold(({src.segment(p)}))"
+                    for c, p in zip(calls, parts, strict=True)
+                )
+                + ")",
+            )
 
     def block(node_id: str, body: list[ast.stmt], scope: _Scope, times: int = 1) -> None:
         for stmt in body:
             if isinstance(stmt, ast.Assert):
                 assertion(node_id, stmt, stmt.test, scope, times)
-            elif isinstance(stmt, ast.Expr) and \
-                    (test := _call_assertion(stmt.value, helpers, scope.self_name)):
+            elif isinstance(stmt, ast.Expr) and (
+                test := _call_assertion(stmt.value, helpers, scope.self_name)
+            ):
                 assertion(node_id, stmt, test, scope, times)
             elif isinstance(stmt, ast.If | ast.Try) and times == 1:
                 if isinstance(stmt, ast.If) and (found := _guard(stmt.test, scope.params)):
                     col, kind = found
                     scope.consumed[col] = scope.consumed.get(col, 0) + 1
-                    scope.guarded[col] = kind if scope.guarded.get(col, kind) == kind \
-                        else "mixed"
-                branches = [stmt.body, stmt.orelse] if isinstance(stmt, ast.If) else [
-                    stmt.body, stmt.orelse, stmt.finalbody, *(h.body for h in stmt.handlers)]
+                    scope.guarded[col] = kind if scope.guarded.get(col, kind) == kind else "mixed"
+                branches = (
+                    [stmt.body, stmt.orelse]
+                    if isinstance(stmt, ast.If)
+                    else [stmt.body, stmt.orelse, stmt.finalbody, *(h.body for h in stmt.handlers)]
+                )
                 was, scope.cond = scope.cond, True
                 for branch in branches:
                     block(node_id, branch, scope, times)
@@ -1048,58 +1313,83 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
                         names, options = found
                         n = cid()
                         src.replace(item.context_expr, f"{alias}.raises({n})")
-                        out.seals.append(Seal(n, node_id, stmt.lineno, "raises", names,
-                                              options, times,
-                                              f"{rel}:{stmt.lineno}:{stmt.col_offset}:r"
-                                              + (":f" if focus else "")))
+                        out.seals.append(
+                            Seal(
+                                n,
+                                node_id,
+                                stmt.lineno,
+                                "raises",
+                                names,
+                                options,
+                                times,
+                                f"{rel}:{stmt.lineno}:{stmt.col_offset}:r"
+                                + (":f" if focus else ""),
+                            )
+                        )
             elif isinstance(stmt, ast.For) and (k := _iterations(stmt)):
                 block(node_id, stmt.body, scope, times * k)
 
-    def seal_test(node_id: str, fn: ast.FunctionDef, self_name: str | None, *,
-                  dry: bool = False) -> set[int]:
+    def seal_test(
+        node_id: str, fn: ast.FunctionDef, self_name: str | None, *, dry: bool = False
+    ) -> set[int]:
         """Seal one test; returns the table columns that leave the file (with ``dry``,
         only says which would, and changes nothing)."""
         local = _stores(fn)
         args = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)} - {self_name}
         candidates = _literal_locals(fn, ns)
         table = _table(fn, pytest_names, ns, shared, listed.get(node_id, ()))
-        columns = dict(zip(table.names, range(len(table.names)))) if table else {}
+        columns = {name: c for c, name in enumerate(table.names)} if table else {}
         if table and table.shared and not dry:  # the columns every user leaves
-            if any(focus_of.get(c, node_id) != node_id or c not in allowed
-                   for c in table.shared):
+            if any(focus_of.get(c, node_id) != node_id or c not in allowed for c in table.shared):
                 columns = {}
             else:
                 hide = set.intersection(*(allowed[c] for c in table.shared))
                 columns = {k: c for k, c in columns.items() if c in hide}
-        loads = {k: sum(1 for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == k
-                        and isinstance(n.ctx, ast.Load)) for k in {*candidates, *columns}}
+        loads = {
+            k: sum(
+                1
+                for n in ast.walk(fn)
+                if isinstance(n, ast.Name) and n.id == k and isinstance(n.ctx, ast.Load)
+            )
+            for k in {*candidates, *columns}
+        }
         start = len(src.edits), len(out.seals)
         while True:  # a literal local or a column leaves the file only if all its uses do
             literals = {k: _value(v, ns, set())[1] for k, v in candidates.items()}
             scope = _Scope(local, literals, {}, self_name, columns, args)
             marks = len(src.edits), len(out.seals)
             block(node_id, fn.body, scope)
-            partial = {k for k in {*candidates, *columns}
-                       if scope.consumed.get(k, 0) != loads[k]}
+            partial = {k for k in {*candidates, *columns} if scope.consumed.get(k, 0) != loads[k]}
             # a branch on a column whose cells the planted table cannot keep for it
-            partial |= {k for k, kind in scope.guarded.items() if k in columns and (
-                kind == "mixed" or kind == "truth" and any(
-                    row[columns[k]] is _UNKNOWN for row in table.values))}
+            partial |= {
+                k
+                for k, kind in scope.guarded.items()
+                if k in columns
+                and (
+                    kind == "mixed"
+                    or kind == "truth"
+                    and any(row[columns[k]] is _UNKNOWN for row in table.values)
+                )
+            }
             if not partial:
                 break
-            del src.edits[marks[0]:], out.seals[marks[1]:]
+            del src.edits[marks[0] :], out.seals[marks[1] :]
             candidates = {k: v for k, v in candidates.items() if k not in partial}
             columns = {k: v for k, v in columns.items() if k not in partial}
         blank = {c for k, c in columns.items() if scope.consumed.get(k)}
-        guards[node_id] = {c: scope.guarded[k] for k, c in columns.items()
-                           if k in scope.guarded and c in blank}
+        guards[node_id] = {
+            c: scope.guarded[k] for k, c in columns.items() if k in scope.guarded and c in blank
+        }
         if dry:
-            del src.edits[start[0]:], out.seals[start[1]:]
+            del src.edits[start[0] :], out.seals[start[1] :]
             return blank
         for stmt in fn.body:  # the inlined values leave the file with their assertions
-            if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name) and \
-                    stmt.targets[0].id in candidates and scope.consumed.get(
-                        stmt.targets[0].id):
+            if (
+                isinstance(stmt, ast.Assign)
+                and isinstance(stmt.targets[0], ast.Name)
+                and stmt.targets[0].id in candidates
+                and scope.consumed.get(stmt.targets[0].id)
+            ):
                 src.replace(stmt.value, "(None)")
         if table and table.shared:
             if columns:
@@ -1108,41 +1398,50 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
             hide_columns(node_id, table, blank, guards[node_id])
         return blank
 
-    def blanked(table: _Table, blank: set[int], keep_none: dict[int, str] | None = None,
-                span: tuple[int, int] | None = None) -> str:
+    def blanked(
+        table: _Table,
+        blank: set[int],
+        keep_none: dict[int, str] | None = None,
+        span: tuple[int, int] | None = None,
+    ) -> str:
         """The table's rows (those of ``span``), written with ``None`` for the ``blank``
         columns, in parens; a cell of a ``keep_none`` column is ``None`` only where it was
         (else ``...``)."""
         rows = []
         start, end = span or (0, len(table.rows))
-        for values, row in zip(table.values[start:end], table.rows[start:end]):
-            cells = [_kept(values[c], (keep_none or {}).get(c))
-                     if c in blank else src.segment(e) for c, e in enumerate(row)]
+        for values, row in zip(table.values[start:end], table.rows[start:end], strict=True):
+            cells = [
+                _kept(values[c], (keep_none or {}).get(c)) if c in blank else src.segment(e)
+                for c, e in enumerate(row)
+            ]
             rows.append(cells[0] if table.single else "(" + ", ".join(cells) + ",)")
         return "([" + ", ".join(rows) + "])"
 
-    def hide_columns(node_id: str, table: _Table, blank: set[int],
-                     keep_none: dict[int, str] | None = None) -> None:
+    def hide_columns(
+        node_id: str, table: _Table, blank: set[int], keep_none: dict[int, str] | None = None
+    ) -> None:
         """The table without its expectation columns, its cases under random ids (pytest
         would name them by their values). The checks against a column are gold checks:
         per case, what the gold patch computes there (the column's value, or an object of
         the package's own that equals it)."""
         tokens = []
         while len(tokens) < len(table.rows):
-            if (t := "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(8))) \
-                    not in tokens:
+            if (
+                t := "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(8))
+            ) not in tokens:
                 tokens.append(t)
         if table.shared and table.ids_node is None:  # the constants are blanked once
             src.replace(table.ref_node, f"{src.segment(table.ref_node)}, ids=({tokens!r})")
         elif table.shared:
             src.replace(table.ids_node, "(" + repr(tokens) + ")")
         elif table.ids_node is None:
-            src.replace(table.values_node, blanked(table, blank, keep_none) + ", ids=(" +
-                        repr(tokens) + ")")
+            src.replace(
+                table.values_node, blanked(table, blank, keep_none) + ", ids=(" + repr(tokens) + ")"
+            )
         else:
             src.replace(table.values_node, blanked(table, blank, keep_none))
             src.replace(table.ids_node, "(" + repr(tokens) + ")")
-        for token, original in zip(tokens, table.ids):
+        for token, original in zip(tokens, table.ids, strict=True):
             out.case_ids[f"{node_id}[{token}]"] = original
 
     def self_of(node_id: str, fn: ast.FunctionDef) -> str | None:
@@ -1155,12 +1454,18 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
     shared = shared_tables(tree, pytest_names)
     guards: dict[str, dict[int, str]] = {}
     funcs = dict(_tests(tree, rel))
-    tables_of = {i: t for i, f in funcs.items()
-                 if (t := _table(f, pytest_names, ns, shared, listed.get(i, ()))) and t.shared}
+    tables_of = {
+        i: t
+        for i, f in funcs.items()
+        if (t := _table(f, pytest_names, ns, shared, listed.get(i, ()))) and t.shared
+    }
     users_of = {c: [i for i, t in tables_of.items() if c in t.shared] for c in shared}
     good = {c for c, us in users_of.items() if us and all(_sealable(funcs[i]) for i in us)}
-    cols = {i: seal_test(i, funcs[i], self_of(i, funcs[i]), dry=True)
-            for i, t in tables_of.items() if set(t.shared) <= good}
+    cols = {
+        i: seal_test(i, funcs[i], self_of(i, funcs[i]), dry=True)
+        for i, t in tables_of.items()
+        if set(t.shared) <= good
+    }
     dry_guards = {i: dict(guards[i]) for i in cols}
     allowed: dict[str, set[int]] = {}
     for c in good:
@@ -1178,12 +1483,15 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
                 for c in tables_of[i].shared:
                     changed |= bool(allowed[c] - hide)
                     allowed[c] &= hide
-    keep_none = {c: {k: dry_guards[users_of[c][0]][k] for k in allowed[c]
-                     if k in dry_guards[users_of[c][0]]} for c in allowed}
+    keep_none = {
+        c: {k: dry_guards[users_of[c][0]][k] for k in allowed[c] if k in dry_guards[users_of[c][0]]}
+        for c in allowed
+    }
     focus_of: dict[str, str] = {}
     for i, expects in cols.items():
         if all(c in allowed for c in tables_of[i].shared) and expects - set.intersection(
-                *(allowed[c] for c in tables_of[i].shared)):
+            *(allowed[c] for c in tables_of[i].shared)
+        ):
             out.focusable[i] = tuple(f"{rel}:{c}" for c in tables_of[i].shared)
     for f in (f for f in focus if f in out.focusable):
         table, fn = tables_of[f], funcs[f]
@@ -1202,8 +1510,7 @@ def seal_file(text: str, tree: ast.Module, rel: str, rng: random.Random,
         for name, node, start, stop in table.parts:
             if name not in done:
                 done.add(name)
-                src.replace(node, blanked(table, allowed[name], keep_none[name],
-                                          (start, stop)))
+                src.replace(node, blanked(table, allowed[name], keep_none[name], (start, stop)))
     for node_id, table in users:
         hide_columns(node_id, table, set.intersection(*(allowed[c] for c in table.shared)))
     for s in out.seals:
@@ -1273,8 +1580,11 @@ def informative(prints: Iterable[str]) -> bool:
     weak = {"v:null", 'v:{"n":"0"}', 'v:{"n":"1"}'}
     prints = list(prints)
     return bool(prints) and not all(
-        p in weak or (p.startswith("o:") and _DEFAULT_REPR.match(p[2:])) or
-        (p.startswith("m:") and p.endswith("\n")) for p in prints)
+        p in weak
+        or (p.startswith("o:") and _DEFAULT_REPR.match(p[2:]))
+        or (p.startswith("m:") and p.endswith("\n"))
+        for p in prints
+    )
 
 
 def message_fits(got: object, prints: frozenset[str]) -> bool:
@@ -1284,8 +1594,9 @@ def message_fits(got: object, prints: frozenset[str]) -> bool:
     message itself is the code's to choose: a correct fix may word it differently.)"""
     golds = [p.split("\n", 1)[1] for p in prints if p.startswith("m:") and "\n" in p]
     message = got.get("message") if isinstance(got, dict) else None
-    return bool(golds) and isinstance(message, str) and \
-        len(message) <= 2 * max(map(len, golds)) + 64
+    return (
+        bool(golds) and isinstance(message, str) and len(message) <= 2 * max(map(len, golds)) + 64
+    )
 
 
 def _gold_failure(s: Seal, case: str, values: list[object]) -> str | None:
@@ -1298,15 +1609,15 @@ def _gold_failure(s: Seal, case: str, values: list[object]) -> str | None:
     return f"line {s.line}: got {s.shown(bad)}"
 
 
-def judge_case(case: str, seals: Iterable[Seal],
-               records: dict[tuple[str, int], list[object]]) -> CheckOutcome:
+def judge_case(
+    case: str, seals: Iterable[Seal], records: dict[tuple[str, int], list[object]]
+) -> CheckOutcome:
     """The outcome of every sealed check of ``case``'s function, for that case.
 
     A gold check (:attr:`Seal.gold`) counts only for the cases gold reached it in; there
     the set of values reported must be the set gold reported.
     """
-    own = [s for s in seals if s.test == function_of(case)
-           and (not s.gold or case in s.cases)]
+    own = [s for s in seals if s.test == function_of(case) and (not s.gold or case in s.cases)]
     failed, strong = [], False
     for s in own:
         before = len(failed)
@@ -1319,11 +1630,13 @@ def judge_case(case: str, seals: Iterable[Seal],
             failed.append(why)
         elif not s.gold and (bad := next((g for g in values if not s.holds(g)), None)):
             failed.append(f"line {s.line}: got {s.shown(bad)}")
-        elif s.op == "raises" and case in s.cases and (bad := next(
-                (g for g in values if not message_fits(g, s.cases[case])), None)):
+        elif (
+            s.op == "raises"
+            and case in s.cases
+            and (bad := next((g for g in values if not message_fits(g, s.cases[case])), None))
+        ):
             failed.append(f"line {s.line}: got {s.shown(bad)}")  # a message far past gold's
         elif calls != [s.times]:
-            failed.append(f"line {s.line}: reached {calls[0] if calls else 0} times of "
-                          f"{s.times}")
+            failed.append(f"line {s.line}: reached {calls[0] if calls else 0} times of {s.times}")
         strong = strong or (len(failed) > before and s.strong)
     return CheckOutcome(len(own), failed, strong)

@@ -16,8 +16,13 @@ from repogym.harness.provenance import public_args
 _LABEL_VALUE_CHARS = 24
 
 
-def result_settings(agent: str, agent_args: dict[str, Any], *, reward_mode: str = "binary",
-                    max_steps: int | None = None) -> dict[str, Any]:
+def result_settings(
+    agent: str,
+    agent_args: dict[str, Any],
+    *,
+    reward_mode: str = "binary",
+    max_steps: int | None = None,
+) -> dict[str, Any]:
     """The settings that can change a run's results: the agent, its options less those that
     only say how to reach the model (``TRANSPORT_OPTIONS``: URL, key variable, timeouts,
     retries), and the scoring settings that differ from the defaults.
@@ -40,11 +45,16 @@ def _label_value(value: Any) -> str:
     if isinstance(value, str) and "/" in text.strip("/"):
         text = text.rstrip("/").rpartition("/")[2]  # a path or repo id: its last part
     text = " ".join(text.split())
-    return text if len(text) <= _LABEL_VALUE_CHARS else text[:_LABEL_VALUE_CHARS - 3] + "..."
+    return text if len(text) <= _LABEL_VALUE_CHARS else text[: _LABEL_VALUE_CHARS - 3] + "..."
 
 
-def default_label(agent: str, agent_args: dict[str, Any], *, reward_mode: str = "binary",
-                  max_steps: int | None = None) -> str:
+def default_label(
+    agent: str,
+    agent_args: dict[str, Any],
+    *,
+    reward_mode: str = "binary",
+    max_steps: int | None = None,
+) -> str:
     """A readable label: the agent, its model and the other settings the user chose.
 
     ``oracle`` stays ``oracle``; ``openai`` with ``model=Qwen/Qwen3-8B, temperature=0.7`` and
@@ -122,27 +132,37 @@ class RunConfig:
         self.out = Path(self.out)
         self.named = self.label is not None
         if self.max_endpoint_errors < 0:
-            raise ValueError(f"max_endpoint_errors={self.max_endpoint_errors} must be >= 0 "
-                             "(0: never stop). Fix: pass a count of episodes")
+            raise ValueError(
+                f"max_endpoint_errors={self.max_endpoint_errors} must be >= 0 "
+                "(0: never stop). Fix: pass a count of episodes"
+            )
         if self.samples < 1 or self.workers < 1:
-            raise ValueError(f"samples={self.samples}, workers={self.workers}: both must be >= 1."
-                             " Fix: pass positive numbers")
+            raise ValueError(
+                f"samples={self.samples}, workers={self.workers}: both must be >= 1."
+                " Fix: pass positive numbers"
+            )
         if self.reward_mode not in REWARD_MODES:
-            raise ValueError(f"unknown reward_mode {self.reward_mode!r}. Fix: use one of "
-                             f"{REWARD_MODES}")
+            raise ValueError(
+                f"unknown reward_mode {self.reward_mode!r}. Fix: use one of {REWARD_MODES}"
+            )
         if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"max_steps={self.max_steps} must be >= 1. Fix: pass a positive "
-                             "step budget, or none for each task's own")
-        self.label = self.label or default_label(self.agent, self.agent_args,
-                                                 reward_mode=self.reward_mode,
-                                                 max_steps=self.max_steps)
+            raise ValueError(
+                f"max_steps={self.max_steps} must be >= 1. Fix: pass a positive "
+                "step budget, or none for each task's own"
+            )
+        self.label = self.label or default_label(
+            self.agent, self.agent_args, reward_mode=self.reward_mode, max_steps=self.max_steps
+        )
 
     def meta(self) -> dict[str, Any]:
         """The settings as JSON-able data (what ``run.json`` records); URLs in the agent's
         options keep only their endpoint and secrets are redacted
         (:func:`~repogym.harness.provenance.public_args`)."""
-        meta = {k: (str(v) if isinstance(v, Path) else v)
-                for k, v in dataclasses.asdict(self).items() if k != "named"}
+        meta = {
+            k: (str(v) if isinstance(v, Path) else v)
+            for k, v in dataclasses.asdict(self).items()
+            if k != "named"
+        }
         meta["agent_args"] = public_args(self.agent_args)
         return meta
 
@@ -154,6 +174,9 @@ class RunConfig:
 def recorded_settings(meta: dict[str, Any]) -> dict[str, Any]:
     """The :func:`result_settings` of a run from its ``run.json`` (URLs and secrets
     redacted, as recorded)."""
-    return result_settings(str(meta.get("agent")), public_args(meta.get("agent_args") or {}),
-                           reward_mode=meta.get("reward_mode") or "binary",
-                           max_steps=meta.get("max_steps"))
+    return result_settings(
+        str(meta.get("agent")),
+        public_args(meta.get("agent_args") or {}),
+        reward_mode=meta.get("reward_mode") or "binary",
+        max_steps=meta.get("max_steps"),
+    )

@@ -24,8 +24,9 @@ from repogym.harness.worker import EpisodeRef, EpisodeWorker
 from repogym.sandbox import cleanup
 
 
-def run_inline(cfg: RunConfig, refs: list[str], todo: list[EpisodeRef],
-               agent: Agent | None = None) -> Iterator[ResultRow]:
+def run_inline(
+    cfg: RunConfig, refs: list[str], todo: list[EpisodeRef], agent: Agent | None = None
+) -> Iterator[ResultRow]:
     """Episodes one after another in this process (``workers=1``), reusing ``agent``."""
     worker = EpisodeWorker(cfg, refs, agent)
     try:
@@ -78,8 +79,9 @@ class _Worker:
 
     def __init__(self, ctx: Any, cfg: RunConfig, refs: list[str]) -> None:
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(cfg, refs, child), daemon=True,
-                                name="repogym-worker")
+        self.proc = ctx.Process(
+            target=_worker_main, args=(cfg, refs, child), daemon=True, name="repogym-worker"
+        )
         self.proc.start()
         child.close()
         self.episode: EpisodeRef | None = None
@@ -91,8 +93,12 @@ class _Worker:
 
 def _died_row(cfg: RunConfig, episode: EpisodeRef, exitcode: int | None) -> ResultRow:
     """The row of an episode whose worker process died under it (an infrastructure fault)."""
-    return new_row(agent=cfg.label, task=episode[0], sample=episode[1],
-                   infra_error=f"the worker process died (exit code {exitcode})")
+    return new_row(
+        agent=cfg.label,
+        task=episode[0],
+        sample=episode[1],
+        infra_error=f"the worker process died (exit code {exitcode})",
+    )
 
 
 class _Pool:
@@ -269,8 +275,9 @@ def _stop_ray(ray: Any, actors: list[Any], pending: list[Any], token: _RayToken)
         token.shutdown()
 
 
-def iter_episodes(cfg: RunConfig, refs: list[str], todo: list[EpisodeRef],
-                  agent: Agent | None = None) -> Iterator[ResultRow]:
+def iter_episodes(
+    cfg: RunConfig, refs: list[str], todo: list[EpisodeRef], agent: Agent | None = None
+) -> Iterator[ResultRow]:
     """Run ``todo`` on the executor ``cfg`` asks for, yielding rows as episodes finish.
 
     Args:

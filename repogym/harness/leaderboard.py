@@ -56,13 +56,21 @@ from repogym.scenarios.registry import registered_tasks
 from repogym.scenarios.suites import suite_names
 
 EPISODES = "episodes"
-STATUS_MARK = {"solved": "✓", "failed": "✗", "agent_error": "!", "hacked": "⚑",
-               "endpoint": "⊘", "infra": "⚠"}
+STATUS_MARK = {
+    "solved": "✓",
+    "failed": "✗",
+    "agent_error": "!",
+    "hacked": "⚑",
+    "endpoint": "⊘",
+    "infra": "⚠",
+}
 STATUS_HELP = STATUSES
 NOT_RECORDED = "not recorded"
 #: What ``resolve_ci`` in summary.json is.
-INTERVAL = ("resolve_ci: 95% Wilson score interval of resolve_rate with the scored tasks as "
-            "trials (n = scored_tasks); run fields that are null were not recorded by the run")
+INTERVAL = (
+    "resolve_ci: 95% Wilson score interval of resolve_rate with the scored tasks as "
+    "trials (n = scored_tasks); run fields that are null were not recorded by the run"
+)
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
 max-width:1200px;color:#1b1f24;padding:0 1rem}
@@ -135,14 +143,19 @@ def load_entries(paths: list[str | Path]) -> tuple[list[Entry], list[str]]:
             entries.append(Entry(label, label, items[0][0], items[0][1]))
             continue
         tags = _folder_tags([d for d, _ in items])
-        notes.append(f"label {label!r} is used by {len(items)} runs "
-                     f"({', '.join(str(d) for d, _ in items)}); shown as separate rows named by "
-                     "folder. Give runs distinct --name labels to avoid this")
-        entries += [Entry(f"{label} [{tag}]", label, d, rs)
-                    for (d, rs), tag in zip(items, tags, strict=True)]
+        notes.append(
+            f"label {label!r} is used by {len(items)} runs "
+            f"({', '.join(str(d) for d, _ in items)}); shown as separate rows named by "
+            "folder. Give runs distinct --name labels to avoid this"
+        )
+        entries += [
+            Entry(f"{label} [{tag}]", label, d, rs)
+            for (d, rs), tag in zip(items, tags, strict=True)
+        ]
     if not any(e.rows for e in entries):
-        raise ValueError(f"no result rows in {[str(p) for p in paths]}. Fix: run "
-                         "`repogym run --out DIR` first")
+        raise ValueError(
+            f"no result rows in {[str(p) for p in paths]}. Fix: run `repogym run --out DIR` first"
+        )
     return entries, notes
 
 
@@ -214,8 +227,12 @@ def breakdown(entries: list[Entry], key: str) -> tuple[list[str], dict[str, dict
 def _fmt(value: Any, kind: str) -> str:
     if value is None:
         return "-"
-    return {"pct": f"{100 * value:.1f}%", "f3": f"{value:.3f}", "f1": f"{value:.1f}",
-            "int": f"{value:.0f}"}.get(kind, str(value))
+    return {
+        "pct": f"{100 * value:.1f}%",
+        "f3": f"{value:.3f}",
+        "f1": f"{value:.1f}",
+        "int": f"{value:.0f}",
+    }.get(kind, str(value))
 
 
 def ci_text(ci: list[float] | None) -> str:
@@ -226,9 +243,25 @@ def ci_text(ci: list[float] | None) -> str:
 def columns(k: int) -> list[str]:
     """The per-run table's header (pass@k only when k > 1)."""
     passk = [f"pass@{k}"] if k > 1 else []
-    return ["agent", "episodes", "tasks", "resolve rate", "95% CI", "mean reward", "pass@1",
-            *passk, "mean steps", "tokens total", "tokens mean", "wall s mean", "wall s total",
-            "hack flags", "agent errors", "endpoint errors", "infra errors"]
+    return [
+        "agent",
+        "episodes",
+        "tasks",
+        "resolve rate",
+        "95% CI",
+        "mean reward",
+        "pass@1",
+        *passk,
+        "mean steps",
+        "tokens total",
+        "tokens mean",
+        "wall s mean",
+        "wall s total",
+        "hack flags",
+        "agent errors",
+        "endpoint errors",
+        "infra errors",
+    ]
 
 
 def table_rows(board: Board) -> list[list[str]]:
@@ -237,29 +270,47 @@ def table_rows(board: Board) -> list[list[str]]:
     for e in board.entries:
         s = board.summaries[e.name]
         pk = [_fmt(s["pass_at_k"].get(board.k), "pct")] if board.k > 1 else []
-        out.append([e.name, str(s["episodes"]), str(s["tasks"]), _fmt(s["resolve_rate"], "pct"),
-                    ci_text(s.get("resolve_ci")), _fmt(s["mean_reward"], "f3"),
-                    _fmt(s["pass_at_k"].get(1), "pct"), *pk,
-                    _fmt(s["mean_steps"], "f1"), str(s["tokens"]), _fmt(s["mean_tokens"], "int"),
-                    _fmt(s["mean_wall_s"], "f1"), _fmt(s["wall_s"], "f1"),
-                    str(s["hack_flagged"]), str(s["agent_errors"]),
-                    str(s.get("endpoint_errors", 0)), str(s["infra_errors"])])
+        out.append(
+            [
+                e.name,
+                str(s["episodes"]),
+                str(s["tasks"]),
+                _fmt(s["resolve_rate"], "pct"),
+                ci_text(s.get("resolve_ci")),
+                _fmt(s["mean_reward"], "f3"),
+                _fmt(s["pass_at_k"].get(1), "pct"),
+                *pk,
+                _fmt(s["mean_steps"], "f1"),
+                str(s["tokens"]),
+                _fmt(s["mean_tokens"], "int"),
+                _fmt(s["mean_wall_s"], "f1"),
+                _fmt(s["wall_s"], "f1"),
+                str(s["hack_flagged"]),
+                str(s["agent_errors"]),
+                str(s.get("endpoint_errors", 0)),
+                str(s["infra_errors"]),
+            ]
+        )
     return out
 
 
 def footnote(k: int) -> str:
     """How the numbers are defined (shown under the tables)."""
-    kdef = (f"pass@{k} uses k = {k} for every agent (the fewest samples any agent has of any "
-            "task)" if k > 1 else "some agent has a single sample of some task, so only "
-            "pass@1 is shown")
-    return ("Resolve rate, mean reward and pass@k exclude infra-error and endpoint-error "
-            "episodes (the sandbox, grader or model server failed: not scored); agent errors "
-            "count as failures. 95% CI: the Wilson score interval of the resolve rate with "
-            "the scored tasks as trials (with several samples per task, the samples of a task "
-            "are not independent, so tasks, not episodes, are counted). pass@k is the "
-            f"unbiased estimator of Chen et al. (2021), averaged over tasks; {kdef}. Tokens "
-            "are prompt + completion tokens; wall time is per episode, from reset to the "
-            "graded last step. `repogym compare A B` compares two runs task by task.")
+    kdef = (
+        f"pass@{k} uses k = {k} for every agent (the fewest samples any agent has of any task)"
+        if k > 1
+        else "some agent has a single sample of some task, so only pass@1 is shown"
+    )
+    return (
+        "Resolve rate, mean reward and pass@k exclude infra-error and endpoint-error "
+        "episodes (the sandbox, grader or model server failed: not scored); agent errors "
+        "count as failures. 95% CI: the Wilson score interval of the resolve rate with "
+        "the scored tasks as trials (with several samples per task, the samples of a task "
+        "are not independent, so tasks, not episodes, are counted). pass@k is the "
+        f"unbiased estimator of Chen et al. (2021), averaged over tasks; {kdef}. Tokens "
+        "are prompt + completion tokens; wall time is per episode, from reset to the "
+        "graded last step. `repogym compare A B` compares two runs task by task."
+    )
 
 
 # -- what each run was ----------------------------------------------------------------------------
@@ -284,14 +335,26 @@ def run_info(entry: Entry) -> dict[str, Any]:
 
     tasks = prov.get("tasks")
     if tasks is None and meta:
-        tasks = {k: meta.get(k) for k in ("suite", "split", "tags", "task_ids", "samples",
-                                          "seed", "reward_mode", "max_steps")}
+        tasks = {
+            k: meta.get(k)
+            for k in (
+                "suite",
+                "split",
+                "tags",
+                "task_ids",
+                "samples",
+                "seed",
+                "reward_mode",
+                "max_steps",
+            )
+        }
         tasks["count"] = len({r.get("task") for r in entry.rows})
     return {
         "agent": agent or None,
         "model": option("model", prov.get("model", given.get("model"))),
-        "endpoint": option("base_url", prov.get("endpoint") if prov
-                           else endpoint_of(given.get("base_url"))),
+        "endpoint": option(
+            "base_url", prov.get("endpoint") if prov else endpoint_of(given.get("base_url"))
+        ),
         "sampling": prov.get("sampling"),
         "agent_options": prov.get("agent_options"),
         "agent_options_given": given if meta else None,
@@ -314,8 +377,10 @@ def _option_names(agent: str) -> set[str] | None:
 
 
 def _kv(d: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={json.dumps(v) if not isinstance(v, str) else v}"
-                     for k, v in d.items()) or "(none)"
+    return (
+        ", ".join(f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in d.items())
+        or "(none)"
+    )
 
 
 def _tasks_text(t: dict[str, Any] | None) -> str:
@@ -335,6 +400,7 @@ def _tasks_text(t: dict[str, Any] | None) -> str:
 
 def info_cells(info: dict[str, Any]) -> list[str]:
     """The cells of one run in the runs table (:data:`INFO_COLUMNS`)."""
+
     def text(v: Any) -> str:
         return NOT_RECORDED if v is None else str(v)
 
@@ -349,18 +415,34 @@ def info_cells(info: dict[str, Any]) -> list[str]:
         version = NOT_RECORDED
     else:
         commit = info["repogym_commit"]
-        version = (f"{info['repogym_version']} @ {commit[:12]}"
-                   + (" +uncommitted changes" if info["repogym_dirty"] else "")
-                   if commit else f"{info['repogym_version']} (git commit {NOT_RECORDED})")
+        version = (
+            f"{info['repogym_version']} @ {commit[:12]}"
+            + (" +uncommitted changes" if info["repogym_dirty"] else "")
+            if commit
+            else f"{info['repogym_version']} (git commit {NOT_RECORDED})"
+        )
     started = info["started_at"]
-    return [text(info["agent"]), text(info["model"]), text(info["endpoint"]), sampling,
-            options, _tasks_text(info["tasks"]),
-            NOT_RECORDED if started is None else started.replace("T", " "), version]
+    return [
+        text(info["agent"]),
+        text(info["model"]),
+        text(info["endpoint"]),
+        sampling,
+        options,
+        _tasks_text(info["tasks"]),
+        NOT_RECORDED if started is None else started.replace("T", " "),
+        version,
+    ]
 
 
 #: The header of the paired comparisons with the top run.
-PAIRED_COLUMNS = ["run", "compared with", "common tasks", "only it resolved",
-                  "only the other resolved", "p (exact sign test)"]
+PAIRED_COLUMNS = [
+    "run",
+    "compared with",
+    "common tasks",
+    "only it resolved",
+    "only the other resolved",
+    "p (exact sign test)",
+]
 
 
 def paired_with_top(board: Board) -> list[dict[str, Any]]:
@@ -369,19 +451,35 @@ def paired_with_top(board: Board) -> list[dict[str, Any]]:
     if len(board.entries) < 2:
         return []
     top, *rest = board.entries
-    return [{"run": e.name, "with": top.name, **paired_comparison(e.rows, top.rows)}
-            for e in rest]
+    return [{"run": e.name, "with": top.name, **paired_comparison(e.rows, top.rows)} for e in rest]
 
 
 def paired_rows(board: Board) -> list[list[str]]:
     """:func:`paired_with_top` as cells of :data:`PAIRED_COLUMNS`."""
-    return [[c["run"], c["with"], str(c["common_tasks"]), str(c["a_better"]),
-             str(c["b_better"]), f"{c['p_value']:.3g}"] for c in paired_with_top(board)]
+    return [
+        [
+            c["run"],
+            c["with"],
+            str(c["common_tasks"]),
+            str(c["a_better"]),
+            str(c["b_better"]),
+            f"{c['p_value']:.3g}",
+        ]
+        for c in paired_with_top(board)
+    ]
 
 
 #: The header of the runs table (after the run's name).
-INFO_COLUMNS = ["agent", "model", "endpoint", "sampling", "agent options", "tasks",
-                "started (UTC)", "repogym"]
+INFO_COLUMNS = [
+    "agent",
+    "model",
+    "endpoint",
+    "sampling",
+    "agent options",
+    "tasks",
+    "started (UTC)",
+    "repogym",
+]
 
 
 # -- episode pages --------------------------------------------------------------------------------
@@ -396,15 +494,23 @@ def _clip(text: str, n: int = 20_000) -> str:
 def episode_html(row: ResultRow, traj_path: Path | None, back: str, raw: str | None) -> str:
     """One episode as a self-contained HTML page (header, every step, tests, diff)."""
     esc = html.escape
-    parts = [f"<p><a href=\"{esc(back)}\">← leaderboard</a>"
-             + (f" · <a href=\"{esc(raw)}\">raw JSONL</a>" if raw else "") + "</p>",
-             (f"<h1>{esc(str(row.get('agent')))} · {esc(str(row.get('task')))} · sample "
-              f"{esc(str(row.get('sample')))}</h1>"),
-             f"<p class=\"sub\">status <b>{status(row)}</b> · reward {row.get('reward')} · "
-             f"steps {row.get('steps')} · wall {row.get('wall_s')} s · tokens {row.get('tokens')}"
-             + "".join(f" · {k} {esc(str(row[k]))}" for k in
-                       ("agent_error", "infra_error", "stop_reason", "truncated") if row.get(k))
-             + "</p>"]
+    parts = [
+        f'<p><a href="{esc(back)}">← leaderboard</a>'
+        + (f' · <a href="{esc(raw)}">raw JSONL</a>' if raw else "")
+        + "</p>",
+        (
+            f"<h1>{esc(str(row.get('agent')))} · {esc(str(row.get('task')))} · sample "
+            f"{esc(str(row.get('sample')))}</h1>"
+        ),
+        f'<p class="sub">status <b>{status(row)}</b> · reward {row.get("reward")} · '
+        f"steps {row.get('steps')} · wall {row.get('wall_s')} s · tokens {row.get('tokens')}"
+        + "".join(
+            f" · {k} {esc(str(row[k]))}"
+            for k in ("agent_error", "infra_error", "stop_reason", "truncated")
+            if row.get(k)
+        )
+        + "</p>",
+    ]
     try:
         traj = read_trajectory(traj_path) if traj_path else None
     except (OSError, ValueError) as e:
@@ -415,15 +521,19 @@ def episode_html(row: ResultRow, traj_path: Path | None, back: str, raw: str | N
         parts.append(f"<p>{esc(note)}</p>")
         return _page(f"{row.get('agent')} · {row.get('task')}", "".join(parts))
     h = traj["header"]
-    parts.append(f"<p class=\"sub\">{esc(str(h.get('env_id')))} · sandbox "
-                 f"{esc(str(h.get('sandbox')))} · seed {esc(str(h.get('seed')))} · started "
-                 f"{esc(str(h.get('started_at')))}</p><h2>Observation 0</h2>"
-                 f"<pre>{esc(_clip(str(h.get('observation', ''))))}</pre>")
+    parts.append(
+        f'<p class="sub">{esc(str(h.get("env_id")))} · sandbox '
+        f"{esc(str(h.get('sandbox')))} · seed {esc(str(h.get('seed')))} · started "
+        f"{esc(str(h.get('started_at')))}</p><h2>Observation 0</h2>"
+        f"<pre>{esc(_clip(str(h.get('observation', ''))))}</pre>"
+    )
     for s in traj["steps"]:
-        parts.append(f"<h2 id=\"t{s['t']}\">Step {s['t']} · {esc(str(s.get('tool')))} · exit "
-                     f"{esc(str(s.get('exit_code')))} · {s.get('duration_s', 0):.2f} s</h2>"
-                     f"<h3>action</h3><pre>{esc(_clip(str(s.get('action', ''))))}</pre>"
-                     f"<h3>observation</h3><pre>{esc(_clip(str(s.get('observation', ''))))}</pre>")
+        parts.append(
+            f'<h2 id="t{s["t"]}">Step {s["t"]} · {esc(str(s.get("tool")))} · exit '
+            f"{esc(str(s.get('exit_code')))} · {s.get('duration_s', 0):.2f} s</h2>"
+            f"<h3>action</h3><pre>{esc(_clip(str(s.get('action', ''))))}</pre>"
+            f"<h3>observation</h3><pre>{esc(_clip(str(s.get('observation', ''))))}</pre>"
+        )
     parts.append(_summary_html(traj["summary"]))
     return _page(f"{row.get('agent')} · {row.get('task')}", "".join(parts))
 
@@ -432,20 +542,26 @@ def _summary_html(summary: dict[str, Any] | None) -> str:
     esc = html.escape
     if summary is None:
         return "<h2>No summary</h2><p>The episode did not finish.</p>"
-    tests = "".join(f"<tr><td>{esc(t)}</td><td>{esc(str(o))}</td></tr>"
-                    for t, o in (summary.get("tests") or {}).items())
-    return (f"<h2>Result</h2><p>reward {summary.get('reward')} · resolved "
-            f"{summary.get('resolved')} · hack flags {esc(str(summary.get('hack_flags')))}</p>"
-            f"<table><thead><tr><th>hidden test</th><th>outcome</th></tr></thead>"
-            f"<tbody>{tests}</tbody></table><h2>Diff</h2>"
-            f"<pre>{esc(_clip(str(summary.get('diff') or '(no change)')))}</pre>")
+    tests = "".join(
+        f"<tr><td>{esc(t)}</td><td>{esc(str(o))}</td></tr>"
+        for t, o in (summary.get("tests") or {}).items()
+    )
+    return (
+        f"<h2>Result</h2><p>reward {summary.get('reward')} · resolved "
+        f"{summary.get('resolved')} · hack flags {esc(str(summary.get('hack_flags')))}</p>"
+        f"<table><thead><tr><th>hidden test</th><th>outcome</th></tr></thead>"
+        f"<tbody>{tests}</tbody></table><h2>Diff</h2>"
+        f"<pre>{esc(_clip(str(summary.get('diff') or '(no change)')))}</pre>"
+    )
 
 
 def _page(title: str, body: str) -> str:
-    return (f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
-            f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>{body}"
-            f"</body></html>\n")
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>{body}"
+        f"</body></html>\n"
+    )
 
 
 def write_episode_pages(entries: list[Entry], out: Path) -> dict[int, str]:
@@ -472,7 +588,7 @@ def matrix(entries: list[Entry]) -> tuple[list[tuple[str, str]], dict[tuple[str,
     tasks: dict[str, str] = {}
     cells: dict[tuple[str, str], list] = defaultdict(list)
     for e in entries:
-        for r in sorted(e.rows, key=lambda r: (r.get("sample") or 0)):
+        for r in sorted(e.rows, key=lambda r: r.get("sample") or 0):
             tasks[str(r.get("task"))] = str(r.get("split"))
             cells[(str(r.get("task")), e.name)].append(r)
     return sorted(tasks.items(), key=lambda t: (t[1], t[0])), cells
@@ -480,35 +596,45 @@ def matrix(entries: list[Entry]) -> tuple[list[tuple[str, str]], dict[tuple[str,
 
 def _html_table(table_id: str, head: list[str], rows: list[list[str]]) -> str:
     esc = html.escape
-    return (f"<table id=\"{table_id}\"><thead><tr>" + "".join(f"<th>{esc(c)}</th>" for c in head)
-            + "</tr></thead><tbody>" + "".join(
-                "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
-            + "</tbody></table>")
+    return (
+        f'<table id="{table_id}"><thead><tr>'
+        + "".join(f"<th>{esc(c)}</th>" for c in head)
+        + "</tr></thead><tbody>"
+        + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
+        + "</tbody></table>"
+    )
 
 
 def _breakdown_rows(entries: list[Entry], cols: list[str], table: dict) -> list[list[str]]:
     return [[e.name, *(_fmt(table[e.name].get(c), "pct") for c in cols)] for e in entries]
 
 
-def _tag_rows(entries: list[Entry], cols: list[str], table: dict,
-              key: str = "tags") -> list[list[str]]:
+def _tag_rows(
+    entries: list[Entry], cols: list[str], table: dict, key: str = "tags"
+) -> list[list[str]]:
     """One row per tag or package (with its number of tasks), one column per entry."""
-    n_tasks = {c: len({r["task"] for e in entries for r in e.rows if c in _groups(r, key, e)})
-               for c in cols}
-    return [[c, str(n_tasks[c]), *(_fmt(table[e.name].get(c), "pct") for e in entries)]
-            for c in cols]
+    n_tasks = {
+        c: len({r["task"] for e in entries for r in e.rows if c in _groups(r, key, e)})
+        for c in cols
+    }
+    return [
+        [c, str(n_tasks[c]), *(_fmt(table[e.name].get(c), "pct") for e in entries)] for c in cols
+    ]
 
 
 def _suite_html(entries: list[Entry]) -> str:
     """Resolve rate per suite, and per package of the shipped suites when there are any."""
     cols, table = breakdown(entries, "suite")
     out = "<h2>Resolve rate by suite</h2>" + _html_table(
-        "suites", ["agent", *cols], _breakdown_rows(entries, cols, table))
+        "suites", ["agent", *cols], _breakdown_rows(entries, cols, table)
+    )
     cols, table = breakdown(entries, "package")
     if cols:
         out += "<h2>Resolve rate by package</h2>" + _html_table(
-            "packages", ["package", "tasks", *(e.name for e in entries)],
-            _tag_rows(entries, cols, table, "package"))
+            "packages",
+            ["package", "tasks", *(e.name for e in entries)],
+            _tag_rows(entries, cols, table, "package"),
+        )
     return out
 
 
@@ -521,20 +647,24 @@ def _matrix_html(entries: list[Entry], links: dict[int, str]) -> str:
         tds = []
         for e in entries:
             marks = "".join(
-                f"<a class=\"ep {status(r)}\" href=\"{esc(links[id(r)])}\" "
-                f"title=\"sample {r.get('sample')}: {STATUS_HELP[status(r)]}\">"
-                f"{STATUS_MARK[status(r)]}</a>" for r in cells.get((task, e.name), []))
+                f'<a class="ep {status(r)}" href="{esc(links[id(r)])}" '
+                f'title="sample {r.get("sample")}: {STATUS_HELP[status(r)]}">'
+                f"{STATUS_MARK[status(r)]}</a>"
+                for r in cells.get((task, e.name), [])
+            )
             tds.append(f"<td>{marks or '·'}</td>")
         body.append(f"<tr><td>{esc(task)}</td><td>{esc(split)}</td>{''.join(tds)}</tr>")
-    legend = " ".join(f"<a class=\"ep {s}\">{m}</a> {STATUS_HELP[s]}"
-                      for s, m in STATUS_MARK.items())
-    return (f"<h2>Tasks × runs</h2><p class=\"sub\">One mark per sample; each links to the "
-            f"episode. {legend}</p><table id=\"matrix\"><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>")
+    legend = " ".join(f'<a class="ep {s}">{m}</a> {STATUS_HELP[s]}' for s, m in STATUS_MARK.items())
+    return (
+        f'<h2>Tasks × runs</h2><p class="sub">One mark per sample; each links to the '
+        f'episode. {legend}</p><table id="matrix"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )
 
 
-def html_page(board: Board, images: dict[str, Path], links: dict[int, str],
-              sources: list[str]) -> str:
+def html_page(
+    board: Board, images: dict[str, Path], links: dict[int, str], sources: list[str]
+) -> str:
     """The leaderboard page: inline CSS, base64 PNGs, no scripts."""
     esc = html.escape
     split_cols, splits = breakdown(board.entries, "split")
@@ -542,23 +672,32 @@ def html_page(board: Board, images: dict[str, Path], links: dict[int, str],
     figs = "".join(
         f'<figure><img alt="{esc(name)}" src="data:image/png;base64,'
         f'{base64.b64encode(path.read_bytes()).decode()}"><figcaption>{esc(name)}</figcaption>'
-        f"</figure>" for name, path in images.items())
-    notes = "".join(f"<p class=\"sub\"><b>note:</b> {esc(n)}</p>" for n in board.notes)
+        f"</figure>"
+        for name, path in images.items()
+    )
+    notes = "".join(f'<p class="sub"><b>note:</b> {esc(n)}</p>' for n in board.notes)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    body = (f"<h1>repogym leaderboard</h1><p class=\"sub\">{len(board.entries)} runs, built "
-            f"{stamp} from {esc(', '.join(sources))}</p>{notes}"
-            + _html_table("leaderboard", columns(board.k), table_rows(board))
-            + f"<p class=\"sub\">{esc(footnote(board.k))}</p><h2>Runs</h2>"
-            + _html_table("runs", ["run", *INFO_COLUMNS], _info_rows(board))
-            + _paired_html(board)
-            + "<h2>Resolve rate by split</h2>"
-            + _html_table("splits", ["agent", *split_cols],
-                          _breakdown_rows(board.entries, split_cols, splits))
-            + _suite_html(board.entries)
-            + _matrix_html(board.entries, links) + "<h2>Resolve rate by tag</h2>"
-            + _html_table("tags", ["tag", "tasks", *(e.name for e in board.entries)],
-                          _tag_rows(board.entries, tag_cols, tags))
-            + f"<div class=\"plots\">{figs}</div>")
+    body = (
+        f'<h1>repogym leaderboard</h1><p class="sub">{len(board.entries)} runs, built '
+        f"{stamp} from {esc(', '.join(sources))}</p>{notes}"
+        + _html_table("leaderboard", columns(board.k), table_rows(board))
+        + f'<p class="sub">{esc(footnote(board.k))}</p><h2>Runs</h2>'
+        + _html_table("runs", ["run", *INFO_COLUMNS], _info_rows(board))
+        + _paired_html(board)
+        + "<h2>Resolve rate by split</h2>"
+        + _html_table(
+            "splits", ["agent", *split_cols], _breakdown_rows(board.entries, split_cols, splits)
+        )
+        + _suite_html(board.entries)
+        + _matrix_html(board.entries, links)
+        + "<h2>Resolve rate by tag</h2>"
+        + _html_table(
+            "tags",
+            ["tag", "tasks", *(e.name for e in board.entries)],
+            _tag_rows(board.entries, tag_cols, tags),
+        )
+        + f'<div class="plots">{figs}</div>'
+    )
     return _page("repogym leaderboard", body)
 
 
@@ -566,11 +705,13 @@ def _paired_html(board: Board) -> str:
     rows = paired_rows(board)
     if not rows:
         return ""
-    return ("<h2>Paired comparison with the top run</h2><p class=\"sub\">On the tasks both "
-            "scored: tasks only one of the two resolved (with several samples: where its "
-            "fraction of resolved samples is higher), and the two-sided p-value of the exact "
-            "sign test on them (McNemar's exact test with one sample per task).</p>"
-            + _html_table("paired", PAIRED_COLUMNS, rows))
+    return (
+        '<h2>Paired comparison with the top run</h2><p class="sub">On the tasks both '
+        "scored: tasks only one of the two resolved (with several samples: where its "
+        "fraction of resolved samples is higher), and the two-sided p-value of the exact "
+        "sign test on them (McNemar's exact test with one sample per task).</p>"
+        + _html_table("paired", PAIRED_COLUMNS, rows)
+    )
 
 
 def _info_rows(board: Board) -> list[list[str]]:
@@ -579,17 +720,26 @@ def _info_rows(board: Board) -> list[list[str]]:
 
 def markdown(board: Board, links: dict[int, str]) -> str:
     """The leaderboard as Markdown: the run table, breakdowns, and the matrix with links."""
+
     def md_table(head: list[str], rows: list[list[str]]) -> list[str]:
-        return (["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                + ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows])
+        return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + [
+            "| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows
+        ]
 
     lines = ["# repogym leaderboard", ""] + md_table(columns(board.k), table_rows(board))
     lines += ["", footnote(board.k), ""] + [f"Note: {n}" for n in board.notes]
     lines += ["", "## Runs", ""] + md_table(["run", *INFO_COLUMNS], _info_rows(board))
     if paired := paired_rows(board):
-        lines += ["", "## Paired comparison with the top run", "",
-                  ("Tasks only one of the two resolved, on the tasks both scored; p: exact "
-                   "two-sided sign test (McNemar's exact test with one sample per task)."), ""]
+        lines += [
+            "",
+            "## Paired comparison with the top run",
+            "",
+            (
+                "Tasks only one of the two resolved, on the tasks both scored; p: exact "
+                "two-sided sign test (McNemar's exact test with one sample per task)."
+            ),
+            "",
+        ]
         lines += md_table(PAIRED_COLUMNS, paired)
     cols, table = breakdown(board.entries, "split")
     lines += ["", "## Resolve rate by split", ""]
@@ -600,18 +750,38 @@ def markdown(board: Board, links: dict[int, str]) -> str:
     cols, table = breakdown(board.entries, "package")
     if cols:
         lines += ["", "## Resolve rate by package", ""]
-        lines += md_table(["package", "tasks", *(e.name for e in board.entries)],
-                          _tag_rows(board.entries, cols, table, "package"))
+        lines += md_table(
+            ["package", "tasks", *(e.name for e in board.entries)],
+            _tag_rows(board.entries, cols, table, "package"),
+        )
     cols, table = breakdown(board.entries, "tags")
     lines += ["", "## Resolve rate by tag", ""]
-    lines += md_table(["tag", "tasks", *(e.name for e in board.entries)],
-                      _tag_rows(board.entries, cols, table))
+    lines += md_table(
+        ["tag", "tasks", *(e.name for e in board.entries)], _tag_rows(board.entries, cols, table)
+    )
     tasks, cells = matrix(board.entries)
-    rows = [[task, split, *(" ".join(f"[{STATUS_MARK[status(r)]}]({links[id(r)]})"
-                                     for r in cells.get((task, e.name), [])) or "·"
-                            for e in board.entries)] for task, split in tasks]
-    lines += ["", "## Tasks × runs", "",
-              " ".join(f"{m} {STATUS_HELP[s]};" for s, m in STATUS_MARK.items()), ""]
+    rows = [
+        [
+            task,
+            split,
+            *(
+                " ".join(
+                    f"[{STATUS_MARK[status(r)]}]({links[id(r)]})"
+                    for r in cells.get((task, e.name), [])
+                )
+                or "·"
+                for e in board.entries
+            ),
+        ]
+        for task, split in tasks
+    ]
+    lines += [
+        "",
+        "## Tasks × runs",
+        "",
+        " ".join(f"{m} {STATUS_HELP[s]};" for s, m in STATUS_MARK.items()),
+        "",
+    ]
     lines += md_table(["task", "split", *(e.name for e in board.entries)], rows)
     return "\n".join(lines) + "\n"
 
@@ -631,8 +801,12 @@ def plots(board: Board, out: Path) -> dict[str, Path]:
     for i, split in enumerate(split_cols):
         vals = [100 * (splits[n].get(split) or 0.0) for n in names]
         ax.bar([x + i * width for x in range(len(names))], vals, width, label=split)
-    ax.set_xticks([x + width * (len(split_cols) - 1) / 2 for x in range(len(names))], names,
-                  rotation=20, ha="right")
+    ax.set_xticks(
+        [x + width * (len(split_cols) - 1) / 2 for x in range(len(names))],
+        names,
+        rotation=20,
+        ha="right",
+    )
     ax.set_ylabel("resolve rate (%)")
     ax.set_ylim(0, 105)
     ax.set_title("Resolve rate per run and split")
@@ -640,8 +814,10 @@ def plots(board: Board, out: Path) -> dict[str, Path]:
     paths["resolve_rate"] = _save(fig, out / "resolve_rate.png")
     for key in ("reward", "steps"):
         fig, ax = plt.subplots(figsize=(6.4, 3.6))
-        data = [[float(r.get(key) or 0) for r in e.rows if not unscored(r)] or [0.0]
-                for e in board.entries]
+        data = [
+            [float(r.get(key) or 0) for r in e.rows if not unscored(r)] or [0.0]
+            for e in board.entries
+        ]
         ax.boxplot(data, showmeans=True)
         ax.set_xticks(range(1, len(names) + 1), names, rotation=20, ha="right")
         ax.set_ylabel(key)
@@ -670,8 +846,13 @@ def build(result_dirs: list[str | Path], out: str | Path) -> Board:
     k = common_k(e.rows for e in entries)
     summaries = summarize_groups({e.name: e.rows for e in entries})
     entries.sort(key=lambda e: (-(summaries[e.name]["resolve_rate"] or 0), e.name))
-    board = Board({e.name: summaries[e.name] for e in entries}, k, notes, entries,
-                  {e.name: run_info(e) for e in entries})
+    board = Board(
+        {e.name: summaries[e.name] for e in entries},
+        k,
+        notes,
+        entries,
+        {e.name: run_info(e) for e in entries},
+    )
     links = write_episode_pages(entries, out)
     images = plots(board, out)
     sources = [str(d) for d in result_dirs]
@@ -679,7 +860,11 @@ def build(result_dirs: list[str | Path], out: str | Path) -> Board:
     (out / "index.html").write_text(html_page(board, images, links, sources))
     runs = {name: {**s, "run": board.infos[name]} for name, s in jsonable(board.summaries).items()}
     paired = paired_with_top(board)
-    (out / "summary.json").write_text(json.dumps(
-        {"k": k, "interval": INTERVAL, "notes": notes, "runs": runs,
-         "paired_with_top": paired}, indent=2) + "\n")
+    (out / "summary.json").write_text(
+        json.dumps(
+            {"k": k, "interval": INTERVAL, "notes": notes, "runs": runs, "paired_with_top": paired},
+            indent=2,
+        )
+        + "\n"
+    )
     return board

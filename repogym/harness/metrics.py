@@ -105,8 +105,7 @@ def sign_test_p(wins: int, losses: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def paired_comparison(rows_a: Iterable[ResultRow],
-                      rows_b: Iterable[ResultRow]) -> dict[str, Any]:
+def paired_comparison(rows_a: Iterable[ResultRow], rows_b: Iterable[ResultRow]) -> dict[str, Any]:
     """Compare two runs task by task on the tasks both scored.
 
     Each task's score in a run is the fraction of its scored samples that resolved it (0 or 1
@@ -191,8 +190,10 @@ def summarize(rows: Iterable[ResultRow], ks: list[int] | None = None) -> dict[st
 
 def jsonable(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Summaries with their pass@k keys as strings, as JSON wants them."""
-    return {name: {**s, "pass_at_k": {str(k): v for k, v in s["pass_at_k"].items()}}
-            for name, s in summaries.items()}
+    return {
+        name: {**s, "pass_at_k": {str(k): v for k, v in s["pass_at_k"].items()}}
+        for name, s in summaries.items()
+    }
 
 
 def summarize_groups(groups: dict[str, list[ResultRow]]) -> dict[str, dict[str, Any]]:

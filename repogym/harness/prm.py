@@ -37,8 +37,15 @@ def episode_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     folders = [path / TRAJECTORIES, path / "rollouts", path]
-    return sorted({f for d in folders if d.is_dir() for f in d.glob("*.jsonl")
-                   if f.name not in NOT_TRAJECTORIES})
+    return sorted(
+        {
+            f
+            for d in folders
+            if d.is_dir()
+            for f in d.glob("*.jsonl")
+            if f.name not in NOT_TRAJECTORIES
+        }
+    )
 
 
 def read_values(path: Path) -> dict[tuple[str, int], float]:
@@ -56,8 +63,10 @@ def read_values(path: Path) -> dict[tuple[str, int], float]:
             key = (Path(row["trajectory"]).name, int(row["t"]))
             values[key] = float(row["value"])
         except (ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}:{n}: not a value row ({e}). Fix: write one JSON object "
-                             'per line: {"trajectory": FILE, "t": STEP, "value": V}') from e
+            raise ValueError(
+                f"{path}:{n}: not a value row ({e}). Fix: write one JSON object "
+                'per line: {"trajectory": FILE, "t": STEP, "value": V}'
+            ) from e
     return values
 
 
@@ -66,8 +75,11 @@ def recorded_progress(traj: dict[str, Any]) -> list[float] | None:
     where not measured); None when the episode was not run with ``progress=True``."""
     first = traj["header"].get("progress")
     steps = [s.get("progress") for s in traj["steps"]]
-    if not isinstance(first, int | float) or first < 0 or any(
-            not isinstance(p, int | float) for p in steps):
+    if (
+        not isinstance(first, int | float)
+        or first < 0
+        or any(not isinstance(p, int | float) for p in steps)
+    ):
         return None
     return [float(first), *(float(p) for p in steps)]
 
@@ -102,8 +114,9 @@ def _delta(now: float | None, before: float | None) -> float | None:
     return None if now is None or before is None else now - before
 
 
-def step_labels(traj: dict[str, Any], progress: list[float],
-                values: dict[int, float] | None = None) -> list[dict[str, Any]]:
+def step_labels(
+    traj: dict[str, Any], progress: list[float], values: dict[int, float] | None = None
+) -> list[dict[str, Any]]:
     """One label per step of ``traj``: ``progress`` (carried over unmeasured steps),
     ``progress_measured``, ``progress_delta`` and, with ``values`` (step -> value of the
     state after it; 0 is the state after reset), ``value`` and ``value_delta``."""
@@ -111,9 +124,13 @@ def step_labels(traj: dict[str, Any], progress: list[float],
     labels = []
     for i, step in enumerate(traj["steps"], 1):
         (now, measured), (before, _) = points[i], points[i - 1]
-        label: dict[str, Any] = {"t": step.get("t", i), "tool": step.get("tool"),
-                                 "progress": now, "progress_measured": measured,
-                                 "progress_delta": _delta(now, before)}
+        label: dict[str, Any] = {
+            "t": step.get("t", i),
+            "tool": step.get("tool"),
+            "progress": now,
+            "progress_measured": measured,
+            "progress_delta": _delta(now, before),
+        }
         if values is not None:
             v, v0 = values.get(i), values.get(i - 1)
             label["value"] = v
@@ -141,14 +158,21 @@ class Labeller:
     def _env(self, header: dict[str, Any]) -> RepoEnv:
         task = registered_tasks().get(header.get("task"))
         if task is None:
-            raise ValueError(f"task {header.get('task')!r} is not registered here, so its "
-                             "episodes cannot be replayed. Fix: register it (repogym suite "
-                             "fetch / register_task), or log episodes with progress=True")
-        key = (task.id, self.sandbox or header.get("sandbox") or "bwrap",
-               header.get("reward_mode") or "binary", header.get("max_steps"))
+            raise ValueError(
+                f"task {header.get('task')!r} is not registered here, so its "
+                "episodes cannot be replayed. Fix: register it (repogym suite "
+                "fetch / register_task), or log episodes with progress=True"
+            )
+        key = (
+            task.id,
+            self.sandbox or header.get("sandbox") or "bwrap",
+            header.get("reward_mode") or "binary",
+            header.get("max_steps"),
+        )
         if key not in self._envs:
-            self._envs[key] = RepoEnv(task, sandbox=key[1], reward_mode=key[2],
-                                      max_steps=key[3], progress=True)
+            self._envs[key] = RepoEnv(
+                task, sandbox=key[1], reward_mode=key[2], max_steps=key[3], progress=True
+            )
         return self._envs[key]
 
     def progress(self, traj: dict[str, Any]) -> tuple[list[float], str, bool | None]:
@@ -167,9 +191,14 @@ class Labeller:
         self._envs.clear()
 
 
-def label_run(run_dir: Path, *, values_path: Path | None = None, sandbox: str | None = None,
-              replay: str = "auto", on_file: Callable[[Path, dict[str, Any]], None] | None = None
-              ) -> Path:
+def label_run(
+    run_dir: Path,
+    *,
+    values_path: Path | None = None,
+    sandbox: str | None = None,
+    replay: str = "auto",
+    on_file: Callable[[Path, dict[str, Any]], None] | None = None,
+) -> Path:
     """Label every trajectory of ``run_dir``; write ``run_dir/labels.jsonl`` and return it.
 
     Args:
@@ -184,12 +213,16 @@ def label_run(run_dir: Path, *, values_path: Path | None = None, sandbox: str | 
         ValueError: a file is not a trajectory, or its task cannot be replayed.
     """
     if not run_dir.is_dir():
-        raise FileNotFoundError(f"{run_dir} is not a folder. Fix: pass the run folder that "
-                                "holds the trajectory files (labels.jsonl is written there)")
+        raise FileNotFoundError(
+            f"{run_dir} is not a folder. Fix: pass the run folder that "
+            "holds the trajectory files (labels.jsonl is written there)"
+        )
     files = episode_files(run_dir)
     if not files:
-        raise FileNotFoundError(f"{run_dir} holds no trajectory files. Fix: pass a run folder "
-                                "(OUT of repogym run) or a folder written by log_dir=")
+        raise FileNotFoundError(
+            f"{run_dir} holds no trajectory files. Fix: pass a run folder "
+            "(OUT of repogym run) or a folder written by log_dir="
+        )
     if values_path is None and (run_dir / VALUES).is_file():
         values_path = run_dir / VALUES
     values = read_values(values_path) if values_path is not None else None
@@ -200,14 +233,21 @@ def label_run(run_dir: Path, *, values_path: Path | None = None, sandbox: str | 
             for file in files:
                 traj = read_trajectory(file)
                 series, source, matches = labeller.progress(traj)
-                mine = None if values is None else {
-                    t: v for (name, t), v in values.items() if name == file.name}
-                for step, label in zip(traj["steps"], step_labels(traj, series, mine),
-                                       strict=True):
-                    label = {"trajectory": str(file.relative_to(run_dir)), **label,
-                             "source": source, "replay_diff_matches": matches}
-                    step["labels"] = {k: v for k, v in label.items()
-                                      if k not in ("trajectory", "t", "tool")}
+                mine = (
+                    None
+                    if values is None
+                    else {t: v for (name, t), v in values.items() if name == file.name}
+                )
+                for step, label in zip(traj["steps"], step_labels(traj, series, mine), strict=True):
+                    label = {
+                        "trajectory": str(file.relative_to(run_dir)),
+                        **label,
+                        "source": source,
+                        "replay_diff_matches": matches,
+                    }
+                    step["labels"] = {
+                        k: v for k, v in label.items() if k not in ("trajectory", "t", "tool")
+                    }
                     f.write(json.dumps(_finite(label)) + "\n")
                 if on_file is not None:
                     on_file(file, traj)
@@ -217,5 +257,6 @@ def label_run(run_dir: Path, *, values_path: Path | None = None, sandbox: str | 
 
 
 def _finite(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-            for k, v in row.items()}
+    return {
+        k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()
+    }

@@ -23,12 +23,26 @@ from repogym.harness.baselines import AgentError, resolve_agent_class
 from repogym.version import __version__
 
 #: Agent options that are sampling settings, shown apart on the leaderboard.
-SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "max_tokens", "max_new_tokens",
-                 "presence_penalty", "frequency_penalty", "repetition_penalty", "do_sample",
-                 "seed", "stop")
+SAMPLING_KEYS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "max_tokens",
+    "max_new_tokens",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "do_sample",
+    "seed",
+    "stop",
+)
 REDACTED = "<redacted>"
-_SECRET_NAME = re.compile(r"(^|_)(api_?key|key|secret|password|passwd|token|auth|"
-                          r"credentials?|bearer)$", re.IGNORECASE)
+_SECRET_NAME = re.compile(
+    r"(^|_)(api_?key|key|secret|password|passwd|token|auth|"
+    r"credentials?|bearer)$",
+    re.IGNORECASE,
+)
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -85,10 +99,16 @@ def repogym_commit() -> tuple[str | None, bool]:
     """The git commit of the repogym source in use, and whether it has uncommitted changes;
     ``(None, False)`` when repogym does not run from a git checkout (e.g. an installed wheel).
     """
+
     def git(*args: str) -> str | None:
         try:
-            proc = subprocess.run(["git", "-C", str(_REPO_ROOT), *args], capture_output=True,
-                                  text=True, timeout=10, check=False)
+            proc = subprocess.run(
+                ["git", "-C", str(_REPO_ROOT), *args],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
         except (OSError, subprocess.SubprocessError):
             return None
         return proc.stdout.strip() if proc.returncode == 0 else None
@@ -106,8 +126,9 @@ def now_utc() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def provenance(agent: str, agent_args: dict[str, Any], tasks: dict[str, Any],
-               started_at: str | None = None) -> dict[str, Any]:
+def provenance(
+    agent: str, agent_args: dict[str, Any], tasks: dict[str, Any], started_at: str | None = None
+) -> dict[str, Any]:
     """What ``run.json`` records for publishing the run.
 
     Args:

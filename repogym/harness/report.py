@@ -43,24 +43,46 @@ def summary_table(summaries: dict[str, dict[str, Any]], title: str = "results") 
     ks = sorted({k for s in summaries.values() for k in s["pass_at_k"]})
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("agent", overflow="fold", min_width=8)
-    for col in ("episodes", "resolved", "95% CI", "reward", *(f"pass@{k}" for k in ks),
-                "steps", "wall s mean", "wall s total", "tokens", "hacks", "agent err",
-                "endpoint err", "infra err"):
+    for col in (
+        "episodes",
+        "resolved",
+        "95% CI",
+        "reward",
+        *(f"pass@{k}" for k in ks),
+        "steps",
+        "wall s mean",
+        "wall s total",
+        "tokens",
+        "hacks",
+        "agent err",
+        "endpoint err",
+        "infra err",
+    ):
         table.add_column(col, justify="right", overflow="fold")
     for agent, s in summaries.items():
         ci = s.get("resolve_ci")
-        table.add_row(escape(agent), str(s["episodes"]), _pct(s["resolve_rate"]),
-                      f"{_pct(ci[0])}-{_pct(ci[1])}" if ci else "-",
-                      _num(s["mean_reward"], ".3f"), *(_pct(s["pass_at_k"].get(k)) for k in ks),
-                      _num(s["mean_steps"], ".1f"), _num(s["mean_wall_s"], ".1f"),
-                      _num(s["wall_s"], ".1f"), str(s["tokens"]), str(s["hack_flagged"]),
-                      str(s["agent_errors"]), str(s.get("endpoint_errors", 0)),
-                      str(s["infra_errors"]))
+        table.add_row(
+            escape(agent),
+            str(s["episodes"]),
+            _pct(s["resolve_rate"]),
+            f"{_pct(ci[0])}-{_pct(ci[1])}" if ci else "-",
+            _num(s["mean_reward"], ".3f"),
+            *(_pct(s["pass_at_k"].get(k)) for k in ks),
+            _num(s["mean_steps"], ".1f"),
+            _num(s["mean_wall_s"], ".1f"),
+            _num(s["wall_s"], ".1f"),
+            str(s["tokens"]),
+            str(s["hack_flagged"]),
+            str(s["agent_errors"]),
+            str(s.get("endpoint_errors", 0)),
+            str(s["infra_errors"]),
+        )
     return table
 
 
-def print_summaries(console: Console, summaries: dict[str, dict[str, Any]], title: str,
-                    as_json: bool = False) -> None:
+def print_summaries(
+    console: Console, summaries: dict[str, dict[str, Any]], title: str, as_json: bool = False
+) -> None:
     """Print the table, or the JSON when ``as_json``."""
     if as_json:
         print(json.dumps(jsonable(summaries), indent=2))

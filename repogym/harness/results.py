@@ -77,9 +77,9 @@ STATUSES = {
     "agent_error": "agent error: the agent raised or timed out (counts as a failure)",
     "hacked": "hack flags raised (see the episode)",
     "endpoint": "model endpoint error: its server was down or failing (not scored; a resume "
-                "runs it again)",
+    "runs it again)",
     "infra": "infrastructure error: the sandbox or grader failed (not scored; a resume runs "
-             "it again)",
+    "it again)",
 }
 
 
@@ -107,8 +107,10 @@ def _results_file(path: str | Path) -> Path:
     if path.is_dir():
         path = path / RESULTS
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no results. Fix: point at a folder written by "
-                                "`repogym run --out DIR` (or `repogym grade --out DIR`)")
+        raise FileNotFoundError(
+            f"{path}: no results. Fix: point at a folder written by "
+            "`repogym run --out DIR` (or `repogym grade --out DIR`)"
+        )
     return path
 
 
@@ -129,7 +131,7 @@ def read_results(path: str | Path) -> list[ResultRow]:
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}:{n}: not JSON ({e}). Fix: delete the broken line") from e
         if not isinstance(row, dict):
-            raise ValueError(f"{path}:{n}: not a JSON object. Fix: delete the line")  # noqa: TRY004
+            raise ValueError(f"{path}:{n}: not a JSON object. Fix: delete the line")
         rows[episode_key(row)] = row
     return list(rows.values())
 
@@ -161,8 +163,10 @@ def find_run_dirs(paths: list[str | Path]) -> list[Path]:
             continue
         nested = sorted(f.parent for f in p.rglob(RESULTS)) if p.is_dir() else []
         if not nested:
-            raise FileNotFoundError(f"{p}: no {RESULTS} in it or below it. Fix: pass folders "
-                                    "written by `repogym run --out DIR`, or a folder of them")
+            raise FileNotFoundError(
+                f"{p}: no {RESULTS} in it or below it. Fix: pass folders "
+                "written by `repogym run --out DIR`, or a folder of them"
+            )
         found += nested
     return sorted(dict.fromkeys(d.resolve() for d in found))
 

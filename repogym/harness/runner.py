@@ -73,8 +73,9 @@ class EndpointOutage(RuntimeError):
     """
 
     def __init__(self, failures: int, last_error: str) -> None:
-        super().__init__(f"the model endpoint failed {failures} episodes in a row (last: "
-                         f"{last_error})")
+        super().__init__(
+            f"the model endpoint failed {failures} episodes in a row (last: {last_error})"
+        )
         self.failures, self.last_error = failures, last_error
 
 
@@ -87,8 +88,9 @@ def select_run_tasks(cfg: RunConfig) -> list[Task]:
 
 def _diff(was: dict[str, Any], now: dict[str, Any]) -> str:
     keys = sorted(set(was) | set(now))
-    return ", ".join(f"{k}: {was.get(k)!r} -> {now.get(k)!r}" for k in keys
-                     if was.get(k) != now.get(k))
+    return ", ".join(
+        f"{k}: {was.get(k)!r} -> {now.get(k)!r}" for k in keys if was.get(k) != now.get(k)
+    )
 
 
 def _recorded(cfg: RunConfig, notes: list[str]) -> list[dict[str, Any]]:
@@ -104,10 +106,11 @@ def _recorded(cfg: RunConfig, notes: list[str]) -> list[dict[str, Any]]:
     was = read_run_meta(cfg.out)
     labels = sorted({str(r.get("agent")) for r in rows})
     same = not was or recorded_settings(was) == cfg.result_settings()
-    if labels and labels != [cfg.label] and len(labels) == 1 and same and was \
-            and not cfg.named:
-        notes.append(f"{cfg.out} holds the run {labels[0]!r} with these settings: continuing "
-                     f"it under that label (this command's default label is {cfg.label!r})")
+    if labels and labels != [cfg.label] and len(labels) == 1 and same and was and not cfg.named:
+        notes.append(
+            f"{cfg.out} holds the run {labels[0]!r} with these settings: continuing "
+            f"it under that label (this command's default label is {cfg.label!r})"
+        )
         cfg.label = labels[0]
     other = [label for label in labels if label != cfg.label]
     if other:
@@ -116,16 +119,17 @@ def _recorded(cfg: RunConfig, notes: list[str]) -> list[dict[str, Any]]:
             f"{cfg.out} holds results of {other}{f' ({settings})' if settings else ''}, and "
             f"this run is labelled {cfg.label!r} (agent {cfg.agent!r}, args "
             f"{cfg.meta()['agent_args']}). Fix: use another --out folder for these settings, "
-            f"or --name {other[0]!r} to continue that run on purpose")
+            f"or --name {other[0]!r} to continue that run on purpose"
+        )
     if not same:
         change = _diff(recorded_settings(was), cfg.result_settings())
         if not cfg.named:
             raise ValueError(
                 f"{cfg.out} holds the run {cfg.label!r} with other settings ({change}). Fix: "
                 "use another --out folder for these settings, or --name "
-                f"{cfg.label!r} to continue that run with them on purpose")
-        notes.append(f"continuing {cfg.label!r} with changed settings, as --name asks: "
-                     f"{change}")
+                f"{cfg.label!r} to continue that run with them on purpose"
+            )
+        notes.append(f"continuing {cfg.label!r} with changed settings, as --name asks: {change}")
     return rows
 
 
@@ -172,8 +176,9 @@ def prepare_agent(cfg: RunConfig) -> Agent:
         except AgentConfigError:
             raise
         except Exception as e:  # any failure here means the run cannot work
-            raise AgentConfigError(f"agent {cfg.label!r} failed its preflight check: "
-                                   f"{type(e).__name__}: {e}") from e
+            raise AgentConfigError(
+                f"agent {cfg.label!r} failed its preflight check: {type(e).__name__}: {e}"
+            ) from e
     return agent
 
 
@@ -182,14 +187,26 @@ def run_meta(cfg: RunConfig, tasks: list[Task]) -> dict[str, Any]:
     :func:`~repogym.harness.provenance.provenance`, its first start kept across resumes."""
     meta = cfg.meta()
     started = (read_run_meta(cfg.out).get("provenance") or {}).get("started_at")
-    task_set = {k: meta[k] for k in ("suite", "split", "tags", "task_ids", "samples", "seed",
-                                     "reward_mode", "max_steps")}
+    task_set = {
+        k: meta[k]
+        for k in (
+            "suite",
+            "split",
+            "tags",
+            "task_ids",
+            "samples",
+            "seed",
+            "reward_mode",
+            "max_steps",
+        )
+    }
     task_set["count"] = len(tasks)
     return {**meta, "provenance": provenance(cfg.agent, cfg.agent_args, task_set, started)}
 
 
-def run(cfg: RunConfig, on_row: Callable[[dict], None] | None = None,
-        *, agent: Agent | None = None) -> list[dict[str, Any]]:
+def run(
+    cfg: RunConfig, on_row: Callable[[dict], None] | None = None, *, agent: Agent | None = None
+) -> list[dict[str, Any]]:
     """Run (or resume) ``cfg``: append rows to ``OUT/results.jsonl``; return all its rows.
 
     Args:

@@ -70,8 +70,12 @@ def tests_status(task: Task, tests: dict[str, str]) -> dict[str, dict[str, list[
         return out
 
     empty = {"success": [], "failure": []}
-    return {F2P: split(v.fail_to_pass, False), P2P: split(v.pass_to_pass, True),
-            F2F: dict(empty), P2F: dict(empty)}
+    return {
+        F2P: split(v.fail_to_pass, False),
+        P2P: split(v.pass_to_pass, True),
+        F2F: dict(empty),
+        P2F: dict(empty),
+    }
 
 
 def _resolved(status: dict[str, dict[str, list[str]]]) -> bool:
@@ -82,23 +86,34 @@ def _resolved(status: dict[str, dict[str, list[str]]]) -> bool:
     return rate(F2P) == 1.0 and rate(P2P) == 1.0
 
 
-def instance_report(iid: str, task: Task, patch: str | None, row: ResultRow,
-                    summary: dict[str, Any]) -> dict[str, Any]:
+def instance_report(
+    iid: str, task: Task, patch: str | None, row: ResultRow, summary: dict[str, Any]
+) -> dict[str, Any]:
     """swebench's ``report.json`` content for one graded episode."""
-    report: dict[str, Any] = {"patch_is_None": patch is None, "patch_exists": patch is not None,
-                              "patch_successfully_applied": False, "resolved": False,
-                              "infra_failure": False}
+    report: dict[str, Any] = {
+        "patch_is_None": patch is None,
+        "patch_exists": patch is not None,
+        "patch_successfully_applied": False,
+        "resolved": False,
+        "infra_failure": False,
+    }
     applied = not str(row.get("stop_reason") or "").startswith("patch_failed")
     trusted = not (summary.get("reward_breakdown") or {}).get("untrusted")
     if patch is not None and applied and trusted:
         status = tests_status(task, summary.get("tests") or {})
-        report.update(patch_successfully_applied=True, resolved=_resolved(status),
-                      tests_status=status)
+        report.update(
+            patch_successfully_applied=True, resolved=_resolved(status), tests_status=status
+        )
     return {iid: report}
 
 
-def write_reports(out: Path, run_id: str, rows: list[ResultRow],
-                  predictions: dict[str, dict[str, Any]], tasks: list[Task]) -> Path:
+def write_reports(
+    out: Path,
+    run_id: str,
+    rows: list[ResultRow],
+    predictions: dict[str, dict[str, Any]],
+    tasks: list[Task],
+) -> Path:
     """Write every instance's swebench files and the run report; returns the run report.
 
     Args:
@@ -112,8 +127,10 @@ def write_reports(out: Path, run_id: str, rows: list[ResultRow],
     by_task = {t.id: t for t in tasks}
     ids = {t.id: instance_id(t) for t in tasks}
     rows_by_iid = {ids[r["task"]]: r for r in rows if r.get("task") in ids}
-    outcome: dict[str, set[str]] = {k: set() for k in (
-        "completed", "resolved", "unresolved", "error", "empty_patch", "infra_failure")}
+    outcome: dict[str, set[str]] = {
+        k: set()
+        for k in ("completed", "resolved", "unresolved", "error", "empty_patch", "infra_failure")
+    }
     reasons: dict[str, str] = {}
     for iid, pred in predictions.items():
         row = rows_by_iid.get(iid)
@@ -132,8 +149,7 @@ def write_reports(out: Path, run_id: str, rows: list[ResultRow],
                 reasons[iid] = str(row["infra_error"])[:500]
             outcome["error"].add(iid)
             continue
-        report = instance_report(iid, by_task[row["task"]], pred.get("model_patch"), row,
-                                 summary)
+        report = instance_report(iid, by_task[row["task"]], pred.get("model_patch"), row, summary)
         (log_dir / REPORT).write_text(json.dumps(report, indent=4))
         if pred.get("model_patch") not in ("", None):
             outcome["completed"].add(iid)
@@ -159,8 +175,9 @@ def write_reports(out: Path, run_id: str, rows: list[ResultRow],
         "unresolved_ids": sorted(outcome["unresolved"]),
         "infra_failure_ids": sorted(outcome["infra_failure"]),
         "ambiguous_failure_ids": [],
-        "failure_reasons": dict(sorted((k, v) for k, v in reasons.items()
-                                       if k in outcome["infra_failure"])),
+        "failure_reasons": dict(
+            sorted((k, v) for k, v in reasons.items() if k in outcome["infra_failure"])
+        ),
         "error_ids": sorted(outcome["error"]),
         "schema_version": 2,
     }

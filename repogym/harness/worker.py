@@ -66,7 +66,7 @@ def call_with_timeout(fn: Callable[..., Any], *args: Any, timeout_s: float) -> A
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
         try:
             box["value"] = fn(*args)
-        except BaseException as e:  # noqa: BLE001 - handed to the caller
+        except BaseException as e:
             box["error"] = e
 
     thread = threading.Thread(target=target, daemon=True, name="repogym-agent")
@@ -75,8 +75,9 @@ def call_with_timeout(fn: Callable[..., Any], *args: Any, timeout_s: float) -> A
     while thread.is_alive() and time.monotonic() < deadline:
         thread.join(min(0.2, max(0.0, deadline - time.monotonic())))
     if thread.is_alive():
-        raise AgentTimeout(f"{getattr(fn, '__qualname__', fn)} did not return within "
-                           f"{timeout_s:g}s")
+        raise AgentTimeout(
+            f"{getattr(fn, '__qualname__', fn)} did not return within {timeout_s:g}s"
+        )
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -115,11 +116,18 @@ class EpisodeWorker:
         if self._env is None:
             from repogym.envs import make_suite_env
 
-            local = {} if self.cfg.env_server else {"tasks": list(self.tasks.values()),
-                                                    "sandbox": self.cfg.sandbox}
+            local = (
+                {}
+                if self.cfg.env_server
+                else {"tasks": list(self.tasks.values()), "sandbox": self.cfg.sandbox}
+            )
             self._env = make_suite_env(
-                log_dir=self.cfg.out / TRAJECTORIES, remote=self.cfg.env_server,
-                reward_mode=self.cfg.reward_mode, max_steps=self.cfg.max_steps, **local)
+                log_dir=self.cfg.out / TRAJECTORIES,
+                remote=self.cfg.env_server,
+                reward_mode=self.cfg.reward_mode,
+                max_steps=self.cfg.max_steps,
+                **local,
+            )
         return self._env
 
     def _get_agent(self) -> Any:
@@ -129,8 +137,9 @@ class EpisodeWorker:
 
     def _agent_call(self, fn_name: str, *args: Any) -> Any:
         try:
-            return call_with_timeout(getattr(self._get_agent(), fn_name), *args,
-                                     timeout_s=self.cfg.act_timeout_s)
+            return call_with_timeout(
+                getattr(self._get_agent(), fn_name), *args, timeout_s=self.cfg.act_timeout_s
+            )
         except AgentConfigError:
             raise
         except EndpointError as e:
@@ -156,8 +165,14 @@ class EpisodeWorker:
             raise
 
     def _new_row(self, task: Task, sample: int, seed: int) -> ResultRow:
-        return new_row(agent=self.cfg.label, task=task.id, split=task.split,
-                       tags=list(task.tags), sample=sample, seed=seed)
+        return new_row(
+            agent=self.cfg.label,
+            task=task.id,
+            split=task.split,
+            tags=list(task.tags),
+            sample=sample,
+            seed=seed,
+        )
 
     def _run(self, task_id: str, sample: int) -> ResultRow:
         task = self.tasks[task_id]
@@ -167,9 +182,11 @@ class EpisodeWorker:
         env = self._get_env()
         try:
             obs, _ = env.reset(seed=seed, options={"task": task_id})
-        except Exception as e:  # noqa: BLE001 - sandbox failed to start: infrastructure
-            row.update(infra_error=f"reset: {type(e).__name__}: {e}",
-                       wall_s=round(time.monotonic() - start, 3))
+        except Exception as e:
+            row.update(
+                infra_error=f"reset: {type(e).__name__}: {e}",
+                wall_s=round(time.monotonic() - start, 3),
+            )
             return row
         row["trajectory"] = os.path.relpath(env.path, self.cfg.out)
         try:
@@ -182,7 +199,7 @@ class EpisodeWorker:
             row["infra_error"] = str(e)
         except AgentConfigError:
             raise
-        except Exception as e:  # noqa: BLE001 - agent construction errors are agent errors
+        except Exception as e:
             row["agent_error"] = f"{type(e).__name__}: {e}"
         self._record_agent_state(row)
         row["wall_s"] = round(time.monotonic() - start, 3)
@@ -204,10 +221,13 @@ class EpisodeWorker:
                 raise _EnvFailed(f"step: {type(e).__name__}: {e}") from e
             row["steps"] += 1
             done = terminated or truncated
-        row.update(reward=float(reward), resolved=bool(info.get("resolved")),
-                   hack_flags=list(info.get("hack_flags") or []),
-                   infra_error=info.get("infra_error") or None,
-                   truncated=info.get("truncated_reason") or None)
+        row.update(
+            reward=float(reward),
+            resolved=bool(info.get("resolved")),
+            hack_flags=list(info.get("hack_flags") or []),
+            infra_error=info.get("infra_error") or None,
+            truncated=info.get("truncated_reason") or None,
+        )
 
     def _record_agent_state(self, row: ResultRow) -> None:
         row["stop_reason"] = getattr(self._agent, "stop_reason", None)
@@ -215,7 +235,8 @@ class EpisodeWorker:
         if isinstance(usage, dict):
             row["usage"] = dict(usage)
             row["tokens"] = int(usage.get("prompt_tokens", 0)) + int(
-                usage.get("completion_tokens", 0))
+                usage.get("completion_tokens", 0)
+            )
 
     def stop(self) -> None:
         """Ask a running episode to stop at its next step and refuse new ones (any thread)."""

@@ -107,21 +107,24 @@ def harbor_task_toml(task: Task) -> str:
     """The Harbor ``task.toml`` of ``task`` (schema 1.4; agent and verifier without network)."""
     keywords = ", ".join(_toml_str(t) for t in task.tags)
     first_line = task.statement.strip().splitlines()[0]
-    return (f'schema_version = "1.4"\nsource = "repogym"\n\n[task]\n'
-            f'name = {_toml_str("repogym/" + task.id)}\nversion = "{task.version}"\n'
-            f"description = {_toml_str(first_line)}\nkeywords = [{keywords}]\n\n"
-            f'[metadata]\nrepogym_id = {_toml_str(task.id)}\nsplit = {_toml_str(task.split)}\n'
-            f"max_steps = {task.max_steps}\n\n"
-            f"[verifier]\ntimeout_sec = {float(task.test_spec.timeout_s) + 120.0}\n"
-            f'user = "root"\nnetwork_mode = "no-network"\n\n'
-            f'[agent]\ntimeout_sec = 1800.0\nuser = "agent"\nnetwork_mode = "no-network"\n\n'
-            f'[environment]\nworkdir = "{WORKDIR}"\nnetwork_mode = "no-network"\n'
-            f"cpus = 1\nmemory_mb = 2048\n")
+    return (
+        f'schema_version = "1.4"\nsource = "repogym"\n\n[task]\n'
+        f'name = {_toml_str("repogym/" + task.id)}\nversion = "{task.version}"\n'
+        f"description = {_toml_str(first_line)}\nkeywords = [{keywords}]\n\n"
+        f"[metadata]\nrepogym_id = {_toml_str(task.id)}\nsplit = {_toml_str(task.split)}\n"
+        f"max_steps = {task.max_steps}\n\n"
+        f"[verifier]\ntimeout_sec = {float(task.test_spec.timeout_s) + 120.0}\n"
+        f'user = "root"\nnetwork_mode = "no-network"\n\n'
+        f'[agent]\ntimeout_sec = 1800.0\nuser = "agent"\nnetwork_mode = "no-network"\n\n'
+        f'[environment]\nworkdir = "{WORKDIR}"\nnetwork_mode = "no-network"\n'
+        f"cpus = 1\nmemory_mb = 2048\n"
+    )
 
 
 def _copy_clean(src: Path, dest: Path) -> None:
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-                    dirs_exist_ok=True)
+    shutil.copytree(
+        src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), dirs_exist_ok=True
+    )
 
 
 def _requirements(task: Task) -> str:
@@ -145,15 +148,21 @@ def export_task(task: Task, out: Path, *, base_image: str = DEFAULT_BASE_IMAGE) 
     (dest / "instruction.md").write_text(task.statement)
     (dest / "task.toml").write_text(harbor_task_toml(task))
     _copy_clean(task.repo_dir, dest / "environment" / "repo")
-    (dest / "environment" / "Dockerfile").write_text(DOCKERFILE.format(
-        base_image=base_image, requirements=_requirements(task), pristine=PRISTINE,
-        workdir=WORKDIR))
+    (dest / "environment" / "Dockerfile").write_text(
+        DOCKERFILE.format(
+            base_image=base_image,
+            requirements=_requirements(task),
+            pristine=PRISTINE,
+            workdir=WORKDIR,
+        )
+    )
     solution = dest / "solution"
     solution.mkdir()
     shutil.copy(task.solution_patch, solution / "solution.patch")
     (solution / "solve.sh").write_text(
         f"#!/bin/bash\nset -euo pipefail\ncd {WORKDIR}\ngit apply --whitespace=nowarn "
-        "/solution/solution.patch\n")
+        "/solution/solution.patch\n"
+    )
     tests = dest / "tests"
     tests.mkdir()
     (tests / "test.sh").write_text(TEST_SH.replace("@PRISTINE@", PRISTINE))
@@ -174,8 +183,11 @@ def _vendor_repogym(dest: Path) -> None:
     dest.mkdir(parents=True)
     for name in _VENDORED:
         if (src / name).is_dir():
-            shutil.copytree(src / name, dest / name, ignore=shutil.ignore_patterns(
-                "__pycache__", "*.pyc", "builtin"))
+            shutil.copytree(
+                src / name,
+                dest / name,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "builtin"),
+            )
         else:
             shutil.copy(src / name, dest / name)
     (dest / "integrations").mkdir()
@@ -190,8 +202,10 @@ def _repo_source(harbor_dir: Path, workdir: str) -> Path:
     """The folder the Dockerfile copies to the working directory (the repository)."""
     dockerfile = harbor_dir / "environment" / "Dockerfile"
     if not dockerfile.is_file():
-        raise TaskError(f"{dockerfile}: missing. Fix: a Harbor task needs environment/"
-                        "Dockerfile (an image given only by docker_image cannot be imported)")
+        raise TaskError(
+            f"{dockerfile}: missing. Fix: a Harbor task needs environment/"
+            "Dockerfile (an image given only by docker_image cannot be imported)"
+        )
     sources = {}
     for line in dockerfile.read_text().splitlines():
         m = _COPY.match(line)
@@ -202,9 +216,11 @@ def _repo_source(harbor_dir: Path, workdir: str) -> Path:
             src = (harbor_dir / "environment" / sources[target]).resolve()
             if src.is_dir() and src.is_relative_to(harbor_dir.resolve()):
                 return src
-    raise TaskError(f"{dockerfile}: no `COPY <folder> {workdir}` line copies the repository "
-                    "from the task folder, so it cannot be built offline as a repogym task. "
-                    f"Fix: put the repository in environment/ and COPY it to {workdir}")
+    raise TaskError(
+        f"{dockerfile}: no `COPY <folder> {workdir}` line copies the repository "
+        "from the task folder, so it cannot be built offline as a repogym task. "
+        f"Fix: put the repository in environment/ and COPY it to {workdir}"
+    )
 
 
 def import_task(harbor_dir: Path, out: Path, **foreign: Any) -> Task:
@@ -228,8 +244,10 @@ def import_task(harbor_dir: Path, out: Path, **foreign: Any) -> Task:
         return import_foreign(harbor_dir, Path(out), **foreign)
     for name in ("instruction.md", "task.toml", "solution/solution.patch"):
         if not (harbor_dir / name).is_file():
-            raise TaskError(f"{harbor_dir / name}: missing. Fix: add it (a task exported by "
-                            "`repogym export-harbor` has it)")
+            raise TaskError(
+                f"{harbor_dir / name}: missing. Fix: add it (a task exported by "
+                "`repogym export-harbor` has it)"
+            )
     config = _read_toml(harbor_dir / "task.toml")
     workdir = config.get("environment", {}).get("workdir") or WORKDIR
     repo = _repo_source(harbor_dir, workdir)
@@ -249,8 +267,7 @@ def import_task(harbor_dir: Path, out: Path, **foreign: Any) -> Task:
                 copy_tree(harbor_dir / "tests" / kind, dest / kind)
         copy_file(harbor_dir / "instruction.md", dest / "STATEMENT.md")
         check_file(meta_file)
-        (dest / "task.toml").write_text('statement_file = "STATEMENT.md"\n'
-                                        + meta_file.read_text())
+        (dest / "task.toml").write_text('statement_file = "STATEMENT.md"\n' + meta_file.read_text())
         load_task(dest)  # a malformed task fails here, before anything reaches out/
     return load_task(Path(out) / task_id)
 
@@ -289,13 +306,23 @@ def verify(task_toml: Path, tests: Path, repo: Path, diff: str, reward_mode: str
         try:
             with warnings.catch_warnings():  # the container is the isolation here
                 warnings.simplefilter("ignore", RuntimeWarning)
-                result = grader.grade(task, templates.get(task.repo_dir), diff, mode=reward_mode,
-                                      make_sandbox=lambda spec: make_sandbox("process", spec))
+                result = grader.grade(
+                    task,
+                    templates.get(task.repo_dir),
+                    diff,
+                    mode=reward_mode,
+                    make_sandbox=lambda spec: make_sandbox("process", spec),
+                )
         finally:
             templates.close()
-    return {"reward": result.reward, "resolved": result.resolved, "tests": result.tests,
-            "hack_flags": result.hack_flags, "infra_error": result.infra_error,
-            "reward_breakdown": result.reward_breakdown}
+    return {
+        "reward": result.reward,
+        "resolved": result.resolved,
+        "tests": result.tests,
+        "hack_flags": result.hack_flags,
+        "infra_error": result.infra_error,
+        "reward_breakdown": result.reward_breakdown,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -312,8 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--diff", type=Path, required=True)
     v.add_argument("--reward-mode", default="binary")
     args = p.parse_args(argv)
-    result = verify(args.task_toml, args.tests, args.repo, args.diff.read_text(),
-                    args.reward_mode)
+    result = verify(args.task_toml, args.tests, args.repo, args.diff.read_text(), args.reward_mode)
     json.dump(result, sys.stdout)
     return 0
 

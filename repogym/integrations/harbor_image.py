@@ -35,8 +35,11 @@ from repogym.scenarios.task import TaskError
 #: Where the hidden tests go in the workspace (``/tests`` links there).
 TESTS_DEST = ".harbor/tests"
 #: Harbor's paths, as links in the image: (path, target).
-LINKS = (("/logs", "/tmp/harbor-logs"), ("/tests", f"/workspace/{TESTS_DEST}"),
-         ("/solution", "/tmp/harbor-solution"))
+LINKS = (
+    ("/logs", "/tmp/harbor-logs"),
+    ("/tests", f"/workspace/{TESTS_DEST}"),
+    ("/solution", "/tmp/harbor-solution"),
+)
 _FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?\s*$", re.IGNORECASE)
 _COPY_FROM = re.compile(r"^\s*(?:COPY|ADD)\s+.*--from=(\S+)", re.IGNORECASE)
 _ARG = re.compile(r"^\s*ARG\s+(\w+)(?:=(\S*))?\s*$", re.IGNORECASE)
@@ -96,20 +99,24 @@ def rewrite_dockerfile(text: str, client: Any, base: str) -> tuple[str, dict[str
             args.setdefault(m.group(1), m.group(2) or "")
         elif m := _FROM.match(line):
             image = _expand(m.group(1), args)
-            if image.lower() not in stages and image != "scratch" and \
-                    not _available(client, image):
+            if image.lower() not in stages and image != "scratch" and not _available(client, image):
                 substituted[image] = base
                 line = f"FROM {base}" + (f" AS {m.group(2)}" if m.group(2) else "")
             if m.group(2):
                 stages.add(m.group(2).lower())
         elif m := _COPY_FROM.match(line):
             source = _expand(m.group(1), args)
-            if not source.isdigit() and source.lower() not in stages and \
-                    not _available(client, source):
-                raise ImageError(f"environment/Dockerfile: `{line.strip()}` copies from image "
-                                 f"{source!r}, which is not on this engine and cannot be "
-                                 f"pulled (no registry). Fix: `docker load` it here, or build "
-                                 f"what the task needs without it")
+            if (
+                not source.isdigit()
+                and source.lower() not in stages
+                and not _available(client, source)
+            ):
+                raise ImageError(
+                    f"environment/Dockerfile: `{line.strip()}` copies from image "
+                    f"{source!r}, which is not on this engine and cannot be "
+                    f"pulled (no registry). Fix: `docker load` it here, or build "
+                    f"what the task needs without it"
+                )
         out.append(line)
     return "\n".join(out) + "\n", substituted
 
@@ -130,16 +137,31 @@ def _build(client: Any, context: Path, tag: str, timeout_s: float, what: str) ->
     import docker.errors
 
     try:
-        image, _ = client.images.build(path=str(context), tag=tag, rm=True, forcerm=True,
-                                       pull=False, network_mode="none", timeout=int(timeout_s))
+        image, _ = client.images.build(
+            path=str(context),
+            tag=tag,
+            rm=True,
+            forcerm=True,
+            pull=False,
+            network_mode="none",
+            timeout=int(timeout_s),
+        )
     except docker.errors.BuildError as e:
         detail = _failed_step(e.build_log)
-        offline = " (builds here have no network: a step that downloads fails)" \
-            if re.search(r"apt|pip|curl|wget|npm|uv |Could not resolve|resolve host|"
-                         r"Temporary failure|Unable to locate", detail) else ""
-        raise ImageError(f"{what}: the build failed at {detail}{offline}. Fix: make the "
-                         "step work offline (e.g. a base image that already has what it "
-                         "installs), or drop it") from e
+        offline = (
+            " (builds here have no network: a step that downloads fails)"
+            if re.search(
+                r"apt|pip|curl|wget|npm|uv |Could not resolve|resolve host|"
+                r"Temporary failure|Unable to locate",
+                detail,
+            )
+            else ""
+        )
+        raise ImageError(
+            f"{what}: the build failed at {detail}{offline}. Fix: make the "
+            "step work offline (e.g. a base image that already has what it "
+            "installs), or drop it"
+        ) from e
     except docker.errors.APIError as e:
         raise ImageError(f"{what}: docker refused the build: {e}") from e
     return image.id
@@ -148,19 +170,35 @@ def _build(client: Any, context: Path, tag: str, timeout_s: float, what: str) ->
 def _repogym_layer(base: str, workdir: str) -> str:
     links = " && ".join(f"rm -rf {p} && ln -s {t} {p}" for p, t in LINKS)
     q = shlex.quote(workdir)
-    move = "" if workdir == "/workspace" else (
-        f"rm -rf {q} && mkdir -p {shlex.quote(str(PurePosixPath(workdir).parent))} && "
-        f"ln -s /workspace {q} && ")
-    check = ("command -v python3 >/dev/null && python3 -c 'import pytest' && "
-             "command -v git >/dev/null && command -v bash >/dev/null || { echo "
-             "'REPOGYM_MISSING: the image lacks bash, git, or python3 with pytest' >&2; "
-             "exit 90; }")
-    return (f"FROM {base}\nUSER root\nRUN {check}\nRUN {move}{links}\nWORKDIR /workspace\n"
-            "ENTRYPOINT []\nCMD [\"sleep\", \"infinity\"]\n")
+    move = (
+        ""
+        if workdir == "/workspace"
+        else (
+            f"rm -rf {q} && mkdir -p {shlex.quote(str(PurePosixPath(workdir).parent))} && "
+            f"ln -s /workspace {q} && "
+        )
+    )
+    check = (
+        "command -v python3 >/dev/null && python3 -c 'import pytest' && "
+        "command -v git >/dev/null && command -v bash >/dev/null || { echo "
+        "'REPOGYM_MISSING: the image lacks bash, git, or python3 with pytest' >&2; "
+        "exit 90; }"
+    )
+    return (
+        f"FROM {base}\nUSER root\nRUN {check}\nRUN {move}{links}\nWORKDIR /workspace\n"
+        'ENTRYPOINT []\nCMD ["sleep", "infinity"]\n'
+    )
 
 
-def build_task_image(environment: Path, tag: str, workdir: str, *, base_image: str,
-                     base_url: str | None = None, timeout_s: float = 600.0) -> TaskImage:
+def build_task_image(
+    environment: Path,
+    tag: str,
+    workdir: str,
+    *,
+    base_image: str,
+    base_url: str | None = None,
+    timeout_s: float = 600.0,
+) -> TaskImage:
     """Build the image of a Harbor task's ``environment/`` folder (see the module doc).
 
     Args:
@@ -181,13 +219,16 @@ def build_task_image(environment: Path, tag: str, workdir: str, *, base_image: s
         c = client(base_url or default_base_url(), timeout=int(timeout_s))
         c.ping()
     except Exception as e:
-        raise ImageError(f"importing a Harbor task builds its environment/Dockerfile, and no "
-                         f"Docker engine answers ({e}). Fix: python -m "
-                         "repogym.sandbox.docker_setup up (then export the "
-                         "REPOGYM_DOCKER_HOST it prints)") from e
+        raise ImageError(
+            f"importing a Harbor task builds its environment/Dockerfile, and no "
+            f"Docker engine answers ({e}). Fix: python -m "
+            "repogym.sandbox.docker_setup up (then export the "
+            "REPOGYM_DOCKER_HOST it prints)"
+        ) from e
     try:
-        text, substituted = rewrite_dockerfile((environment / "Dockerfile").read_text(), c,
-                                               base_image)
+        text, substituted = rewrite_dockerfile(
+            (environment / "Dockerfile").read_text(), c, base_image
+        )
         with tempfile.TemporaryDirectory(prefix="repogym-harbor-build-") as tmp:
             ctx = Path(tmp) / "context"
             copy_tree(environment, ctx, internal_links=True)
@@ -196,9 +237,11 @@ def build_task_image(environment: Path, tag: str, workdir: str, *, base_image: s
                 base = _build(c, ctx, f"{tag}-base", timeout_s, "environment/Dockerfile")
             except ImageError as e:
                 if substituted:
-                    raise ImageError(f"{e} (note: {', '.join(substituted)} could not be pulled "
-                                     f"and was replaced by {base_image}; the step may assume "
-                                     "the original image)") from e
+                    raise ImageError(
+                        f"{e} (note: {', '.join(substituted)} could not be pulled "
+                        f"and was replaced by {base_image}; the step may assume "
+                        "the original image)"
+                    ) from e
                 raise
             layer = Path(tmp) / "layer"
             layer.mkdir()
@@ -207,11 +250,13 @@ def build_task_image(environment: Path, tag: str, workdir: str, *, base_image: s
                 _build(c, layer, tag, timeout_s, "repogym's layer over the task image")
             except ImageError as e:
                 if "REPOGYM_MISSING" in str(e):
-                    raise ImageError(f"environment/Dockerfile builds an image without bash, "
-                                     f"git or python3 with pytest, which repogym's docker "
-                                     f"sandbox needs to grade (its FROM was available here, so "
-                                     f"it was kept). Fix: install them in the Dockerfile, or "
-                                     f"retag {base_image} as that FROM image") from e
+                    raise ImageError(
+                        f"environment/Dockerfile builds an image without bash, "
+                        f"git or python3 with pytest, which repogym's docker "
+                        f"sandbox needs to grade (its FROM was available here, so "
+                        f"it was kept). Fix: install them in the Dockerfile, or "
+                        f"retag {base_image} as that FROM image"
+                    ) from e
                 raise
         return TaskImage(tag, base, substituted)
     finally:
@@ -236,8 +281,12 @@ def extract_dir(image: str, path: str, dest: Path, *, base_url: str | None = Non
         root.mkdir()
         with tarfile.open(fileobj=data) as tar:  # "data": no absolute paths, no links out
             tar.extractall(root, filter="data")
-        copy_tree(root, dest, internal_links=True,
-                  ignore=lambda name: name in (".git", "__pycache__") or name.endswith(".pyc"))
+        copy_tree(
+            root,
+            dest,
+            internal_links=True,
+            ignore=lambda name: name in (".git", "__pycache__") or name.endswith(".pyc"),
+        )
 
 
 def remove_image(tag: str, base_url: str | None = None) -> None:
@@ -255,4 +304,3 @@ def remove_image(tag: str, base_url: str | None = None) -> None:
                 pass
     finally:
         c.close()
-

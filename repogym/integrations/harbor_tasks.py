@@ -21,7 +21,8 @@ imports like this:
   the tree's subreaper and kills its orphans), and a test.sh killed or timed out scores 0:
   code test.sh runs, which imports the agent's, cannot plant a reward file test.sh does not
   write nor overwrite the one it wrote (docs/grading.md, "Imported tasks", says what it
-  still can). Its test ``k`` passes when the reward is at least ``k/100``: ``reward_mode="partial"`` gives Harbor's reward to 1/100
+  still can). Its test ``k`` passes when the reward is at least ``k/100``:
+  ``reward_mode="partial"`` gives Harbor's reward to 1/100
   (partial rewards are kept), ``binary`` is 1 exactly when the reward is 1.
 
 Grading needs the task's image: ``sandbox="docker"`` with ``sandbox_options={"image":
@@ -105,33 +106,60 @@ def _refuse_unsupported(folder: Path, config: dict[str, Any]) -> None:
     env = config.get("environment") or {}
     verifier = config.get("verifier") or {}
     checks = [
-        (config.get("steps"), "task.toml", "a multi-step task ([[steps]])",
-         "import single-step tasks; repogym grades one episode with one verifier"),
-        ((folder / "environment" / "docker-compose.yaml").exists() or
-         (folder / "environment" / "docker-compose.yml").exists(),
-         "environment/docker-compose.yaml", "a multi-container (docker-compose) environment",
-         "import tasks whose environment is one Dockerfile"),
-        (verifier.get("environment") or verifier.get("environment_mode") == "separate",
-         "task.toml", "a separate verifier environment ([verifier.environment])",
-         "import tasks whose verifier runs in the agent's environment"),
-        (str(env.get("os", "linux")).lower() == "windows", "task.toml",
-         "a Windows task ([environment].os)", "import Linux tasks"),
-        (not (folder / "tests" / "test.sh").is_file(), "tests/test.sh",
-         "missing (repogym grades with it)",
-         "add tests/test.sh, which writes /logs/verifier/reward.txt"),
-        (not (folder / "solution" / "solve.sh").is_file(), "solution/solve.sh",
-         "missing (it is the oracle: its changes are the gold patch)", "add solution/solve.sh"),
-        (not (folder / "instruction.md").is_file(), "instruction.md", "missing",
-         "add the statement the agent is given"),
+        (
+            config.get("steps"),
+            "task.toml",
+            "a multi-step task ([[steps]])",
+            "import single-step tasks; repogym grades one episode with one verifier",
+        ),
+        (
+            (folder / "environment" / "docker-compose.yaml").exists()
+            or (folder / "environment" / "docker-compose.yml").exists(),
+            "environment/docker-compose.yaml",
+            "a multi-container (docker-compose) environment",
+            "import tasks whose environment is one Dockerfile",
+        ),
+        (
+            verifier.get("environment") or verifier.get("environment_mode") == "separate",
+            "task.toml",
+            "a separate verifier environment ([verifier.environment])",
+            "import tasks whose verifier runs in the agent's environment",
+        ),
+        (
+            str(env.get("os", "linux")).lower() == "windows",
+            "task.toml",
+            "a Windows task ([environment].os)",
+            "import Linux tasks",
+        ),
+        (
+            not (folder / "tests" / "test.sh").is_file(),
+            "tests/test.sh",
+            "missing (repogym grades with it)",
+            "add tests/test.sh, which writes /logs/verifier/reward.txt",
+        ),
+        (
+            not (folder / "solution" / "solve.sh").is_file(),
+            "solution/solve.sh",
+            "missing (it is the oracle: its changes are the gold patch)",
+            "add solution/solve.sh",
+        ),
+        (
+            not (folder / "instruction.md").is_file(),
+            "instruction.md",
+            "missing",
+            "add the statement the agent is given",
+        ),
     ]
     for bad, name, problem, fix in checks:
         if bad:
             raise _err(folder / name, problem, fix)
     if not (folder / "environment" / "Dockerfile").is_file():
         image = env.get("docker_image")
-        raise _err(folder / "environment" / "Dockerfile", "missing" + (
-            f" (the task names docker_image {image!r} instead)" if image else ""),
-            "add environment/Dockerfile (repogym builds the task's image from it, offline)")
+        raise _err(
+            folder / "environment" / "Dockerfile",
+            "missing" + (f" (the task names docker_image {image!r} instead)" if image else ""),
+            "add environment/Dockerfile (repogym builds the task's image from it, offline)",
+        )
 
 
 def _workdir(folder: Path, config: dict[str, Any]) -> str:
@@ -141,13 +169,20 @@ def _workdir(folder: Path, config: dict[str, Any]) -> str:
             if m := _WORKDIR.match(line):
                 workdir = m.group(1)
     if not workdir or not str(workdir).startswith("/") or workdir.rstrip("/") in ("", "/tmp"):
-        raise _err(folder / "environment" / "Dockerfile", f"no usable working directory "
-                   f"({workdir!r}): the task's files must live in one folder, which becomes "
-                   "the workspace", "set WORKDIR in the Dockerfile or [environment].workdir")
+        raise _err(
+            folder / "environment" / "Dockerfile",
+            f"no usable working directory "
+            f"({workdir!r}): the task's files must live in one folder, which becomes "
+            "the workspace",
+            "set WORKDIR in the Dockerfile or [environment].workdir",
+        )
     if workdir.rstrip("/") != "/workspace" and workdir.startswith("/workspace/"):
-        raise _err(folder / "task.toml", f"working directory {workdir} lies inside "
-                   "/workspace, where the sandbox mounts its workspace",
-                   "use a working directory outside /workspace")
+        raise _err(
+            folder / "task.toml",
+            f"working directory {workdir} lies inside "
+            "/workspace, where the sandbox mounts its workspace",
+            "use a working directory outside /workspace",
+        )
     return workdir.rstrip("/")
 
 
@@ -157,32 +192,46 @@ def _missing(folder: Path, config: dict[str, Any]) -> list[str]:
     found = []
     tools = sorted(set(_NETWORK.findall((folder / "tests" / "test.sh").read_text())))
     if tools:
-        found.append(f"tests/test.sh runs {', '.join(tools)}: it may download its tools at "
-                     "verify time, and grading is offline (no network)")
+        found.append(
+            f"tests/test.sh runs {', '.join(tools)}: it may download its tools at "
+            "verify time, and grading is offline (no network)"
+        )
     user = agent.get("user")
     if user not in (None, "root", 0):
-        found.append(f"[agent].user = {user!r}: the sandbox runs the agent as its own "
-                     "unprivileged user, not that one")
+        found.append(
+            f"[agent].user = {user!r}: the sandbox runs the agent as its own "
+            "unprivileged user, not that one"
+        )
     if verifier.get("user") not in (None, "root", 0):
-        found.append(f"[verifier].user = {verifier['user']!r}: the verifier runs as the "
-                     "sandbox user")
-    templated = sorted(k for k, v in {**(env.get("env") or {}), **(verifier.get("env") or {})}
-                       .items() if "${" in str(v))
+        found.append(
+            f"[verifier].user = {verifier['user']!r}: the verifier runs as the sandbox user"
+        )
+    templated = sorted(
+        k
+        for k, v in {**(env.get("env") or {}), **(verifier.get("env") or {})}.items()
+        if "${" in str(v)
+    )
     if templated:
-        found.append(f"host variables {templated} ([environment]/[verifier].env): no host "
-                     "variable reaches the sandbox")
+        found.append(
+            f"host variables {templated} ([environment]/[verifier].env): no host "
+            "variable reaches the sandbox"
+        )
     if env.get("healthcheck"):
         found.append("[environment.healthcheck]: the sandbox starts no service of the image")
-    if re.search(r"^\s*(ENTRYPOINT|CMD)\b", (folder / "environment" / "Dockerfile").read_text(),
-                 re.MULTILINE | re.IGNORECASE):
+    if re.search(
+        r"^\s*(ENTRYPOINT|CMD)\b",
+        (folder / "environment" / "Dockerfile").read_text(),
+        re.MULTILINE | re.IGNORECASE,
+    ):
         found.append("environment/Dockerfile's ENTRYPOINT/CMD: the sandbox does not run it")
     if int(env.get("gpus") or 0) > 0:
         found.append(f"[environment].gpus = {env['gpus']}: the sandbox has no GPU")
     if env.get("mcp_servers"):
         found.append("[environment].mcp_servers: no MCP server is started for the agent")
     if env.get("skills_dir"):
-        found.append(f"[environment].skills_dir = {env['skills_dir']!r}: repogym's agents "
-                     "get no skills")
+        found.append(
+            f"[environment].skills_dir = {env['skills_dir']!r}: repogym's agents get no skills"
+        )
     return found
 
 
@@ -199,8 +248,14 @@ def read_harbor_task(folder: Path) -> HarborTask:
     statement = (folder / "instruction.md").read_text()
     if not statement.strip():
         raise _err(folder / "instruction.md", "empty", "write the task's instruction")
-    return HarborTask(folder, _task_id(folder, config), config, statement,
-                      _workdir(folder, config), _missing(folder, config))
+    return HarborTask(
+        folder,
+        _task_id(folder, config),
+        config,
+        statement,
+        _workdir(folder, config),
+        _missing(folder, config),
+    )
 
 
 # -- the generated verifier test ------------------------------------------------------------
@@ -349,9 +404,28 @@ def reward_files(test_sh: str) -> list[str]:
     return named or ["reward.json", "reward.txt"]
 
 
-_ONES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-         "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
-         "eighteen", "nineteen")
+_ONES = (
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+)
 _TENS = ("", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
 
 
@@ -371,12 +445,15 @@ def reward_tests(harbor: HarborTask, image: str) -> tuple[str, list[str]]:
     verifier = harbor.table("verifier")
     env = {str(k): str(v) for k, v in (verifier.get("env") or {}).items() if "${" not in str(v)}
     timeout = float(verifier.get("timeout_sec") or 600.0)
-    text = _REWARD_TEMPLATE.format(name=harbor.config.get("task", {}).get("name") or
-                                   harbor.task_id, workdir=json.dumps(harbor.workdir),
-                                   env=json.dumps(env), timeout=timeout,
-                                   image=json.dumps(image), steps=STEPS,
-                                   names=json.dumps(reward_files(
-                                       (harbor.path / "tests" / "test.sh").read_text())))
+    text = _REWARD_TEMPLATE.format(
+        name=harbor.config.get("task", {}).get("name") or harbor.task_id,
+        workdir=json.dumps(harbor.workdir),
+        env=json.dumps(env),
+        timeout=timeout,
+        image=json.dumps(image),
+        steps=STEPS,
+        names=json.dumps(reward_files((harbor.path / "tests" / "test.sh").read_text())),
+    )
     ids = []
     for k in range(1, STEPS + 1):
         name = f"test_reward_at_least_{_words(k)}_percent"
@@ -433,15 +510,19 @@ class Probe:
 
 def _verify(sb: Any, harbor: HarborTask, tests: Path, timeout: float) -> float | None:
     """Run tests/test.sh as Harbor's verifier does in ``sb``; the reward it wrote."""
-    env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in
-                   (harbor.table("verifier").get("env") or {}).items()
-                   if "${" not in str(v) and str(k).isidentifier())
-    command = (f"mkdir -p /workspace/.harbor && rm -rf /workspace/{harbor_image.TESTS_DEST} && "
-               f'cp -R "$RG_TESTS" /workspace/{harbor_image.TESTS_DEST} && '
-               "mkdir -p /tmp/harbor-logs/verifier /tmp/harbor-logs/agent && "
-               "rm -f /tmp/harbor-logs/verifier/reward.json /tmp/harbor-logs/verifier/reward.txt"
-               f" && (cd {shlex.quote(harbor.workdir)} && {env} bash /tests/test.sh "
-               f">/dev/null 2>&1); python3 - <<'EOF'\n{_READ_REWARD}\nEOF")
+    env = " ".join(
+        f"{k}={shlex.quote(str(v))}"
+        for k, v in (harbor.table("verifier").get("env") or {}).items()
+        if "${" not in str(v) and str(k).isidentifier()
+    )
+    command = (
+        f"mkdir -p /workspace/.harbor && rm -rf /workspace/{harbor_image.TESTS_DEST} && "
+        f'cp -R "$RG_TESTS" /workspace/{harbor_image.TESTS_DEST} && '
+        "mkdir -p /tmp/harbor-logs/verifier /tmp/harbor-logs/agent && "
+        "rm -f /tmp/harbor-logs/verifier/reward.json /tmp/harbor-logs/verifier/reward.txt"
+        f" && (cd {shlex.quote(harbor.workdir)} && {env} bash /tests/test.sh "
+        f">/dev/null 2>&1); python3 - <<'EOF'\n{_READ_REWARD}\nEOF"
+    )
     run = sb.run_with_binds(command, ro={"tests": tests}, timeout_s=timeout)
     found = re.search(r"^REPOGYM_REWARD (.+)$", run.stdout, re.MULTILINE)
     return json.loads(found.group(1)) if found else None
@@ -455,18 +536,24 @@ def _probe(harbor: HarborTask, dest: Path, image: str, base_url: str | None) -> 
 
     agent_timeout = float(harbor.table("agent").get("timeout_sec") or 600.0)
     verify_timeout = float(harbor.table("verifier").get("timeout_sec") or 600.0)
-    env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in
-                   (harbor.table("solution").get("env") or {}).items()
-                   if "${" not in str(v) and str(k).isidentifier())
-    solve = ('rm -rf /tmp/harbor-solution && cp -R "$RG_SOLUTION" /tmp/harbor-solution && '
-             "mkdir -p /tmp/harbor-logs/agent /tmp/harbor-logs/verifier && "
-             f"cd {shlex.quote(harbor.workdir)} && {env} bash /solution/solve.sh")
+    env = " ".join(
+        f"{k}={shlex.quote(str(v))}"
+        for k, v in (harbor.table("solution").get("env") or {}).items()
+        if "${" not in str(v) and str(k).isidentifier()
+    )
+    solve = (
+        'rm -rf /tmp/harbor-solution && cp -R "$RG_SOLUTION" /tmp/harbor-solution && '
+        "mkdir -p /tmp/harbor-logs/agent /tmp/harbor-logs/verifier && "
+        f"cd {shlex.quote(harbor.workdir)} && {env} bash /solution/solve.sh"
+    )
     options: dict[str, Any] = {"image": image, **({"base_url": base_url} if base_url else {})}
     templates = TemplateCache()
     notes: list[str] = []
     try:
-        spec = SandboxSpec(template=templates.get(dest / "repo"),
-                           limits=Limits(timeout_s=max(agent_timeout, verify_timeout)))
+        spec = SandboxSpec(
+            template=templates.get(dest / "repo"),
+            limits=Limits(timeout_s=max(agent_timeout, verify_timeout)),
+        )
         sb = make_sandbox("docker", spec, **options)
         try:
             noop = _verify(sb, harbor, harbor.path / "tests", verify_timeout)
@@ -474,8 +561,9 @@ def _probe(harbor: HarborTask, dest: Path, image: str, base_url: str | None) -> 
             sb.close()
         sb = make_sandbox("docker", spec, **options)
         try:
-            run = sb.run_with_binds(solve, ro={"solution": harbor.path / "solution"},
-                                    timeout_s=agent_timeout)
+            run = sb.run_with_binds(
+                solve, ro={"solution": harbor.path / "solution"}, timeout_s=agent_timeout
+            )
             diff = sb.diff()
             oracle = _verify(sb, harbor, harbor.path / "tests", verify_timeout)
         finally:
@@ -483,8 +571,9 @@ def _probe(harbor: HarborTask, dest: Path, image: str, base_url: str | None) -> 
     finally:
         templates.close()
     if run.exit_code != 0:
-        notes.append(f"solution/solve.sh exited {run.exit_code} in the sandbox: "
-                     f"{run.output.strip()[-300:]}")
+        notes.append(
+            f"solution/solve.sh exited {run.exit_code} in the sandbox: {run.output.strip()[-300:]}"
+        )
     return Probe(diff, noop, oracle, notes + reward_notes(noop, oracle))
 
 
@@ -494,44 +583,60 @@ def reward_notes(noop: float | None, oracle: float | None) -> list[str]:
     the unchanged repository (code it runs could plant one that would stand)."""
     notes = []
     if oracle != 1.0:
-        notes.append(f"the oracle (solve.sh, then tests/test.sh in the same sandbox) scores "
-                     f"{oracle} here, not 1.0" + ("" if oracle is not None else
-                                                  ": test.sh wrote no readable reward file"))
+        notes.append(
+            f"the oracle (solve.sh, then tests/test.sh in the same sandbox) scores "
+            f"{oracle} here, not 1.0"
+            + ("" if oracle is not None else ": test.sh wrote no readable reward file")
+        )
     if noop is None:
-        notes.append("tests/test.sh wrote no reward file on the unchanged repository: where "
-                     "it writes none, a reward file that code it runs (the agent's) wrote "
-                     "stands. Fix: make test.sh write its reward on every path (a 0 first)")
+        notes.append(
+            "tests/test.sh wrote no reward file on the unchanged repository: where "
+            "it writes none, a reward file that code it runs (the agent's) wrote "
+            "stands. Fix: make test.sh write its reward on every path (a 0 first)"
+        )
     return notes
 
 
-def _task_toml(harbor: HarborTask, image: harbor_image.TaskImage, ids: list[str],
-               missing: list[str], split: str, probe: Probe) -> str:
+def _task_toml(
+    harbor: HarborTask,
+    image: harbor_image.TaskImage,
+    ids: list[str],
+    missing: list[str],
+    split: str,
+    probe: Probe,
+) -> str:
     """task.toml: the thresholds the unchanged repository already reaches are pass_to_pass
     (they must keep passing), the others fail_to_pass."""
+
     def s(v: str) -> str:
         return json.dumps(v)
 
     meta = harbor.table("metadata")
-    tags = ["harbor", *[str(t) for t in meta.get("tags") or []],
-            *[str(t) for t in harbor.table("task").get("keywords") or []]]
+    tags = [
+        "harbor",
+        *[str(t) for t in meta.get("tags") or []],
+        *[str(t) for t in harbor.table("task").get("keywords") or []],
+    ]
     if meta.get("category"):
         tags.append(str(meta["category"]))
     tags = list(dict.fromkeys(tags))
     timeout = float(harbor.table("verifier").get("timeout_sec") or 600.0) + 60.0
     done = max(0, min(STEPS, math.floor((probe.noop_reward or 0.0) * STEPS + 1e-9)))
     subst = ", ".join(f"{s(k)} = {s(v)}" for k, v in image.substituted.items())
-    return (f"# Imported from the Harbor task {harbor.path.name} by `repogym import-harbor`.\n"
-            f"id = {s(harbor.task_id)}\nversion = 0\nstatement_file = \"STATEMENT.md\"\n"
-            f"split = {s(split)}\ntags = [{', '.join(map(s, tags))}]\nmax_steps = 50\n\n"
-            f"[verifier]\ntests_dest = {s(harbor_image.TESTS_DEST)}\n"
-            f"command = {s('python -m pytest -q -p no:cacheprovider ' + ids[0].split('::')[0])}"
-            f"\ntimeout_s = {timeout}\nfail_to_pass = [{', '.join(map(s, ids[done:]))}]\n"
-            f"pass_to_pass = [{', '.join(map(s, ids[:done]))}]\n\n"
-            f"[harbor]\nname = {s(str(harbor.table('task').get('name') or harbor.path.name))}\n"
-            f"image = {s(image.tag)}\nworkdir = {s(harbor.workdir)}\n"
-            f"substituted = {{{subst}}}\nmissing = [{', '.join(map(s, missing))}]\n"
-            f"noop_reward = {_number(probe.noop_reward)}\n"
-            f"oracle_reward = {_number(probe.oracle_reward)}\n")
+    return (
+        f"# Imported from the Harbor task {harbor.path.name} by `repogym import-harbor`.\n"
+        f'id = {s(harbor.task_id)}\nversion = 0\nstatement_file = "STATEMENT.md"\n'
+        f"split = {s(split)}\ntags = [{', '.join(map(s, tags))}]\nmax_steps = 50\n\n"
+        f"[verifier]\ntests_dest = {s(harbor_image.TESTS_DEST)}\n"
+        f"command = {s('python -m pytest -q -p no:cacheprovider ' + ids[0].split('::')[0])}"
+        f"\ntimeout_s = {timeout}\nfail_to_pass = [{', '.join(map(s, ids[done:]))}]\n"
+        f"pass_to_pass = [{', '.join(map(s, ids[:done]))}]\n\n"
+        f"[harbor]\nname = {s(str(harbor.table('task').get('name') or harbor.path.name))}\n"
+        f"image = {s(image.tag)}\nworkdir = {s(harbor.workdir)}\n"
+        f"substituted = {{{subst}}}\nmissing = [{', '.join(map(s, missing))}]\n"
+        f"noop_reward = {_number(probe.noop_reward)}\n"
+        f"oracle_reward = {_number(probe.oracle_reward)}\n"
+    )
 
 
 def _number(value: float | None) -> str:
@@ -539,8 +644,14 @@ def _number(value: float | None) -> str:
     return "nan" if value is None else repr(float(value))
 
 
-def import_foreign(folder: Path, out: Path, *, split: str = "test",
-                   base_image: str | None = None, base_url: str | None = None) -> Task:
+def import_foreign(
+    folder: Path,
+    out: Path,
+    *,
+    split: str = "test",
+    base_image: str | None = None,
+    base_url: str | None = None,
+) -> Task:
     """Import one Harbor task folder made outside repogym (see the module docstring).
 
     Args:
@@ -560,22 +671,35 @@ def import_foreign(folder: Path, out: Path, *, split: str = "test",
     build_timeout = float(harbor.table("environment").get("build_timeout_sec") or 600.0)
     try:
         image = harbor_image.build_task_image(
-            folder / "environment", _tag(harbor), harbor.workdir,
-            base_image=base_image or DEFAULT_IMAGE, base_url=base_url, timeout_s=build_timeout)
+            folder / "environment",
+            _tag(harbor),
+            harbor.workdir,
+            base_image=base_image or DEFAULT_IMAGE,
+            base_url=base_url,
+            timeout_s=build_timeout,
+        )
     except harbor_image.ImageError as e:
         raise harbor_image.ImageError(f"{folder}: {e}") from e
     missing = list(harbor.missing)
-    missing += [f"environment/Dockerfile FROM {k}: not here and not pullable; built FROM {v}"
-                for k, v in image.substituted.items()]
+    missing += [
+        f"environment/Dockerfile FROM {k}: not here and not pullable; built FROM {v}"
+        for k, v in image.substituted.items()
+    ]
     text, ids = reward_tests(harbor, image.tag)
     with staged_task(Path(out), harbor.task_id) as dest:
         dest.mkdir()
         harbor_image.extract_dir(image.base, harbor.workdir, dest / "repo", base_url=base_url)
-        copy_tree(folder / "tests", dest / "tests",
-                  ignore=lambda name: name == "__pycache__" or name.endswith(".pyc"))
+        copy_tree(
+            folder / "tests",
+            dest / "tests",
+            ignore=lambda name: name == "__pycache__" or name.endswith(".pyc"),
+        )
         if (dest / "tests" / REWARD_FILE).exists():
-            raise _err(folder / "tests" / REWARD_FILE, "this name is repogym's generated test",
-                       "rename the file")
+            raise _err(
+                folder / "tests" / REWARD_FILE,
+                "this name is repogym's generated test",
+                "rename the file",
+            )
         (dest / "tests" / REWARD_FILE).write_text(text)
         (dest / "STATEMENT.md").write_text(harbor.statement)
         probe = _probe(harbor, dest, image.tag, base_url)
@@ -594,8 +718,10 @@ def sandbox_options(task: Task) -> dict[str, Any]:
     """
     meta = tomllib.loads((task.path / "task.toml").read_text()).get("harbor") or {}
     if not meta.get("image"):
-        raise TaskError(f"{task.path / 'task.toml'}: no [harbor] image: not a task imported "
-                        "from a Harbor folder by `repogym import-harbor`")
+        raise TaskError(
+            f"{task.path / 'task.toml'}: no [harbor] image: not a task imported "
+            "from a Harbor folder by `repogym import-harbor`"
+        )
     return {"image": meta["image"]}
 
 

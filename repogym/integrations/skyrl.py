@@ -27,9 +27,15 @@ def skyrl_rows(split: str | None = None) -> list[dict[str, Any]]:
     ``extra_info``."""
     from repogym.integrations.trl import task_rows
 
-    return [{"prompt": r["prompt"], "env_class": ENV_ID,
-             "reward_spec": {"method": "rule", "ground_truth": None},
-             "extra_info": {"task": r["task"], "split": r["split"]}} for r in task_rows(split)]
+    return [
+        {
+            "prompt": r["prompt"],
+            "env_class": ENV_ID,
+            "reward_spec": {"method": "rule", "ground_truth": None},
+            "extra_info": {"task": r["task"], "split": r["split"]},
+        }
+        for r in task_rows(split)
+    ]
 
 
 class RepoGymTextEnv(BaseTextEnv):
@@ -50,14 +56,20 @@ class RepoGymTextEnv(BaseTextEnv):
         extras = extras or {}
         self.task = (extras.get("extra_info") or {}).get("task") or extras.get("task")
         if not self.task:
-            raise ValueError("the row names no task. Fix: put extra_info = {'task': '<id>'} "
-                             "in the dataset row (see repogym.integrations.skyrl.skyrl_rows)")
+            raise ValueError(
+                "the row names no task. Fix: put extra_info = {'task': '<id>'} "
+                "in the dataset row (see repogym.integrations.skyrl.skyrl_rows)"
+            )
         self.seed = (extras.get("extra_info") or {}).get("seed")
         budget = _max_turns(extras) or config.get("max_steps")
         remote = config.get("remote")
         local = {} if remote else {"sandbox": config.get("sandbox", "bwrap")}
-        self.env = make_suite_env(remote=remote, reward_mode=config.get("reward_mode", "binary"),
-                                  max_steps=budget, **local)
+        self.env = make_suite_env(
+            remote=remote,
+            reward_mode=config.get("reward_mode", "binary"),
+            max_steps=budget,
+            **local,
+        )
         self.max_turns = int(budget or 30)
         self._metrics: dict[str, Any] = {}
 
@@ -82,13 +94,19 @@ class RepoGymTextEnv(BaseTextEnv):
         done = bool(terminated or truncated)
         masked = bool(info.get("infra_error"))
         if done:
-            self._metrics = {"resolved": float(bool(info.get("resolved"))),
-                             "steps": self.turns, "reward": 0.0 if masked else float(reward),
-                             "infra_error": float(masked)}
+            self._metrics = {
+                "resolved": float(bool(info.get("resolved"))),
+                "steps": self.turns,
+                "reward": 0.0 if masked else float(reward),
+                "infra_error": float(masked),
+            }
         return BaseTextEnvStepOutput(
             observations=[] if done else [{"role": "user", "content": obs}],
-            reward=0.0 if masked else float(reward), done=done,
-            metadata={**info, "loss_masked": masked}, postprocessed_action=action)
+            reward=0.0 if masked else float(reward),
+            done=done,
+            metadata={**info, "loss_masked": masked},
+            postprocessed_action=action,
+        )
 
     def get_metrics(self) -> dict[str, Any]:
         return dict(self._metrics)
@@ -102,8 +120,12 @@ def _max_turns(extras: dict[str, Any]) -> int | None:
     value = extras.get("max_turns", (extras.get("extra_info") or {}).get("max_turns"))
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value \
-            or value < 1:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or int(value) != value
+        or value < 1
+    ):
         raise ValueError(f"max_turns={value!r}. Fix: give a whole number of turns >= 1")
     return int(value)
 

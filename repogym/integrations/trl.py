@@ -34,32 +34,41 @@ from repogym.envs import make_suite_env
 from repogym.envs.actions import TOOL_HELP, TOOLS
 from repogym.envs.info import StepInfo
 
-PROMPT = ("Fix the bug described below in the repository. Use the tools to look around and "
-          "change files; call submit when you are done.\n\n")
+PROMPT = (
+    "Fix the bug described below in the repository. Use the tools to look around and "
+    "change files; call submit when you are done.\n\n"
+)
 
-NATIVE_TOOLS = ("Act by calling the tools given to you (bash, read, write, edit, submit) as "
-                "function calls, in the tool-call format your instructions describe; each call's "
-                "result comes back as the tool's response. Call submit when you are done: your "
-                "changes are then graded by hidden tests.")
+NATIVE_TOOLS = (
+    "Act by calling the tools given to you (bash, read, write, edit, submit) as "
+    "function calls, in the tool-call format your instructions describe; each call's "
+    "result comes back as the tool's response. Call submit when you are done: your "
+    "changes are then graded by hidden tests."
+)
 """What replaces the env's text-action help (:data:`~repogym.envs.actions.TOOL_HELP`, JSON
 or fenced bash, which TRL does not parse) in the observations: under TRL the tools are the
 model's native tools, which the chat template lists with their schemas and whose calls TRL
 parses (``tokenizer.parse_response``) and runs as this env's methods."""
 
 
-def task_rows(split: str | None = None, tags: Iterable[str] | None = None,
-              samples: int = 1) -> list[dict[str, Any]]:
+def task_rows(
+    split: str | None = None, tags: Iterable[str] | None = None, samples: int = 1
+) -> list[dict[str, Any]]:
     """One dataset row per task (``samples`` rows each): ``prompt``, ``task``, ``split``."""
     from repogym.scenarios.registry import registered_tasks
     from repogym.scenarios.task import select_tasks
 
     tasks = select_tasks(registered_tasks().values(), split=split, tags=tags)
-    return [{"prompt": [{"role": "user", "content": PROMPT}], "task": t.id, "split": t.split,
-             "seed": s} for t in tasks for s in range(samples)]
+    return [
+        {"prompt": [{"role": "user", "content": PROMPT}], "task": t.id, "split": t.split, "seed": s}
+        for t in tasks
+        for s in range(samples)
+    ]
 
 
-def task_dataset(split: str | None = None, tags: Iterable[str] | None = None,
-                 samples: int = 1) -> Any:
+def task_dataset(
+    split: str | None = None, tags: Iterable[str] | None = None, samples: int = 1
+) -> Any:
     """:func:`task_rows` as a ``datasets.Dataset``; ``task_dataset("train")``/``("test")``."""
     from datasets import Dataset
 
@@ -83,8 +92,9 @@ class RepoGymToolEnv:
 
     def __init__(self) -> None:
         local = {} if self.remote else {"sandbox": self.sandbox}
-        self._env: gym.Env = make_suite_env(remote=self.remote, reward_mode=self.reward_mode,
-                                            max_steps=self.max_steps, **local)
+        self._env: gym.Env = make_suite_env(
+            remote=self.remote, reward_mode=self.reward_mode, max_steps=self.max_steps, **local
+        )
         _OPEN.append(self._env)
         self._info: dict[str, Any] = {}
         self._reward: float | None = None
@@ -102,7 +112,8 @@ class RepoGymToolEnv:
         if self._done:
             return "The episode is over: your changes were graded. Stop calling tools."
         obs, reward, terminated, truncated, info = self._env.step(
-            json.dumps({"tool": tool, "args": {k: v for k, v in args.items() if v is not None}}))
+            json.dumps({"tool": tool, "args": {k: v for k, v in args.items() if v is not None}})
+        )
         if terminated or truncated:
             self._finish(float(reward), info)
         return _native(obs)
@@ -111,10 +122,15 @@ class RepoGymToolEnv:
         self._done, self._info = True, info
         self._reward = None if info.get("infra_error") else reward
         if self.results is not None:
-            self.results.append({"task": self._task, "reward": self._reward,
-                                 "resolved": bool(info.get("resolved")),
-                                 "tests": info.get("tests", {}),
-                                 "infra_error": info.get("infra_error") or None})
+            self.results.append(
+                {
+                    "task": self._task,
+                    "reward": self._reward,
+                    "resolved": bool(info.get("resolved")),
+                    "tests": info.get("tests", {}),
+                    "infra_error": info.get("infra_error") or None,
+                }
+            )
 
     def bash(self, command: str) -> str:
         return self._act("bash", command=command)
@@ -153,14 +169,17 @@ _OPEN: list[gym.Env] = []
 def tools_of(env: RepoGymToolEnv) -> list[Callable[..., str]]:
     """The env's tools as GRPOTrainer lists them (in the system prompt it renders, and in
     that order): the public functions of its class other than ``reset`` and ``get_reward``."""
-    return [getattr(env, name)
-            for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
-            if name not in ("reset", "get_reward") and not name.startswith("_")]
+    return [
+        getattr(env, name)
+        for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
+        if name not in ("reset", "get_reward") and not name.startswith("_")
+    ]
 
 
 def _native(obs: str) -> str:
     """The observation with the text-action help replaced by :data:`NATIVE_TOOLS`."""
     return obs.replace(TOOL_HELP, NATIVE_TOOLS)
+
 
 # The tool methods' docstrings (TRL builds the tools' schemas from them) come from the one
 # tool schema, so the model reads the same descriptions as every other agent.
@@ -185,7 +204,7 @@ class ScriptedTurns:
         import torch
 
         allowed = torch.full_like(scores, float("-inf"))
-        for row, ids in enumerate(input_ids[:, self.start:].tolist()):
+        for row, ids in enumerate(input_ids[:, self.start :].tolist()):
             n = len(ids)
             nxt = {t[n] for t in self.turns if len(t) > n and list(t[:n]) == ids} or {self.eos}
             allowed[row, sorted(nxt)] = 0.0
@@ -202,15 +221,18 @@ def script_model(model: Any, tokenizer: Any, turns: Sequence[str]) -> ScriptedTu
     processor."""
     from transformers import LogitsProcessorList
 
-    processor = ScriptedTurns([tokenizer(t + tokenizer.eos_token, add_special_tokens=False)
-                               ["input_ids"] for t in turns], tokenizer.eos_token_id)
+    processor = ScriptedTurns(
+        [tokenizer(t + tokenizer.eos_token, add_special_tokens=False)["input_ids"] for t in turns],
+        tokenizer.eos_token_id,
+    )
     generate = model.generate
 
     def scripted_generate(*args: Any, **kwargs: Any) -> Any:
         inputs = kwargs["input_ids"] if "input_ids" in kwargs else args[0]
         processor.start = inputs.shape[1]
         kwargs["logits_processor"] = LogitsProcessorList(
-            [*(kwargs.get("logits_processor") or []), processor])
+            [*(kwargs.get("logits_processor") or []), processor]
+        )
         return generate(*args, **kwargs)
 
     model.generate = scripted_generate

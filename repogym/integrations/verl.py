@@ -54,9 +54,16 @@ def verl_rows(split: str | None = None) -> list[dict[str, Any]]:
     ``reward_model``, ``extra_info``."""
     from repogym.integrations.trl import task_rows
 
-    return [{"prompt": r["prompt"], "agent_name": AGENT_NAME, "data_source": "repogym",
-             "reward_model": {"style": "rule", "ground_truth": ""},
-             "extra_info": {"task": r["task"], "split": r["split"]}} for r in task_rows(split)]
+    return [
+        {
+            "prompt": r["prompt"],
+            "agent_name": AGENT_NAME,
+            "data_source": "repogym",
+            "reward_model": {"style": "rule", "ground_truth": ""},
+            "extra_info": {"task": r["task"], "split": r["split"]},
+        }
+        for r in task_rows(split)
+    ]
 
 
 def _settings(config: Any) -> dict[str, Any]:
@@ -85,20 +92,28 @@ class RepoGymAgentLoop(AgentLoopBase):
         self.settings = _settings(self.config)
         self.response_length = int(self.rollout_config.response_length)
         multi_turn = self.rollout_config.get("multi_turn", {}) or {}
-        self.max_turns = int(self.settings.get("max_steps")
-                             or multi_turn.get("max_assistant_turns") or 30)
+        self.max_turns = int(
+            self.settings.get("max_steps") or multi_turn.get("max_assistant_turns") or 30
+        )
         self.env_threads = _env_threads(int(self.settings.get("env_threads", 64)))
         # the reference trainers' rendering of observation turns (repogym.agents.chat)
-        self.chat = ChatFormat(self.tokenizer, tools=None, max_obs_chars=sys.maxsize,
-                               observation_role="user",
-                               chat_template_kwargs=dict(self.apply_chat_template_kwargs or {}))
+        self.chat = ChatFormat(
+            self.tokenizer,
+            tools=None,
+            max_obs_chars=sys.maxsize,
+            observation_role="user",
+            chat_template_kwargs=dict(self.apply_chat_template_kwargs or {}),
+        )
 
     def _make_env(self) -> Any:
         remote = self.settings.get("remote")
         local = {} if remote else {"sandbox": self.settings.get("sandbox", "bwrap")}
-        return make_suite_env(remote=remote,
-                              reward_mode=self.settings.get("reward_mode", "binary"),
-                              max_steps=self.max_turns, **local)
+        return make_suite_env(
+            remote=remote,
+            reward_mode=self.settings.get("reward_mode", "binary"),
+            max_steps=self.max_turns,
+            **local,
+        )
 
     async def _in_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run a blocking call (the env's, the chat rendering) in the env threads, so other
@@ -110,12 +125,15 @@ class RepoGymAgentLoop(AgentLoopBase):
         extra = kwargs.get("extra_info") or {}
         task = extra.get("task") or kwargs.get("task")
         if not task:
-            raise ValueError("the row names no task. Fix: put extra_info = {'task': '<id>'} in "
-                             "the dataset row (see repogym.integrations.verl.verl_rows)")
+            raise ValueError(
+                "the row names no task. Fix: put extra_info = {'task': '<id>'} in "
+                "the dataset row (see repogym.integrations.verl.verl_rows)"
+            )
         env = await self._in_thread(self._make_env)
         try:
-            obs, _ = await self._in_thread(env.reset, seed=extra.get("seed"),
-                                           options={"task": task})
+            obs, _ = await self._in_thread(
+                env.reset, seed=extra.get("seed"), options={"task": task}
+            )
             messages = _first_messages(kwargs["raw_prompt"], obs)
             prompt_ids = await self.ct_build_initial_tokens(messages)
             dialogue = Dialogue(self.chat, messages, prompt_ids=prompt_ids)
@@ -126,8 +144,10 @@ class RepoGymAgentLoop(AgentLoopBase):
             done = False
             while not done and turns < self.max_turns and len(response_ids) < self.response_length:
                 out = await self.server_manager.generate(
-                    request_id=uuid4().hex, prompt_ids=prompt_ids + response_ids,
-                    sampling_params=sampling_params)
+                    request_id=uuid4().hex,
+                    prompt_ids=prompt_ids + response_ids,
+                    sampling_params=sampling_params,
+                )
                 ids = list(out.token_ids)
                 response_ids += ids
                 mask += [1] * len(ids)
@@ -144,15 +164,35 @@ class RepoGymAgentLoop(AgentLoopBase):
                     logprobs += [0.0] * len(dialogue.pending)
             if not done:  # response budget spent: grade what is there, as at a step budget
                 obs, reward, _, _, info = await self._in_thread(
-                    env.step, json.dumps({"tool": "submit", "args": {}}))
+                    env.step, json.dumps({"tool": "submit", "args": {}})
+                )
         finally:
             await self._in_thread(env.close)
-        return self._output(prompt_ids, response_ids, mask, logprobs, float(reward), turns,
-                            info, task=task, delta_rendered=dialogue.delta_rendered)
+        return self._output(
+            prompt_ids,
+            response_ids,
+            mask,
+            logprobs,
+            float(reward),
+            turns,
+            info,
+            task=task,
+            delta_rendered=dialogue.delta_rendered,
+        )
 
-    def _output(self, prompt_ids: list[int], response_ids: list[int], mask: list[int],
-                logprobs: list[float], reward: float, turns: int, info: dict[str, Any], *,
-                task: str, delta_rendered: bool) -> AgentLoopOutput:
+    def _output(
+        self,
+        prompt_ids: list[int],
+        response_ids: list[int],
+        mask: list[int],
+        logprobs: list[float],
+        reward: float,
+        turns: int,
+        info: dict[str, Any],
+        *,
+        task: str,
+        delta_rendered: bool,
+    ) -> AgentLoopOutput:
         """verl's output of one episode. An ``infra_error`` episode is masked the way verl
         masks a sample: its ``response_mask`` is all 0, so none of its tokens enters a loss."""
         n = self.response_length
@@ -160,11 +200,20 @@ class RepoGymAgentLoop(AgentLoopBase):
         if infra:
             mask = [0] * len(mask)
         return AgentLoopOutput(
-            prompt_ids=prompt_ids, response_ids=response_ids[:n], response_mask=mask[:n],
-            response_logprobs=logprobs[:n], reward_score=0.0 if infra else reward,
-            num_turns=2 * turns + 1, metrics=AgentLoopMetrics(),
-            extra_fields={"task": task, "resolved": bool(info.get("resolved")),
-                          "infra_error": infra, "delta_rendered": delta_rendered})
+            prompt_ids=prompt_ids,
+            response_ids=response_ids[:n],
+            response_mask=mask[:n],
+            response_logprobs=logprobs[:n],
+            reward_score=0.0 if infra else reward,
+            num_turns=2 * turns + 1,
+            metrics=AgentLoopMetrics(),
+            extra_fields={
+                "task": task,
+                "resolved": bool(info.get("resolved")),
+                "infra_error": infra,
+                "delta_rendered": delta_rendered,
+            },
+        )
 
 
 def _first_messages(raw_prompt: list[dict[str, Any]], obs: str) -> list[dict[str, Any]]:

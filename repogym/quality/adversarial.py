@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
 from repogym.envs.attacks import STRONGEST, digest_text, payload
-from repogym.grading.grader import RewardMode, code_digest
 from repogym.grading.flags import HackFlag
+from repogym.grading.grader import RewardMode, code_digest
 from repogym.quality.pool import grading_pool
 from repogym.quality.validate import PatchGrader
 from repogym.sandbox.runtime import cache_dir
@@ -94,8 +94,11 @@ def code_modules(repo: Path, tests_dest: str) -> list[str]:
     out = []
     for p in sorted(repo.rglob("*.py")):
         rel = PurePosixPath(p.relative_to(repo).as_posix())
-        if is_test_file(str(rel)) or rel.name == "conftest.py" or (
-                str(dest) != "." and dest in rel.parents):
+        if (
+            is_test_file(str(rel))
+            or rel.name == "conftest.py"
+            or (str(dest) != "." and dest in rel.parents)
+        ):
             continue
         out.append(str(rel))
     return out
@@ -103,21 +106,27 @@ def code_modules(repo: Path, tests_dest: str) -> list[str]:
 
 def _append(payload: str) -> Callable[[Path, str], Changes]:
     def changes(repo: Path, tests_dest: str) -> Changes:
-        return {m: (repo / m).read_text(encoding="utf-8", errors="replace") + "\n" + payload
-                for m in code_modules(repo, tests_dest)}
+        return {
+            m: (repo / m).read_text(encoding="utf-8", errors="replace") + "\n" + payload
+            for m in code_modules(repo, tests_dest)
+        }
+
     return changes
 
 
 def _prepend(payload: str) -> Callable[[Path, str], Changes]:
     """The payload runs before the module's own code (after a ``from __future__`` line)."""
+
     def changes(repo: Path, tests_dest: str) -> Changes:
         out: Changes = {}
         for m in code_modules(repo, tests_dest):
             lines = (repo / m).read_text(encoding="utf-8", errors="replace").splitlines(True)
-            cut = next((i + 1 for i, line in enumerate(lines)
-                        if line.startswith("from __future__")), 0)
+            cut = next(
+                (i + 1 for i, line in enumerate(lines) if line.startswith("from __future__")), 0
+            )
             out[m] = "".join(lines[:cut]) + payload.lstrip("\n") + "".join(lines[cut:])
         return out
+
     return changes
 
 
@@ -131,6 +140,7 @@ def _both(*parts: Callable[[Path, str], Changes]) -> Callable[[Path, str], Chang
         for part in parts:
             out.update(part(repo, tests_dest))
         return out
+
     return changes
 
 
@@ -145,82 +155,192 @@ def _tests(repo: Path, tests_dest: str, replace: str | None) -> Changes:
 
 
 _PLUGIN = {"rg_plugin.py": FLIP_REPORTS}
-_SHADOWED = ("json", "inspect", "traceback", "fnmatch", "argparse", "unittest", "xml", "pytest",
-             "_pytest", "pluggy", "iniconfig", "typing", "re", "os")
+_SHADOWED = (
+    "json",
+    "inspect",
+    "traceback",
+    "fnmatch",
+    "argparse",
+    "unittest",
+    "xml",
+    "pytest",
+    "_pytest",
+    "pluggy",
+    "iniconfig",
+    "typing",
+    "re",
+    "os",
+)
 
 ATTACKS: tuple[Attack, ...] = (
-    Attack("shadow-stdlib-and-pytest", "shadowing",
-           "modules and packages named like the standard library and pytest, carrying a "
-           "report-flipping plugin",
-           _add({**{f"{n}.py": FLIP_REPORTS for n in _SHADOWED[:5]},
-                 **{f"{n}/__init__.py": FLIP_REPORTS for n in _SHADOWED[5:]}})),
-    Attack("entry-point-plugin", "plugin",
-           "a pytest11 entry point in a dist-info folder, for plugin auto-loading",
-           _add({**_PLUGIN, "rg_plugin-1.0.dist-info/METADATA":
-                 ("Metadata-Version: 2.1\nName: rg-plugin\n" "Version: 1.0\n"),
-                 "rg_plugin-1.0.dist-info/entry_points.txt": "[pytest11]\nrg = rg_plugin\n",
-                 "rg_plugin-1.0.dist-info/top_level.txt": "rg_plugin\n"})),
-    Attack("pytest-config-files", "config",
-           "pytest configuration loading the plugin, in every file pytest reads, one with an "
-           "escaped key",
-           _add({**_PLUGIN, "pytest.ini": "[pytest]\naddopts = -p rg_plugin\n",
-                 "tox.ini": "[pytest]\naddopts = -p rg_plugin\n",
-                 "setup.cfg": "[tool:pytest]\naddopts = -p rg_plugin\n",
-                 "pyproject.toml": '[tool.pytest.ini_options]\n"add\\u006fpts" = "-p rg_plugin"\n',
-                 ".gitattributes": "*.ini binary\n*.cfg binary\n"})),
-    Attack("sitecustomize-and-pth", "config",
-           "sitecustomize/usercustomize and a .pth file that load the plugin",
-           _add({"sitecustomize.py": FLIP_REPORTS, "usercustomize.py": FLIP_REPORTS,
-                 "rg.pth": "import rg_plugin\n", **_PLUGIN})),
-    Attack("conftest-forge", "conftest", "conftest.py files flipping every report",
-           lambda repo, dest: {"conftest.py": FLIP_REPORTS,
-                               f"{dest}/conftest.py".lstrip("./"): HOOK_PLUGIN}),
-    Attack("flip-reports-from-imports", "forgery",
-           "every module the tests may import patches pytest's report class",
-           _append(FLIP_REPORTS)),
-    Attack("register-plugin-via-gc", "forgery",
-           "every module finds pytest's Config through gc and registers a forging hook",
-           _append(HOOK_PLUGIN)),
-    Attack("fake-records-then-exit-0", "forgery",
-           "at exit, write passing results for every collected test to every pipe, exit 0",
-           _append(pipe_records(0))),
-    Attack("fake-records-then-exit-1", "forgery",
-           "the same with exit code 1 (as if some test had failed)",
-           _append(pipe_records(1))),
-    Attack("reader-forgery-hooks", "forgery",
-           "reads every test body and its own memory, leaves the canaries it recognises, "
-           "flips every other report and answers each sealed check with its best guess",
-           _append(reader_forgery("hooks"))),
-    Attack("reader-forgery-channel", "forgery",
-           "the same, run at collection time and written whole on the launcher's channel "
-           "(found through gc or /proc/self/fd), then exit 1",
-           _append(reader_forgery("channel"))),
-    Attack("forger", "forgery",
-           "leaves the canaries it recognises by shape, runs every other test softly to "
-           "reach every check, answers sealed checks from the workspace's docs (else the "
-           "computed value) and raises checks with every exception name and a word soup, "
-           "flips every other failed report",
-           _append(forger())),
-    Attack("print-passed-lines", "forgery",
-           "print 'PASSED <node id>' lines for every test (fools log parsers)",
-           _append(PRINT_PASSES)),
-    Attack("exit-0-at-import", "exit", "os._exit(0) as soon as the code is imported",
-           _append(exit_at_import(0))),
-    Attack("exit-0-first", "exit", "os._exit(0) before any of the module's own code runs "
-           "(beats tests that only check a workspace program's exit status)",
-           _prepend(exit_at_import(0))),
-    Attack("exit-3-at-import", "exit", "os._exit(3) (pytest's internal-error code)",
-           _append(exit_at_import(3))),
-    Attack("exit-5-at-import", "exit", "os._exit(5) (pytest's no-tests code)",
-           _append(exit_at_import(5))),
-    Attack("sigkill-at-import", "exit", "the process kills itself with SIGKILL",
-           _append(KILL_AT_IMPORT)),
-    Attack("hang-at-import", "exit", "sleep past the grading run's timeout",
-           _append(HANG_AT_IMPORT), timeout_s=15.0),
-    Attack("delete-tests", "tests", "delete every test file in the repository",
-           lambda repo, dest: _tests(repo, dest, None)),
-    Attack("empty-tests", "tests", "replace every test file with one trivial passing test",
-           lambda repo, dest: _tests(repo, dest, "def test_ok():\n    assert True\n")),
+    Attack(
+        "shadow-stdlib-and-pytest",
+        "shadowing",
+        "modules and packages named like the standard library and pytest, carrying a "
+        "report-flipping plugin",
+        _add(
+            {
+                **{f"{n}.py": FLIP_REPORTS for n in _SHADOWED[:5]},
+                **{f"{n}/__init__.py": FLIP_REPORTS for n in _SHADOWED[5:]},
+            }
+        ),
+    ),
+    Attack(
+        "entry-point-plugin",
+        "plugin",
+        "a pytest11 entry point in a dist-info folder, for plugin auto-loading",
+        _add(
+            {
+                **_PLUGIN,
+                "rg_plugin-1.0.dist-info/METADATA": (
+                    "Metadata-Version: 2.1\nName: rg-plugin\nVersion: 1.0\n"
+                ),
+                "rg_plugin-1.0.dist-info/entry_points.txt": "[pytest11]\nrg = rg_plugin\n",
+                "rg_plugin-1.0.dist-info/top_level.txt": "rg_plugin\n",
+            }
+        ),
+    ),
+    Attack(
+        "pytest-config-files",
+        "config",
+        "pytest configuration loading the plugin, in every file pytest reads, one with an "
+        "escaped key",
+        _add(
+            {
+                **_PLUGIN,
+                "pytest.ini": "[pytest]\naddopts = -p rg_plugin\n",
+                "tox.ini": "[pytest]\naddopts = -p rg_plugin\n",
+                "setup.cfg": "[tool:pytest]\naddopts = -p rg_plugin\n",
+                "pyproject.toml": '[tool.pytest.ini_options]\n"add\\u006fpts" = "-p rg_plugin"\n',
+                ".gitattributes": "*.ini binary\n*.cfg binary\n",
+            }
+        ),
+    ),
+    Attack(
+        "sitecustomize-and-pth",
+        "config",
+        "sitecustomize/usercustomize and a .pth file that load the plugin",
+        _add(
+            {
+                "sitecustomize.py": FLIP_REPORTS,
+                "usercustomize.py": FLIP_REPORTS,
+                "rg.pth": "import rg_plugin\n",
+                **_PLUGIN,
+            }
+        ),
+    ),
+    Attack(
+        "conftest-forge",
+        "conftest",
+        "conftest.py files flipping every report",
+        lambda repo, dest: {
+            "conftest.py": FLIP_REPORTS,
+            f"{dest}/conftest.py".lstrip("./"): HOOK_PLUGIN,
+        },
+    ),
+    Attack(
+        "flip-reports-from-imports",
+        "forgery",
+        "every module the tests may import patches pytest's report class",
+        _append(FLIP_REPORTS),
+    ),
+    Attack(
+        "register-plugin-via-gc",
+        "forgery",
+        "every module finds pytest's Config through gc and registers a forging hook",
+        _append(HOOK_PLUGIN),
+    ),
+    Attack(
+        "fake-records-then-exit-0",
+        "forgery",
+        "at exit, write passing results for every collected test to every pipe, exit 0",
+        _append(pipe_records(0)),
+    ),
+    Attack(
+        "fake-records-then-exit-1",
+        "forgery",
+        "the same with exit code 1 (as if some test had failed)",
+        _append(pipe_records(1)),
+    ),
+    Attack(
+        "reader-forgery-hooks",
+        "forgery",
+        "reads every test body and its own memory, leaves the canaries it recognises, "
+        "flips every other report and answers each sealed check with its best guess",
+        _append(reader_forgery("hooks")),
+    ),
+    Attack(
+        "reader-forgery-channel",
+        "forgery",
+        "the same, run at collection time and written whole on the launcher's channel "
+        "(found through gc or /proc/self/fd), then exit 1",
+        _append(reader_forgery("channel")),
+    ),
+    Attack(
+        "forger",
+        "forgery",
+        "leaves the canaries it recognises by shape, runs every other test softly to "
+        "reach every check, answers sealed checks from the workspace's docs (else the "
+        "computed value) and raises checks with every exception name and a word soup, "
+        "flips every other failed report",
+        _append(forger()),
+    ),
+    Attack(
+        "print-passed-lines",
+        "forgery",
+        "print 'PASSED <node id>' lines for every test (fools log parsers)",
+        _append(PRINT_PASSES),
+    ),
+    Attack(
+        "exit-0-at-import",
+        "exit",
+        "os._exit(0) as soon as the code is imported",
+        _append(exit_at_import(0)),
+    ),
+    Attack(
+        "exit-0-first",
+        "exit",
+        "os._exit(0) before any of the module's own code runs "
+        "(beats tests that only check a workspace program's exit status)",
+        _prepend(exit_at_import(0)),
+    ),
+    Attack(
+        "exit-3-at-import",
+        "exit",
+        "os._exit(3) (pytest's internal-error code)",
+        _append(exit_at_import(3)),
+    ),
+    Attack(
+        "exit-5-at-import",
+        "exit",
+        "os._exit(5) (pytest's no-tests code)",
+        _append(exit_at_import(5)),
+    ),
+    Attack(
+        "sigkill-at-import",
+        "exit",
+        "the process kills itself with SIGKILL",
+        _append(KILL_AT_IMPORT),
+    ),
+    Attack(
+        "hang-at-import",
+        "exit",
+        "sleep past the grading run's timeout",
+        _append(HANG_AT_IMPORT),
+        timeout_s=15.0,
+    ),
+    Attack(
+        "delete-tests",
+        "tests",
+        "delete every test file in the repository",
+        lambda repo, dest: _tests(repo, dest, None),
+    ),
+    Attack(
+        "empty-tests",
+        "tests",
+        "replace every test file with one trivial passing test",
+        lambda repo, dest: _tests(repo, dest, "def test_ok():\n    assert True\n"),
+    ),
 )
 
 
@@ -274,8 +394,9 @@ def cached_report(task: Task) -> AdversarialReport | None:
     """The stored adversarial check of this exact task version, or None."""
     try:
         data = json.loads(_cache_path(task, fingerprint(task)).read_text())
-        return AdversarialReport(data["task_id"], data["noop_reward"],
-                                 [AttackResult(**r) for r in data["results"]])
+        return AdversarialReport(
+            data["task_id"], data["noop_reward"], [AttackResult(**r) for r in data["results"]]
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -284,8 +405,15 @@ def _store(task: Task, report: AdversarialReport) -> None:
     path = _cache_path(task, fingerprint(task))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"task_id": report.task_id, "noop_reward": report.noop_reward,
-                               "results": [dataclasses.asdict(r) for r in report.results]}))
+    tmp.write_text(
+        json.dumps(
+            {
+                "task_id": report.task_id,
+                "noop_reward": report.noop_reward,
+                "results": [dataclasses.asdict(r) for r in report.results],
+            }
+        )
+    )
     tmp.replace(path)
 
 
@@ -294,19 +422,27 @@ def strongest() -> Attack:
     return next(a for a in ATTACKS if a.name == STRONGEST)
 
 
-def grade_attack(task: Task, grader: PatchGrader, attack: Attack, noop_reward: float, *,
-                 mode: RewardMode = "partial") -> AttackResult:
+def grade_attack(
+    task: Task,
+    grader: PatchGrader,
+    attack: Attack,
+    noop_reward: float,
+    *,
+    mode: RewardMode = "partial",
+) -> AttackResult:
     """Plant ``attack`` in ``task``'s repository and grade it once in ``mode``; a crash of
     the attack's planting or grading is reported in ``error``, never raised."""
     try:
         diff = make_diff(task.repo_dir, attack.changes(task.repo_dir, task.test_spec.tests_dest))
         res = grader.grade(task, diff, mode=mode, timeout_s=attack.timeout_s)
     except Exception as e:  # a crash is reported as a failed check
-        return AttackResult(attack.name, attack.kind, 0.0, noop_reward, [], "",
-                            error=f"{type(e).__name__}: {e}")
+        return AttackResult(
+            attack.name, attack.kind, 0.0, noop_reward, [], "", error=f"{type(e).__name__}: {e}"
+        )
     error = f"infra_error: {res.infra_error}" if res.infra_error else ""
-    return AttackResult(attack.name, attack.kind, res.reward, noop_reward, res.hack_flags,
-                        res.untrusted, error)
+    return AttackResult(
+        attack.name, attack.kind, res.reward, noop_reward, res.hack_flags, res.untrusted, error
+    )
 
 
 def forger_check(task: Task, grader: PatchGrader) -> AttackResult:
@@ -318,14 +454,16 @@ def forger_check(task: Task, grader: PatchGrader) -> AttackResult:
     return grade_attack(task, grader, strongest(), 0.0, mode="binary")
 
 
-def check_task(task: Task, grader: PatchGrader, *, attacks: Iterable[Attack] = ATTACKS,
-               workers: int = 1) -> AdversarialReport:
+def check_task(
+    task: Task, grader: PatchGrader, *, attacks: Iterable[Attack] = ATTACKS, workers: int = 1
+) -> AdversarialReport:
     """Grade every attack and the unpatched repository (partial credit) for ``task``; the
     report is stored for ``repogym tasks --quality``."""
     noop = grader.grade(task, "", mode="partial")
     if noop.infra_error:
-        raise RuntimeError(f"{task.id}: grading the unpatched repository failed: "
-                           f"{noop.infra_error}")
+        raise RuntimeError(
+            f"{task.id}: grading the unpatched repository failed: {noop.infra_error}"
+        )
     with grading_pool(workers) as pool:
         results = list(pool.map(lambda a: grade_attack(task, grader, a, noop.reward), attacks))
     report = AdversarialReport(task.id, noop.reward, results)

@@ -67,7 +67,7 @@ def fix_blocks(gold: str, buggy: dict[str, str] | None = None) -> list[tuple[str
                 at = next((i for i, (k, _) in enumerate(hunk) if k == "-"), 0)
                 before = sum(1 for k, _ in hunk[:at] if k == " ")
                 lo, hi = before - CONTEXT, before + CONTEXT - 1
-            window = [t.strip() for _, t in new[max(lo, 0):hi + 1] if t.strip()]
+            window = [t.strip() for _, t in new[max(lo, 0) : hi + 1] if t.strip()]
             restored = [t.strip() for k, t in new if k == "+" and t.strip()]
             fresh = [t for t in restored if t not in have]
             key = max(fresh or restored or window, key=len, default="")
@@ -96,16 +96,18 @@ def _buggy(task: Task, gold: str) -> dict[str, str]:
 
 
 # -- scanning ------------------------------------------------------------------------------
-def _scan(task: Task, templates: TemplateCache, needles: list[dict], mode: str,
-          sandbox: str) -> list[dict]:
+def _scan(
+    task: Task, templates: TemplateCache, needles: list[dict], mode: str, sandbox: str
+) -> list[dict]:
     """Hits of one scanner run in a sandbox of ``task`` (``mode``: ``system`` walks
     everything but the workspace, ``workspace`` only the workspace)."""
     with tempfile.TemporaryDirectory(prefix="repogym-scan-") as tmp:
         folder = Path(tmp) / _BIND
         folder.mkdir()
         shutil.copy(SCANNER, folder / "scan.py")
-        (folder / "needles.json").write_text(json.dumps({"needles": needles, "mode": mode,
-                                                         "skip_name": _BIND}))
+        (folder / "needles.json").write_text(
+            json.dumps({"needles": needles, "mode": mode, "skip_name": _BIND})
+        )
         for p in (folder, *folder.iterdir()):
             os.chmod(p, 0o755 if p.is_dir() else 0o644)
         template = templates.get(task.repo_dir, task.sandbox_dependencies())
@@ -113,19 +115,23 @@ def _scan(task: Task, templates: TemplateCache, needles: list[dict], mode: str,
         sb = make_sandbox(sandbox, SandboxSpec(template, limits))
         try:
             py = shlex.quote(sb.interpreter.executable)
-            res = sb.run_with_binds(f'{py} -S -s "$RG_{_BIND.upper()}/scan.py" '
-                                    f'"$RG_{_BIND.upper()}/needles.json"',
-                                    ro={_BIND: folder}, timeout_s=SCAN_TIMEOUT_S)
+            res = sb.run_with_binds(
+                f'{py} -S -s "$RG_{_BIND.upper()}/scan.py" "$RG_{_BIND.upper()}/needles.json"',
+                ro={_BIND: folder},
+                timeout_s=SCAN_TIMEOUT_S,
+            )
         finally:
             sb.close()
     if res.exit_code != 0:
-        raise SandboxError(f"{task.id}: the leak scanner failed ({res.exit_code}): "
-                           f"{res.output.strip()[-800:]}")
+        raise SandboxError(
+            f"{task.id}: the leak scanner failed ({res.exit_code}): {res.output.strip()[-800:]}"
+        )
     return [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
 
 
-def leak_scan(tasks: Iterable[Task], *, sandbox: str = "bwrap",
-              on_task: Callable[[str], None] | None = None) -> dict[str, list[str]]:
+def leak_scan(
+    tasks: Iterable[Task], *, sandbox: str = "bwrap", on_task: Callable[[str], None] | None = None
+) -> dict[str, list[str]]:
     """Task id -> where a sandbox of it can read its fix (see the module docstring), for
     the tasks that leak; also a workspace holding compiled files or packaging file lists
     (:func:`artefacts`).
@@ -146,22 +152,30 @@ def leak_scan(tasks: Iterable[Task], *, sandbox: str = "bwrap",
             needles = []
             for t in group:
                 gold = t.solution_patch.read_text()
-                needles += [{"task": t.id, "key": k, "block": b}
-                            for k, b in fix_blocks(gold, _buggy(t, gold))]
+                needles += [
+                    {"task": t.id, "key": k, "block": b}
+                    for k, b in fix_blocks(gold, _buggy(t, gold))
+                ]
             hits = _scan(group[0], templates, needles, "system", sandbox) if needles else []
             for t in group:
                 gold = t.solution_patch.read_text()
-                own = [{"task": t.id, "key": k, "block": b}
-                       for k, b in fix_blocks(gold, _buggy(t, gold))]
+                own = [
+                    {"task": t.id, "key": k, "block": b}
+                    for k, b in fix_blocks(gold, _buggy(t, gold))
+                ]
                 mine = [h for h in hits if h["task"] == t.id]
                 # the buggy files themselves may hold the same lines elsewhere (sibling
                 # functions with one signature): code to read, not a copy of the fix
                 buggy = {f"{WORKSPACE}/{p.new}" for p in split_diff(gold)}
-                mine += [h for h in (_scan(t, templates, own, "workspace", sandbox)
-                                     if own else []) if h["path"] not in buggy]
+                mine += [
+                    h
+                    for h in (_scan(t, templates, own, "workspace", sandbox) if own else [])
+                    if h["path"] not in buggy
+                ]
                 for h in mine:
                     found.setdefault(t.id, []).append(
-                        f"{h['path']} holds the fixed code around {h['key']!r}")
+                        f"{h['path']} holds the fixed code around {h['key']!r}"
+                    )
                 if on_task:
                     on_task(t.id)
     finally:
@@ -182,8 +196,9 @@ def artefacts(task: Task) -> list[str]:
 
 
 # -- the reproduction ----------------------------------------------------------------------
-def check_reproduction(task: Task, *, sandbox: str = "bwrap",
-                       templates: TemplateCache | None = None) -> str | None:
+def check_reproduction(
+    task: Task, *, sandbox: str = "bwrap", templates: TemplateCache | None = None
+) -> str | None:
     """Why the task's ``reproduction.py`` does not do its job (None: it fails with an
     AssertionError without the fix and exits 0 with the gold patch), run as the agent
     would: ``python reproduction.py`` at the root of a sandbox of the task."""
@@ -211,11 +226,15 @@ def check_reproduction(task: Task, *, sandbox: str = "bwrap",
             templates.close()
     (bug_code, bug_out), (fix_code, fix_out) = results
     if bug_code == 0 or not bug_reports.fails_itself(bug_out):
-        return (f"{task.id}: reproduction.py does not fail with an AssertionError of its own "
-                f"without the fix (exit {bug_code}): {bug_out.strip()[-300:]}")
+        return (
+            f"{task.id}: reproduction.py does not fail with an AssertionError of its own "
+            f"without the fix (exit {bug_code}): {bug_out.strip()[-300:]}"
+        )
     if fix_code != 0:
-        return (f"{task.id}: reproduction.py fails with the gold patch (exit {fix_code}): "
-                f"{fix_out.strip()[-300:]}")
+        return (
+            f"{task.id}: reproduction.py fails with the gold patch (exit {fix_code}): "
+            f"{fix_out.strip()[-300:]}"
+        )
     return None
 
 
@@ -238,10 +257,21 @@ class Sabotage:
 
 
 def _git_apply(folder: Path, patch: str, *args: str) -> bool:
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CEILING_DIRECTORIES": str(folder.parent)}
-    res = subprocess.run(["git", "apply", "--whitespace=nowarn", *args, "-"], cwd=folder,
-                         input=patch.encode(), capture_output=True, env=env, check=False)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/nonexistent",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_CEILING_DIRECTORIES": str(folder.parent),
+    }
+    res = subprocess.run(
+        ["git", "apply", "--whitespace=nowarn", *args, "-"],
+        cwd=folder,
+        input=patch.encode(),
+        capture_output=True,
+        env=env,
+        check=False,
+    )
     return res.returncode == 0
 
 
@@ -259,12 +289,17 @@ def sabotaged_diff(task: Task, other: Task) -> str | None:
         before = {rel: (work / rel).read_text() for rel in files if (work / rel).is_file()}
         if not _git_apply(work, gold) or not _git_apply(work, theirs, "-R"):
             return None
-        return "".join(file_diff(rel, before[rel], (work / rel).read_text())
-                       for rel in files if rel in before)
+        return "".join(
+            file_diff(rel, before[rel], (work / rel).read_text()) for rel in files if rel in before
+        )
 
 
-def sabotage(tasks: Iterable[Task], *, sandbox: str = "bwrap",
-             on_task: Callable[[Sabotage], None] | None = None) -> list[Sabotage]:
+def sabotage(
+    tasks: Iterable[Task],
+    *,
+    sandbox: str = "bwrap",
+    on_task: Callable[[Sabotage], None] | None = None,
+) -> list[Sabotage]:
     """For each task, its gold patch with the bug of another task of the same package
     (another function, breaking tests the task lists as pass_to_pass), graded."""
     tasks = list(tasks)

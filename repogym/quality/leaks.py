@@ -69,8 +69,10 @@ class Leak:
     text: str
 
     def __str__(self) -> str:
-        return (f"{self.file}:{self.line} ({self.test}): its expected value can be read in "
-                f"{self.where}:{self.where_line} ({self.form} {self.text!r})")
+        return (
+            f"{self.file}:{self.line} ({self.test}): its expected value can be read in "
+            f"{self.where}:{self.where_line} ({self.form} {self.text!r})"
+        )
 
 
 def normalised(text: str) -> str:
@@ -157,10 +159,15 @@ class _Source:
         call: too slow for files with thousands of assertions)."""
         first, last = node.lineno - 1, node.end_lineno - 1
         if first == last:
-            data = self.lines[first][node.col_offset:node.end_col_offset]
+            data = self.lines[first][node.col_offset : node.end_col_offset]
         else:
-            data = b"".join([self.lines[first][node.col_offset:], *self.lines[first + 1:last],
-                             self.lines[last][:node.end_col_offset]])
+            data = b"".join(
+                [
+                    self.lines[first][node.col_offset :],
+                    *self.lines[first + 1 : last],
+                    self.lines[last][: node.end_col_offset],
+                ]
+            )
         return data.decode("utf-8", "surrogateescape")
 
 
@@ -173,8 +180,7 @@ def _asserts(tree: ast.Module) -> dict[int, list[ast.Assert]]:
     return out
 
 
-def _forms(seal: Seal, source: _Source) -> tuple[list[tuple[str, str]], set[str],
-                                                 list[str]]:
+def _forms(seal: Seal, source: _Source) -> tuple[list[tuple[str, str]], set[str], list[str]]:
     """(computed side, operator) pairs, literal texts, and bare-literal texts of the
     assertion at ``seal.line`` (all normalised)."""
     # a gold check's expectation is what gold computed: the grader has no literal for it
@@ -183,13 +189,15 @@ def _forms(seal: Seal, source: _Source) -> tuple[list[tuple[str, str]], set[str]
     for node in source.asserts.get(seal.line, []):
         parts = node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]
         for part in parts:
-            if not (isinstance(part, ast.Compare) and len(part.ops) == 1 and
-                    isinstance(part.ops[0], ast.Eq | ast.In)):
+            if not (
+                isinstance(part, ast.Compare)
+                and len(part.ops) == 1
+                and isinstance(part.ops[0], ast.Eq | ast.In)
+            ):
                 continue
             op = "==" if isinstance(part.ops[0], ast.Eq) else "in"
             computed, literal = _sides(part.left, part.comparators[0])
-            if isinstance(literal, ast.Call) and literal.args and \
-                    _name(literal.func) == "approx":
+            if isinstance(literal, ast.Call) and literal.args and _name(literal.func) == "approx":
                 literal = literal.args[0]
             # only a value's text: ``result == expected`` states nothing about ``expected``
             if _expected_like(literal) and (text := source.segment(literal)):
@@ -208,8 +216,23 @@ def _sides(left: ast.expr, right: ast.expr) -> tuple[ast.expr, ast.expr]:
 
 
 #: Names an expected-value expression may call (the standard library's value constructors).
-_VALUE_CALLS = {"date", "datetime", "time", "timedelta", "timezone", "Decimal", "Fraction",
-                "UUID", "approx", "tuple", "list", "set", "frozenset", "dict", "range"}
+_VALUE_CALLS = {
+    "date",
+    "datetime",
+    "time",
+    "timedelta",
+    "timezone",
+    "Decimal",
+    "Fraction",
+    "UUID",
+    "approx",
+    "tuple",
+    "list",
+    "set",
+    "frozenset",
+    "dict",
+    "range",
+}
 
 
 def _expected_like(node: ast.expr) -> bool:
@@ -231,7 +254,7 @@ def _computed_names(source: _Source, node: ast.expr) -> list[str]:
     out = [normalised(text)]
     func = node.func if isinstance(node, ast.Call) else None
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-        out.append(normalised(text)[len(func.value.id) + 1:])
+        out.append(normalised(text)[len(func.value.id) + 1 :])
     return out
 
 
@@ -259,8 +282,7 @@ def scan(task: Task, corpus: Corpus | None = None) -> list[Leak]:
             continue
         rel = seal.test.split("::", 1)[0]
         if rel not in sources:
-            sources[rel] = _Source(files[rel].read_text(encoding="utf-8",
-                                                        errors="surrogateescape"))
+            sources[rel] = _Source(files[rel].read_text(encoding="utf-8", errors="surrogateescape"))
         if (hit := _hit(seal, sources[rel], corpus)) is not None:
             index, form, found = hit
             where, line = corpus.places[index]

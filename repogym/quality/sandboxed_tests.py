@@ -62,8 +62,21 @@ TRACE_SLOWDOWN = 4
 #: Past this many selected tests, their files are run instead of their ids (one shell word
 #: is limited to 128 KiB).
 _MAX_IDS = 800
-_SKIP_DIRS = {".git", ".tox", ".nox", "build", "dist", "docs", "doc", "__pycache__", ".venv",
-              "venv", "node_modules", "benchmarks", "bench"}
+_SKIP_DIRS = {
+    ".git",
+    ".tox",
+    ".nox",
+    "build",
+    "dist",
+    "docs",
+    "doc",
+    "__pycache__",
+    ".venv",
+    "venv",
+    "node_modules",
+    "benchmarks",
+    "bench",
+}
 
 
 def test_files(root: Path) -> list[str]:
@@ -82,15 +95,19 @@ def statuses(records: list[dict]) -> tuple[dict[str, str], dict[str, str]]:
     for r in records:
         if isinstance(r.get("case"), str):
             phases.setdefault(r["case"], {})[str(r.get("when"))] = (
-                str(r.get("outcome")), str(r.get("message", "")))
+                str(r.get("outcome")),
+                str(r.get("message", "")),
+            )
     status, messages = {}, {}
     for node, p in phases.items():
         setup, call, teardown = (p.get(w, ("", "")) for w in ("setup", "call", "teardown"))
         if setup[0] == "failed" or teardown[0] == "failed":
             status[node], messages[node] = "error", setup[1] or teardown[1]
         elif call[0]:
-            status[node], messages[node] = {"passed": "passed", "failed": "failed"}.get(
-                call[0], "skipped"), call[1]
+            status[node], messages[node] = (
+                {"passed": "passed", "failed": "failed"}.get(call[0], "skipped"),
+                call[1],
+            )
         else:
             status[node] = "skipped" if setup[0] == "skipped" else "error"
     return status, messages
@@ -108,6 +125,7 @@ def seal_records(records: list[dict]) -> dict[tuple[str, int], list[object]]:
 def stable_ids(samples: list[set[str]]) -> set[str]:
     """The node ids every sample (one pytest run's ids) holds, less every parametrized test
     whose ids are not the same in all samples."""
+
     def families(ids: set[str]) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}
         for node in ids:
@@ -161,23 +179,32 @@ def _test_names(path: Path) -> tuple[dict[str, set[str]], set[str]] | None:
     except (OSError, SyntaxError, UnicodeDecodeError):
         return None
     fn = ast.FunctionDef | ast.AsyncFunctionDef
-    classes = {n.name: {m.name for m in n.body if isinstance(m, fn)}
-               for n in tree.body if isinstance(n, ast.ClassDef)}
+    classes = {
+        n.name: {m.name for m in n.body if isinstance(m, fn)}
+        for n in tree.body
+        if isinstance(n, ast.ClassDef)
+    }
     renamed = {n.name for n in tree.body if isinstance(n, fn) and n.name.startswith("test")}
-    renamed |= {m for c, methods in classes.items() if c.startswith("Test") for m in methods
-                if m.startswith("test")}
+    renamed |= {
+        m
+        for c, methods in classes.items()
+        if c.startswith("Test")
+        for m in methods
+        if m.startswith("test")
+    }
     return classes, renamed
 
 
-def run_reproduction(sb: Sandbox, text: str, timeout_s: float, *, first: str = ""
-                     ) -> ExecResult:
+def run_reproduction(sb: Sandbox, text: str, timeout_s: float, *, first: str = "") -> ExecResult:
     """Write ``text`` as ``reproduction.py`` at the workspace root of ``sb`` and run it as
     the agent would, ``python reproduction.py``, after the shell command ``first`` if any:
     the exit code is the script's, stdout the last 3,000 characters of its output (stdout
     and stderr)."""
     sb.write_file("reproduction.py", text)
-    return sb.run(f"{first}python reproduction.py 2>&1 | tail -c 3000; "
-                  "exit ${PIPESTATUS[0]}", timeout_s=timeout_s)
+    return sb.run(
+        f"{first}python reproduction.py 2>&1 | tail -c 3000; exit ${{PIPESTATUS[0]}}",
+        timeout_s=timeout_s,
+    )
 
 
 class SandboxRunner:
@@ -195,10 +222,17 @@ class SandboxRunner:
             mutant whatever the rest do, so the rest need not run. None: every run is whole.
     """
 
-    def __init__(self, dependencies: PackageSite | None, ini_options: dict[str, str] | None = None,
-                 *, sandbox: str = "bwrap", sandbox_options: dict | None = None,
-                 limits: Limits | None = None, plugins: Iterable[str] = (),
-                 stop_after: int | None = None) -> None:
+    def __init__(
+        self,
+        dependencies: PackageSite | None,
+        ini_options: dict[str, str] | None = None,
+        *,
+        sandbox: str = "bwrap",
+        sandbox_options: dict | None = None,
+        limits: Limits | None = None,
+        plugins: Iterable[str] = (),
+        stop_after: int | None = None,
+    ) -> None:
         self.dependencies = dependencies
         self.stop_after = stop_after
         self.backend, self.options = sandbox, dict(sandbox_options or {})
@@ -227,8 +261,7 @@ class SandboxRunner:
         self._loading: list[tuple[str, int, int]] = []
         #: What :meth:`run` did with changed files: sandboxed runs, runs left out (no
         #: collected test reaches the change), tests run, and the seconds those runs took.
-        self.stats = {"runs": 0, "no test reaches the change": 0, "tests run": 0,
-                      "seconds": 0.0}
+        self.stats = {"runs": 0, "no test reaches the change": 0, "tests run": 0, "seconds": 0.0}
 
     def collect(self, root: Path, timeout_s: float) -> list[str]:
         """Take ``root`` as the pristine package; the ids of the tests that pass there."""
@@ -236,8 +269,10 @@ class SandboxRunner:
         self._snapshot = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*.py")}
         self._files = test_files(root)
         if not self._files:
-            raise SynthError(f"{root.name}: no test files (test_*.py or *_test.py). Fix: "
-                             "synthesise from a package that ships its tests")
+            raise SynthError(
+                f"{root.name}: no test files (test_*.py or *_test.py). Fix: "
+                "synthesise from a package that ships its tests"
+            )
         # Profiling every call makes this run several times slower than the later ones.
         records = self._sandboxed({}, self._files, TRACE_SLOWDOWN * timeout_s, trace=True)
         found, messages = statuses(records)
@@ -247,58 +282,77 @@ class SandboxRunner:
         still, masked_ids = self._pass_when_masked(root, passing, timeout_s)
         self.suite_seconds = time.monotonic() - start
         listing = self._sandboxed({}, self._files, timeout_s, collect_only=True)
-        only = next((r["collected"] for r in listing
-                     if isinstance(r.get("collected"), list)), [])
-        self._defined = next((r["defined"] for r in listing
-                              if isinstance(r.get("defined"), dict)), {})
+        only = next((r["collected"] for r in listing if isinstance(r.get("collected"), list)), [])
+        self._defined = next(
+            (r["defined"] for r in listing if isinstance(r.get("defined"), dict)), {}
+        )
         steady = stable_ids([set(found), masked_ids, set(only)])
         self.collected = sorted(passing & still & steady)
-        self._calls = {r["trace"]: [tuple(x) for x in r.get("spans", [])]
-                       for r in records if isinstance(r.get("trace"), str)}
-        self._spawning = {r["trace"] for r in records
-                          if isinstance(r.get("trace"), str) and r.get("spawns")}
-        self._loading = [tuple(x) for r in records if isinstance(r.get("loading"), list)
-                         for x in r["loading"]]
+        self._calls = {
+            r["trace"]: [tuple(x) for x in r.get("spans", [])]
+            for r in records
+            if isinstance(r.get("trace"), str)
+        }
+        self._spawning = {
+            r["trace"] for r in records if isinstance(r.get("trace"), str) and r.get("spawns")
+        }
+        self._loading = [
+            tuple(x) for r in records if isinstance(r.get("loading"), list) for x in r["loading"]
+        ]
         if not self.collected:
             raise SynthError(self._none_listed(root, found, messages, named))
         return self.collected
 
-    def _none_listed(self, root: Path, found: dict[str, str], messages: dict[str, str],
-                     named: set[str]) -> str:
+    def _none_listed(
+        self, root: Path, found: dict[str, str], messages: dict[str, str], named: set[str]
+    ) -> str:
         """Why no test can be listed, naming the cause and the fix."""
         passed = [t for t, s in found.items() if s == "passed"]
-        missing = sorted({m.group(1) for msg in messages.values()
-                          for m in [_NO_MODULE.search(msg)] if m})
+        missing = sorted(
+            {m.group(1) for msg in messages.values() for m in [_NO_MODULE.search(msg)] if m}
+        )
         missing += sorted({m.group(1) for m in _NO_MODULE.finditer(self.log)} - set(missing))
         head = f"{root.name}: of its {len(found)} tests {len(passed)} pass in the sandbox"
         if missing:
-            return (f"{head}; they fail to import {', '.join(missing[:5])}. Fix: add the "
-                    f"test requirements the package does not declare, e.g. "
-                    f"{' '.join(f'--requirement {m}' for m in missing[:3])}")
+            return (
+                f"{head}; they fail to import {', '.join(missing[:5])}. Fix: add the "
+                f"test requirements the package does not declare, e.g. "
+                f"{' '.join(f'--requirement {m}' for m in missing[:3])}"
+            )
         if not found and (mark := _UNKNOWN_MARK.search(self.log)):
             plugin = MARK_PLUGINS.get(mark.group(1))
-            return (f"{head}: pytest stopped collecting at the unknown marker "
-                    f"`{mark.group(1)}` (a plugin's, not registered without it; its "
-                    "filterwarnings makes the warning an error). Fix: add the plugin that "
-                    "defines it, " + (f"--requirement {plugin}" if plugin else
-                                      "--requirement PLUGIN"))
+            return (
+                f"{head}: pytest stopped collecting at the unknown marker "
+                f"`{mark.group(1)}` (a plugin's, not registered without it; its "
+                "filterwarnings makes the warning an error). Fix: add the plugin that "
+                "defines it, " + (f"--requirement {plugin}" if plugin else "--requirement PLUGIN")
+            )
         if not found:
-            return (f"{head}: pytest collected nothing. Last run:\n{self.log}\nFix: check "
-                    "that its tests run with plain pytest (no plugin it does not declare)")
+            return (
+                f"{head}: pytest collected nothing. Last run:\n{self.log}\nFix: check "
+                "that its tests run with plain pytest (no plugin it does not declare)"
+            )
         if passed and not set(passed) & named:
-            return (f"{head}, and none of those is a test the grader can list (a module-level "
-                    "function, a method written in a module-level class, or any method of a "
-                    "class not named Test*). Fix: pick another package")
+            return (
+                f"{head}, and none of those is a test the grader can list (a module-level "
+                "function, a method written in a module-level class, or any method of a "
+                "class not named Test*). Fix: pick another package"
+            )
         if passed:
-            return (f"{head}, and none passes again with its file masked as the grader masks "
-                    "hidden tests (renamed, with canaries), or their ids change between runs. "
-                    "Fix: pick another package")
-        return (f"{head}. Last run:\n{self.log}\nFix: read the failures above (a missing "
-                "data file, a network access, a test requirement pip could not guess: "
-                "--requirement)")
+            return (
+                f"{head}, and none passes again with its file masked as the grader masks "
+                "hidden tests (renamed, with canaries), or their ids change between runs. "
+                "Fix: pick another package"
+            )
+        return (
+            f"{head}. Last run:\n{self.log}\nFix: read the failures above (a missing "
+            "data file, a network access, a test requirement pip could not guess: "
+            "--requirement)"
+        )
 
-    def _pass_when_masked(self, root: Path, tests: set[str],
-                          timeout_s: float) -> tuple[set[str], set[str]]:
+    def _pass_when_masked(
+        self, root: Path, tests: set[str], timeout_s: float
+    ) -> tuple[set[str], set[str]]:
         """The ``tests`` that still pass with their files masked as the grader masks hidden
         tests (tests renamed, assertions sealed, canaries added): a test that depends on its
         own name (a reference file named after it, a registry keyed by it) cannot be a
@@ -329,8 +383,9 @@ class SandboxRunner:
                 passed.add(name)
         return passed & tests, seen
 
-    def run(self, root: Path, node_ids: list[str],
-            timeout_s: float) -> tuple[dict[str, str], dict[str, str]]:
+    def run(
+        self, root: Path, node_ids: list[str], timeout_s: float
+    ) -> tuple[dict[str, str], dict[str, str]]:
         changes = self._ready(root)
         selected = self.selected(changes) if changes else None
         found = dict.fromkeys(self.collected, "passed")
@@ -346,43 +401,56 @@ class SandboxRunner:
             # would stop the run before the listed ones.
             by_id = selected is not None and args == sorted(selected)
             start = time.monotonic()
-            records = self._sandboxed(changes, args, timeout_s,
-                                      stop_after=self.stop_after if changes and by_id
-                                      else None)
+            records = self._sandboxed(
+                changes, args, timeout_s, stop_after=self.stop_after if changes and by_id else None
+            )
             if changes:
                 self.stats["runs"] += 1
-                self.stats["tests run"] += len(self.collected if selected is None
-                                               else selected)
+                self.stats["tests run"] += len(self.collected if selected is None else selected)
                 self.stats["seconds"] += time.monotonic() - start
             ran, messages = statuses(records)
             # a test that should have run and did not is missing, never passed
-            ran = {t: ran.get(t, "missing") for t in (self.collected if selected is None
-                                                      else selected)}
+            ran = {
+                t: ran.get(t, "missing") for t in (self.collected if selected is None else selected)
+            }
             found.update(ran)
-        return ({t: found.get(t, "missing") for t in node_ids},
-                {t: messages.get(t, "") for t in node_ids})
+        return (
+            {t: found.get(t, "missing") for t in node_ids},
+            {t: messages.get(t, "") for t in node_ids},
+        )
 
-    def calls(self, root: Path, node_ids: list[str], hidden: Iterable[str],
-              timeout_s: float) -> dict[str, list[dict]]:
+    def calls(
+        self, root: Path, node_ids: list[str], hidden: Iterable[str], timeout_s: float
+    ) -> dict[str, list[dict]]:
         """Node id -> the calls it makes from the ``hidden`` files into the package, for
         the package as ``root`` holds it now (``rg_calls`` records)."""
         changes = self._ready(root)
         (self._probe / "calls.json").write_text(json.dumps({"tests": sorted(hidden)}))
         os.chmod(self._probe / "calls.json", 0o644)
-        args = sorted(node_ids) if len(node_ids) <= _MAX_IDS else sorted(
-            {t.split("::", 1)[0] for t in node_ids})
-        return calls_of(self._sandboxed(changes, args, TRACE_SLOWDOWN * timeout_s,
-                                        calls=True))
+        args = (
+            sorted(node_ids)
+            if len(node_ids) <= _MAX_IDS
+            else sorted({t.split("::", 1)[0] for t in node_ids})
+        )
+        return calls_of(self._sandboxed(changes, args, TRACE_SLOWDOWN * timeout_s, calls=True))
 
-    def script(self, root: Path, text: str, hidden: Iterable[str],
-               timeout_s: float) -> tuple[int, str]:
+    def script(
+        self, root: Path, text: str, hidden: Iterable[str], timeout_s: float
+    ) -> tuple[int, str]:
         """(exit status, output tail) of ``python reproduction.py`` holding ``text``, run at
         the workspace root of a sandbox of the package as ``root`` holds it now, with the
         ``hidden`` files removed (as the agent's workspace is)."""
         changes = self._ready(root)
-        sb = make_sandbox(self.backend, SandboxSpec(self._template, dataclasses.replace(
-            self.limits, timeout_s=timeout_s, cpu_s=max(self.limits.cpu_s, int(timeout_s)))),
-            **self.options)
+        sb = make_sandbox(
+            self.backend,
+            SandboxSpec(
+                self._template,
+                dataclasses.replace(
+                    self.limits, timeout_s=timeout_s, cpu_s=max(self.limits.cpu_s, int(timeout_s))
+                ),
+            ),
+            **self.options,
+        )
         try:
             for rel, body in changes.items():
                 sb.write_file(rel, body)
@@ -408,8 +476,9 @@ class SandboxRunner:
     def covering(self, files: Iterable[str]) -> set[str]:
         """The collected tests that reached code in ``files`` on the pristine package."""
         wanted = set(files)
-        return {t for t, spans in self._calls.items() if any(f in wanted for f, _, _ in spans)
-                } & set(self.collected)
+        return {
+            t for t, spans in self._calls.items() if any(f in wanted for f, _, _ in spans)
+        } & set(self.collected)
 
     def _ready(self, root: Path) -> dict[str, str]:
         if self._template is None:
@@ -442,14 +511,22 @@ class SandboxRunner:
                 out[rel] = now.decode("utf-8")
         return out
 
-    def _command(self, sb: Sandbox, args: list[str], trace: bool,
-                 collect_only: bool = False, calls: bool = False,
-                 stop_after: int | None = None) -> str:
+    def _command(
+        self,
+        sb: Sandbox,
+        args: list[str],
+        trace: bool,
+        collect_only: bool = False,
+        calls: bool = False,
+        stop_after: int | None = None,
+    ) -> str:
         py = shlex.quote(sb.interpreter.executable)
-        words = " ".join(shlex.quote(a) for a in (["--collect-only", *args] if collect_only
-                                                   else args))
+        words = " ".join(
+            shlex.quote(a) for a in (["--collect-only", *args] if collect_only else args)
+        )
         plugins = "".join(f" -p {shlex.quote(p)}" for p in self.plugins) + "".join(
-            f" {o}" for p in self.plugins for o in PLUGIN_OPTIONS.get(p, ()))
+            f" {o}" for p in self.plugins for o in PLUGIN_OPTIONS.get(p, ())
+        )
         record = ' RG_PROBE_CALLS="$RG_PROBE/calls.json"' if calls else ""
         if stop_after is not None:
             record += f" RG_PROBE_MAXFAIL={int(stop_after)}"
@@ -457,27 +534,38 @@ class SandboxRunner:
         # the package's requirements (python-slugify's `python -m slugify`) passes here and
         # fails every grading.
         record += " RG_PROBE_ENV=" + shlex.quote(json.dumps(launcher_env(**sb.interpreter.env)))
-        return (f'PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONPATH="$RG_PROBE:$PYTHONPATH" '
-                f"RG_PROBE_TRACE={int(trace)}{record} RG_PROBE_OUT={_OUT} {py} -m pytest "
-                f'-c "$RG_PROBE/pytest.ini" --rootdir=. -p no:cacheprovider -p rg_probe -q'
-                f"{plugins} --continue-on-collection-errors --tb=short {words} > {_LOG} 2>&1; "
-                f"echo exit=$?")
+        return (
+            f'PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONPATH="$RG_PROBE:$PYTHONPATH" '
+            f"RG_PROBE_TRACE={int(trace)}{record} RG_PROBE_OUT={_OUT} {py} -m pytest "
+            f'-c "$RG_PROBE/pytest.ini" --rootdir=. -p no:cacheprovider -p rg_probe -q'
+            f"{plugins} --continue-on-collection-errors --tb=short {words} > {_LOG} 2>&1; "
+            f"echo exit=$?"
+        )
 
-    def _sandboxed(self, changes: dict[str, str], args: list[str], timeout_s: float,
-                   trace: bool = False, collect_only: bool = False,
-                   calls: bool = False, stop_after: int | None = None) -> list[dict]:
+    def _sandboxed(
+        self,
+        changes: dict[str, str],
+        args: list[str],
+        timeout_s: float,
+        trace: bool = False,
+        collect_only: bool = False,
+        calls: bool = False,
+        stop_after: int | None = None,
+    ) -> list[dict]:
         """Probe records of one pytest run over ``args`` with ``changes`` written in."""
         assert self._template is not None
-        limits = dataclasses.replace(self.limits, timeout_s=timeout_s,
-                                     cpu_s=max(self.limits.cpu_s, int(timeout_s)))
+        limits = dataclasses.replace(
+            self.limits, timeout_s=timeout_s, cpu_s=max(self.limits.cpu_s, int(timeout_s))
+        )
         sb = make_sandbox(self.backend, SandboxSpec(self._template, limits), **self.options)
         try:
             for rel, text in changes.items():
                 sb.write_file(rel, text)
-            res = sb.run_with_binds(self._command(sb, args, trace, collect_only, calls,
-                                                  stop_after),
-                                    ro={"probe": self._probe},
-                                    timeout_s=timeout_s)
+            res = sb.run_with_binds(
+                self._command(sb, args, trace, collect_only, calls, stop_after),
+                ro={"probe": self._probe},
+                timeout_s=timeout_s,
+            )
             if res.timed_out:
                 self.log = f"timed out after {timeout_s}s"
                 return []

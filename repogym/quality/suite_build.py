@@ -63,10 +63,18 @@ class FetchReport:
 Events = Callable[[str, str], None]
 
 
-def fetch(name: str, *, root: Path | None = None, packages: Iterable[str] | None = None,
-          per_package: int | None = None, sandbox: str = "bwrap", workers: int = 1,
-          reruns: int = 2, adversarial: bool = True,
-          on_event: Events = lambda kind, text: None) -> FetchReport:
+def fetch(
+    name: str,
+    *,
+    root: Path | None = None,
+    packages: Iterable[str] | None = None,
+    per_package: int | None = None,
+    sandbox: str = "bwrap",
+    workers: int = 1,
+    reruns: int = 2,
+    adversarial: bool = True,
+    on_event: Events = lambda kind, text: None,
+) -> FetchReport:
     """Materialise and validate a suite (see the module docstring).
 
     Args:
@@ -90,22 +98,42 @@ def fetch(name: str, *, root: Path | None = None, packages: Iterable[str] | None
     suite = suites.load_suite(name)
     base = suites.suite_root(name, root)
     chosen = suite.select(packages)
-    report = FetchReport(seconds={"materialise": 0.0, "environments": 0.0, "validate": 0.0,
-                                  "adversarial": 0.0})
+    report = FetchReport(
+        seconds={"materialise": 0.0, "environments": 0.0, "validate": 0.0, "adversarial": 0.0}
+    )
     for entry in chosen:
         on_event("package", f"{entry.name} {entry.version} ({entry.split}, {entry.kind})")
-        _fetch_package(entry, base, report, per_package=per_package, sandbox=sandbox,
-                       workers=workers, reruns=reruns, adversarial=adversarial,
-                       on_event=on_event)
+        _fetch_package(
+            entry,
+            base,
+            report,
+            per_package=per_package,
+            sandbox=sandbox,
+            workers=workers,
+            reruns=reruns,
+            adversarial=adversarial,
+            on_event=on_event,
+        )
     return report
 
 
-def _fetch_package(entry: suites.PackageEntry, base: Path, report: FetchReport, *,
-                   per_package: int | None, sandbox: str, workers: int, reruns: int,
-                   adversarial: bool, on_event: Events) -> None:
+def _fetch_package(
+    entry: suites.PackageEntry,
+    base: Path,
+    report: FetchReport,
+    *,
+    per_package: int | None,
+    sandbox: str,
+    workers: int,
+    reruns: int,
+    adversarial: bool,
+    on_event: Events,
+) -> None:
     start = time.monotonic()
-    deps.build(entry.environment, on_start=lambda: on_event(
-        "env", f"building the dependencies of {entry.name}"))
+    deps.build(
+        entry.environment,
+        on_start=lambda: on_event("env", f"building the dependencies of {entry.name}"),
+    )
     report.seconds["environments"] += time.monotonic() - start
     start = time.monotonic()
     todo: dict[str, tuple[suites.TaskEntry, Path]] = {}
@@ -133,18 +161,26 @@ def _fetch_package(entry: suites.PackageEntry, base: Path, report: FetchReport, 
     tasks = [load_task(f) for _, f in todo.values()]
     with PatchGrader(sandbox) as grader:
         if tasks:
-            validate_tasks(tasks, sandbox=sandbox, reruns=reruns, workers=workers,
-                           on_report=done, grader=grader)
+            validate_tasks(
+                tasks,
+                sandbox=sandbox,
+                reruns=reruns,
+                workers=workers,
+                on_report=done,
+                grader=grader,
+            )
         report.seconds["validate"] += time.monotonic() - start
         if adversarial and tasks:
             start = time.monotonic()
-            _forger_checks([t for t in tasks if t.id in report.validated], grader, report,
-                           workers)
+            _forger_checks([t for t in tasks if t.id in report.validated], grader, report, workers)
             report.seconds["adversarial"] += time.monotonic() - start
     start = time.monotonic()
     index = suites.read_index(base)
-    stale = [load_task(Path(index[t]["path"])) for t in report.already
-             if t in index and index[t].get("seals", {}).get("grader") != code_digest()]
+    stale = [
+        load_task(Path(index[t]["path"]))
+        for t in report.already
+        if t in index and index[t].get("seals", {}).get("grader") != code_digest()
+    ]
     for task, seals in measure_seals(stale, sandbox=sandbox, workers=workers):
         suites.record_seals(base, task.id, seals)
     report.seconds["seals"] = report.seconds.get("seals", 0.0) + time.monotonic() - start
@@ -155,8 +191,9 @@ def seal_record(witnessed: int, f2p: int) -> dict:
     return {"grader": code_digest(), "witnessed": witnessed, "f2p": f2p}
 
 
-def measure_seals(tasks: list[Task], *, sandbox: str = "bwrap", workers: int = 1
-                  ) -> Iterator[tuple[Task, dict]]:
+def measure_seals(
+    tasks: list[Task], *, sandbox: str = "bwrap", workers: int = 1
+) -> Iterator[tuple[Task, dict]]:
     """Each task's fail_to_pass tests witnessed by a value seal: noop graded (gold recorded
     first where its checks need it), and the tests whose failure a strong check showed."""
     with PatchGrader(sandbox) as grader, grading_pool(workers) as pool:
@@ -169,21 +206,33 @@ def measure_seals(tasks: list[Task], *, sandbox: str = "bwrap", workers: int = 1
             yield task, seal_record(sum(1 for t in f2p if t in res.strongly_failed), len(f2p))
 
 
-def _forger_checks(tasks: list[Task], grader: PatchGrader, report: FetchReport,
-                   workers: int) -> None:
+def _forger_checks(
+    tasks: list[Task], grader: PatchGrader, report: FetchReport, workers: int
+) -> None:
     """The strongest task-blind attack on each validated task (binary mode, one grading)."""
     with grading_pool(workers) as pool:
-        for task, res in zip(tasks, pool.map(lambda t: forger_check(t, grader), tasks),
-                             strict=True):
+        for task, res in zip(
+            tasks, pool.map(lambda t: forger_check(t, grader), tasks), strict=True
+        ):
             report.forger_checked.append(task.id)
             if res.beats_noop or res.error:
                 report.forged[task.id] = res.error or f"reward {res.reward:g} (noop 0)"
 
 
-def build_entry(project: str, *, split: str, kind: str, max_tasks: int, seed: int = 0,
-                combined: float = 0.0, extra: Iterable[str] = (), drop: Iterable[str] = (),
-                sandbox: str = "bwrap", workers: int = 1,
-                say: Callable[[str], None] = print) -> suites.PackageEntry:
+def build_entry(
+    project: str,
+    *,
+    split: str,
+    kind: str,
+    max_tasks: int,
+    seed: int = 0,
+    combined: float = 0.0,
+    extra: Iterable[str] = (),
+    drop: Iterable[str] = (),
+    sandbox: str = "bwrap",
+    workers: int = 1,
+    say: Callable[[str], None] = print,
+) -> suites.PackageEntry:
     """A package's manifest entry from its validated synthesised tasks (``combined``: the
     share of tasks with several bugs).
 
@@ -191,53 +240,85 @@ def build_entry(project: str, *, split: str, kind: str, max_tasks: int, seed: in
         SuiteError: no task validated.
     """
     with tempfile.TemporaryDirectory(prefix="repogym-suite-build-") as tmp:
-        res = from_pypi(project, Path(tmp) / "tasks", max_tasks=max_tasks, seed=seed,
-                        combined=combined, extra=extra, drop=drop, sandbox=sandbox,
-                        workers=workers, split=split, say=say)
+        res = from_pypi(
+            project,
+            Path(tmp) / "tasks",
+            max_tasks=max_tasks,
+            seed=seed,
+            combined=combined,
+            extra=extra,
+            drop=drop,
+            sandbox=sandbox,
+            workers=workers,
+            split=split,
+            say=say,
+        )
         for task_id, failures in res.dropped.items():
             say(f"dropped {task_id} (did not validate): {failures[0]}")
         if not res.written:
-            raise suites.SuiteError(f"{project}: no task validated. Fix: try another seed or "
-                                    "package")
+            raise suites.SuiteError(
+                f"{project}: no task validated. Fix: try another seed or package"
+            )
         tasks = [load_task(f) for f in res.written]
         first = tasks[0]
         dest = first.test_spec.tests_dest
-        hidden = sorted(str(p.relative_to(first.tests_dir)) for p in first.tests_dir.rglob("*")
-                        if p.is_file())
+        hidden = sorted(
+            str(p.relative_to(first.tests_dir)) for p in first.tests_dir.rglob("*") if p.is_file()
+        )
         if dest != ".":
             hidden = [f"{dest}/{h}" for h in hidden]
         name = res.sdist.name.lower()
         entries = tuple(task_entry(t, f"{name}-{n}") for n, t in enumerate(tasks, 1))
         return suites.PackageEntry(
-            name=name, version=res.sdist.version, sdist=res.sdist.path.name,
-            sha256=res.sdist.sha256, split=split, kind=kind, environment=res.dependencies,
-            ini_options=dict(first.test_spec.ini_options), tests_dest=dest,
-            hidden=tuple(hidden), tasks=entries, tests=tuple(res.tests),
-            plugins=tuple(res.plugins), timeout_s=int(first.test_spec.timeout_s))
+            name=name,
+            version=res.sdist.version,
+            sdist=res.sdist.path.name,
+            sha256=res.sdist.sha256,
+            split=split,
+            kind=kind,
+            environment=res.dependencies,
+            ini_options=dict(first.test_spec.ini_options),
+            tests_dest=dest,
+            hidden=tuple(hidden),
+            tasks=entries,
+            tests=tuple(res.tests),
+            plugins=tuple(res.plugins),
+            timeout_s=int(first.test_spec.timeout_s),
+        )
 
 
 def task_entry(task: Task, task_id: str, origin: str | None = None) -> suites.TaskEntry:
     """A manifest entry for a built task folder (``origin``: where its bug comes from;
     by default ``combined`` for a task with partial-fix decoys, else ``mutation``)."""
     reproduction = task.path / "reproduction.py"
-    decoys = {p.name: p.read_text() for p in task.decoys
-              if not p.name.startswith("delete_failing_tests_")}
+    decoys = {
+        p.name: p.read_text() for p in task.decoys if not p.name.startswith("delete_failing_tests_")
+    }
     if origin is None:
-        origin = "combined" if any(n.startswith("partial_fix_") for n in decoys) else \
-            "mutation"
+        origin = "combined" if any(n.startswith("partial_fix_") for n in decoys) else "mutation"
     first = (task.path / "task.toml").read_text().splitlines()[0]
-    mutants = tuple(first.split(": ", 1)[1].split(" + ")) if first.startswith(
-        "# Synthesised by") and origin != "history" else ()
+    mutants = (
+        tuple(first.split(": ", 1)[1].split(" + "))
+        if first.startswith("# Synthesised by") and origin != "history"
+        else ()
+    )
     return suites.TaskEntry(
-        id=task_id, gold=task.solution_patch.read_text(),
-        fail_to_pass=task.test_spec.fail_to_pass, pass_to_pass=task.test_spec.pass_to_pass,
-        statement=task.statement, decoys=decoys,
+        id=task_id,
+        gold=task.solution_patch.read_text(),
+        fail_to_pass=task.test_spec.fail_to_pass,
+        pass_to_pass=task.test_spec.pass_to_pass,
+        statement=task.statement,
+        decoys=decoys,
         reproduction=reproduction.read_text() if reproduction.is_file() else "",
-        p2p_scope=task.test_spec.p2p_scope, origin=origin, mutants=mutants)
+        p2p_scope=task.test_spec.p2p_scope,
+        origin=origin,
+        mutants=mutants,
+    )
 
 
-def write_entry(entry: suites.PackageEntry, folder: Path, *, suite: str, env_id: str,
-                description: str) -> Path:
+def write_entry(
+    entry: suites.PackageEntry, folder: Path, *, suite: str, env_id: str, description: str
+) -> Path:
     """Write ``entry`` as ``folder/<package>.json`` and list it in ``folder/suite.json``."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{entry.name}.json"
@@ -245,8 +326,11 @@ def write_entry(entry: suites.PackageEntry, folder: Path, *, suite: str, env_id:
     meta_path = folder / "suite.json"
     with open(folder / ".suite.lock", "w") as lock:  # builds of several packages at once
         fcntl.flock(lock, fcntl.LOCK_EX)
-        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {
-            "name": suite, "env_id": env_id, "description": description, "packages": []}
+        meta = (
+            json.loads(meta_path.read_text())
+            if meta_path.is_file()
+            else {"name": suite, "env_id": env_id, "description": description, "packages": []}
+        )
         meta["packages"] = sorted(set(meta["packages"]) | {entry.name})
         meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     (folder / ".suite.lock").unlink(missing_ok=True)
@@ -267,8 +351,14 @@ def _load_entries(folder: Path) -> dict[str, suites.PackageEntry]:
     return out
 
 
-def history_entries(folders: Iterable[Path], manifests: Path, *, split: str, kind: str,
-                    say: Callable[[str], None] = print) -> list[suites.PackageEntry]:
+def history_entries(
+    folders: Iterable[Path],
+    manifests: Path,
+    *,
+    split: str,
+    kind: str,
+    say: Callable[[str], None] = print,
+) -> list[suites.PackageEntry]:
     """Manifest entries with the validated release-history tasks in ``folders`` (task
     folders with a ``[history]`` table, from ``repogym history``): the tasks of a release
     an entry of ``manifests`` already holds are added to it (same sdist, dependencies and
@@ -286,48 +376,70 @@ def history_entries(folders: Iterable[Path], manifests: Path, *, split: str, kin
         task = load_task(folder)
         info = _history(task)
         if not info.get("package") or not info.get("fixed"):
-            raise suites.SuiteError(f"{folder}: no [history] package/fixed in task.toml. Fix: "
-                                    "give task folders written by `repogym history`")
+            raise suites.SuiteError(
+                f"{folder}: no [history] package/fixed in task.toml. Fix: "
+                "give task folders written by `repogym history`"
+            )
         if not (task.path / "reproduction.py").is_file():
             say(f"left out {task.id}: no reproduction.py")
             continue
         groups.setdefault((str(info["package"]).lower(), str(info["fixed"])), []).append(task)
     changed: list[suites.PackageEntry] = []
     for (name, version), tasks in sorted(groups.items()):
-        entry = next((e for e in existing.values() if e.distribution == name
-                      and e.version == version), None)
+        entry = next(
+            (e for e in existing.values() if e.distribution == name and e.version == version), None
+        )
         if entry is None:
             entry = _release_entry(name, version, tasks[0], split=split, kind=kind)
         elif tasks[0].dependencies != entry.environment:
-            raise suites.SuiteError(f"{tasks[0].path}: its dependencies differ from those of "
-                                    f"{entry.name} {version} in the manifest. Fix: mine the "
-                                    "history with the same pinned requirements, or rebuild both")
+            raise suites.SuiteError(
+                f"{tasks[0].path}: its dependencies differ from those of "
+                f"{entry.name} {version} in the manifest. Fix: mine the "
+                "history with the same pinned requirements, or rebuild both"
+            )
         start = 1 + max((int(t.id.rsplit("-", 1)[1]) for t in entry.tasks), default=0)
-        new = tuple(task_entry(t, f"{entry.name}-{start + i}", origin="history")
-                    for i, t in enumerate(tasks))
+        new = tuple(
+            task_entry(t, f"{entry.name}-{start + i}", origin="history")
+            for i, t in enumerate(tasks)
+        )
         changed.append(dataclasses.replace(entry, tasks=entry.tasks + new))
         say(f"{entry.name} {version}: {len(new)} history tasks")
     return changed
 
 
-def _release_entry(name: str, version: str, task: Task, *, split: str,
-                   kind: str) -> suites.PackageEntry:
+def _release_entry(
+    name: str, version: str, task: Task, *, split: str, kind: str
+) -> suites.PackageEntry:
     """An entry for another release of ``name``, from one of its history tasks."""
     from repogym.scenarios import pypi
 
     sdist = pypi.download(f"{name}=={version}")
     v = task.test_spec
-    hidden = sorted(str(p.relative_to(task.tests_dir)) for p in task.tests_dir.rglob("*")
-                    if p.is_file())
+    hidden = sorted(
+        str(p.relative_to(task.tests_dir)) for p in task.tests_dir.rglob("*") if p.is_file()
+    )
     if v.tests_dest != ".":
         hidden = [f"{v.tests_dest}/{h}" for h in hidden]
     words = v.command.split()
-    plugins = tuple(words[i + 1] for i, w in enumerate(words[:-1])
-                    if w == "-p" and words[i + 1] != "no:cacheprovider")
+    plugins = tuple(
+        words[i + 1]
+        for i, w in enumerate(words[:-1])
+        if w == "-p" and words[i + 1] != "no:cacheprovider"
+    )
     return suites.PackageEntry(
-        name=f"{name}-{version}", pypi=name, version=version, sdist=sdist.path.name,
-        sha256=sdist.sha256, split=split, kind=kind,
+        name=f"{name}-{version}",
+        pypi=name,
+        version=version,
+        sdist=sdist.path.name,
+        sha256=sdist.sha256,
+        split=split,
+        kind=kind,
         environment=task.dependencies or deps.DependencySpec(requirements=()),
-        ini_options=dict(v.ini_options), tests_dest=v.tests_dest, hidden=tuple(hidden),
-        tasks=(), tests=tuple(sorted({*v.fail_to_pass, *v.pass_to_pass})), plugins=plugins,
-        timeout_s=int(v.timeout_s))
+        ini_options=dict(v.ini_options),
+        tests_dest=v.tests_dest,
+        hidden=tuple(hidden),
+        tasks=(),
+        tests=tuple(sorted({*v.fail_to_pass, *v.pass_to_pass})),
+        plugins=plugins,
+        timeout_s=int(v.timeout_s),
+    )

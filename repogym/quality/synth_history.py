@@ -79,14 +79,25 @@ class HistoryMining:
     dropped: dict[str, list[str]]
 
 
-def mine_history(name: str, out: Path, *, versions: list[str] | None = None,
-                 last: int | None = 6, max_tasks: int | None = None,
-                 extra: Iterable[str] = (), drop: Iterable[str] = (),
-                 skip_tests: Iterable[str] = (),
-                 sandbox: str = "bwrap", workers: int = 1, reruns: int = 3,
-                 timeout_s: float = 300.0, describe: Describe | None = None,
-                 reproduce: Reproduce | bool | None = None, say: Callable[[str], None] = print,
-                 on_report: Callable[[TaskReport], None] | None = None) -> HistoryMining:
+def mine_history(
+    name: str,
+    out: Path,
+    *,
+    versions: list[str] | None = None,
+    last: int | None = 6,
+    max_tasks: int | None = None,
+    extra: Iterable[str] = (),
+    drop: Iterable[str] = (),
+    skip_tests: Iterable[str] = (),
+    sandbox: str = "bwrap",
+    workers: int = 1,
+    reruns: int = 3,
+    timeout_s: float = 300.0,
+    describe: Describe | None = None,
+    reproduce: Reproduce | bool | None = None,
+    say: Callable[[str], None] = print,
+    on_report: Callable[[TaskReport], None] | None = None,
+) -> HistoryMining:
     """Mine validated tasks from the release history of ``name``.
 
     Args:
@@ -118,9 +129,11 @@ def mine_history(name: str, out: Path, *, versions: list[str] | None = None,
     versions = history.sort_versions(versions) if versions else history.release_versions(name)
     pairs = history.consecutive_pairs(versions, last)
     if not pairs:
-        raise history.HistoryError(f"{name}: {len(versions)} final release(s) ({versions}); "
-                                   "a history task needs two consecutive ones. Fix: pick a "
-                                   "package with several releases")
+        raise history.HistoryError(
+            f"{name}: {len(versions)} final release(s) ({versions}); "
+            "a history task needs two consecutive ones. Fix: pick a "
+            "package with several releases"
+        )
     work = Path(tempfile.mkdtemp(prefix="repogym-history-"))
     result = HistoryMining(name, [], [], {})
     try:
@@ -132,16 +145,26 @@ def mine_history(name: str, out: Path, *, versions: list[str] | None = None,
             result.pairs.append(report)
             folders: list[Path] = []
             try:
-                folders = _mine_pair(name, base, fixed, work / fixed, work / "tasks", report,
-                                     extra=extra, drop=drop, skip_tests=skip_tests,
-                                     sandbox=sandbox,
-                                     timeout_s=timeout_s, describe=describe,
-                                     reproduce=reproduce, say=say)
+                folders = _mine_pair(
+                    name,
+                    base,
+                    fixed,
+                    work / fixed,
+                    work / "tasks",
+                    report,
+                    extra=extra,
+                    drop=drop,
+                    skip_tests=skip_tests,
+                    sandbox=sandbox,
+                    timeout_s=timeout_s,
+                    describe=describe,
+                    reproduce=reproduce,
+                    say=say,
+                )
             except Exception as e:  # one pair's failure must not end the run
                 report.error = f"{type(e).__name__}: {e}"
                 say(f"  {base} -> {fixed}: {report.error[:400]}")
-            written, dropped = _validate(folders, out, sandbox, workers, reruns, say,
-                                         on_report)
+            written, dropped = _validate(folders, out, sandbox, workers, reruns, say, on_report)
             result.written += written
             result.dropped.update(dropped)
             shutil.rmtree(work / fixed, ignore_errors=True)
@@ -151,14 +174,27 @@ def mine_history(name: str, out: Path, *, versions: list[str] | None = None,
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _mine_pair(name: str, base: str, fixed: str, work: Path, staging: Path,
-               report: PairReport, *, extra: Iterable[str], drop: Iterable[str],
-               skip_tests: Iterable[str], sandbox: str,
-               timeout_s: float, describe: Describe | None,
-               reproduce: Reproduce | bool | None, say: Callable[[str], None]) -> list[Path]:
+def _mine_pair(
+    name: str,
+    base: str,
+    fixed: str,
+    work: Path,
+    staging: Path,
+    report: PairReport,
+    *,
+    extra: Iterable[str],
+    drop: Iterable[str],
+    skip_tests: Iterable[str],
+    sandbox: str,
+    timeout_s: float,
+    describe: Describe | None,
+    reproduce: Reproduce | bool | None,
+    say: Callable[[str], None],
+) -> list[Path]:
     work.mkdir(parents=True)
-    sdist, new_repo, spec, built, ini = prepare(f"{name}=={fixed}", work, extra=extra,
-                                                drop=drop, say=lambda m: say(f"  {m}"))
+    sdist, new_repo, spec, built, ini = prepare(
+        f"{name}=={fixed}", work, extra=extra, drop=drop, say=lambda m: say(f"  {m}")
+    )
     old_repo = pypi.unpack(pypi.download(f"{name}=={base}"), work / f"old-{base}")
     for rel in skip_tests:
         (new_repo / rel).unlink(missing_ok=True)
@@ -172,8 +208,11 @@ def _mine_pair(name: str, base: str, fixed: str, work: Path, staging: Path,
     pkg = work / "pkg"
     shutil.copytree(new_repo, pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     out = []
-    scripts = reproduce if callable(reproduce) else (
-        ScriptReproducer(built.sandbox, sandbox, ini) if reproduce is not False else None)
+    scripts = (
+        reproduce
+        if callable(reproduce)
+        else (ScriptReproducer(built.sandbox, sandbox, ini) if reproduce is not False else None)
+    )
     with SandboxRunner(built.sandbox, ini, sandbox=sandbox) as runner:
         try:
             collected = runner.collect(pkg, timeout_s)
@@ -183,30 +222,62 @@ def _mine_pair(name: str, base: str, fixed: str, work: Path, staging: Path,
         say(f"  {len(collected)} of its tests pass in the sandbox")
         for fn in changed:
             where = f"{fn.file}::{fn.qualname}"
-            task, why = _candidate(name, base, fixed, fn, new_repo, pkg, runner, collected,
-                                   hidden, dest, spec, ini, timeout_s, describe)
+            task, why = _candidate(
+                name,
+                base,
+                fixed,
+                fn,
+                new_repo,
+                pkg,
+                runner,
+                collected,
+                hidden,
+                dest,
+                spec,
+                ini,
+                timeout_s,
+                describe,
+            )
             if task is None:
                 report.skipped[where] = why
                 continue
             folder = history.write_task(task, staging, decoys=deletion_decoys)
-            if scripts is not None and (script := scripts(task, folder)) and \
-                    not history.statement_leaks(history.full_statement(
-                        task.description, script), task.gold, task.fail_to_pass):
+            if (
+                scripts is not None
+                and (script := scripts(task, folder))
+                and not history.statement_leaks(
+                    history.full_statement(task.description, script), task.gold, task.fail_to_pass
+                )
+            ):
                 task.reproduction = script
                 folder = history.write_task(task, staging, decoys=deletion_decoys)
             out.append(folder)
             report.candidates.append(task.id)
-            say(f"  {task.id}: {where}, {len(task.fail_to_pass)} fail_to_pass (statement: "
-                f"{task.statement_source}{', reproduction' if task.reproduction else ''})")
+            say(
+                f"  {task.id}: {where}, {len(task.fail_to_pass)} fail_to_pass (statement: "
+                f"{task.statement_source}{', reproduction' if task.reproduction else ''})"
+            )
     if isinstance(scripts, ScriptReproducer):
         scripts.close()
     return out
 
 
-def _candidate(name: str, base: str, fixed: str, fn: history.ChangedFunction, new_repo: Path,
-               pkg: Path, runner: SandboxRunner, collected: list[str], hidden: list[str],
-               dest: str, spec: DependencySpec, ini: dict[str, str], timeout_s: float,
-               describe: Describe | None) -> tuple[history.HistoryTask | None, str]:
+def _candidate(
+    name: str,
+    base: str,
+    fixed: str,
+    fn: history.ChangedFunction,
+    new_repo: Path,
+    pkg: Path,
+    runner: SandboxRunner,
+    collected: list[str],
+    hidden: list[str],
+    dest: str,
+    spec: DependencySpec,
+    ini: dict[str, str],
+    timeout_s: float,
+    describe: Describe | None,
+) -> tuple[history.HistoryTask | None, str]:
     """The task that reverting ``fn`` gives, or (None, why not)."""
     path = pkg / fn.file
     original = path.read_text(encoding="utf-8")
@@ -227,12 +298,22 @@ def _candidate(name: str, base: str, fixed: str, fn: history.ChangedFunction, ne
     if len(failing) > history.MAX_F2P:
         return None, f"{len(failing)} tests fail (more than {history.MAX_F2P}: not one bug)"
     task = history.HistoryTask(
-        name=name, base=base, fixed=fixed, function=fn, repo=new_repo, test_files=hidden,
-        tests_dest=dest, fail_to_pass=failing,
-        pass_to_pass=sorted(t for t in collected if t not in set(failing)), buggy=buggy,
-        description="", statement_source="", environment=spec, ini_options=ini)
-    description, source = _description(task, {t: messages.get(t, "") for t in failing},
-                                       describe)
+        name=name,
+        base=base,
+        fixed=fixed,
+        function=fn,
+        repo=new_repo,
+        test_files=hidden,
+        tests_dest=dest,
+        fail_to_pass=failing,
+        pass_to_pass=sorted(t for t in collected if t not in set(failing)),
+        buggy=buggy,
+        description="",
+        statement_source="",
+        environment=spec,
+        ini_options=ini,
+    )
+    description, source = _description(task, {t: messages.get(t, "") for t in failing}, describe)
     if description is None:
         return None, "no changelog entry and no description of the failure without leaks"
     task.description, task.statement_source = description + pypi.path_hint(ini), source
@@ -241,8 +322,9 @@ def _candidate(name: str, base: str, fixed: str, fn: history.ChangedFunction, ne
     return task, ""
 
 
-def _description(task: history.HistoryTask, messages: dict[str, str],
-                 describe: Describe | None) -> tuple[str | None, str]:
+def _description(
+    task: history.HistoryTask, messages: dict[str, str], describe: Describe | None
+) -> tuple[str | None, str]:
     entries = history.changelog_section(task.repo, task.fixed) or []
     fn = task.function
     names = fn.qualname.split(".")
@@ -264,17 +346,22 @@ def failure_description(task: history.HistoryTask, messages: dict[str, str]) -> 
     shown = []
     for t in task.fail_to_pass:
         msg = reports.without_addresses(" ".join(messages.get(t, "").split()))
-        if not msg or history.statement_leaks(msg, gold, task.fail_to_pass) or \
-                any(line in msg for line in fix):
+        if (
+            not msg
+            or history.statement_leaks(msg, gold, task.fail_to_pass)
+            or any(line in msg for line in fix)
+        ):
             continue
         if msg not in shown:
             shown.append(msg[:_MESSAGE_CHARS] + ("..." if len(msg) > _MESSAGE_CHARS else ""))
     if not shown:
         return None
     items = "\n".join(f"- {m}" for m in shown[:2])
-    return (f"A bug report against `{task.name}`: code that uses it fails with\n\n{items}\n\n"
-            "Fix the library code; the hidden tests check this behaviour, and every other "
-            "test of the package must keep passing.\n")
+    return (
+        f"A bug report against `{task.name}`: code that uses it fails with\n\n{items}\n\n"
+        "Fix the library code; the hidden tests check this behaviour, and every other "
+        "test of the package must keep passing.\n"
+    )
 
 
 class ScriptReproducer:
@@ -292,20 +379,29 @@ class ScriptReproducer:
         ini_options: The tasks' pytest settings (their ``pythonpath`` goes on ``sys.path``).
     """
 
-    def __init__(self, dependencies: PackageSite | None, sandbox: str = "bwrap",
-                 ini_options: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        dependencies: PackageSite | None,
+        sandbox: str = "bwrap",
+        ini_options: dict[str, str] | None = None,
+    ) -> None:
         self.dependencies, self.backend = dependencies, sandbox
-        self.pythonpath = [str(PurePosixPath(p).relative_to(WORKSPACE)) for p in
-                           (ini_options or {}).get("pythonpath", "").split()
-                           if p.startswith(WORKSPACE + "/")]
+        self.pythonpath = [
+            str(PurePosixPath(p).relative_to(WORKSPACE))
+            for p in (ini_options or {}).get("pythonpath", "").split()
+            if p.startswith(WORKSPACE + "/")
+        ]
         self._templates = TemplateCache()
 
     def __call__(self, task: history.HistoryTask, folder: Path) -> str | None:
         local = {Path(f).parts[0].removesuffix(".py") for f in task.test_files} | {
-            Path(f).stem for f in task.test_files if f.endswith(".py")}
+            Path(f).stem for f in task.test_files if f.endswith(".py")
+        }
         room = history.MAX_STATEMENT_CHARS - len(history.full_statement(task.description, "x"))
-        scripts = sorted({s for t in task.fail_to_pass if (s := self._script(task, t, local))
-                          and len(s) < room}, key=len)
+        scripts = sorted(
+            {s for t in task.fail_to_pass if (s := self._script(task, t, local)) and len(s) < room},
+            key=len,
+        )
         if not scripts:
             return None
         template = self._templates.get(folder / "repo", self.dependencies)
@@ -318,8 +414,11 @@ class ScriptReproducer:
                 # The test expected an exception, or the bug raises one: state it as the
                 # script's own AssertionError (the rule every reproduction keeps).
                 script = history.asserting_script(script) or ""
-                if not script or len(script) >= room or not reports.fails_itself(
-                        self._run(template, script, None)[1]):
+                if (
+                    not script
+                    or len(script) >= room
+                    or not reports.fails_itself(self._run(template, script, None)[1])
+                ):
                     continue
             if self._run(template, script, (task.function.file, fixed))[0] == 0:
                 return script
@@ -332,8 +431,9 @@ class ScriptReproducer:
         ``self``), the test's body inlined with what it uses of its class and bases, as
         synthesised bugs' reports do (:func:`repogym.scenarios.bug_reports.inline_check`)."""
         source = _test_source(task, node_id)
-        script = history.test_script(source, node_id, local_modules=local,
-                                     pythonpath=self.pythonpath)
+        script = history.test_script(
+            source, node_id, local_modules=local, pythonpath=self.pythonpath
+        )
         if script is not None:
             return script
 
@@ -348,8 +448,9 @@ class ScriptReproducer:
         script = reports.script([check], self.pythonpath)
         return script if len(script) <= history.MAX_REPRODUCTION_CHARS else None
 
-    def _run(self, template: Path, script: str,
-             change: tuple[str, str] | None) -> tuple[int | None, str]:
+    def _run(
+        self, template: Path, script: str, change: tuple[str, str] | None
+    ) -> tuple[int | None, str]:
         """The script's exit code (None: it timed out or crashed) and the tail of its
         output, in a fresh sandbox."""
         sb = make_sandbox(self.backend, SandboxSpec(template, Limits(timeout_s=60)))
@@ -371,16 +472,27 @@ def _test_source(task: history.HistoryTask, node_id: str) -> str:
     return (task.repo / node_id.split("::")[0]).read_text(encoding="utf-8", errors="replace")
 
 
-def _validate(folders: list[Path], out: Path, sandbox: str, workers: int, reruns: int,
-              say: Callable[[str], None], on_report: Callable[[TaskReport], None] | None
-              ) -> tuple[list[Path], dict[str, list[str]]]:
+def _validate(
+    folders: list[Path],
+    out: Path,
+    sandbox: str,
+    workers: int,
+    reruns: int,
+    say: Callable[[str], None],
+    on_report: Callable[[TaskReport], None] | None,
+) -> tuple[list[Path], dict[str, list[str]]]:
     written: list[Path] = []
     dropped: dict[str, list[str]] = {}
     if not folders:
         return written, dropped
     say(f"{len(folders)} candidate tasks; validating them in the sandbox")
-    reports = validate_tasks([load_task(f) for f in folders], sandbox=sandbox, reruns=reruns,
-                             workers=workers, on_report=on_report)
+    reports = validate_tasks(
+        [load_task(f) for f in folders],
+        sandbox=sandbox,
+        reruns=reruns,
+        workers=workers,
+        on_report=on_report,
+    )
     out.mkdir(parents=True, exist_ok=True)
     for folder, report in zip(folders, reports, strict=True):
         if not report.ok:

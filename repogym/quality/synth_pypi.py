@@ -50,10 +50,15 @@ class PypiSynthesis:
     suite_seconds: float = 0.0
 
 
-def prepare(project: str, work: Path, *, extra: Iterable[str] = (), drop: Iterable[str] = (),
-            sha256: str | None = None, say: Callable[[str], None] = print
-            ) -> tuple[pypi.Sdist, Path, deps.DependencySpec, deps.BuiltDependencies,
-                       dict[str, str]]:
+def prepare(
+    project: str,
+    work: Path,
+    *,
+    extra: Iterable[str] = (),
+    drop: Iterable[str] = (),
+    sha256: str | None = None,
+    say: Callable[[str], None] = print,
+) -> tuple[pypi.Sdist, Path, deps.DependencySpec, deps.BuiltDependencies, dict[str, str]]:
     """Download and unpack ``project`` under ``work``, derive, build and pin its dependencies.
 
     Returns:
@@ -63,8 +68,9 @@ def prepare(project: str, work: Path, *, extra: Iterable[str] = (), drop: Iterab
     say(f"sdist {sdist.path.name} (sha256 {sdist.sha256[:12]}...)")
     repo = pypi.unpack(sdist, work / f"{sdist.name}-{sdist.version}")
     spec = pypi.derive_environment(repo, sdist.name, extra=extra, drop=drop)
-    built, new = deps.build(spec, on_start=lambda: say(
-        f"building the dependencies: {spec.summary()}"))
+    built, new = deps.build(
+        spec, on_start=lambda: say(f"building the dependencies: {spec.summary()}")
+    )
     if not new:
         say(f"dependencies {built.root.name} already built")
     pinned = deps.lock(built, spec)
@@ -73,8 +79,14 @@ def prepare(project: str, work: Path, *, extra: Iterable[str] = (), drop: Iterab
     return sdist, repo, pinned, built, ini
 
 
-def plugins_of(repo: Path, name: str, built: deps.BuiltDependencies, *,
-               extra: Iterable[str] = (), drop: Iterable[str] = ()) -> list[str]:
+def plugins_of(
+    repo: Path,
+    name: str,
+    built: deps.BuiltDependencies,
+    *,
+    extra: Iterable[str] = (),
+    drop: Iterable[str] = (),
+) -> list[str]:
     """The pytest plugins of the requirements the project declares (and ``extra``) in its
     built dependencies (:func:`repogym.scenarios.pypi.pytest_plugins`)."""
     derived = pypi.derive_environment(repo, name, extra=extra, drop=drop)

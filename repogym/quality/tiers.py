@@ -23,16 +23,18 @@ from typing import Any
 
 TIERS = ("trivial", "search-resistant", "unmeasured")
 #: ``stop_reason`` prefixes of an episode whose search never ran on the task.
-_UNMEASURED = ("no_reproduction", "reproduction_passes", "reproduction_broken",
-               "helper_failed")
+_UNMEASURED = ("no_reproduction", "reproduction_passes", "reproduction_broken", "helper_failed")
 
 
 def tier_of(row: dict[str, Any]) -> str:
     """The tier of one apr episode (a results row)."""
     if row.get("resolved"):
         return "trivial"
-    if row.get("infra_error") or row.get("agent_error") or \
-            str(row.get("stop_reason") or "").startswith(_UNMEASURED):
+    if (
+        row.get("infra_error")
+        or row.get("agent_error")
+        or str(row.get("stop_reason") or "").startswith(_UNMEASURED)
+    ):
         return "unmeasured"
     return "search-resistant"
 
@@ -67,6 +69,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for key in sorted(groups, key=lambda k: (k == "all", k.startswith("split:"), k)):
         counts = {t: sum(by_task[x] == t for x in groups[key]) for t in TIERS}
         measured = counts["trivial"] + counts["search-resistant"]
-        out[key] = {"tasks": len(groups[key]), **counts,
-                    "trivial_share": counts["trivial"] / measured if measured else None}
+        out[key] = {
+            "tasks": len(groups[key]),
+            **counts,
+            "trivial_share": counts["trivial"] / measured if measured else None,
+        }
     return out

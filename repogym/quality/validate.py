@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal, Self
 
-from repogym.grading.grader import GradeResult, RewardMode, grade, seal_coverage
 from repogym.grading.flags import HackFlag
+from repogym.grading.grader import GradeResult, RewardMode, grade, seal_coverage
 from repogym.quality.leaks import Leak, leaked_checks
 from repogym.quality.leaks import scan as scan_leaks
 from repogym.quality.pool import grading_pool
@@ -106,8 +106,10 @@ class TaskReport:
 
     def seal_summary(self) -> str:
         """``sealed 9/9 tests, fail_to_pass witnessed 4/4 (3 by a value)``."""
-        return (f"sealed {self.sealed[0]}/{self.sealed[1]} tests, fail_to_pass witnessed "
-                f"{self.witnessed[0]}/{self.witnessed[1]} ({self.strongly} by a value)")
+        return (
+            f"sealed {self.sealed[0]}/{self.sealed[1]} tests, fail_to_pass witnessed "
+            f"{self.witnessed[0]}/{self.witnessed[1]} ({self.strongly} by a value)"
+        )
 
     @property
     def failures(self) -> list[str]:
@@ -115,12 +117,18 @@ class TaskReport:
         return [p for c in self.checks for p in c.problems] + self.problems
 
     def to_dict(self) -> dict:
-        return {"task": self.task_id, "path": str(self.path), "ok": self.ok,
-                "duration_s": round(self.duration_s, 3), "failures": self.failures,
-                "sealed": list(self.sealed), "witnessed": list(self.witnessed),
-                "witnessed_by_a_value": self.strongly,
-                "leaks": [dataclasses.asdict(leak) for leak in self.leaks],
-                "checks": [dataclasses.asdict(c) for c in self.checks]}
+        return {
+            "task": self.task_id,
+            "path": str(self.path),
+            "ok": self.ok,
+            "duration_s": round(self.duration_s, 3),
+            "failures": self.failures,
+            "sealed": list(self.sealed),
+            "witnessed": list(self.witnessed),
+            "witnessed_by_a_value": self.strongly,
+            "leaks": [dataclasses.asdict(leak) for leak in self.leaks],
+            "checks": [dataclasses.asdict(c) for c in self.checks],
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,9 +152,11 @@ def _rel(task: Task, patch: Path | None) -> str:
 
 
 #: Why a parametrized test can be missing from one run and not the next.
-_MISSING = ("; a run with no test of this id: when other runs have it, the test's parameters "
-            "come in an order that changes between processes (a set, hash(None) in Python "
-            "3.11), so the id names another case each time. Fix: list another test")
+_MISSING = (
+    "; a run with no test of this id: when other runs have it, the test's parameters "
+    "come in an order that changes between processes (a set, hash(None) in Python "
+    "3.11), so the id names another case each time. Fix: list another test"
+)
 
 
 def _judge(task: Task, job: _Job, res: GradeResult) -> list[str]:
@@ -156,40 +166,69 @@ def _judge(task: Task, job: _Job, res: GradeResult) -> list[str]:
         return [f"{where}: the sandbox or grader failed: {res.infra_error}"]
     v = task.test_spec
     if job.kind == "noop":
-        out = [f"{where}: fail_to_pass test {t} passes without any fix (it must fail "
-               f"before the fix)" for t in v.fail_to_pass if res.tests.get(t) == "passed"]
-        out += [f"{where}: pass_to_pass test {t} is {res.tests.get(t)} without any fix "
-                f"(it must pass before the fix)"
-                + (_MISSING if res.tests.get(t) == "missing" and "[" in t else "")
-                for t in v.pass_to_pass if res.tests.get(t) != "passed"]
+        out = [
+            f"{where}: fail_to_pass test {t} passes without any fix (it must fail before the fix)"
+            for t in v.fail_to_pass
+            if res.tests.get(t) == "passed"
+        ]
+        out += [
+            f"{where}: pass_to_pass test {t} is {res.tests.get(t)} without any fix "
+            f"(it must pass before the fix)"
+            + (_MISSING if res.tests.get(t) == "missing" and "[" in t else "")
+            for t in v.pass_to_pass
+            if res.tests.get(t) != "passed"
+        ]
         if res.reward >= 1.0 and not out:
             out.append(f"{where}: the unpatched repository earns full reward")
         return out
     if job.kind == "decoy":
         if HackFlag.DIFF_APPLY_FAILED in res.hack_flags:
-            return [(f"{where}: the decoy does not apply to repo/, so it tests nothing "
+            return [
+                (
+                    f"{where}: the decoy does not apply to repo/, so it tests nothing "
                     f"(git apply: {_git_says(res)}). Fix: regenerate it with git diff against "
-                    "repo/")]
+                    "repo/"
+                )
+            ]
         if res.reward >= 1.0:
-            return [(f"{where}: the decoy earns full reward; every listed test passes "
-                    f"({', '.join(v.all_tests)}). Fix: add a hidden test this wrong fix fails")]
+            return [
+                (
+                    f"{where}: the decoy earns full reward; every listed test passes "
+                    f"({', '.join(v.all_tests)}). Fix: add a hidden test this wrong fix fails"
+                )
+            ]
         return []
     if HackFlag.DIFF_APPLY_FAILED in res.hack_flags:  # the root cause: its tests ran unfixed code
-        return [(f"{where}: the patch does not apply to repo/ (git apply: {_git_says(res)}). "
-                 "Fix: make the change in a copy of repo/ and save `git diff` there to this "
-                 "file")]
+        return [
+            (
+                f"{where}: the patch does not apply to repo/ (git apply: {_git_says(res)}). "
+                "Fix: make the change in a copy of repo/ and save `git diff` there to this "
+                "file"
+            )
+        ]
     if res.tests and all(s == "missing" for s in res.tests.values()):
         tail = " | ".join(res.test_output.strip().splitlines()[-6:])
-        out = [(f"{where}: no listed test has a result (grading run exit code "
-               f"{res.verifier_exit_code}; output ends: {tail[-600:]})")]
+        out = [
+            (
+                f"{where}: no listed test has a result (grading run exit code "
+                f"{res.verifier_exit_code}; output ends: {tail[-600:]})"
+            )
+        ]
     else:
         causes = failure_causes(res)
-        out = [f"{where}: test {t} is {s}" + (f": {causes[t]}" if t in causes else "")
-               + " (a correct fix must pass it)" + (_MISSING if s == "missing" and "[" in t else "")
-               for t, s in res.tests.items() if s != "passed"]
+        out = [
+            f"{where}: test {t} is {s}"
+            + (f": {causes[t]}" if t in causes else "")
+            + " (a correct fix must pass it)"
+            + (_MISSING if s == "missing" and "[" in t else "")
+            for t, s in res.tests.items()
+            if s != "passed"
+        ]
     if res.hack_flags:
-        out.append(f"{where}: flagged by the grader: {', '.join(res.hack_flags)} (a correct fix "
-                   "must apply cleanly and touch no tests or test config)")
+        out.append(
+            f"{where}: flagged by the grader: {', '.join(res.hack_flags)} (a correct fix "
+            "must apply cleanly and touch no tests or test config)"
+        )
     if res.reward < 1.0 and not out:
         out.append(f"{where}: reward {res.reward} < 1")
     return out
@@ -219,8 +258,10 @@ def failure_causes(res: GradeResult) -> dict[str, str]:
         out = _pytest_causes(text)
     for test, checks in res.sealed_failures.items():  # pytest's own cause comes first
         if checks and test not in out:
-            out[test] = (f"at {test.split('::')[0]}:{checks[0].removeprefix('line ')} (a "
-                         "sealed check: the hidden expected value differs)")
+            out[test] = (
+                f"at {test.split('::')[0]}:{checks[0].removeprefix('line ')} (a "
+                "sealed check: the hidden expected value differs)"
+            )
     return out
 
 
@@ -260,9 +301,11 @@ def _flaky(task: Task, runs: list[Check]) -> list[str]:
     for t in task.test_spec.all_tests:
         seen = [c.tests.get(t, "missing") for c in runs]
         if len(set(seen)) > 1:
-            out.append(f"{task.id}: gold {_rel(task, task.solution_patch)}: test {t} is flaky "
-                       f"over {len(runs)} runs ({', '.join(seen)})"
-                       + (_MISSING if "missing" in seen and "[" in t else ""))
+            out.append(
+                f"{task.id}: gold {_rel(task, task.solution_patch)}: test {t} is flaky "
+                f"over {len(runs)} runs ({', '.join(seen)})"
+                + (_MISSING if "missing" in seen and "[" in t else "")
+            )
     return out
 
 
@@ -274,8 +317,12 @@ class PatchGrader:
     use from several threads. Close it (or use it as a context manager) to remove them.
     """
 
-    def __init__(self, sandbox: str = "bwrap", sandbox_options: dict | None = None,
-                 limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        sandbox: str = "bwrap",
+        sandbox_options: dict | None = None,
+        limits: Limits | None = None,
+    ) -> None:
         self._factory = functools.partial(_make, sandbox, sandbox_options or {})
         self._templates = TemplateCache()
         self.limits = limits
@@ -290,16 +337,25 @@ class PatchGrader:
                 self._leaks[task.path] = scan_leaks(task)
             return self._leaks[task.path]
 
-    def grade(self, task: Task, diff: str, *, mode: RewardMode = "binary",
-              timeout_s: float | None = None) -> GradeResult:
+    def grade(
+        self, task: Task, diff: str, *, mode: RewardMode = "binary", timeout_s: float | None = None
+    ) -> GradeResult:
         """Grading of ``diff`` against ``task``'s repo/ (``timeout_s`` shortens the
         test spec's timeout, for checks that expect a hang)."""
         if timeout_s is not None and timeout_s < task.test_spec.timeout_s:
             task = dataclasses.replace(
-                task, test_spec=dataclasses.replace(task.test_spec, timeout_s=timeout_s))
+                task, test_spec=dataclasses.replace(task.test_spec, timeout_s=timeout_s)
+            )
         template = self._templates.get(task.repo_dir, task.sandbox_dependencies())
-        return grade(task, template, diff, mode=mode, make_sandbox=self._factory,
-                     limits=self.limits, leaked=leaked_checks(self.leaks(task)))
+        return grade(
+            task,
+            template,
+            diff,
+            mode=mode,
+            make_sandbox=self._factory,
+            limits=self.limits,
+            leaked=leaked_checks(self.leaks(task)),
+        )
 
     def close(self) -> None:
         self._templates.close()
@@ -318,24 +374,49 @@ def _run_job(task: Task, job: _Job, grader: PatchGrader) -> Check:
     try:
         diff = "" if job.patch is None else job.patch.read_text()
         if job.patch is not None and not diff.strip():
-            return Check(job.kind, rel, problems=[
-                (f"{task.id}: {job.kind} {rel}: the patch is empty. Fix: write the fix in a "
-                "copy of repo/ and save `git diff` there to this file")])
+            return Check(
+                job.kind,
+                rel,
+                problems=[
+                    (
+                        f"{task.id}: {job.kind} {rel}: the patch is empty. Fix: write the fix in a "
+                        "copy of repo/ and save `git diff` there to this file"
+                    )
+                ],
+            )
         res = grader.grade(task, diff)
     except Exception as e:  # a validation run reports, never crashes
-        return Check(job.kind, rel, problems=[f"{task.id}: {job.kind} {rel}: {e}"],
-                     duration_s=time.monotonic() - start)
-    return Check(job.kind, rel, reward=res.reward, tests=res.tests,
-                 problems=_judge(task, job, res), duration_s=time.monotonic() - start,
-                 hack_flags=res.hack_flags, infra_error=bool(res.infra_error),
-                 sealed_failures=res.sealed_failures, strongly_failed=res.strongly_failed)
+        return Check(
+            job.kind,
+            rel,
+            problems=[f"{task.id}: {job.kind} {rel}: {e}"],
+            duration_s=time.monotonic() - start,
+        )
+    return Check(
+        job.kind,
+        rel,
+        reward=res.reward,
+        tests=res.tests,
+        problems=_judge(task, job, res),
+        duration_s=time.monotonic() - start,
+        hack_flags=res.hack_flags,
+        infra_error=bool(res.infra_error),
+        sealed_failures=res.sealed_failures,
+        strongly_failed=res.strongly_failed,
+    )
 
 
-def validate_tasks(tasks: Iterable[Task], *, sandbox: str = "bwrap", reruns: int = 3,
-                   workers: int = 1, limits: Limits | None = None,
-                   sandbox_options: dict | None = None,
-                   on_report: Callable[[TaskReport], None] | None = None,
-                   grader: PatchGrader | None = None) -> list[TaskReport]:
+def validate_tasks(
+    tasks: Iterable[Task],
+    *,
+    sandbox: str = "bwrap",
+    reruns: int = 3,
+    workers: int = 1,
+    limits: Limits | None = None,
+    sandbox_options: dict | None = None,
+    on_report: Callable[[TaskReport], None] | None = None,
+    grader: PatchGrader | None = None,
+) -> list[TaskReport]:
     """Validate several tasks, grading up to ``workers`` patches at once.
 
     Args:
@@ -357,8 +438,11 @@ def validate_tasks(tasks: Iterable[Task], *, sandbox: str = "bwrap", reruns: int
     reports = [TaskReport(t.id, t.path) for t in tasks]
     jobs = [(i, job) for i, t in enumerate(tasks) for job in plan(t, reruns)]
     left = [sum(1 for i, _ in jobs if i == k) for k in range(len(tasks))]
-    graders = PatchGrader(sandbox, sandbox_options, limits) if grader is None \
+    graders = (
+        PatchGrader(sandbox, sandbox_options, limits)
+        if grader is None
         else contextlib.nullcontext(grader)
+    )
     with graders as used, grading_pool(workers) as pool:
         futures = [(i, pool.submit(_run_job, tasks[i], job, used)) for i, job in jobs]
         for i, fut in futures:
@@ -374,8 +458,9 @@ def validate_tasks(tasks: Iterable[Task], *, sandbox: str = "bwrap", reruns: int
 
 
 def _finish(task: Task, report: TaskReport) -> None:
-    golds = [c for c in report.checks
-             if c.kind in ("gold", "rerun") and c.tests and not c.infra_error]
+    golds = [
+        c for c in report.checks if c.kind in ("gold", "rerun") and c.tests and not c.infra_error
+    ]
     if len(golds) > 1:
         report.problems += _flaky(task, golds)
     report.duration_s = sum(c.duration_s for c in report.checks)
@@ -394,13 +479,18 @@ def _make(backend: str, options: dict, spec: SandboxSpec):
     return make_sandbox(backend, spec, **options)
 
 
-def validate_task(task: Task, *, sandbox: str = "bwrap", reruns: int = 3, workers: int = 1,
-                  limits: Limits | None = None) -> TaskReport:
+def validate_task(
+    task: Task,
+    *,
+    sandbox: str = "bwrap",
+    reruns: int = 3,
+    workers: int = 1,
+    limits: Limits | None = None,
+) -> TaskReport:
     """Validate one task (see the module docstring for what is checked).
 
     Returns:
         A :class:`TaskReport`; ``report.ok`` is False when any check failed, and
         ``report.failures`` lists each problem naming the task, the patch and the test.
     """
-    return validate_tasks([task], sandbox=sandbox, reruns=reruns, workers=workers,
-                          limits=limits)[0]
+    return validate_tasks([task], sandbox=sandbox, reruns=reruns, workers=workers, limits=limits)[0]

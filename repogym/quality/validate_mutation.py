@@ -34,8 +34,8 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from repogym.grading.grader import code_digest
 from repogym.grading.flags import HackFlag
+from repogym.grading.grader import code_digest
 from repogym.quality.pool import grading_pool
 from repogym.quality.validate import PatchGrader
 from repogym.sandbox.runtime import cache_dir
@@ -118,10 +118,16 @@ class MutationReport:
     def summary(self) -> str:
         """``0.93 (28/30 killed; 2 survived, 1 equivalent, ...)``."""
         killed, counted = self.count("killed"), self.count("killed") + self.count("survived")
-        head = "n/a (no mutant graded" if self.score is None else (
-            f"{self.score:.2f} ({killed}/{counted} killed")
-        rest = [f"{self.count(s)} {s.replace('_', ' ')}" for s in
-                ("survived", "equivalent", "reviewed", "error", "not_run") if self.count(s)]
+        head = (
+            "n/a (no mutant graded"
+            if self.score is None
+            else (f"{self.score:.2f} ({killed}/{counted} killed")
+        )
+        rest = [
+            f"{self.count(s)} {s.replace('_', ' ')}"
+            for s in ("survived", "equivalent", "reviewed", "error", "not_run")
+            if self.count(s)
+        ]
         return head + (f"; {', '.join(rest)})" if rest else ")")
 
     def to_dict(self) -> dict:
@@ -146,8 +152,11 @@ def fingerprint(task: Task) -> str:
 
 
 def cache_path(task: Task, key: str | None = None) -> Path:
-    return (cache_dir() / "mutation"
-            / f"{task.id}-v{task.version}-{(key or fingerprint(task))[:24]}.json")
+    return (
+        cache_dir()
+        / "mutation"
+        / f"{task.id}-v{task.version}-{(key or fingerprint(task))[:24]}.json"
+    )
 
 
 def cached_report(task: Task) -> MutationReport | None:
@@ -186,18 +195,27 @@ def _apply_gold(task: Task) -> tuple[dict[str, str], dict[str, str]]:
     """
     gold = task.solution_patch.read_text()
     if not gold.strip():
-        raise TaskError(f"{task.solution_patch}: empty; a mutation check needs the gold fix. "
-                        "Fix: write solution.patch (see docs/authoring.md)")
+        raise TaskError(
+            f"{task.solution_patch}: empty; a mutation check needs the gold fix. "
+            "Fix: write solution.patch (see docs/authoring.md)"
+        )
     with tempfile.TemporaryDirectory(prefix="repogym-mutation-") as tmp:
         root = Path(tmp) / "repo"
         shutil.copytree(task.repo_dir, root, symlinks=True)
         before = {f: t for f, t in mutation.iter_sources(root) if not _is_hidden_or_test(task, f)}
-        res = subprocess.run(["git", "apply", "--whitespace=nowarn", "-"], cwd=root,
-                             input=gold.encode(), capture_output=True, check=False)
+        res = subprocess.run(
+            ["git", "apply", "--whitespace=nowarn", "-"],
+            cwd=root,
+            input=gold.encode(),
+            capture_output=True,
+            check=False,
+        )
         if res.returncode != 0:
-            raise TaskError(f"{task.solution_patch}: does not apply to repo/ "
-                            f"({res.stderr.decode(errors='replace').strip()}). Fix: regenerate "
-                            "it with git diff in a copy of repo/")
+            raise TaskError(
+                f"{task.solution_patch}: does not apply to repo/ "
+                f"({res.stderr.decode(errors='replace').strip()}). Fix: regenerate "
+                "it with git diff in a copy of repo/"
+            )
         after = {f: t for f, t in mutation.iter_sources(root) if not _is_hidden_or_test(task, f)}
     return before, after
 
@@ -217,8 +235,9 @@ def task_mutants(task: Task) -> tuple[list[Mutant], dict[str, str], dict[str, st
     qualnames = [q for qs in touched.values() for q in qs]
     names = {q.rsplit(".", 1)[-1] for q in qualnames if not q.rsplit(".", 1)[-1].startswith("__")}
     names |= {q.split(".")[-2] for q in qualnames if q.endswith(".__init__")}
-    selected = {f: set(touched.get(f, set())) | mutation.callers(text, names)
-                for f, text in after.items()}
+    selected = {
+        f: set(touched.get(f, set())) | mutation.callers(text, names) for f, text in after.items()
+    }
     out: list[Mutant] = []
     for file, functions in sorted(selected.items()):
         if functions:
@@ -242,9 +261,15 @@ def _sample(ids: list[str], limit: int | None) -> set[str]:
     return set(sorted(ids, key=lambda i: hashlib.sha1(i.encode()).hexdigest())[:limit])
 
 
-def _grade_mutant(task: Task, grader: PatchGrader, diff: str, deadline: float,
-                  mutant_id: str, reviewed: dict[str, str],
-                  fixed_diff: str) -> MutantResult:
+def _grade_mutant(
+    task: Task,
+    grader: PatchGrader,
+    diff: str,
+    deadline: float,
+    mutant_id: str,
+    reviewed: dict[str, str],
+    fixed_diff: str,
+) -> MutantResult:
     if time.monotonic() > deadline:
         return MutantResult(mutant_id, "not_run", fixed_diff, note="time budget spent")
     start = time.monotonic()
@@ -257,12 +282,14 @@ def _grade_mutant(task: Task, grader: PatchGrader, diff: str, deadline: float,
         return MutantResult(mutant_id, "error", fixed_diff, note=why, duration_s=took)
     failed = [t for t, s in res.tests.items() if s != "passed"]
     if failed or res.reward < 1.0:
-        note = res.untrusted or ("verifier timed out" if HackFlag.VERIFIER_TIMEOUT in res.hack_flags
-                                 else "")
+        note = res.untrusted or (
+            "verifier timed out" if HackFlag.VERIFIER_TIMEOUT in res.hack_flags else ""
+        )
         return MutantResult(mutant_id, "killed", fixed_diff, failed, note, took)
     if mutant_id in reviewed:
-        return MutantResult(mutant_id, "reviewed", fixed_diff, note=reviewed[mutant_id],
-                            duration_s=took)
+        return MutantResult(
+            mutant_id, "reviewed", fixed_diff, note=reviewed[mutant_id], duration_s=took
+        )
     return MutantResult(mutant_id, "survived", fixed_diff, duration_s=took)
 
 
@@ -274,15 +301,25 @@ def _baseline(task: Task, grader: PatchGrader) -> tuple[float, list[str]]:
     bad = {t: s for t, s in res.tests.items() if s != "passed"}
     if res.infra_error or bad or res.hack_flags or res.untrusted or res.reward < 1.0:
         why = res.infra_error or bad or res.hack_flags or res.untrusted or res.reward
-        return took, [(f"{task.id}: mutation: gold does not pass cleanly ({why}), so mutants "
-                       "cannot be judged. Fix: make `repogym validate` pass first")]
+        return took, [
+            (
+                f"{task.id}: mutation: gold does not pass cleanly ({why}), so mutants "
+                "cannot be judged. Fix: make `repogym validate` pass first"
+            )
+        ]
     return took, []
 
 
-def mutation_check(task: Task, grader: PatchGrader, *, workers: int = 1,
-                   budget_s: float = 600.0, max_mutants: int | None = None,
-                   min_score: float = MIN_SCORE,
-                   on_mutant: Callable[[MutantResult], None] | None = None) -> MutationReport:
+def mutation_check(
+    task: Task,
+    grader: PatchGrader,
+    *,
+    workers: int = 1,
+    budget_s: float = 600.0,
+    max_mutants: int | None = None,
+    min_score: float = MIN_SCORE,
+    on_mutant: Callable[[MutantResult], None] | None = None,
+) -> MutationReport:
     """Grade every mutant of ``task``'s gold fix and judge its hidden tests (stored in the cache).
 
     Args:
@@ -299,8 +336,7 @@ def mutation_check(task: Task, grader: PatchGrader, *, workers: int = 1,
         The report (``report.ok`` says whether the check passed).
     """
     start = time.monotonic()
-    report = MutationReport(task.id, task.version, fingerprint(task), min_score,
-                            workers=workers)
+    report = MutationReport(task.id, task.version, fingerprint(task), min_score, workers=workers)
     try:
         reviewed = mutation.reviewed_equivalents(task.path)
         made, before, after = task_mutants(task)
@@ -311,27 +347,49 @@ def mutation_check(task: Task, grader: PatchGrader, *, workers: int = 1,
         report.problems.append(
             f"{task.id}: mutation: no mutant could be made of the functions solution.patch "
             "touches (or their callers). Fix: check that the gold fix changes Python "
-            "functions in repo/")
+            "functions in repo/"
+        )
         return _done(task, report, start)
     gold_s, problems = _baseline(task, grader)
     if problems:
         report.problems += problems
         return _done(task, report, start)
     limit = min(task.test_spec.timeout_s, max(10.0, TIMEOUT_FACTOR * gold_s))
-    quick = dataclasses.replace(task, test_spec=dataclasses.replace(task.test_spec,
-                                                                   timeout_s=limit))
+    quick = dataclasses.replace(
+        task, test_spec=dataclasses.replace(task.test_spec, timeout_s=limit)
+    )
     gold = task.solution_patch.read_text()
-    results = _run(quick, grader, gold, before, after, made, reviewed, workers,
-                   start + budget_s, max_mutants, on_mutant)
+    results = _run(
+        quick,
+        grader,
+        gold,
+        before,
+        after,
+        made,
+        reviewed,
+        workers,
+        start + budget_s,
+        max_mutants,
+        on_mutant,
+    )
     report.mutants = results
     report.problems += _judge(task, report, reviewed, {m.id for m in made})
     return _done(task, report, start)
 
 
-def _run(task: Task, grader: PatchGrader, gold: str, before: dict[str, str],
-         after: dict[str, str], made: list[Mutant], reviewed: dict[str, str], workers: int,
-         deadline: float, max_mutants: int | None,
-         on_mutant: Callable[[MutantResult], None] | None) -> list[MutantResult]:
+def _run(
+    task: Task,
+    grader: PatchGrader,
+    gold: str,
+    before: dict[str, str],
+    after: dict[str, str],
+    made: list[Mutant],
+    reviewed: dict[str, str],
+    workers: int,
+    deadline: float,
+    max_mutants: int | None,
+    on_mutant: Callable[[MutantResult], None] | None,
+) -> list[MutantResult]:
     results: dict[str, MutantResult] = {}
     diffs = {m.id: mutation.file_diff(m.file, after[m.file], m.source) for m in made}
     todo: list[Mutant] = []
@@ -346,12 +404,20 @@ def _run(task: Task, grader: PatchGrader, gold: str, before: dict[str, str],
         futures = {}
         for m in todo:
             if m.id not in keep:
-                results[m.id] = MutantResult(m.id, "not_run", diffs[m.id],
-                                             note=f"not in the sample of {max_mutants}")
+                results[m.id] = MutantResult(
+                    m.id, "not_run", diffs[m.id], note=f"not in the sample of {max_mutants}"
+                )
                 continue
-            futures[m.id] = pool.submit(_grade_mutant, task, grader,
-                                        _mutant_diff(gold, before, m), deadline, m.id,
-                                        reviewed, diffs[m.id])
+            futures[m.id] = pool.submit(
+                _grade_mutant,
+                task,
+                grader,
+                _mutant_diff(gold, before, m),
+                deadline,
+                m.id,
+                reviewed,
+                diffs[m.id],
+            )
         for mid, fut in futures.items():
             results[mid] = fut.result()
             if on_mutant:
@@ -359,30 +425,39 @@ def _run(task: Task, grader: PatchGrader, gold: str, before: dict[str, str],
     return [results[m.id] for m in made]
 
 
-def _judge(task: Task, report: MutationReport, reviewed: dict[str, str],
-           made: set[str]) -> list[str]:
+def _judge(
+    task: Task, report: MutationReport, reviewed: dict[str, str], made: set[str]
+) -> list[str]:
     out = []
     where = f"{task.id}: mutation"
     for mid in sorted(set(reviewed) - made):
-        out.append(f"{where}: [mutation] equivalent lists {mid}, which is not a mutant of "
-                   "this task (stale id?). Fix: remove it, or copy the id that `repogym "
-                   "validate --mutation` prints now")
+        out.append(
+            f"{where}: [mutation] equivalent lists {mid}, which is not a mutant of "
+            "this task (stale id?). Fix: remove it, or copy the id that `repogym "
+            "validate --mutation` prints now"
+        )
     for m in report.mutants:
         if m.status == "killed" and m.id in reviewed:
             by = m.failed[0] if m.failed else f"the grader ({m.note})"
-            out.append(f"{where}: [mutation] equivalent lists {m.id}, but {by} kills it, so it "
-                       "is not equivalent. Fix: remove it from the list")
+            out.append(
+                f"{where}: [mutation] equivalent lists {m.id}, but {by} kills it, so it "
+                "is not equivalent. Fix: remove it from the list"
+            )
         if m.status == "error":
             out.append(f"{where}: mutant {m.id} could not be graded: {m.note}")
     score = report.score
     if score is None and not out:
-        out.append(f"{where}: no mutant was graded (all equivalent, reviewed or not run). "
-                   "Fix: raise the time budget or max mutants")
+        out.append(
+            f"{where}: no mutant was graded (all equivalent, reviewed or not run). "
+            "Fix: raise the time budget or max mutants"
+        )
     elif score is not None and score < report.min_score:
-        out.append(f"{where}: score {score:.2f} < {report.min_score:g}: "
-                   f"{len(report.survivors)} surviving mutant(s) the hidden tests accept "
-                   "(printed as diffs). Fix: add hidden tests that fail on them, or argue the "
-                   "equivalent ones in task.toml [mutation] equivalent (docs/authoring.md)")
+        out.append(
+            f"{where}: score {score:.2f} < {report.min_score:g}: "
+            f"{len(report.survivors)} surviving mutant(s) the hidden tests accept "
+            "(printed as diffs). Fix: add hidden tests that fail on them, or argue the "
+            "equivalent ones in task.toml [mutation] equivalent (docs/authoring.md)"
+        )
     return out
 
 

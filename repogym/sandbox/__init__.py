@@ -30,16 +30,25 @@ def make_sandbox(backend: str, spec: SandboxSpec, **options: Any) -> Sandbox:
         SandboxError: the backend could not start (the message says how to fix it).
     """
     if backend not in BACKENDS:
-        raise ValueError(f"unknown sandbox backend {backend!r}. Fix: use one of "
-                         f"{sorted(BACKENDS)}")
+        raise ValueError(f"unknown sandbox backend {backend!r}. Fix: use one of {sorted(BACKENDS)}")
     module, cls = BACKENDS[backend].split(":")
     try:
         klass = getattr(importlib.import_module(module), cls)
     except ImportError as e:
-        raise SandboxError(f"sandbox backend {backend!r} is unavailable: {e}. Fix: install "
-                           f"its extra, e.g. pip install 'repogym[{backend}]'") from e
+        raise SandboxError(
+            f"sandbox backend {backend!r} is unavailable: {e}. Fix: install "
+            f"its extra, e.g. pip install 'repogym[{backend}]'"
+        ) from e
     return klass(spec, **options) if options else klass(spec)
 
 
-__all__ = ["BACKENDS", "WORKSPACE", "ExecResult", "Limits", "Sandbox", "SandboxError",
-           "SandboxSpec", "make_sandbox"]
+__all__ = [
+    "BACKENDS",
+    "WORKSPACE",
+    "ExecResult",
+    "Limits",
+    "Sandbox",
+    "SandboxError",
+    "SandboxSpec",
+    "make_sandbox",
+]

@@ -21,7 +21,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def run_process(
+def run_process(  # noqa: C901 - one select loop over two pipes, a deadline and a cap
     argv: Sequence[str],
     *,
     env: dict[str, str],
@@ -49,9 +49,16 @@ def run_process(
     """
     start = time.monotonic()
     proc = subprocess.Popen(
-        argv, env=env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, start_new_session=True, pass_fds=pass_fds,
-        preexec_fn=preexec_fn, close_fds=True,  # noqa: PLW1509 (only os.write + setrlimit)
+        argv,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        pass_fds=pass_fds,
+        preexec_fn=preexec_fn,
+        close_fds=True,
     )
     bufs: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
     pending = memoryview(stdin or b"")

@@ -135,12 +135,15 @@ class Sandbox(abc.ABC):
 
     def _release(self) -> None:
         """Free what the backend holds besides its shells and workspace (default: nothing)."""
+        return
 
     def _freeze(self) -> None:
         """Stop the sandbox's processes (default: nothing to stop)."""
+        return
 
     def _thaw(self) -> None:
-        """Let them run again."""
+        """Let them run again (default: nothing to do)."""
+        return
 
     def _shell_options(self) -> dict:
         """More ``PersistentShell`` options (the bwrap backend's OOM-kill counter)."""

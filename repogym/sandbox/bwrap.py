@@ -10,7 +10,8 @@ no-new-privs. The system folders come from the sandbox's own minimal root file s
 the host's Python is visible at ``/opt/python`` as a copy without its site-packages
 (:mod:`repogym.sandbox.runtime`), with a pytest-only site folder (preceded, for a task
 with an environment, by that environment's packages, bound read-only at
-``/opt/repogym/env``). When the command's first process exits, bwrap's PID 1 exits and the kernel kills
+``/opt/repogym/env``). When the command's first process exits, bwrap's PID 1 exits and
+the kernel kills
 everything else in the namespace: nothing outlives a ``run``.
 
 ``shell()`` starts a persistent bash (:mod:`repogym.sandbox.persistent`) in one more bwrap
@@ -56,11 +57,19 @@ from repogym.sandbox.workspace import Workspace
 SITE_MOUNT = "/opt/repogym/site"
 BIND_ROOT = "/run/repogym"
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-_ETC_FROM_SYSTEM = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime",
-                    "mime.types")
+_ETC_FROM_SYSTEM = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "localtime",
+    "mime.types",
+)
 _warned_host = False
-INSTALL_HINT = ("bubblewrap (bwrap) is not installed. Fix: `apt-get install -y bubblewrap` "
-                "(Debian/Ubuntu), `dnf install bubblewrap` (Fedora), or run `make setup`")
+INSTALL_HINT = (
+    "bubblewrap (bwrap) is not installed. Fix: `apt-get install -y bubblewrap` "
+    "(Debian/Ubuntu), `dnf install bubblewrap` (Fedora), or run `make setup`"
+)
 
 
 def bwrap_path() -> str:
@@ -120,16 +129,19 @@ def _system_binds(root: Path | None) -> list[str]:
     global _warned_host
     if not _warned_host:
         _warned_host = True
-        warnings.warn("the bwrap sandbox binds the host's /usr (no sandbox root file system "
-                      "is built): host files, such as vendored or Debian-packaged copies of a "
-                      "task's package, are visible to the agent. Fix: `python -m "
-                      "repogym.sandbox.rootfs build` as root (needs debootstrap), or "
-                      "`make setup`", stacklevel=3)
+        warnings.warn(
+            "the bwrap sandbox binds the host's /usr (no sandbox root file system "
+            "is built): host files, such as vendored or Debian-packaged copies of a "
+            "task's package, are visible to the agent. Fix: `python -m "
+            "repogym.sandbox.rootfs build` as root (needs debootstrap), or "
+            "`make setup`",
+            stacklevel=3,
+        )
     rt = runtime()
     for host in (rt.site_packages, *package_data_dirs()):
         for src, dst in bound:
             if _under(host, src) and host.exists():
-                a += ["--tmpfs", dst + str(host)[len(str(src)):]]
+                a += ["--tmpfs", dst + str(host)[len(str(src)) :]]
     return a
 
 
@@ -143,17 +155,21 @@ class BwrapSandbox(Sandbox):
         self._bwrap = bwrap_path()
         self._rt = runtime()
         seccomp.bpf_program()  # fail here, with the fix, if libseccomp is missing
-        self.workspace = Workspace(spec.template, spec.limits.workspace_mb,
-                                   spec.limits.inodes, spec.copy_of)
+        self.workspace = Workspace(
+            spec.template, spec.limits.workspace_mb, spec.limits.inodes, spec.copy_of
+        )
         self.dependencies = self.workspace.dependencies
         env = sandbox_env(self._rt, self.dependencies is not None)
         self.interpreter = Interpreter(
-            f"{PYTHON_MOUNT}/bin/{self._rt.python}", _sites(self.dependencies is not None),
-            {"path": env["PATH"], "ld_library_path": env["LD_LIBRARY_PATH"]})
+            f"{PYTHON_MOUNT}/bin/{self._rt.python}",
+            _sites(self.dependencies is not None),
+            {"path": env["PATH"], "ld_library_path": env["LD_LIBRARY_PATH"]},
+        )
         try:
             if self.dependencies is not None:
-                self.dependencies.check_python(self._rt.python.removeprefix("python"),
-                                              "the bwrap sandbox's interpreter")
+                self.dependencies.check_python(
+                    self._rt.python.removeprefix("python"), "the bwrap sandbox's interpreter"
+                )
             self.cgroup = Cgroup.create(spec.limits, self.workspace.lease_dir.name)
             self._argv = self._base_argv()
         except BaseException:
@@ -163,9 +179,18 @@ class BwrapSandbox(Sandbox):
     # -- argv ------------------------------------------------------------------------
     def _base_argv(self) -> list[str]:
         rt = self._rt
-        a = [self._bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
-             "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-             "--hostname", "sandbox"]
+        a = [
+            self._bwrap,
+            "--unshare-ipc",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--die-with-parent",
+            "--new-session",
+            "--hostname",
+            "sandbox",
+        ]
         if os.geteuid() != 0:
             a += ["--unshare-user", "--uid", "65534", "--gid", str(SANDBOX_GID)]
         root = rootfs.find()
@@ -191,9 +216,20 @@ class BwrapSandbox(Sandbox):
         a += ["--ro-bind", str(rt.sandbox_site), SITE_MOUNT]
         if self.dependencies is not None:
             a += ["--ro-bind", str(self.dependencies.site), ENV_MOUNT]
-        a += ["--proc", "/proc", "--dev", "/dev",
-              "--bind", str(self.workspace.tmp), "/tmp",
-              "--bind", str(self.workspace.path), WORKSPACE, "--chdir", WORKSPACE]
+        a += [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--bind",
+            str(self.workspace.tmp),
+            "/tmp",
+            "--bind",
+            str(self.workspace.path),
+            WORKSPACE,
+            "--chdir",
+            WORKSPACE,
+        ]
         for k, v in sandbox_env(rt, self.dependencies is not None).items():
             a += ["--setenv", k, v]
         return a
@@ -201,9 +237,15 @@ class BwrapSandbox(Sandbox):
     def _argv_for(self, inner: list[str], seccomp_fd: int, extra: list[str]) -> list[str]:
         argv = self._argv + extra + ["--seccomp", str(seccomp_fd)]
         if os.geteuid() == 0:
-            argv += ["/usr/bin/setpriv", f"--reuid={self.workspace.uid}",
-                     f"--regid={SANDBOX_GID}", "--clear-groups", "--inh-caps=-all",
-                     "--bounding-set=-all", "--no-new-privs"]
+            argv += [
+                "/usr/bin/setpriv",
+                f"--reuid={self.workspace.uid}",
+                f"--regid={SANDBOX_GID}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--no-new-privs",
+            ]
         return argv + inner
 
     @staticmethod
@@ -214,14 +256,21 @@ class BwrapSandbox(Sandbox):
         return ["/bin/bash", "-c", starter, "bash", command]
 
     # -- running -----------------------------------------------------------------------
-    def run(self, command: str, timeout_s: float | None = None,
-            stdin: bytes | None = None) -> ExecResult:
+    def run(
+        self, command: str, timeout_s: float | None = None, stdin: bytes | None = None
+    ) -> ExecResult:
         return self._run(command, timeout_s, stdin, [], None)
 
-    def run_with_binds(self, command: str, *, ro: dict[str, Path] | None = None,
-                       rw: dict[str, Path] | None = None, timeout_s: float | None = None,
-                       stdin: bytes | None = None,
-                       output_bytes: int | None = None) -> ExecResult:
+    def run_with_binds(
+        self,
+        command: str,
+        *,
+        ro: dict[str, Path] | None = None,
+        rw: dict[str, Path] | None = None,
+        timeout_s: float | None = None,
+        stdin: bytes | None = None,
+        output_bytes: int | None = None,
+    ) -> ExecResult:
         binds: list[str] = []
         for kind, table in (("--ro-bind", ro or {}), ("--bind", rw or {})):
             for name, host in table.items():
@@ -229,8 +278,14 @@ class BwrapSandbox(Sandbox):
                 binds += [kind, str(host), dst, "--setenv", f"RG_{name.upper()}", dst]
         return self._run(command, timeout_s, stdin, binds, output_bytes)
 
-    def _run(self, command: str, timeout_s: float | None, stdin: bytes | None,
-             binds: list[str], output_bytes: int | None) -> ExecResult:
+    def _run(
+        self,
+        command: str,
+        timeout_s: float | None,
+        stdin: bytes | None,
+        binds: list[str],
+        output_bytes: int | None,
+    ) -> ExecResult:
         self.check_open()
         r, w = os.pipe()
         filt = seccomp.bpf_fd()
@@ -247,24 +302,37 @@ class BwrapSandbox(Sandbox):
             os.close(filt)
         if not res.timed_out and not _started(status):
             if exhausted := self.cgroup.exhausted() if self.cgroup else None:
-                return ExecResult(stdout="", exit_code=137, resource_exhausted=exhausted,
-                                  stderr=f"the sandbox's {exhausted} limit is used up "
-                                         "(by files or processes this sandbox left); the "
-                                         "command could not start",
-                                  duration_s=res.duration_s)
+                return ExecResult(
+                    stdout="",
+                    exit_code=137,
+                    resource_exhausted=exhausted,
+                    stderr=f"the sandbox's {exhausted} limit is used up "
+                    "(by files or processes this sandbox left); the "
+                    "command could not start",
+                    duration_s=res.duration_s,
+                )
             raise SandboxError(f"bwrap failed to start the sandbox: {res.stderr.strip()}")
         if self.cgroup and self.cgroup.oom_kills() > kills:
             res.resource_exhausted = "memory"
         return res
 
-    def _launch(self, command: str, timeout_s: float | None, stdin: bytes | None,
-                binds: list[str], status_fd: int, seccomp_fd: int,
-                output_bytes: int | None) -> ExecResult:
+    def _launch(
+        self,
+        command: str,
+        timeout_s: float | None,
+        stdin: bytes | None,
+        binds: list[str],
+        status_fd: int,
+        seccomp_fd: int,
+        output_bytes: int | None,
+    ) -> ExecResult:
         try:
             return run_process(
-                self._argv_for(self._command(command, status_fd), seccomp_fd, binds), env={},
+                self._argv_for(self._command(command, status_fd), seccomp_fd, binds),
+                env={},
                 timeout_s=timeout_s or self.limits.timeout_s,
-                output_bytes=output_bytes or self.limits.output_bytes, stdin=stdin,
+                output_bytes=output_bytes or self.limits.output_bytes,
+                stdin=stdin,
                 pass_fds=(status_fd, seccomp_fd),
                 preexec_fn=rlimit_preexec(self.limits, cgroup=self.cgroup),
                 on_kill=self._kill_commands if self.cgroup else None,
@@ -274,8 +342,10 @@ class BwrapSandbox(Sandbox):
 
     def _freeze(self) -> None:
         if self.cgroup is None:
-            raise SandboxError("this bwrap sandbox has no cgroup (not root, or cgroup v1 not "
-                               "writable): it cannot be frozen. Fix: run as root")
+            raise SandboxError(
+                "this bwrap sandbox has no cgroup (not root, or cgroup v1 not "
+                "writable): it cannot be frozen. Fix: run as root"
+            )
         try:
             self.cgroup.freeze()
         except OSError as e:
@@ -301,8 +371,10 @@ class BwrapSandbox(Sandbox):
         try:
             popen, stdin, output, control = spawn(
                 lambda inner: self._argv_for(inner, filt, ["--info-fd", str(info_w)]),
-                pass_fds=(info_w, filt), env={},
-                preexec_fn=rlimit_preexec(self.limits, cgroup=self.cgroup))
+                pass_fds=(info_w, filt),
+                env={},
+                preexec_fn=rlimit_preexec(self.limits, cgroup=self.cgroup),
+            )
         except (OSError, subprocess.SubprocessError) as e:
             os.close(info_r)
             raise SandboxError(f"could not launch bwrap: {e}") from e
@@ -323,8 +395,15 @@ class BwrapSandbox(Sandbox):
 class _BwrapShell(PopenShell):
     """A persistent shell's bwrap: processes are named by their pid in its PID namespace."""
 
-    def __init__(self, popen: subprocess.Popen, stdin: int, output: int, control: int,
-                 info: bytes, cgroup: Cgroup | None) -> None:
+    def __init__(
+        self,
+        popen: subprocess.Popen,
+        stdin: int,
+        output: int,
+        control: int,
+        info: bytes,
+        cgroup: Cgroup | None,
+    ) -> None:
         super().__init__(popen, stdin, output, control)
         self.cgroup = cgroup
         self._proc_fd: int | None = None
@@ -342,8 +421,10 @@ class _BwrapShell(PopenShell):
         try:
             fd = os.open(f"/proc/{self.child_pid}/root/proc", os.O_RDONLY | os.O_DIRECTORY)
         except (OSError, TypeError) as e:
-            raise SandboxError(f"cannot see the shell's processes ({e}). Fix: bubblewrap "
-                               "with --info-fd, and /proc readable by this user") from e
+            raise SandboxError(
+                f"cannot see the shell's processes ({e}). Fix: bubblewrap "
+                "with --info-fd, and /proc readable by this user"
+            ) from e
         if _pid_ns(self.child_pid) != self.pid_ns:  # not the namespace bwrap reported
             os.close(fd)
             raise SandboxError("the persistent shell's PID namespace vanished at start")
@@ -356,8 +437,9 @@ class _BwrapShell(PopenShell):
     def processes(self) -> set[int]:
         if self._proc_fd is None:
             return set()
-        return {int(d) for d in os.listdir(self._proc_fd)
-                if d.isdigit() and _alive(self._proc_fd, d)}
+        return {
+            int(d) for d in os.listdir(self._proc_fd) if d.isdigit() and _alive(self._proc_fd, d)
+        }
 
     def signal(self, ids: Iterable[int], sig: int) -> None:
         if self._proc_fd is None:
@@ -376,9 +458,13 @@ class _BwrapShell(PopenShell):
 
     def start_failed(self, output: str) -> ExecResult:
         if exhausted := self.cgroup.exhausted() if self.cgroup else None:
-            return ExecResult(stdout="", exit_code=137, resource_exhausted=exhausted,
-                              stderr=f"the sandbox's {exhausted} limit is used up (by files or "
-                                     "processes this sandbox left); the shell could not start")
+            return ExecResult(
+                stdout="",
+                exit_code=137,
+                resource_exhausted=exhausted,
+                stderr=f"the sandbox's {exhausted} limit is used up (by files or "
+                "processes this sandbox left); the shell could not start",
+            )
         return super().start_failed(output)
 
     def terminate(self) -> None:
@@ -413,7 +499,7 @@ def _alive(proc_fd: int, pid: str) -> bool:
         return False
     finally:
         os.close(fd)
-    return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X", b"")
+    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X", b"")
 
 
 def _pid_ns(pid: int) -> int | None:

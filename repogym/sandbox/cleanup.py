@@ -94,7 +94,7 @@ def _finish_unfinished() -> None:
     for fn, args in todo:
         try:
             fn(*args)
-        except Exception as e:  # noqa: BLE001 - at exit: report and go on
+        except Exception as e:
             print(f"repogym: clean-up failed: {type(e).__name__}: {e}", file=sys.stderr)
 
 
@@ -122,7 +122,7 @@ def close_all(*, interrupted: bool = False) -> None:
     for step in [*(lambda f=f, a=a: f(*a) for f, a in redo), *pending]:
         try:
             step()
-        except Exception as e:  # noqa: BLE001 - the others must still be cleaned
+        except Exception as e:
             print(f"repogym: clean-up failed: {type(e).__name__}: {e}", file=sys.stderr)
 
 
@@ -231,6 +231,8 @@ def force_exit(signum: int) -> None:
     """Remove every resource and worker child, then die of ``signum`` at once."""
     for sig in GRACEFUL:  # a third signal must not interrupt the clean-up itself
         signal.signal(sig, signal.SIG_IGN)
-    print(f"repogym: {signal.Signals(signum).name} again: cleaning up and exiting now",
-          file=sys.stderr)
+    print(
+        f"repogym: {signal.Signals(signum).name} again: cleaning up and exiting now",
+        file=sys.stderr,
+    )
     die_of(signum, children_s=2.0)

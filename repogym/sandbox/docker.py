@@ -84,11 +84,15 @@ WRAPPER = 'kill -9 -1 2>/dev/null; /bin/bash -c "$1"; rc=$?; kill -9 -1 2>/dev/n
 PLAIN = '/bin/bash -c "$1"'
 #: Starts the persistent shell on the FIFOs in folder $1.
 SHELL_START = f'exec <"$1/in" >"$1/out" 2>&1 {CONTROL_FD}>"$1/ctl"; {EXEC_BASH}'
-_SETUP_HINT = ("Fix: run `python -m repogym.sandbox.docker_setup up` (as root: starts a private "
-               "dockerd and builds repogym/python:bookworm offline), or set REPOGYM_DOCKER_HOST "
-               "to a running Docker engine")
-_CHECK = ("command -v python >/dev/null && command -v git >/dev/null && python -c 'import pytest' "
-          "&& python -c 'import platform; print(platform.python_version())'")
+_SETUP_HINT = (
+    "Fix: run `python -m repogym.sandbox.docker_setup up` (as root: starts a private "
+    "dockerd and builds repogym/python:bookworm offline), or set REPOGYM_DOCKER_HOST "
+    "to a running Docker engine"
+)
+_CHECK = (
+    "command -v python >/dev/null && command -v git >/dev/null && python -c 'import pytest' "
+    "&& python -c 'import platform; print(platform.python_version())'"
+)
 #: What a dead or unreachable engine raises through the SDK.
 _ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 #: (engine, image) -> the image's Python version, once checked.
@@ -99,10 +103,19 @@ _checked_lock = threading.Lock()
 def container_env(environment: bool = False) -> dict[str, str]:
     """The whole environment a command starts with (docker adds only HOSTNAME);
     ``environment``: a task's packages are bound at :data:`ENV_MOUNT`."""
-    env = {"PATH": f"{ENV_MOUNT}/bin:{PATH}" if environment else PATH, "HOME": "/tmp",
-           "USER": "nobody", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "dumb",
-           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_PAGER": "cat", "PAGER": "cat"}
+    env = {
+        "PATH": f"{ENV_MOUNT}/bin:{PATH}" if environment else PATH,
+        "HOME": "/tmp",
+        "USER": "nobody",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TERM": "dumb",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_PAGER": "cat",
+        "PAGER": "cat",
+    }
     if environment:
         env["PYTHONPATH"] = ENV_MOUNT
     return env
@@ -125,8 +138,14 @@ class DockerSandbox(Sandbox):
 
     backend = "docker"
 
-    def __init__(self, spec: SandboxSpec, *, image: str = DEFAULT_IMAGE,
-                 base_url: str | None = None, cpus: float = 1.0) -> None:
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        *,
+        image: str = DEFAULT_IMAGE,
+        base_url: str | None = None,
+        cpus: float = 1.0,
+    ) -> None:
         self._open(spec)
         self.image = image
         self.base_url = base_url or default_base_url()
@@ -139,13 +158,15 @@ class DockerSandbox(Sandbox):
         self._cleanup: Any = None
         try:
             self._client = self._connect()
-            self.workspace = Workspace(spec.template, spec.limits.workspace_mb,
-                                       spec.limits.inodes, spec.copy_of)
+            self.workspace = Workspace(
+                spec.template, spec.limits.workspace_mb, spec.limits.inodes, spec.copy_of
+            )
             self.uid = self.workspace.uid
             self.dependencies = self.workspace.dependencies
             if self.dependencies is not None:
-                self.interpreter = Interpreter("python3", (ENV_MOUNT,),
-                                               {"path": f"{ENV_MOUNT}/bin:{PATH}"})
+                self.interpreter = Interpreter(
+                    "python3", (ENV_MOUNT,), {"path": f"{ENV_MOUNT}/bin:{PATH}"}
+                )
             self._xfer = self._make_xfer()
             self._start_container(cpus)
             # Removed by close(), or at exit / on a fatal signal if close() never runs.
@@ -161,8 +182,10 @@ class DockerSandbox(Sandbox):
             c = client(self.base_url)
             c.ping()
         except _ENGINE_ERRORS as e:
-            raise SandboxError(f"the Docker engine ({self.base_url or 'docker default'}) is "
-                               f"not reachable: {e}. {_SETUP_HINT}") from e
+            raise SandboxError(
+                f"the Docker engine ({self.base_url or 'docker default'}) is "
+                f"not reachable: {e}. {_SETUP_HINT}"
+            ) from e
         return c
 
     def _make_xfer(self) -> dict[str, Path]:
@@ -183,25 +206,35 @@ class DockerSandbox(Sandbox):
         # refuses absurd reservations (a 16 GB calloc) that the cgroup would never see.
         as_limit = max(lim.memory_mb * 4 << 20, 8 << 30)
         assert self.workspace is not None and self._xfer is not None
-        mounts = [Mount(WORKSPACE, str(self.workspace.path), type="bind"),
-                  Mount("/tmp", str(self.workspace.tmp), type="bind"),
-                  Mount(f"{BIND_ROOT}/ro", str(self._xfer["ro"]), type="bind", read_only=True),
-                  Mount(f"{BIND_ROOT}/rw", str(self._xfer["rw"]), type="bind")]
+        mounts = [
+            Mount(WORKSPACE, str(self.workspace.path), type="bind"),
+            Mount("/tmp", str(self.workspace.tmp), type="bind"),
+            Mount(f"{BIND_ROOT}/ro", str(self._xfer["ro"]), type="bind", read_only=True),
+            Mount(f"{BIND_ROOT}/rw", str(self._xfer["rw"]), type="bind"),
+        ]
         if self.dependencies is not None:
-            mounts.append(Mount(ENV_MOUNT, str(self.dependencies.site), type="bind",
-                                read_only=True))
+            mounts.append(
+                Mount(ENV_MOUNT, str(self.dependencies.site), type="bind", read_only=True)
+            )
         passwd = self.workspace.lease_dir / "passwd"
         if passwd.is_file():
             mounts.append(Mount("/etc/passwd", str(passwd), type="bind", read_only=True))
         return self._client.api.create_host_config(
-            network_mode="none", cap_drop=["ALL"],
+            network_mode="none",
+            cap_drop=["ALL"],
             security_opt=["no-new-privileges", f"seccomp={seccomp.docker_profile()}"],
-            read_only=True, init=True, pids_limit=lim.pids, mem_limit=mem, memswap_limit=mem,
+            read_only=True,
+            init=True,
+            pids_limit=lim.pids,
+            mem_limit=mem,
+            memswap_limit=mem,
             nano_cpus=int(cpus * 1e9),
-            ulimits=[Ulimit(name="fsize", soft=fsize, hard=fsize),
-                     Ulimit(name="cpu", soft=lim.cpu_s, hard=lim.cpu_s + 5),
-                     Ulimit(name="as", soft=as_limit, hard=as_limit),
-                     Ulimit(name="core", soft=0, hard=0)],
+            ulimits=[
+                Ulimit(name="fsize", soft=fsize, hard=fsize),
+                Ulimit(name="cpu", soft=lim.cpu_s, hard=lim.cpu_s + 5),
+                Ulimit(name="as", soft=as_limit, hard=as_limit),
+                Ulimit(name="core", soft=0, hard=0),
+            ],
             mounts=mounts,
         )
 
@@ -209,18 +242,28 @@ class DockerSandbox(Sandbox):
         api = self._client.api
         try:
             created = api.create_container(
-                self.image, ["sleep", "infinity"], name=self.name, user="0:0",
-                hostname="sandbox", working_dir=WORKSPACE,
+                self.image,
+                ["sleep", "infinity"],
+                name=self.name,
+                user="0:0",
+                hostname="sandbox",
+                working_dir=WORKSPACE,
                 environment=container_env(self.dependencies is not None),
-                labels={LABEL: "1", f"{LABEL}.owner": owner_label(),
-                        f"{LABEL}.created": str(int(time.time()))},
-                host_config=self._host_config(cpus), network_disabled=True,
+                labels={
+                    LABEL: "1",
+                    f"{LABEL}.owner": owner_label(),
+                    f"{LABEL}.created": str(int(time.time())),
+                },
+                host_config=self._host_config(cpus),
+                network_disabled=True,
             )
             self.container_id = created["Id"]
             api.start(self.container_id)
         except docker.errors.ImageNotFound as e:
-            raise SandboxError(f"docker image {self.image!r} not found. {_SETUP_HINT}; or "
-                               "give image= an image with python+pytest, bash and git") from e
+            raise SandboxError(
+                f"docker image {self.image!r} not found. {_SETUP_HINT}; or "
+                "give image= an image with python+pytest, bash and git"
+            ) from e
         except _ENGINE_ERRORS as e:
             raise SandboxError(f"docker could not start the sandbox container: {e}") from e
 
@@ -231,9 +274,11 @@ class DockerSandbox(Sandbox):
         if version is None:
             res = self.run(_CHECK, timeout_s=60)
             if res.exit_code != 0:
-                raise SandboxError(f"docker image {self.image!r} lacks python, pytest or git "
-                                   f"({res.output.strip()[:300]}). Fix: use an image with the "
-                                   f"task's Python, pytest, bash and git (see docs/sandboxes.md)")
+                raise SandboxError(
+                    f"docker image {self.image!r} lacks python, pytest or git "
+                    f"({res.output.strip()[:300]}). Fix: use an image with the "
+                    f"task's Python, pytest, bash and git (see docs/sandboxes.md)"
+                )
             version = res.stdout.strip().splitlines()[-1]
             with _checked_lock:
                 _checked[key] = version
@@ -241,14 +286,21 @@ class DockerSandbox(Sandbox):
             self.dependencies.check_python(version, f"docker image {self.image!r}")
 
     # -- running -------------------------------------------------------------------------
-    def run(self, command: str, timeout_s: float | None = None,
-            stdin: bytes | None = None) -> ExecResult:
+    def run(
+        self, command: str, timeout_s: float | None = None, stdin: bytes | None = None
+    ) -> ExecResult:
         return self._exec(command, timeout_s, stdin, {})
 
-    def run_with_binds(self, command: str, *, ro: dict[str, Path] | None = None,
-                       rw: dict[str, Path] | None = None, timeout_s: float | None = None,
-                       stdin: bytes | None = None,
-                       output_bytes: int | None = None) -> ExecResult:
+    def run_with_binds(
+        self,
+        command: str,
+        *,
+        ro: dict[str, Path] | None = None,
+        rw: dict[str, Path] | None = None,
+        timeout_s: float | None = None,
+        stdin: bytes | None = None,
+        output_bytes: int | None = None,
+    ) -> ExecResult:
         """Copy ``ro`` folders in (read-only inside), run, copy ``rw`` folders back out."""
         self.check_open()
         assert self._xfer is not None
@@ -258,8 +310,9 @@ class DockerSandbox(Sandbox):
             for kind, table in (("ro", ro or {}), ("rw", rw or {})):
                 for name, host in table.items():
                     if not name.isidentifier():
-                        raise ValueError(f"bind name {name!r} must be an identifier "
-                                         "(it becomes $RG_<NAME>)")
+                        raise ValueError(
+                            f"bind name {name!r} must be an identifier (it becomes $RG_<NAME>)"
+                        )
                     stage = self._xfer[kind] / name
                     staged.append(stage)
                     if kind == "ro":
@@ -291,25 +344,39 @@ class DockerSandbox(Sandbox):
         except _ENGINE_ERRORS:
             pass  # gone already: nothing left to run
 
-    def _exec(self, command: str, timeout_s: float | None, stdin: bytes | None,
-              env: dict[str, str], output_bytes: int | None = None) -> ExecResult:
+    def _exec(
+        self,
+        command: str,
+        timeout_s: float | None,
+        stdin: bytes | None,
+        env: dict[str, str],
+        output_bytes: int | None = None,
+    ) -> ExecResult:
         self.check_open()
         api = self._client.api
         start = time.monotonic()
         try:
             wrapper = PLAIN if any(sh.process for sh in self._shells) else WRAPPER
-            ex = api.exec_create(self.container_id, ["/bin/bash", "-c", wrapper, "rg", command],
-                                 stdin=stdin is not None, user=f"{self.uid}:{SANDBOX_GID}",
-                                 environment=env or None, workdir=WORKSPACE)["Id"]
+            ex = api.exec_create(
+                self.container_id,
+                ["/bin/bash", "-c", wrapper, "rg", command],
+                stdin=stdin is not None,
+                user=f"{self.uid}:{SANDBOX_GID}",
+                environment=env or None,
+                workdir=WORKSPACE,
+            )["Id"]
             sock = api.exec_start(ex, socket=True)
         except _ENGINE_ERRORS as e:
             raise SandboxError(f"docker exec failed: {e}") from e
         raw = getattr(sock, "_sock", sock)
         done = False
         try:
-            out, err, timed_out, truncated = _pump(raw, stdin, start + (timeout_s or
-                                                                        self.limits.timeout_s),
-                                                   output_bytes or self.limits.output_bytes)
+            out, err, timed_out, truncated = _pump(
+                raw,
+                stdin,
+                start + (timeout_s or self.limits.timeout_s),
+                output_bytes or self.limits.output_bytes,
+            )
             if timed_out or truncated:
                 self._kill_all()
             code = TIMEOUT_EXIT if timed_out else self._exit_code(ex)
@@ -319,10 +386,14 @@ class DockerSandbox(Sandbox):
                 self._kill_all()
             sock.close()
             raw.close()
-        return ExecResult(stdout=out.decode("utf-8", "replace"),
-                          stderr=err.decode("utf-8", "replace"), exit_code=code,
-                          timed_out=timed_out, duration_s=time.monotonic() - start,
-                          output_truncated=truncated)
+        return ExecResult(
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            exit_code=code,
+            timed_out=timed_out,
+            duration_s=time.monotonic() - start,
+            output_truncated=truncated,
+        )
 
     def _exit_code(self, exec_id: str) -> int:
         for _ in range(200):
@@ -377,12 +448,17 @@ class DockerSandbox(Sandbox):
                 os.mkfifo(folder / name, 0o600)
                 if os.geteuid() == 0:
                     os.chown(folder / name, self.uid, SANDBOX_GID)
-            fds = [os.open(folder / "in", os.O_RDWR | os.O_NONBLOCK),
-                   *(os.open(folder / n, os.O_RDONLY | os.O_NONBLOCK) for n in ("out", "ctl"))]
+            fds = [
+                os.open(folder / "in", os.O_RDWR | os.O_NONBLOCK),
+                *(os.open(folder / n, os.O_RDONLY | os.O_NONBLOCK) for n in ("out", "ctl")),
+            ]
             api = self._client.api
-            ex = api.exec_create(self.container_id, ["/bin/bash", "-c", SHELL_START, "rg",
-                                                     f"{BIND_ROOT}/ro/{folder.name}"],
-                                 user=f"{self.uid}:{SANDBOX_GID}", workdir=WORKSPACE)["Id"]
+            ex = api.exec_create(
+                self.container_id,
+                ["/bin/bash", "-c", SHELL_START, "rg", f"{BIND_ROOT}/ro/{folder.name}"],
+                user=f"{self.uid}:{SANDBOX_GID}",
+                workdir=WORKSPACE,
+            )["Id"]
             api.exec_start(ex, detach=True)
             self._await_shell(ex, fds[2])
         except BaseException as e:
@@ -393,8 +469,13 @@ class DockerSandbox(Sandbox):
             raise
         finally:
             shutil.rmtree(folder, ignore_errors=True)  # the open ends stay connected
-        return DockerShell(*fds, api=self._client.api, container_id=self.container_id,
-                           exec_id=ex, kill_all=self._kill_shell)
+        return DockerShell(
+            *fds,
+            api=self._client.api,
+            container_id=self.container_id,
+            exec_id=ex,
+            kill_all=self._kill_shell,
+        )
 
     def _kill_shell(self) -> None:
         """A shell ends with every process of the user (a closing sandbox removes them all)."""
@@ -413,8 +494,10 @@ class DockerSandbox(Sandbox):
                         checked = time.monotonic()
                         info = self._client.api.exec_inspect(exec_id)
                         if not info.get("Running") and info.get("ExitCode") is not None:
-                            raise SandboxError("the persistent shell's exec ended at once "
-                                               f"(exit code {info['ExitCode']})")
+                            raise SandboxError(
+                                "the persistent shell's exec ended at once "
+                                f"(exit code {info['ExitCode']})"
+                            )
                     continue
                 raise SandboxError("the persistent shell wrote before it was ready")
             except BlockingIOError:
@@ -429,13 +512,14 @@ class DockerSandbox(Sandbox):
         if self._client is None:
             return
         try:
-            self._client.api.remove_container(self.container_id or self.name, force=True,
-                                              v=True)
+            self._client.api.remove_container(self.container_id or self.name, force=True, v=True)
         except docker.errors.NotFound:
             pass
         except _ENGINE_ERRORS as e:
-            raise SandboxError(f"could not remove container {self.name} ({e}). Fix: "
-                               "`repogym gc --all` once the engine answers") from e
+            raise SandboxError(
+                f"could not remove container {self.name} ({e}). Fix: "
+                "`repogym gc --all` once the engine answers"
+            ) from e
         finally:
             self._client.close()
 
@@ -443,8 +527,17 @@ class DockerSandbox(Sandbox):
 class DockerShell(ShellProcess):
     """The persistent shell's ``exec``: processes are host pids in the container's cgroup."""
 
-    def __init__(self, stdin: int, output: int, control: int, *, api: Any, container_id: str,
-                 exec_id: str, kill_all: Any) -> None:
+    def __init__(
+        self,
+        stdin: int,
+        output: int,
+        control: int,
+        *,
+        api: Any,
+        container_id: str,
+        exec_id: str,
+        kill_all: Any,
+    ) -> None:
         super().__init__(stdin, output, control)
         self._api, self._container, self._exec = api, container_id, exec_id
         self._kill_all = kill_all
@@ -509,8 +602,9 @@ def _read(path: str) -> str:
         return ""
 
 
-def _pump(sock: socket.socket, stdin: bytes | None, deadline: float,
-          limit: int) -> tuple[bytes, bytes, bool, bool]:
+def _pump(
+    sock: socket.socket, stdin: bytes | None, deadline: float, limit: int
+) -> tuple[bytes, bytes, bool, bool]:
     """Feed stdin and demultiplex docker's framed stdout/stderr until EOF, deadline or cap.
 
     Returns:
@@ -535,7 +629,7 @@ def _pump(sock: socket.socket, stdin: bytes | None, deadline: float,
             for _key, mask in sel.select(min(remaining, 0.5)):
                 if mask & selectors.EVENT_WRITE and pending:
                     try:
-                        pending = pending[sock.send(pending[:65536]):]
+                        pending = pending[sock.send(pending[:65536]) :]
                     except (BlockingIOError, InterruptedError):
                         pass
                     except OSError:
@@ -572,8 +666,8 @@ def _demux(buf: bytearray, outs: tuple[bytearray, bytearray], total: int, limit:
         kind, size = buf[0], struct.unpack(">I", buf[4:8])[0]
         if len(buf) < 8 + size:
             break
-        payload = bytes(buf[8:8 + size])
-        del buf[:8 + size]
+        payload = bytes(buf[8 : 8 + size])
+        del buf[: 8 + size]
         keep = max(0, limit - total)
         outs[1 if kind == 2 else 0].extend(payload[:keep])
         total += size

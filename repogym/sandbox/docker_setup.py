@@ -40,10 +40,18 @@ from repogym.sandbox.rootfs import build as build_root
 DEFAULT_ROOT = Path("/var/lib/repogym-docker")
 DEFAULT_IMAGE = "repogym/python:bookworm"
 LABEL = "repogym.sandbox"
-_DAEMON_FLAGS = ("--storage-driver=overlay2", "--iptables=false", "--ip6tables=false",
-                 "--ip-masq=false", "--bridge=none", "--log-level=warn")
-_INSTALL_HINT = ("Fix: `apt-get install -y docker.io debootstrap` (Debian/Ubuntu), or point "
-                 "REPOGYM_DOCKER_HOST at a running Docker engine")
+_DAEMON_FLAGS = (
+    "--storage-driver=overlay2",
+    "--iptables=false",
+    "--ip6tables=false",
+    "--ip-masq=false",
+    "--bridge=none",
+    "--log-level=warn",
+)
+_INSTALL_HINT = (
+    "Fix: `apt-get install -y docker.io debootstrap` (Debian/Ubuntu), or point "
+    "REPOGYM_DOCKER_HOST at a running Docker engine"
+)
 
 
 class DockerSetupError(RuntimeError):
@@ -92,7 +100,7 @@ def ping(base_url: str | None = None) -> str | None:
         finally:
             c.close()
         return None
-    except Exception as e:  # noqa: BLE001 - any failure means "not usable", with its reason
+    except Exception as e:
         return f"{type(e).__name__}: {e}"
 
 
@@ -121,29 +129,44 @@ def start_daemon(root: Path | None = None, wait_s: float = 60.0) -> bool:
     if not dockerd:
         raise DockerSetupError(f"dockerd is not installed. {_INSTALL_HINT}")
     if os.geteuid() != 0:
-        raise DockerSetupError("starting a private dockerd needs root. Fix: run as root, or "
-                               "set REPOGYM_DOCKER_HOST to a Docker engine you may use")
+        raise DockerSetupError(
+            "starting a private dockerd needs root. Fix: run as root, or "
+            "set REPOGYM_DOCKER_HOST to a Docker engine you may use"
+        )
     root.mkdir(parents=True, exist_ok=True)
     for name in ("docker.sock", "docker.pid"):
         (root / name).unlink(missing_ok=True)
     log = root / "dockerd.log"
-    argv = [dockerd, *_DAEMON_FLAGS, f"--data-root={root / 'data'}",
-            f"--exec-root={root / 'exec'}", f"--pidfile={root / 'docker.pid'}", "-H", url]
+    argv = [
+        dockerd,
+        *_DAEMON_FLAGS,
+        f"--data-root={root / 'data'}",
+        f"--exec-root={root / 'exec'}",
+        f"--pidfile={root / 'docker.pid'}",
+        "-H",
+        url,
+    ]
     with open(log, "ab") as out:
         # containers started by this daemon inherit its signal dispositions (default_signals)
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                start_new_session=True, preexec_fn=default_signals)  # noqa: PLW1509 (signals only)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+            preexec_fn=default_signals,
+        )
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise DockerSetupError(f"dockerd exited with code {proc.returncode}; "
-                                   f"{log}:\n{_log_tail(log)}")
+            raise DockerSetupError(
+                f"dockerd exited with code {proc.returncode}; {log}:\n{_log_tail(log)}"
+            )
         if ping(url) is None:
             return True
         time.sleep(0.3)
     _stop_pid(proc.pid)
-    raise DockerSetupError(f"dockerd did not answer within {wait_s:.0f}s; {log}:\n"
-                           f"{_log_tail(log)}")
+    raise DockerSetupError(f"dockerd did not answer within {wait_s:.0f}s; {log}:\n{_log_tail(log)}")
 
 
 def _stop_pid(pid: int, wait_s: float = 20.0) -> None:
@@ -193,8 +216,9 @@ def image_exists(name: str = DEFAULT_IMAGE, base_url: str | None = None) -> bool
         c.close()
 
 
-def build_image(name: str = DEFAULT_IMAGE, base_url: str | None = None,
-                mirror: str | None = None) -> bool:
+def build_image(
+    name: str = DEFAULT_IMAGE, base_url: str | None = None, mirror: str | None = None
+) -> bool:
     """Build ``name`` with debootstrap + import unless it exists. Returns True if built."""
     if image_exists(name, base_url):
         return False
@@ -205,8 +229,11 @@ def build_image(name: str = DEFAULT_IMAGE, base_url: str | None = None,
             build_root(rootfs, mirror, (*ROOT_PACKAGES, *DOCKER_PACKAGES))
         except SandboxError as e:
             raise DockerSetupError(f"{e}. {_INSTALL_HINT}") from e
-        subprocess.run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tar), "."],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tar), "."],
+            check=True,
+            capture_output=True,
+        )
         repo, _, tag = name.rpartition(":") if ":" in name.split("/")[-1] else (name, "", "latest")
         c = client(base_url, timeout=600)
         try:
@@ -245,8 +272,10 @@ def ensure(image: str = DEFAULT_IMAGE) -> Setup:
     url = default_base_url()
     why = ping(url)
     if why and os.environ.get("REPOGYM_DOCKER_HOST"):
-        raise DockerSetupError(f"REPOGYM_DOCKER_HOST={url} does not answer ({why}). Fix: start "
-                               "that engine, or unset REPOGYM_DOCKER_HOST to use a private one")
+        raise DockerSetupError(
+            f"REPOGYM_DOCKER_HOST={url} does not answer ({why}). Fix: start "
+            "that engine, or unset REPOGYM_DOCKER_HOST to use a private one"
+        )
     if why:
         started = start_daemon()
         url = f"unix://{socket_path()}"
@@ -256,16 +285,19 @@ def ensure(image: str = DEFAULT_IMAGE) -> Setup:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m repogym.sandbox.docker_setup",
-                                description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m repogym.sandbox.docker_setup", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("action", choices=["up", "down", "status"])
     p.add_argument("--image", default=DEFAULT_IMAGE)
     args = p.parse_args(argv)
     try:
         if args.action == "up":
             s = ensure(args.image)
-            print(f"docker engine: {s.base_url} ({'started' if s.started else 'running'}); "
-                  f"image {s.image} ready\nexport REPOGYM_DOCKER_HOST={s.base_url}")
+            print(
+                f"docker engine: {s.base_url} ({'started' if s.started else 'running'}); "
+                f"image {s.image} ready\nexport REPOGYM_DOCKER_HOST={s.base_url}"
+            )
         elif args.action == "down":
             print("stopped" if stop_daemon() else "no private dockerd was running")
         else:

@@ -67,8 +67,9 @@ def remove_tree(root: Path) -> None:
         mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
     except OSError:
         mounts = []
-    for m in sorted((m for m in mounts if m == str(root) or m.startswith(prefix)),
-                    key=len, reverse=True):
+    for m in sorted(
+        (m for m in mounts if m == str(root) or m.startswith(prefix)), key=len, reverse=True
+    ):
         umount(Path(m))
     shutil.rmtree(root, ignore_errors=True)
 
@@ -116,8 +117,10 @@ class Lease:
                 lease.release()
                 raise
             return lease
-        raise OSError(f"all {MAX_LEASES} sandbox leases under {temp_root()} are in use. Fix: "
-                      "close environments you no longer need, or run `repogym gc`")
+        raise OSError(
+            f"all {MAX_LEASES} sandbox leases under {temp_root()} are in use. Fix: "
+            "close environments you no longer need, or run `repogym gc`"
+        )
 
     @property
     def held(self) -> bool:
@@ -131,9 +134,11 @@ class Lease:
         """An ``/etc/passwd`` naming the lease's uid (git and ``id`` want a name)."""
         path = self.path / "passwd"
         if not path.exists():
-            path.write_text("root:x:0:0:root:/root:/bin/sh\n"
-                            f"sandbox:x:{self.uid}:{SANDBOX_GID}:sandbox:/tmp:/bin/sh\n"
-                            f"nobody:x:65534:{SANDBOX_GID}:nobody:/nonexistent:/bin/sh\n")
+            path.write_text(
+                "root:x:0:0:root:/root:/bin/sh\n"
+                f"sandbox:x:{self.uid}:{SANDBOX_GID}:sandbox:/tmp:/bin/sh\n"
+                f"nobody:x:65534:{SANDBOX_GID}:nobody:/nonexistent:/bin/sh\n"
+            )
             os.chmod(path, 0o644)
         return path
 

@@ -24,10 +24,26 @@ _HEADROOM = 32 << 20
 #: Signals whose disposition a sandboxed process starts with at the default, whatever the
 #: caller left (``nohup`` and ``cmd &`` in a script start repogym with SIGINT and SIGQUIT
 #: ignored, and an ignored signal stays ignored across exec: bash can then not even trap it).
-RESET_SIGNALS = tuple(s for s in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM,
-                                  signal.SIGPIPE, signal.SIGALRM, signal.SIGUSR1, signal.SIGUSR2,
-                                  signal.SIGCHLD, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU,
-                                  signal.SIGXCPU, signal.SIGXFSZ, signal.SIGURG))
+RESET_SIGNALS = tuple(
+    s
+    for s in (
+        signal.SIGHUP,
+        signal.SIGINT,
+        signal.SIGQUIT,
+        signal.SIGTERM,
+        signal.SIGPIPE,
+        signal.SIGALRM,
+        signal.SIGUSR1,
+        signal.SIGUSR2,
+        signal.SIGCHLD,
+        signal.SIGTSTP,
+        signal.SIGTTIN,
+        signal.SIGTTOU,
+        signal.SIGXCPU,
+        signal.SIGXFSZ,
+        signal.SIGURG,
+    )
+)
 
 
 def default_signals() -> None:
@@ -138,8 +154,7 @@ class Cgroup:
         Raises:
             OSError: the group could not be frozen.
         """
-        state = next((d / "freezer.state" for d in self.dirs if d.parent.name == "freezer"),
-                     None)
+        state = next((d / "freezer.state" for d in self.dirs if d.parent.name == "freezer"), None)
         if state is not None:
             state.write_text("FROZEN")
             for attempt in range(500):
@@ -160,8 +175,7 @@ class Cgroup:
 
     def thaw(self) -> None:
         """Let the group's processes run again."""
-        state = next((d / "freezer.state" for d in self.dirs if d.parent.name == "freezer"),
-                     None)
+        state = next((d / "freezer.state" for d in self.dirs if d.parent.name == "freezer"), None)
         if state is not None:
             state.write_text("THAWED")
             return
@@ -201,8 +215,7 @@ class Cgroup:
         inodes a command wrote), so a start can fail because of what earlier commands of
         the same sandbox did: that is the sandbox's own doing, never an infrastructure fault.
         """
-        limit, usage = (self._value("memory", f"memory.{n}_in_bytes")
-                        for n in ("limit", "usage"))
+        limit, usage = (self._value("memory", f"memory.{n}_in_bytes") for n in ("limit", "usage"))
         if limit and usage is not None and usage > limit - _HEADROOM:
             return "memory"
         pmax, pcur = self._value("pids", "pids.max"), self._value("pids", "pids.current")
@@ -228,7 +241,6 @@ class Cgroup:
             time.sleep(0.01 * min(attempt + 1, 10))
 
 
-
 def _state(pid: int) -> str | None:
     """A process's state letter (``R``, ``S``, ``T``, ...), or None when it is gone."""
     try:
@@ -238,8 +250,11 @@ def _state(pid: int) -> str | None:
 
 
 def _groups() -> list[Path]:
-    return [d for ctl in (*_CONTROLLERS, *_OPTIONAL)
-            for d in (CGROUP_ROOT / ctl).glob(CGROUP_PREFIX + "*")]
+    return [
+        d
+        for ctl in (*_CONTROLLERS, *_OPTIONAL)
+        for d in (CGROUP_ROOT / ctl).glob(CGROUP_PREFIX + "*")
+    ]
 
 
 def remove_cgroups(owner: str) -> list[Path]:
@@ -250,4 +265,3 @@ def remove_cgroups(owner: str) -> list[Path]:
     mine = [d for d in _groups() if d.name.startswith(f"{CGROUP_PREFIX}{owner}-")]
     Cgroup(mine).remove()
     return mine
-

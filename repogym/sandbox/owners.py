@@ -37,8 +37,11 @@ def started_at(pid: int) -> float | None:
     fields = _stat_fields(pid)
     if fields is None:
         return None
-    btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                 if line.startswith("btime "))
+    btime = next(
+        int(line.split()[1])
+        for line in Path("/proc/stat").read_text().splitlines()
+        if line.startswith("btime ")
+    )
     return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
@@ -84,4 +87,3 @@ def collect_legacy() -> list[Path]:
                 if not group.exists():
                     removed.append(group)
     return removed
-

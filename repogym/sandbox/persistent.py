@@ -69,17 +69,16 @@ RECOVER_S = 3.0
 _SYNC_EVERY_S = 0.25
 #: Reads of 64 KiB per look at the output pipe: its largest possible buffer (1 MiB).
 _READS = 16
-_FRESH = ("workspace root (working folder, variables, functions and background jobs are "
-          "reset)")
-_SETUP = (r"set +o history +H; unset HISTFILE PROMPT_COMMAND MAILCHECK; PS1= PS2= PS0=; ")
+_FRESH = "workspace root (working folder, variables, functions and background jobs are reset)"
+_SETUP = r"set +o history +H; unset HISTFILE PROMPT_COMMAND MAILCHECK; PS1= PS2= PS0=; "
 _RECORD = re.compile(rb"([0-9a-f]{32}) (\d{1,10})")
 _MAX_RECORD = 256
 #: Interactive bash without a terminal reports a failed tcsetattr after a child dies of a
 #: signal; that line is bash's own noise, not the command's output.
-_TTY_NOISE = re.compile(
-    rb"bash: \[\d+: \d+ \(\d+\)\] tcsetattr: Inappropriate ioctl for device\n")
-_PLAIN = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                   b" _-+=.,:;/@%^&*()[]{}<>|?~#`\"$")
+_TTY_NOISE = re.compile(rb"bash: \[\d+: \d+ \(\d+\)\] tcsetattr: Inappropriate ioctl for device\n")
+_PLAIN = frozenset(
+    b'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-+=.,:;/@%^&*()[]{}<>|?~#`"$'
+)
 _QUOTED = [chr(b) if b in _PLAIN else f"\\x{b:02x}" for b in range(256)]
 #: Writes (in a subshell, so the shell's own state is untouched; with no other process) a
 #: script that gives a new shell this one's state: exported variables (others unset), working
@@ -98,8 +97,10 @@ builtin printf '%s\n' 'for __rg_v in ${SHELLOPTS//:/ }; do case $__rg_v in emacs
   '*) builtin set -o "$__rg_v";; esac; done; builtin unset -v __rg_o __rg_v'
 case ":$__rg_o:" in *:errexit:*) builtin printf '%s\n' 'builtin set -e';; esac
 ) > {path} 2>/dev/null"""
-NUL_ERROR = ("the command contains a NUL character, which bash cannot run. Fix: remove it "
-             "(printf '\\0' writes one)")
+NUL_ERROR = (
+    "the command contains a NUL character, which bash cannot run. Fix: remove it "
+    "(printf '\\0' writes one)"
+)
 
 
 def quote(text: str) -> str:
@@ -109,16 +110,18 @@ def quote(text: str) -> str:
 
 def command_line(command: str, nonce: str) -> bytes:
     """The line that runs ``command`` in the shell and reports its end with ``nonce``."""
-    return (f"\\eval -- {quote(command)} </dev/null {CONTROL_FD}>&-; "
-            f"{_report(nonce, '$?')}\n").encode()
+    return (
+        f"\\eval -- {quote(command)} </dev/null {CONTROL_FD}>&-; {_report(nonce, '$?')}\n"
+    ).encode()
 
 
 def _report(nonce: str, value: str) -> str:
     return f"\\printf '%s %s\\n' {nonce} \"{value}\" >&{CONTROL_FD}"
 
 
-def spawn(wrap: Callable[[list[str]], list[str]], *, pass_fds: tuple[int, ...] = (),
-          **popen: Any) -> tuple[subprocess.Popen, int, int, int]:
+def spawn(
+    wrap: Callable[[list[str]], list[str]], *, pass_fds: tuple[int, ...] = (), **popen: Any
+) -> tuple[subprocess.Popen, int, int, int]:
     """Start a shell process with new pipes, in a session of its own.
 
     The process is forked by one thread that lives as long as this process
@@ -146,15 +149,22 @@ def spawn(wrap: Callable[[list[str]], list[str]], *, pass_fds: tuple[int, ...] =
         raise
 
 
-def _spawn(wrap: Callable[[list[str]], list[str]], pass_fds: tuple[int, ...],
-           popen: dict[str, Any]) -> tuple[subprocess.Popen, int, int, int]:
+def _spawn(
+    wrap: Callable[[list[str]], list[str]], pass_fds: tuple[int, ...], popen: dict[str, Any]
+) -> tuple[subprocess.Popen, int, int, int]:
     (in_r, in_w), (out_r, out_w), (ctl_r, ctl_w) = os.pipe(), os.pipe(), os.pipe()
     move = f"exec {CONTROL_FD}>&{ctl_w} {ctl_w}>&-; " if ctl_w != CONTROL_FD else ""
     try:
         proc = subprocess.Popen(
-            wrap(["/bin/bash", "-c", f"{move}{EXEC_BASH}"]), stdin=in_r,
-            stdout=out_w, stderr=out_w, close_fds=True, pass_fds=(ctl_w, *pass_fds),
-            start_new_session=True, **popen)
+            wrap(["/bin/bash", "-c", f"{move}{EXEC_BASH}"]),
+            stdin=in_r,
+            stdout=out_w,
+            stderr=out_w,
+            close_fds=True,
+            pass_fds=(ctl_w, *pass_fds),
+            start_new_session=True,
+            **popen,
+        )
     except BaseException:
         for fd in (in_w, out_r, ctl_r):
             os.close(fd)
@@ -186,7 +196,8 @@ def _spawner() -> concurrent.futures.ThreadPoolExecutor:
     with _SPAWNER_LOCK:
         if _SPAWNER is None:
             _SPAWNER = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="repogym-shell-spawner")
+                max_workers=1, thread_name_prefix="repogym-shell-spawner"
+            )
         return _SPAWNER
 
 
@@ -308,7 +319,7 @@ class _Output:
         return self.seen > self.limit
 
     def add(self, chunk: bytes) -> None:
-        self.data += chunk[:max(0, self.limit - self.seen)]
+        self.data += chunk[: max(0, self.limit - self.seen)]
         self.seen += len(chunk)
 
     def text(self) -> str:
@@ -335,8 +346,13 @@ class PersistentShell:
             ``resource_exhausted``), if the backend keeps one.
     """
 
-    def __init__(self, start: Callable[[], ShellProcess | ExecResult], limits: Limits, *,
-                 oom_kills: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        start: Callable[[], ShellProcess | ExecResult],
+        limits: Limits,
+        *,
+        oom_kills: Callable[[], int] | None = None,
+    ) -> None:
         self._start = start
         self.limits = limits
         self._oom_kills = oom_kills
@@ -366,8 +382,11 @@ class PersistentShell:
         start = time.monotonic()
         if "\x00" in command:
             return ExecResult(stdout="", stderr=NUL_ERROR + "\n", exit_code=2)
-        gone = (self._ended(self._proc)[1]
-                if self._proc is not None and self._gone(self._proc) else None)
+        gone = (
+            self._ended(self._proc)[1]
+            if self._proc is not None and self._gone(self._proc)
+            else None
+        )
         if self._proc is None and (failed := self._launch()) is not None:
             return failed
         kills = self._oom_kills() if self._oom_kills else 0
@@ -379,8 +398,10 @@ class PersistentShell:
         if self._oom_kills and self._oom_kills() > kills:
             res.resource_exhausted = "memory"
         if gone and res.shell_reset is None:
-            res.shell_reset = (f"the shell had ended since the last command ({gone}), so "
-                               f"this command ran in a new shell at the {_FRESH}")
+            res.shell_reset = (
+                f"the shell had ended since the last command ({gone}), so "
+                f"this command ran in a new shell at the {_FRESH}"
+            )
         return res
 
     def close(self) -> None:
@@ -413,11 +434,14 @@ class PersistentShell:
         """
         if self._closed or self._proc is None or self._gone(self._proc):
             return False
-        res = self._execute(_CAPTURE.replace("{path}", quote(path)), self.limits.timeout_s,
-                            time.monotonic())
+        res = self._execute(
+            _CAPTURE.replace("{path}", quote(path)), self.limits.timeout_s, time.monotonic()
+        )
         if res.exit_code != 0 or res.shell_reset:
-            raise SandboxError(f"could not save the shell's state: {res.output.strip()[-500:]}"
-                               f"{res.shell_reset or ''}")
+            raise SandboxError(
+                f"could not save the shell's state: {res.output.strip()[-500:]}"
+                f"{res.shell_reset or ''}"
+            )
         return True
 
     # -- one command -------------------------------------------------------------------
@@ -437,9 +461,15 @@ class PersistentShell:
             code = TIMEOUT_EXIT if event.kind == "deadline" else CAPPED_EXIT
             reset = self._recover(proc, before, out)
         note = f"{reset}; the next command runs in a new shell at the {_FRESH}" if reset else None
-        return ExecResult(stdout=out.text(), stderr="", exit_code=code,
-                          timed_out=event.kind == "deadline", duration_s=time.monotonic() - start,
-                          output_truncated=out.truncated, shell_reset=note)
+        return ExecResult(
+            stdout=out.text(),
+            stderr="",
+            exit_code=code,
+            timed_out=event.kind == "deadline",
+            duration_s=time.monotonic() - start,
+            output_truncated=out.truncated,
+            shell_reset=note,
+        )
 
     def _recover(self, proc: ShellProcess, before: set[int] | None, out: _Output) -> str | None:
         """Interrupt the running command; returns why the shell had to go, or None."""
@@ -456,8 +486,14 @@ class PersistentShell:
                 proc.signal(started(), signal.SIGKILL)
             nonce = secrets.token_hex(16)
             syncs.add(nonce)
-            event = self._pump(proc, syncs, min(now + _SYNC_EVERY_S, t0 + RECOVER_S), out,
-                               f"{_report(nonce, '$?')}\n".encode(), stop_on_cap=False)
+            event = self._pump(
+                proc,
+                syncs,
+                min(now + _SYNC_EVERY_S, t0 + RECOVER_S),
+                out,
+                f"{_report(nonce, '$?')}\n".encode(),
+                stop_on_cap=False,
+            )
             if event.kind == "record":
                 proc.signal(started(), signal.SIGKILL)  # what the command left in the background
                 return None
@@ -498,8 +534,9 @@ class PersistentShell:
         out = _Output(1 << 16)
         try:
             line = f"{_SETUP}{_report(nonce, '$$')}\n".encode()
-            event = self._pump(started, {nonce}, time.monotonic() + START_TIMEOUT_S, out, line,
-                               stop_on_cap=False)
+            event = self._pump(
+                started, {nonce}, time.monotonic() + START_TIMEOUT_S, out, line, stop_on_cap=False
+            )
             if event.kind != "record":
                 started.close()
                 return started.start_failed(out.text())
@@ -517,8 +554,16 @@ class PersistentShell:
             proc.close()
 
     # -- the pipes ----------------------------------------------------------------------------
-    def _pump(self, proc: ShellProcess, want: set[str], deadline: float, out: _Output,
-              send: bytes = b"", *, stop_on_cap: bool = True) -> _Event:
+    def _pump(
+        self,
+        proc: ShellProcess,
+        want: set[str],
+        deadline: float,
+        out: _Output,
+        send: bytes = b"",
+        *,
+        stop_on_cap: bool = True,
+    ) -> _Event:
         """Write ``send``, collect output, until a record with a nonce in ``want`` arrives."""
         sel = selectors.DefaultSelector()
         sel.register(proc.output, selectors.EVENT_READ, "out")
@@ -531,7 +576,7 @@ class PersistentShell:
                 for key, _ in sel.select(min(remaining, 0.5)):
                     if key.data == "in":
                         try:
-                            pending = pending[os.write(proc.stdin, pending[:65536]):]
+                            pending = pending[os.write(proc.stdin, pending[:65536]) :]
                         except BlockingIOError:
                             continue
                         except BrokenPipeError:

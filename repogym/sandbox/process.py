@@ -27,8 +27,10 @@ from repogym.sandbox.limits import rlimit_preexec
 from repogym.sandbox.persistent import PopenShell, spawn
 from repogym.sandbox.workspace import Workspace
 
-_UNSAFE = ("the 'process' sandbox has NO isolation: commands run as host processes with "
-           "full access to this machine. Use it only to debug; the default is 'bwrap'.")
+_UNSAFE = (
+    "the 'process' sandbox has NO isolation: commands run as host processes with "
+    "full access to this machine. Use it only to debug; the default is 'bwrap'."
+)
 
 
 class ProcessSandbox(Sandbox):
@@ -40,8 +42,9 @@ class ProcessSandbox(Sandbox):
     def __init__(self, spec: SandboxSpec) -> None:
         warnings.warn(_UNSAFE, RuntimeWarning, stacklevel=3)
         self._open(spec)
-        self.workspace = Workspace(spec.template, spec.limits.workspace_mb, spec.limits.inodes,
-                                   spec.copy_of)
+        self.workspace = Workspace(
+            spec.template, spec.limits.workspace_mb, spec.limits.inodes, spec.copy_of
+        )
         self.dependencies = self.workspace.dependencies
         self._path = os.environ.get("PATH", "/usr/bin:/bin")
         self._sites = tuple(site.getsitepackages())
@@ -52,36 +55,56 @@ class ProcessSandbox(Sandbox):
         self.interpreter = Interpreter(sys.executable, self._sites, {"path": self._path})
 
     def _env(self) -> dict[str, str]:
-        env = {"PATH": self._path, "HOME": str(self.workspace.path),
-               "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
-               "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat", "TERM": "dumb"}
+        env = {
+            "PATH": self._path,
+            "HOME": str(self.workspace.path),
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_PAGER": "cat",
+            "TERM": "dumb",
+        }
         if self.dependencies is not None:
             env["PYTHONPATH"] = str(self.dependencies.site)
         return env
 
-    def run(self, command: str, timeout_s: float | None = None,
-            stdin: bytes | None = None) -> ExecResult:
+    def run(
+        self, command: str, timeout_s: float | None = None, stdin: bytes | None = None
+    ) -> ExecResult:
         return self.run_with_binds(command, timeout_s=timeout_s, stdin=stdin)
 
-    def run_with_binds(self, command: str, *, ro: dict[str, Path] | None = None,
-                       rw: dict[str, Path] | None = None, timeout_s: float | None = None,
-                       stdin: bytes | None = None,
-                       output_bytes: int | None = None) -> ExecResult:
+    def run_with_binds(
+        self,
+        command: str,
+        *,
+        ro: dict[str, Path] | None = None,
+        rw: dict[str, Path] | None = None,
+        timeout_s: float | None = None,
+        stdin: bytes | None = None,
+        output_bytes: int | None = None,
+    ) -> ExecResult:
         self.check_open()
         env = self._env()
         for name, host in {**(ro or {}), **(rw or {})}.items():
             env[f"RG_{name.upper()}"] = str(host)
         return run_process(
-            ["/bin/bash", "-c", command], env=env, cwd=str(self.workspace.path),
+            ["/bin/bash", "-c", command],
+            env=env,
+            cwd=str(self.workspace.path),
             timeout_s=timeout_s or self.limits.timeout_s,
             output_bytes=output_bytes or self.limits.output_bytes,
-            stdin=stdin, preexec_fn=rlimit_preexec(self.limits, cgroup=None),
+            stdin=stdin,
+            preexec_fn=rlimit_preexec(self.limits, cgroup=None),
         )
 
     def _start_shell(self) -> _ProcessShell:
         popen, stdin, output, control = spawn(
-            lambda inner: inner, env=self._env(), cwd=str(self.workspace.path),
-            preexec_fn=rlimit_preexec(self.limits, cgroup=None))
+            lambda inner: inner,
+            env=self._env(),
+            cwd=str(self.workspace.path),
+            preexec_fn=rlimit_preexec(self.limits, cgroup=None),
+        )
         return _ProcessShell(popen, stdin, output, control)
 
 

@@ -36,16 +36,36 @@ from repogym.sandbox.runtime import cache_dir
 SUITE = "bookworm"
 #: Tools agents use and the shared libraries of the host interpreter's extension modules
 #: (ssl, ctypes, sqlite3, readline, curses, lzma, bz2, zlib, uuid, dbm, crypt).
-PACKAGES = ("git", "procps", "patch", "less", "tzdata", "libffi8", "libsqlite3-0", "libssl3",
-            "libncursesw6", "libtinfo6", "libreadline8", "libuuid1", "libgdbm6",
-            "libgdbm-compat4", "libnsl2", "liblzma5", "libbz2-1.0", "zlib1g", "libexpat1",
-            "libcrypt1")
+PACKAGES = (
+    "git",
+    "procps",
+    "patch",
+    "less",
+    "tzdata",
+    "libffi8",
+    "libsqlite3-0",
+    "libssl3",
+    "libncursesw6",
+    "libtinfo6",
+    "libreadline8",
+    "libuuid1",
+    "libgdbm6",
+    "libgdbm-compat4",
+    "libnsl2",
+    "liblzma5",
+    "libbz2-1.0",
+    "zlib1g",
+    "libexpat1",
+    "libcrypt1",
+)
 #: What the docker backend's default image adds: its interpreter is Debian's.
 DOCKER_PACKAGES = ("python3", "python3-pytest", "python-is-python3")
 #: A root is complete once this file exists (written last).
 _DONE = ".repogym-rootfs"
-_INSTALL_HINT = ("Fix: run `python -m repogym.sandbox.rootfs build` as root with debootstrap "
-                 "installed (`apt-get install -y debootstrap`), or `make setup`")
+_INSTALL_HINT = (
+    "Fix: run `python -m repogym.sandbox.rootfs build` as root with debootstrap "
+    "installed (`apt-get install -y debootstrap`), or `make setup`"
+)
 
 
 def key() -> str:
@@ -66,8 +86,10 @@ def find() -> Path | None:
     if override:
         path = Path(override)
         if not (path / "usr" / "bin" / "bash").is_file():
-            raise SandboxError(f"REPOGYM_ROOTFS={override} is not a root file system (no "
-                               f"usr/bin/bash). {_INSTALL_HINT}, or unset REPOGYM_ROOTFS")
+            raise SandboxError(
+                f"REPOGYM_ROOTFS={override} is not a root file system (no "
+                f"usr/bin/bash). {_INSTALL_HINT}, or unset REPOGYM_ROOTFS"
+            )
         return path
     path = default_dir()
     return path if (path / _DONE).is_file() else None
@@ -96,8 +118,9 @@ def debian_mirror(apt_dir: Path = Path("/etc/apt")) -> str:
     return "http://deb.debian.org/debian"
 
 
-def build(dest: Path | None = None, mirror: str | None = None,
-          packages: tuple[str, ...] = PACKAGES) -> Path:
+def build(
+    dest: Path | None = None, mirror: str | None = None, packages: tuple[str, ...] = PACKAGES
+) -> Path:
     """Build a root with ``packages`` at ``dest`` (default :func:`default_dir`) unless it is
     there.
 
@@ -109,21 +132,34 @@ def build(dest: Path | None = None, mirror: str | None = None,
         return dest
     if os.geteuid() != 0:
         raise SandboxError(f"building the sandbox root file system needs root. {_INSTALL_HINT}")
-    debootstrap = shutil.which("debootstrap",
-                               path=os.environ.get("PATH", "") + ":/usr/sbin:/usr/bin")
+    debootstrap = shutil.which(
+        "debootstrap", path=os.environ.get("PATH", "") + ":/usr/sbin:/usr/bin"
+    )
     if not debootstrap:
         raise SandboxError(f"debootstrap is not installed. {_INSTALL_HINT}")
     mirror = mirror or debian_mirror()
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
     try:
-        res = subprocess.run([debootstrap, "--variant=minbase", f"--include={','.join(packages)}",
-                              SUITE, str(tmp), mirror], check=False, capture_output=True,
-                             text=True)
+        res = subprocess.run(
+            [
+                debootstrap,
+                "--variant=minbase",
+                f"--include={','.join(packages)}",
+                SUITE,
+                str(tmp),
+                mirror,
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
         if res.returncode != 0:
-            raise SandboxError(f"debootstrap failed (mirror {mirror}): "
-                               f"{(res.stdout + res.stderr)[-2000:]}. Fix: check that apt can "
-                               "reach that mirror")
+            raise SandboxError(
+                f"debootstrap failed (mirror {mirror}): "
+                f"{(res.stdout + res.stderr)[-2000:]}. Fix: check that apt can "
+                "reach that mirror"
+            )
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
             for p in (tmp / junk).glob("*"):
                 if p.is_file():
@@ -141,8 +177,9 @@ def build(dest: Path | None = None, mirror: str | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m repogym.sandbox.rootfs",
-                                description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m repogym.sandbox.rootfs", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("action", choices=["build", "path", "status"])
     args = p.parse_args(argv)
     try:
@@ -152,8 +189,11 @@ def main(argv: list[str] | None = None) -> int:
             print(find() or "host")
         else:
             root = find()
-            print(f"sandbox root: {root}" if root else
-                  f"sandbox root: none (the host's system folders). {_INSTALL_HINT}")
+            print(
+                f"sandbox root: {root}"
+                if root
+                else f"sandbox root: none (the host's system folders). {_INSTALL_HINT}"
+            )
             return 0 if root else 1
     except SandboxError as e:
         print(f"error: {e}", file=sys.stderr)

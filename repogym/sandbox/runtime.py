@@ -155,8 +155,9 @@ def _build_python(prefix: Path, python: str, dest: Path) -> None:
     and ``python`` links), its ``libpython`` and the standard library minus
     :data:`_STDLIB_SKIP`, byte code and ``config-*`` (the static library)."""
     with staged_dir(dest) as tmp:
-        exe = Path(sys._base_executable if hasattr(sys, "_base_executable")
-                   else sys.executable).resolve()
+        exe = Path(
+            sys._base_executable if hasattr(sys, "_base_executable") else sys.executable
+        ).resolve()
         _link_or_copy(exe, tmp / "bin" / python)
         for alias in ("python3", "python"):
             (tmp / "bin" / alias).symlink_to(python)
@@ -169,8 +170,11 @@ def _build_python(prefix: Path, python: str, dest: Path) -> None:
         stdlib = Path(sysconfig.get_path("stdlib", vars={"installed_base": str(prefix)}))
         for dirpath, dirnames, filenames in os.walk(stdlib):
             rel = Path(dirpath).relative_to(stdlib)
-            dirnames[:] = [d for d in dirnames if d not in _STDLIB_SKIP
-                           and not (rel == Path(".") and d.startswith("config-"))]
+            dirnames[:] = [
+                d
+                for d in dirnames
+                if d not in _STDLIB_SKIP and not (rel == Path(".") and d.startswith("config-"))
+            ]
             for name in filenames:
                 src = Path(dirpath) / name
                 if name.endswith(".pyc") or not src.is_file():
@@ -213,8 +217,14 @@ def runtime() -> Runtime:
     copy = copies / hashlib.sha256(f"{sys.version}|{prefix}|2".encode()).hexdigest()[:16]
     if not copy.is_dir():
         _build_python(prefix, python, copy)
-    return Runtime(prefix=prefix, site_packages=purelib, python_copy=copy, sandbox_site=site,
-                   etc=etc, python=python)
+    return Runtime(
+        prefix=prefix,
+        site_packages=purelib,
+        python_copy=copy,
+        sandbox_site=site,
+        etc=etc,
+        python=python,
+    )
 
 
 def package_data_dirs() -> list[Path]:

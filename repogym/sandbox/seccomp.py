@@ -52,25 +52,81 @@ class Rule:
 
 
 POLICY: tuple[Rule, ...] = (
-    Rule(("add_key", "keyctl", "request_key"), errno.EPERM,
-         "kernel keyrings are shared by every process of a uid and outlive them"),
+    Rule(
+        ("add_key", "keyctl", "request_key"),
+        errno.EPERM,
+        "kernel keyrings are shared by every process of a uid and outlive them",
+    ),
     Rule(("unshare", "setns"), errno.EPERM, "no new namespaces (user namespaces give caps)"),
     Rule(("clone3",), errno.ENOSYS, "its flags cannot be checked; libc falls back to clone"),
-    Rule(("ptrace", "process_vm_readv", "process_vm_writev", "kcmp"), errno.EPERM,
-         "no tracing or reading other processes' memory"),
-    Rule(("bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
-          "io_uring_register", "fanotify_init", "lookup_dcookie"), errno.EPERM,
-         "kernel attack surface with no use in a test run"),
-    Rule(("init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
-          "reboot", "swapon", "swapoff", "acct", "quotactl", "syslog", "uselib",
-          "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "ioperm", "iopl",
-          "name_to_handle_at", "open_by_handle_at", "personality"), errno.EPERM,
-         "privileged calls (as in Docker's default profile)"),
-    Rule(("mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsmount",
-          "fsconfig", "fspick", "mount_setattr", "chroot"), errno.EPERM,
-         "the sandbox's mounts are fixed"),
-    Rule(("setxattr", "lsetxattr", "fsetxattr"), errno.ENOTSUP,
-         "xattrs on tmpfs pin memory outside the workspace's size cap"),
+    Rule(
+        ("ptrace", "process_vm_readv", "process_vm_writev", "kcmp"),
+        errno.EPERM,
+        "no tracing or reading other processes' memory",
+    ),
+    Rule(
+        (
+            "bpf",
+            "perf_event_open",
+            "userfaultfd",
+            "io_uring_setup",
+            "io_uring_enter",
+            "io_uring_register",
+            "fanotify_init",
+            "lookup_dcookie",
+        ),
+        errno.EPERM,
+        "kernel attack surface with no use in a test run",
+    ),
+    Rule(
+        (
+            "init_module",
+            "finit_module",
+            "delete_module",
+            "kexec_load",
+            "kexec_file_load",
+            "reboot",
+            "swapon",
+            "swapoff",
+            "acct",
+            "quotactl",
+            "syslog",
+            "uselib",
+            "settimeofday",
+            "clock_settime",
+            "clock_adjtime",
+            "adjtimex",
+            "ioperm",
+            "iopl",
+            "name_to_handle_at",
+            "open_by_handle_at",
+            "personality",
+        ),
+        errno.EPERM,
+        "privileged calls (as in Docker's default profile)",
+    ),
+    Rule(
+        (
+            "mount",
+            "umount2",
+            "pivot_root",
+            "move_mount",
+            "open_tree",
+            "fsopen",
+            "fsmount",
+            "fsconfig",
+            "fspick",
+            "mount_setattr",
+            "chroot",
+        ),
+        errno.EPERM,
+        "the sandbox's mounts are fixed",
+    ),
+    Rule(
+        ("setxattr", "lsetxattr", "fsetxattr"),
+        errno.ENOTSUP,
+        "xattrs on tmpfs pin memory outside the workspace's size cap",
+    ),
 )
 
 
@@ -78,8 +134,10 @@ def _filter():
     try:
         import pyseccomp as sc
     except (ImportError, OSError) as e:  # OSError: libseccomp.so.2 missing
-        raise SandboxError(f"the seccomp filter cannot be built: {e}. Fix: `apt-get install -y "
-                           "libseccomp2` and `pip install pyseccomp`") from e
+        raise SandboxError(
+            f"the seccomp filter cannot be built: {e}. Fix: `apt-get install -y "
+            "libseccomp2` and `pip install pyseccomp`"
+        ) from e
     f = sc.SyscallFilter(defaction=sc.ALLOW)
     for rule in POLICY:
         for name in rule.syscalls:
@@ -100,8 +158,10 @@ def bpf_program() -> bytes:
         f.seek(0)
         data = f.read()
     if not data or len(data) % 8:
-        raise SandboxError("libseccomp exported an empty or malformed BPF program. Fix: "
-                           "update libseccomp2 and pyseccomp")
+        raise SandboxError(
+            "libseccomp exported an empty or malformed BPF program. Fix: "
+            "update libseccomp2 and pyseccomp"
+        )
     return data
 
 
@@ -115,14 +175,24 @@ def bpf_fd() -> int:
 
 def docker_profile() -> str:
     """The policy as a Docker seccomp profile (JSON), for ``security_opt=["seccomp=..."]``."""
-    syscalls = [{"names": list(r.syscalls), "action": "SCMP_ACT_ERRNO", "errnoRet": r.errno}
-                for r in POLICY]
-    syscalls += [{"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM,
-                  "args": [{"index": 0, "value": flag, "valueTwo": flag,
-                            "op": "SCMP_CMP_MASKED_EQ"}]}
-                 for flag in CLONE_NEW_FLAGS.values()]
-    return json.dumps({"defaultAction": "SCMP_ACT_ALLOW",
-                       # Native architectures only: another ABI's calls are refused
-                       # outright, as libseccomp does for bwrap.
-                       "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"],
-                       "syscalls": syscalls})
+    syscalls = [
+        {"names": list(r.syscalls), "action": "SCMP_ACT_ERRNO", "errnoRet": r.errno} for r in POLICY
+    ]
+    syscalls += [
+        {
+            "names": ["clone"],
+            "action": "SCMP_ACT_ERRNO",
+            "errnoRet": errno.EPERM,
+            "args": [{"index": 0, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}],
+        }
+        for flag in CLONE_NEW_FLAGS.values()
+    ]
+    return json.dumps(
+        {
+            "defaultAction": "SCMP_ACT_ALLOW",
+            # Native architectures only: another ABI's calls are refused
+            # outright, as libseccomp does for bwrap.
+            "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"],
+            "syscalls": syscalls,
+        }
+    )

@@ -49,6 +49,7 @@ _GIT_ENV = {
     "PATH": "/usr/bin:/bin",
 }
 
+
 def _chown_tree(root: Path, uid: int, gid: int) -> None:
     for dirpath, dirnames, filenames in os.walk(root):
         os.lchown(dirpath, uid, gid)
@@ -64,12 +65,14 @@ def make_template(repo_dir: Path, dest: Path, uid: int | None = None) -> None:
     shutil.copytree(repo_dir, dest, symlinks=True)
     git = ["git", "-c", "init.defaultBranch=main", "-c", "core.hooksPath=/dev/null"]
     env = dict(_GIT_ENV)
-    for args in (["init", "-q"], ["add", "-A", "-f"], ["commit", "-q", "--no-verify",
-                                                         "--allow-empty", "-m", "Initial commit"]):
+    for args in (
+        ["init", "-q"],
+        ["add", "-A", "-f"],
+        ["commit", "-q", "--no-verify", "--allow-empty", "-m", "Initial commit"],
+    ):
         subprocess.run(git + args, cwd=dest, env=env, check=True, capture_output=True)
     gitdir = dest / ".git"
-    for name in ("hooks", "logs", "description", "info", "branches", "COMMIT_EDITMSG",
-                 "ORIG_HEAD"):
+    for name in ("hooks", "logs", "description", "info", "branches", "COMMIT_EDITMSG", "ORIG_HEAD"):
         p = gitdir / name
         if p.is_dir():
             shutil.rmtree(p)
@@ -108,14 +111,24 @@ def make_diff(repo_dir: Path, changes: Changes) -> str:
                 os.symlink(content[2:], path)
             else:
                 path.write_text(content, encoding="utf-8")
-        env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "GIT_CONFIG_NOSYSTEM": "1",
-               "GIT_CONFIG_GLOBAL": "/dev/null"}
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": tmp,
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+        }
         git = ["git", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*"]
-        subprocess.run([*git, "add", "-A", "-f"], cwd=work, env=env, check=True,
-                       capture_output=True)
-        res = subprocess.run([*git, "diff", "--cached", "--binary", "--no-color",
-                              "--no-renames", "HEAD"], cwd=work, env=env, check=True,
-                             capture_output=True, text=True)
+        subprocess.run(
+            [*git, "add", "-A", "-f"], cwd=work, env=env, check=True, capture_output=True
+        )
+        res = subprocess.run(
+            [*git, "diff", "--cached", "--binary", "--no-color", "--no-renames", "HEAD"],
+            cwd=work,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         return res.stdout
 
 
@@ -162,8 +175,9 @@ class TemplateCache:
                 dest = lease.path / "t" / str(len(state.templates))
                 make_template(key[0], dest, lease.uid)
                 if environment is not None:
-                    _environment_file(dest).write_text(json.dumps(
-                        {"site": str(environment.site), "python": environment.python}))
+                    _environment_file(dest).write_text(
+                        json.dumps({"site": str(environment.site), "python": environment.python})
+                    )
                 state.templates[key] = dest
             return state.templates[key]
 
@@ -219,11 +233,18 @@ class Workspace:
         environment: The template's environment (bound read-only), or None.
     """
 
-    def __init__(self, template: Path, size_mb: int = 1024, inodes: int = 65536,
-                 copy_of: Workspace | None = None) -> None:
+    def __init__(
+        self,
+        template: Path,
+        size_mb: int = 1024,
+        inodes: int = 65536,
+        copy_of: Workspace | None = None,
+    ) -> None:
         if copy_of is not None and (copy_of.template != Path(template) or copy_of.closed):
-            raise ValueError("copy_of must be a live workspace of the same template. Fix: "
-                             "fork a sandbox that is still open")
+            raise ValueError(
+                "copy_of must be a live workspace of the same template. Fix: "
+                "fork a sandbox that is still open"
+            )
         self.template = Path(template)
         self.lease_dir, self.uid = lease_of(self.template)
         self.dependencies = template_dependencies(self.template)
@@ -272,8 +293,12 @@ class Workspace:
             os.chown(upper, self.uid, SANDBOX_GID)
         work.mkdir()
         merged.mkdir()
-        mount("overlay", merged, "overlay",
-               f"lowerdir={self.template},upperdir={upper},workdir={work}")
+        mount(
+            "overlay",
+            merged,
+            "overlay",
+            f"lowerdir={self.template},upperdir={upper},workdir={work}",
+        )
         self._mounts.append(merged)
         self.path = merged
 
@@ -317,8 +342,12 @@ def _copy_into(src: Path, names: tuple[str, ...], dst: Path) -> None:
     """Copy the folders ``src/<name>`` into ``dst`` as they are, in one ``cp -a``: symlinks
     as links (never followed), FIFOs and devices as such (never opened), owners, modes,
     xattrs and hard links kept."""
-    res = subprocess.run(["cp", "-a", "--", *(f"{src}/{n}" for n in names), f"{dst}/"],
-                         check=False, capture_output=True, text=True,
-                         env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+    res = subprocess.run(
+        ["cp", "-a", "--", *(f"{src}/{n}" for n in names), f"{dst}/"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
+    )
     if res.returncode != 0:
         raise SandboxError(f"could not copy the workspace {src}: {res.stderr.strip()[-500:]}")

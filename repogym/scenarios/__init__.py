@@ -12,5 +12,16 @@ from repogym.scenarios.task import (
     select_tasks,
 )
 
-__all__ = ["Candidate", "Task", "TaskError", "TestSpec", "Verifier", "builtin_tasks",
-           "load_task", "load_tasks", "registered_tasks", "select_tasks", "suite_tasks"]
+__all__ = [
+    "Candidate",
+    "Task",
+    "TaskError",
+    "TestSpec",
+    "Verifier",
+    "builtin_tasks",
+    "load_task",
+    "load_tasks",
+    "registered_tasks",
+    "select_tasks",
+    "suite_tasks",
+]

@@ -50,10 +50,23 @@ _LABEL = 60
 _MAX_STEPS = 25
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+|\b0x[0-9a-fA-F]{8,}\b")
 #: Types whose ``==`` is their value's (a repr comparison adds nothing).
-_PLAIN = {"int", "float", "str", "bytes", "bool", "NoneType", "list", "tuple", "dict", "set",
-          "frozenset", "complex"}
-_FENCE = re.compile(r"^Reproduction:[ \t]*\n\s*```python[ \t]*\n(.*?)^```",
-                    re.MULTILINE | re.DOTALL)
+_PLAIN = {
+    "int",
+    "float",
+    "str",
+    "bytes",
+    "bool",
+    "NoneType",
+    "list",
+    "tuple",
+    "dict",
+    "set",
+    "frozenset",
+    "complex",
+}
+_FENCE = re.compile(
+    r"^Reproduction:[ \t]*\n\s*```python[ \t]*\n(.*?)^```", re.MULTILINE | re.DOTALL
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,8 +140,9 @@ def _slice(calls: Sequence[dict], k: int) -> list[int] | None:
                     needed.add(made)
                 changed = True
     order = sorted(keep)
-    if len(order) > _MAX_STEPS or any(calls[i].get("opaque") or "text" not in calls[i]
-                                      or "outcome" not in calls[i] for i in order):
+    if len(order) > _MAX_STEPS or any(
+        calls[i].get("opaque") or "text" not in calls[i] or "outcome" not in calls[i] for i in order
+    ):
         return None
     return order
 
@@ -170,15 +184,14 @@ def _subst(text: str, names: dict[int, str]) -> str | None:
 
 def _fstring(text: str) -> str:
     """``text`` as the literal part of an f-string in double quotes."""
-    return (text.replace("\\", "\\\\").replace('"', '\\"').replace("{", "{{")
-            .replace("}", "}}"))
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("{", "{{").replace("}", "}}")
 
 
 def _shown(text: str) -> str:
     """``text`` for a sentence of the report: one line, no memory address (``<X object at
     0x7f...>`` differs from run to run and says nothing of the bug), at most _SHOWN long."""
     text = without_addresses(" ".join(str(text).split()))
-    return text if len(text) <= _SHOWN else text[:_SHOWN - 3] + "..."
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
 def _imports(records: Iterable[dict]) -> list[tuple[str, str]]:
@@ -200,15 +213,17 @@ def _label(call: str, function: str) -> str:
     return call if len(call) <= _LABEL or not function else f"{function}(...)"
 
 
-def _assertion(call: str, gold: dict, buggy: dict, by_repr: bool, function: str = ""
-               ) -> tuple[list[str], list[tuple[str, str]], str, str] | None:
+def _assertion(
+    call: str, gold: dict, buggy: dict, by_repr: bool, function: str = ""
+) -> tuple[list[str], list[tuple[str, str]], str, str] | None:
     """(statements ending in the assertion, their imports, expected, actual); ``by_repr``
     compares a returned value's repr (for a type without ``==``)."""
     lit = _fstring(_label(call, function))
     imports: list[tuple[str, str]] = []
     if "raised" in buggy:
-        actual = f"raises {buggy['raised']}" + (f": {buggy['message']}" if buggy.get(
-            "message") else "")
+        actual = f"raises {buggy['raised']}" + (
+            f": {buggy['message']}" if buggy.get("message") else ""
+        )
     else:
         actual = f"returns {buggy.get('returned') or buggy.get('repr')}"
     if "raised" in gold:
@@ -220,20 +235,30 @@ def _assertion(call: str, gold: dict, buggy: dict, by_repr: bool, function: str 
         name, message = exc[1], gold.get("message", "")
         lines = ["try:", f"    result = {call}"]
         if buggy.get("raised") == gold["raised"]:  # the same exception, another message
-            lines += [f"except {name} as error:",
-                      f"    expected = {message!r}",
-                      (f'    assert str(error) == expected, f"{lit} raised {name}: {{error}}, '
-                      f'expected the message {{expected!r}}"')]
+            lines += [
+                f"except {name} as error:",
+                f"    expected = {message!r}",
+                (
+                    f'    assert str(error) == expected, f"{lit} raised {name}: {{error}}, '
+                    f'expected the message {{expected!r}}"'
+                ),
+            ]
             expected = f"raise {name}: {message}"
         else:
             lines += [f"except {name}:", "    pass"]
             expected = f"raise {name}"
             if "raised" in buggy:
-                lines += ["except Exception as error:",
-                          (f'    raise AssertionError(f"{lit} raised {{type(error).__name__}}: '
-                          f'{{error}}, expected {name}") from None')]
-        lines += ["else:", (f'    raise AssertionError(f"{lit} returned {{result!r}}, '
-                  f'expected {name}")')]
+                lines += [
+                    "except Exception as error:",
+                    (
+                        f'    raise AssertionError(f"{lit} raised {{type(error).__name__}}: '
+                        f'{{error}}, expected {name}") from None'
+                    ),
+                ]
+        lines += [
+            "else:",
+            (f'    raise AssertionError(f"{lit} returned {{result!r}}, expected {name}")'),
+        ]
         return lines, imports, expected, actual
     value = gold.get("returned")
     if value is not None and not by_repr:
@@ -246,9 +271,16 @@ def _assertion(call: str, gold: dict, buggy: dict, by_repr: bool, function: str 
         test = "repr(result) == expected"
         shown_expected = gold.get("repr", "")
     if "raised" in buggy:
-        lines = [*expect, "try:", f"    result = {call}", "except Exception as error:",
-                 (f'    raise AssertionError(f"{lit} raised {{type(error).__name__}}: {{error}}'
-                 f', expected {{expected!r}}") from None')]
+        lines = [
+            *expect,
+            "try:",
+            f"    result = {call}",
+            "except Exception as error:",
+            (
+                f'    raise AssertionError(f"{lit} raised {{type(error).__name__}}: {{error}}'
+                f', expected {{expected!r}}") from None'
+            ),
+        ]
     else:
         lines = [f"result = {call}", *expect]
     if test.startswith("result"):
@@ -294,14 +326,21 @@ def _replay(buggy: Sequence[dict], gold: Sequence[dict], by_repr: bool) -> Check
     call = _subst(gold[k]["text"], names)
     if call is None or gold[k].get("kind") == "set" and "raised" not in gold[k]["outcome"]:
         return None
-    made = _assertion(call, gold[k]["outcome"], buggy[k]["outcome"], by_repr,
-                      function_of(gold[k]).split(".")[-1])
+    made = _assertion(
+        call, gold[k]["outcome"], buggy[k]["outcome"], by_repr, function_of(gold[k]).split(".")[-1]
+    )
     if made is None:
         return None
     lines, extra, expected, actual = made
     imports = _imports(gold[i] for i in order) + extra
-    return Check(tuple(body + lines), tuple(dict.fromkeys(imports)), call, actual, expected,
-                 function_of(gold[k]))
+    return Check(
+        tuple(body + lines),
+        tuple(dict.fromkeys(imports)),
+        call,
+        actual,
+        expected,
+        function_of(gold[k]),
+    )
 
 
 # -- the test's own body --------------------------------------------------------------
@@ -336,8 +375,9 @@ def _reach(start: Iterable[str], step: Callable[[str], set[str] | None]) -> bool
     return True
 
 
-def _context(tree: ast.Module, needed: set[str], skip: ast.AST | None = None
-             ) -> list[ast.stmt] | None:
+def _context(
+    tree: ast.Module, needed: set[str], skip: ast.AST | None = None
+) -> list[ast.stmt] | None:
     """The module-level statements that bind ``needed`` (and what they need), in order;
     None when a name is bound by something else (a loop, a test function)."""
     by_name: dict[str, list[ast.stmt]] = {}
@@ -349,8 +389,11 @@ def _context(tree: ast.Module, needed: set[str], skip: ast.AST | None = None
     def step(name: str) -> set[str] | None:
         more: set[str] = set()
         for stmt in by_name.get(name, []):
-            if stmt is skip or isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and \
-                    stmt.name.startswith("test"):
+            if (
+                stmt is skip
+                or isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef)
+                and stmt.name.startswith("test")
+            ):
                 return None
             if stmt not in keep:
                 keep.append(stmt)
@@ -383,10 +426,15 @@ def _rewrite_asserts(body: list[ast.stmt], source: str) -> list[str]:
             left = ast.get_source_segment(source, t.left)
             right = ast.get_source_segment(source, t.comparators[0])
             if left and right and "\n" not in left + right:
-                lit = _fstring(left if len(left) <= _LABEL else left[:_LABEL - 3] + "...")
-                out += [f"result = {left}", f"expected = {right}",
-                        (f'assert result == expected, f"{lit} gave {{result!r}}, expected '
-                        f'{{expected!r}}"')]
+                lit = _fstring(left if len(left) <= _LABEL else left[: _LABEL - 3] + "...")
+                out += [
+                    f"result = {left}",
+                    f"expected = {right}",
+                    (
+                        f'assert result == expected, f"{lit} gave {{result!r}}, expected '
+                        f'{{expected!r}}"'
+                    ),
+                ]
                 continue
         out += textwrap.dedent(" " * stmt.col_offset + text).splitlines()
     return out
@@ -419,7 +467,7 @@ def _target(mod: _Module, stmt: ast.ImportFrom, read: Reader) -> _Module | None:
     """The test module a ``from X import ...`` in ``mod`` reads (None: not a test file)."""
     folder = mod.path.rsplit("/", 1)[0] if "/" in mod.path else ""
     parts = folder.split("/") if folder and stmt.level else []
-    base = "/".join(parts[:len(parts) - stmt.level + 1])  # level 1: the module's folder
+    base = "/".join(parts[: len(parts) - stmt.level + 1])  # level 1: the module's folder
     dotted = (stmt.module or "").replace(".", "/")
     stem = "/".join(x for x in (base, dotted) if x)
     for candidate in (f"{stem}.py", f"{stem}/__init__.py" if stem else "__init__.py"):
@@ -428,8 +476,9 @@ def _target(mod: _Module, stmt: ast.ImportFrom, read: Reader) -> _Module | None:
     return None
 
 
-def _class_chain(mod: _Module, name: str, read: Reader, depth: int = 0
-                 ) -> list[tuple[_Module, ast.ClassDef]]:
+def _class_chain(
+    mod: _Module, name: str, read: Reader, depth: int = 0
+) -> list[tuple[_Module, ast.ClassDef]]:
     """Class ``name`` of ``mod`` and the bases of it that test modules define (a mixin in
     the tests' ``__init__.py``), most derived first; bases found nowhere (``TestCase``,
     ``Protocol``) are left out."""
@@ -439,12 +488,16 @@ def _class_chain(mod: _Module, name: str, read: Reader, depth: int = 0
         if depth < 4:
             for base in found[-1].bases:
                 if isinstance(base, ast.Name):
-                    chain += [c for c in _class_chain(mod, base.id, read, depth + 1)
-                              if c not in chain]
+                    chain += [
+                        c for c in _class_chain(mod, base.id, read, depth + 1) if c not in chain
+                    ]
         return chain
     for stmt in mod.tree.body:
-        if isinstance(stmt, ast.ImportFrom) and depth < 4 and any(
-                (a.asname or a.name) == name for a in stmt.names):
+        if (
+            isinstance(stmt, ast.ImportFrom)
+            and depth < 4
+            and any((a.asname or a.name) == name for a in stmt.names)
+        ):
             real = next(a.name for a in stmt.names if (a.asname or a.name) == name)
             other = _target(mod, stmt, read)
             return _class_chain(other, real, read, depth + 1) if other else []
@@ -452,8 +505,12 @@ def _class_chain(mod: _Module, name: str, read: Reader, depth: int = 0
 
 
 def _self_attrs(nodes: Iterable[ast.AST]) -> set[str]:
-    return {n.attr for node in nodes for n in ast.walk(node) if isinstance(n, ast.Attribute)
-            and isinstance(n.value, ast.Name) and n.value.id == "self"}
+    return {
+        n.attr
+        for node in nodes
+        for n in ast.walk(node)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+    }
 
 
 def _member_names(stmt: ast.stmt) -> set[str]:
@@ -467,13 +524,15 @@ def _member_needs(stmt: ast.stmt) -> set[str]:
     (``clamp = staticmethod(clamp)`` reads the module's ``clamp``), a definition's names
     but its own."""
     if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
-        return {n.id for n in ast.walk(stmt)
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        return {
+            n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        }
     return _used_names([stmt]) - _member_names(stmt)
 
 
-def _members(chain: list[tuple[_Module, ast.ClassDef]], wanted: set[str]
-             ) -> list[tuple[_Module, ast.stmt]] | None:
+def _members(
+    chain: list[tuple[_Module, ast.ClassDef]], wanted: set[str]
+) -> list[tuple[_Module, ast.stmt]] | None:
     """The class-body statements of ``chain`` that ``wanted`` names need (with what they
     use of ``self``), the most derived definition of each; None when ``self`` is used for
     something no class of the chain defines (and no ``setUp`` may set)."""
@@ -483,8 +542,9 @@ def _members(chain: list[tuple[_Module, ast.ClassDef]], wanted: set[str]
     for mod, cls in reversed(chain):  # bases first: the derived class overrides
         for stmt in cls.body:
             for name in _member_names(stmt):
-                if name.startswith("test") or (hasattr(unittest.TestCase, name) and
-                                               name not in ("setUp", "tearDown")):
+                if name.startswith("test") or (
+                    hasattr(unittest.TestCase, name) and name not in ("setUp", "tearDown")
+                ):
                     continue
                 by_name[name] = (mod, stmt)
     keep: list[tuple[_Module, ast.stmt]] = []
@@ -502,8 +562,9 @@ def _members(chain: list[tuple[_Module, ast.ClassDef]], wanted: set[str]
     return sorted(keep, key=lambda m: (m[0].path != chain[0][0].path, m[1].lineno))
 
 
-def _needed_imports(mod: _Module, names: set[str], skip: ast.AST | None, read: Reader,
-                    depth: int = 0) -> list[str] | None:
+def _needed_imports(
+    mod: _Module, names: set[str], skip: ast.AST | None, read: Reader, depth: int = 0
+) -> list[str] | None:
     """Module-level statements of ``mod`` (their source, one string each) binding
     ``names``, an import from another test module replaced by that module's own statements
     for the names (the script cannot import the hidden tests); None when a name cannot be
@@ -518,8 +579,9 @@ def _needed_imports(mod: _Module, names: set[str], skip: ast.AST | None, read: R
             if depth >= 3:
                 return None
             wanted = {a.name for a in stmt.names if (a.asname or a.name) in names}
-            if any(a.asname and a.asname != a.name for a in stmt.names
-                   if (a.asname or a.name) in names):
+            if any(
+                a.asname and a.asname != a.name for a in stmt.names if (a.asname or a.name) in names
+            ):
                 return None
             sub = _needed_imports(other, wanted, None, read, depth + 1)
             if sub is None:
@@ -533,8 +595,7 @@ def _needed_imports(mod: _Module, names: set[str], skip: ast.AST | None, read: R
     return segments
 
 
-def inline_check(test_source: str, node_id: str, read: Reader | None = None
-                 ) -> Check | None:
+def inline_check(test_source: str, node_id: str, read: Reader | None = None) -> Check | None:
     """The failing test's body as a check (None for a parametrized test, one with
     fixtures, or one whose module cannot be parsed).
 
@@ -562,8 +623,13 @@ def inline_check(test_source: str, node_id: str, read: Reader | None = None
     fn_mod, fn, chain = found
     if not _fixture_free(fn, method):
         return None
-    body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(
-        fn.body[0].value, ast.Constant) else fn.body
+    body = (
+        fn.body[1:]
+        if fn.body
+        and isinstance(fn.body[0], ast.Expr)
+        and isinstance(fn.body[0].value, ast.Constant)
+        else fn.body
+    )
     if not body:
         return None
     members = _members(chain, _self_attrs(body)) if method else []
@@ -597,12 +663,21 @@ def _test_function(
     """Test ``parts`` (``[function]`` or ``[class, method]``) of ``mod``: the module that
     defines its function, the function and (for a method) the class chain; None if absent."""
     if len(parts) == 1:
-        fn = next((n for n in mod.tree.body if isinstance(n, ast.FunctionDef)
-                   and n.name == parts[0]), None)
+        fn = next(
+            (n for n in mod.tree.body if isinstance(n, ast.FunctionDef) and n.name == parts[0]),
+            None,
+        )
         return None if fn is None else (mod, fn, [])
     chain = _class_chain(mod, parts[0], read)
-    owner = next(((m, n) for m, c in chain for n in c.body if isinstance(n, ast.FunctionDef)
-                  and n.name == parts[1]), None)
+    owner = next(
+        (
+            (m, n)
+            for m, c in chain
+            for n in c.body
+            if isinstance(n, ast.FunctionDef) and n.name == parts[1]
+        ),
+        None,
+    )
     return None if owner is None else (*owner, chain)
 
 
@@ -614,8 +689,7 @@ def _case_lines(members: list[tuple[_Module, ast.stmt]]) -> list[str] | None:
         seg = ast.get_source_segment(m.source, stmt, padded=False)
         if seg is None:
             return None
-        lines += textwrap.indent(textwrap.dedent(" " * stmt.col_offset + seg),
-                                 "    ").splitlines()
+        lines += textwrap.indent(textwrap.dedent(" " * stmt.col_offset + seg), "    ").splitlines()
     if not members:
         lines.append("    pass")
     lines += ["", "", "self = Case()"]
@@ -633,31 +707,54 @@ def _import_lines(imports: Iterable[tuple[str, str]]) -> list[str]:
         if n and m != "builtins" and n not in named.setdefault(m, []):
             named[m].append(n)
     return [f"import {m}" for m in plain] + [
-        f"from {m} import {', '.join(sorted(ns))}" for m, ns in sorted(named.items()) if ns]
+        f"from {m} import {', '.join(sorted(ns))}" for m, ns in sorted(named.items()) if ns
+    ]
 
 
 def script(checks: Sequence[Check], paths: Sequence[str] = ()) -> str:
     """``reproduction.py`` for ``checks`` (several: each runs, the failures are collected
     and reported together). ``paths``: workspace folders the package is imported from
     (``src``), put on ``sys.path`` relative to the script."""
-    head = [('"""Reproduces the bug: fails with an AssertionError while it is there, exits 0 '
-            'once it is fixed."""')]
+    head = [
+        (
+            '"""Reproduces the bug: fails with an AssertionError while it is there, exits 0 '
+            'once it is fixed."""'
+        )
+    ]
     if paths:
-        head += ["import os", "import sys", "",
-                 *[f"sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath("
-                   f"__file__)), {p!r}))" for p in reversed(paths)]]
+        head += [
+            "import os",
+            "import sys",
+            "",
+            *[
+                f"sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath("
+                f"__file__)), {p!r}))"
+                for p in reversed(paths)
+            ],
+        ]
     imports = _import_lines(i for c in checks if c.source == "replay" for i in c.imports)
     lines = [*head, *([""] if imports or paths else []), *imports]
     if len(checks) == 1:
         return "\n".join([*lines, "", *checks[0].body]) + "\n"
     for n, c in enumerate(checks, 1):
-        lines += ["", "", f"def check_{n}():", *textwrap.indent(
-            "\n".join(c.body), "    ").splitlines()]
+        lines += [
+            "",
+            "",
+            f"def check_{n}():",
+            *textwrap.indent("\n".join(c.body), "    ").splitlines(),
+        ]
     names = ", ".join(f"check_{n}" for n in range(1, len(checks) + 1))
-    lines += ["", "", "problems = []", f"for check in ({names}):", "    try:",
-              "        check()", "    except Exception as error:  # every problem, not the first",
-              '        problems.append(f"{type(error).__name__}: {error}")',
-              'assert not problems, "\\n".join(problems)']
+    lines += [
+        "",
+        "",
+        "problems = []",
+        f"for check in ({names}):",
+        "    try:",
+        "        check()",
+        "    except Exception as error:  # every problem, not the first",
+        '        problems.append(f"{type(error).__name__}: {error}")',
+        'assert not problems, "\\n".join(problems)',
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -671,25 +768,36 @@ def _sentence(c: Check, observed: str) -> str:
     return f"`{_shown(c.call)}` {got}; it should {what}."
 
 
-def statement(package: str, checks: Sequence[Check], reproduction: str,
-              observed: Sequence[str] = (), note: str = "") -> str:
+def statement(
+    package: str,
+    checks: Sequence[Check],
+    reproduction: str,
+    observed: Sequence[str] = (),
+    note: str = "",
+) -> str:
     """The bug report: what misbehaves (one paragraph per check), the reproduction under
     :data:`HEADING` in a fenced block, how to use it. ``observed``: the script's failure
     message per check with the bug (shown for a check made from a test's body)."""
     functions = sorted({c.function for c in checks if c.function})
     if len(checks) == 1:
-        title = (f"`{functions[0]}` misbehaves" if functions else "Something misbehaves") + \
-            f" in `{package}`."
+        title = (
+            f"`{functions[0]}` misbehaves" if functions else "Something misbehaves"
+        ) + f" in `{package}`."
     else:
         title = f"{len(checks)} problems in `{package}`" + (
-            f" ({', '.join(f'`{f}`' for f in functions)})." if functions else ".")
-    paras = [f"- {_sentence(c, o)}" if len(checks) > 1 else _sentence(c, o)
-             for c, o in zip(checks, [*observed, *[""] * len(checks)], strict=False)]
+            f" ({', '.join(f'`{f}`' for f in functions)})." if functions else "."
+        )
+    paras = [
+        f"- {_sentence(c, o)}" if len(checks) > 1 else _sentence(c, o)
+        for c, o in zip(checks, [*observed, *[""] * len(checks)], strict=False)
+    ]
     body = "\n".join(paras) if len(checks) > 1 else paras[0]
-    return (f"{title}\n\n{body}\n\n{HEADING}\n\n```python\n{reproduction.rstrip()}\n```\n\n"
-            "`python reproduction.py`, run from the repository root, fails while the bug is "
-            "there and exits 0 once it is fixed. Fix the library code, not the tests: the "
-            f"package's own test suite must keep passing.\n{note}")
+    return (
+        f"{title}\n\n{body}\n\n{HEADING}\n\n```python\n{reproduction.rstrip()}\n```\n\n"
+        "`python reproduction.py`, run from the repository root, fails while the bug is "
+        "there and exits 0 once it is fixed. Fix the library code, not the tests: the "
+        f"package's own test suite must keep passing.\n{note}"
+    )
 
 
 def fails_itself(output: str) -> bool:
@@ -700,8 +808,11 @@ def fails_itself(output: str) -> bool:
     while frames and re.search(r'/unittest/[a-z_]+\.py"', frames[-1]):
         frames.pop()  # ``self.assertEqual`` of the script: unittest raises for it
     last = [ln for ln in output.strip().splitlines() if ln.strip()][-1:]
-    return bool(frames and last) and "reproduction.py" in frames[-1] and \
-        last[0].startswith("AssertionError")
+    return (
+        bool(frames and last)
+        and "reproduction.py" in frames[-1]
+        and last[0].startswith("AssertionError")
+    )
 
 
 def reproduction_of(text: str) -> str | None:
@@ -713,8 +824,9 @@ def reproduction_of(text: str) -> str | None:
 
 # -- leaks ------------------------------------------------------------------------------
 def _patch_lines(gold: str, sign: str) -> list[str]:
-    return [ln[1:] for ln in gold.splitlines()
-            if ln.startswith(sign) and not ln.startswith(sign * 3)]
+    return [
+        ln[1:] for ln in gold.splitlines() if ln.startswith(sign) and not ln.startswith(sign * 3)
+    ]
 
 
 def _tokens(text: str) -> set[str]:
@@ -749,8 +861,9 @@ def distinctive_tokens(gold: str, buggy_sources: Iterable[str]) -> set[str]:
     return out
 
 
-def leaks(text: str, gold: str, buggy_sources: Iterable[str],
-          test_ids: Iterable[str] = ()) -> list[str]:
+def leaks(
+    text: str, gold: str, buggy_sources: Iterable[str], test_ids: Iterable[str] = ()
+) -> list[str]:
     """What of the fix or the hidden tests ``text`` gives away (empty: nothing): a line
     the gold patch adds or removes (10 characters or more, stripped), a distinctive token
     (:func:`distinctive_tokens`), a hidden test's id, file or function name."""
@@ -760,8 +873,11 @@ def leaks(text: str, gold: str, buggy_sources: Iterable[str],
             if len(line) >= 10 and line in text:
                 out.append(f"{what}: {line!r}")
     for tok in sorted(distinctive_tokens(gold, buggy_sources)):
-        pattern = re.escape(tok) if tok[:1] in "'\"" or tok[:1].isalpha() is False and \
-            not tok[:1].isdigit() else rf"(?<![\w.]){re.escape(tok)}(?![\w])"
+        pattern = (
+            re.escape(tok)
+            if tok[:1] in "'\"" or tok[:1].isalpha() is False and not tok[:1].isdigit()
+            else rf"(?<![\w.]){re.escape(tok)}(?![\w])"
+        )
         if re.search(pattern, text):
             out.append(f"a token only the fix has: {tok!r}")
     for t in test_ids:

@@ -58,10 +58,13 @@ from repogym.sandbox.staging import staged_dir
 ENV_KEYS = ("requirements", "requirements_file", "python", "setup", "exclude")
 #: Changes when the layout of a built environment changes (old builds are then rebuilt).
 LAYOUT = 1
-_PIP_ERROR = re.compile(r"(?:No matching distribution found for|Could not find a version that "
-                        r"satisfies the requirement|Cannot install|conflict is caused by"
-                        r"|ResolutionImpossible|error: subprocess-exited-with-error"
-                        r"|Failed to build|Invalid requirement)", re.IGNORECASE)
+_PIP_ERROR = re.compile(
+    r"(?:No matching distribution found for|Could not find a version that "
+    r"satisfies the requirement|Cannot install|conflict is caused by"
+    r"|ResolutionImpossible|error: subprocess-exited-with-error"
+    r"|Failed to build|Invalid requirement)",
+    re.IGNORECASE,
+)
 #: (environment, repo, paths) already checked by check_conflicts (a reset re-checks nothing).
 _NO_CONFLICT: set[tuple[Path, Path, tuple[str, ...]]] = set()
 _SATISFIES = re.compile(r"satisfies the requirement (\S+)|distribution found for (\S+)")
@@ -107,9 +110,14 @@ class DependencySpec:
     @functools.cached_property
     def key(self) -> str:
         """The folder name of this spec built for this interpreter."""
-        data = {"layout": LAYOUT, "requirements": self.effective_requirements(),
-                "python": self.python, "setup": self.setup, "exclude": self.exclude,
-                "interpreter": interpreter_tag()}
+        data = {
+            "layout": LAYOUT,
+            "requirements": self.effective_requirements(),
+            "python": self.python,
+            "setup": self.setup,
+            "exclude": self.exclude,
+            "interpreter": interpreter_tag(),
+        }
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def summary(self) -> str:
@@ -135,7 +143,7 @@ def _toml_list(items: Iterable[str]) -> str:
 
 def interpreter_tag() -> str:
     """What a build depends on besides its spec: implementation, ``major.minor``, platform."""
-    return (f"{sys.implementation.name}-{python_version()}-{sysconfig.get_platform()}")
+    return f"{sys.implementation.name}-{python_version()}-{sysconfig.get_platform()}"
 
 
 def python_version() -> str:
@@ -157,16 +165,22 @@ def _requirement(text: str, where: str) -> str:
     try:
         req = Requirement(text)
     except InvalidRequirement as e:
-        raise SpecError(where, f"{text!r} is not a pip requirement ({e})",
-                        "write a specifier such as 'hypothesis>=6' (one per entry or line; "
-                        "pip options and -r includes are not supported)") from e
+        raise SpecError(
+            where,
+            f"{text!r} is not a pip requirement ({e})",
+            "write a specifier such as 'hypothesis>=6' (one per entry or line; "
+            "pip options and -r includes are not supported)",
+        ) from e
     return str(req)
 
 
 def _file_requirements(path: Path, key: str) -> list[str]:
     if not path.is_file():
-        raise SpecError(key, f"{path} does not exist", "create it or correct the path "
-                        "(relative to the task folder)")
+        raise SpecError(
+            key,
+            f"{path} does not exist",
+            "create it or correct the path (relative to the task folder)",
+        )
     out = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         line = line.split(" #", 1)[0].strip()
@@ -187,13 +201,18 @@ def parse_spec(table: Any, task_dir: Path) -> DependencySpec:
     for key in table:
         if key not in ENV_KEYS:
             raise SpecError(key, "unknown key", f"the known keys are: {', '.join(ENV_KEYS)}")
-    reqs = [_requirement(r, "requirements") for r in _strings(
-        table, "requirements", 'e.g. requirements = ["hypothesis>=6"]')]
+    reqs = [
+        _requirement(r, "requirements")
+        for r in _strings(table, "requirements", 'e.g. requirements = ["hypothesis>=6"]')
+    ]
     if "requirements_file" in table:
         rel = table["requirements_file"]
         if not isinstance(rel, str):
-            raise SpecError("requirements_file", f"expected a string, got {rel!r}",
-                            'e.g. requirements_file = "requirements-test.txt"')
+            raise SpecError(
+                "requirements_file",
+                f"expected a string, got {rel!r}",
+                'e.g. requirements_file = "requirements-test.txt"',
+            )
         reqs += _file_requirements(task_dir / rel, "requirements_file")
     python = table.get("python", "")
     if not isinstance(python, str):
@@ -201,13 +220,16 @@ def parse_spec(table: Any, task_dir: Path) -> DependencySpec:
     try:
         SpecifierSet(python)
     except InvalidSpecifier as e:
-        raise SpecError("python", f"{python!r} is not a version constraint",
-                        'e.g. python = ">=3.9,<3.13"') from e
+        raise SpecError(
+            "python", f"{python!r} is not a version constraint", 'e.g. python = ">=3.9,<3.13"'
+        ) from e
     exclude = _strings(table, "exclude", 'e.g. exclude = ["attrs"]')
     return DependencySpec(
-        requirements=tuple(sorted(dict.fromkeys(reqs))), python=python,
+        requirements=tuple(sorted(dict.fromkeys(reqs))),
+        python=python,
         setup=_strings(table, "setup", 'e.g. setup = ["python -m pip --version"]'),
-        exclude=tuple(sorted({canonicalize_name(x) for x in exclude})))
+        exclude=tuple(sorted({canonicalize_name(x) for x in exclude})),
+    )
 
 
 def check_python(spec: DependencySpec, what: str) -> None:
@@ -218,7 +240,8 @@ def check_python(spec: DependencySpec, what: str) -> None:
             f"{what} needs Python {spec.python!r}, but the sandbox interpreter is Python "
             f"{version} ({sys.executable}). Fix: run repogym under a Python that meets the "
             "constraint (the bwrap sandbox runs the interpreter repogym runs on), or relax "
-            "[environment] python")
+            "[environment] python"
+        )
 
 
 # -- built environments --------------------------------------------------------------------
@@ -278,41 +301,73 @@ def locate(spec: DependencySpec, what: str, build_hint: str) -> BuiltDependencie
         raise DependenciesUnavailable(
             f"{what}: its environment ({spec.summary()}) is not built here. Fix: "
             f"`repogym env build {build_hint}` (needs network once; episodes then run "
-            "without it)")
+            "without it)"
+        )
     return env
 
 
 def _pip_failure(output: str, spec: DependencySpec) -> str:
     lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
     names = [m.group(1) or m.group(2) for m in _SATISFIES.finditer(output)]
-    culprit = next((r for r in spec.effective_requirements() for n in names
-                    if canonicalize_name(Requirement(r).name) ==
-                    canonicalize_name(re.split(r"[<>=!~\[; ]", n)[0])), None)
+    culprit = next(
+        (
+            r
+            for r in spec.effective_requirements()
+            for n in names
+            if canonicalize_name(Requirement(r).name)
+            == canonicalize_name(re.split(r"[<>=!~\[; ]", n)[0])
+        ),
+        None,
+    )
     key = [ln for ln in lines if _PIP_ERROR.search(ln)] or lines[-3:]
-    head = f"requirement {culprit!r} failed" if culprit else "pip could not install the " \
-        f"requirements ({spec.summary()})"
-    return (f"{head}: {' | '.join(key[-4:])[:800]}. Fix: check the name and version on PyPI "
-            "(pip index versions NAME) and correct or relax it in [environment] "
-            "requirements; a resolution conflict names the packages that disagree")
+    head = (
+        f"requirement {culprit!r} failed"
+        if culprit
+        else f"pip could not install the requirements ({spec.summary()})"
+    )
+    return (
+        f"{head}: {' | '.join(key[-4:])[:800]}. Fix: check the name and version on PyPI "
+        "(pip index versions NAME) and correct or relax it in [environment] "
+        "requirements; a resolution conflict names the packages that disagree"
+    )
 
 
 def _pip_install(spec: DependencySpec, work: Path, log: list[str]) -> None:
     reqs = work / "requirements.txt"
     reqs.write_text("\n".join(spec.effective_requirements()) + "\n")
-    argv = [sys.executable, "-m", "pip", "install", "--target", str(work / "site"),
-            "--no-input", "--disable-pip-version-check", "--no-warn-script-location",
-            "--progress-bar", "off", "-r", str(reqs)]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--target",
+        str(work / "site"),
+        "--no-input",
+        "--disable-pip-version-check",
+        "--no-warn-script-location",
+        "--progress-bar",
+        "off",
+        "-r",
+        str(reqs),
+    ]
     try:
-        res = subprocess.run(argv, capture_output=True, text=True, check=False,
-                             env={**os.environ, "PYTHONNOUSERSITE": "1"})
+        res = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "PYTHONNOUSERSITE": "1"},
+        )
     except OSError as e:
-        raise DependenciesUnavailable(f"could not run pip ({e}). Fix: install pip for "
-                                     f"{sys.executable} (python -m ensurepip)") from e
+        raise DependenciesUnavailable(
+            f"could not run pip ({e}). Fix: install pip for {sys.executable} (python -m ensurepip)"
+        ) from e
     log.append(res.stdout + res.stderr)
     if res.returncode != 0:
         if "No module named pip" in res.stderr:
-            raise DependenciesUnavailable(f"{sys.executable} has no pip. Fix: python -m "
-                                         "ensurepip --upgrade")
+            raise DependenciesUnavailable(
+                f"{sys.executable} has no pip. Fix: python -m ensurepip --upgrade"
+            )
         raise DependenciesUnavailable(_pip_failure(res.stdout + res.stderr, spec))
 
 
@@ -353,19 +408,31 @@ def _fix_scripts(site: Path) -> None:
 
 
 def _run_setup(spec: DependencySpec, work: Path, log: list[str]) -> None:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(work),
-           "LANG": "C.UTF-8", "REPOGYM_ENV_SITE": str(work / "site"),
-           "PYTHONPATH": str(work / "site"), "PYTHON": sys.executable}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(work),
+        "LANG": "C.UTF-8",
+        "REPOGYM_ENV_SITE": str(work / "site"),
+        "PYTHONPATH": str(work / "site"),
+        "PYTHON": sys.executable,
+    }
     for command in spec.setup:
-        res = subprocess.run(["/bin/bash", "-c", command], cwd=work, env=env,
-                             capture_output=True, text=True, check=False)
+        res = subprocess.run(
+            ["/bin/bash", "-c", command],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         log.append(f"$ {command}\n{res.stdout}{res.stderr}")
         if res.returncode != 0:
             tail = (res.stdout + res.stderr).strip()[-600:]
             raise DependenciesUnavailable(
                 f"setup command {command!r} exited {res.returncode}: {tail}. Fix: correct it "
                 "in [environment] setup (it runs in the build folder with $REPOGYM_ENV_SITE "
-                "the packages' folder and $PYTHON the interpreter)")
+                "the packages' folder and $PYTHON the interpreter)"
+            )
 
 
 def _finish(spec: DependencySpec, work: Path, seconds: float) -> dict:
@@ -387,15 +454,23 @@ def _finish(spec: DependencySpec, work: Path, seconds: float) -> dict:
     for name, info in sorted(_dist_infos(site).items()):
         version = (info / "METADATA").read_text(errors="replace").split("\nVersion:", 1)
         dists[name] = version[1].split("\n", 1)[0].strip() if len(version) > 1 else "?"
-    return {"key": spec.key, "layout": LAYOUT, "python": python_version(),
-            "interpreter": interpreter_tag(), "spec": dataclasses.asdict(spec),
-            "requirements": list(spec.effective_requirements()), "distributions": dists,
-            "excluded": excluded,
-            "build_s": round(seconds, 2), "built_at": int(time.time())}
+    return {
+        "key": spec.key,
+        "layout": LAYOUT,
+        "python": python_version(),
+        "interpreter": interpreter_tag(),
+        "spec": dataclasses.asdict(spec),
+        "requirements": list(spec.effective_requirements()),
+        "distributions": dists,
+        "excluded": excluded,
+        "build_s": round(seconds, 2),
+        "built_at": int(time.time()),
+    }
 
 
-def build(spec: DependencySpec, *, force: bool = False,
-          on_start: Callable[[], None] | None = None) -> tuple[BuiltDependencies, bool]:
+def build(
+    spec: DependencySpec, *, force: bool = False, on_start: Callable[[], None] | None = None
+) -> tuple[BuiltDependencies, bool]:
     """Build ``spec``'s environment unless it is built already (safe across processes).
 
     Args:
@@ -437,8 +512,13 @@ def lock(env: BuiltDependencies, spec: DependencySpec) -> DependencySpec:
     The existing build is registered under the pinned spec's key too (no second install)."""
     # Sorted as strings, as parse_spec sorts them: the spec a task.toml loads back as must
     # have this key ("pytest-mock==..." sorts before "pytest==...").
-    pins = tuple(sorted(f"{name}=={version}" for name, version in env.distributions.items()
-                        if name not in spec.exclude))
+    pins = tuple(
+        sorted(
+            f"{name}=={version}"
+            for name, version in env.distributions.items()
+            if name not in spec.exclude
+        )
+    )
     removed = tuple(x for x in spec.exclude if x in env.info.get("excluded", spec.exclude))
     pinned = dataclasses.replace(spec, requirements=pins, exclude=removed)
     alias = envs_dir() / pinned.key
@@ -468,8 +548,11 @@ def top_level_names(folder: Path) -> set[str]:
     """Top-level import names a folder provides (packages, modules, extension modules)."""
     names = set()
     for p in folder.iterdir() if folder.is_dir() else []:
-        if p.name.startswith(".") or p.name.endswith((".dist-info", ".egg-info")) or \
-                p.name in ("bin", "__pycache__"):
+        if (
+            p.name.startswith(".")
+            or p.name.endswith((".dist-info", ".egg-info"))
+            or p.name in ("bin", "__pycache__")
+        ):
             continue
         if p.is_dir() and p.name.isidentifier():
             names.add(p.name)
@@ -481,14 +564,16 @@ def top_level_names(folder: Path) -> set[str]:
 def _owner(site: Path, name: str) -> str:
     for dist, info in _dist_infos(site).items():
         record = info / "RECORD"
-        if record.is_file() and any(row.startswith((f"{name}/", f"{name}.")) for row in
-                                    record.read_text().splitlines()):
+        if record.is_file() and any(
+            row.startswith((f"{name}/", f"{name}.")) for row in record.read_text().splitlines()
+        ):
             return dist
     return name
 
 
-def check_conflicts(env: BuiltDependencies, repo_dir: Path, paths: Iterable[str] = (),
-                    what: str = "the task") -> None:
+def check_conflicts(
+    env: BuiltDependencies, repo_dir: Path, paths: Iterable[str] = (), what: str = "the task"
+) -> None:
     """Refuse an environment that installs a top-level module the repository itself has
     (at its root or under ``paths``, e.g. ``src`` or ``/workspace/src``): a grading run would
     import the installed copy and never test the repository's code.
@@ -496,8 +581,10 @@ def check_conflicts(env: BuiltDependencies, repo_dir: Path, paths: Iterable[str]
     Raises:
         DependenciesUnavailable: naming the module, the distribution and the fix.
     """
-    paths = tuple(str(PurePosixPath(p).relative_to(WORKSPACE)) if p.startswith(WORKSPACE + "/")
-                  else p for p in paths)
+    paths = tuple(
+        str(PurePosixPath(p).relative_to(WORKSPACE)) if p.startswith(WORKSPACE + "/") else p
+        for p in paths
+    )
     key = (env.root, Path(repo_dir), paths)
     if key in _NO_CONFLICT:
         return
@@ -513,7 +600,8 @@ def check_conflicts(env: BuiltDependencies, repo_dir: Path, paths: Iterable[str]
             f"{what}: its environment installs {', '.join(clash)} (from {', '.join(dists)}), "
             f"which repo/ also provides; a grading run would test the installed copy. Fix: "
             f"add exclude = {_toml_list(dists)} to [environment] (or drop the requirement "
-            "that pulls it in)")
+            "that pulls it in)"
+        )
 
 
 # -- old names, kept for existing imports ----------------------------------------------------

@@ -48,19 +48,94 @@ from repogym.scenarios.swebench import hidden_tests_dest
 #: Most fail_to_pass tests a history task may have (more is a crash, not a bug report).
 MAX_F2P = 19
 #: Changelog file names (lower case, without suffix), at the root or in docs/.
-CHANGELOG_NAMES = ("changes", "changelog", "history", "news", "release-notes", "releases",
-                   "release_notes", "whatsnew")
+CHANGELOG_NAMES = (
+    "changes",
+    "changelog",
+    "history",
+    "news",
+    "release-notes",
+    "releases",
+    "release_notes",
+    "whatsnew",
+)
 _VERSION_TOKEN = r"(?<![\w.])v?{}(?![\w]|\.\d)"
 _ANY_VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+(?:\.\d+)*(?:\.?(?:post|dev|rc|a|b)\d*)?(?![\w])")
 _UNDERLINE = re.compile(r"^\s*([=\-~^*+#`'\"])\1{2,}\s*$")
 _BULLET = re.compile(r"^(\s*)(?:[-*+•]|\d+[.)])\s+")
-_STOP = {"fix", "fixed", "fixes", "fixing", "the", "a", "an", "of", "to", "in", "on", "for",
-         "and", "or", "when", "with", "without", "is", "be", "by", "from", "that", "this",
-         "it", "its", "as", "at", "not", "no", "now", "issue", "bug", "error", "test", "tests",
-         "should", "will", "was", "were", "are", "has", "have", "which", "if", "into",
-         "add", "added", "support", "use", "using", "used", "make", "made", "also", "can",
-         "get", "set", "pr", "gh", "https", "http", "github", "com", "issues", "pull",
-         "self", "cls", "def", "return", "none", "true", "false"}
+_STOP = {
+    "fix",
+    "fixed",
+    "fixes",
+    "fixing",
+    "the",
+    "a",
+    "an",
+    "of",
+    "to",
+    "in",
+    "on",
+    "for",
+    "and",
+    "or",
+    "when",
+    "with",
+    "without",
+    "is",
+    "be",
+    "by",
+    "from",
+    "that",
+    "this",
+    "it",
+    "its",
+    "as",
+    "at",
+    "not",
+    "no",
+    "now",
+    "issue",
+    "bug",
+    "error",
+    "test",
+    "tests",
+    "should",
+    "will",
+    "was",
+    "were",
+    "are",
+    "has",
+    "have",
+    "which",
+    "if",
+    "into",
+    "add",
+    "added",
+    "support",
+    "use",
+    "using",
+    "used",
+    "make",
+    "made",
+    "also",
+    "can",
+    "get",
+    "set",
+    "pr",
+    "gh",
+    "https",
+    "http",
+    "github",
+    "com",
+    "issues",
+    "pull",
+    "self",
+    "cls",
+    "def",
+    "return",
+    "none",
+    "true",
+    "false",
+}
 
 
 class HistoryError(ValueError):
@@ -74,16 +149,30 @@ def release_versions(name: str) -> list[str]:
     Raises:
         HistoryError: pip cannot list them (the message has pip's error and the fix).
     """
-    res = subprocess.run([sys.executable, "-m", "pip", "index", "versions", name,
-                          "--disable-pip-version-check", "--no-input"],
-                         capture_output=True, text=True, check=False,
-                         env={**os.environ, "PYTHONNOUSERSITE": "1"})
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "index",
+            "versions",
+            name,
+            "--disable-pip-version-check",
+            "--no-input",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONNOUSERSITE": "1"},
+    )
     m = re.search(r"Available versions:\s*(.+)", res.stdout)
     if res.returncode != 0 or not m:
         tail = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise HistoryError(f"{name}: pip cannot list its releases ({tail[0][:300]}). Fix: "
-                           "check the name and the network, or give the versions with "
-                           "--versions A,B,C")
+        raise HistoryError(
+            f"{name}: pip cannot list its releases ({tail[0][:300]}). Fix: "
+            "check the name and the network, or give the versions with "
+            "--versions A,B,C"
+        )
     return sort_versions(v.strip() for v in m.group(1).split(","))
 
 
@@ -135,8 +224,9 @@ def definitions(source: str) -> dict[str, Definition]:
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 qual = ".".join([*prefix, node.name])
                 start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                out.setdefault(qual, Definition(qual, start, node.end_lineno or node.lineno,
-                                                _code_key(node)))
+                out.setdefault(
+                    qual, Definition(qual, start, node.end_lineno or node.lineno, _code_key(node))
+                )
 
     walk(ast.parse(source).body, [])
     return out
@@ -152,13 +242,22 @@ class _StripDocs(ast.NodeTransformer):
     def _strip(self, node: ast.AST) -> ast.AST:
         self.generic_visit(node)
         body = getattr(node, "body", None)
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
+        if (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             node.body = body[1:] or [ast.Pass()]
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             node.returns = None
-            for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
-                      node.args.vararg, node.args.kwarg]:
+            for a in [
+                *node.args.posonlyargs,
+                *node.args.args,
+                *node.args.kwonlyargs,
+                node.args.vararg,
+                node.args.kwarg,
+            ]:
                 if a is not None:
                     a.annotation = None
         return node
@@ -195,11 +294,12 @@ def source_lines(source: str) -> list[str]:
 
 
 def _segment(lines: list[str], d: Definition) -> str:
-    return "".join(lines[d.start - 1:d.end])
+    return "".join(lines[d.start - 1 : d.end])
 
 
-def changed_functions(old_root: Path, new_root: Path,
-                      files: Iterable[str]) -> list[ChangedFunction]:
+def changed_functions(
+    old_root: Path, new_root: Path, files: Iterable[str]
+) -> list[ChangedFunction]:
     """The functions of ``files`` (paths in ``new_root``) that exist in both trees with
     different code (docstrings, annotations and layout do not count), in file order."""
     out = []
@@ -216,8 +316,9 @@ def changed_functions(old_root: Path, new_root: Path,
         for qual, d in new_defs.items():
             o = old_defs.get(qual)
             if o is not None and o.key != d.key:
-                out.append(ChangedFunction(rel, qual, _segment(old_lines, o),
-                                           _segment(new_lines, d)))
+                out.append(
+                    ChangedFunction(rel, qual, _segment(old_lines, o), _segment(new_lines, d))
+                )
     return out
 
 
@@ -229,14 +330,15 @@ def module_files(root: Path, code_paths: Iterable[str]) -> list[str]:
         if path.is_file() and path.suffix == ".py":
             out.add(p)
         elif path.is_dir():
-            out |= {str(f.relative_to(root)) for f in path.rglob("*.py")
-                    if "__pycache__" not in f.parts}
+            out |= {
+                str(f.relative_to(root)) for f in path.rglob("*.py") if "__pycache__" not in f.parts
+            }
     return sorted(out)
 
 
 def _indent(text: str) -> str:
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
-    return first[:len(first) - len(first.lstrip())]
+    return first[: len(first) - len(first.lstrip())]
 
 
 def revert(new_source: str, fn: ChangedFunction) -> str:
@@ -251,12 +353,13 @@ def revert(new_source: str, fn: ChangedFunction) -> str:
     old = fn.old
     have, want = _indent(old), _indent(_segment(source_lines(new_source), d))
     if have != want:  # the class moved: re-indent N's text to N+1's level
-        old = "".join(want + ln[len(have):] if ln.startswith(have) else ln
-                      for ln in source_lines(old))
+        old = "".join(
+            want + ln[len(have) :] if ln.startswith(have) else ln for ln in source_lines(old)
+        )
     lines = source_lines(new_source)
     if not old.endswith("\n"):
         old += "\n"
-    out = "".join(lines[:d.start - 1]) + old + "".join(lines[d.end:])
+    out = "".join(lines[: d.start - 1]) + old + "".join(lines[d.end :])
     try:
         ast.parse(out)
     except SyntaxError as e:
@@ -268,10 +371,14 @@ def hidden_test_files(root: Path) -> tuple[list[str], str]:
     """(the files hidden from the agent, the folder they go to at grading): with the tests
     in a folder of their own (``tests_dest``), every file under it, data files included;
     with tests beside the code (``.``), the test modules and ``conftest.py`` files."""
-    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()
-                   and "__pycache__" not in p.parts and not p.name.endswith(".pyc"))
-    tests = [f for f in files if f.endswith(".py") and (is_test_file(f) or
-                                                        Path(f).name == "conftest.py")]
+    files = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc")
+    )
+    tests = [
+        f for f in files if f.endswith(".py") and (is_test_file(f) or Path(f).name == "conftest.py")
+    ]
     if not tests:
         return [], "."
     dest = hidden_tests_dest(tests)
@@ -287,8 +394,11 @@ def changelog_files(root: Path) -> list[Path]:
     for folder in (root, root / "docs", root / "doc"):
         for p in sorted(folder.iterdir()) if folder.is_dir() else []:
             stem = p.name.lower().split(".")[0]
-            if p.is_file() and stem in CHANGELOG_NAMES and p.suffix.lower() in (
-                    "", ".md", ".rst", ".txt", ".markdown"):
+            if (
+                p.is_file()
+                and stem in CHANGELOG_NAMES
+                and p.suffix.lower() in ("", ".md", ".rst", ".txt", ".markdown")
+            ):
                 out.append(p)
     return out
 
@@ -299,8 +409,11 @@ def _is_header(lines: list[str], i: int) -> bool:
         return False
     if line.startswith("#"):
         return True
-    if i + 1 < len(lines) and _UNDERLINE.match(lines[i + 1]) and \
-            len(lines[i + 1].strip()) >= min(len(line), 3):
+    if (
+        i + 1 < len(lines)
+        and _UNDERLINE.match(lines[i + 1])
+        and len(lines[i + 1].strip()) >= min(len(line), 3)
+    ):
         return True
     return bool(re.match(r"^(?:version\s+|release\s+|v|\[)?\d+\.\d+", line, re.IGNORECASE))
 
@@ -319,8 +432,11 @@ def changelog_section(root: Path, version: str) -> list[str] | None:
         for n, i in enumerate(versioned):
             if token.search(lines[i]):
                 end = versioned[n + 1] if n + 1 < len(versioned) else len(lines)
-                body = [ln for k, ln in enumerate(lines[i + 1:end], i + 1)
-                        if k not in heads and not _UNDERLINE.match(ln)]
+                body = [
+                    ln
+                    for k, ln in enumerate(lines[i + 1 : end], i + 1)
+                    if k not in heads and not _UNDERLINE.match(ln)
+                ]
                 return _entries(body)
     return None
 
@@ -332,7 +448,7 @@ def _entries(lines: list[str]) -> list[str]:
     bulleted = any(_BULLET.match(ln) for ln in lines)
     for ln in lines:
         if bulleted and (m := _BULLET.match(ln)) and len(m.group(1)) <= 2:
-            current = [ln[m.end():].strip()]
+            current = [ln[m.end() :].strip()]
             out.append("")
         elif not ln.strip():
             if not bulleted:
@@ -365,8 +481,7 @@ def words(text: str) -> set[str]:
     return out
 
 
-def pick_entry(entries: list[str], hints: Iterable[str], names: Iterable[str] = ()
-               ) -> str | None:
+def pick_entry(entries: list[str], hints: Iterable[str], names: Iterable[str] = ()) -> str | None:
     """The changelog entry that describes a change: the one that shares the most words
     with ``hints`` (e.g. the failing tests' names), a mention of one of ``names`` (the
     changed function and its class, as identifiers) counting two, with a score of at least
@@ -392,21 +507,30 @@ def pick_entry(entries: list[str], hints: Iterable[str], names: Iterable[str] = 
 
 def fix_lines(gold: str) -> set[str]:
     """The lines a gold patch adds or removes (stripped, 6 characters or more)."""
-    return {ln[1:].strip() for ln in gold.splitlines()
-            if ln[:1] in "+-" and ln[:3] not in ("+++", "---") and len(ln[1:].strip()) >= 6}
+    return {
+        ln[1:].strip()
+        for ln in gold.splitlines()
+        if ln[:1] in "+-" and ln[:3] not in ("+++", "---") and len(ln[1:].strip()) >= 6
+    }
 
 
 def statement_leaks(statement: str, gold: str, test_ids: Iterable[str]) -> list[str]:
     """What of the fix or the hidden tests a statement gives away: lines the gold patch
     adds (10 characters or more), test ids and test function names (empty: none)."""
     out = []
-    added = {ln[1:].strip() for ln in gold.splitlines()
-             if ln.startswith("+") and not ln.startswith("+++") and len(ln[1:].strip()) >= 10}
+    added = {
+        ln[1:].strip()
+        for ln in gold.splitlines()
+        if ln.startswith("+") and not ln.startswith("+++") and len(ln[1:].strip()) >= 10
+    }
     out += [f"gold line {ln!r}" for ln in sorted(added) if ln in statement]
     for t in test_ids:
         names = {t, t.split("::")[0], *(p.split("[")[0] for p in t.split("::")[1:])}
-        out += [f"test name {n!r}" for n in sorted(names)
-                if len(n) > 4 and re.search(rf"(?<!\w){re.escape(n)}(?!\w)", statement)]
+        out += [
+            f"test name {n!r}"
+            for n in sorted(names)
+            if len(n) > 4 and re.search(rf"(?<!\w){re.escape(n)}(?!\w)", statement)
+        ]
     return out
 
 
@@ -416,8 +540,10 @@ MAX_REPRODUCTION_CHARS = 1500
 #: Longest statement (description and reproduction together).
 MAX_STATEMENT_CHARS = 2000
 #: Fixtures a reproduction can stand in for (name -> the expression that replaces it).
-_FIXTURES = {"tmp_path": "pathlib.Path(tempfile.mkdtemp())",
-             "tmpdir": "pathlib.Path(tempfile.mkdtemp())"}
+_FIXTURES = {
+    "tmp_path": "pathlib.Path(tempfile.mkdtemp())",
+    "tmpdir": "pathlib.Path(tempfile.mkdtemp())",
+}
 
 
 def _names(node: ast.AST) -> set[str]:
@@ -442,8 +568,11 @@ def _is_fixture(node: ast.AST) -> bool:
 def _parametrize_case(fn: ast.FunctionDef, case_id: str) -> dict[str, ast.expr] | None:
     """Argument name -> value expression of the parametrize case called ``case_id`` (ids
     made the default way from literal values), or None."""
-    decorators = [d for d in fn.decorator_list if isinstance(d, ast.Call)
-                  and ast.unparse(d.func).endswith("mark.parametrize")]
+    decorators = [
+        d
+        for d in fn.decorator_list
+        if isinstance(d, ast.Call) and ast.unparse(d.func).endswith("mark.parametrize")
+    ]
     if len(decorators) != 1 or len(decorators[0].args) < 2 or decorators[0].keywords:
         return None
     names_node, values_node = decorators[0].args[:2]
@@ -476,8 +605,9 @@ def _parametrize_case(fn: ast.FunctionDef, case_id: str) -> dict[str, ast.expr] 
     return found[0] if len(found) == 1 else None
 
 
-def test_script(source: str, node_id: str, *, local_modules: Iterable[str] = (),
-                pythonpath: Iterable[str] = ()) -> str | None:
+def test_script(
+    source: str, node_id: str, *, local_modules: Iterable[str] = (), pythonpath: Iterable[str] = ()
+) -> str | None:
     """A reproduction script made from one test (a module-level test function or a method
     of a module-level class): the test module's imports and the helpers the test uses, the
     test's body as a function ``reproduce``, and a call of it. The test is not named.
@@ -527,8 +657,10 @@ def test_script(source: str, node_id: str, *, local_modules: Iterable[str] = (),
     fn = _Messages().visit(fn)
     fn.decorator_list, fn.name = [], "reproduce"
     fn.args.args = [a for a in fn.args.args if a.arg == "self"]
-    call_args = {**{a: ast.parse(_FIXTURES[a], mode="eval").body for a in args
-                    if a not in values}, **values}
+    call_args = {
+        **{a: ast.parse(_FIXTURES[a], mode="eval").body for a in args if a not in values},
+        **values,
+    }
     for a, v in call_args.items():
         fn.body[:0] = ast.parse(f"{a} = {ast.unparse(v)}").body
     if owner is not None:
@@ -557,10 +689,12 @@ def _test_scope(
         return tree.body, None
     if len(parts) != 2:
         return None
-    owner = next((n for n in tree.body if isinstance(n, ast.ClassDef)
-                  and n.name == parts[0]), None)
-    if owner is None or owner.bases and not all(
-            ast.unparse(b).endswith("TestCase") for b in owner.bases):
+    owner = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == parts[0]), None)
+    if (
+        owner is None
+        or owner.bases
+        and not all(ast.unparse(b).endswith("TestCase") for b in owner.bases)
+    ):
         return None
     return owner.body, owner
 
@@ -569,10 +703,14 @@ def _class_helpers(owner: ast.ClassDef, fn: ast.FunctionDef) -> list[ast.Functio
     """The methods of ``owner`` test ``fn`` calls through ``self`` and its set-up and
     tear-down; None when one is a fixture or the class has attributes of its own."""
     called = {a.attr for a in ast.walk(fn) if isinstance(a, ast.Attribute)}
-    helpers = [m for m in owner.body if isinstance(m, ast.FunctionDef) and m is not fn
-               and (m.name in called or m.name in ("setUp", "setup_method", "tearDown"))]
-    if any(_is_fixture(m) for m in helpers) or any(
-            isinstance(m, ast.Assign) for m in owner.body):
+    helpers = [
+        m
+        for m in owner.body
+        if isinstance(m, ast.FunctionDef)
+        and m is not fn
+        and (m.name in called or m.name in ("setUp", "setup_method", "tearDown"))
+    ]
+    if any(_is_fixture(m) for m in helpers) or any(isinstance(m, ast.Assign) for m in owner.body):
         return None
     return helpers
 
@@ -594,7 +732,8 @@ class _Messages(ast.NodeTransformer):
             return ast.parse(
                 f"_actual = {ast.unparse(t.left)}\n_expected = {ast.unparse(t.comparators[0])}\n"
                 "assert _actual == _expected, "
-                "f'expected {_expected!r}, got {_actual!r}'").body
+                "f'expected {_expected!r}, got {_actual!r}'"
+            ).body
         node.msg = ast.Constant(f"failed: {ast.unparse(t)}")
         return node
 
@@ -612,45 +751,57 @@ def asserting_script(script: str) -> str | None:
         tree = ast.parse(script)
     except SyntaxError:
         return None
-    last_def = max((i for i, n in enumerate(tree.body)
-                    if isinstance(n, (ast.FunctionDef, ast.ClassDef))), default=None)
+    last_def = max(
+        (i for i, n in enumerate(tree.body) if isinstance(n, (ast.FunctionDef, ast.ClassDef))),
+        default=None,
+    )
     if last_def is None or last_def == len(tree.body) - 1:
         return None
     lines = script.rstrip().splitlines()
-    call = lines[tree.body[last_def + 1].lineno - 1:]
+    call = lines[tree.body[last_def + 1].lineno - 1 :]
     # ``import traceback`` goes after the docstring and ``__future__`` imports, if any
     lead = 0
     for i, n in enumerate(tree.body[:last_def]):
-        docstring = i == 0 and isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) \
+        docstring = (
+            i == 0
+            and isinstance(n, ast.Expr)
+            and isinstance(n.value, ast.Constant)
             and isinstance(n.value.value, str)
+        )
         if not docstring and not (isinstance(n, ast.ImportFrom) and n.module == "__future__"):
             break
         lead = n.end_lineno or n.lineno
-    head = "\n".join([*lines[:lead], "import traceback",
-                      *lines[lead:tree.body[last_def + 1].lineno - 1]]).rstrip()
+    head = "\n".join(
+        [*lines[:lead], "import traceback", *lines[lead : tree.body[last_def + 1].lineno - 1]]
+    ).rstrip()
     body = "\n".join("    " + ln if ln.strip() else ln for ln in call)
-    return (f"{head}\n\n\ntry:\n{body}\n"
-            "except (KeyboardInterrupt, SystemExit):\n    raise\n"
-            "except BaseException as error:\n"
-            "    frames = [f for f in traceback.extract_tb(error.__traceback__)\n"
-            "              if '/unittest/' not in f.filename]\n"
-            "    if isinstance(error, AssertionError) and frames[-1].filename == __file__:\n"
-            "        raise\n"
-            "    message = ' '.join(str(error).split())\n"
-            "    raise AssertionError(f'{type(error).__name__}: {message}') from error\n")
+    return (
+        f"{head}\n\n\ntry:\n{body}\n"
+        "except (KeyboardInterrupt, SystemExit):\n    raise\n"
+        "except BaseException as error:\n"
+        "    frames = [f for f in traceback.extract_tb(error.__traceback__)\n"
+        "              if '/unittest/' not in f.filename]\n"
+        "    if isinstance(error, AssertionError) and frames[-1].filename == __file__:\n"
+        "        raise\n"
+        "    message = ' '.join(str(error).split())\n"
+        "    raise AssertionError(f'{type(error).__name__}: {message}') from error\n"
+    )
 
 
 def _class_call(owner: ast.ClassDef) -> str:
     if owner.bases:  # a unittest.TestCase: debug() runs setUp, the test and tearDown
         return 'Case("reproduce").debug()'
-    setup = any(isinstance(m, ast.FunctionDef) and m.name == "setup_method"
-                for m in owner.body)
-    return ("case = Case()\ncase.setup_method(None)\ncase.reproduce()" if setup
-            else "Case().reproduce()")
+    setup = any(isinstance(m, ast.FunctionDef) and m.name == "setup_method" for m in owner.body)
+    return (
+        "case = Case()\ncase.setup_method(None)\ncase.reproduce()"
+        if setup
+        else "Case().reproduce()"
+    )
 
 
-def _module_context(tree: ast.Module, used: set[str],
-                    local_modules: set[str]) -> list[ast.stmt] | None:
+def _module_context(
+    tree: ast.Module, used: set[str], local_modules: set[str]
+) -> list[ast.stmt] | None:
     """The module-level statements the names ``used`` need (imports, helper definitions,
     constants), in order; None when one of them is an import of a hidden test module or a
     pytest fixture."""
@@ -670,14 +821,17 @@ def _module_context(tree: ast.Module, used: set[str],
     for s in tree.body:
         if s not in keep:
             continue
-        if isinstance(s, ast.ImportFrom) and (s.level or (s.module or "").split(".")[0]
-                                              in local_modules):
+        if isinstance(s, ast.ImportFrom) and (
+            s.level or (s.module or "").split(".")[0] in local_modules
+        ):
             return None
-        if isinstance(s, ast.Import) and any(a.name.split(".")[0] in local_modules
-                                             for a in s.names):
+        if isinstance(s, ast.Import) and any(
+            a.name.split(".")[0] in local_modules for a in s.names
+        ):
             return None
-        if _is_fixture(s) or (isinstance(s, ast.FunctionDef | ast.ClassDef)
-                              and s.name.startswith(("test", "Test"))):
+        if _is_fixture(s) or (
+            isinstance(s, ast.FunctionDef | ast.ClassDef) and s.name.startswith(("test", "Test"))
+        ):
             return None
         out.append(s)
     return out
@@ -746,8 +900,20 @@ class HistoryTask:
 
 
 #: Never copied into a task's repo/: compiled files, build output, packaging metadata.
-_DROP = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", "*.egg-info", ".pytest_cache",
-                               ".tox", ".nox", "build", "dist", ".git", ".hg", ".eggs")
+_DROP = shutil.ignore_patterns(
+    "__pycache__",
+    "*.pyc",
+    "*.pyo",
+    "*.egg-info",
+    ".pytest_cache",
+    ".tox",
+    ".nox",
+    "build",
+    "dist",
+    ".git",
+    ".hg",
+    ".eggs",
+)
 
 
 def full_statement(description: str, reproduction: str | None) -> str:
@@ -761,15 +927,18 @@ def full_statement(description: str, reproduction: str | None) -> str:
 
 def changelog_description(name: str, version: str, entry: str) -> str:
     """A statement from a changelog entry of ``version``."""
-    return (f"A bug report against `{name}`, written as its maintainers described the fix "
-            f"in the changelog of release {version}:\n\n> {entry}\n\n"
-            "This repository still has the bug. Fix the library code; the hidden tests check "
-            "the behaviour described, and every other test of the package must keep "
-            "passing.\n")
+    return (
+        f"A bug report against `{name}`, written as its maintainers described the fix "
+        f"in the changelog of release {version}:\n\n> {entry}\n\n"
+        "This repository still has the bug. Fix the library code; the hidden tests check "
+        "the behaviour described, and every other test of the package must keep "
+        "passing.\n"
+    )
 
 
-def write_task(task: HistoryTask, out: Path,
-               decoys: Callable[[Path, list[str]], dict[str, str]] | None = None) -> Path:
+def write_task(
+    task: HistoryTask, out: Path, decoys: Callable[[Path, list[str]], dict[str, str]] | None = None
+) -> Path:
     """Write ``task`` as a task folder ``out/<id>`` (replacing one that is there).
 
     Args:
@@ -790,8 +959,11 @@ def write_task(task: HistoryTask, out: Path,
     shutil.copytree(task.repo, root / "repo", ignore=ignore)
     (root / "repo" / task.function.file).write_text(task.buggy, encoding="utf-8")
     for rel in task.test_files:
-        dest = root / "tests" / (rel if task.tests_dest == "." else
-                                 os.path.relpath(rel, task.tests_dest))
+        dest = (
+            root
+            / "tests"
+            / (rel if task.tests_dest == "." else os.path.relpath(rel, task.tests_dest))
+        )
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(task.repo / rel, dest)
     (root / "solution.patch").write_text(task.gold)
@@ -809,7 +981,8 @@ def _toml(task: HistoryTask) -> str:
     ini = ""
     if task.ini_options:
         ini = "\n[verifier.ini_options]\n" + "".join(
-            f"{k} = {json.dumps(v)}\n" for k, v in sorted(task.ini_options.items()))
+            f"{k} = {json.dumps(v)}\n" for k, v in sorted(task.ini_options.items())
+        )
     env = "\n" + task.environment.to_toml() if task.environment else ""
     tags = json.dumps(["history", *task.tags])
     fn = task.function

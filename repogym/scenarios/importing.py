@@ -46,22 +46,28 @@ def check_id(task_id: object, source: str) -> str:
         source: Where it was read (named in the error).
     """
     if not isinstance(task_id, str) or not is_valid_id(task_id):
-        raise UnsafeTaskFile(f"{source}: id {task_id!r} is not a valid task id (it must be "
-                             "one path component: lowercase letters, digits, '.', '_' and "
-                             "'-', starting with a letter or digit). Fix: rename it, e.g. "
-                             "id = \"my-task\"")
+        raise UnsafeTaskFile(
+            f"{source}: id {task_id!r} is not a valid task id (it must be "
+            "one path component: lowercase letters, digits, '.', '_' and "
+            "'-', starting with a letter or digit). Fix: rename it, e.g. "
+            'id = "my-task"'
+        )
     return task_id
 
 
 def check_relpath(rel: str, source: str) -> str:
     """``rel`` normalised, if it is a relative path with no ``..``; else UnsafeTaskFile."""
     if not isinstance(rel, str) or not rel or "\0" in rel or "\\" in rel:
-        raise UnsafeTaskFile(f"{source}: path {rel!r} is empty or has a NUL or backslash. "
-                             "Fix: use a relative POSIX path")
+        raise UnsafeTaskFile(
+            f"{source}: path {rel!r} is empty or has a NUL or backslash. "
+            "Fix: use a relative POSIX path"
+        )
     p = PurePosixPath(rel)
     if p.is_absolute() or ".." in p.parts or str(p) == ".":
-        raise UnsafeTaskFile(f"{source}: path {rel!r} is absolute or leaves its folder "
-                             "('..'). Fix: use a path inside the repository")
+        raise UnsafeTaskFile(
+            f"{source}: path {rel!r} is absolute or leaves its folder "
+            "('..'). Fix: use a path inside the repository"
+        )
     return str(p)
 
 
@@ -82,13 +88,20 @@ def check_file(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> os.stat_result
     """``lstat`` of ``path`` if it is a regular file within the size cap (links refused)."""
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
-        raise _refuse(path, f"a symbolic link (to {os.readlink(path)!r}); task files are "
-                      "copied without following links", "replace the link with the file")
+        raise _refuse(
+            path,
+            f"a symbolic link (to {os.readlink(path)!r}); task files are "
+            "copied without following links",
+            "replace the link with the file",
+        )
     if not stat.S_ISREG(st.st_mode):
         raise _refuse(path, "not a regular file (a FIFO, socket or device)", "remove it")
     if st.st_size > max_bytes:
-        raise _refuse(path, f"{st.st_size} bytes, over the {max_bytes}-byte cap of one "
-                      "task file", "remove it or make it smaller")
+        raise _refuse(
+            path,
+            f"{st.st_size} bytes, over the {max_bytes}-byte cap of one task file",
+            "remove it or make it smaller",
+        )
     return st
 
 
@@ -100,9 +113,9 @@ def copy_file(src: Path, dest: Path) -> None:
     shutil.copymode(src, dest)
 
 
-def walk_tree(src: Path, *, internal_links: bool = False,
-              ignore: Callable[[str], bool] = lambda name: False
-              ) -> Iterator[tuple[Path, str]]:
+def walk_tree(
+    src: Path, *, internal_links: bool = False, ignore: Callable[[str], bool] = lambda name: False
+) -> Iterator[tuple[Path, str]]:
     """Every entry of the tree ``src`` as ``(relative path, "dir" | "file" | "link")``,
     checked; links are never followed.
 
@@ -117,8 +130,7 @@ def walk_tree(src: Path, *, internal_links: bool = False,
     """
     src = Path(src)
     if src.is_symlink() or not src.is_dir():
-        raise _refuse(src, "not a folder (or a symbolic link to one)",
-                      "make it a real folder")
+        raise _refuse(src, "not a folder (or a symbolic link to one)", "make it a real folder")
     total = entries = 0
     for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
         here = Path(dirpath)
@@ -132,28 +144,41 @@ def walk_tree(src: Path, *, internal_links: bool = False,
                     continue
             entries += 1
             if entries > MAX_TREE_ENTRIES:
-                raise _refuse(src, f"more than {MAX_TREE_ENTRIES} files and folders",
-                              "import a smaller tree")
+                raise _refuse(
+                    src, f"more than {MAX_TREE_ENTRIES} files and folders", "import a smaller tree"
+                )
             rel = path.relative_to(src)
             if path.is_symlink():
                 if not (internal_links and _link_inside(src, path)):
-                    where = ("that leaves the repository" if internal_links else
-                             "; task files are copied without following links")
-                    raise _refuse(path, f"a symbolic link (to {os.readlink(path)!r}) {where}",
-                                  "replace the link with the file it names")
+                    where = (
+                        "that leaves the repository"
+                        if internal_links
+                        else "; task files are copied without following links"
+                    )
+                    raise _refuse(
+                        path,
+                        f"a symbolic link (to {os.readlink(path)!r}) {where}",
+                        "replace the link with the file it names",
+                    )
                 yield rel, "link"
             elif is_dir:
                 yield rel, "dir"
             else:
                 total += check_file(path).st_size
                 if total > MAX_TREE_BYTES:
-                    raise _refuse(src, f"over {MAX_TREE_BYTES} bytes in all",
-                                  "import a smaller tree")
+                    raise _refuse(
+                        src, f"over {MAX_TREE_BYTES} bytes in all", "import a smaller tree"
+                    )
                 yield rel, "file"
 
 
-def copy_tree(src: Path, dest: Path, *, internal_links: bool = False,
-              ignore: Callable[[str], bool] = lambda name: False) -> None:
+def copy_tree(
+    src: Path,
+    dest: Path,
+    *,
+    internal_links: bool = False,
+    ignore: Callable[[str], bool] = lambda name: False,
+) -> None:
     """Copy the tree ``src`` to ``dest`` (which must not exist) as :func:`walk_tree`
     checks it: links never followed, special files and sizes over the caps refused."""
     dest.mkdir(parents=True)

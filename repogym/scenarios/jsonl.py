@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 
-def read_jsonl(path: str | Path, *, error: type[Exception] = ValueError,
-               what: str = "object") -> list[Any]:
+def read_jsonl(
+    path: str | Path, *, error: type[Exception] = ValueError, what: str = "object"
+) -> list[Any]:
     """The values of ``path``, in order. A line that is not JSON raises ``error`` naming the
     file and line (``what`` says what each line should hold)."""
     path = Path(path)
@@ -18,6 +19,5 @@ def read_jsonl(path: str | Path, *, error: type[Exception] = ValueError,
             try:
                 out.append(json.loads(line))
             except json.JSONDecodeError as e:
-                raise error(f"{path}:{n}: not JSON ({e}). Fix: one JSON {what} per "
-                            "line") from e
+                raise error(f"{path}:{n}: not JSON ({e}). Fix: one JSON {what} per line") from e
     return out

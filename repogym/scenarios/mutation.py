@@ -50,37 +50,72 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from repogym.scenarios.task import TaskError
 
 OPERATORS: tuple[str, ...] = (
-    "compare", "arith_op", "bool_op", "drop_condition", "constant", "wrong_default",
-    "swap_args", "return_value", "exception_type", "invert_condition", "drop_statement",
-    "drop_guard", "remove_call",
+    "compare",
+    "arith_op",
+    "bool_op",
+    "drop_condition",
+    "constant",
+    "wrong_default",
+    "swap_args",
+    "return_value",
+    "exception_type",
+    "invert_condition",
+    "drop_statement",
+    "drop_guard",
+    "remove_call",
 )
 
 _COMPARE: dict[type, tuple[type, str]] = {
-    cst.LessThan: (cst.LessThanEqual, "<="), cst.LessThanEqual: (cst.LessThan, "<"),
+    cst.LessThan: (cst.LessThanEqual, "<="),
+    cst.LessThanEqual: (cst.LessThan, "<"),
     cst.GreaterThan: (cst.GreaterThanEqual, ">="),
     cst.GreaterThanEqual: (cst.GreaterThan, ">"),
-    cst.Equal: (cst.NotEqual, "!="), cst.NotEqual: (cst.Equal, "=="),
-    cst.Is: (cst.IsNot, "is_not"), cst.IsNot: (cst.Is, "is"),
-    cst.In: (cst.NotIn, "not_in"), cst.NotIn: (cst.In, "in"),
+    cst.Equal: (cst.NotEqual, "!="),
+    cst.NotEqual: (cst.Equal, "=="),
+    cst.Is: (cst.IsNot, "is_not"),
+    cst.IsNot: (cst.Is, "is"),
+    cst.In: (cst.NotIn, "not_in"),
+    cst.NotIn: (cst.In, "in"),
 }
 _ARITH: dict[type, tuple[type, str]] = {
-    cst.Add: (cst.Subtract, "-"), cst.Subtract: (cst.Add, "+"),
-    cst.Multiply: (cst.Divide, "/"), cst.Divide: (cst.Multiply, "*"),
-    cst.FloorDivide: (cst.Divide, "/"), cst.Modulo: (cst.FloorDivide, "//"),
-    cst.Power: (cst.Multiply, "*"), cst.LeftShift: (cst.RightShift, ">>"),
-    cst.RightShift: (cst.LeftShift, "<<"), cst.BitAnd: (cst.BitOr, "|"),
-    cst.BitOr: (cst.BitAnd, "&"), cst.BitXor: (cst.BitAnd, "&"),
-    cst.AddAssign: (cst.SubtractAssign, "-="), cst.SubtractAssign: (cst.AddAssign, "+="),
-    cst.MultiplyAssign: (cst.DivideAssign, "/="), cst.DivideAssign: (cst.MultiplyAssign, "*="),
+    cst.Add: (cst.Subtract, "-"),
+    cst.Subtract: (cst.Add, "+"),
+    cst.Multiply: (cst.Divide, "/"),
+    cst.Divide: (cst.Multiply, "*"),
+    cst.FloorDivide: (cst.Divide, "/"),
+    cst.Modulo: (cst.FloorDivide, "//"),
+    cst.Power: (cst.Multiply, "*"),
+    cst.LeftShift: (cst.RightShift, ">>"),
+    cst.RightShift: (cst.LeftShift, "<<"),
+    cst.BitAnd: (cst.BitOr, "|"),
+    cst.BitOr: (cst.BitAnd, "&"),
+    cst.BitXor: (cst.BitAnd, "&"),
+    cst.AddAssign: (cst.SubtractAssign, "-="),
+    cst.SubtractAssign: (cst.AddAssign, "+="),
+    cst.MultiplyAssign: (cst.DivideAssign, "/="),
+    cst.DivideAssign: (cst.MultiplyAssign, "*="),
     cst.FloorDivideAssign: (cst.DivideAssign, "/="),
     cst.ModuloAssign: (cst.FloorDivideAssign, "//="),
-    cst.BitOrAssign: (cst.BitAndAssign, "&="), cst.BitAndAssign: (cst.BitOrAssign, "|="),
+    cst.BitOrAssign: (cst.BitAndAssign, "&="),
+    cst.BitAndAssign: (cst.BitOrAssign, "|="),
 }
 _BOOL: dict[type, tuple[type, str]] = {cst.And: (cst.Or, "or"), cst.Or: (cst.And, "and")}
-_EXCEPTIONS = {"ValueError": "TypeError", "TypeError": "ValueError", "KeyError": "IndexError",
-               "IndexError": "KeyError", "RuntimeError": "ValueError"}
-_NOT_EXCEPTIONS = {"StopIteration", "StopAsyncIteration", "GeneratorExit", "KeyboardInterrupt",
-                   "SystemExit", "BaseException", "Exception"}
+_EXCEPTIONS = {
+    "ValueError": "TypeError",
+    "TypeError": "ValueError",
+    "KeyError": "IndexError",
+    "IndexError": "KeyError",
+    "RuntimeError": "ValueError",
+}
+_NOT_EXCEPTIONS = {
+    "StopIteration",
+    "StopAsyncIteration",
+    "GeneratorExit",
+    "KeyboardInterrupt",
+    "SystemExit",
+    "BaseException",
+    "Exception",
+}
 _NO_UNWRAP = {"super", "print"}
 _SELF_NEGATING = (cst.Is, cst.IsNot, cst.In, cst.NotIn, cst.Equal, cst.NotEqual)
 
@@ -112,8 +147,10 @@ class Mutant:
     @property
     def id(self) -> str:
         """Stable id: ``file::function::operator(variant)@offset:col``."""
-        return (f"{self.file}::{self.function}::{self.operator}({self.variant})"
-                f"@{self.offset}:{self.col}")
+        return (
+            f"{self.file}::{self.function}::{self.operator}({self.variant})"
+            f"@{self.offset}:{self.col}"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,8 +172,19 @@ def _like(cls: type, op: cst.CSTNode) -> cst.CSTNode:
 
 def _parens(expr: cst.BaseExpression) -> cst.BaseExpression:
     """``expr`` in parentheses unless it is an atom or already parenthesised."""
-    atoms = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float,
-             cst.SimpleString, cst.List, cst.Dict, cst.Tuple, cst.Set)
+    atoms = (
+        cst.Name,
+        cst.Attribute,
+        cst.Call,
+        cst.Subscript,
+        cst.Integer,
+        cst.Float,
+        cst.SimpleString,
+        cst.List,
+        cst.Dict,
+        cst.Tuple,
+        cst.Set,
+    )
     if expr.lpar or isinstance(expr, atoms):
         return expr
     return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
@@ -147,8 +195,10 @@ def _negate(test: cst.BaseExpression) -> cst.BaseExpression:
         inner = test.expression
         return inner.with_changes(lpar=[*test.lpar, *inner.lpar], rpar=[*inner.rpar, *test.rpar])
     wrapped = test
-    if isinstance(test, cst.BooleanOperation | cst.IfExp | cst.NamedExpr | cst.Lambda) \
-            and not test.lpar:
+    if (
+        isinstance(test, cst.BooleanOperation | cst.IfExp | cst.NamedExpr | cst.Lambda)
+        and not test.lpar
+    ):
         wrapped = test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     return cst.UnaryOperation(operator=cst.Not(), expression=wrapped)
 
@@ -207,13 +257,18 @@ class _Finder(cst.CSTVisitor):
         cur = self._current()
         return cur is not None and cur[2] and not self.skip
 
-    def _add(self, target: cst.CSTNode, new, operator: str, variant: str,
-             anchor: cst.CSTNode | None = None) -> None:
+    def _add(
+        self,
+        target: cst.CSTNode,
+        new,
+        operator: str,
+        variant: str,
+        anchor: cst.CSTNode | None = None,
+    ) -> None:
         if not self._active():
             return
         name, def_line, _, _ = self._current()
-        self.sites.append(_Site(target, new, operator, variant, anchor or target, name,
-                                def_line))
+        self.sites.append(_Site(target, new, operator, variant, anchor or target, name, def_line))
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.scope.append(node.name.value)
@@ -225,11 +280,13 @@ class _Finder(cst.CSTVisitor):
         self.scope.append(node.name.value)
         qual = ".".join(self.scope)
         outer = self._current()
-        selected = (self.functions is None or qual in self.functions
-                    or (outer is not None and outer[2]))
+        selected = (
+            self.functions is None or qual in self.functions or (outer is not None and outer[2])
+        )
         bound = _bindings(node, self.metadata[PositionProvider])
-        self.fn_stack.append((qual, self.get_metadata(PositionProvider, node.name).start.line,
-                              selected, bound))
+        self.fn_stack.append(
+            (qual, self.get_metadata(PositionProvider, node.name).start.line, selected, bound)
+        )
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self.scope.pop()
@@ -313,13 +370,19 @@ class _Finder(cst.CSTVisitor):
                     continue
                 args = list(node.args)
                 args[i], args[i + 1] = a.with_changes(value=b.value), b.with_changes(value=a.value)
-                self._add(node, node.with_changes(args=args), "swap_args", f"{i}-{i + 1}",
-                          anchor=a)
+                self._add(node, node.with_changes(args=args), "swap_args", f"{i}-{i + 1}", anchor=a)
         func = node.func
-        name = func.value if isinstance(func, cst.Name) else (
-            func.attr.value if isinstance(func, cst.Attribute) else None)
-        if (len(node.args) == 1 and positional and name not in (None, *_NO_UNWRAP)
-                and id(node) not in self.kept_calls):
+        name = (
+            func.value
+            if isinstance(func, cst.Name)
+            else (func.attr.value if isinstance(func, cst.Attribute) else None)
+        )
+        if (
+            len(node.args) == 1
+            and positional
+            and name not in (None, *_NO_UNWRAP)
+            and id(node) not in self.kept_calls
+        ):
             arg = _parens(node.args[0].value)
             new = arg.with_changes(lpar=[*node.lpar, *arg.lpar], rpar=[*arg.rpar, *node.rpar])
             self._add(node, new, "remove_call", "arg", anchor=node.args[0])
@@ -349,8 +412,11 @@ class _Finder(cst.CSTVisitor):
 
     def _invert(self, test: cst.BaseExpression) -> None:
         # `a is b`, `a in b`, `a == b` are negated by `compare` already, in their own style
-        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
-                test.comparisons[0].operator, _SELF_NEGATING):
+        if (
+            isinstance(test, cst.Comparison)
+            and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, _SELF_NEGATING)
+        ):
             return
         self._add(test, _negate(test), "invert_condition", "not")
 
@@ -407,9 +473,12 @@ class _Finder(cst.CSTVisitor):
 
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:
-    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
-            and isinstance(stmt.body[0], cst.Expr)
-            and isinstance(stmt.body[0].value, cst.SimpleString | cst.ConcatenatedString))
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, cst.SimpleString | cst.ConcatenatedString)
+    )
 
 
 def _bindings(fn: cst.FunctionDef, positions) -> dict[str, int]:
@@ -458,8 +527,12 @@ class _Replace(cst.CSTTransformer):
         return self.new if original_node is self.target else updated_node
 
 
-def mutants(source: str, file: str, functions: Collection[str] | None = None,
-            operators: Collection[str] | None = None) -> list[Mutant]:
+def mutants(
+    source: str,
+    file: str,
+    functions: Collection[str] | None = None,
+    operators: Collection[str] | None = None,
+) -> list[Mutant]:
     """Every single-site mutant of ``source`` that compiles and changes the text.
 
     Args:
@@ -483,6 +556,7 @@ def mutants(source: str, file: str, functions: Collection[str] | None = None,
     ops = set(OPERATORS if operators is None else operators)
     out: list[Mutant] = []
     seen_code, seen_ids = {source}, set()
+
     def where(site: _Site) -> tuple[int, int]:
         start = positions[site.anchor].start
         return start.line, start.column
@@ -495,8 +569,9 @@ def mutants(source: str, file: str, functions: Collection[str] | None = None,
             continue
         seen_code.add(code)
         line, col = where(site)
-        m = Mutant(file, site.function, site.operator, site.variant, line, col,
-                   line - site.def_line, code)
+        m = Mutant(
+            file, site.function, site.operator, site.variant, line, col, line - site.def_line, code
+        )
         n = 2
         while m.id in seen_ids:  # two edits anchored at one position (rare): number them
             m = dataclasses.replace(m, variant=f"{site.variant}#{n}")
@@ -526,18 +601,31 @@ def equivalence(original: str, mutated: str) -> str | None:
     """
     if ast.dump(ast.parse(original)) == ast.dump(ast.parse(mutated)):
         return "same AST"
-    a, b = compile(original, "m", "exec", dont_inherit=True), compile(mutated, "m", "exec",
-                                                                       dont_inherit=True)
+    a, b = (
+        compile(original, "m", "exec", dont_inherit=True),
+        compile(mutated, "m", "exec", dont_inherit=True),
+    )
     if _code_key(a) == _code_key(b):
         return "same bytecode"
     return None
 
 
 def _code_key(code: types.CodeType) -> tuple:
-    consts = tuple(_code_key(c) if isinstance(c, types.CodeType) else (type(c), repr(c))
-                   for c in code.co_consts)
-    return (code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars,
-            code.co_cellvars, code.co_argcount, code.co_kwonlyargcount, code.co_flags)
+    consts = tuple(
+        _code_key(c) if isinstance(c, types.CodeType) else (type(c), repr(c))
+        for c in code.co_consts
+    )
+    return (
+        code.co_code,
+        consts,
+        code.co_names,
+        code.co_varnames,
+        code.co_freevars,
+        code.co_cellvars,
+        code.co_argcount,
+        code.co_kwonlyargcount,
+        code.co_flags,
+    )
 
 
 # -- which functions a fix touches --------------------------------------------------------
@@ -623,11 +711,18 @@ def touched_functions(source: str, lines: Iterable[int]) -> set[str]:
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef) and node.lineno <= line <= node.end_lineno:
                 out |= {f.qualname for f in fns if f.cls == node.name}
-        bound = {n.id for stmt in tree.body if stmt.lineno <= line <= stmt.end_lineno
-                 and not isinstance(stmt, ast.ClassDef) for n in ast.walk(stmt)
-                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        out |= {f.qualname for f in fns if bound & {n.id for n in ast.walk(f.node)
-                                                   if isinstance(n, ast.Name)}}
+        bound = {
+            n.id
+            for stmt in tree.body
+            if stmt.lineno <= line <= stmt.end_lineno and not isinstance(stmt, ast.ClassDef)
+            for n in ast.walk(stmt)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
+        out |= {
+            f.qualname
+            for f in fns
+            if bound & {n.id for n in ast.walk(f.node) if isinstance(n, ast.Name)}
+        }
     return out
 
 
@@ -639,8 +734,11 @@ def callers(source: str, names: Collection[str]) -> set[str]:
         for n in ast.walk(f.node):
             if not isinstance(n, ast.Call):
                 continue
-            callee = n.func.id if isinstance(n.func, ast.Name) else (
-                n.func.attr if isinstance(n.func, ast.Attribute) else None)
+            callee = (
+                n.func.id
+                if isinstance(n.func, ast.Name)
+                else (n.func.attr if isinstance(n.func, ast.Attribute) else None)
+            )
             if callee in names:
                 out.add(f.qualname)
                 break
@@ -653,13 +751,13 @@ def file_diff(path: str, before: str | None, after: str) -> str:
     a = before.splitlines(keepends=True) if before is not None else []
     b = after.splitlines(keepends=True)
     body = []
-    for line in difflib.unified_diff(a, b, "/dev/null" if before is None else f"a/{path}",
-                                     f"b/{path}", n=3):
+    for line in difflib.unified_diff(
+        a, b, "/dev/null" if before is None else f"a/{path}", f"b/{path}", n=3
+    ):
         body.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     if not body:
         return ""
-    head = f"diff --git a/{path} b/{path}\n" + (
-        "new file mode 100644\n" if before is None else "")
+    head = f"diff --git a/{path} b/{path}\n" + ("new file mode 100644\n" if before is None else "")
     return head + "".join(body)
 
 
@@ -675,8 +773,10 @@ def reviewed_equivalents(task_dir: Path) -> dict[str, str]:
     file = task_dir / "task.toml"
     data = tomllib.loads(file.read_text())
     table = data.get("mutation", {})
-    fix = ('write [mutation] equivalent = [{ mutant = "<id printed by repogym validate '
-           '--mutation>", why = "<why no correct test can tell them apart>" }]')
+    fix = (
+        'write [mutation] equivalent = [{ mutant = "<id printed by repogym validate '
+        '--mutation>", why = "<why no correct test can tell them apart>" }]'
+    )
     if not isinstance(table, dict):
         raise TaskError(f"{file}: key 'mutation': expected a table. Fix: {fix}")
     unknown = set(table) - {"equivalent"}
@@ -687,14 +787,21 @@ def reviewed_equivalents(task_dir: Path) -> dict[str, str]:
         raise TaskError(f"{file}: key 'mutation.equivalent': expected a list. Fix: {fix}")
     out: dict[str, str] = {}
     for i, e in enumerate(entries):
-        ok = (isinstance(e, dict) and set(e) == {"mutant", "why"}
-              and all(isinstance(e[k], str) and e[k].strip() for k in ("mutant", "why")))
+        ok = (
+            isinstance(e, dict)
+            and set(e) == {"mutant", "why"}
+            and all(isinstance(e[k], str) and e[k].strip() for k in ("mutant", "why"))
+        )
         if not ok:
-            raise TaskError(f"{file}: key 'mutation.equivalent[{i}]': {e!r} needs exactly a "
-                            f"non-empty mutant and why. Fix: {fix}")
+            raise TaskError(
+                f"{file}: key 'mutation.equivalent[{i}]': {e!r} needs exactly a "
+                f"non-empty mutant and why. Fix: {fix}"
+            )
         if e["mutant"] in out:
-            raise TaskError(f"{file}: key 'mutation.equivalent[{i}]': {e['mutant']} is listed "
-                            "twice. Fix: keep one entry per mutant")
+            raise TaskError(
+                f"{file}: key 'mutation.equivalent[{i}]': {e['mutant']} is listed "
+                "twice. Fix: keep one entry per mutant"
+            )
         out[e["mutant"]] = e["why"].strip()
     return out
 

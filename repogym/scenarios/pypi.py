@@ -54,18 +54,42 @@ from repogym.scenarios.patches import is_test_file
 TEST_EXTRAS = ("test", "tests", "testing", "dev", "develop", "development")
 #: What :func:`unpack` removes from a repository: anywhere, compiled files and caches; at
 #: the root, build output and file lists.
-ARTEFACTS = ("__pycache__", "*.pyc", "*.pyo", "*.so", "*.pyd", "*.o", "*.dist-info", ".eggs",
-             ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox", ".nox", ".git",
-             ".hg", ".svn", ".coverage", "htmlcov")
+ARTEFACTS = (
+    "__pycache__",
+    "*.pyc",
+    "*.pyo",
+    "*.so",
+    "*.pyd",
+    "*.o",
+    "*.dist-info",
+    ".eggs",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    ".tox",
+    ".nox",
+    ".git",
+    ".hg",
+    ".svn",
+    ".coverage",
+    "htmlcov",
+)
 ROOT_ARTEFACTS = ("build", "dist", "MANIFEST", "SOURCES.txt", "wheelhouse")
 #: The one file of an ``*.egg-info`` folder a workspace keeps (see :func:`keep_metadata`).
 METADATA_FILE = "PKG-INFO"
 #: Markers of common pytest plugins -> the plugin's requirement. A plugin that is otherwise a
 #: tool (pytest-cov) is kept when the tests use its marker: under ``filterwarnings =
 #: error`` an unregistered marker stops collection.
-MARK_PLUGINS = {"no_cover": "pytest-cov", "benchmark": "pytest-benchmark",
-                "asyncio": "pytest-asyncio", "timeout": "pytest-timeout",
-                "django_db": "pytest-django", "flaky": "flaky", "vcr": "pytest-recording"}
+MARK_PLUGINS = {
+    "no_cover": "pytest-cov",
+    "benchmark": "pytest-benchmark",
+    "asyncio": "pytest-asyncio",
+    "timeout": "pytest-timeout",
+    "django_db": "pytest-django",
+    "flaky": "flaky",
+    "vcr": "pytest-recording",
+}
 _MARK_USE = re.compile(r"\bmark\.(\w+)")  # pytest.mark.x, or mark.x after an import
 #: Requirements that are tools around the tests, not needed to run them.
 TOOLS = re.compile(
@@ -82,12 +106,23 @@ TOOLS = re.compile(
     r"pytest-timeout|pytest-rerunfailures|pytest-instafail|pytest-clarity|"
     r"pytest-icdiff|pytest-pretty|pytest-sugar|nose2?-cov|zest-releaser|pyroma|"
     r"release-.*|gitchangelog|scriv|bump-my-version|semantic-release|python-semantic-release|"
-    r"sphinx_rtd_theme|sphinx-rtd-theme|mkdocs.*|pdoc3?|wheel-inspect|pip-tools|invoke)$")
+    r"sphinx_rtd_theme|sphinx-rtd-theme|mkdocs.*|pdoc3?|wheel-inspect|pip-tools|invoke)$"
+)
 #: pytest settings carried into the grader's configuration (``[verifier] ini_options``).
-INI_KEYS = ("markers", "filterwarnings", "xfail_strict", "python_files", "python_classes",
-            "python_functions", "pythonpath", "usefixtures", "asyncio_mode",
-            "asyncio_default_fixture_loop_scope", "consider_namespace_packages",
-            "empty_parameter_set_mark")
+INI_KEYS = (
+    "markers",
+    "filterwarnings",
+    "xfail_strict",
+    "python_files",
+    "python_classes",
+    "python_functions",
+    "pythonpath",
+    "usefixtures",
+    "asyncio_mode",
+    "asyncio_default_fixture_loop_scope",
+    "consider_namespace_packages",
+    "empty_parameter_set_mark",
+)
 _ARCHIVES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
 
 
@@ -121,13 +156,21 @@ def parse_project(text: str) -> tuple[str, str | None]:
     try:
         req = Requirement(text)
     except InvalidRequirement as e:
-        raise PypiError(f"{text!r} is not a project name. Fix: write NAME or NAME==VERSION, "
-                        "e.g. toolz==1.0.0") from e
+        raise PypiError(
+            f"{text!r} is not a project name. Fix: write NAME or NAME==VERSION, e.g. toolz==1.0.0"
+        ) from e
     specs = list(req.specifier)
-    if req.extras or req.marker or req.url or len(specs) > 1 or (
-            specs and specs[0].operator not in ("==", "===")):
-        raise PypiError(f"{text!r}: give an exact version or none. Fix: NAME or "
-                        "NAME==VERSION, e.g. toolz==1.0.0")
+    if (
+        req.extras
+        or req.marker
+        or req.url
+        or len(specs) > 1
+        or (specs and specs[0].operator not in ("==", "==="))
+    ):
+        raise PypiError(
+            f"{text!r}: give an exact version or none. Fix: NAME or "
+            "NAME==VERSION, e.g. toolz==1.0.0"
+        )
     return req.name, specs[0].version if specs else None
 
 
@@ -176,13 +219,32 @@ def download(project: str, *, sha256: str | None = None) -> Sdist:
         req.write_text(line + (f" --hash=sha256:{sha256}" if sha256 else "") + "\n")
         # Only the project itself as source: its build requirements may be wheels (with
         # ``:all:`` pip builds them from source too: bidict's uv_build needs a Rust one).
-        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", name,
-                "--disable-pip-version-check", "--no-input", "--progress-bar", "off",
-                "--dest", str(Path(tmp) / "out"), "-r", str(req)]
+        argv = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            name,
+            "--disable-pip-version-check",
+            "--no-input",
+            "--progress-bar",
+            "off",
+            "--dest",
+            str(Path(tmp) / "out"),
+            "-r",
+            str(req),
+        ]
         if sha256:
             argv.append("--require-hashes")
-        res = subprocess.run(argv, capture_output=True, text=True, check=False,
-                             env={**os.environ, "PYTHONNOUSERSITE": "1"})
+        res = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "PYTHONNOUSERSITE": "1"},
+        )
         got = sorted((Path(tmp) / "out").glob("*")) if res.returncode == 0 else []
         if not got:
             raise PypiError(_download_failure(line, res.stdout + res.stderr, sha256))
@@ -190,8 +252,10 @@ def download(project: str, *, sha256: str | None = None) -> Sdist:
         sd_name, sd_version = parse_sdist_filename(archive.name)
         digest = file_sha256(archive)
         if sha256 and digest != sha256:
-            raise PypiError(f"{line}: the sdist's sha256 is {digest}, expected {sha256}. Fix: "
-                            "the release was replaced upstream; pin the version you checked")
+            raise PypiError(
+                f"{line}: the sdist's sha256 is {digest}, expected {sha256}. Fix: "
+                "the release was replaced upstream; pin the version you checked"
+            )
         dest = sdists_dir() / f"{sd_name}-{sd_version}"
         dest.mkdir(parents=True, exist_ok=True)
         shutil.move(archive, dest / archive.name)
@@ -201,14 +265,20 @@ def download(project: str, *, sha256: str | None = None) -> Sdist:
 def _download_failure(line: str, output: str, sha256: str | None) -> str:
     tail = " | ".join(ln.strip() for ln in output.splitlines() if "ERROR" in ln)[-600:]
     if "THESE PACKAGES DO NOT MATCH THE HASHES" in output:
-        return (f"{line}: the downloaded sdist does not have sha256 {sha256}. Fix: the "
-                "release was replaced upstream; pin the version you checked")
+        return (
+            f"{line}: the downloaded sdist does not have sha256 {sha256}. Fix: the "
+            "release was replaced upstream; pin the version you checked"
+        )
     if "No matching distribution" in output or "Could not find a version" in output:
-        return (f"{line}: no source distribution on the package index ({tail}). Fix: check "
-                "the name and version (`pip index versions NAME`); repogym needs the sdist "
-                "(it carries the tests), not a wheel")
-    return (f"{line}: pip download failed ({tail or output.strip()[-600:]}). Fix: check the "
-            "network and pip's index settings (`pip config list`)")
+        return (
+            f"{line}: no source distribution on the package index ({tail}). Fix: check "
+            "the name and version (`pip index versions NAME`); repogym needs the sdist "
+            "(it carries the tests), not a wheel"
+        )
+    return (
+        f"{line}: pip download failed ({tail or output.strip()[-600:]}). Fix: check the "
+        "network and pip's index settings (`pip config list`)"
+    )
 
 
 # -- unpacking -------------------------------------------------------------------------
@@ -240,8 +310,9 @@ def unpack(sdist: Sdist | Path, dest: Path) -> Path:
         else:
             raise PypiError(f"{path}: not an sdist (.tar.gz or .zip)")
         tops = os.listdir(tmp)
-        root = Path(tmp) / tops[0] if len(tops) == 1 and (Path(tmp) / tops[0]).is_dir() \
-            else Path(tmp)
+        root = (
+            Path(tmp) / tops[0] if len(tops) == 1 and (Path(tmp) / tops[0]).is_dir() else Path(tmp)
+        )
         strip_artefacts(root)
         shutil.move(root, dest)
     return dest
@@ -291,8 +362,9 @@ def keep_metadata(repo: Path) -> Path | None:
     its own version with ``importlib.metadata`` (semantic_version, humanize) finds it
     there. Only the metadata: an egg-info's ``SOURCES.txt`` lists the hidden test files.
     Returns the file (None without a ``PKG-INFO``)."""
-    existing = sorted([*repo.glob(f"*.egg-info/{METADATA_FILE}"),
-                       *repo.glob(f"src/*.egg-info/{METADATA_FILE}")])
+    existing = sorted(
+        [*repo.glob(f"*.egg-info/{METADATA_FILE}"), *repo.glob(f"src/*.egg-info/{METADATA_FILE}")]
+    )
     if existing:
         return existing[0]
     info = repo / METADATA_FILE
@@ -302,8 +374,9 @@ def keep_metadata(repo: Path) -> Path | None:
     if not name:
         return None
     src = repo / "src"
-    base = src if src.is_dir() and any((p / "__init__.py").is_file() for p in src.iterdir()) \
-        else repo
+    base = (
+        src if src.is_dir() and any((p / "__init__.py").is_file() for p in src.iterdir()) else repo
+    )
     dest = base / f"{re.sub(r'[-_.]+', '_', name)}.egg-info" / METADATA_FILE
     dest.parent.mkdir()
     shutil.copyfile(info, dest)
@@ -323,8 +396,9 @@ def archive_top_level(sdist: Sdist | Path) -> list[str]:
                 data = z.read(names[0]) if names else b""
         else:
             with tarfile.open(path) as t:
-                member = next((m for m in t.getmembers() if wanted.match(m.name)
-                               and m.isfile()), None)
+                member = next(
+                    (m for m in t.getmembers() if wanted.match(m.name) and m.isfile()), None
+                )
                 f = t.extractfile(member) if member is not None else None
                 data = f.read() if f is not None else b""
     except (OSError, tarfile.TarError, zipfile.BadZipFile):
@@ -372,11 +446,24 @@ def _requirement_file(path: Path, seen: set[Path]) -> list[str]:
 def _test_requirement_files(repo: Path) -> list[Path]:
     """``requirements*test*.txt``-like files at the root, in ``requirements/`` folders and in
     the test folders (``tests/requirements.txt``)."""
-    files = [p for pattern in ("*requirements*.txt", "*requirements*.in", "requirements/*.txt",
-                               "*requirements*/*.txt", "requirements/*.in")
-             for p in repo.glob(pattern) if "test" in p.name.lower()]
-    files += [p for folder in ("test", "tests", "testing") for pattern in
-              ("requirements*.txt", "requirements*.in") for p in (repo / folder).glob(pattern)]
+    files = [
+        p
+        for pattern in (
+            "*requirements*.txt",
+            "*requirements*.in",
+            "requirements/*.txt",
+            "*requirements*/*.txt",
+            "requirements/*.in",
+        )
+        for p in repo.glob(pattern)
+        if "test" in p.name.lower()
+    ]
+    files += [
+        p
+        for folder in ("test", "tests", "testing")
+        for pattern in ("requirements*.txt", "requirements*.in")
+        for p in (repo / folder).glob(pattern)
+    ]
     return sorted(set(files))
 
 
@@ -412,15 +499,22 @@ def _poetry_and_hatch(data: dict) -> list[str]:
     out: list[str] = []
     poetry = tool.get("poetry", {}) if isinstance(tool.get("poetry"), dict) else {}
     tables = [poetry.get("dev-dependencies", {})]
-    tables += [g.get("dependencies", {}) for n, g in (poetry.get("group", {}) or {}).items()
-               if isinstance(g, dict) and is_test_group(n)]
+    tables += [
+        g.get("dependencies", {})
+        for n, g in (poetry.get("group", {}) or {}).items()
+        if isinstance(g, dict) and is_test_group(n)
+    ]
     for table in tables:
         out += [n for n in table if isinstance(table, dict) and n.lower() != "python"]
     hatch = tool.get("hatch", {}) if isinstance(tool.get("hatch"), dict) else {}
     for n, env in (hatch.get("envs", {}) or {}).items():
         if isinstance(env, dict) and (n == "default" or is_test_group(n)):
-            out += [d for key in ("dependencies", "extra-dependencies")
-                    for d in env.get(key, []) or [] if isinstance(d, str)]
+            out += [
+                d
+                for key in ("dependencies", "extra-dependencies")
+                for d in env.get(key, []) or []
+                if isinstance(d, str)
+            ]
     return out
 
 
@@ -448,9 +542,15 @@ def _tox_lines(repo: Path) -> list[str]:
                 out.append(line)
         return out
 
-    sections = [s for s in cfg.sections() if s == "testenv" or (
-        s.startswith("testenv:") and (re.fullmatch(r"(py|pypy)[\d.]*|unit\w*", s[8:])
-                                      or is_test_group(s[8:])))]
+    sections = [
+        s
+        for s in cfg.sections()
+        if s == "testenv"
+        or (
+            s.startswith("testenv:")
+            and (re.fullmatch(r"(py|pypy)[\d.]*|unit\w*", s[8:]) or is_test_group(s[8:]))
+        )
+    ]
     lines: list[str] = []
     for section in sections:
         for line in value(section, "deps"):
@@ -499,16 +599,23 @@ def _setup_cfg(repo: Path) -> tuple[list[str], dict[str, list[str]]]:
     except (configparser.Error, UnicodeDecodeError):
         return [], {}
     install = cfg.get("options", "install_requires", fallback="").splitlines()
-    extras = {k: v.splitlines() for k, v in cfg["options.extras_require"].items()} \
-        if cfg.has_section("options.extras_require") else {}
+    extras = (
+        {k: v.splitlines() for k, v in cfg["options.extras_require"].items()}
+        if cfg.has_section("options.extras_require")
+        else {}
+    )
     if tests := cfg.get("options", "tests_require", fallback="").splitlines():
         extras.setdefault("test", []).extend(tests)
     return install, extras
 
 
 def _test_extras(extras: dict) -> list[str]:
-    return [r for name, reqs in (extras or {}).items() if is_test_group(name)
-            for r in (reqs if isinstance(reqs, list) else [])]
+    return [
+        r
+        for name, reqs in (extras or {}).items()
+        if is_test_group(name)
+        for r in (reqs if isinstance(reqs, list) else [])
+    ]
 
 
 def declared_requirements(repo: Path) -> list[Requirement]:
@@ -547,7 +654,8 @@ def marker_plugins(repo: Path) -> set[str]:
     out: set[str] = set()
     for path in repo.rglob("*.py"):
         if not (is_test_file(path.name) or path.name == "conftest.py") or any(
-                p in _SKIP_SCAN for p in path.parts):
+            p in _SKIP_SCAN for p in path.parts
+        ):
             continue
         for m in _MARK_USE.finditer(path.read_text(errors="replace")):
             if (plugin := MARK_PLUGINS.get(m.group(1))) is not None:
@@ -555,12 +663,22 @@ def marker_plugins(repo: Path) -> set[str]:
     return out
 
 
-_SKIP_SCAN = {".git", ".tox", ".nox", "build", "dist", "__pycache__", ".venv", "venv",
-              "node_modules"}
+_SKIP_SCAN = {
+    ".git",
+    ".tox",
+    ".nox",
+    "build",
+    "dist",
+    "__pycache__",
+    ".venv",
+    "venv",
+    "node_modules",
+}
 
 
-def derive_environment(repo: Path, name: str, *, extra: Iterable[str] = (),
-                       drop: Iterable[str] = ()) -> DependencySpec:
+def derive_environment(
+    repo: Path, name: str, *, extra: Iterable[str] = (), drop: Iterable[str] = ()
+) -> DependencySpec:
     """The dependencies a project's tests need: its declared install and test requirements
     (:func:`declared_requirements`) minus tools (:data:`TOOLS`; but a declared plugin
     whose marker the tests use is kept, :func:`marker_plugins`), the project itself and
@@ -593,8 +711,7 @@ def pytest_plugins(site: Path, requested: Iterable[str]) -> list[str]:
         meta = info / "METADATA"
         name = ""
         if meta.is_file():
-            name = email.parser.Parser().parsestr(meta.read_text(errors="replace")).get(
-                "Name", "")
+            name = email.parser.Parser().parsestr(meta.read_text(errors="replace")).get("Name", "")
         if canonicalize_name(name) not in wanted:
             continue
         cfg = configparser.ConfigParser(interpolation=None, delimiters=("=",))
@@ -627,11 +744,13 @@ def _cfg_ini(path: Path, section: str) -> dict | None:
 
 def _raw_ini(repo: Path) -> dict:
     """The project's pytest settings, from the first file pytest itself would read."""
-    for finder in (lambda: _cfg_ini(repo / "pytest.ini", "pytest"),
-                   lambda: _cfg_ini(repo / ".pytest.ini", "pytest"),
-                   lambda: _pyproject_ini(repo),
-                   lambda: _cfg_ini(repo / "tox.ini", "pytest"),
-                   lambda: _cfg_ini(repo / "setup.cfg", "tool:pytest")):
+    for finder in (
+        lambda: _cfg_ini(repo / "pytest.ini", "pytest"),
+        lambda: _cfg_ini(repo / ".pytest.ini", "pytest"),
+        lambda: _pyproject_ini(repo),
+        lambda: _cfg_ini(repo / "tox.ini", "pytest"),
+        lambda: _cfg_ini(repo / "setup.cfg", "tool:pytest"),
+    ):
         if (found := finder()) is not None:
             return found
     return {}
@@ -655,8 +774,11 @@ def pytest_ini_options(repo: Path) -> dict[str, str]:
     out = {k: _ini_value(v) for k, v in _raw_ini(repo).items() if k in INI_KEYS}
     paths = out.get("pythonpath", "").split()
     src = repo / "src"
-    if src.is_dir() and any((p / "__init__.py").is_file() for p in src.iterdir()) and \
-            "src" not in paths:
+    if (
+        src.is_dir()
+        and any((p / "__init__.py").is_file() for p in src.iterdir())
+        and "src" not in paths
+    ):
         paths.append("src")
     if paths:
         out["pythonpath"] = " ".join(str(PurePosixPath(WORKSPACE) / p) for p in paths)
@@ -664,9 +786,27 @@ def pytest_ini_options(repo: Path) -> dict[str, str]:
 
 
 # -- the package's own code --------------------------------------------------------------
-_NOT_CODE = {"setup", "conftest", "tests", "test", "testing", "docs", "doc", "examples",
-             "example", "benchmarks", "bench", "noxfile", "fabfile", "versioneer", "tasks",
-             "scripts", "tools", "build", "dist"}
+_NOT_CODE = {
+    "setup",
+    "conftest",
+    "tests",
+    "test",
+    "testing",
+    "docs",
+    "doc",
+    "examples",
+    "example",
+    "benchmarks",
+    "bench",
+    "noxfile",
+    "fabfile",
+    "versioneer",
+    "tasks",
+    "scripts",
+    "tools",
+    "build",
+    "dist",
+}
 
 
 def code_paths(repo: Path, name: str, top_level: Iterable[str] = ()) -> list[str]:
@@ -679,15 +819,19 @@ def code_paths(repo: Path, name: str, top_level: Iterable[str] = ()) -> list[str
     for base in roots:
         for p in base.iterdir() if base.is_dir() else []:
             stem = p.name.removesuffix(".py")
-            if stem in _NOT_CODE or stem.startswith(("test_", ".", "_")) or \
-                    not stem.isidentifier():
+            if stem in _NOT_CODE or stem.startswith(("test_", ".", "_")) or not stem.isidentifier():
                 continue
             if (p.is_dir() and (p / "__init__.py").is_file()) or p.suffix == ".py":
                 found.setdefault(stem, str(p.relative_to(repo)))
     listed = list(top_level) or [
-        line.strip() for f in [*repo.glob("*.egg-info/top_level.txt"),
-                               *repo.glob("src/*.egg-info/top_level.txt")]
-        for line in f.read_text().splitlines() if line.strip()]
+        line.strip()
+        for f in [
+            *repo.glob("*.egg-info/top_level.txt"),
+            *repo.glob("src/*.egg-info/top_level.txt"),
+        ]
+        for line in f.read_text().splitlines()
+        if line.strip()
+    ]
     if picked := [found[n] for n in listed if n in found]:
         return sorted(set(picked))
     own = canonicalize_name(name).replace("-", "_")
@@ -698,10 +842,15 @@ def code_paths(repo: Path, name: str, top_level: Iterable[str] = ()) -> list[str
 
 def path_hint(ini_options: dict[str, str]) -> str:
     """A statement's note on where the package's code is imported from ("" for the root)."""
-    paths = [str(PurePosixPath(x).relative_to(WORKSPACE)) for x in
-             ini_options.get("pythonpath", "").split() if x.startswith(WORKSPACE + "/")]
+    paths = [
+        str(PurePosixPath(x).relative_to(WORKSPACE))
+        for x in ini_options.get("pythonpath", "").split()
+        if x.startswith(WORKSPACE + "/")
+    ]
     if not paths:
         return ""
     joined = ":".join(paths)
-    return (f"\nThe tests import the package with {', '.join(f'`{x}/`' for x in paths)} on "
-            f"`sys.path`: run Python as `PYTHONPATH={joined} python ...` to do the same.\n")
+    return (
+        f"\nThe tests import the package with {', '.join(f'`{x}/`' for x in paths)} on "
+        f"`sys.path`: run Python as `PYTHONPATH={joined} python ...` to do the same.\n"
+    )

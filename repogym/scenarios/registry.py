@@ -28,8 +28,10 @@ def add_tasks(tasks: Iterable[Task], *, overwrite: bool = False) -> list[Task]:
     for task in tasks:
         old = _TASKS.get(task.id)
         if old is not None and old.path != task.path and not overwrite:
-            raise TaskError(f"{task.path}: id '{task.id}' is already registered from "
-                            f"{old.path}. Fix: rename the task or pass overwrite=True")
+            raise TaskError(
+                f"{task.path}: id '{task.id}' is already registered from "
+                f"{old.path}. Fix: rename the task or pass overwrite=True"
+            )
     _TASKS.update((t.id, t) for t in tasks)
     return tasks
 

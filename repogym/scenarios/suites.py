@@ -40,8 +40,12 @@ MANIFESTS = Path(__file__).parent / "suites"
 MAX_STEPS = 40
 #: Changes when what an unpacked sdist holds changes (older copies are unpacked again).
 _SOURCE_LAYOUT = "clean-1"
-_GIT_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": "/dev/null"}
+_GIT_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "HOME": "/nonexistent",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+}
 
 
 class SuiteError(ValueError):
@@ -110,21 +114,36 @@ class PackageEntry:
 
     def to_json(self) -> dict:
         head = {"pypi": self.pypi} if self.pypi else {}
-        return {"name": self.name, **head, "version": self.version, "sdist": self.sdist,
-                "sha256": self.sha256, "split": self.split, "kind": self.kind,
-                "environment": _spec_json(self.environment), "plugins": list(self.plugins),
-                "ini_options": self.ini_options, "timeout_s": self.timeout_s,
-                "tests_dest": self.tests_dest, "hidden": list(self.hidden),
-                "tests": list(self.tests), "tasks": [self._task_json(t) for t in self.tasks]}
+        return {
+            "name": self.name,
+            **head,
+            "version": self.version,
+            "sdist": self.sdist,
+            "sha256": self.sha256,
+            "split": self.split,
+            "kind": self.kind,
+            "environment": _spec_json(self.environment),
+            "plugins": list(self.plugins),
+            "ini_options": self.ini_options,
+            "timeout_s": self.timeout_s,
+            "tests_dest": self.tests_dest,
+            "hidden": list(self.hidden),
+            "tests": list(self.tests),
+            "tasks": [self._task_json(t) for t in self.tasks],
+        }
 
     def _task_json(self, t: TaskEntry) -> dict:
-        out: dict = {"id": t.id, "origin": t.origin, **(
-            {"mutants": list(t.mutants)} if t.mutants else {}), "gold": t.gold,
-            "fail_to_pass": list(t.fail_to_pass), "p2p_scope": t.p2p_scope}
+        out: dict = {
+            "id": t.id,
+            "origin": t.origin,
+            **({"mutants": list(t.mutants)} if t.mutants else {}),
+            "gold": t.gold,
+            "fail_to_pass": list(t.fail_to_pass),
+            "p2p_scope": t.p2p_scope,
+        }
         if t.p2p_scope != "all" or t.pass_to_pass != all_others(self.tests, t.fail_to_pass):
             out["pass_to_pass"] = list(t.pass_to_pass)
-        return {**out, "statement": t.statement, "reproduction": t.reproduction,
-                "decoys": t.decoys}
+        return {**out, "statement": t.statement, "reproduction": t.reproduction, "decoys": t.decoys}
 
 
 def all_others(tests: Iterable[str], failing: Iterable[str]) -> tuple[str, ...]:
@@ -160,8 +179,10 @@ class Suite:
         for name in names:
             found = [p for p in self.packages if name in (p.name, p.distribution)]
             if not found:
-                raise SuiteError(f"suite {self.name!r} has no package {name!r}. Fix: pick one "
-                                 f"of {sorted({p.distribution for p in self.packages})}")
+                raise SuiteError(
+                    f"suite {self.name!r} has no package {name!r}. Fix: pick one "
+                    f"of {sorted({p.distribution for p in self.packages})}"
+                )
             out += [p for p in found if p not in out]
         return out
 
@@ -191,34 +212,58 @@ def package_from_json(data: dict, where: Path) -> PackageEntry:
 def _package(data: dict, where: Path) -> PackageEntry:
     try:
         tests = tuple(data.get("tests", ()))
-        tasks = tuple(TaskEntry(
-            t["id"], t["gold"], tuple(t["fail_to_pass"]),
-            tuple(t["pass_to_pass"]) if "pass_to_pass" in t else all_others(
-                tests, t["fail_to_pass"]),
-            t["statement"], dict(t["decoys"]), reproduction=t.get("reproduction", ""),
-            p2p_scope=t.get("p2p_scope", "all"), origin=t.get("origin", "mutation"),
-            mutants=tuple(t.get("mutants", ())))
-            for t in data["tasks"])
+        tasks = tuple(
+            TaskEntry(
+                t["id"],
+                t["gold"],
+                tuple(t["fail_to_pass"]),
+                tuple(t["pass_to_pass"])
+                if "pass_to_pass" in t
+                else all_others(tests, t["fail_to_pass"]),
+                t["statement"],
+                dict(t["decoys"]),
+                reproduction=t.get("reproduction", ""),
+                p2p_scope=t.get("p2p_scope", "all"),
+                origin=t.get("origin", "mutation"),
+                mutants=tuple(t.get("mutants", ())),
+            )
+            for t in data["tasks"]
+        )
         entry = PackageEntry(
-            name=data["name"], version=data["version"], sdist=data["sdist"],
-            sha256=data["sha256"], split=data["split"], kind=data["kind"],
+            name=data["name"],
+            version=data["version"],
+            sdist=data["sdist"],
+            sha256=data["sha256"],
+            split=data["split"],
+            kind=data["kind"],
             environment=parse_spec(data["environment"], where.parent),
-            ini_options=dict(data["ini_options"]), tests_dest=data["tests_dest"],
-            hidden=tuple(data["hidden"]), tasks=tasks, tests=tests,
-            plugins=tuple(data.get("plugins", ())), timeout_s=int(data.get("timeout_s", 120)),
-            pypi=data.get("pypi", ""))
+            ini_options=dict(data["ini_options"]),
+            tests_dest=data["tests_dest"],
+            hidden=tuple(data["hidden"]),
+            tasks=tasks,
+            tests=tests,
+            plugins=tuple(data.get("plugins", ())),
+            timeout_s=int(data.get("timeout_s", 120)),
+            pypi=data.get("pypi", ""),
+        )
     except (KeyError, TypeError, ValueError) as e:
-        raise SuiteError(f"{where}: malformed package entry ({type(e).__name__}: {e}). Fix: "
-                         "rebuild it with `repogym suite build`") from e
+        raise SuiteError(
+            f"{where}: malformed package entry ({type(e).__name__}: {e}). Fix: "
+            "rebuild it with `repogym suite build`"
+        ) from e
     if entry.split not in SPLITS:
         raise SuiteError(f"{where}: split {entry.split!r}. Fix: use one of {SPLITS}")
     for t in entry.tasks:
         if t.origin not in ORIGINS or t.p2p_scope not in P2P_SCOPES:
-            raise SuiteError(f"{where}: task {t.id}: origin {t.origin!r} / p2p_scope "
-                             f"{t.p2p_scope!r}. Fix: use one of {ORIGINS} / {P2P_SCOPES}")
+            raise SuiteError(
+                f"{where}: task {t.id}: origin {t.origin!r} / p2p_scope "
+                f"{t.p2p_scope!r}. Fix: use one of {ORIGINS} / {P2P_SCOPES}"
+            )
         if not t.pass_to_pass and not entry.tests:
-            raise SuiteError(f"{where}: task {t.id} lists no pass_to_pass and the package "
-                             "no tests. Fix: rebuild it with `repogym suite build`")
+            raise SuiteError(
+                f"{where}: task {t.id} lists no pass_to_pass and the package "
+                "no tests. Fix: rebuild it with `repogym suite build`"
+            )
     return entry
 
 
@@ -242,14 +287,18 @@ def load_suite(name: str) -> Suite:
     """
     meta = suite_meta(name)
     folder = MANIFESTS / name.lower()
-    packages = tuple(_package(json.loads((folder / f"{p}.json").read_text()), folder / p)
-                     for p in meta["packages"])
+    packages = tuple(
+        _package(json.loads((folder / f"{p}.json").read_text()), folder / p)
+        for p in meta["packages"]
+    )
     splits: dict[str, set[str]] = {}
     for p in packages:
         splits.setdefault(p.distribution, set()).add(p.split)
     if mixed := sorted(d for d, s in splits.items() if len(s) > 1):
-        raise SuiteError(f"{folder}: {mixed[0]} has releases in both splits. Fix: put every "
-                         "entry of a package in one split")
+        raise SuiteError(
+            f"{folder}: {mixed[0]} has releases in both splits. Fix: put every "
+            "entry of a package in one split"
+        )
     return Suite(meta["name"], meta["env_id"], meta["description"], packages)
 
 
@@ -294,34 +343,48 @@ def _link_tree(src: Path, dest: Path, skip: set[str]) -> None:
 
 def _git_apply(patch: str, cwd: Path, *args: str) -> None:
     env = {**_GIT_ENV, "GIT_CEILING_DIRECTORIES": str(cwd.parent)}
-    res = subprocess.run(["git", "apply", "--whitespace=nowarn", *args, "-"], cwd=cwd,
-                         input=patch.encode(), capture_output=True, env=env, check=False)
+    res = subprocess.run(
+        ["git", "apply", "--whitespace=nowarn", *args, "-"],
+        cwd=cwd,
+        input=patch.encode(),
+        capture_output=True,
+        env=env,
+        check=False,
+    )
     if res.returncode != 0:
-        raise SuiteError(f"{cwd}: a patch does not apply ({res.stderr.decode().strip()}). "
-                         "Fix: the sdist differs from the one the manifest was built from; "
-                         "rebuild the manifest")
+        raise SuiteError(
+            f"{cwd}: a patch does not apply ({res.stderr.decode().strip()}). "
+            "Fix: the sdist differs from the one the manifest was built from; "
+            "rebuild the manifest"
+        )
 
 
 def _patched_files(patch: str) -> list[str]:
-    return [line.split(" b/", 1)[1].strip() for line in patch.splitlines()
-            if line.startswith("diff --git ")]
+    return [
+        line.split(" b/", 1)[1].strip()
+        for line in patch.splitlines()
+        if line.startswith("diff --git ")
+    ]
 
 
 def _task_toml(entry: PackageEntry, task: TaskEntry) -> str:
     q = json.dumps
     ini = "".join(f"{k} = {q(v)}\n" for k, v in sorted(entry.ini_options.items()))
     command = pytest_command(entry.plugins)
-    return (f"# Materialised from repogym's suite manifest ({entry.name} {entry.version}; "
-            f"bug: {task.origin}).\n"
-            f"id = {q(task.id)}\nversion = 0\nstatement_file = \"STATEMENT.md\"\n"
-            f"split = {q(entry.split)}\ntags = {json.dumps(['realpy', entry.distribution])}\n"
-            f"max_steps = {MAX_STEPS}\n\n[verifier]\ntests_dest = {q(entry.tests_dest)}\n"
-            f"command = {q(command)}\ntimeout_s = {entry.timeout_s}\n"
-            f"p2p_scope = {q(task.p2p_scope)}\n"
-            f"fail_to_pass = {json.dumps(list(task.fail_to_pass))}\n"
-            f"pass_to_pass = {json.dumps(list(task.pass_to_pass))}\n"
-            + (f"\n[verifier.ini_options]\n{ini}" if ini else "")
-            + "\n" + entry.environment.to_toml())
+    return (
+        f"# Materialised from repogym's suite manifest ({entry.name} {entry.version}; "
+        f"bug: {task.origin}).\n"
+        f'id = {q(task.id)}\nversion = 0\nstatement_file = "STATEMENT.md"\n'
+        f"split = {q(entry.split)}\ntags = {json.dumps(['realpy', entry.distribution])}\n"
+        f"max_steps = {MAX_STEPS}\n\n[verifier]\ntests_dest = {q(entry.tests_dest)}\n"
+        f"command = {q(command)}\ntimeout_s = {entry.timeout_s}\n"
+        f"p2p_scope = {q(task.p2p_scope)}\n"
+        f"fail_to_pass = {json.dumps(list(task.fail_to_pass))}\n"
+        f"pass_to_pass = {json.dumps(list(task.pass_to_pass))}\n"
+        + (f"\n[verifier.ini_options]\n{ini}" if ini else "")
+        + "\n"
+        + entry.environment.to_toml()
+    )
 
 
 def _write_task(entry: PackageEntry, task: TaskEntry, src: Path, dest: Path) -> None:
@@ -338,8 +401,11 @@ def _write_task(entry: PackageEntry, task: TaskEntry, src: Path, dest: Path) -> 
                 path.write_bytes(data)
         _git_apply(task.gold, tmp / "repo", "-R")
         for rel in entry.hidden:
-            inside = rel if entry.tests_dest == "." else str(
-                PurePosixPath(rel).relative_to(entry.tests_dest))
+            inside = (
+                rel
+                if entry.tests_dest == "."
+                else str(PurePosixPath(rel).relative_to(entry.tests_dest))
+            )
             (tmp / "tests" / inside).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src / rel, tmp / "tests" / inside)
         (tmp / "tests").mkdir(exist_ok=True)
@@ -351,8 +417,10 @@ def _write_task(entry: PackageEntry, task: TaskEntry, src: Path, dest: Path) -> 
         (tmp / "STATEMENT.md").write_text(task.statement)
         if task.reproduction:
             (tmp / "reproduction.py").write_text(task.reproduction)
-        (tmp / "HINTS.md").write_text("The tests that fail with the bug:\n\n" + "".join(
-            f"- `{t}`\n" for t in task.fail_to_pass))
+        (tmp / "HINTS.md").write_text(
+            "The tests that fail with the bug:\n\n"
+            + "".join(f"- `{t}`\n" for t in task.fail_to_pass)
+        )
         (tmp / "task.toml").write_text(_task_toml(entry, task))
         (tmp / ".manifest").write_text(task.digest + "\n")
         if dest.exists():
@@ -363,8 +431,9 @@ def _write_task(entry: PackageEntry, task: TaskEntry, src: Path, dest: Path) -> 
         raise
 
 
-def materialise(entry: PackageEntry, root: Path,
-                tasks: Iterable[str] | None = None) -> Iterator[tuple[TaskEntry, Path, bool]]:
+def materialise(
+    entry: PackageEntry, root: Path, tasks: Iterable[str] | None = None
+) -> Iterator[tuple[TaskEntry, Path, bool]]:
     """Write ``entry``'s task folders under ``root/<package>/`` (only ``tasks`` ids if given).
 
     Yields:
@@ -410,15 +479,24 @@ def _write_index(root: Path, index: dict[str, dict]) -> None:
     os.replace(tmp, _index_path(root))
 
 
-def record_validated(root: Path, entry: PackageEntry, task: TaskEntry, folder: Path,
-                     ok: bool, seals: dict | None = None) -> None:
+def record_validated(
+    root: Path,
+    entry: PackageEntry,
+    task: TaskEntry,
+    folder: Path,
+    ok: bool,
+    seals: dict | None = None,
+) -> None:
     """Add (``ok``) or remove a task from the index of validated tasks; ``seals`` is its
     seal measure (:func:`record_seals`)."""
     index = read_index(root)
     if ok:
-        index[task.id] = {"package": entry.distribution, "split": entry.split,
-                          "path": str(folder),
-                          "digest": task.digest}
+        index[task.id] = {
+            "package": entry.distribution,
+            "split": entry.split,
+            "path": str(folder),
+            "digest": task.digest,
+        }
         if seals is not None:
             index[task.id]["seals"] = seals
     else:
@@ -452,9 +530,11 @@ def withheld_reason(info: dict, grader: str | None = None) -> str | None:
         return "seal floor measured by another repogym (run `repogym suite fetch` again)"
     share = seals.get("witnessed", 0) / seals["f2p"]
     if share < SEAL_FLOOR:
-        return (f"{seals.get('witnessed', 0)} of {seals['f2p']} fail_to_pass tests witnessed "
-                f"by a value seal ({share:.0%} < {SEAL_FLOOR:.0%}): a forger that flips "
-                "pytest's reports could earn the rest")
+        return (
+            f"{seals.get('witnessed', 0)} of {seals['f2p']} fail_to_pass tests witnessed "
+            f"by a value seal ({share:.0%} < {SEAL_FLOOR:.0%}): a forger that flips "
+            "pytest's reports could earn the rest"
+        )
     return None
 
 
@@ -467,13 +547,21 @@ def withheld_tasks(name: str, root: Path | None = None) -> dict[str, str]:
     """The validated tasks of a suite it does not serve by default, with why
     (:func:`withheld_reason`)."""
     index = read_index(suite_root(name, root))
-    return {tid: why for tid, info in sorted(index.items())
-            if (why := withheld_reason(info)) is not None}
+    return {
+        tid: why
+        for tid, info in sorted(index.items())
+        if (why := withheld_reason(info)) is not None
+    }
 
 
-def validated_tasks(name: str, root: Path | None = None, *, split: str | None = None,
-                    packages: Iterable[str] | None = None,
-                    withheld: bool = False) -> list[Task]:
+def validated_tasks(
+    name: str,
+    root: Path | None = None,
+    *,
+    split: str | None = None,
+    packages: Iterable[str] | None = None,
+    withheld: bool = False,
+) -> list[Task]:
     """The tasks of a suite that were materialised and validated here, as the suite's
     manifest has them now: a task the manifest no longer holds, or holds changed since it
     was validated (a newer repogym), is not one of them until fetched again. A task under
@@ -488,20 +576,32 @@ def validated_tasks(name: str, root: Path | None = None, *, split: str | None = 
     index = read_index(base)
     current = {t.id: t.digest for p in suite.packages for t in p.tasks}
     keep = None if packages is None else set(packages)
-    chosen = {tid: info for tid, info in sorted(index.items())
-              if (split is None or info["split"] == split)
-              and (keep is None or info["package"] in keep) and Path(info["path"]).is_dir()}
+    chosen = {
+        tid: info
+        for tid, info in sorted(index.items())
+        if (split is None or info["split"] == split)
+        and (keep is None or info["package"] in keep)
+        and Path(info["path"]).is_dir()
+    }
     fresh = {tid: info for tid, info in chosen.items() if current.get(tid) == info.get("digest")}
-    served = {tid: info for tid, info in fresh.items()
-              if withheld or withheld_reason(info) is None}
+    served = {tid: info for tid, info in fresh.items() if withheld or withheld_reason(info) is None}
     out = [load_task(Path(info["path"])) for info in served.values()]
     if not out:
-        stale = f" ({len(chosen) - len(fresh)} validated from another version of its " \
-            "manifest)" if len(fresh) < len(chosen) else ""
-        held = f" ({len(fresh)} withheld under the seal floor: `repogym suite show " \
-            f"{suite.name}` says why)" if fresh else ""
-        raise SuiteError(f"no validated task of suite {suite.name!r} here (split={split!r}, "
-                         f"packages={sorted(keep) if keep else 'all'}) under {base}{stale}"
-                         f"{held}. Fix: `repogym suite fetch {suite.name}` (downloads, builds "
-                         "and validates it)")
+        stale = (
+            f" ({len(chosen) - len(fresh)} validated from another version of its manifest)"
+            if len(fresh) < len(chosen)
+            else ""
+        )
+        held = (
+            f" ({len(fresh)} withheld under the seal floor: `repogym suite show "
+            f"{suite.name}` says why)"
+            if fresh
+            else ""
+        )
+        raise SuiteError(
+            f"no validated task of suite {suite.name!r} here (split={split!r}, "
+            f"packages={sorted(keep) if keep else 'all'}) under {base}{stale}"
+            f"{held}. Fix: `repogym suite fetch {suite.name}` (downloads, builds "
+            "and validates it)"
+        )
     return out

@@ -60,12 +60,24 @@ from repogym.scenarios.importing import (
 from repogym.scenarios.jsonl import read_jsonl
 from repogym.scenarios.patches import is_test_file, split_diff
 
-REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "FAIL_TO_PASS",
-            "PASS_TO_PASS", "problem_statement")
+REQUIRED = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "patch",
+    "test_patch",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+    "problem_statement",
+)
 _TEST_PARTS = {"test", "tests", "testing"}
-_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-            "HOME": "/nonexistent", "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "GIT_TERMINAL_PROMPT": "0"}
+_GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "HOME": "/nonexistent",
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "GIT_TERMINAL_PROMPT": "0",
+}
 
 
 class InstanceError(ValueError):
@@ -86,17 +98,20 @@ def _test_list(inst: dict, key: str) -> list[str]:
     if isinstance(value, str):
         value = json.loads(value) if value.strip() else []
     if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-        raise InstanceError(f"{inst['instance_id']}: {key} must be a list of test ids (or a "
-                           "JSON string of one)")
+        raise InstanceError(
+            f"{inst['instance_id']}: {key} must be a list of test ids (or a JSON string of one)"
+        )
     return value
 
 
 def _pytest_only(iid: str, ids: list[str], fmt: str) -> None:
     bad = [t for t in ids if "::" not in t]
     if bad:
-        raise InstanceError(f"{iid}: {bad[0]!r} is not a pytest node id, and {fmt} rows are "
-                            "graded with pytest. Fix: import pytest-based rows only (SWE-bench "
-                            "rows may name other runners' tests)")
+        raise InstanceError(
+            f"{iid}: {bad[0]!r} is not a pytest node id, and {fmt} rows are "
+            "graded with pytest. Fix: import pytest-based rows only (SWE-bench "
+            "rows may name other runners' tests)"
+        )
 
 
 def _test_path(node_id: str, iid: str) -> str:
@@ -112,10 +127,17 @@ def task_id_for(instance_id: str) -> str:
     return re.sub(r"[^a-z0-9._-]", "-", instance_id.lower()).lstrip("._-") or "instance"
 
 
-def _git(args: list[str], *, cwd: Path | None = None, env: dict | None = None,
-         stdin: bytes | None = None) -> bytes:
-    res = subprocess.run(["git", *args], cwd=cwd, env={**_GIT_ENV, **(env or {})},
-                         input=stdin, capture_output=True, check=False)
+def _git(
+    args: list[str], *, cwd: Path | None = None, env: dict | None = None, stdin: bytes | None = None
+) -> bytes:
+    res = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env={**_GIT_ENV, **(env or {})},
+        input=stdin,
+        capture_output=True,
+        check=False,
+    )
     if res.returncode != 0:
         raise InstanceError(f"git {' '.join(args)} failed: {res.stderr.decode().strip()}")
     return res.stdout
@@ -125,8 +147,11 @@ def export_tree(clone: Path, commit: str, dest: Path) -> None:
     """Write ``commit``'s tree to ``dest`` with no ``.git`` (through a temporary index)."""
     gitdir = _git(["rev-parse", "--absolute-git-dir"], cwd=clone).decode().strip()
     with tempfile.TemporaryDirectory(prefix="repogym-idx-") as tmp:
-        env = {"GIT_DIR": gitdir, "GIT_INDEX_FILE": str(Path(tmp) / "index"),
-               "GIT_WORK_TREE": str(dest)}
+        env = {
+            "GIT_DIR": gitdir,
+            "GIT_INDEX_FILE": str(Path(tmp) / "index"),
+            "GIT_WORK_TREE": str(dest),
+        }
         dest.mkdir(parents=True)
         _git(["read-tree", commit], cwd=dest, env=env)
         _git(["checkout-index", "-a", "-f"], cwd=dest, env=env)
@@ -141,16 +166,23 @@ def hidden_tests_dest(paths: list[str]) -> str:
     return "."
 
 
-def _apply(patch: str, tree: Path, what: str, instance_id: str, *,
-           reverse: bool = False) -> None:
+def _apply(patch: str, tree: Path, what: str, instance_id: str, *, reverse: bool = False) -> None:
     # The ceiling keeps git from treating an enclosing repository as the patch's root.
     env = {**_GIT_ENV, "GIT_CEILING_DIRECTORIES": str(tree.parent)}
     flags = ["-R"] if reverse else []
-    res = subprocess.run(["git", "apply", "--whitespace=nowarn", *flags, "-"], cwd=tree,
-                         input=patch.encode(), capture_output=True, env=env, check=False)
+    res = subprocess.run(
+        ["git", "apply", "--whitespace=nowarn", *flags, "-"],
+        cwd=tree,
+        input=patch.encode(),
+        capture_output=True,
+        env=env,
+        check=False,
+    )
     if res.returncode != 0:
-        raise InstanceError(f"{instance_id}: {what} does not apply at base_commit: "
-                           f"{res.stderr.decode().strip()}. Fix: check base_commit")
+        raise InstanceError(
+            f"{instance_id}: {what} does not apply at base_commit: "
+            f"{res.stderr.decode().strip()}. Fix: check base_commit"
+        )
 
 
 def _toml_str(s: str) -> str:
@@ -213,10 +245,12 @@ def row_format(inst: dict[str, Any]) -> str:
 def _missing(inst: dict, keys: tuple[str, ...], fmt: str) -> None:
     if missing := [k for k in keys if k not in inst]:
         iid = inst.get("instance_id", inst.get("commit_hash", "?"))
-        raise InstanceError(f"{iid}: missing keys {missing} for a {fmt} row (the format is "
-                            f"told by the keys: a SWE-bench row has test_patch, an R2E-Gym row "
-                            f"execution_result_content). Fix: each {fmt} instance needs "
-                            f"{', '.join(keys)}; --format names the format")
+        raise InstanceError(
+            f"{iid}: missing keys {missing} for a {fmt} row (the format is "
+            f"told by the keys: a SWE-bench row has test_patch, an R2E-Gym row "
+            f"execution_result_content). Fix: each {fmt} instance needs "
+            f"{', '.join(keys)}; --format names the format"
+        )
 
 
 def _requirements(inst: dict) -> tuple[list[str], str]:
@@ -251,10 +285,24 @@ def _swebench(inst: dict) -> Instance:
             parser = runner.parser_name(inst, inst["repo"])
         except runner.RunnerError as e:
             raise InstanceError(f"{inst['instance_id']}: {e}") from e
-    return Instance(inst["instance_id"], inst["repo"], _clone_names(inst["repo"]),
-                    inst["base_commit"], inst["patch"], "", inst["test_patch"], {}, f2p, p2p,
-                    inst["problem_statement"], reqs, python, "swebench", parser,
-                    str(inst.get("eval_script") or ""))
+    return Instance(
+        inst["instance_id"],
+        inst["repo"],
+        _clone_names(inst["repo"]),
+        inst["base_commit"],
+        inst["patch"],
+        "",
+        inst["test_patch"],
+        {},
+        f2p,
+        p2p,
+        inst["problem_statement"],
+        reqs,
+        python,
+        "swebench",
+        parser,
+        str(inst.get("eval_script") or ""),
+    )
 
 
 def _failing_statement(f2p: list[str]) -> str:
@@ -263,21 +311,34 @@ def _failing_statement(f2p: list[str]) -> str:
 
 
 def _swesmith(inst: dict) -> Instance:
-    _missing(inst, ("instance_id", "repo", "patch", "FAIL_TO_PASS", "PASS_TO_PASS"),
-             "SWE-smith")
+    _missing(inst, ("instance_id", "repo", "patch", "FAIL_TO_PASS", "PASS_TO_PASS"), "SWE-smith")
     f2p, p2p = _test_list(inst, "FAIL_TO_PASS"), _test_list(inst, "PASS_TO_PASS")
     _pytest_only(inst["instance_id"], f2p + p2p, "SWE-smith")
     base = inst.get("base_commit") or ""
     if not base and (m := re.search(r"\.([0-9a-f]{7,40})$", inst["repo"])):
         base = m.group(1)  # SWE-smith names the mirror after the commit it starts from
     if not base:
-        raise InstanceError(f"{inst['instance_id']}: no base_commit and none in the repo name. "
-                            "Fix: add base_commit (the commit the bug patch applies to)")
+        raise InstanceError(
+            f"{inst['instance_id']}: no base_commit and none in the repo name. "
+            "Fix: add base_commit (the commit the bug patch applies to)"
+        )
     reqs, python = _requirements(inst)
-    return Instance(inst["instance_id"], inst["repo"], _clone_names(inst["repo"]), base, "",
-                    inst["patch"], "", {}, f2p, p2p,
-                    inst.get("problem_statement") or _failing_statement(f2p), reqs, python,
-                    "swesmith")
+    return Instance(
+        inst["instance_id"],
+        inst["repo"],
+        _clone_names(inst["repo"]),
+        base,
+        "",
+        inst["patch"],
+        "",
+        {},
+        f2p,
+        p2p,
+        inst.get("problem_statement") or _failing_statement(f2p),
+        reqs,
+        python,
+        "swesmith",
+    )
 
 
 _SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\s+(\S+::\S+)")
@@ -293,44 +354,66 @@ def _log_statuses(log: str) -> dict[str, str]:
 
 
 def _r2e(inst: dict, clone_of) -> Instance:
-    _missing(inst, ("repo_name", "commit_hash", "problem_statement",
-                    "execution_result_content"), "R2E-Gym")
+    _missing(
+        inst,
+        ("repo_name", "commit_hash", "problem_statement", "execution_result_content"),
+        "R2E-Gym",
+    )
     iid = inst.get("instance_id") or f"{inst['repo_name']}-{inst['commit_hash'][:8]}"
     try:
         run = json.loads(inst["execution_result_content"])
         commit = json.loads(inst.get("parsed_commit_content") or "{}")
     except (TypeError, ValueError) as e:
-        raise InstanceError(f"{iid}: execution_result_content or parsed_commit_content is not "
-                            f"JSON ({e})") from e
-    files = dict(zip(run.get("test_file_names", []), run.get("test_file_codes", []),
-                     strict=False))
+        raise InstanceError(
+            f"{iid}: execution_result_content or parsed_commit_content is not JSON ({e})"
+        ) from e
+    files = dict(zip(run.get("test_file_names", []), run.get("test_file_codes", []), strict=False))
     before = _log_statuses(run.get("old_commit_res_stdout") or "")
     after = _log_statuses(run.get("new_commit_res_stdout") or "")
     passing = sorted(t for t, s in after.items() if s == "PASSED")
     f2p = [t for t in passing if before.get(t) != "PASSED"]
     p2p = [t for t in passing if before.get(t) == "PASSED"]
     if not files or not f2p:
-        raise InstanceError(f"{iid}: no test files or no test that the commit fixes in "
-                            "execution_result_content. Fix: use a row with test_file_names/"
-                            "test_file_codes and the old and new commits' pytest -rA output")
+        raise InstanceError(
+            f"{iid}: no test files or no test that the commit fixes in "
+            "execution_result_content. Fix: use a row with test_file_names/"
+            "test_file_codes and the old and new commits' pytest -rA output"
+        )
     dest = posixpath.dirname(_test_path(f2p[0], iid))
     clone = clone_of(_clone_names(inst["repo_name"]), iid, inst["repo_name"])
     new = inst["commit_hash"]
-    old = commit.get("old_commit_hash") or _git(["rev-parse", f"{new}^"],
-                                                cwd=clone).decode().strip()
+    old = (
+        commit.get("old_commit_hash") or _git(["rev-parse", f"{new}^"], cwd=clone).decode().strip()
+    )
     changed = _git(["diff", "--name-only", old, new], cwd=clone).decode().split()
-    code = [f for f in changed if not is_test_file(f) and not _TEST_PARTS & set(
-        PurePosixPath(f).parts)]
+    code = [
+        f for f in changed if not is_test_file(f) and not _TEST_PARTS & set(PurePosixPath(f).parts)
+    ]
     fix = _git(["diff", "--binary", old, new, "--", *code], cwd=clone).decode() if code else ""
     reqs, python = _requirements(inst)
     try:
-        generated = {check_relpath(posixpath.join(dest, Path(str(n)).name), f"{iid}: test file"):
-                     str(c) for n, c in files.items()}
+        generated = {
+            check_relpath(posixpath.join(dest, Path(str(n)).name), f"{iid}: test file"): str(c)
+            for n, c in files.items()
+        }
     except UnsafeTaskFile as e:
         raise InstanceError(str(e)) from e
-    return Instance(iid, inst["repo_name"], _clone_names(inst["repo_name"]), old, fix, "", "",
-                    generated,
-                    f2p, p2p, inst["problem_statement"], reqs, python, "r2e")
+    return Instance(
+        iid,
+        inst["repo_name"],
+        _clone_names(inst["repo_name"]),
+        old,
+        fix,
+        "",
+        "",
+        generated,
+        f2p,
+        p2p,
+        inst["problem_statement"],
+        reqs,
+        python,
+        "r2e",
+    )
 
 
 def normalise(inst: dict[str, Any], clone_of, fmt: str = "auto") -> Instance:
@@ -346,8 +429,15 @@ def normalise(inst: dict[str, Any], clone_of, fmt: str = "auto") -> Instance:
 
 
 # -- writing the task ----------------------------------------------------------------
-def _task_toml(task_id: str, inst: Instance, split: str, dest: str, test_files: list[str],
-               timeout_s: float, run: tuple[str, dict[str, str]] | None = None) -> str:
+def _task_toml(
+    task_id: str,
+    inst: Instance,
+    split: str,
+    dest: str,
+    test_files: list[str],
+    timeout_s: float,
+    run: tuple[str, dict[str, str]] | None = None,
+) -> str:
     """task.toml; ``run``: (test command, generated node id -> test id) of a non-pytest
     instance, whose generated tests are listed instead of its own."""
     cmd = "python -m pytest -rA --tb=no -p no:cacheprovider " + " ".join(test_files)
@@ -355,13 +445,17 @@ def _task_toml(task_id: str, inst: Instance, split: str, dest: str, test_files: 
     parser_line, runner_meta = 'log_parser = "swebench"\n', ""
     if run is not None:
         command, tests = run
-        f2p, p2p = list(tests)[:len(inst.f2p)], list(tests)[len(inst.f2p):]
+        f2p, p2p = list(tests)[: len(inst.f2p)], list(tests)[len(inst.f2p) :]
         parser_line = ""  # the generated tests report through the grader's channel
-        runner_meta = (f"log_parser = {_toml_str(inst.parser)}\ntest_command = "
-                       f"{_toml_str(command)}\n\n[swebench.tests]\n"
-                       + "".join(f"{_toml_str(k)} = {_toml_str(v)}\n" for k, v in tests.items()))
-    lists = "\n".join(f"{k} = [{', '.join(_toml_str(t) for t in v)}]"
-                      for k, v in (("fail_to_pass", f2p), ("pass_to_pass", p2p)))
+        runner_meta = (
+            f"log_parser = {_toml_str(inst.parser)}\ntest_command = "
+            f"{_toml_str(command)}\n\n[swebench.tests]\n"
+            + "".join(f"{_toml_str(k)} = {_toml_str(v)}\n" for k, v in tests.items())
+        )
+    lists = "\n".join(
+        f"{k} = [{', '.join(_toml_str(t) for t in v)}]"
+        for k, v in (("fail_to_pass", f2p), ("pass_to_pass", p2p))
+    )
     env = ""
     if inst.requirements or inst.python:
         spec = DependencySpec(tuple(sorted(dict.fromkeys(inst.requirements))), inst.python)
@@ -391,12 +485,21 @@ def _find_clone(repos: Path, names: list[str], iid: str, repo: str) -> Path:
     for name in names:
         if (repos / name).is_dir():
             return repos / name
-    raise InstanceError(f"{iid}: no clone at {repos / names[0]}. Fix: git clone "
-                        f"https://github.com/{repo} {repos / names[0]}")
+    raise InstanceError(
+        f"{iid}: no clone at {repos / names[0]}. Fix: git clone "
+        f"https://github.com/{repo} {repos / names[0]}"
+    )
 
 
-def import_instance(inst: dict[str, Any], repos: Path, out: Path, *, split: str = "test",
-                    timeout_s: float = 300.0, fmt: str = "auto") -> Path:
+def import_instance(
+    inst: dict[str, Any],
+    repos: Path,
+    out: Path,
+    *,
+    split: str = "test",
+    timeout_s: float = 300.0,
+    fmt: str = "auto",
+) -> Path:
     """Write one instance as a task folder under ``out``; returns the folder.
 
     Args:
@@ -412,6 +515,7 @@ def import_instance(inst: dict[str, Any], repos: Path, out: Path, *, split: str 
         InstanceError: a key is missing, the clone or commit is absent, a patch does not
             apply, or a test id is not a pytest node id.
     """
+
     def clone_of(names: list[str], iid: str, repo: str) -> Path:
         return _find_clone(repos, names, iid, repo)
 
@@ -421,8 +525,10 @@ def import_instance(inst: dict[str, Any], repos: Path, out: Path, *, split: str 
     try:
         _git(["cat-file", "-e", norm.base_commit + "^{commit}"], cwd=clone)
     except InstanceError as e:
-        raise InstanceError(f"{iid}: base_commit {norm.base_commit} is not in {clone}. "
-                           f"Fix: git -C {clone} fetch origin {norm.base_commit}") from e
+        raise InstanceError(
+            f"{iid}: base_commit {norm.base_commit} is not in {clone}. "
+            f"Fix: git -C {clone} fetch origin {norm.base_commit}"
+        ) from e
     task_id = task_id_for(iid)
     try:
         with staged_task(out, task_id) as root:
@@ -461,8 +567,10 @@ def _write_task(inst: Instance, clone: Path, root: Path, split: str, timeout_s: 
         _apply(inst.test_patch, after, "test_patch", iid)
     for rel, text in inst.test_files.items():
         if len(text.encode()) > MAX_FILE_BYTES:
-            raise InstanceError(f"{iid}: generated test file {rel} is over {MAX_FILE_BYTES} "
-                                "bytes. Fix: drop the row")
+            raise InstanceError(
+                f"{iid}: generated test file {rel} is over {MAX_FILE_BYTES} "
+                "bytes. Fix: drop the row"
+            )
         (after / rel).parent.mkdir(parents=True, exist_ok=True)
         if (after / rel).is_symlink():
             (after / rel).unlink()  # written as a file, never through a link
@@ -471,18 +579,25 @@ def _write_task(inst: Instance, clone: Path, root: Path, split: str, timeout_s: 
     shutil.copytree(root / "repo", gold_check, symlinks=True)
     _apply(inst.fix, gold_check, "patch", iid)
     listed = [] if inst.parser else sorted({_test_path(t, iid) for t in inst.f2p + inst.p2p})
-    patched = {check_relpath(fp.new, f"{iid}: test_patch") for fp in split_diff(inst.test_patch)
-               if fp.new and fp.new != "/dev/null"}
+    patched = {
+        check_relpath(fp.new, f"{iid}: test_patch")
+        for fp in split_diff(inst.test_patch)
+        if fp.new and fp.new != "/dev/null"
+    }
     touched = sorted({p for p in patched if (after / p).is_file()} | set(inst.test_files))
     missing = [f for f in listed if not (after / f).is_file()]
     if missing:
-        raise InstanceError(f"{iid}: listed tests are in {missing}, which the repository at "
-                            "base_commit does not have (nor the test patch). Fix: check the "
-                            "instance's test lists and base_commit")
+        raise InstanceError(
+            f"{iid}: listed tests are in {missing}, which the repository at "
+            "base_commit does not have (nor the test patch). Fix: check the "
+            "instance's test lists and base_commit"
+        )
     hidden = touched or listed
     if not hidden:
-        raise InstanceError(f"{iid}: test_patch adds no test file and the test ids name no "
-                            "file. Fix: check test_patch")
+        raise InstanceError(
+            f"{iid}: test_patch adds no test file and the test ids name no "
+            "file. Fix: check test_patch"
+        )
     dest = hidden_tests_dest(hidden)
     (root / "tests").mkdir()
     for rel in hidden:
@@ -499,42 +614,59 @@ def _write_task(inst: Instance, clone: Path, root: Path, split: str, timeout_s: 
         test_files = sorted({*listed, *(p for p in touched if is_test_file(p))})
     (root / "solution.patch").write_text(inst.fix)
     (root / "STATEMENT.md").write_text(inst.statement.strip() + "\n")
-    (root / "task.toml").write_text(_task_toml(task_id_for(iid), inst, split, dest,
-                                               test_files, timeout_s, run))
+    (root / "task.toml").write_text(
+        _task_toml(task_id_for(iid), inst, split, dest, test_files, timeout_s, run)
+    )
 
 
-def _write_runner(inst: Instance, root: Path, after: Path, dest: str, touched: list[str],
-                  timeout_s: float) -> tuple[str, dict[str, str]]:
+def _write_runner(
+    inst: Instance, root: Path, after: Path, dest: str, touched: list[str], timeout_s: float
+) -> tuple[str, dict[str, str]]:
     """The generated pytest file and swebench's parsers among the hidden tests of a
     non-pytest instance; returns (its test command, generated node id -> test id)."""
     iid = inst.instance_id
     try:
-        command = runner.test_command({"eval_script": inst.eval_script}, inst.repo,
-                                      [p for p in touched if p.endswith(".py")])
+        command = runner.test_command(
+            {"eval_script": inst.eval_script}, inst.repo, [p for p in touched if p.endswith(".py")]
+        )
     except runner.RunnerError as e:
         raise InstanceError(f"{iid}: {e}") from e
     tests = runner.node_ids(dest, inst.f2p, inst.p2p)
     path = next(iter(tests)).split("::")[0]
     if (after / path).exists() or (after / posixpath.dirname(path) / runner.VENDOR_DIR).exists():
-        raise InstanceError(f"{iid}: the repository already has {path} or "
-                            f"{runner.VENDOR_DIR}/ beside it, where the generated runner goes. "
-                            "Fix: rename that file in the row's repository")
+        raise InstanceError(
+            f"{iid}: the repository already has {path} or "
+            f"{runner.VENDOR_DIR}/ beside it, where the generated runner goes. "
+            "Fix: rename that file in the row's repository"
+        )
     timeout = max(10.0, timeout_s - 30.0)  # inside the grading run's own timeout
-    (root / "tests" / runner.RUNNER_FILE).write_text(runner.runner_source(
-        iid, inst.parser, command, tests, set(list(tests)[len(inst.f2p):]), timeout))
+    (root / "tests" / runner.RUNNER_FILE).write_text(
+        runner.runner_source(
+            iid, inst.parser, command, tests, set(list(tests)[len(inst.f2p) :]), timeout
+        )
+    )
     runner.vendor_parsers(root / "tests" / runner.VENDOR_DIR)
     return command, tests
 
 
-def import_swebench(instances: str | Path, repos: str | Path, out: str | Path, *,
-                    split: str = "test", timeout_s: float = 300.0, fmt: str = "auto"
-                    ) -> tuple[list[Path], list[str]]:
+def import_swebench(
+    instances: str | Path,
+    repos: str | Path,
+    out: str | Path,
+    *,
+    split: str = "test",
+    timeout_s: float = 300.0,
+    fmt: str = "auto",
+) -> tuple[list[Path], list[str]]:
     """Import every instance of a JSONL file. Returns (task folders, errors)."""
     done, errors = [], []
     for inst in read_instances(instances):
         try:
-            done.append(import_instance(inst, Path(repos), Path(out), split=split,
-                                        timeout_s=timeout_s, fmt=fmt))
+            done.append(
+                import_instance(
+                    inst, Path(repos), Path(out), split=split, timeout_s=timeout_s, fmt=fmt
+                )
+            )
         except InstanceError as e:
             errors.append(str(e))
     return done, errors

@@ -43,7 +43,7 @@ _START, _END = ">>>>> Start Test Output", ">>>>> End Test Output"
 _KNOWN_COMMANDS = {
     "django/django": "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1",
     "sympy/sympy": "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C "
-                   "--verbose",
+    "--verbose",
 }
 _PYTHON_PARSERS = "swebench.harness.log_parsers.python"
 
@@ -63,23 +63,31 @@ def parser_name(row: dict, repo: str) -> str:
         from swebench.harness.log_parsers import PARSER_REGISTRY
         from swebench.harness.log_parsers.python import MAP_REPO_TO_PARSER_PY
     except ImportError as e:
-        raise RunnerError("non-pytest instances are graded with swebench's log parsers. Fix: "
-                          "pip install 'repogym[swebench]'") from e
+        raise RunnerError(
+            "non-pytest instances are graded with swebench's log parsers. Fix: "
+            "pip install 'repogym[swebench]'"
+        ) from e
     name = row.get("log_parser")
     if not name:
         fn = MAP_REPO_TO_PARSER_PY.get(repo)
         if fn is None:
-            raise RunnerError(f"swebench has no log parser for {repo!r} and the row names "
-                              "none. Fix: add log_parser (a swebench parser name, e.g. "
-                              "parse_log_django) to the row")
+            raise RunnerError(
+                f"swebench has no log parser for {repo!r} and the row names "
+                "none. Fix: add log_parser (a swebench parser name, e.g. "
+                "parse_log_django) to the row"
+            )
         name = fn.__name__
     fn = PARSER_REGISTRY.get(name)
     if fn is None:
-        raise RunnerError(f"log_parser {name!r} is not one of swebench's parsers. Fix: use one "
-                          f"of {sorted(PARSER_REGISTRY)}")
+        raise RunnerError(
+            f"log_parser {name!r} is not one of swebench's parsers. Fix: use one "
+            f"of {sorted(PARSER_REGISTRY)}"
+        )
     if fn.__module__ != _PYTHON_PARSERS:
-        raise RunnerError(f"log_parser {name!r} parses a non-Python runner's output; repogym's "
-                          "sandboxes run Python tasks. Fix: import Python instances only")
+        raise RunnerError(
+            f"log_parser {name!r} parses a non-Python runner's output; repogym's "
+            "sandboxes run Python tasks. Fix: import Python instances only"
+        )
     return fn.__name__
 
 
@@ -99,17 +107,23 @@ def test_command(row: dict, repo: str, test_files: list[str]) -> str:
         starts = [i for i, line in enumerate(lines) if _START in line]
         ends = [i for i, line in enumerate(lines) if _END in line]
         if not starts or not ends or ends[-1] <= starts[0]:
-            raise RunnerError(f"eval_script has no '{_START}' ... '{_END}' markers. Fix: give "
-                              "the script in swebench's form (eval.sh of a task repo)")
-        body = [line for line in lines[starts[0] + 1:ends[-1]] if line.strip()]
+            raise RunnerError(
+                f"eval_script has no '{_START}' ... '{_END}' markers. Fix: give "
+                "the script in swebench's form (eval.sh of a task repo)"
+            )
+        body = [line for line in lines[starts[0] + 1 : ends[-1]] if line.strip()]
         if not body:
-            raise RunnerError("eval_script runs nothing between its test output markers. Fix: "
-                              "put the test command between them")
+            raise RunnerError(
+                "eval_script runs nothing between its test output markers. Fix: "
+                "put the test command between them"
+            )
         return "\n".join(body)
     base = _KNOWN_COMMANDS.get(repo)
     if base is None:
-        raise RunnerError(f"the row has no eval_script and swebench had no test command for "
-                          f"{repo!r}. Fix: add eval_script (swebench 5's eval.sh)")
+        raise RunnerError(
+            f"the row has no eval_script and swebench had no test command for "
+            f"{repo!r}. Fix: add eval_script (swebench 5's eval.sh)"
+        )
     if not test_files:
         raise RunnerError("test_patch touches no test file to run. Fix: check test_patch")
     args = [_django_label(p) if repo == "django/django" else p for p in test_files]
@@ -119,8 +133,10 @@ def test_command(row: dict, repo: str, test_files: list[str]) -> str:
 def node_ids(dest: str, f2p: list[str], p2p: list[str]) -> dict[str, str]:
     """Generated node id -> the instance's test id, FAIL_TO_PASS first."""
     path = RUNNER_FILE if dest == "." else posixpath.join(dest, RUNNER_FILE)
-    return {**{f"{path}::test_fail_to_pass_{i}": t for i, t in enumerate(f2p)},
-            **{f"{path}::test_pass_to_pass_{i}": t for i, t in enumerate(p2p)}}
+    return {
+        **{f"{path}::test_fail_to_pass_{i}": t for i, t in enumerate(f2p)},
+        **{f"{path}::test_pass_to_pass_{i}": t for i, t in enumerate(p2p)},
+    }
 
 
 _TEMPLATE = '''\
@@ -179,15 +195,23 @@ def _outcome(case, maintained):
 '''
 
 
-def runner_source(iid: str, parser: str, command: str, tests: dict[str, str],
-                  p2p: set[str], timeout_s: float) -> str:
+def runner_source(
+    iid: str, parser: str, command: str, tests: dict[str, str], p2p: set[str], timeout_s: float
+) -> str:
     """The generated pytest file (one test per listed test; ``p2p``: PASS_TO_PASS node ids)."""
-    text = _TEMPLATE.format(iid=iid, parser=parser, vendor=VENDOR_DIR,
-                            command=json.dumps(command), timeout=float(timeout_s))
+    text = _TEMPLATE.format(
+        iid=iid,
+        parser=parser,
+        vendor=VENDOR_DIR,
+        command=json.dumps(command),
+        timeout=float(timeout_s),
+    )
     for node, case in tests.items():
         name = node.rsplit("::", 1)[1]
-        text += (f"\n\ndef {name}():\n    assert _outcome({json.dumps(case)}, "
-                 f"maintained={node in p2p}) == \"passed\"\n")
+        text += (
+            f"\n\ndef {name}():\n    assert _outcome({json.dumps(case)}, "
+            f'maintained={node in p2p}) == "passed"\n'
+        )
     return text
 
 
@@ -207,7 +231,8 @@ def vendor_parsers(dest: Path) -> None:
         shutil.copyfile(licences[0], dest / "swebench" / "LICENSE")
     (dest / "README").write_text(
         "swebench's log parsers, copied from the installed swebench "
-        f"{swebench.__version__} (MIT licence: swebench/LICENSE) by repogym import-swebench.\n")
+        f"{swebench.__version__} (MIT licence: swebench/LICENSE) by repogym import-swebench.\n"
+    )
 
 
 def is_pytest_ids(ids: list[str]) -> bool:

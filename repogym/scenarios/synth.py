@@ -102,22 +102,38 @@ class SynthError(ValueError):
 
 
 # -- running the package's tests ----------------------------------------------------------
-def run_tests(root: Path, node_ids: list[str],
-              timeout_s: float) -> tuple[dict[str, str], dict[str, str]]:
+def run_tests(
+    root: Path, node_ids: list[str], timeout_s: float
+) -> tuple[dict[str, str], dict[str, str]]:
     """(node id -> passed/failed/error/skipped/missing, node id -> failure message), from a
     plain pytest subprocess."""
     with tempfile.TemporaryDirectory(prefix="repogym-synth-") as tmp:
         report = Path(tmp) / "junit.xml"
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         try:
-            subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                            f"--junitxml={report}"], cwd=root, env=env, capture_output=True,
-                           timeout=timeout_s, check=False)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    f"--junitxml={report}",
+                ],
+                cwd=root,
+                env=env,
+                capture_output=True,
+                timeout=timeout_s,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             return dict.fromkeys(node_ids, "error"), {}
         cases, messages = _parse(report)
-    return ({t: cases.get(junit_key(t), "missing") for t in node_ids},
-            {t: messages.get(junit_key(t), "") for t in node_ids})
+    return (
+        {t: cases.get(junit_key(t), "missing") for t in node_ids},
+        {t: messages.get(junit_key(t), "") for t in node_ids},
+    )
 
 
 def _parse(report: Path) -> tuple[dict, dict]:
@@ -137,14 +153,21 @@ def _parse(report: Path) -> tuple[dict, dict]:
 
 def collect(root: Path, timeout_s: float) -> list[str]:
     """The package's pytest node ids."""
-    res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
-                          "-p", "no:cacheprovider"], cwd=root, capture_output=True, text=True,
-                         timeout=timeout_s, check=False,
-                         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
     ids = [line.strip() for line in res.stdout.splitlines() if "::" in line]
     if not ids:
-        raise SynthError(f"{root}: pytest collected no tests ({res.stdout[-500:]}). Fix: "
-                         "give a package folder whose tests run with `python -m pytest` there")
+        raise SynthError(
+            f"{root}: pytest collected no tests ({res.stdout[-500:]}). Fix: "
+            "give a package folder whose tests run with `python -m pytest` there"
+        )
     return ids
 
 
@@ -163,8 +186,11 @@ def probe_records(text: str) -> list[dict]:
 
 def calls_of(records: list[dict]) -> dict[str, list[dict]]:
     """Node id -> the calls it made into the package, from probe records."""
-    return {r["calls"]: list(r.get("seq", [])) for r in records
-            if isinstance(r.get("calls"), str) and isinstance(r.get("seq", []), list)}
+    return {
+        r["calls"]: list(r.get("seq", []))
+        for r in records
+        if isinstance(r.get("calls"), str) and isinstance(r.get("seq", []), list)
+    }
 
 
 class TestRunner(Protocol):
@@ -174,19 +200,22 @@ class TestRunner(Protocol):
         """The node ids to use (every one must pass on the unmutated package)."""
         ...
 
-    def run(self, root: Path, node_ids: list[str],
-            timeout_s: float) -> tuple[dict[str, str], dict[str, str]]:
+    def run(
+        self, root: Path, node_ids: list[str], timeout_s: float
+    ) -> tuple[dict[str, str], dict[str, str]]:
         """(node id -> status, node id -> failure message) for the package as it is now."""
         ...
 
-    def calls(self, root: Path, node_ids: list[str], hidden: Collection[str],
-              timeout_s: float) -> dict[str, list[dict]]:
+    def calls(
+        self, root: Path, node_ids: list[str], hidden: Collection[str], timeout_s: float
+    ) -> dict[str, list[dict]]:
         """Node id -> the calls it makes from the ``hidden`` test files into the package
         (``rg_calls`` records), for the package as it is now."""
         ...
 
-    def script(self, root: Path, text: str, hidden: Collection[str],
-               timeout_s: float) -> tuple[int, str]:
+    def script(
+        self, root: Path, text: str, hidden: Collection[str], timeout_s: float
+    ) -> tuple[int, str]:
         """(exit status, output) of ``python reproduction.py`` holding ``text``, run at
         the root of the package as it is now, without its ``hidden`` files."""
         ...
@@ -198,29 +227,51 @@ class HostRunner:
     def collect(self, root: Path, timeout_s: float) -> list[str]:
         return collect(root, timeout_s)
 
-    def run(self, root: Path, node_ids: list[str],
-            timeout_s: float) -> tuple[dict[str, str], dict[str, str]]:
+    def run(
+        self, root: Path, node_ids: list[str], timeout_s: float
+    ) -> tuple[dict[str, str], dict[str, str]]:
         return run_tests(root, node_ids, timeout_s)
 
-    def calls(self, root: Path, node_ids: list[str], hidden: Collection[str],
-              timeout_s: float) -> dict[str, list[dict]]:
+    def calls(
+        self, root: Path, node_ids: list[str], hidden: Collection[str], timeout_s: float
+    ) -> dict[str, list[dict]]:
         with tempfile.TemporaryDirectory(prefix="repogym-calls-") as tmp:
             config, out = Path(tmp) / "calls.json", Path(tmp) / "out.jsonl"
             config.write_text(json.dumps({"tests": sorted(hidden)}))
-            env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "RG_PROBE_OUT": str(out),
-                   "RG_PROBE_CALLS": str(config), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-                   "PYTHONPATH": os.pathsep.join([str(PROBE_DIR), os.environ.get(
-                       "PYTHONPATH", "")])}
+            env = {
+                **os.environ,
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "RG_PROBE_OUT": str(out),
+                "RG_PROBE_CALLS": str(config),
+                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+                "PYTHONPATH": os.pathsep.join([str(PROBE_DIR), os.environ.get("PYTHONPATH", "")]),
+            }
             try:
-                subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                "-p", "rg_probe", *node_ids], cwd=root, env=env,
-                               capture_output=True, timeout=timeout_s, check=False)
+                subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "pytest",
+                        "-q",
+                        "-p",
+                        "no:cacheprovider",
+                        "-p",
+                        "rg_probe",
+                        *node_ids,
+                    ],
+                    cwd=root,
+                    env=env,
+                    capture_output=True,
+                    timeout=timeout_s,
+                    check=False,
+                )
             except subprocess.TimeoutExpired:
                 return {}
             return calls_of(probe_records(out.read_text() if out.is_file() else ""))
 
-    def script(self, root: Path, text: str, hidden: Collection[str],
-               timeout_s: float) -> tuple[int, str]:
+    def script(
+        self, root: Path, text: str, hidden: Collection[str], timeout_s: float
+    ) -> tuple[int, str]:
         with tempfile.TemporaryDirectory(prefix="repogym-repro-") as tmp:
             work = Path(tmp) / "repo"
             shutil.copytree(root, work, ignore=_IGNORE)
@@ -229,9 +280,15 @@ class HostRunner:
             (work / "reproduction.py").write_text(text)
             env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
             try:
-                res = subprocess.run([sys.executable, "reproduction.py"], cwd=work, env={
-                    **env, "PYTHONDONTWRITEBYTECODE": "1"}, capture_output=True, text=True,
-                    timeout=timeout_s, check=False)
+                res = subprocess.run(
+                    [sys.executable, "reproduction.py"],
+                    cwd=work,
+                    env={**env, "PYTHONDONTWRITEBYTECODE": "1"},
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout_s,
+                    check=False,
+                )
             except subprocess.TimeoutExpired:
                 return 124, f"timed out after {timeout_s}s"
             return res.returncode, (res.stdout + res.stderr)[-3000:]
@@ -270,8 +327,9 @@ def merge_sources(original: str, variants: Sequence[str]) -> str | None:
     edits: list[tuple[int, int, list[str]]] = []
     for text in variants:
         new = text.splitlines(keepends=True)
-        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, base, new,
-                                                           autojunk=False).get_opcodes():
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
+            None, base, new, autojunk=False
+        ).get_opcodes():
             if tag != "equal":
                 edits.append((i1, i2, new[j1:j2]))
     edits.sort(key=lambda e: (e[0], e[1]))
@@ -347,8 +405,10 @@ class TaskFiles:
 
     def gold(self) -> str:
         """The fix: every buggy file back to its text in ``repo``."""
-        return "".join(file_diff(rel, text, (self.repo / rel).read_text(encoding="utf-8"))
-                       for rel, text in sorted(self.buggy.items()))
+        return "".join(
+            file_diff(rel, text, (self.repo / rel).read_text(encoding="utf-8"))
+            for rel, text in sorted(self.buggy.items())
+        )
 
 
 def write_task(files: TaskFiles, out: Path) -> Path:
@@ -363,16 +423,20 @@ def write_task(files: TaskFiles, out: Path) -> Path:
 
     def ignore(folder: str, names: list[str]) -> set[str]:
         rel = Path(folder).relative_to(files.repo)
-        return {n for n in names if (rel / n).as_posix() in hidden
-                or is_artefact((rel / n).as_posix())}
+        return {
+            n for n in names if (rel / n).as_posix() in hidden or is_artefact((rel / n).as_posix())
+        }
 
     shutil.copytree(files.repo, root / "repo", ignore=ignore)
     for rel, text in files.buggy.items():
         (root / "repo" / rel).write_text(text, encoding="utf-8")
     (root / "tests").mkdir()
     for rel in files.hidden:
-        dest = root / "tests" / (rel if files.tests_dest == "." else
-                                 os.path.relpath(rel, files.tests_dest))
+        dest = (
+            root
+            / "tests"
+            / (rel if files.tests_dest == "." else os.path.relpath(rel, files.tests_dest))
+        )
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(files.repo / rel, dest)
     (root / "solution.patch").write_text(files.gold())
@@ -384,8 +448,9 @@ def write_task(files: TaskFiles, out: Path) -> Path:
     if files.reproduction:
         (root / "reproduction.py").write_text(files.reproduction)
     if files.hints:
-        (root / "HINTS.md").write_text("The tests that fail with the bug:\n\n" + "".join(
-            f"- `{t}`\n" for t in files.hints))
+        (root / "HINTS.md").write_text(
+            "The tests that fail with the bug:\n\n" + "".join(f"- `{t}`\n" for t in files.hints)
+        )
     (root / "task.toml").write_text(_toml(files))
     return root
 
@@ -394,17 +459,19 @@ def _toml(f: TaskFiles) -> str:
     q = json.dumps
     ini = "".join(f"{k} = {q(v)}\n" for k, v in sorted(f.ini_options.items()))
     head = "".join(f"# {line}\n" for line in f.comment.splitlines())
-    return (f"{head}# (the id and tags are shown to agents: they name no function.)\n"
-            f"id = {q(f.id)}\nversion = 0\nstatement_file = \"STATEMENT.md\"\n"
-            f"split = {q(f.split)}\ntags = {q(list(f.tags))}\nmax_steps = {f.max_steps}\n\n"
-            f"[verifier]\ntests_dest = {q(f.tests_dest)}\n"
-            f"command = {q(pytest_command(f.plugins))}\n"
-            f"timeout_s = {int(f.timeout_s)}\np2p_scope = {q(f.p2p_scope)}\n"
-            f"fail_to_pass = {q(list(f.fail_to_pass))}\n"
-            f"pass_to_pass = {q(list(f.pass_to_pass))}\n"
-            + (f"\n[verifier.ini_options]\n{ini}" if ini else "")
-            + (f"\n{f.environment.to_toml()}" if f.environment else "")
-            + (f"\n{f.extra_toml.strip()}\n" if f.extra_toml.strip() else ""))
+    return (
+        f"{head}# (the id and tags are shown to agents: they name no function.)\n"
+        f'id = {q(f.id)}\nversion = 0\nstatement_file = "STATEMENT.md"\n'
+        f"split = {q(f.split)}\ntags = {q(list(f.tags))}\nmax_steps = {f.max_steps}\n\n"
+        f"[verifier]\ntests_dest = {q(f.tests_dest)}\n"
+        f"command = {q(pytest_command(f.plugins))}\n"
+        f"timeout_s = {int(f.timeout_s)}\np2p_scope = {q(f.p2p_scope)}\n"
+        f"fail_to_pass = {q(list(f.fail_to_pass))}\n"
+        f"pass_to_pass = {q(list(f.pass_to_pass))}\n"
+        + (f"\n[verifier.ini_options]\n{ini}" if ini else "")
+        + (f"\n{f.environment.to_toml()}" if f.environment else "")
+        + (f"\n{f.extra_toml.strip()}\n" if f.extra_toml.strip() else "")
+    )
 
 
 # -- the package ------------------------------------------------------------------------
@@ -425,36 +492,63 @@ class _Package:
     @property
     def paths(self) -> list[str]:
         """Workspace folders the package is imported from (``src``)."""
-        return [str(PurePosixPath(p).relative_to("/workspace")) for p in
-                self.ini_options.get("pythonpath", "").split()
-                if p.startswith("/workspace/")]
+        return [
+            str(PurePosixPath(p).relative_to("/workspace"))
+            for p in self.ini_options.get("pythonpath", "").split()
+            if p.startswith("/workspace/")
+        ]
 
 
 def _scan(root: Path, timeout_s: float, runner: TestRunner, name: str = "") -> _Package:
-    files = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
-                   if "__pycache__" not in p.parts)
+    files = sorted(
+        str(p.relative_to(root)) for p in root.rglob("*.py") if "__pycache__" not in p.parts
+    )
     test_files = [f for f in files if is_test_file(f) or Path(f).name == "conftest.py"]
     if not test_files:
-        raise SynthError(f"{name or root}: no test files (test_*.py or *_test.py) in it. "
-                         "Fix: give a package with its tests (a source distribution without "
-                         "them cannot be used)")
+        raise SynthError(
+            f"{name or root}: no test files (test_*.py or *_test.py) in it. "
+            "Fix: give a package with its tests (a source distribution without "
+            "them cannot be used)"
+        )
     dest = hidden_tests_dest(test_files)
-    hidden = (lambda f: f in test_files) if dest == "." else (
-        lambda f: f == dest or f.startswith(dest + "/"))
+    hidden = (
+        (lambda f: f in test_files)
+        if dest == "."
+        else (lambda f: f == dest or f.startswith(dest + "/"))
+    )
     sources = [f for f in files if not hidden(f)]
-    return _Package(root, root.name, runner.collect(root, timeout_s), test_files if dest == "."
-                    else [f for f in files if hidden(f)], dest, sources, runner)
+    return _Package(
+        root,
+        root.name,
+        runner.collect(root, timeout_s),
+        test_files if dest == "." else [f for f in files if hidden(f)],
+        dest,
+        sources,
+        runner,
+    )
 
 
-def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
-               seed: int = 0, combined: float = 0.0, p2p_sample: int = 50,
-               max_trials: int | None = None, timeout_s: float = 120.0,
-               runner: TestRunner | None = None, name: str | None = None,
-               only: Collection[str] | None = None,
-               environment: DependencySpec | None = None,
-               ini_options: dict[str, str] | None = None, plugins: Sequence[str] = (),
-               split: str = "train", slow_suite_s: float = SLOW_SUITE_S,
-               note: str = "", say: Callable[[str], None] | None = None) -> list[Path]:
+def synthesize(
+    package_dir: str | Path,
+    out: str | Path,
+    *,
+    max_tasks: int = 10,
+    seed: int = 0,
+    combined: float = 0.0,
+    p2p_sample: int = 50,
+    max_trials: int | None = None,
+    timeout_s: float = 120.0,
+    runner: TestRunner | None = None,
+    name: str | None = None,
+    only: Collection[str] | None = None,
+    environment: DependencySpec | None = None,
+    ini_options: dict[str, str] | None = None,
+    plugins: Sequence[str] = (),
+    split: str = "train",
+    slow_suite_s: float = SLOW_SUITE_S,
+    note: str = "",
+    say: Callable[[str], None] | None = None,
+) -> list[Path]:
     """Write up to ``max_tasks`` task folders made by mutating ``package_dir``.
 
     Args:
@@ -491,32 +585,42 @@ def synthesize(package_dir: str | Path, out: str | Path, *, max_tasks: int = 10,
     try:
         shutil.copytree(Path(package_dir).resolve(), work / "pkg", ignore=_IGNORE)
         start = time.monotonic()
-        pkg = _scan(work / "pkg", timeout_s, runner or HostRunner(),
-                    name or Path(package_dir).resolve().name)
+        pkg = _scan(
+            work / "pkg",
+            timeout_s,
+            runner or HostRunner(),
+            name or Path(package_dir).resolve().name,
+        )
         if say is not None:
             say(f"{len(pkg.node_ids)} tests collected in {time.monotonic() - start:.0f}s")
         pkg.name = name or Path(package_dir).resolve().name
         pkg.dependencies, pkg.ini_options = environment, dict(ini_options or {})
         pkg.plugins = tuple(plugins)
         if only is not None:
-            pkg.sources = [f for f in pkg.sources
-                           if any(f == o or f.startswith(o.rstrip("/") + "/") for o in only)]
+            pkg.sources = [
+                f
+                for f in pkg.sources
+                if any(f == o or f.startswith(o.rstrip("/") + "/") for o in only)
+            ]
         start = time.monotonic()
         base, _ = pkg.runner.run(pkg.root, pkg.node_ids, timeout_s)
-        pkg.suite_s = float(getattr(pkg.runner, "suite_seconds", 0.0)
-                            or time.monotonic() - start)
+        pkg.suite_s = float(getattr(pkg.runner, "suite_seconds", 0.0) or time.monotonic() - start)
         broken = [t for t, s in base.items() if s != "passed"]
         if broken:
-            raise SynthError(f"{package_dir}: tests fail before any mutation: {broken[:5]}. "
-                             "Fix: synthesise from a package whose tests all pass")
-        functions = [(f, q) for f in pkg.sources
-                     for q in function_names((pkg.root / f).read_text())]
+            raise SynthError(
+                f"{package_dir}: tests fail before any mutation: {broken[:5]}. "
+                "Fix: synthesise from a package whose tests all pass"
+            )
+        functions = [
+            (f, q) for f in pkg.sources for q in function_names((pkg.root / f).read_text())
+        ]
         if say is not None:
-            say(f"a run of every test: {time.monotonic() - start:.1f}s; {len(functions)} "
-                f"functions in {len(pkg.sources)} files to mutate")
+            say(
+                f"a run of every test: {time.monotonic() - start:.1f}s; {len(functions)} "
+                f"functions in {len(pkg.sources)} files to mutate"
+            )
         rng.shuffle(functions)
-        maker = _Maker(pkg, Path(out), rng, timeout_s, p2p_sample, split, slow_suite_s, note,
-                       say)
+        maker = _Maker(pkg, Path(out), rng, timeout_s, p2p_sample, split, slow_suite_s, note, say)
         written = maker.make(functions, max_tasks, combined, max_trials or 30 * max_tasks)
         if say is not None:
             say(f"{pkg.name}: {len(written)} tasks; {maker.summary()}")
@@ -542,9 +646,18 @@ class Reporter:
         timeout_s: Limit of one run.
     """
 
-    def __init__(self, runner: TestRunner, root: Path, hidden: Sequence[str],
-                 node_ids: Sequence[str], *, name: str, paths: Sequence[str] = (),
-                 note: str = "", timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        runner: TestRunner,
+        root: Path,
+        hidden: Sequence[str],
+        node_ids: Sequence[str],
+        *,
+        name: str,
+        paths: Sequence[str] = (),
+        note: str = "",
+        timeout_s: float = 120.0,
+    ) -> None:
         self.runner, self.root, self.hidden = runner, root, list(hidden)
         self.node_ids, self.name, self.paths = list(node_ids), name, list(paths)
         self.note, self.timeout_s = note, timeout_s
@@ -568,8 +681,9 @@ class Reporter:
             for rel, text in before.items():
                 (self.root / rel).write_text(text, encoding="utf-8")
 
-    def report(self, changes: dict[str, str],
-               parts: Sequence[tuple[dict[str, str], Sequence[str]]]) -> tuple[str, str] | None:
+    def report(
+        self, changes: dict[str, str], parts: Sequence[tuple[dict[str, str], Sequence[str]]]
+    ) -> tuple[str, str] | None:
         """(statement, reproduction) for the bug(s) that ``changes`` (path -> buggy text)
         make, or None when no verified report without leaks can be written. ``parts``: each
         bug's own changes and the tests it fails alone (one part, ``(changes, failing)``,
@@ -591,26 +705,39 @@ class Reporter:
 
     def gold(self, changes: dict[str, str]) -> str:
         """The fix of ``changes``: each file back to its text in ``root``."""
-        return "".join(file_diff(f, t, (self.root / f).read_text(encoding="utf-8"))
-                       for f, t in sorted(changes.items()))
+        return "".join(
+            file_diff(f, t, (self.root / f).read_text(encoding="utf-8"))
+            for f, t in sorted(changes.items())
+        )
 
-    def check(self, changes: dict[str, str], tests: Sequence[str],
-              shortest: bool = False) -> tuple[bug_reports.Check, str] | None:
+    def check(
+        self, changes: dict[str, str], tests: Sequence[str], shortest: bool = False
+    ) -> tuple[bug_reports.Check, str] | None:
         """A verified check of the one bug ``changes`` makes (and what its script prints
         with the bug), found once and reused in any combination (:meth:`combined`);
         ``shortest``: try the candidates with the shortest scripts first (several checks
         share one statement)."""
-        return self._check(dict(changes), list(tests), self.gold(changes),
-                           list(changes.values()), shortest=shortest)
+        return self._check(
+            dict(changes),
+            list(tests),
+            self.gold(changes),
+            list(changes.values()),
+            shortest=shortest,
+        )
 
     def draft(self, found: Sequence[tuple[bug_reports.Check, str]]) -> tuple[str, str]:
         """(statement, reproduction) holding the checks ``found`` (runs nothing)."""
         text = bug_reports.script([c for c, _ in found], self.paths)
-        return bug_reports.statement(self.name, [c for c, _ in found], text,
-                                 [o for _, o in found], self.note), text
+        return bug_reports.statement(
+            self.name, [c for c, _ in found], text, [o for _, o in found], self.note
+        ), text
 
-    def combined(self, changes: dict[str, str], found: Sequence[tuple[bug_reports.Check, str]],
-                 verify: bool = True) -> tuple[tuple[str, str] | None, str]:
+    def combined(
+        self,
+        changes: dict[str, str],
+        found: Sequence[tuple[bug_reports.Check, str]],
+        verify: bool = True,
+    ) -> tuple[tuple[str, str] | None, str]:
         """((statement, reproduction), "") for the bugs of ``changes`` from their verified
         checks ``found``, or (None, why not). ``verify``: run the script, which must fail
         by its own assertion with every bug in and pass at the gold code."""
@@ -654,8 +781,11 @@ class Reporter:
         with self.applied(changes):
             buggy = self.runner.calls(self.root, tests, self.hidden, self.timeout_s)
         pristine = self._gold_calls(tests)
-        out = [c for t in tests for c in bug_reports.replay_checks(buggy.get(t, []),
-                                                               pristine.get(t, []))]
+        out = [
+            c
+            for t in tests
+            for c in bug_reports.replay_checks(buggy.get(t, []), pristine.get(t, []))
+        ]
         for t in tests:
             file = self.root / t.split("::", 1)[0]
             if file.is_file() and (c := bug_reports.inline_check(file.read_text(), t, self._read)):
@@ -670,9 +800,14 @@ class Reporter:
             return None
         return (self.root / rel).read_text(encoding="utf-8", errors="replace")
 
-    def _check(self, changes: dict[str, str], tests: list[str], gold: str,
-               buggy_sources: list[str], shortest: bool = False
-               ) -> tuple[bug_reports.Check, str] | None:
+    def _check(
+        self,
+        changes: dict[str, str],
+        tests: list[str],
+        gold: str,
+        buggy_sources: list[str],
+        shortest: bool = False,
+    ) -> tuple[bug_reports.Check, str] | None:
         """A verified check of the bug in ``changes`` (and what it prints with the bug)."""
         candidates = self._candidates(changes, sorted(tests)[:_REPORT_TESTS])
         if not candidates:
@@ -685,7 +820,8 @@ class Reporter:
                 self._refuse("check: script too long")
                 continue
             if any(path in text for path in (str(self.root), *_RUN_PATHS)) or bug_reports.leaks(
-                    text, gold, buggy_sources, self.node_ids):
+                text, gold, buggy_sources, self.node_ids
+            ):
                 self._refuse("check: leaks the fix, a path or a test name")
                 continue
             fails, observed = self._fails(text, changes)
@@ -719,10 +855,16 @@ class Pooled:
     observed: str
 
 
-def choose_members(pool: Sequence[Pooled], k: int, *, chars: Callable[[Sequence[Pooled]], int],
-                   same: Callable[[str], str] = str, skip: Collection[frozenset[str]] = (),
-                   refusals: dict[str, int] | None = None,
-                   judged: set[frozenset[str]] | None = None) -> list[Pooled] | None:
+def choose_members(
+    pool: Sequence[Pooled],
+    k: int,
+    *,
+    chars: Callable[[Sequence[Pooled]], int],
+    same: Callable[[str], str] = str,
+    skip: Collection[frozenset[str]] = (),
+    refusals: dict[str, int] | None = None,
+    judged: set[frozenset[str]] | None = None,
+) -> list[Pooled] | None:
     """``k`` bugs of ``pool`` to combine, chosen before running anything, or None: in
     different functions, the union of their failing tests (a test that ``same`` maps
     several node ids to counted once) at most :data:`MAX_FAIL_TO_PASS`, ``chars`` of them
@@ -760,16 +902,32 @@ def choose_members(pool: Sequence[Pooled], k: int, *, chars: Callable[[Sequence[
 class _Maker:
     """Draws bugs, writes their reports and their task folders (see :func:`synthesize`)."""
 
-    def __init__(self, pkg: _Package, out: Path, rng: random.Random, timeout_s: float,
-                 p2p_sample: int, split: str, slow_suite_s: float, note: str,
-                 say: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        pkg: _Package,
+        out: Path,
+        rng: random.Random,
+        timeout_s: float,
+        p2p_sample: int,
+        split: str,
+        slow_suite_s: float,
+        note: str,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
         self.pkg, self.out, self.rng, self.timeout_s = pkg, out, rng, timeout_s
         self.p2p_sample, self.split, self.note = p2p_sample, split, note
         self.slow = split != "test" and pkg.suite_s > slow_suite_s
         self.originals = {f: (pkg.root / f).read_text() for f in pkg.sources}
-        self.reporter = Reporter(pkg.runner, pkg.root, pkg.test_files, pkg.node_ids,
-                                 name=pkg.name, paths=pkg.paths, note=note,
-                                 timeout_s=timeout_s)
+        self.reporter = Reporter(
+            pkg.runner,
+            pkg.root,
+            pkg.test_files,
+            pkg.node_ids,
+            name=pkg.name,
+            paths=pkg.paths,
+            note=note,
+            timeout_s=timeout_s,
+        )
         self.components = self.cheap = 0
         self.trials = self.singles = self.kept = self.unreported = 0
         self.seconds: dict[str, float] = {}
@@ -788,8 +946,9 @@ class _Maker:
         self._start = time.monotonic()
 
     # the whole run
-    def make(self, functions: list[tuple[str, str]], max_tasks: int, combined: float,
-             max_trials: int) -> list[Path]:
+    def make(
+        self, functions: list[tuple[str, str]], max_tasks: int, combined: float, max_trials: int
+    ) -> list[Path]:
         n_combined = round(max_tasks * max(0.0, min(1.0, combined)))
         written: list[Path] = []
         pool: list[Pooled] = []
@@ -807,8 +966,10 @@ class _Maker:
                 for _ in range(_TRIES_PER_BUG):  # sets with the new bug, or sets left
                     members = self._members(pool, group) or self._members(pool, 5 - group)
                     if members is None:
-                        self._progress(f"no set to combine in a pool of {len(pool)} yet; "
-                                       "refused so far: " + self._combos())
+                        self._progress(
+                            f"no set to combine in a pool of {len(pool)} yet; "
+                            "refused so far: " + self._combos()
+                        )
                         break
                     if len(written) >= max_tasks:
                         break
@@ -826,14 +987,21 @@ class _Maker:
     def _members(self, pool: list[Pooled], k: int) -> list[Pooled] | None:
         """``k`` bugs of the pool to combine (:func:`choose_members`), or None."""
         return choose_members(
-            pool, k, same=self._same, skip=self._tried, refusals=self.combos,
-            judged=self._judged, chars=self._length)
+            pool,
+            k,
+            same=self._same,
+            skip=self._tried,
+            refusals=self.combos,
+            judged=self._judged,
+            chars=self._length,
+        )
 
     def _length(self, members: Sequence[Pooled]) -> int:
         ids = frozenset(p.bug.id for p in members)
         if ids not in self._lengths:
-            self._lengths[ids] = len(self.reporter.draft(
-                [(p.check, p.observed) for p in members])[0])
+            self._lengths[ids] = len(
+                self.reporter.draft([(p.check, p.observed) for p in members])[0]
+            )
         return self._lengths[ids]
 
     # drawing bugs
@@ -843,22 +1011,28 @@ class _Maker:
         for file, function in functions:
             if self.trials >= max_trials:
                 return
-            own = [m for m in mutants(self.originals[file], file, functions={function})
-                   if m.function == function]
+            own = [
+                m
+                for m in mutants(self.originals[file], file, functions={function})
+                if m.function == function
+            ]
             self.rng.shuffle(own)
             own.sort(key=lambda m: m.operator in CHEAP_OPERATORS)
             for m in own[:TRIALS_PER_FUNCTION]:
                 if self.trials >= max_trials:
                     return
                 if m.operator in CHEAP_OPERATORS and (self.cheap + 1) > MAX_CHEAP_SHARE * (
-                        self.components + 1):
+                    self.components + 1
+                ):
                     continue
                 self.trials += 1
                 with self._timed("trials"):
                     bug = self._try(m)
                 if bug is None and self.trials % 20 == 0:
-                    self._progress("dropped so far: " + ", ".join(
-                        f"{n} {why}" for why, n in sorted(self.drops.items())))
+                    self._progress(
+                        "dropped so far: "
+                        + ", ".join(f"{n} {why}" for why, n in sorted(self.drops.items()))
+                    )
                 if bug is not None:
                     self.kept += 1
                     yield bug
@@ -870,22 +1044,28 @@ class _Maker:
 
     def _try(self, m: Mutant) -> Bug | None:
         with self.reporter.applied({m.file: m.source}):
-            result, messages = self.pkg.runner.run(self.pkg.root, self.pkg.node_ids,
-                                                   self.timeout_s)
+            result, messages = self.pkg.runner.run(self.pkg.root, self.pkg.node_ids, self.timeout_s)
         if why := _why_not(result, messages, self._same):
             self.drops[why] = self.drops.get(why, 0) + 1
             return None
         failing = sorted(t for t, s in result.items() if s != "passed")
         tests = len({self._same(t) for t in failing})
-        self._progress(f"bug kept: {m.id} fails {tests} tests" + (
-            f" ({len(failing)} node ids: inherited methods run once per class)"
-            if tests < len(failing) else ""))
+        self._progress(
+            f"bug kept: {m.id} fails {tests} tests"
+            + (
+                f" ({len(failing)} node ids: inherited methods run once per class)"
+                if tests < len(failing)
+                else ""
+            )
+        )
         return Bug((m,), tuple(failing), {t: messages.get(t, "") for t in failing})
 
     def _progress(self, message: str) -> None:
         if self.say is not None:
-            self.say(f"[{time.monotonic() - self._start:.0f}s, {self.trials} tried, "
-                     f"{self.singles + self.combos.get('written', 0)} tasks] {message}")
+            self.say(
+                f"[{time.monotonic() - self._start:.0f}s, {self.trials} tried, "
+                f"{self.singles + self.combos.get('written', 0)} tasks] {message}"
+            )
 
     @contextlib.contextmanager
     def _timed(self, phase: str) -> Iterator[None]:
@@ -898,20 +1078,30 @@ class _Maker:
     def summary(self) -> str:
         """What the synthesis did, why mutants were dropped and where its time went."""
         times = ", ".join(f"{k} {v:.0f}s" for k, v in sorted(self.seconds.items()))
-        drops = ", ".join(f"{n} {why}" for why, n in sorted(self.drops.items(),
-                                                              key=lambda kv: -kv[1]))
-        refused = ", ".join(f"{n} {why}" for why, n in sorted(self.reporter.refusals.items(),
-                                                                key=lambda kv: -kv[1]))
+        drops = ", ".join(
+            f"{n} {why}" for why, n in sorted(self.drops.items(), key=lambda kv: -kv[1])
+        )
+        refused = ", ".join(
+            f"{n} {why}" for why, n in sorted(self.reporter.refusals.items(), key=lambda kv: -kv[1])
+        )
         combos = self._combos()
-        return (f"{self.trials} mutants tried, {self.kept} bugs kept, {self.unreported} "
-                f"without a report; dropped: {drops or 'none'}; report refusals: "
-                f"{refused or 'none'}; "
-                + (f"combinations ({self.tries} tried): {combos}; "
-                   if self.tries or self.combos else "") + times)
+        return (
+            f"{self.trials} mutants tried, {self.kept} bugs kept, {self.unreported} "
+            f"without a report; dropped: {drops or 'none'}; report refusals: "
+            f"{refused or 'none'}; "
+            + (
+                f"combinations ({self.tries} tried): {combos}; "
+                if self.tries or self.combos
+                else ""
+            )
+            + times
+        )
 
     def _combos(self) -> str:
-        return ", ".join(f"{n} {why}" for why, n in sorted(self.combos.items(),
-                                                           key=lambda kv: -kv[1])) or "none"
+        return (
+            ", ".join(f"{n} {why}" for why, n in sorted(self.combos.items(), key=lambda kv: -kv[1]))
+            or "none"
+        )
 
     def _count(self, bug: Bug) -> None:
         self.components += len(bug.mutants)
@@ -921,8 +1111,9 @@ class _Maker:
     def _single(self, bug: Bug) -> Path | None:
         m = bug.mutants[0]
         with self._timed("reports"):
-            made = self.reporter.report({m.file: m.source}, [({m.file: m.source},
-                                                              list(bug.failing))])
+            made = self.reporter.report(
+                {m.file: m.source}, [({m.file: m.source}, list(bug.failing))]
+            )
         if made is None:
             self.unreported += 1
             self._progress(f"no verified report for {m.id}: bug dropped")
@@ -942,8 +1133,10 @@ class _Maker:
             self.unreported += 1
             self._progress(f"no verified report for {m.id}: bug not pooled")
             return None
-        self._progress(f"bug {m.id} pooled for a combination (a check of "
-                       f"{len(bug_reports.script([found[0]], self.pkg.paths))} characters)")
+        self._progress(
+            f"bug {m.id} pooled for a combination (a check of "
+            f"{len(bug_reports.script([found[0]], self.pkg.paths))} characters)"
+        )
         return Pooled(bug, *found)
 
     def _refused(self, why: str, members: Sequence[Pooled]) -> None:
@@ -967,46 +1160,48 @@ class _Maker:
             self._refused(f"tried: {why}", members)
             return None
         with self.reporter.applied(changes), self._timed("combinations"):
-            result, messages = self.pkg.runner.run(self.pkg.root, self.pkg.node_ids,
-                                                   self.timeout_s)
+            result, messages = self.pkg.runner.run(self.pkg.root, self.pkg.node_ids, self.timeout_s)
         if why := _why_not(result, messages, self._same):
             self._refused(f"tried: together, {why}", members)
             return None
         failing = sorted(t for t, s in result.items() if s != "passed")
         if any(not set(b.failing) & set(failing) for b in bugs):
-            self._refused("tried: a bug fails none of its own tests with the others",
-                          members)
+            self._refused("tried: a bug fails none of its own tests with the others", members)
             return None
         with self._timed("combinations"):
             why = self.reporter.verify(made[1], changes)
         if why:
             self._refused(f"tried: {why}", members)
             return None
-        bug = Bug(tuple(ms), tuple(failing), {t: messages.get(t, "") for t in failing},
-                  tuple(b.failing for b in bugs))
+        bug = Bug(
+            tuple(ms),
+            tuple(failing),
+            {t: messages.get(t, "") for t in failing},
+            tuple(b.failing for b in bugs),
+        )
         self._count(bug)
         decoys = {}
         for n, m in enumerate(ms):  # every fix that leaves one of the bugs
             left = {f: (m.source if f == m.file else self.originals[f]) for f in changes}
             decoys[f"partial_fix_{n}.patch"] = "".join(
-                file_diff(f, changes[f], left[f]) for f in sorted(changes) if left[f] !=
-                changes[f])
+                file_diff(f, changes[f], left[f]) for f in sorted(changes) if left[f] != changes[f]
+            )
         path = self._write(bug, changes, made, decoys)
         self.combos["written"] = self.combos.get("written", 0) + 1
-        self._progress(f"combined task {path.name} written ({len(ms)} bugs, "
-                       f"{len(failing)} failing tests, {len(made[0])} characters)")
+        self._progress(
+            f"combined task {path.name} written ({len(ms)} bugs, "
+            f"{len(failing)} failing tests, {len(made[0])} characters)"
+        )
         return path
 
     # decoys and the folder
     def _wrong_fix(self, m: Mutant, f2p: list[str]) -> dict[str, str]:
         """A wrong fix at the same place (another mutant there that still fails a test)."""
         for other in mutants(self.originals[m.file], m.file, functions={m.function}):
-            if (other.function, other.line) != (m.function, m.line) or \
-                    other.source == m.source:
+            if (other.function, other.line) != (m.function, m.line) or other.source == m.source:
                 continue
             with self.reporter.applied({m.file: other.source}):
-                result, _ = self.pkg.runner.run(self.pkg.root, self.pkg.node_ids,
-                                                self.timeout_s)
+                result, _ = self.pkg.runner.run(self.pkg.root, self.pkg.node_ids, self.timeout_s)
             if any(s != "passed" for s in result.values()):
                 return {"wrong_fix.patch": file_diff(m.file, m.source, other.source)}
         return {}
@@ -1017,32 +1212,49 @@ class _Maker:
         if not self.slow or covering is None:
             return others, "all"
         files = {t.split("::", 1)[0] for t in covering(changed)} | {
-            t.split("::", 1)[0] for t in failing}
+            t.split("::", 1)[0] for t in failing
+        }
         near = [t for t in others if t.split("::", 1)[0] in files]
         rest = [t for t in others if t.split("::", 1)[0] not in files]
         sample = self.rng.sample(rest, min(self.p2p_sample, len(rest)))
         return sorted(set(near) | set(sample)), "module"
 
-    def _write(self, bug: Bug, changes: dict[str, str], made: tuple[str, str],
-               decoys: dict[str, str]) -> Path:
+    def _write(
+        self, bug: Bug, changes: dict[str, str], made: tuple[str, str], decoys: dict[str, str]
+    ) -> Path:
         digest = hashlib.sha1(bug.id.encode()).hexdigest()[:8]
         task_id = re.sub(r"[^a-z0-9._-]", "-", f"{self.pkg.name}-{digest}".lower()).strip("-")
         p2p, scope = self._p2p(bug.failing, set(changes))
         statement, reproduction = made
         timeout = max(MIN_TIMEOUT_S, math.ceil(5 * self.pkg.suite_s))
-        return write_task(TaskFiles(
-            id=task_id, repo=self.pkg.root, hidden=self.pkg.test_files,
-            tests_dest=self.pkg.dest, buggy=changes, fail_to_pass=list(bug.failing),
-            pass_to_pass=p2p, statement=statement, reproduction=reproduction,
-            p2p_scope=scope, environment=self.pkg.dependencies,
-            ini_options=self.pkg.ini_options, plugins=self.pkg.plugins, split=self.split,
-            timeout_s=timeout, decoys=decoys, hints=list(bug.failing),
-            comment=f"Synthesised by `repogym synth`: {' + '.join(m.id for m in bug.mutants)}"),
-            self.out)
+        return write_task(
+            TaskFiles(
+                id=task_id,
+                repo=self.pkg.root,
+                hidden=self.pkg.test_files,
+                tests_dest=self.pkg.dest,
+                buggy=changes,
+                fail_to_pass=list(bug.failing),
+                pass_to_pass=p2p,
+                statement=statement,
+                reproduction=reproduction,
+                p2p_scope=scope,
+                environment=self.pkg.dependencies,
+                ini_options=self.pkg.ini_options,
+                plugins=self.pkg.plugins,
+                split=self.split,
+                timeout_s=timeout,
+                decoys=decoys,
+                hints=list(bug.failing),
+                comment=f"Synthesised by `repogym synth`: {' + '.join(m.id for m in bug.mutants)}",
+            ),
+            self.out,
+        )
 
 
-def _why_not(result: dict[str, str], messages: dict[str, str],
-             same: Callable[[str], str] = str) -> str:
+def _why_not(
+    result: dict[str, str], messages: dict[str, str], same: Callable[[str], str] = str
+) -> str:
     """Why a mutant that gives ``result`` is not a bug to keep ("" when it is one).
     ``same``: what a node id is as a test (:meth:`SandboxRunner.same_test`: a method
     that a mixin gives several test classes is one test, run once per class)."""
@@ -1059,8 +1271,9 @@ def _why_not(result: dict[str, str], messages: dict[str, str],
 def _observed(output: str) -> str:
     """The last AssertionError line of a script's output, without memory addresses."""
     lines = [ln for ln in output.splitlines() if "AssertionError" in ln]
-    return bug_reports.without_addresses(lines[-1].split("AssertionError:", 1)[-1].strip()
-                                     if lines else "")
+    return bug_reports.without_addresses(
+        lines[-1].split("AssertionError:", 1)[-1].strip() if lines else ""
+    )
 
 
 # -- test-gaming decoys -------------------------------------------------------------------
@@ -1082,9 +1295,12 @@ def _without(text: str, names: set[str]) -> str:
     the rest of the file untouched)."""
     drop: set[int] = set()
     for node in ast.parse(text).body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) \
-                and node.name in names:
+        if (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and node.name in names
+        ):
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
             drop |= set(range(first, node.end_lineno + 1))
-    return "".join(line for i, line in enumerate(text.splitlines(keepends=True), 1)
-                   if i not in drop)
+    return "".join(
+        line for i, line in enumerate(text.splitlines(keepends=True), 1) if i not in drop
+    )

@@ -47,26 +47,65 @@ P2P_SCOPES = ("all", "module")
 #: key, add it here (and document it in docs/authoring.md).
 TASK_KEYS: dict[str, tuple[str, ...] | None] = {
     "": ("id", "version", "statement", "statement_file", "split", "tags", "max_steps"),
-    "verifier": ("tests_dest", "command", "timeout_s", "fail_to_pass", "pass_to_pass",
-                 "weights", "log_parser", "ini_options", "rename_tests", "p2p_scope"),
+    "verifier": (
+        "tests_dest",
+        "command",
+        "timeout_s",
+        "fail_to_pass",
+        "pass_to_pass",
+        "weights",
+        "log_parser",
+        "ini_options",
+        "rename_tests",
+        "p2p_scope",
+    ),
     "environment": ENV_KEYS,  # the task's own packages (repogym.scenarios.dependencies)
-    "mutation": None,     # reviewed equivalent mutants (checked where they are used)
+    "mutation": None,  # reviewed equivalent mutants (checked where they are used)
     # provenance of imported tasks; a non-pytest instance's runner (scenarios/swebench_runner)
     "swebench": ("instance_id", "repo", "base_commit", "log_parser", "test_command", "tests"),
     # provenance and image of a task imported from a Harbor folder (integrations/harbor_tasks)
-    "harbor": ("name", "image", "workdir", "substituted", "missing", "noop_reward",
-               "oracle_reward"),
+    "harbor": (
+        "name",
+        "image",
+        "workdir",
+        "substituted",
+        "missing",
+        "noop_reward",
+        "oracle_reward",
+    ),
     # provenance of release-history tasks (repogym.scenarios.history)
     "history": ("package", "base", "fixed", "file", "function", "statement_source"),
 }
 CandidateKind = Literal["gold", "alternative", "decoy"]
 #: Options a test spec's command may not carry: they would select or stop the tests the grader
 #: runs (its canaries included) or replace the grader's own configuration.
-FORBIDDEN_OPTIONS = ("-k", "-m", "-x", "--exitfirst", "--maxfail", "--lf", "--last-failed",
-                     "--ff", "--failed-first", "--sw", "--stepwise", "--sw-skip",
-                     "--stepwise-skip", "--deselect", "--co", "--collect-only", "-c",
-                     "--config-file", "--rootdir", "--confcutdir", "--noconftest",
-                     "--pyargs", "-n", "--numprocesses", "--inifile")
+FORBIDDEN_OPTIONS = (
+    "-k",
+    "-m",
+    "-x",
+    "--exitfirst",
+    "--maxfail",
+    "--lf",
+    "--last-failed",
+    "--ff",
+    "--failed-first",
+    "--sw",
+    "--stepwise",
+    "--sw-skip",
+    "--stepwise-skip",
+    "--deselect",
+    "--co",
+    "--collect-only",
+    "-c",
+    "--config-file",
+    "--rootdir",
+    "--confcutdir",
+    "--noconftest",
+    "--pyargs",
+    "-n",
+    "--numprocesses",
+    "--inifile",
+)
 #: The test command a task gets when task.toml names none.
 DEFAULT_COMMAND = "python -m pytest -q -p no:cacheprovider"
 
@@ -81,12 +120,21 @@ def pytest_command(plugins: Iterable[str] = ()) -> str:
     auto-loading off, so a task whose tests need a plugin of its dependencies names it),
     with the options of :data:`PLUGIN_OPTIONS`."""
     plugins = list(plugins)
-    return " ".join([DEFAULT_COMMAND, *(f"-p {p}" for p in plugins),
-                     *(o for p in plugins for o in PLUGIN_OPTIONS.get(p, ()))])
+    return " ".join(
+        [
+            DEFAULT_COMMAND,
+            *(f"-p {p}" for p in plugins),
+            *(o for p in plugins for o in PLUGIN_OPTIONS.get(p, ())),
+        ]
+    )
 
 
-_PYTEST_PREFIXES = (("python", "-m", "pytest"), ("python3", "-m", "pytest"), ("pytest",),
-                    ("py.test",))
+_PYTEST_PREFIXES = (
+    ("python", "-m", "pytest"),
+    ("python3", "-m", "pytest"),
+    ("pytest",),
+    ("py.test",),
+)
 
 
 def pytest_args(command: str) -> list[str]:
@@ -101,20 +149,24 @@ def pytest_args(command: str) -> list[str]:
     except ValueError as e:
         raise ValueError(f"cannot be parsed as a shell command ({e})") from e
     for prefix in _PYTEST_PREFIXES:
-        if tuple(words[:len(prefix)]) == prefix:
-            args = words[len(prefix):]
+        if tuple(words[: len(prefix)]) == prefix:
+            args = words[len(prefix) :]
             break
     else:
-        raise ValueError(f"{command!r} does not run pytest. Fix: write it as 'python -m pytest "
-                         "[options] [test paths]'; the grader runs it with an isolated "
-                         "interpreter and its own configuration")
+        raise ValueError(
+            f"{command!r} does not run pytest. Fix: write it as 'python -m pytest "
+            "[options] [test paths]'; the grader runs it with an isolated "
+            "interpreter and its own configuration"
+        )
     for a in args:
         name = a.split("=", 1)[0]
         short = any(len(o) == 2 and a.startswith(o) for o in FORBIDDEN_OPTIONS)
         if name in FORBIDDEN_OPTIONS or (short and not a.startswith("--")):
-            raise ValueError(f"option {a!r} would select, stop or reconfigure the tests the "
-                             "grader runs. Fix: remove it; list the tests in fail_to_pass/"
-                             "pass_to_pass, and put pytest settings in [verifier] ini_options")
+            raise ValueError(
+                f"option {a!r} would select, stop or reconfigure the tests the "
+                "grader runs. Fix: remove it; list the tests in fail_to_pass/"
+                "pass_to_pass, and put pytest settings in [verifier] ini_options"
+            )
         if any(ch in a for ch in ";|&$`<>\n"):
             raise ValueError(f"argument {a!r} has shell syntax. Fix: give pytest arguments only")
     return args
@@ -284,12 +336,15 @@ class Task:
 
     def candidates(self) -> list[Candidate]:
         """Every patch the task ships (gold first, then alternatives, then decoys)."""
+
         def make(kind: CandidateKind, p: Path) -> Candidate:
             return Candidate(kind, p, str(p.relative_to(self.path)))
 
-        return ([make("gold", self.solution_patch)]
-                + [make("alternative", p) for p in self.alternatives]
-                + [make("decoy", p) for p in self.decoys])
+        return (
+            [make("gold", self.solution_patch)]
+            + [make("alternative", p) for p in self.alternatives]
+            + [make("decoy", p) for p in self.decoys]
+        )
 
     def sandbox_dependencies(self) -> PackageSite | None:
         """What this task's sandboxes bind: its built dependencies (None without any).
@@ -328,8 +383,7 @@ def _err(file: Path, key: str, problem: str, fix: str) -> TaskError:
 
 def _unknown_key(file: Path, table: str, key: str, allowed: Iterable[str]) -> TaskError:
     where = f"{table}.{key}" if table else key
-    owner = next((t for t, keys in TASK_KEYS.items() if t != table and keys and key in keys),
-                 None)
+    owner = next((t for t, keys in TASK_KEYS.items() if t != table and keys and key in keys), None)
     if owner is not None:
         place = f"the [{owner}] table" if owner else "the top level (before any [table])"
         fix = f"move {key!r} to {place}"
@@ -337,8 +391,8 @@ def _unknown_key(file: Path, table: str, key: str, allowed: Iterable[str]) -> Ta
         near = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
         known = ", ".join(sorted(allowed))
         fix = (f"did you mean {near[0]!r}? " if near else "") + (
-            f"The known keys {'in [' + table + ']' if table else 'at the top level'} are: "
-            f"{known}")
+            f"The known keys {'in [' + table + ']' if table else 'at the top level'} are: {known}"
+        )
     return _err(file, where, "unknown key", fix)
 
 
@@ -369,11 +423,13 @@ def _get(data: dict, file: Path, key: str, typ: type | tuple, *, default: Any = 
 
 
 def _node_ids(data: dict, file: Path, key: str) -> tuple[str, ...]:
-    ids = _get(data, file, key, list, default=[], fix=f"set {key} = [\"tests/test_x.py::test_y\"]")
+    ids = _get(data, file, key, list, default=[], fix=f'set {key} = ["tests/test_x.py::test_y"]')
     for node in ids:
         if not isinstance(node, str) or "::" not in node:
             raise _err(
-                file, f"verifier.{key}", f"{node!r} is not a pytest node id",
+                file,
+                f"verifier.{key}",
+                f"{node!r} is not a pytest node id",
                 "write ids as 'path/to/test_file.py::test_name' relative to the repo root",
             )
     return tuple(ids)
@@ -381,41 +437,70 @@ def _node_ids(data: dict, file: Path, key: str) -> tuple[str, ...]:
 
 def _load_test_spec(data: dict, file: Path) -> TestSpec:
     if "verifier" not in data or not isinstance(data["verifier"], dict):
-        raise _err(file, "verifier", "missing [verifier] table",
-                   "add a [verifier] table with command, fail_to_pass and pass_to_pass")
+        raise _err(
+            file,
+            "verifier",
+            "missing [verifier] table",
+            "add a [verifier] table with command, fail_to_pass and pass_to_pass",
+        )
     v = data["verifier"]
     f2p = _node_ids(v, file, "fail_to_pass")
     p2p = _node_ids(v, file, "pass_to_pass")
     if not f2p and not p2p:
-        raise _err(file, "verifier.fail_to_pass", "no tests listed",
-                   "list at least one node id in fail_to_pass or pass_to_pass")
+        raise _err(
+            file,
+            "verifier.fail_to_pass",
+            "no tests listed",
+            "list at least one node id in fail_to_pass or pass_to_pass",
+        )
     weights = _get(v, file, "weights", dict, default={}, fix="use a table of node id = number")
     for node, w in weights.items():
         if node not in f2p + p2p or not isinstance(w, int | float) or w < 0:
-            raise _err(file, f"verifier.weights.{node}", "unknown node id or negative weight",
-                       "weight only listed node ids, with numbers >= 0")
+            raise _err(
+                file,
+                f"verifier.weights.{node}",
+                "unknown node id or negative weight",
+                "weight only listed node ids, with numbers >= 0",
+            )
     tests_dest = _get(v, file, "tests_dest", str, default="tests", fix='e.g. tests_dest = "tests"')
     if tests_dest.startswith("/") or ".." in Path(tests_dest).parts:
-        raise _err(file, "verifier.tests_dest", f"{tests_dest!r} leaves the workspace",
-                   "use a relative path inside the repo, e.g. 'tests'")
+        raise _err(
+            file,
+            "verifier.tests_dest",
+            f"{tests_dest!r} leaves the workspace",
+            "use a relative path inside the repo, e.g. 'tests'",
+        )
     parser = _get(v, file, "log_parser", str, default="junit", fix='"junit" or "swebench"')
     if parser not in ("junit", "swebench"):
-        raise _err(file, "verifier.log_parser", f"unknown parser {parser!r}",
-                   'use "junit" or "swebench"')
-    command = _get(v, file, "command", str, default=DEFAULT_COMMAND,
-                   fix='e.g. command = "python -m pytest -q"')
+        raise _err(
+            file, "verifier.log_parser", f"unknown parser {parser!r}", 'use "junit" or "swebench"'
+        )
+    command = _get(
+        v, file, "command", str, default=DEFAULT_COMMAND, fix='e.g. command = "python -m pytest -q"'
+    )
     try:
         pytest_args(command)
     except ValueError as e:
-        raise _err(file, "verifier.command", str(e).split(". Fix: ")[0],
-                   str(e).split(". Fix: ")[-1]) from e
-    ini = _get(v, file, "ini_options", dict, default={},
-               fix='a table of pytest ini keys, e.g. ini_options = { markers = "slow" }')
+        raise _err(
+            file, "verifier.command", str(e).split(". Fix: ")[0], str(e).split(". Fix: ")[-1]
+        ) from e
+    ini = _get(
+        v,
+        file,
+        "ini_options",
+        dict,
+        default={},
+        fix='a table of pytest ini keys, e.g. ini_options = { markers = "slow" }',
+    )
     for key, value in ini.items():
         if not isinstance(value, str | int | float | bool | list) or key == "addopts":
-            raise _err(file, f"verifier.ini_options.{key}", "not a pytest setting the grader "
-                       "can write (addopts is the grader's)", "use a string, number, boolean "
-                       "or list of strings; put options in the command instead of addopts")
+            raise _err(
+                file,
+                f"verifier.ini_options.{key}",
+                "not a pytest setting the grader can write (addopts is the grader's)",
+                "use a string, number, boolean "
+                "or list of strings; put options in the command instead of addopts",
+            )
     return TestSpec(
         command=command,
         tests_dest=tests_dest,
@@ -424,19 +509,23 @@ def _load_test_spec(data: dict, file: Path) -> TestSpec:
         pass_to_pass=p2p,
         weights={k: float(w) for k, w in weights.items()},
         log_parser=parser,
-        ini_options={k: "\n".join(map(str, x)) if isinstance(x, list) else str(x)
-                     for k, x in ini.items()},
+        ini_options={
+            k: "\n".join(map(str, x)) if isinstance(x, list) else str(x) for k, x in ini.items()
+        },
         rename_tests=_get(v, file, "rename_tests", bool, default=True, fix="true or false"),
         p2p_scope=_scope(v, file),
     )
 
 
-
 def _scope(v: dict, file: Path) -> str:
     scope = _get(v, file, "p2p_scope", str, default="all", fix='"all" or "module"')
     if scope not in P2P_SCOPES:
-        raise _err(file, "verifier.p2p_scope", f"unknown scope {scope!r}",
-                   'use "all" (every other passing test is listed) or "module"')
+        raise _err(
+            file,
+            "verifier.p2p_scope",
+            f"unknown scope {scope!r}",
+            'use "all" (every other passing test is listed) or "module"',
+        )
     return scope
 
 
@@ -449,8 +538,10 @@ def load_task(path: str | Path) -> Task:
     path = Path(path).resolve()
     file = path / "task.toml"
     if not file.is_file():
-        raise TaskError(f"{path}: no task.toml. Fix: a task folder needs task.toml, repo/, "
-                        "tests/ and solution.patch (see docs/authoring.md)")
+        raise TaskError(
+            f"{path}: no task.toml. Fix: a task folder needs task.toml, repo/, "
+            "tests/ and solution.patch (see docs/authoring.md)"
+        )
     try:
         data = tomllib.loads(file.read_text())
     except tomllib.TOMLDecodeError as e:
@@ -459,21 +550,34 @@ def load_task(path: str | Path) -> Task:
 
     task_id = _get(data, file, "id", str, default=path.name, fix='e.g. id = "retry-zero"')
     if not is_valid_id(task_id):
-        raise _err(file, "id", f"{task_id!r} is not a valid id",
-                   "use lowercase letters, digits, '.', '_' and '-'")
+        raise _err(
+            file,
+            "id",
+            f"{task_id!r} is not a valid id",
+            "use lowercase letters, digits, '.', '_' and '-'",
+        )
     statement = _get(data, file, "statement", str, default="", fix="a string")
     if "statement_file" in data:
         sfile = path / _get(data, file, "statement_file", str, fix="a file name in the task folder")
         if sfile.is_symlink() or not sfile.resolve().is_relative_to(path):
-            raise _err(file, "statement_file", f"{sfile} is a link or lies outside the task "
-                       "folder", "put the statement file itself in the task folder")
+            raise _err(
+                file,
+                "statement_file",
+                f"{sfile} is a link or lies outside the task folder",
+                "put the statement file itself in the task folder",
+            )
         if not sfile.is_file():
-            raise _err(file, "statement_file", f"{sfile} does not exist",
-                       "create it or fix the name")
+            raise _err(
+                file, "statement_file", f"{sfile} does not exist", "create it or fix the name"
+            )
         statement = sfile.read_text()
     if not statement.strip():
-        raise _err(file, "statement", "missing or empty",
-                   'add statement = "..." or statement_file = "STATEMENT.md"')
+        raise _err(
+            file,
+            "statement",
+            "missing or empty",
+            'add statement = "..." or statement_file = "STATEMENT.md"',
+        )
     split = _get(data, file, "split", str, default="train", fix='"train" or "test"')
     if split not in SPLITS:
         raise _err(file, "split", f"{split!r} is not a split", 'use "train" or "test"')
@@ -486,17 +590,26 @@ def load_task(path: str | Path) -> Task:
     for name, kind in (("repo", "folder"), ("tests", "folder"), ("solution.patch", "file")):
         p = path / name
         if not (p.is_dir() if kind == "folder" else p.is_file()):
-            raise TaskError(f"{path}: {name} {kind} missing. Fix: add {name} (see "
-                            "docs/authoring.md)")
+            raise TaskError(
+                f"{path}: {name} {kind} missing. Fix: add {name} (see docs/authoring.md)"
+            )
     if (path / "repo" / ".git").exists():
-        raise TaskError(f"{path / 'repo' / '.git'}: repo/ must not contain .git. Fix: delete it; "
-                        "the env makes a one-commit history itself")
+        raise TaskError(
+            f"{path / 'repo' / '.git'}: repo/ must not contain .git. Fix: delete it; "
+            "the env makes a one-commit history itself"
+        )
     test_spec = _load_test_spec(data, file)
     _check_no_links(path, test_spec)
     return Task(
-        id=task_id, version=version, path=path, statement=statement.strip() + "\n",
-        split=split, tags=tuple(str(t) for t in tags), max_steps=max_steps,
-        test_spec=test_spec, dependencies=_load_dependencies(data, file),
+        id=task_id,
+        version=version,
+        path=path,
+        statement=statement.strip() + "\n",
+        split=split,
+        tags=tuple(str(t) for t in tags),
+        max_steps=max_steps,
+        test_spec=test_spec,
+        dependencies=_load_dependencies(data, file),
     )
 
 
@@ -506,24 +619,30 @@ def _check_no_links(path: Path, spec: TestSpec) -> None:
     repository's files of the listed tests (planted pristine at grading)."""
     for name in ("repo", "tests", "solution.patch", "alternatives", "decoys"):
         if (path / name).is_symlink():
-            raise TaskError(f"{path / name}: a symbolic link. Fix: make it a real "
-                            f"{'file' if name.endswith('.patch') else 'folder'}")
+            raise TaskError(
+                f"{path / name}: a symbolic link. Fix: make it a real "
+                f"{'file' if name.endswith('.patch') else 'folder'}"
+            )
     for dirpath, dirnames, filenames in os.walk(path / "tests", followlinks=False):
         for name in dirnames + filenames:
             if os.path.islink(os.path.join(dirpath, name)):
                 link = Path(dirpath, name)
-                raise TaskError(f"{link}: a symbolic link in the hidden tests (grading "
-                                "would copy what it names on the host). Fix: replace it with "
-                                "the file itself")
+                raise TaskError(
+                    f"{link}: a symbolic link in the hidden tests (grading "
+                    "would copy what it names on the host). Fix: replace it with "
+                    "the file itself"
+                )
     repo = path / "repo"
     for node in spec.all_tests:
         rel = node.split("::", 1)[0]
         target = repo / rel
-        parts = [repo.joinpath(*Path(rel).parts[:i + 1]) for i in range(len(Path(rel).parts))]
+        parts = [repo.joinpath(*Path(rel).parts[: i + 1]) for i in range(len(Path(rel).parts))]
         if ".." in Path(rel).parts or any(p.is_symlink() for p in parts):
-            raise TaskError(f"{target}: the listed test's file is a symbolic link or leaves "
-                            "repo/ (grading copies it from the host). Fix: list tests by "
-                            "their real path inside the repository")
+            raise TaskError(
+                f"{target}: the listed test's file is a symbolic link or leaves "
+                "repo/ (grading copies it from the host). Fix: list tests by "
+                "their real path inside the repository"
+            )
 
 
 def _load_dependencies(data: dict, file: Path) -> DependencySpec | None:
@@ -545,8 +664,10 @@ def find_task_dirs(path: str | Path) -> list[Path]:
         raise TaskError(f"{path}: not a folder. Fix: pass a task folder or a folder of them")
     dirs = sorted(p.parent for p in path.glob("*/task.toml"))
     if not dirs:
-        raise TaskError(f"{path}: no task.toml here or in its sub-folders. Fix: pass a task "
-                        "folder (with task.toml) or a folder of task folders")
+        raise TaskError(
+            f"{path}: no task.toml here or in its sub-folders. Fix: pass a task "
+            "folder (with task.toml) or a folder of task folders"
+        )
     return dirs
 
 
@@ -555,9 +676,13 @@ def load_tasks(path: str | Path) -> list[Task]:
     return [load_task(p) for p in find_task_dirs(path)]
 
 
-def select_tasks(tasks: Iterable[Task], *, split: str | None = None,
-                 tags: Iterable[str] | None = None,
-                 task_ids: Iterable[str] | None = None) -> list[Task]:
+def select_tasks(
+    tasks: Iterable[Task],
+    *,
+    split: str | None = None,
+    tags: Iterable[str] | None = None,
+    task_ids: Iterable[str] | None = None,
+) -> list[Task]:
     """The one task filter (env, runner, trainers and CLI all use it), sorted by id.
 
     Args:
@@ -584,11 +709,15 @@ def select_tasks(tasks: Iterable[Task], *, split: str | None = None,
         if unknown:
             hints = [m for u in unknown for m in difflib.get_close_matches(u, by_id, n=1)]
             near = f" (did you mean {', '.join(hints)}?)" if hints else ""
-            raise ValueError(f"unknown task ids {unknown}{near} among the "
-                             f"{len(by_id)} tasks left after split={split!r}, "
-                             f"tags={sorted(tags) or None}. Fix: pick from `repogym tasks`")
+            raise ValueError(
+                f"unknown task ids {unknown}{near} among the "
+                f"{len(by_id)} tasks left after split={split!r}, "
+                f"tags={sorted(tags) or None}. Fix: pick from `repogym tasks`"
+            )
         pool = [by_id[i] for i in sorted(wanted)]
     if not pool:
-        raise ValueError(f"no task matches split={split!r}, tags={sorted(tags) or None}, "
-                         f"task_ids={task_ids}. Fix: relax the filters (see `repogym tasks`)")
+        raise ValueError(
+            f"no task matches split={split!r}, tags={sorted(tags) or None}, "
+            f"task_ids={task_ids}. Fix: relax the filters (see `repogym tasks`)"
+        )
     return pool

@@ -67,12 +67,18 @@ class ServeConfig:
             value = get(name)
             return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
-        cfg = cls(token=get("TOKEN"), task_ids=items("TASKS"), tags=items("TAGS"),
-                  split=get("SPLIT"))
-        for field, name, cast in (("host", "HOST", str), ("port", "PORT", int),
-                                  ("suite", "SUITE", str), ("sandbox", "SANDBOX", str),
-                                  ("reward_mode", "REWARD_MODE", str),
-                                  ("max_sessions", "MAX_SESSIONS", int), ("ttl_s", "TTL", float)):
+        cfg = cls(
+            token=get("TOKEN"), task_ids=items("TASKS"), tags=items("TAGS"), split=get("SPLIT")
+        )
+        for field, name, cast in (
+            ("host", "HOST", str),
+            ("port", "PORT", int),
+            ("suite", "SUITE", str),
+            ("sandbox", "SANDBOX", str),
+            ("reward_mode", "REWARD_MODE", str),
+            ("max_sessions", "MAX_SESSIONS", int),
+            ("ttl_s", "TTL", float),
+        ):
             if get(name) is not None:
                 setattr(cfg, field, cast(get(name)))
         if cfg.ttl_s == 0:
@@ -99,11 +105,17 @@ def build_app(cfg: ServeConfig) -> Any:
     tasks = cfg.tasks()
 
     def factory(reward_mode: str | None, max_steps: int | None) -> SuiteEnv:
-        return SuiteEnv(tasks, sandbox=cfg.sandbox, reward_mode=reward_mode or cfg.reward_mode,
-                        max_steps=max_steps, sandbox_options=cfg.sandbox_options)
+        return SuiteEnv(
+            tasks,
+            sandbox=cfg.sandbox,
+            reward_mode=reward_mode or cfg.reward_mode,
+            max_steps=max_steps,
+            sandbox_options=cfg.sandbox_options,
+        )
 
-    manager = SessionManager(factory, {t.id: t.info() for t in tasks},
-                             max_sessions=cfg.max_sessions, ttl_s=cfg.ttl_s)
+    manager = SessionManager(
+        factory, {t.id: t.info() for t in tasks}, max_sessions=cfg.max_sessions, ttl_s=cfg.ttl_s
+    )
     return create_app(manager, token=cfg.token)
 
 
@@ -112,14 +124,22 @@ def serve(cfg: ServeConfig) -> None:
     try:
         import uvicorn
     except ImportError as e:
-        raise RuntimeError("repogym serve needs fastapi and uvicorn. Fix: pip install "
-                           "'repogym[serve]'") from e
+        raise RuntimeError(
+            "repogym serve needs fastapi and uvicorn. Fix: pip install 'repogym[serve]'"
+        ) from e
     # Keepalive pings are answered late by a loaded machine (64 sessions grading at once on
     # two cores missed uvicorn's default 20 s): a generous timeout, and the session TTL (not
     # the pings) reaps clients that went away.
-    config = uvicorn.Config(build_app(cfg), host=cfg.host, port=cfg.port, log_level="warning",
-                            timeout_graceful_shutdown=60, ws_max_size=64 << 20,
-                            ws_ping_interval=30.0, ws_ping_timeout=300.0)
+    config = uvicorn.Config(
+        build_app(cfg),
+        host=cfg.host,
+        port=cfg.port,
+        log_level="warning",
+        timeout_graceful_shutdown=60,
+        ws_max_size=64 << 20,
+        ws_ping_interval=30.0,
+        ws_ping_timeout=300.0,
+    )
     uvicorn.Server(config).run()
 
 

@@ -60,22 +60,29 @@ _NEW = "new"
 
 
 def _error(status: int, message: str, code: ErrorCode) -> JSONResponse:
-    return JSONResponse({"detail": message, "code": str(code)}, status_code=status,
-                        headers={"Retry-After": "5"} if status == 503 else None)
+    return JSONResponse(
+        {"detail": message, "code": str(code)},
+        status_code=status,
+        headers={"Retry-After": "5"} if status == 503 else None,
+    )
 
 
 def _problems(e: ValidationError | RequestValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
-                     for err in e.errors())
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors())
 
 
 def _body_schema(model: type) -> dict[str, Any]:
-    return {"requestBody": {"content": {"application/json": {
-        "schema": model.model_json_schema()}}, "required": False}}
+    return {
+        "requestBody": {
+            "content": {"application/json": {"schema": model.model_json_schema()}},
+            "required": False,
+        }
+    }
 
 
-def create_app(manager: SessionManager, *, token: str | None = None,
-               name: str = "repogym") -> FastAPI:
+def create_app(
+    manager: SessionManager, *, token: str | None = None, name: str = "repogym"
+) -> FastAPI:
     """The app serving ``manager``'s sessions.
 
     Args:
@@ -93,8 +100,12 @@ def create_app(manager: SessionManager, *, token: str | None = None,
         finally:  # SIGTERM/SIGINT: uvicorn closes the sockets, then this closes every env
             await manager.close_all()
 
-    app = FastAPI(title="repogym env server", version=API_VERSION, lifespan=lifespan,
-                  description="OpenEnv-compatible server for repogym environments.")
+    app = FastAPI(
+        title="repogym env server",
+        version=API_VERSION,
+        lifespan=lifespan,
+        description="OpenEnv-compatible server for repogym environments.",
+    )
 
     def authorized(header: str | None) -> bool:
         if token is None:
@@ -105,9 +116,12 @@ def create_app(manager: SessionManager, *, token: str | None = None,
     @app.middleware("http")
     async def check_token(request: Request, call_next: Any) -> Response:
         if request.url.path != "/health" and not authorized(request.headers.get("authorization")):
-            return _error(401, "missing or wrong bearer token. Fix: send 'Authorization: "
-                          "Bearer <token>' (the token `repogym serve --token` was given)",
-                          ErrorCode.SESSION_ERROR)
+            return _error(
+                401,
+                "missing or wrong bearer token. Fix: send 'Authorization: "
+                "Bearer <token>' (the token `repogym serve --token` was given)",
+                ErrorCode.SESSION_ERROR,
+            )
         return await call_next(request)
 
     @app.exception_handler(SessionError)
@@ -120,8 +134,11 @@ def create_app(manager: SessionManager, *, token: str | None = None,
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _error(422, f"malformed request: {_problems(exc)}. Fix: see GET /schema",
-                      ErrorCode.VALIDATION_ERROR)
+        return _error(
+            422,
+            f"malformed request: {_problems(exc)}. Fix: see GET /schema",
+            ErrorCode.VALIDATION_ERROR,
+        )
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
@@ -139,13 +156,23 @@ def create_app(manager: SessionManager, *, token: str | None = None,
 
     @app.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:
-        await _serve_socket(websocket, manager, authorized, "ws",
-                            lambda s, raw, binary: _ws_message(manager, handler, s, raw, binary))
+        await _serve_socket(
+            websocket,
+            manager,
+            authorized,
+            "ws",
+            lambda s, raw, binary: _ws_message(manager, handler, s, raw, binary),
+        )
 
     @app.websocket("/mcp")
     async def ws_mcp(websocket: WebSocket) -> None:
-        await _serve_socket(websocket, manager, authorized, "mcp-ws",
-                            lambda s, raw, binary: _ws_rpc(handler, s, raw, binary))
+        await _serve_socket(
+            websocket,
+            manager,
+            authorized,
+            "mcp-ws",
+            lambda s, raw, binary: _ws_rpc(handler, s, raw, binary),
+        )
 
     return app
 
@@ -153,21 +180,30 @@ def create_app(manager: SessionManager, *, token: str | None = None,
 def _info_routes(app: FastAPI, manager: SessionManager, name: str) -> None:
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "healthy", "sessions": len(manager.sessions),
-                "max_sessions": manager.max_sessions, "expired": manager.expired}
+        return {
+            "status": "healthy",
+            "sessions": len(manager.sessions),
+            "max_sessions": manager.max_sessions,
+            "expired": manager.expired,
+        }
 
     @app.get("/metadata")
     async def metadata() -> dict[str, Any]:
-        return {"name": name, "version": __version__,
-                "description": f"repogym coding tasks ({len(manager.tasks)}): fix a bug in a "
-                               "sandboxed repository; hidden tests grade the diff.",
-                "tools": [t["name"] for t in mcp.mcp_tools()]}
+        return {
+            "name": name,
+            "version": __version__,
+            "description": f"repogym coding tasks ({len(manager.tasks)}): fix a bug in a "
+            "sandboxed repository; hidden tests grade the diff.",
+            "tools": [t["name"] for t in mcp.mcp_tools()],
+        }
 
     @app.get("/schema")
     async def schema() -> dict[str, Any]:
-        return {"action": RepoAction.model_json_schema(),
-                "observation": RepoObservation.model_json_schema(),
-                "state": RepoState.model_json_schema()}
+        return {
+            "action": RepoAction.model_json_schema(),
+            "observation": RepoObservation.model_json_schema(),
+            "state": RepoState.model_json_schema(),
+        }
 
     @app.get("/tasks")
     async def tasks() -> list[dict[str, Any]]:
@@ -187,8 +223,12 @@ async def _body_of(request: Request, model: type, example: str) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise SessionError(f"malformed request: {_problems(e)}. Fix: e.g. {example} (the "
-                           "fields are in GET /schema)", ErrorCode.VALIDATION_ERROR, 422) from e
+        raise SessionError(
+            f"malformed request: {_problems(e)}. Fix: e.g. {example} (the "
+            "fields are in GET /schema)",
+            ErrorCode.VALIDATION_ERROR,
+            422,
+        ) from e
 
 
 def _session_of(manager: SessionManager, request: Request) -> ServerSession | None:
@@ -213,8 +253,9 @@ def _http_episode_routes(app: FastAPI, manager: SessionManager) -> None:
             if sid == _NEW:  # the session this request opened is of no use
                 await manager.close(session)
             raise
-        return JSONResponse({**payload, "session_id": session.id},
-                            headers={SESSION_HEADER: session.id})
+        return JSONResponse(
+            {**payload, "session_id": session.id}, headers={SESSION_HEADER: session.id}
+        )
 
     @app.post("/step", openapi_extra=_body_schema(StepBody))
     async def step(request: Request) -> JSONResponse:
@@ -222,9 +263,12 @@ def _http_episode_routes(app: FastAPI, manager: SessionManager) -> None:
         try:
             action_text(body.action)
         except (ValueError, TypeError) as e:  # in HTTP's terms: the action is a field
-            raise SessionError(f"action: {reason(str(e))}. Fix: {HTTP_STEP}, or "
-                               'POST /step {"action": {"text": "<agent output>"}}',
-                               ErrorCode.VALIDATION_ERROR, 422) from e
+            raise SessionError(
+                f"action: {reason(str(e))}. Fix: {HTTP_STEP}, or "
+                'POST /step {"action": {"text": "<agent output>"}}',
+                ErrorCode.VALIDATION_ERROR,
+                422,
+            ) from e
         session = _session_of(manager, request)
         if session is None:  # stateless: a fresh env, reset, stepped once, closed
             return JSONResponse(await manager.stateless({}, body.action))
@@ -243,18 +287,25 @@ def _http_session_routes(app: FastAPI, manager: SessionManager) -> None:
     async def fork(request: Request) -> dict:
         session = _session_of(manager, request)
         if session is None:
-            raise SessionError(f"no {SESSION_HEADER} header: only a session's episode can be "
-                               f"forked. Fix: POST /reset with '{SESSION_HEADER}: new' first",
-                               ErrorCode.SESSION_ERROR, 400)
+            raise SessionError(
+                f"no {SESSION_HEADER} header: only a session's episode can be "
+                f"forked. Fix: POST /reset with '{SESSION_HEADER}: new' first",
+                ErrorCode.SESSION_ERROR,
+                400,
+            )
         return manager.state(await manager.fork(session))
 
     @app.post("/close")
     async def close(request: Request) -> dict:
         session = _session_of(manager, request)
         if session is None:
-            raise SessionError(f"no {SESSION_HEADER} header: only a session can be closed. "
-                               f"Fix: send the id POST /reset with '{SESSION_HEADER}: new' "
-                               "returned", ErrorCode.SESSION_ERROR, 400)
+            raise SessionError(
+                f"no {SESSION_HEADER} header: only a session can be closed. "
+                f"Fix: send the id POST /reset with '{SESSION_HEADER}: new' "
+                "returned",
+                ErrorCode.SESSION_ERROR,
+                400,
+            )
         await manager.close(session)
         return {"closed": session.id}
 
@@ -265,14 +316,19 @@ def _mcp_routes(app: FastAPI, manager: SessionManager, handler: mcp.McpHandler) 
         try:
             message = parse(await request.body())
         except FrameError as e:
-            return JSONResponse(mcp.error(mcp.RpcCode.PARSE_ERROR, str(e),
-                                          data={"code": str(e.code)}))
+            return JSONResponse(
+                mcp.error(mcp.RpcCode.PARSE_ERROR, str(e), data={"code": str(e.code)})
+            )
         sid = request.headers.get(MCP_SESSION_HEADER)
         session = manager.sessions.get(sid) if sid else None
         if sid and session is None:  # MCP: an unknown session is 404; the client re-inits
-            return JSONResponse(mcp.error(mcp.RpcCode.INVALID_PARAMS, f"no session {sid!r} "
-                                          "(closed or expired). Fix: initialize again"),
-                                status_code=404)
+            return JSONResponse(
+                mcp.error(
+                    mcp.RpcCode.INVALID_PARAMS,
+                    f"no session {sid!r} (closed or expired). Fix: initialize again",
+                ),
+                status_code=404,
+            )
         reset = {k: v for k, v in request.query_params.items() if k in ("task", "seed")}
         if "seed" in reset:
             reset["seed"] = int(reset["seed"]) if reset["seed"].isdigit() else reset["seed"]
@@ -287,8 +343,11 @@ def _mcp_routes(app: FastAPI, manager: SessionManager, handler: mcp.McpHandler) 
         sid = request.headers.get(MCP_SESSION_HEADER)
         session = manager.sessions.get(sid) if sid else None
         if session is None:
-            return _error(404, f"no session {sid!r}. Fix: send the {MCP_SESSION_HEADER} that "
-                          "initialize returned", ErrorCode.SESSION_ERROR)
+            return _error(
+                404,
+                f"no session {sid!r}. Fix: send the {MCP_SESSION_HEADER} that initialize returned",
+                ErrorCode.SESSION_ERROR,
+            )
         await manager.close(session)
         return Response(status_code=200)
 
@@ -321,9 +380,13 @@ async def _send(websocket: WebSocket, reply: dict[str, Any]) -> None:
         await websocket.send_text(json.dumps(reply))
 
 
-async def _serve_socket(websocket: WebSocket, manager: SessionManager,
-                        authorized: Callable[[str | None], bool], kind: str,
-                        answer: Reply) -> None:
+async def _serve_socket(
+    websocket: WebSocket,
+    manager: SessionManager,
+    authorized: Callable[[str | None], bool],
+    kind: str,
+    answer: Reply,
+) -> None:
     """One session per connection; ``answer`` replies to each frame (None: close)."""
     if not authorized(websocket.headers.get("authorization")):
         await _deny(websocket, 401, "missing or wrong bearer token")
@@ -337,9 +400,14 @@ async def _serve_socket(websocket: WebSocket, manager: SessionManager,
     await websocket.accept()
 
     async def expire() -> None:
-        await _send(websocket, _ws_error(f"session expired after {manager.ttl_s}s idle; its "
-                                         "sandbox was deleted. Fix: reconnect and reset",
-                                         ErrorCode.SESSION_ERROR))
+        await _send(
+            websocket,
+            _ws_error(
+                f"session expired after {manager.ttl_s}s idle; its "
+                "sandbox was deleted. Fix: reconnect and reset",
+                ErrorCode.SESSION_ERROR,
+            ),
+        )
         await websocket.close(code=1001, reason="session expired")
 
     session.on_expire = expire
@@ -361,15 +429,25 @@ async def _serve_socket(websocket: WebSocket, manager: SessionManager,
             await websocket.close()
 
 
-async def _ws_message(manager: SessionManager, handler: mcp.McpHandler, session: ServerSession,
-                      raw: str | None, binary: bool) -> list[dict[str, Any]] | None:
+async def _ws_message(
+    manager: SessionManager,
+    handler: mcp.McpHandler,
+    session: ServerSession,
+    raw: str | None,
+    binary: bool,
+) -> list[dict[str, Any]] | None:
     """The answer to one ``/ws`` frame (None after ``close``)."""
     reply = await _ws_reply(manager, handler, session, raw, binary)
     return None if reply is None else [reply]
 
 
-async def _ws_reply(manager: SessionManager, handler: mcp.McpHandler, session: ServerSession,
-                    raw: str | None, binary: bool) -> dict[str, Any] | None:
+async def _ws_reply(
+    manager: SessionManager,
+    handler: mcp.McpHandler,
+    session: ServerSession,
+    raw: str | None,
+    binary: bool,
+) -> dict[str, Any] | None:
     try:
         message = parse_object(raw, binary=binary)
     except FrameError as e:
@@ -390,8 +468,10 @@ async def _ws_reply(manager: SessionManager, handler: mcp.McpHandler, session: S
             return {"type": "mcp", "data": reply or {}}
         if kind == "close":
             return None
-        return _ws_error(f"unknown message type {kind!r}. Fix: send one of reset, step, "
-                         "state, mcp, close", ErrorCode.UNKNOWN_TYPE)
+        return _ws_error(
+            f"unknown message type {kind!r}. Fix: send one of reset, step, state, mcp, close",
+            ErrorCode.UNKNOWN_TYPE,
+        )
     except SessionError as e:
         return _ws_error(str(e), e.code)
     except Exception as e:  # reported to the client; the server goes on
@@ -404,19 +484,27 @@ async def _ws_step(manager: SessionManager, session: ServerSession, data: Any) -
     ``MCPToolClient`` expects."""
     mcp_kind = data.get("type") if isinstance(data, dict) else None
     if mcp_kind == "list_tools":
-        return {"observation": {"tools": mcp.mcp_tools(), "metadata": {}}, "reward": None,
-                "done": session.done}
+        return {
+            "observation": {"tools": mcp.mcp_tools(), "metadata": {}},
+            "reward": None,
+            "done": session.done,
+        }
     if mcp_kind == "call_tool":
         action = {"tool": data.get("tool_name"), "args": data.get("arguments") or {}}
         payload = await manager.step(session, action)
-        observation = {**payload["observation"], "tool_name": action["tool"],
-                       "result": mcp.call_result(payload, action["tool"]), "error": None}
+        observation = {
+            **payload["observation"],
+            "tool_name": action["tool"],
+            "result": mcp.call_result(payload, action["tool"]),
+            "error": None,
+        }
         return {**payload, "observation": observation}
     return await manager.step(session, data)
 
 
-async def _ws_rpc(handler: mcp.McpHandler, session: ServerSession, raw: str | None,
-                  binary: bool) -> list[dict[str, Any]]:
+async def _ws_rpc(
+    handler: mcp.McpHandler, session: ServerSession, raw: str | None, binary: bool
+) -> list[dict[str, Any]]:
     """The answer to one ``WS /mcp`` frame (a JSON-RPC request; none to a notification)."""
     try:
         message = parse(raw, binary=binary)

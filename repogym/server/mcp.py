@@ -59,12 +59,13 @@ class RpcError(Exception):
 
 def mcp_tools() -> list[dict[str, Any]]:
     """The env's tools as MCP tool definitions (``name``, ``description``, ``inputSchema``)."""
-    return [{"name": t["name"], "description": t["description"],
-             "inputSchema": t["parameters"]} for t in tool_specs()]
+    return [
+        {"name": t["name"], "description": t["description"], "inputSchema": t["parameters"]}
+        for t in tool_specs()
+    ]
 
 
-def error(code: RpcCode, message: str, request_id: Any = None, data: Any = None
-          ) -> dict[str, Any]:
+def error(code: RpcCode, message: str, request_id: Any = None, data: Any = None) -> dict[str, Any]:
     """A JSON-RPC error response."""
     err: dict[str, Any] = {"code": int(code), "message": message}
     if data is not None:
@@ -88,35 +89,49 @@ def call_result(payload: dict[str, Any], tool: str | None = None) -> dict[str, A
     info = obs.get("info") or {}
     text = obs["text"]
     if info.get("action_error") and tool in TOOLS:
-        text = (f"Invalid arguments for tool {tool}: {reason(info['action_error'])}. Fix: call "
-                f"{tool} with arguments like {json.dumps(TOOLS[tool].example)} (its "
-                "inputSchema is in tools/list)")
-    return {"content": [{"type": "text", "text": text}],
-            "structuredContent": {"observation": text, "reward": payload["reward"],
-                                  "terminated": obs["terminated"],
-                                  "truncated": obs["truncated"], "done": payload["done"],
-                                  "info": info},
-            "isError": bool(info.get("action_error"))}
+        text = (
+            f"Invalid arguments for tool {tool}: {reason(info['action_error'])}. Fix: call "
+            f"{tool} with arguments like {json.dumps(TOOLS[tool].example)} (its "
+            "inputSchema is in tools/list)"
+        )
+    return {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": {
+            "observation": text,
+            "reward": payload["reward"],
+            "terminated": obs["terminated"],
+            "truncated": obs["truncated"],
+            "done": payload["done"],
+            "info": info,
+        },
+        "isError": bool(info.get("action_error")),
+    }
 
 
 def _check(message: Any) -> tuple[str, dict[str, Any], Any, bool]:
     """(method, params, id, is_notification) of a JSON-RPC request, or RpcError."""
     if not isinstance(message, dict):
-        raise RpcError(RpcCode.INVALID_REQUEST, "a JSON-RPC request must be an object (batches "
-                       "are not supported). Fix: send {\"jsonrpc\": \"2.0\", \"method\": ..., "
-                       "\"id\": 1}")
+        raise RpcError(
+            RpcCode.INVALID_REQUEST,
+            "a JSON-RPC request must be an object (batches "
+            'are not supported). Fix: send {"jsonrpc": "2.0", "method": ..., '
+            '"id": 1}',
+        )
     request_id = message.get("id")
     if message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
-        raise RpcError(RpcCode.INVALID_REQUEST, "not a JSON-RPC 2.0 request: it needs "
-                       "\"jsonrpc\": \"2.0\" and a string \"method\"")
-    if request_id is not None and (isinstance(request_id, bool) or
-                                   not isinstance(request_id, str | int)):
-        raise RpcError(RpcCode.INVALID_REQUEST, "\"id\" must be a string or an integer")
+        raise RpcError(
+            RpcCode.INVALID_REQUEST,
+            'not a JSON-RPC 2.0 request: it needs "jsonrpc": "2.0" and a string "method"',
+        )
+    if request_id is not None and (
+        isinstance(request_id, bool) or not isinstance(request_id, str | int)
+    ):
+        raise RpcError(RpcCode.INVALID_REQUEST, '"id" must be a string or an integer')
     params = message.get("params", {})
     if params is None:
         params = {}
     if not isinstance(params, dict):
-        raise RpcError(RpcCode.INVALID_PARAMS, "\"params\" must be an object")
+        raise RpcError(RpcCode.INVALID_PARAMS, '"params" must be an object')
     return message["method"], params, request_id, "id" not in message
 
 
@@ -130,9 +145,14 @@ class McpHandler:
     def __init__(self, manager: SessionManager) -> None:
         self.manager = manager
 
-    async def handle(self, message: Any, *, session: ServerSession | None = None,
-                     reset: dict[str, Any] | None = None, kind: str = "mcp"
-                     ) -> tuple[dict[str, Any] | None, ServerSession | None]:
+    async def handle(
+        self,
+        message: Any,
+        *,
+        session: ServerSession | None = None,
+        reset: dict[str, Any] | None = None,
+        kind: str = "mcp",
+    ) -> tuple[dict[str, Any] | None, ServerSession | None]:
         """Answer one request.
 
         Args:
@@ -169,17 +189,24 @@ class McpHandler:
         if sid is None or (session is not None and sid == session.id):
             return session
         if not isinstance(sid, str) or sid not in self.manager.sessions:
-            raise RpcError(RpcCode.INVALID_PARAMS, f"Unknown session_id: {sid!r}. Fix: "
-                           "openenv/session/create (or MCP initialize) first",
-                           {"code": str(ErrorCode.SESSION_ERROR)})
+            raise RpcError(
+                RpcCode.INVALID_PARAMS,
+                f"Unknown session_id: {sid!r}. Fix: "
+                "openenv/session/create (or MCP initialize) first",
+                {"code": str(ErrorCode.SESSION_ERROR)},
+            )
         return self.manager.sessions[sid]
 
     async def _reset(self, session: ServerSession, data: dict[str, Any]) -> dict[str, Any]:
         return await self.manager.reset(session, data)
 
-    async def _initialize(self, params: dict[str, Any], session: ServerSession | None,
-                          reset: dict[str, Any], kind: str
-                          ) -> tuple[dict[str, Any], ServerSession | None]:
+    async def _initialize(
+        self,
+        params: dict[str, Any],
+        session: ServerSession | None,
+        reset: dict[str, Any],
+        kind: str,
+    ) -> tuple[dict[str, Any], ServerSession | None]:
         opened = None
         if session is None:
             session = opened = self.manager.open(kind)
@@ -195,12 +222,16 @@ class McpHandler:
             raise
         asked = params.get("protocolVersion")
         version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
-        return {"protocolVersion": version, "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": {"name": "repogym", "version": __version__},
-                "instructions": statement}, opened
+        return {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": "repogym", "version": __version__},
+            "instructions": statement,
+        }, opened
 
-    async def _create(self, params: dict[str, Any], session: ServerSession | None, kind: str
-                      ) -> tuple[dict[str, Any], ServerSession | None]:
+    async def _create(
+        self, params: dict[str, Any], session: ServerSession | None, kind: str
+    ) -> tuple[dict[str, Any], ServerSession | None]:
         if session is not None:  # a WebSocket's own session
             return {"session_id": session.id}, None
         data = {k: v for k, v in params.items() if k != "session_id"}
@@ -212,8 +243,9 @@ class McpHandler:
             raise
         return {"session_id": opened.id, "observation": payload["observation"]["text"]}, opened
 
-    async def _dispatch(self, method: str, params: dict[str, Any],
-                        session: ServerSession | None) -> Any:
+    async def _dispatch(
+        self, method: str, params: dict[str, Any], session: ServerSession | None
+    ) -> Any:
         if method == "ping":
             return {}
         if method == "tools/list":
@@ -222,24 +254,31 @@ class McpHandler:
             return await self._call(params, session)
         if method == "openenv/session/close":
             if session is None:
-                raise RpcError(RpcCode.INVALID_PARAMS, "Invalid params - 'session_id' is "
-                               "required")
+                raise RpcError(RpcCode.INVALID_PARAMS, "Invalid params - 'session_id' is required")
             await self.manager.close(session)
             return {"session_id": session.id, "closed": True}
-        raise RpcError(RpcCode.METHOD_NOT_FOUND, f"Method not found: {method}. Fix: use "
-                       "initialize, tools/list, tools/call, ping, openenv/session/create or "
-                       "openenv/session/close")
+        raise RpcError(
+            RpcCode.METHOD_NOT_FOUND,
+            f"Method not found: {method}. Fix: use "
+            "initialize, tools/list, tools/call, ping, openenv/session/create or "
+            "openenv/session/close",
+        )
 
     async def _call(self, params: dict[str, Any], session: ServerSession | None) -> dict[str, Any]:
         name, arguments = params.get("name"), params.get("arguments") or {}
         names = [t["name"] for t in tool_specs()]
         if not isinstance(name, str) or name not in names:
-            raise RpcError(RpcCode.INVALID_PARAMS, f"Tool not found: {name!r}. Fix: one of "
-                           f"{names} (tools/list)")
+            raise RpcError(
+                RpcCode.INVALID_PARAMS,
+                f"Tool not found: {name!r}. Fix: one of {names} (tools/list)",
+            )
         if not isinstance(arguments, dict):
-            raise RpcError(RpcCode.INVALID_PARAMS, "\"arguments\" must be an object. Fix: e.g. "
-                           f"{{\"name\": {json.dumps(name)}, \"arguments\": "
-                           f"{json.dumps(TOOLS[name].example)}}} (inputSchema in tools/list)")
+            raise RpcError(
+                RpcCode.INVALID_PARAMS,
+                '"arguments" must be an object. Fix: e.g. '
+                f'{{"name": {json.dumps(name)}, "arguments": '
+                f"{json.dumps(TOOLS[name].example)}}} (inputSchema in tools/list)",
+            )
         action = {"tool": name, "args": arguments}
         if session is None:  # OpenEnv's stateless call: a fresh env, reset, one step, closed
             payload = await self.manager.stateless({}, action)
@@ -247,8 +286,10 @@ class McpHandler:
             if session.env is None:
                 await self._reset(session, {})
             elif session.done:
-                text = (f"The episode has ended (reward {session.last_reward}). Fix: open a new "
-                        "session (MCP initialize or openenv/session/create), or reset over /ws")
+                text = (
+                    f"The episode has ended (reward {session.last_reward}). Fix: open a new "
+                    "session (MCP initialize or openenv/session/create), or reset over /ws"
+                )
                 return {"content": [{"type": "text", "text": text}], "isError": True}
             payload = await self.manager.step(session, action)
         return call_result(payload, name)

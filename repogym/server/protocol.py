@@ -51,14 +51,17 @@ def parse(raw: str | bytes | None, *, binary: bool = False) -> Any:
         FrameError: not acceptable (INVALID_JSON, or VALIDATION_ERROR when nested too deep).
     """
     if binary:
-        raise FrameError("a binary frame; this protocol is JSON text. Fix: send text frames",
-                         ErrorCode.INVALID_JSON)
+        raise FrameError(
+            "a binary frame; this protocol is JSON text. Fix: send text frames",
+            ErrorCode.INVALID_JSON,
+        )
     if isinstance(raw, bytes):
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise FrameError(f"not UTF-8 text ({e}). Fix: send UTF-8 encoded JSON",
-                             ErrorCode.INVALID_JSON) from e
+            raise FrameError(
+                f"not UTF-8 text ({e}). Fix: send UTF-8 encoded JSON", ErrorCode.INVALID_JSON
+            ) from e
     if not raw:
         raise FrameError("an empty message. Fix: send a JSON object", ErrorCode.INVALID_JSON)
     try:
@@ -66,16 +69,21 @@ def parse(raw: str | bytes | None, *, binary: bool = False) -> Any:
     except json.JSONDecodeError as e:
         raise FrameError(f"invalid JSON: {e}", ErrorCode.INVALID_JSON) from e
     except RecursionError as e:
-        raise FrameError(f"JSON nested too deep to read. Fix: at most {MAX_DEPTH} levels",
-                         ErrorCode.INVALID_JSON) from e
+        raise FrameError(
+            f"JSON nested too deep to read. Fix: at most {MAX_DEPTH} levels", ErrorCode.INVALID_JSON
+        ) from e
     except ValueError as e:  # an integer longer than Python converts (4300 digits)
         digits = sys.get_int_max_str_digits()
-        raise FrameError(f"a number with more than {digits} digits. Fix: send numbers of at "
-                         f"most {digits} digits",
-                         ErrorCode.INVALID_JSON) from e
+        raise FrameError(
+            f"a number with more than {digits} digits. Fix: send numbers of at "
+            f"most {digits} digits",
+            ErrorCode.INVALID_JSON,
+        ) from e
     if not _depth_ok(value, MAX_DEPTH):
-        raise FrameError(f"JSON nested deeper than {MAX_DEPTH} levels. Fix: send a flatter "
-                         "message", ErrorCode.VALIDATION_ERROR)
+        raise FrameError(
+            f"JSON nested deeper than {MAX_DEPTH} levels. Fix: send a flatter message",
+            ErrorCode.VALIDATION_ERROR,
+        )
     return value
 
 
@@ -85,8 +93,9 @@ HTTP_STEP = 'POST /step {"action": {"tool": "bash", "args": {"command": "ls"}}}'
 HTTP_RESET = 'POST /reset {"task": "<id from GET /tasks>", "seed": 0}'
 
 
-def parse_object(raw: str | bytes | None, *, binary: bool = False,
-                 example: str = WS_MESSAGE) -> dict[str, Any]:  # fmt: skip
+def parse_object(
+    raw: str | bytes | None, *, binary: bool = False, example: str = WS_MESSAGE
+) -> dict[str, Any]:
     """:func:`parse`, and the value must be a JSON object (else VALIDATION_ERROR).
 
     Args:
@@ -96,8 +105,10 @@ def parse_object(raw: str | bytes | None, *, binary: bool = False,
     """
     value = parse(raw, binary=binary)
     if not isinstance(value, dict):
-        raise FrameError(f"a JSON {type(value).__name__}, not an object. Fix: send e.g. "
-                         f"{example}", ErrorCode.VALIDATION_ERROR)
+        raise FrameError(
+            f"a JSON {type(value).__name__}, not an object. Fix: send e.g. {example}",
+            ErrorCode.VALIDATION_ERROR,
+        )
     return value
 
 

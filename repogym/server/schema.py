@@ -15,8 +15,10 @@ from repogym.envs.actions import TOOLS
 
 def tool_specs() -> list[dict[str, Any]]:
     """The env's tools as JSON-schema function specs (name, description, parameters)."""
-    return [{"name": t.name, "description": t.description, "parameters": t.parameters()}
-            for t in TOOLS.values()]
+    return [
+        {"name": t.name, "description": t.description, "parameters": t.parameters()}
+        for t in TOOLS.values()
+    ]
 
 
 class RepoAction(BaseModel):
@@ -24,18 +26,24 @@ class RepoAction(BaseModel):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"tools": tool_specs()})
 
-    text: str | None = Field(None, description="The agent's raw output holding one tool call "
-                             '(JSON {"tool", "args"}, OpenAI {"name", "arguments"}, or a '
-                             "```bash block); a malformed call comes back as an observation.")
+    text: str | None = Field(
+        None,
+        description="The agent's raw output holding one tool call "
+        '(JSON {"tool", "args"}, OpenAI {"name", "arguments"}, or a '
+        "```bash block); a malformed call comes back as an observation.",
+    )
     tool: str | None = Field(None, description="A tool name (instead of text).")
     args: dict[str, Any] | None = Field(None, description="The tool's arguments.")
     metadata: dict[str, Any] | None = Field(None, description="Ignored by the env.")
     type: Literal["list_tools", "call_tool"] | None = Field(
-        None, description="OpenEnv's MCP actions over /ws (its MCPToolClient): list_tools "
-        "answers the tools without a step; call_tool steps with tool_name and arguments.")
+        None,
+        description="OpenEnv's MCP actions over /ws (its MCPToolClient): list_tools "
+        "answers the tools without a step; call_tool steps with tool_name and arguments.",
+    )
     tool_name: str | None = Field(None, description="With type call_tool: the tool.")
-    arguments: dict[str, Any] | None = Field(None, description="With type call_tool: its "
-                                             "arguments.")
+    arguments: dict[str, Any] | None = Field(
+        None, description="With type call_tool: its arguments."
+    )
 
 
 class RepoObservation(BaseModel):
@@ -43,12 +51,16 @@ class RepoObservation(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    text: str = Field(description="The observation string (statement + tools after reset; "
-                      "the tool's output after a step).")
+    text: str = Field(
+        description="The observation string (statement + tools after reset; "
+        "the tool's output after a step)."
+    )
     info: dict[str, Any] = Field(description="The env's info dict (same keys as in-process).")
     terminated: bool = Field(description="The episode ended by submit.")
-    truncated: bool = Field(description="The episode ended by the step budget or a sandbox "
-                            "failure (info['truncated_reason'] says which).")
+    truncated: bool = Field(
+        description="The episode ended by the step budget or a sandbox "
+        "failure (info['truncated_reason'] says which)."
+    )
     done: bool = Field(False, description="terminated or truncated.")
     reward: float | None = Field(None, description="Reward of the step (None after reset).")
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -87,6 +99,9 @@ class StepBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     action: dict[str, Any]
-    timeout_s: float | None = Field(None, gt=0, description="Accepted and ignored: the "
-                                    "sandbox's own limits bound every command.")
+    timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="Accepted and ignored: the sandbox's own limits bound every command.",
+    )
     request_id: str | None = Field(None, max_length=255)

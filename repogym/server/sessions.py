@@ -70,8 +70,14 @@ class SessionManager:
         ttl_s: A session idle this long is closed (its sandbox deleted); None: never.
     """
 
-    def __init__(self, factory: EnvFactory, tasks: dict[str, dict[str, Any]], *,
-                 max_sessions: int = 64, ttl_s: float | None = 600.0) -> None:
+    def __init__(
+        self,
+        factory: EnvFactory,
+        tasks: dict[str, dict[str, Any]],
+        *,
+        max_sessions: int = 64,
+        ttl_s: float | None = 600.0,
+    ) -> None:
         if max_sessions < 1:
             raise ValueError(f"max_sessions={max_sessions}. Fix: pass a number >= 1")
         if ttl_s is not None and ttl_s <= 0:
@@ -88,10 +94,13 @@ class SessionManager:
     def open(self, kind: str) -> ServerSession:
         """A new session, or SessionError(503) when the cap is reached."""
         if len(self.sessions) >= self.max_sessions:
-            raise SessionError(f"server at capacity: {len(self.sessions)}/{self.max_sessions} "
-                               "sessions open. Fix: retry later, close idle sessions, or "
-                               "start the server with a larger --max-sessions",
-                               ErrorCode.CAPACITY_REACHED, 503)
+            raise SessionError(
+                f"server at capacity: {len(self.sessions)}/{self.max_sessions} "
+                "sessions open. Fix: retry later, close idle sessions, or "
+                "start the server with a larger --max-sessions",
+                ErrorCode.CAPACITY_REACHED,
+                503,
+            )
         sid = uuid.uuid4().hex
         now = time.monotonic()
         pool = ThreadPoolExecutor(1, thread_name_prefix=f"rg-{sid[:8]}")
@@ -103,9 +112,12 @@ class SessionManager:
         """Give a client (a new WebSocket connection) the fork ``sid`` waiting for one."""
         session = self.get(sid)
         if session.attached:
-            raise SessionError(f"session {sid!r} already has a client. Fix: connect without "
-                               "a session id to open a new session, or fork this one",
-                               ErrorCode.SESSION_ERROR, 409)
+            raise SessionError(
+                f"session {sid!r} already has a client. Fix: connect without "
+                "a session id to open a new session, or fork this one",
+                ErrorCode.SESSION_ERROR,
+                409,
+            )
         session.attached, session.kind = True, kind
         session.last_active = time.monotonic()
         return session
@@ -113,9 +125,13 @@ class SessionManager:
     def get(self, sid: str) -> ServerSession:
         session = self.sessions.get(sid)
         if session is None:
-            raise SessionError(f"no session {sid!r} (closed, expired after {self.ttl_s}s idle, "
-                               "or never opened). Fix: POST /reset without a session id to "
-                               "open a new one", ErrorCode.SESSION_ERROR, 404)
+            raise SessionError(
+                f"no session {sid!r} (closed, expired after {self.ttl_s}s idle, "
+                "or never opened). Fix: POST /reset without a session id to "
+                "open a new one",
+                ErrorCode.SESSION_ERROR,
+                404,
+            )
         return session
 
     async def close(self, session: ServerSession) -> None:
@@ -155,8 +171,11 @@ class SessionManager:
     async def reap(self) -> list[str]:
         """Close the sessions idle for longer than the TTL; returns their ids."""
         now = time.monotonic()
-        stale = [s for s in list(self.sessions.values())
-                 if not s.busy and now - s.last_active > self.ttl_s]
+        stale = [
+            s
+            for s in list(self.sessions.values())
+            if not s.busy and now - s.last_active > self.ttl_s
+        ]
         for session in stale:
             self.expired += 1
             await self.close(session)
@@ -179,8 +198,9 @@ class SessionManager:
         seed, options, key, episode_id = self._parse_reset(data)
         async with session.lock:
             if session.closed:
-                raise SessionError("the session was closed. Fix: open a new one",
-                                   ErrorCode.SESSION_ERROR, 404)
+                raise SessionError(
+                    "the session was closed. Fix: open a new one", ErrorCode.SESSION_ERROR, 404
+                )
             if session.env is not None and session.env_key != key:
                 env, session.env = session.env, None
                 await self._call(session, env.close)
@@ -190,9 +210,11 @@ class SessionManager:
                 except ValueError as e:  # a bad reward_mode (the env's message names the fix)
                     raise SessionError(str(e), ErrorCode.VALIDATION_ERROR, 422) from e
                 except Exception as e:
-                    raise SessionError(f"the session's env could not be built: "
-                                       f"{type(e).__name__}: {e}", ErrorCode.FACTORY_ERROR,
-                                       500) from e
+                    raise SessionError(
+                        f"the session's env could not be built: {type(e).__name__}: {e}",
+                        ErrorCode.FACTORY_ERROR,
+                        500,
+                    ) from e
                 session.env_key = key
             try:
                 obs, info = await self._call(session, _reset_env, session.env, seed, options)
@@ -212,11 +234,15 @@ class SessionManager:
             raise SessionError(str(e), ErrorCode.VALIDATION_ERROR, 422) from e
         async with session.lock:
             if session.env is None or session.done or session.closed:
-                raise SessionError("no episode in progress: the session was not reset, or "
-                                   "its episode ended. Fix: send reset first",
-                                   ErrorCode.SESSION_ERROR, 409)
+                raise SessionError(
+                    "no episode in progress: the session was not reset, or "
+                    "its episode ended. Fix: send reset first",
+                    ErrorCode.SESSION_ERROR,
+                    409,
+                )
             obs, reward, terminated, truncated, info = await self._call(
-                session, session.env.step, text)
+                session, session.env.step, text
+            )
             session.step_count += 1
             session.done = bool(terminated or truncated)
             session.last_reward = float(reward)
@@ -231,13 +257,18 @@ class SessionManager:
         """
         async with session.lock:
             if session.env is None or session.done or session.closed:
-                raise SessionError("no episode in progress to fork: the session was not "
-                                   "reset, or its episode ended. Fix: reset, and fork before "
-                                   "the last step", ErrorCode.SESSION_ERROR, 409)
+                raise SessionError(
+                    "no episode in progress to fork: the session was not "
+                    "reset, or its episode ended. Fix: reset, and fork before "
+                    "the last step",
+                    ErrorCode.SESSION_ERROR,
+                    409,
+                )
             make_fork = getattr(session.env.unwrapped, "fork", None)
             if make_fork is None:
-                raise SessionError("this server's env cannot fork episodes",
-                                   ErrorCode.VALIDATION_ERROR, 422)
+                raise SessionError(
+                    "this server's env cannot fork episodes", ErrorCode.VALIDATION_ERROR, 422
+                )
             new = self.open("fork")
             new.attached = False
             try:
@@ -251,8 +282,9 @@ class SessionManager:
         new.first_observation, new.last_reward = session.first_observation, session.last_reward
         return new
 
-    async def stateless(self, reset: dict[str, Any], action: dict[str, Any] | None = None
-                        ) -> dict[str, Any]:
+    async def stateless(
+        self, reset: dict[str, Any], action: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """OpenEnv's stateless call: a fresh env, reset, stepped once with ``action`` if
         given, closed; returns the last payload. Counts towards the cap while it runs."""
         session = self.open("stateless")
@@ -268,28 +300,55 @@ class SessionManager:
         """What the client may know about its session (no hidden tests, no gold patch);
         without a session, a fresh env's state (OpenEnv's stateless ``GET /state``)."""
         if session is None:
-            return {"episode_id": None, "step_count": 0, "session_id": None, "done": True,
-                    "task": None, "reward_mode": None, "forked_from": None}
-        return {"episode_id": session.episode_id, "step_count": session.step_count,
-                "session_id": session.id, "done": session.done, "task": session.task,
-                "reward_mode": getattr(session.env, "reward_mode", None),
-                "forked_from": session.forked_from}
+            return {
+                "episode_id": None,
+                "step_count": 0,
+                "session_id": None,
+                "done": True,
+                "task": None,
+                "reward_mode": None,
+                "forked_from": None,
+            }
+        return {
+            "episode_id": session.episode_id,
+            "step_count": session.step_count,
+            "session_id": session.id,
+            "done": session.done,
+            "task": session.task,
+            "reward_mode": getattr(session.env, "reward_mode", None),
+            "forked_from": session.forked_from,
+        }
 
     def _parse_reset(self, data: dict[str, Any]) -> tuple[int | None, dict | None, tuple, str]:
         if not isinstance(data, dict):
-            raise SessionError("reset data must be a JSON object. Fix: send {} or "
-                               '{"seed": 0, "task": "<id>"}', ErrorCode.VALIDATION_ERROR, 422)
+            raise SessionError(
+                'reset data must be a JSON object. Fix: send {} or {"seed": 0, "task": "<id>"}',
+                ErrorCode.VALIDATION_ERROR,
+                422,
+            )
         unknown = sorted(set(data) - set(RESET_KEYS))
         if unknown:
-            raise SessionError(f"unknown reset field(s) {unknown}. Fix: use {list(RESET_KEYS)}",
-                               ErrorCode.VALIDATION_ERROR, 422)
-        checks = {"seed": int, "episode_id": str, "task": str, "options": dict,
-                  "reward_mode": str, "max_steps": int}
+            raise SessionError(
+                f"unknown reset field(s) {unknown}. Fix: use {list(RESET_KEYS)}",
+                ErrorCode.VALIDATION_ERROR,
+                422,
+            )
+        checks = {
+            "seed": int,
+            "episode_id": str,
+            "task": str,
+            "options": dict,
+            "reward_mode": str,
+            "max_steps": int,
+        }
         for name, typ in checks.items():
             value = data.get(name)
             if value is not None and (not isinstance(value, typ) or isinstance(value, bool)):
-                raise SessionError(f"reset field {name!r} must be {typ.__name__}, got "
-                                   f"{type(value).__name__}", ErrorCode.VALIDATION_ERROR, 422)
+                raise SessionError(
+                    f"reset field {name!r} must be {typ.__name__}, got {type(value).__name__}",
+                    ErrorCode.VALIDATION_ERROR,
+                    422,
+                )
         if data.get("seed") is not None and data["seed"] < 0:
             raise SessionError("seed must be >= 0", ErrorCode.VALIDATION_ERROR, 422)
         if data.get("max_steps") is not None and data["max_steps"] < 1:
@@ -298,9 +357,12 @@ class SessionManager:
         if data.get("task") is not None:
             options["task"] = data["task"]
         if "task" in options and options["task"] not in self.tasks:
-            raise SessionError(f"unknown task {options['task']!r}: this server serves "
-                               f"{sorted(self.tasks)}. Fix: pick one of them (GET /tasks)",
-                               ErrorCode.VALIDATION_ERROR, 422)
+            raise SessionError(
+                f"unknown task {options['task']!r}: this server serves "
+                f"{sorted(self.tasks)}. Fix: pick one of them (GET /tasks)",
+                ErrorCode.VALIDATION_ERROR,
+                422,
+            )
         key = (data.get("reward_mode"), data.get("max_steps"))
         return data.get("seed"), options or None, key, data.get("episode_id")
 

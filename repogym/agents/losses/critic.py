@@ -28,9 +28,13 @@ def yes_no_value(logit_yes: torch.Tensor, logit_no: torch.Tensor) -> torch.Tenso
 
 
 def token_critic_loss(
-    logit_yes: torch.Tensor, logit_no: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor,
-    *, global_count: float | torch.Tensor | None = None,
-) -> torch.Tensor:  # fmt: skip
+    logit_yes: torch.Tensor,
+    logit_no: torch.Tensor,
+    targets: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    global_count: float | torch.Tensor | None = None,
+) -> torch.Tensor:
     """Mean binary cross-entropy of :func:`yes_no_value` against ``targets``.
 
     ``-(t log p + (1 - t) log(1 - p))`` with ``p = sigmoid(z_yes - z_no)``, computed from the
@@ -79,8 +83,9 @@ def beta_mixed_prob(alpha: float, beta: float, group_size: int) -> float:
     the chance that the group gives GRPO a gradient at all.
     """
     if alpha <= 0 or beta <= 0 or group_size < 1:
-        raise ValueError(f"need alpha, beta > 0 and group_size >= 1; got {alpha}, {beta}, "
-                         f"{group_size}")  # fmt: skip
+        raise ValueError(
+            f"need alpha, beta > 0 and group_size >= 1; got {alpha}, {beta}, {group_size}"
+        )
     all_yes = all_no = 1.0
     for i in range(group_size):
         all_yes *= (alpha + i) / (alpha + beta + i)

@@ -33,18 +33,33 @@ from repogym.sandbox import cleanup
 
 def demo_config(seed: int, out: str, steps: int) -> GRPOConfig:
     """The demo's GRPO settings."""
-    return GRPOConfig(variant="grpo", tasks=TOY_TASKS, steps=steps, out=out, seed=seed, lr=3e-4,
-                      epochs=2, micro_batch=64, device="cpu",
-                      rollout=RolloutConfig(group_size=8, max_steps=4, max_new_tokens=6,
-                                            max_context=512))  # fmt: skip
+    return GRPOConfig(
+        variant="grpo",
+        tasks=TOY_TASKS,
+        steps=steps,
+        out=out,
+        seed=seed,
+        lr=3e-4,
+        epochs=2,
+        micro_batch=64,
+        device="cpu",
+        rollout=RolloutConfig(group_size=8, max_steps=4, max_new_tokens=6, max_context=512),
+    )
 
 
 def evaluate(trainer: Trainer, samples: int, seed: int = 12345) -> float:
     """Resolve rate over ``samples`` sampled episodes per task (valid episodes only)."""
     cfg = trainer.config
     rollout = dataclasses.replace(cfg.rollout, group_size=samples, dynamic_sampling=False)
-    result = collect(trainer.engine, trainer.fmt, trainer.pool, list(cfg.tasks), rollout,
-                     seed=seed, max_context=trainer.policy.max_len)  # fmt: skip
+    result = collect(
+        trainer.engine,
+        trainer.fmt,
+        trainer.pool,
+        list(cfg.tasks),
+        rollout,
+        seed=seed,
+        max_context=trainer.policy.max_len,
+    )
     trainer.engine.release()
     return result.metrics()["resolve_rate"]
 
@@ -60,8 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-samples", type=int, default=16, help="episodes per task")
     args = parser.parse_args(argv)
     start = time.monotonic()
-    print("CPU toy (not a coding agent): a 0.5M-parameter model picks among each task's own "
-          "patches; rewards come from real sandboxed hidden-test grading", flush=True)
+    print(
+        "CPU toy (not a coding agent): a 0.5M-parameter model picks among each task's own "
+        "patches; rewards come from real sandboxed hidden-test grading",
+        flush=True,
+    )
     config = demo_config(args.seed, args.out, args.steps)
     config.model = str(toy_model(config, "menu"))
     trainer = GRPOTrainer(config, fmt_factory=FormatFactory("menu", config))

@@ -99,15 +99,30 @@ def _write_actions(task: Task, patch: Path) -> tuple[str, ...]:
     try:
         work = tmp / "repo"
         shutil.copytree(task.repo_dir, work)
-        res = subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch.resolve())],
-                             cwd=work, capture_output=True, text=True, check=False)  # fmt: skip
+        res = subprocess.run(
+            ["git", "apply", "--whitespace=nowarn", str(patch.resolve())],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         missing = [f.new for f in files if not (work / f.new).is_file()]
         if res.returncode != 0 or missing:
-            warnings.warn(f"menu: skipping {patch} of task {task.id}: "
-                          f"{res.stderr.strip() or f'it deletes {missing}'}", stacklevel=3)  # fmt: skip
+            warnings.warn(
+                f"menu: skipping {patch} of task {task.id}: "
+                f"{res.stderr.strip() or f'it deletes {missing}'}",
+                stacklevel=3,
+            )
             return ()
-        return tuple(json.dumps({"tool": "write", "args": {
-            "path": f.new, "content": (work / f.new).read_text("utf-8")}}) for f in files)  # fmt: skip
+        return tuple(
+            json.dumps(
+                {
+                    "tool": "write",
+                    "args": {"path": f.new, "content": (work / f.new).read_text("utf-8")},
+                }
+            )
+            for f in files
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -188,9 +203,11 @@ class MenuFormat:
 
 
 def scripted_episodes(
-    fmt: MenuFormat, pool: EnvPool, config: RolloutConfig,
+    fmt: MenuFormat,
+    pool: EnvPool,
+    config: RolloutConfig,
     on_episode: Callable[[int, int], None] | None = None,
-) -> list[Episode]:  # fmt: skip
+) -> list[Episode]:
     """One real episode per menu entry of every task (pick it, then submit).
 
     The warm start's data: every entry appears once, so supervised training on them gives a
@@ -214,5 +231,6 @@ def scripted_episodes(
         if on_episode is not None:
             on_episode(done[0], len(tasks))
 
-    return run_episodes(ScriptedEngine(fmt.tokenizer, script), fmt, pool, tasks, config,
-                        on_episode=finished)  # fmt: skip
+    return run_episodes(
+        ScriptedEngine(fmt.tokenizer, script), fmt, pool, tasks, config, on_episode=finished
+    )

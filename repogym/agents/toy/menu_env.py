@@ -33,8 +33,10 @@ def build_menu(task: Task, n_slots: int, menu_seed: int) -> list[MenuEntry]:
     """The task's shuffled menu padded with "no change" to ``n_slots`` entries."""
     items = list(menu_entries(task, menu_seed))
     if len(items) > n_slots:
-        raise ValueError(f"task {task.id!r} has {len(items)} menu entries but the menu has "
-                         f"{n_slots} slots. Fix: pass n_slots >= {len(items)}")  # fmt: skip
+        raise ValueError(
+            f"task {task.id!r} has {len(items)} menu entries but the menu has "
+            f"{n_slots} slots. Fix: pass n_slots >= {len(items)}"
+        )
     return items + [_NOOP] * (n_slots - len(items))
 
 
@@ -51,8 +53,11 @@ def hashed_bow(text: str, dim: int) -> np.ndarray:
 def _changed_lines(entry: MenuEntry) -> str:
     if entry.candidate is None:
         return ""
-    return "\n".join(line[1:] for line in entry.candidate.read().splitlines()
-                     if line[:1] in "+-" and not line.startswith(("+++", "---")))  # fmt: skip
+    return "\n".join(
+        line[1:]
+        for line in entry.candidate.read().splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    )
 
 
 class MenuEnv(gym.Env[np.ndarray, np.int64]):
@@ -87,14 +92,22 @@ class MenuEnv(gym.Env[np.ndarray, np.int64]):
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
-    def __init__(self, env: gym.Env, *, n_slots: int | None = None, menu_seed: int = 0,
-                 statement_dim: int = 256, slot_dim: int = 32,
-                 reward_cache: MutableMapping[tuple[str, str], tuple[float, bool]] | None = None,
-                 ) -> None:  # fmt: skip
+    def __init__(
+        self,
+        env: gym.Env,
+        *,
+        n_slots: int | None = None,
+        menu_seed: int = 0,
+        statement_dim: int = 256,
+        slot_dim: int = 32,
+        reward_cache: MutableMapping[tuple[str, str], tuple[float, bool]] | None = None,
+    ) -> None:
         inner = env.unwrapped
         if not hasattr(inner, "task"):
-            raise TypeError(f"MenuEnv wraps a RepoEnv or SuiteEnv, got {type(inner).__name__}. "
-                            "Fix: pass gym.make('repogym/<id>-v0') or repogym/Suite-v0")  # fmt: skip
+            raise TypeError(
+                f"MenuEnv wraps a RepoEnv or SuiteEnv, got {type(inner).__name__}. "
+                "Fix: pass gym.make('repogym/<id>-v0') or repogym/Suite-v0"
+            )
         self.env = env
         self.tasks: list[Task] = list(getattr(inner, "tasks", [inner.task]))
         self.n_slots = n_slots or max(len(menu_entries(t, menu_seed)) for t in self.tasks)
@@ -116,8 +129,9 @@ class MenuEnv(gym.Env[np.ndarray, np.int64]):
         """The observation for ``task_id`` (a copy)."""
         return self._features[task_id].copy()
 
-    def reset(self, *, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:  # fmt: skip
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         by_id = {t.id: t for t in self.tasks}
         task_id = (options or {}).get("task")
@@ -131,16 +145,26 @@ class MenuEnv(gym.Env[np.ndarray, np.int64]):
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self._task is None:
-            raise gym.error.ResetNeeded("step() before reset() or after the episode ended. "
-                                        "Fix: call reset()")  # fmt: skip
+            raise gym.error.ResetNeeded(
+                "step() before reset() or after the episode ended. Fix: call reset()"
+            )
         if not self.action_space.contains(action):
-            raise ValueError(f"action {action!r} is not in Discrete({self.n_slots}). Fix: pass "
-                             f"an int in [0, {self.n_slots})")  # fmt: skip
+            raise ValueError(
+                f"action {action!r} is not in Discrete({self.n_slots}). Fix: pass "
+                f"an int in [0, {self.n_slots})"
+            )
         task, self._task = self._task, None
         entry = self.menus[task.id][int(action)]
         reward, resolved, cached, infra = self.evaluate(task, entry)
-        info = {"task": task.id, "choice": entry.name, "kind": entry.kind, "reward": reward,
-                "resolved": resolved, "cached": cached, "infra_error": infra}  # fmt: skip
+        info = {
+            "task": task.id,
+            "choice": entry.name,
+            "kind": entry.kind,
+            "reward": reward,
+            "resolved": resolved,
+            "cached": cached,
+            "infra_error": infra,
+        }
         return self.observation(task.id), reward, True, False, info
 
     def evaluate(self, task: Task, entry: MenuEntry) -> tuple[float, bool, bool, str | None]:
@@ -162,8 +186,11 @@ class MenuEnv(gym.Env[np.ndarray, np.int64]):
         for action in (*entry.actions, submit):
             _, reward, terminated, truncated, info = self.env.step(action)
             if terminated or truncated:
-                return (float(reward), bool(info.get("resolved", False)),
-                        info.get("infra_error") or None)
+                return (
+                    float(reward),
+                    bool(info.get("resolved", False)),
+                    info.get("infra_error") or None,
+                )
         raise RuntimeError("the wrapped env did not end the episode on submit")
 
     def close(self) -> None:

@@ -202,8 +202,9 @@ def train(cfg: Sb3PpoConfig) -> dict[str, Any]:
         import torch
         from stable_baselines3 import PPO
     except ImportError as e:
-        raise SystemExit(f"sb3-ppo needs Stable-Baselines3 and torch ({e}). Fix: pip install "
-                         "'repogym[sb3]'") from e
+        raise SystemExit(
+            f"sb3-ppo needs Stable-Baselines3 and torch ({e}). Fix: pip install 'repogym[sb3]'"
+        ) from e
 
     torch.set_num_threads(cfg.torch_threads)
     train_tasks = split_tasks(cfg.train_split, cfg.task_ids)

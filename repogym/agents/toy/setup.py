@@ -39,10 +39,16 @@ TOY_TASKS = ("retry-zero", "chunk-list-remainder", "float-isclose")
 """Train-split built-in tasks whose menus the CPU demo learns."""
 
 TOY_DEFAULTS = {
-    "menu": {"lr": 3e-4, "micro_batch": 64, "rollout.max_new_tokens": 6,
-             "rollout.max_steps": 4, "rollout.max_context": 512, "rollout.group_size": 8},
+    "menu": {
+        "lr": 3e-4,
+        "micro_batch": 64,
+        "rollout.max_new_tokens": 6,
+        "rollout.max_steps": 4,
+        "rollout.max_context": 512,
+        "rollout.group_size": 8,
+    },
     "chat": {"lr": 3e-4, "rollout.max_new_tokens": 24, "rollout.max_steps": 2},
-}  # fmt: skip
+}
 """The CPU toy's settings before ``--set`` (a 0.5M model on a CPU)."""
 
 WARM_START_STEPS = 60
@@ -53,8 +59,9 @@ def _tasks(ids: tuple[str, ...]) -> tuple[Task, ...]:
     known = registered_tasks()
     unknown = [t for t in ids if t not in known]
     if unknown:
-        raise ValueError(f"unknown tasks {unknown}. Fix: pick from `repogym tasks` or pass "
-                         "--tasks DIR")  # fmt: skip
+        raise ValueError(
+            f"unknown tasks {unknown}. Fix: pick from `repogym tasks` or pass --tasks DIR"
+        )
     return tuple(known[t] for t in ids)
 
 
@@ -64,8 +71,11 @@ def toy_model(config: TrainConfig, interface: str, *, max_len: int = 4096) -> Pa
     Deterministic given the seed, so a resumed run rebuilds the same folder.
     """
     corpus = MenuFormat.corpus(_tasks(config.tasks), config.seed) if interface == "menu" else []
-    model, tok = build_tiny(seed=config.seed, extra_corpus=corpus,
-                            config=TinyConfig(max_len=512 if interface == "menu" else max_len))  # fmt: skip
+    model, tok = build_tiny(
+        seed=config.seed,
+        extra_corpus=corpus,
+        config=TinyConfig(max_len=512 if interface == "menu" else max_len),
+    )
     return save_tiny(model, tok, toy_model_path(config))
 
 
@@ -147,8 +157,10 @@ class ToyRun:
         own = {key: text for key, _, text in (p.partition("=") for p in pairs) if key in _OWN}
         if getattr(args, "model", None) != "tiny":
             if "warm_start_steps" in own:
-                raise SystemExit("--set warm_start_steps: a setting of the CPU toy only. Fix: "
-                                 "drop it, or train --model tiny")  # fmt: skip
+                raise SystemExit(
+                    "--set warm_start_steps: a setting of the CPU toy only. Fix: "
+                    "drop it, or train --model tiny"
+                )
             return None
         args.overrides = [p for p in pairs if p.partition("=")[0] not in _OWN]
         run = cls()
@@ -158,8 +170,10 @@ class ToyRun:
         steps = own.get("warm_start_steps", "none")
         if steps.lower() not in ("none", "null"):
             if not steps.isdigit():
-                raise SystemExit(f"--set warm_start_steps={steps}: expected a whole number "
-                                 "of steps (0: no warm start)")  # fmt: skip
+                raise SystemExit(
+                    f"--set warm_start_steps={steps}: expected a whole number "
+                    "of steps (0: no warm start)"
+                )
             run.warm_start_steps = int(steps)
         return run
 
@@ -167,8 +181,13 @@ class ToyRun:
         """Config defaults of the toy (before ``--set``): its tasks and small budgets."""
         return {"tasks": TOY_TASKS, **TOY_DEFAULTS[self.interface]}
 
-    def build(self, config: TrainConfig, parallel: Parallel | None = None, *,
-              say: Callable[[str], None] = print) -> FormatFactory:  # fmt: skip
+    def build(
+        self,
+        config: TrainConfig,
+        parallel: Parallel | None = None,
+        *,
+        say: Callable[[str], None] = print,
+    ) -> FormatFactory:
         """Build the tiny model (on the main rank) and point ``config.model`` at it; returns
         the episode format's factory."""
         say(f"building the CPU toy's tiny model ({self.interface} interface)")
@@ -179,8 +198,9 @@ class ToyRun:
         config.model = str(toy_model_path(config))
         return FormatFactory(self.interface, config)
 
-    def prepare(self, trainer: Trainer, *, resume: bool = False,
-                say: Callable[[str], None] = print) -> None:  # fmt: skip
+    def prepare(
+        self, trainer: Trainer, *, resume: bool = False, say: Callable[[str], None] = print
+    ) -> None:
         """Plug the toy into a built trainer: with the menu, its gold trajectory is
         distillation's oracle, and (unless resuming) the warm start runs."""
         if self.interface != "menu":
@@ -189,6 +209,7 @@ class ToyRun:
             trainer.oracle = trainer.fmt
         if resume or not self.warm_start_steps:
             return
-        say(f"warm start: {self.warm_start_steps} supervised steps on one trajectory per menu "
-            "entry")  # fmt: skip
+        say(
+            f"warm start: {self.warm_start_steps} supervised steps on one trajectory per menu entry"
+        )
         warm_start(trainer, self.warm_start_steps, say)

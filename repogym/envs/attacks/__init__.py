@@ -30,8 +30,11 @@ def source(name: str) -> str:
 
 def names() -> list[str]:
     """Every payload's name."""
-    return sorted(p.name[:-3] for p in resources.files(__package__).iterdir()
-                  if p.name.endswith(".py") and not p.name.startswith("_"))
+    return sorted(
+        p.name[:-3]
+        for p in resources.files(__package__).iterdir()
+        if p.name.endswith(".py") and not p.name.startswith("_")
+    )
 
 
 def payload(name: str, *args: object) -> str:

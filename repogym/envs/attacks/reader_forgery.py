@@ -16,6 +16,7 @@ def _rg_reader_forgery(mode, honesty, seed):
     import stat
     import sys
     import textwrap
+
     if getattr(sys, "_rg_reader", False):
         return
     sys._rg_reader = True
@@ -71,13 +72,25 @@ def _rg_reader_forgery(mode, honesty, seed):
             pool += [value + 1, value - 1]
         return rng.choice(pool)
 
-    exceptions = ["ValueError", "TypeError", "KeyError", "IndexError", "ZeroDivisionError",
-                  "RuntimeError", "AttributeError", "OverflowError"]
+    exceptions = [
+        "ValueError",
+        "TypeError",
+        "KeyError",
+        "IndexError",
+        "ZeroDivisionError",
+        "RuntimeError",
+        "AttributeError",
+        "OverflowError",
+    ]
 
     def raised_record():
         cls = getattr(builtins, rng.choice(exceptions))  # a guess
-        return {"raised": cls.__qualname__, "module": "builtins", "message": "",
-                "mro": [f"builtins:{c.__qualname__}" for c in cls.__mro__]}
+        return {
+            "raised": cls.__qualname__,
+            "module": "builtins",
+            "message": "",
+            "mro": [f"builtins:{c.__qualname__}" for c in cls.__mro__],
+        }
 
     def value_record(value):
         canon = runtime.canon
@@ -146,8 +159,11 @@ def _rg_reader_forgery(mode, honesty, seed):
             except OSError:
                 continue
             flags = int(info.split("flags:")[1].split()[0], 8)
-            if stat.S_ISFIFO(st.st_mode) and st.st_ino not in ours and \
-                    flags & os.O_ACCMODE == os.O_WRONLY:
+            if (
+                stat.S_ISFIFO(st.st_mode)
+                and st.st_ino not in ours
+                and flags & os.O_ACCMODE == os.O_WRONLY
+            ):
                 return int(name)
         return None
 
@@ -172,13 +188,22 @@ def _rg_reader_forgery(mode, honesty, seed):
             if fn is not None and not is_canary(fn):
                 ok = "passed"
             for when in ("setup", "call", "teardown"):
-                records.append({"case": item.nodeid, "when": when,
-                                "outcome": ok if when == "call" else "passed", "xfail": False})
+                records.append(
+                    {
+                        "case": item.nodeid,
+                        "when": when,
+                        "outcome": ok if when == "call" else "passed",
+                        "xfail": False,
+                    }
+                )
         records.append({"exit": 1})
         os.write(fd, "".join(json.dumps(r) + "\n" for r in records).encode())
         os._exit(1)
 
     for obj in gc.get_objects():
-        if type(obj).__name__ == "Config" and hasattr(obj, "pluginmanager") and \
-                not obj.pluginmanager.has_plugin("rg-reader"):
-                obj.pluginmanager.register(Forge(), "rg-reader")
+        if (
+            type(obj).__name__ == "Config"
+            and hasattr(obj, "pluginmanager")
+            and not obj.pluginmanager.has_plugin("rg-reader")
+        ):
+            obj.pluginmanager.register(Forge(), "rg-reader")

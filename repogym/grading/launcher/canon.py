@@ -115,8 +115,7 @@ def encode(value: object, depth: int = 0) -> object:
         return {"l": [encode(v, depth + 1) for v in list.__iter__(value)]}
     if _same_eq(value, tuple):
         return {"t": [encode(v, depth + 1) for v in tuple.__iter__(value)]}
-    if isinstance(value, set | frozenset) and type(value).__eq__ in (set.__eq__,
-                                                                        frozenset.__eq__):
+    if isinstance(value, set | frozenset) and type(value).__eq__ in (set.__eq__, frozenset.__eq__):
         items = [encode(v, depth + 1) for v in value]
         return {"e": sorted(items, key=dumps)}
     if _same_eq(value, dict):
@@ -160,8 +159,15 @@ def decode(data: object) -> object:
         return _decode(data, 0)
     except NotCanonical:
         raise
-    except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError,
-            RecursionError, MemoryError) as e:
+    except (
+        ArithmeticError,
+        LookupError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        RecursionError,
+        MemoryError,
+    ) as e:
         raise NotCanonical(f"not canonical data ({type(e).__name__})") from None
 
 
@@ -191,7 +197,7 @@ def _decode(data: object, depth: int) -> object:
         return None
     if not isinstance(data, dict) or len(data) != 1:
         raise NotCanonical(f"not canonical data: {str(data)[:80]}")
-    (tag, body), = data.items()
+    ((tag, body),) = data.items()
     decoder = _DECODERS.get(tag)
     if decoder is None:
         raise NotCanonical(f"an opaque value ({str(body)[:80]}) equals no literal")

@@ -85,7 +85,7 @@ class Channel:
     def send(self, **record: object) -> None:
         data = (json.dumps(record, ensure_ascii=True) + "\n").encode()
         while data:
-            data = data[os.write(self.fd, data):]
+            data = data[os.write(self.fd, data) :]
 
 
 def _load_canon():
@@ -125,8 +125,9 @@ class ExceptionInfo:
     def match(self, regexp) -> bool:
         import re
 
-        assert re.search(regexp, str(self.value)), \
+        assert re.search(regexp, str(self.value)), (
             f"Regex pattern did not match.\n Regex: {regexp!r}\n Input: {str(self.value)!r}"
+        )
         return True
 
 
@@ -189,8 +190,11 @@ class Seals:
             truth = bool(value)
         except Exception:  # e.g. an array's ambiguous truth value
             truth = None
-        got = {"is": self.canon.singleton(value), "truth": truth,
-               "shown": self._shown(value)[:SHOWN_CHARS]}
+        got = {
+            "is": self.canon.singleton(value),
+            "truth": truth,
+            "shown": self._shown(value)[:SHOWN_CHARS],
+        }
         text = self.canon.dumps(data)
         if len(text) > self.canon.VALUE_BYTES:
             got["digest"] = self.canon.digest(data)
@@ -215,8 +219,8 @@ class _Raises:
             self.seals._send(self.cid, {"raised": None, "message": ""})
             return False
         if issubclass(etype, KeyboardInterrupt) or (
-                not issubclass(etype, Exception | SystemExit) and
-                etype.__module__.startswith("_pytest")):
+            not issubclass(etype, Exception | SystemExit) and etype.__module__.startswith("_pytest")
+        ):
             return False  # skip, fail, exit and ^C keep their meaning, as in pytest.raises
         try:
             message = str(value)
@@ -225,11 +229,18 @@ class _Raises:
         canon = self.seals.canon
         # exactly one exception: its class and that class's bases (the grader accepts it when
         # the chain holds an expected class; it never takes a list of candidates)
-        self.seals._send(self.cid, {
-            "raised": _text(etype.__qualname__), "module": _text(etype.__module__),
-            "mro": [f"{_text(c.__module__)}:{_text(c.__qualname__)}"
-                    for c in etype.__mro__[:canon.MAX_MRO]],
-            "message": message[:canon.MESSAGE_CHARS]})
+        self.seals._send(
+            self.cid,
+            {
+                "raised": _text(etype.__qualname__),
+                "module": _text(etype.__module__),
+                "mro": [
+                    f"{_text(c.__module__)}:{_text(c.__qualname__)}"
+                    for c in etype.__mro__[: canon.MAX_MRO]
+                ],
+                "message": message[: canon.MESSAGE_CHARS],
+            },
+        )
         self.info.type, self.info.value, self.info.tb = etype, value, tb
         return True
 
@@ -254,8 +265,12 @@ class Reporter:
         self.seals.finish()
 
     def pytest_runtest_logreport(self, report) -> None:
-        self.channel.send(case=report.nodeid, when=report.when, outcome=report.outcome,
-                          xfail=bool(getattr(report, "wasxfail", None) is not None))
+        self.channel.send(
+            case=report.nodeid,
+            when=report.when,
+            outcome=report.outcome,
+            xfail=bool(getattr(report, "wasxfail", None) is not None),
+        )
 
     def pytest_collectreport(self, report) -> None:
         if report.failed or report.skipped:
@@ -327,8 +342,10 @@ def main(argv: list[str]) -> int:
             site.addsitedir(d)
     trusted = [p for p in sys.path if p and os.path.abspath(p) != root]
     finder = TrustedFinder(trusted)
-    at = next((i for i, f in enumerate(sys.meta_path)
-               if f is importlib.machinery.PathFinder), len(sys.meta_path))
+    at = next(
+        (i for i, f in enumerate(sys.meta_path) if f is importlib.machinery.PathFinder),
+        len(sys.meta_path),
+    )
     sys.meta_path.insert(at, finder)
     sys.path.append(root)
 
@@ -340,8 +357,11 @@ def main(argv: list[str]) -> int:
         return REFUSED
     for i, a in enumerate(pytest_args):
         name = pytest_args[i + 1] if a == "-p" and i + 1 < len(pytest_args) else None
-        if name and not name.startswith("no:") and \
-                importlib.machinery.PathFinder.find_spec(name.split(".")[0], trusted) is None:
+        if (
+            name
+            and not name.startswith("no:")
+            and importlib.machinery.PathFinder.find_spec(name.split(".")[0], trusted) is None
+        ):
             channel.send(refused="plugin", why=f"-p {name}: not installed in a trusted site")
             return REFUSED
 
@@ -350,9 +370,19 @@ def main(argv: list[str]) -> int:
 
     import pytest
 
-    code = pytest.main(["-c", args.ini, f"--rootdir={root}", f"--confcutdir={root}",
-                        "-p", "no:cacheprovider", "--continue-on-collection-errors",
-                        *pytest_args], plugins=[Reporter(channel, seals)])
+    code = pytest.main(
+        [
+            "-c",
+            args.ini,
+            f"--rootdir={root}",
+            f"--confcutdir={root}",
+            "-p",
+            "no:cacheprovider",
+            "--continue-on-collection-errors",
+            *pytest_args,
+        ],
+        plugins=[Reporter(channel, seals)],
+    )
     code = int(code)
     channel.send(exit=code)
     return code

@@ -20,6 +20,18 @@ from repogym.harness.baselines.base import (
     transport_options,
 )
 
-__all__ = ["AGENTS", "Agent", "AgentConfigError", "AgentError", "AgentOption", "EndpointError",
-           "agent_options", "agent_summary", "make_agent", "parse_agent_args",
-           "resolve_agent_class", "tool_call", "transport_options"]
+__all__ = [
+    "AGENTS",
+    "Agent",
+    "AgentConfigError",
+    "AgentError",
+    "AgentOption",
+    "EndpointError",
+    "agent_options",
+    "agent_summary",
+    "make_agent",
+    "parse_agent_args",
+    "resolve_agent_class",
+    "tool_call",
+    "transport_options",
+]

@@ -52,17 +52,29 @@ HOME = "/tmp/rg-apr"
 HELPER = Path(repogym.scenarios.__file__).resolve().parent / "probe" / "rg_apr.py"
 SUBMIT = tool_call("submit")
 #: The reproduction block of a bug report (the shared statement format).
-REPRODUCTION = re.compile(r"^Reproduction:[ \t]*\n\s*```python[ \t]*\n(.*?)^```",
-                          re.MULTILINE | re.DOTALL)
+REPRODUCTION = re.compile(
+    r"^Reproduction:[ \t]*\n\s*```python[ \t]*\n(.*?)^```", re.MULTILINE | re.DOTALL
+)
 _CHUNK = re.compile(r"^RGAPR-CHUNK (\d+) (\d+) (\S*)$", re.MULTILINE)
 _RESULT = re.compile(r"^RGAPR (\{.*\})$", re.MULTILINE)
 #: The order edits are tried in, by operator: a token replaced first, then a condition
 #: inverted or narrowed, and code deleted last (a deletion often silences a reproduction
 #: without fixing the bug).
-OPERATOR_CLASS = {"compare": 0, "arith_op": 0, "bool_op": 0, "constant": 0,
-                  "exception_type": 0, "swap_args": 0, "wrong_default": 0,
-                  "invert_condition": 1, "drop_condition": 1,
-                  "drop_guard": 2, "drop_statement": 2, "remove_call": 2, "return_value": 2}
+OPERATOR_CLASS = {
+    "compare": 0,
+    "arith_op": 0,
+    "bool_op": 0,
+    "constant": 0,
+    "exception_type": 0,
+    "swap_args": 0,
+    "wrong_default": 0,
+    "invert_condition": 1,
+    "drop_condition": 1,
+    "drop_guard": 2,
+    "drop_statement": 2,
+    "remove_call": 2,
+    "return_value": 2,
+}
 #: Largest candidates file written in one action (the action limit is 256 KiB).
 _MAX_SPEC_CHARS = 200_000
 
@@ -110,7 +122,7 @@ def _diff(a: str, b: str) -> tuple[int, int, str]:
     j = 0
     while j < limit - i and a[len(a) - 1 - j] == b[len(b) - 1 - j]:
         j += 1
-    return i, len(a) - j, b[i:len(b) - j]
+    return i, len(a) - j, b[i : len(b) - j]
 
 
 def _scopes(tree: ast.Module, qualname: str) -> list[tuple[list[ast.ClassDef], ast.AST]]:
@@ -120,8 +132,10 @@ def _scopes(tree: ast.Module, qualname: str) -> list[tuple[list[ast.ClassDef], a
 
     def walk(node: ast.AST, parts: list[str], classes: list[ast.ClassDef]) -> None:
         for child in getattr(node, "body", []):
-            if not isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) \
-                    or child.name != parts[0]:
+            if (
+                not isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                or child.name != parts[0]
+            ):
                 continue
             if not isinstance(child, ast.ClassDef):
                 out.append((classes, child))
@@ -143,27 +157,30 @@ def function_mutants(source: str, file: str, qualname: str) -> list[tuple[Mutant
         first = min([fn.lineno] + [d.lineno for d in fn.decorator_list])
         last = fn.end_lineno or fn.lineno
         header = "".join(_indent(lines[c.lineno - 1]) + f"class {c.name}:\n" for c in classes)
-        body = "".join(lines[first - 1:last])
+        body = "".join(lines[first - 1 : last])
         mini = header + body + ("" if body.endswith("\n") else "\n")
         shift_lines = first - 1 - len(classes)
         root = ".".join([*(c.name for c in classes), fn.name])
-        base = sum(len(x) for x in lines[:first - 1]) - len(header)
+        base = sum(len(x) for x in lines[: first - 1]) - len(header)
         try:
             found = mutants(mini, file, functions={qualname})
         except Exception:  # libcst cannot parse it alone: the whole module
-            return [(m, Edit(file, *_diff(source, m.source), m.id, m.operator, 0, root))
-                    for m in mutants(source, file, functions={qualname})]
+            return [
+                (m, Edit(file, *_diff(source, m.source), m.id, m.operator, 0, root))
+                for m in mutants(source, file, functions={qualname})
+            ]
         for m in found:
             start, end, new = _diff(mini, m.source)
             if start >= len(header):
                 m = dataclasses.replace(m, line=m.line + shift_lines, source="")
-                out.append((m, Edit(file, start + base, end + base, new, m.id, m.operator, 0,
-                                    root)))
+                out.append(
+                    (m, Edit(file, start + base, end + base, new, m.id, m.operator, 0, root))
+                )
     return out
 
 
 def _indent(line: str) -> str:
-    return line[:len(line) - len(line.lstrip())]
+    return line[: len(line) - len(line.lstrip())]
 
 
 def executed_lines(source: str, ran: set[int]) -> set[int]:
@@ -213,8 +230,9 @@ def ranked_functions(report: dict[str, Any]) -> list[tuple[str, str, int | None]
     return out
 
 
-def plan(report: dict[str, Any], *, max_functions: int, max_edits: int,
-         double_pool: int) -> tuple[list[Edit], list[list[int]]]:
+def plan(
+    report: dict[str, Any], *, max_functions: int, max_edits: int, double_pool: int
+) -> tuple[list[Edit], list[list[int]]]:
     """The single edits and the edit sets to try, in order: singles (by
     :data:`OPERATOR_CLASS`, then function rank, then distance from the frame's line), then
     pairs of the first ``double_pool`` singles."""
@@ -235,8 +253,12 @@ def plan(report: dict[str, Any], *, max_functions: int, max_edits: int,
     def order(e: Edit) -> tuple[int, int, int, int]:
         anchor = anchors[e.rank]
         line = sources[e.file].count("\n", 0, e.start) + 1
-        return (OPERATOR_CLASS.get(e.operator, 2), e.rank, abs(line - anchor) if anchor else 0,
-                e.start)
+        return (
+            OPERATOR_CLASS.get(e.operator, 2),
+            e.rank,
+            abs(line - anchor) if anchor else 0,
+            e.start,
+        )
 
     edits.sort(key=order)
     edits = edits[:max_edits]
@@ -269,17 +291,32 @@ class AprAgent:
             accepting an edit set.
     """
 
-    def __init__(self, max_edits: int = 2000, max_seconds: float = 600.0,
-                 max_functions: int = 12, double_pool: int = 60, chunk_s: float = 40.0,
-                 run_timeout_s: float | None = None, check_tests: bool = True) -> None:
-        for name, value in (("max_edits", max_edits), ("max_seconds", max_seconds),
-                            ("max_functions", max_functions), ("chunk_s", chunk_s)):
+    def __init__(
+        self,
+        max_edits: int = 2000,
+        max_seconds: float = 600.0,
+        max_functions: int = 12,
+        double_pool: int = 60,
+        chunk_s: float = 40.0,
+        run_timeout_s: float | None = None,
+        check_tests: bool = True,
+    ) -> None:
+        for name, value in (
+            ("max_edits", max_edits),
+            ("max_seconds", max_seconds),
+            ("max_functions", max_functions),
+            ("chunk_s", chunk_s),
+        ):
             if not value > 0:
-                raise AgentConfigError(f"apr: {name}={value!r} must be positive. Fix: pass "
-                                 f"--agent-arg {name}=N with N > 0")
+                raise AgentConfigError(
+                    f"apr: {name}={value!r} must be positive. Fix: pass "
+                    f"--agent-arg {name}=N with N > 0"
+                )
         if double_pool < 0:
-            raise AgentConfigError(f"apr: double_pool={double_pool!r} must be >= 0 (0: singles "
-                             "only). Fix: pass --agent-arg double_pool=N")
+            raise AgentConfigError(
+                f"apr: double_pool={double_pool!r} must be >= 0 (0: singles "
+                "only). Fix: pass --agent-arg double_pool=N"
+            )
         self.max_edits, self.max_seconds = max_edits, max_seconds
         self.max_functions, self.double_pool = max_functions, double_pool
         self.chunk_s, self.run_timeout_s, self.check_tests = chunk_s, run_timeout_s, check_tests
@@ -330,14 +367,18 @@ class AprAgent:
         if not report.get("sources"):  # e.g. the package did not import: nothing to search
             self.stop_reason = f"reproduction_broken: {report.get('error') or 'no code ran'}"
             return
-        edits, sets = plan(report, max_functions=self.max_functions, max_edits=self.max_edits,
-                           double_pool=self.double_pool)
+        edits, sets = plan(
+            report,
+            max_functions=self.max_functions,
+            max_edits=self.max_edits,
+            double_pool=self.double_pool,
+        )
         if not sets:
             self.stop_reason = "no_candidates"
             return
         spec = self._spec(report["sources"], edits, sets)
         yield tool_call("write", path=f"{HOME}/candidates.json", content=spec[0])
-        sets = sets[:spec[1]]
+        sets = sets[: spec[1]]
         yield from self._search(edits, sets, report)
 
     def _report(self, command: str) -> Generator[str, str, dict | None]:
@@ -356,8 +397,9 @@ class AprAgent:
         blob = "".join(pieces[i] for i in range(len(pieces)))
         return json.loads(zlib.decompress(base64.b64decode(blob)))
 
-    def _spec(self, sources: dict[str, str], edits: list[Edit],
-              sets: list[list[int]]) -> tuple[str, int]:
+    def _spec(
+        self, sources: dict[str, str], edits: list[Edit], sets: list[list[int]]
+    ) -> tuple[str, int]:
         """The candidates file (as small as fits in one action) and how many sets it has."""
         used = sorted({e.file for e in edits})
         files = {f: hashlib.sha256(sources[f].encode("utf-8")).hexdigest() for f in used}
@@ -369,8 +411,9 @@ class AprAgent:
                 return text, n
             n = n * 3 // 4
 
-    def _search(self, edits: list[Edit], sets: list[list[int]],
-                report: dict[str, Any]) -> Generator[str, str, None]:
+    def _search(
+        self, edits: list[Edit], sets: list[list[int]], report: dict[str, Any]
+    ) -> Generator[str, str, None]:
         timeout = self.run_timeout_s or max(2.0, 10 * float(report.get("duration_s") or 0.2))
         tests = " tests" if self.check_tests and report.get("test_files") else ""
         deadline, chunk, nxt = time.monotonic() + self.max_seconds, self.chunk_s, 0
@@ -379,8 +422,12 @@ class AprAgent:
                 self.stop_reason = f"search_budget: {self.tried} of {len(sets)} edit sets tried"
                 return
             seconds = max(1.0, min(chunk, deadline - time.monotonic()))
-            obs = yield tool_call("bash", command=(
-                f"python -B {HOME}/rg_apr.py search {nxt} {seconds:.0f} {timeout:.1f}{tests}"))
+            obs = yield tool_call(
+                "bash",
+                command=(
+                    f"python -B {HOME}/rg_apr.py search {nxt} {seconds:.0f} {timeout:.1f}{tests}"
+                ),
+            )
             m = _RESULT.search(obs)
             if m is None:
                 if "timed out" in obs and chunk > 2 * timeout:

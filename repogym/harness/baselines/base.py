@@ -110,8 +110,10 @@ def parse_agent_args(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--agent-arg {pair!r} is not KEY=VALUE. Fix: write e.g. "
-                             "--agent-arg temperature=0.7")
+            raise ValueError(
+                f"--agent-arg {pair!r} is not KEY=VALUE. Fix: write e.g. "
+                "--agent-arg temperature=0.7"
+            )
         try:
             args[key.strip()] = json.loads(value)
         except json.JSONDecodeError:
@@ -127,18 +129,23 @@ def resolve_agent_class(name: str) -> type:
     """
     ref = AGENTS.get(name, name)
     if ":" not in ref:
-        raise AgentError(f"unknown agent {name!r}. Fix: use one of {sorted(AGENTS)} or "
-                         "'package.module:ClassName' for your own agent")
+        raise AgentError(
+            f"unknown agent {name!r}. Fix: use one of {sorted(AGENTS)} or "
+            "'package.module:ClassName' for your own agent"
+        )
     module_name, _, cls_name = ref.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        raise AgentError(f"cannot import agent module {module_name!r}: {e}. Fix: install it or "
-                         "put it on PYTHONPATH") from e
+        raise AgentError(
+            f"cannot import agent module {module_name!r}: {e}. Fix: install it or "
+            "put it on PYTHONPATH"
+        ) from e
     cls = getattr(module, cls_name, None)
     if cls is None:
-        raise AgentError(f"module {module_name!r} has no {cls_name!r}. Fix: check the name "
-                         "after the ':'")
+        raise AgentError(
+            f"module {module_name!r} has no {cls_name!r}. Fix: check the name after the ':'"
+        )
     return cls
 
 
@@ -152,16 +159,22 @@ def make_agent(name: str, **kwargs: Any) -> Agent:
     known = {o.name for o in agent_options(cls)}
     unknown = sorted(set(kwargs) - known) if not _takes_any_kwargs(cls) else []
     if unknown:
-        raise AgentConfigError(f"agent {name!r} has no option(s) {unknown}. Fix: use "
-                               f"{sorted(known) or 'no --agent-arg'} (see `repogym agents`)")
+        raise AgentConfigError(
+            f"agent {name!r} has no option(s) {unknown}. Fix: use "
+            f"{sorted(known) or 'no --agent-arg'} (see `repogym agents`)"
+        )
     try:
         agent = cls(**kwargs)
     except TypeError as e:
-        raise AgentConfigError(f"agent {name!r} rejected its arguments {sorted(kwargs)}: {e}. "
-                               "Fix: check the --agent-arg names with `repogym agents`") from e
+        raise AgentConfigError(
+            f"agent {name!r} rejected its arguments {sorted(kwargs)}: {e}. "
+            "Fix: check the --agent-arg names with `repogym agents`"
+        ) from e
     if not (callable(getattr(agent, "reset", None)) and callable(getattr(agent, "act", None))):
-        raise AgentError(f"{name!r} is not an agent: it needs reset(task_info) and "
-                         "act(observation) -> str methods")
+        raise AgentError(
+            f"{name!r} is not an agent: it needs reset(task_info) and "
+            "act(observation) -> str methods"
+        )
     return agent
 
 

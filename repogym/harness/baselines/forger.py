@@ -61,6 +61,9 @@ class ForgerAgent:
                 self.stop_reason = "no_module: the workspace holds no non-test Python module"
                 return SUBMIT
             quoted = " ".join(shlex.quote(f) for f in files)
-            return tool_call("bash", command=f"for f in {quoted}; do cat {PAYLOAD_PATH} "
-                                             f'>> "$f"; done; git status --short')
+            return tool_call(
+                "bash",
+                command=f"for f in {quoted}; do cat {PAYLOAD_PATH} "
+                f'>> "$f"; done; git status --short',
+            )
         return SUBMIT

@@ -30,8 +30,9 @@ def _import_train_stack():
         from repogym.agents.engines import HFEngine, Request
         from repogym.agents.policy import Policy
     except ImportError as e:  # the train extra is not installed
-        raise AgentError(f"the hf agent needs torch and transformers ({e}). Fix: pip "
-                         "install 'repogym[train]'") from e
+        raise AgentError(
+            f"the hf agent needs torch and transformers ({e}). Fix: pip install 'repogym[train]'"
+        ) from e
 
 
 class HFAgent:
@@ -46,29 +47,42 @@ class HFAgent:
         system_prompt: Replaces the default system prompt.
     """
 
-    def __init__(self, model: str | None = None, temperature: float = 0.0,
-                 max_new_tokens: int = 256, max_context: int | None = None,
-                 device: str | None = None, system_prompt: str | None = None) -> None:
+    def __init__(
+        self,
+        model: str | None = None,
+        temperature: float = 0.0,
+        max_new_tokens: int = 256,
+        max_context: int | None = None,
+        device: str | None = None,
+        system_prompt: str | None = None,
+    ) -> None:
         if not model:
-            raise AgentError("hf needs a model folder. Fix: --agent-arg model=PATH (a folder "
-                             "written by save_pretrained)")
+            raise AgentError(
+                "hf needs a model folder. Fix: --agent-arg model=PATH (a folder "
+                "written by save_pretrained)"
+            )
         _import_train_stack()
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
             lm = AutoModelForCausalLM.from_pretrained(model, local_files_only=True)
         except (OSError, ValueError) as e:
-            raise AgentError(f"cannot load a model from {model!r}: {e}. Fix: pass a folder "
-                             "with config.json, weights and tokenizer files") from e
+            raise AgentError(
+                f"cannot load a model from {model!r}: {e}. Fix: pass a folder "
+                "with config.json, weights and tokenizer files"
+            ) from e
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.policy = Policy(lm.to(self.device).eval(), self.tokenizer,
-                             temperature=temperature or 1.0)
+        self.policy = Policy(
+            lm.to(self.device).eval(), self.tokenizer, temperature=temperature or 1.0
+        )
         self.temperature, self.max_new_tokens = temperature, max_new_tokens
         self.max_context = int(max_context or self.policy.max_len)
         if self.max_context <= max_new_tokens:
-            raise AgentError(f"max_context {self.max_context} leaves no room for the prompt with "
-                             f"max_new_tokens={max_new_tokens}. Fix: lower max_new_tokens")
+            raise AgentError(
+                f"max_context {self.max_context} leaves no room for the prompt with "
+                f"max_new_tokens={max_new_tokens}. Fix: lower max_new_tokens"
+            )
         self.system_prompt = system_prompt or SYSTEM_PROMPT
         self.messages: list[dict[str, str]] = []
         self.usage = new_usage()
@@ -95,12 +109,14 @@ class HFAgent:
         else:
             self.dialogue.observe(observation)
         self.messages = self.dialogue.messages
-        ids = (self.dialogue.ids + self.dialogue.pending)[-(self.max_context
-                                                            - self.max_new_tokens):]
+        ids = (self.dialogue.ids + self.dialogue.pending)[
+            -(self.max_context - self.max_new_tokens) :
+        ]
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self._seed + self.usage["requests"])
-            (gen,) = self.engine.generate([Request("agent", ids, self.max_new_tokens)],
-                                          greedy=self.temperature <= 0)
+            (gen,) = self.engine.generate(
+                [Request("agent", ids, self.max_new_tokens)], greedy=self.temperature <= 0
+            )
         (text,) = self.dialogue.add_completion(gen.token_ids)
         self.usage["requests"] += 1
         self.usage["prompt_tokens"] += len(ids)

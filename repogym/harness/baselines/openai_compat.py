@@ -38,17 +38,24 @@ from repogym.harness.baselines.base import (
     tool_call,
 )
 
-SYSTEM_PROMPT = ("You are a software engineer fixing a bug in a repository. Investigate, fix "
-                 "the code (not the tests), then call submit.")
+SYSTEM_PROMPT = (
+    "You are a software engineer fixing a bug in a repository. Investigate, fix "
+    "the code (not the tests), then call submit."
+)
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 _CONTEXT_STATUS = {400, 413, 422}
 #: How servers say the prompt is too long (OpenAI, vLLM, SGLang, Anthropic-compatible, TGI).
 _CONTEXT_RE = re.compile(
     r"context[_ ]length|context window|maximum context|max_model_len|prompt is too long|"
     r"input is too long|too many (input )?tokens|(prompt|input) tokens? exceed|"
-    r"exceeds? the (model'?s? )?(maximum|max)|reduce the length", re.IGNORECASE)
-_MODEL_RE = re.compile(r"model.{0,80}(not (exist|found)|does not exist|unknown|invalid)|"
-                       r"(unknown|invalid|no such) model|model_not_found", re.IGNORECASE)
+    r"exceeds? the (model'?s? )?(maximum|max)|reduce the length",
+    re.IGNORECASE,
+)
+_MODEL_RE = re.compile(
+    r"model.{0,80}(not (exist|found)|does not exist|unknown|invalid)|"
+    r"(unknown|invalid|no such) model|model_not_found",
+    re.IGNORECASE,
+)
 
 
 class _Transient(Exception):
@@ -68,14 +75,20 @@ def _http_error(url: str, code: int, detail: str, key_env: str) -> Exception:
     if code in _CONTEXT_STATUS and _CONTEXT_RE.search(detail):
         return _ContextExceeded(f"HTTP {code}: {detail}")
     if code in (401, 403):
-        return AgentConfigError(f"{url}: HTTP {code}: {detail}. Fix: put a valid API key in "
-                                f"${key_env} (or name another variable with api_key_env=)")
+        return AgentConfigError(
+            f"{url}: HTTP {code}: {detail}. Fix: put a valid API key in "
+            f"${key_env} (or name another variable with api_key_env=)"
+        )
     if code == 404 or _MODEL_RE.search(detail):
-        return AgentConfigError(f"{url}: HTTP {code}: {detail}. Fix: check base_url (it ends "
-                                "in /v1 for most servers) and the model name the server serves")
-    return AgentError(f"{url}: the server rejected the request: HTTP {code}: {detail}. Fix: "
-                      "check the agent options (temperature, max_tokens, tools=false for a "
-                      "server without tool calls; see `repogym agents openai`)")
+        return AgentConfigError(
+            f"{url}: HTTP {code}: {detail}. Fix: check base_url (it ends "
+            "in /v1 for most servers) and the model name the server serves"
+        )
+    return AgentError(
+        f"{url}: the server rejected the request: HTTP {code}: {detail}. Fix: "
+        "check the agent options (temperature, max_tokens, tools=false for a "
+        "server without tool calls; see `repogym agents openai`)"
+    )
 
 
 class OpenAIAgent:
@@ -98,14 +111,24 @@ class OpenAIAgent:
     #: How to reach the model, not how it behaves: not part of the label or resume check.
     TRANSPORT_OPTIONS = ("base_url", "api_key_env", "timeout_s", "max_retries", "backoff_s")
 
-    def __init__(self, base_url: str | None = None, model: str | None = None,
-                 api_key_env: str = "OPENAI_API_KEY", temperature: float = 0.0,
-                 max_tokens: int = 1024, tools: bool = True, timeout_s: float = 120.0,
-                 max_retries: int = 5, backoff_s: float = 1.0,
-                 system_prompt: str = SYSTEM_PROMPT) -> None:
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        tools: bool = True,
+        timeout_s: float = 120.0,
+        max_retries: int = 5,
+        backoff_s: float = 1.0,
+        system_prompt: str = SYSTEM_PROMPT,
+    ) -> None:
         if not base_url or not model:
-            raise AgentError("openai needs base_url and model. Fix: --agent-arg "
-                             "base_url=http://127.0.0.1:8000/v1 --agent-arg model=NAME")
+            raise AgentError(
+                "openai needs base_url and model. Fix: --agent-arg "
+                "base_url=http://127.0.0.1:8000/v1 --agent-arg model=NAME"
+            )
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model, self.api_key_env = model, api_key_env
         self.temperature, self.max_tokens, self.tools = temperature, max_tokens, tools
@@ -128,8 +151,9 @@ class OpenAIAgent:
         try:
             self._complete(json.dumps(body).encode(), retries=min(self.max_retries, 2))
         except _ContextExceeded as e:
-            raise AgentConfigError(f"{self.url}: a one-line prompt exceeds the context: {e}. "
-                                   "Fix: lower max_tokens") from e
+            raise AgentConfigError(
+                f"{self.url}: a one-line prompt exceeds the context: {e}. Fix: lower max_tokens"
+            ) from e
         except AgentConfigError:
             raise
         except AgentError as e:
@@ -146,8 +170,9 @@ class OpenAIAgent:
     def act(self, observation: str) -> str:
         """Send the observation, return the model's tool call (or its text)."""
         if self._pending_tool_id is not None:
-            self.messages.append({"role": "tool", "tool_call_id": self._pending_tool_id,
-                                  "content": observation})
+            self.messages.append(
+                {"role": "tool", "tool_call_id": self._pending_tool_id, "content": observation}
+            )
         else:
             self.messages.append({"role": "user", "content": observation})
         try:
@@ -160,8 +185,13 @@ class OpenAIAgent:
             call = calls[0]
             fn = call.get("function") or {}
             self._pending_tool_id = call.get("id") or f"call_{len(self.messages)}"
-            self.messages.append({"role": "assistant", "content": message.get("content"),
-                                  "tool_calls": [{**call, "id": self._pending_tool_id}]})
+            self.messages.append(
+                {
+                    "role": "assistant",
+                    "content": message.get("content"),
+                    "tool_calls": [{**call, "id": self._pending_tool_id}],
+                }
+            )
             return json.dumps({"name": fn.get("name"), "arguments": fn.get("arguments", {})})
         self._pending_tool_id = None
         content = message.get("content") or ""
@@ -170,8 +200,12 @@ class OpenAIAgent:
 
     # -- HTTP ----------------------------------------------------------------------------
     def _body(self) -> bytes:
-        body: dict[str, Any] = {"model": self.model, "messages": self.messages,
-                                "temperature": self.temperature, "max_tokens": self.max_tokens}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": self.messages,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
         if self.tools:
             body.update(tools=openai_tools(), tool_choice="auto")
         return json.dumps(body).encode()
@@ -193,16 +227,17 @@ class OpenAIAgent:
             except _Transient as e:
                 if attempt == retries:
                     error = EndpointError if e.endpoint else AgentError
-                    raise error(f"{self.url}: gave up after {attempt + 1} attempts: {e}. "
-                                "Fix: check the server, or raise max_retries") from e
+                    raise error(
+                        f"{self.url}: gave up after {attempt + 1} attempts: {e}. "
+                        "Fix: check the server, or raise max_retries"
+                    ) from e
                 self.usage["retries"] += 1
                 time.sleep(min(delay, 60.0))
                 delay *= 2
         raise AssertionError("unreachable")
 
     def _request_once(self, body: bytes) -> dict[str, Any]:
-        req = urllib.request.Request(self.url, data=body, headers=self._headers(),
-                                     method="POST")
+        req = urllib.request.Request(self.url, data=body, headers=self._headers(), method="POST")
         self.usage["requests"] += 1
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:

@@ -92,8 +92,10 @@ class OracleAgent(PatchAgent):
     def reset(self, task_info: dict[str, Any]) -> None:
         """Plan write → apply → submit for this task's gold patch."""
         if self._gold is None:
-            raise AgentError("the oracle got no gold patch. Fix: run it through repogym's runner, "
-                             "which calls set_gold_patch() before reset()")
+            raise AgentError(
+                "the oracle got no gold patch. Fix: run it through repogym's runner, "
+                "which calls set_gold_patch() before reset()"
+            )
         self.start(self._gold)
         self._gold = None
 
@@ -111,14 +113,17 @@ class PredictionsAgent(PatchAgent):
         file: The predictions file (required).
     """
 
-    apply_command = (f"git apply --whitespace=nowarn {PATCH_PATH} || "
-                     f"patch --batch --fuzz=5 -p1 -i {PATCH_PATH}")
+    apply_command = (
+        f"git apply --whitespace=nowarn {PATCH_PATH} || patch --batch --fuzz=5 -p1 -i {PATCH_PATH}"
+    )
 
     def __init__(self, file: str | None = None) -> None:
         super().__init__()
         if not file:
-            raise AgentError("predictions needs a file. Fix: --agent-arg file=PREDICTIONS.jsonl "
-                             "(lines of {\"instance_id\": ..., \"model_patch\": ...})")
+            raise AgentError(
+                "predictions needs a file. Fix: --agent-arg file=PREDICTIONS.jsonl "
+                '(lines of {"instance_id": ..., "model_patch": ...})'
+            )
         self.file = Path(file)
         self.patches = {p.task_id: p.patch for p in read_predictions(self.file)}
 
@@ -126,8 +131,10 @@ class PredictionsAgent(PatchAgent):
         """Plan the episode for this task's predicted patch."""
         task = str(task_info.get("id"))
         if task not in self.patches:
-            raise AgentError(f"{self.file} has no prediction for task {task!r}. Fix: grade only "
-                             "the tasks it covers (`repogym grade` does)")
+            raise AgentError(
+                f"{self.file} has no prediction for task {task!r}. Fix: grade only "
+                "the tasks it covers (`repogym grade` does)"
+            )
         self.start(self.patches[task])
 
 
@@ -165,33 +172,46 @@ def _prediction_records(path: Path) -> list[tuple[str, Any]]:
     except json.JSONDecodeError:
         whole = None
     if isinstance(whole, dict) and "instance_id" not in whole:  # keyed by instance id
-        return [(f"{path}[{key!r}]", {"instance_id": key, **rec} if isinstance(rec, dict)
-                 else rec) for key, rec in whole.items()]
+        return [
+            (f"{path}[{key!r}]", {"instance_id": key, **rec} if isinstance(rec, dict) else rec)
+            for key, rec in whole.items()
+        ]
     records = []
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
                 records.append((f"{path}:{n}", json.loads(line)))
             except json.JSONDecodeError as e:
-                raise AgentError(f"{path}:{n}: not JSON ({e}). Fix: one JSON object per "
-                                 "line") from e
+                raise AgentError(
+                    f"{path}:{n}: not JSON ({e}). Fix: one JSON object per line"
+                ) from e
     return records
 
 
 def _prediction(where: str, rec: Any) -> Prediction:
     if not isinstance(rec, dict) or not isinstance(rec.get("instance_id"), str):
-        raise AgentError(f"{where}: expected an object with a string \"instance_id\". Fix: "
-                         "write {\"instance_id\": \"<task id>\", \"model_patch\": \"<diff>\"}")
+        raise AgentError(
+            f'{where}: expected an object with a string "instance_id". Fix: '
+            'write {"instance_id": "<task id>", "model_patch": "<diff>"}'
+        )
     if "model_patch" not in rec:
-        raise AgentError(f"{where}: {rec['instance_id']!r} has no \"model_patch\". Fix: add it "
-                         "(an empty string or null for no change)")
+        raise AgentError(
+            f'{where}: {rec["instance_id"]!r} has no "model_patch". Fix: add it '
+            "(an empty string or null for no change)"
+        )
     patch = rec["model_patch"]
     if patch is not None and not isinstance(patch, str):
-        raise AgentError(f"{where}: model_patch of {rec['instance_id']!r} is "
-                         f"{type(patch).__name__}, not a string. Fix: write the diff as a string")
+        raise AgentError(
+            f"{where}: model_patch of {rec['instance_id']!r} is "
+            f"{type(patch).__name__}, not a string. Fix: write the diff as a string"
+        )
     model = rec.get("model_name_or_path")
-    return Prediction(rec["instance_id"], task_id_for(rec["instance_id"]), patch or "",
-                      str(model) if model is not None else None)
+    return Prediction(
+        rec["instance_id"],
+        task_id_for(rec["instance_id"]),
+        patch or "",
+        str(model) if model is not None else None,
+    )
 
 
 def read_predictions(path: Path) -> list[Prediction]:
@@ -205,12 +225,16 @@ def read_predictions(path: Path) -> list[Prediction]:
     for where, rec in _prediction_records(path):
         pred = _prediction(where, rec)
         if pred.task_id in out:
-            raise AgentError(f"{where}: a second prediction for {pred.instance_id!r}. Fix: keep "
-                             "one prediction per instance")
+            raise AgentError(
+                f"{where}: a second prediction for {pred.instance_id!r}. Fix: keep "
+                "one prediction per instance"
+            )
         out[pred.task_id] = pred
     if not out:
-        raise AgentError(f"{path}: no predictions. Fix: one JSON object per line with "
-                         "instance_id and model_patch")
+        raise AgentError(
+            f"{path}: no predictions. Fix: one JSON object per line with "
+            "instance_id and model_patch"
+        )
     return list(out.values())
 
 
@@ -258,8 +282,11 @@ class RandomAgent:
             tool_call("bash", command="grep -rn 'def ' . | head -20"),
             tool_call("bash", command=f"cat {target}"),
             tool_call("read", path=target, start=1, end=self._rng.randint(5, 40)),
-            tool_call("write", path=f"scratch_{self._rng.randint(0, 99)}.txt",
-                      content=f"note {self._rng.random():.6f}\n"),
+            tool_call(
+                "write",
+                path=f"scratch_{self._rng.randint(0, 99)}.txt",
+                content=f"note {self._rng.random():.6f}\n",
+            ),
             tool_call("edit", path=target, old="<no such text>", new="x"),
             "I am not sure what to do next.",
         ]
@@ -286,8 +313,10 @@ class ReplayAgent:
 
     def __init__(self, file: str | None = None, strict: bool = False) -> None:
         if not file:
-            raise AgentError("replay needs a file. Fix: --agent-arg file=PATH (a trajectory "
-                             "JSONL, a folder of them, or a {task: [actions]} JSON/JSONL)")
+            raise AgentError(
+                "replay needs a file. Fix: --agent-arg file=PATH (a trajectory "
+                "JSONL, a folder of them, or a {task: [actions]} JSON/JSONL)"
+            )
         self.file, self.strict = Path(file), strict
         self.scripts = load_scripts(self.file)
         self._queue: list[str] = []
@@ -296,8 +325,9 @@ class ReplayAgent:
         """Queue the task's actions."""
         task = task_info.get("id")
         if task not in self.scripts and self.strict:
-            raise AgentError(f"{self.file} has no actions for task {task!r}. Fix: add them or "
-                             "drop strict=true")
+            raise AgentError(
+                f"{self.file} has no actions for task {task!r}. Fix: add them or drop strict=true"
+            )
         self._queue = list(self.scripts.get(task, []))
 
     def act(self, observation: str) -> str:
@@ -310,8 +340,10 @@ def _as_action(action: Any, where: str) -> str:
         return action
     if isinstance(action, dict):
         return json.dumps(action)
-    raise AgentError(f"{where}: an action must be a string or an object, got "
-                     f"{type(action).__name__}. Fix: write {tool_call('bash', command='ls')}")
+    raise AgentError(
+        f"{where}: an action must be a string or an object, got "
+        f"{type(action).__name__}. Fix: write {tool_call('bash', command='ls')}"
+    )
 
 
 def _from_trajectory(path: Path, records: list[dict]) -> tuple[str, list[str]]:
@@ -331,8 +363,10 @@ def _scripts_from_records(path: Path, records: list[dict]) -> dict[str, list[str
     scripts: dict[str, list[str]] = {}
     for n, rec in enumerate(records, 1):
         if "task" not in rec or not isinstance(rec.get("actions"), list):
-            raise AgentError(f"{path}:{n}: expected {{\"task\": id, \"actions\": [...]}}. Fix: "
-                             "use that form, or pass a TrajectoryLogger file")
+            raise AgentError(
+                f'{path}:{n}: expected {{"task": id, "actions": [...]}}. Fix: '
+                "use that form, or pass a TrajectoryLogger file"
+            )
         scripts[rec["task"]] = [_as_action(a, f"{path}:{n}") for a in rec["actions"]]
     return scripts
 
@@ -354,8 +388,10 @@ def load_scripts(path: Path) -> dict[str, list[str]]:
         data = json.loads(path.read_text())
         if not isinstance(data, dict):
             raise AgentError(f"{path}: expected {{task_id: [actions]}}. Fix: use that form")
-        return {task: [_as_action(a, str(path)) for a in _list(acts, path)]
-                for task, acts in data.items()}
+        return {
+            task: [_as_action(a, str(path)) for a in _list(acts, path)]
+            for task, acts in data.items()
+        }
     return _scripts_from_records(path, _read_jsonl(path))
 
 

@@ -37,8 +37,17 @@ def candidates_grep(grep, keys, paths, skip_name):
     keyfile = os.path.join(folder, "keys.txt")
     with open(keyfile, "w", encoding="utf-8") as f:
         f.write("\n".join(keys) + "\n")
-    argv = [grep, "-rlIF", "--null", "--no-messages", f"--exclude-dir={skip_name}",
-            "-f", keyfile, "--", *paths]
+    argv = [
+        grep,
+        "-rlIF",
+        "--null",
+        "--no-messages",
+        f"--exclude-dir={skip_name}",
+        "-f",
+        keyfile,
+        "--",
+        *paths,
+    ]
     res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False)
     return [p for p in res.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
 
@@ -81,14 +90,16 @@ def main():
     if not keys or not paths:
         return 0
     grep = shutil.which("grep")
-    found = candidates_grep(grep, keys, paths, config["skip_name"]) if grep else \
-        candidates_walk(keys, paths, config["skip_name"])
+    found = (
+        candidates_grep(grep, keys, paths, config["skip_name"])
+        if grep
+        else candidates_walk(keys, paths, config["skip_name"])
+    )
     for path in found:
         text = normalised(path)
         for n in needles:
             if n["key"] in text and "\n" + n["block"] + "\n" in text:
-                print(json.dumps({"task": n["task"], "key": n["key"], "path": path}),
-                      flush=True)
+                print(json.dumps({"task": n["task"], "key": n["key"], "path": path}), flush=True)
     return 0
 
 

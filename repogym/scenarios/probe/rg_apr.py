@@ -65,7 +65,7 @@ def chunk(n):
     with open(REPORT) as f:
         blob = f.read()
     total = (len(blob) + CHUNK - 1) // CHUNK
-    print(f"RGAPR-CHUNK {n} {total} {blob[n * CHUNK:(n + 1) * CHUNK]}")
+    print(f"RGAPR-CHUNK {n} {total} {blob[n * CHUNK : (n + 1) * CHUNK]}")
 
 
 def env():
@@ -77,9 +77,15 @@ def env():
 def run_repro(timeout):
     start = time.monotonic()
     try:
-        res = subprocess.run([sys.executable, os.path.abspath(__file__), "repro"], check=False,
-                             cwd=ROOT, env=env(), timeout=timeout,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        res = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "repro"],
+            check=False,
+            cwd=ROOT,
+            env=env(),
+            timeout=timeout,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         code, out = res.returncode, res.stdout.decode("utf-8", "replace")
     except subprocess.TimeoutExpired:
         code, out = None, "timed out"
@@ -98,8 +104,14 @@ def run_reproduction():
     elif ROOT not in sys.path:
         sys.path.insert(0, ROOT)
     sys.argv = [os.path.join(ROOT, "reproduction.py")]
-    exec(code, {"__name__": "__main__", "__file__": sys.argv[0],  # run as the script itself
-                "__builtins__": __builtins__})
+    exec(
+        code,
+        {
+            "__name__": "__main__",
+            "__file__": sys.argv[0],  # run as the script itself
+            "__builtins__": __builtins__,
+        },
+    )
 
 
 def workspace_file(path):
@@ -149,17 +161,25 @@ def trace():
     except BaseException as e:  # the reproduction's failure is the report
         error = "".join(traceback.format_exception_only(type(e), e)).strip()
         chain = [e]  # the error it was raised from first, as the traceback prints them
-        while (cause := chain[0].__cause__ or chain[0].__context__) is not None \
-                and cause not in chain:
+        while (
+            cause := chain[0].__cause__ or chain[0].__context__
+        ) is not None and cause not in chain:
             chain.insert(0, cause)
-        frames = [[rel(f.filename), f.lineno, f.name] for x in chain
-                  for f in traceback.extract_tb(x.__traceback__) if workspace_file(f.filename)]
+        frames = [
+            [rel(f.filename), f.lineno, f.name]
+            for x in chain
+            for f in traceback.extract_tb(x.__traceback__)
+            if workspace_file(f.filename)
+        ]
     finally:
         sys.settrace(None)
         threading.settrace(None)
         signal.alarm(0)
-    loaded = [[name, rel(m.__file__)] for name, m in list(sys.modules.items())
-              if isinstance(getattr(m, "__file__", None), str) and workspace_file(m.__file__)]
+    loaded = [
+        [name, rel(m.__file__)]
+        for name, m in list(sys.modules.items())
+        if isinstance(getattr(m, "__file__", None), str) and workspace_file(m.__file__)
+    ]
     with open(ZYGOTE, "w") as f:
         json.dump({"path": list(sys.path), "modules": loaded}, f)
     sources = {}
@@ -168,20 +188,37 @@ def trace():
             sources[rel(path)] = read(path)
         except (OSError, UnicodeDecodeError):
             continue
-    emit({"exit_code": code, "output": output, "duration_s": duration, "error": error,
-          "frames": frames, "sources": sources,
-          "calls": sorted([[rel(k[0]), k[1], k[2], v[0], v[1]] for k, v in calls.items()
-                           if rel(k[0]) in sources], key=lambda c: -c[3]),
-          "lines": {rel(p): sorted(v) for p, v in lines.items() if rel(p) in sources},
-          "test_files": test_files()})
+    emit(
+        {
+            "exit_code": code,
+            "output": output,
+            "duration_s": duration,
+            "error": error,
+            "frames": frames,
+            "sources": sources,
+            "calls": sorted(
+                [
+                    [rel(k[0]), k[1], k[2], v[0], v[1]]
+                    for k, v in calls.items()
+                    if rel(k[0]) in sources
+                ],
+                key=lambda c: -c[3],
+            ),
+            "lines": {rel(p): sorted(v) for p, v in lines.items() if rel(p) in sources},
+            "test_files": test_files(),
+        }
+    )
 
 
 def test_files():
     out = []
     for folder, dirs, files in os.walk(ROOT):
         dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
-        out += [rel(os.path.join(folder, f)) for f in files
-                if f.endswith(".py") and (f.startswith("test_") or f.endswith("_test.py"))]
+        out += [
+            rel(os.path.join(folder, f))
+            for f in files
+            if f.endswith(".py") and (f.startswith("test_") or f.endswith("_test.py"))
+        ]
     return sorted(out)
 
 
@@ -241,8 +278,9 @@ class Zygote:
         self.texts, self.modules, self.old, self.roots, self.live = texts, {}, {}, {}, {}
         for name, path in data["modules"]:
             module = importlib.import_module(name)
-            if path in texts and os.path.abspath(getattr(module, "__file__", "")) == \
-                    os.path.join(ROOT, path):
+            if path in texts and os.path.abspath(getattr(module, "__file__", "")) == os.path.join(
+                ROOT, path
+            ):
                 self.modules[path] = module
                 self.old[path] = _code_index(compile(texts[path], module.__file__, "exec"))
                 self.roots[path] = _roots(texts[path])
@@ -251,8 +289,10 @@ class Zygote:
     def run(self, edits, timeout):
         """The reproduction's exit code with ``edits`` patched in (None: timed out;
         NOT_PATCHED: they cannot be patched, run a fresh interpreter)."""
-        if any(e[5] == "wrong_default" or e[0] not in self.modules or e[4] not in
-               self.roots[e[0]] for e in edits):
+        if any(
+            e[5] == "wrong_default" or e[0] not in self.modules or e[4] not in self.roots[e[0]]
+            for e in edits
+        ):
             return NOT_PATCHED
         pid = os.fork()
         if pid == 0:
@@ -264,12 +304,14 @@ class Zygote:
         be swapped)."""
         for path, root in sorted({(e[0], e[4]) for e in edits}):
             start, end, header, pad = self.roots[path][root]
-            own = [[e[0], e[1] - start, e[2] - start, e[3]] for e in edits
-                   if (e[0], e[4]) == (path, root)]
+            own = [
+                [e[0], e[1] - start, e[2] - start, e[3]]
+                for e in edits
+                if (e[0], e[4]) == (path, root)
+            ]
             segment = apply({path: self.texts[path][start:end]}, own)[path]
             module = self.modules[path]
-            fresh = _code_index(compile("\n" * pad + header + segment, module.__file__,
-                                        "exec"))
+            fresh = _code_index(compile("\n" * pad + header + segment, module.__file__, "exec"))
             olds, news = self.old[path].get(root, []), fresh.get(root, [])
             if not olds or len(olds) != len(news):
                 raise LookupError(root)
@@ -283,6 +325,7 @@ class Zygote:
 
 def _wait(pid, timeout):
     """The exit code of child ``pid`` (None: killed after ``timeout`` seconds)."""
+
     def expired(signum, frame):
         raise TimeoutError
 
@@ -322,8 +365,10 @@ def _roots(text):
                 walk(node.body, [*classes, node])
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                header = "".join(re.match(r"[ \t]*", lines[c.lineno - 1]).group()
-                                 + f"class {c.name}:\n" for c in classes)
+                header = "".join(
+                    re.match(r"[ \t]*", lines[c.lineno - 1]).group() + f"class {c.name}:\n"
+                    for c in classes
+                )
                 qual = ".".join([*(c.name for c in classes), node.name])
                 end = starts[min(node.end_lineno, len(lines))]
                 out.setdefault(qual, (starts[first - 1], end, header, first - 1 - len(classes)))
@@ -398,10 +443,15 @@ def _functions(module):
 def failing_tests(timeout):
     """The repository tests that fail now (None: the suite did not finish in time)."""
     try:
-        res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rfE", "-p",
-                              "no:cacheprovider", *test_files()], check=False, cwd=ROOT,
-                             env=env(),
-                             timeout=timeout, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        res = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", *test_files()],
+            check=False,
+            cwd=ROOT,
+            env=env(),
+            timeout=timeout,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
     except subprocess.TimeoutExpired:
         return None
     text = res.stdout.decode("utf-8", "replace")
@@ -438,14 +488,19 @@ def search(start, seconds, timeout, check_tests):
         quick = zygote.run(chosen, timeout) if zygote is not None else NOT_PATCHED
         forked += quick != NOT_PATCHED
         if quick in (NOT_PATCHED, 0) and try_in_files(texts, chosen, timeout, base):
-            print("RGAPR " + json.dumps({"found": i, "next": i + 1, "forked": forked,
-                                         "rejected_by_tests": rejected}))
+            print(
+                "RGAPR "
+                + json.dumps(
+                    {"found": i, "next": i + 1, "forked": forked, "rejected_by_tests": rejected}
+                )
+            )
             return
         rejected += quick == 0
         i += 1
     key = "exhausted" if i >= len(sets) else "next"
-    print("RGAPR " + json.dumps({key: i, "next": i, "forked": forked,
-                                 "rejected_by_tests": rejected}))
+    print(
+        "RGAPR " + json.dumps({key: i, "next": i, "forked": forked, "rejected_by_tests": rejected})
+    )
 
 
 def try_in_files(texts, chosen, timeout, base):
@@ -478,8 +533,9 @@ def main(argv):
     elif argv[:1] == ["search"]:
         search(int(argv[1]), float(argv[2]), float(argv[3]), argv[4:5] == ["tests"])
     else:
-        raise SystemExit("usage: rg_apr.py trace | repro | chunk N "
-                         "| search START SECONDS TIMEOUT [tests]")
+        raise SystemExit(
+            "usage: rg_apr.py trace | repro | chunk N | search START SECONDS TIMEOUT [tests]"
+        )
 
 
 if __name__ == "__main__":

@@ -24,15 +24,40 @@ MAX_REPR = 300
 MAX_CALLS = 400
 _CO_NOT_PLAIN = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async gen
 _PRIMITIVES = (int, float, complex, str, bytes, bool, type(None))
-_OPERATORS = {"__eq__": "==", "__ne__": "!=", "__lt__": "<", "__le__": "<=", "__gt__": ">",
-              "__ge__": ">=", "__add__": "+", "__sub__": "-", "__mul__": "*",
-              "__truediv__": "/", "__floordiv__": "//", "__mod__": "%", "__pow__": "**",
-              "__and__": "&", "__or__": "|", "__xor__": "^", "__lshift__": "<<",
-              "__rshift__": ">>", "__matmul__": "@"}
-_BUILTIN_CALLS = {"__len__": "len", "__str__": "str", "__repr__": "repr", "__hash__": "hash",
-                  "__bool__": "bool", "__int__": "int", "__float__": "float",
-                  "__abs__": "abs", "__bytes__": "bytes", "__iter__": "list",
-                  "__reversed__": "list(reversed"}
+_OPERATORS = {
+    "__eq__": "==",
+    "__ne__": "!=",
+    "__lt__": "<",
+    "__le__": "<=",
+    "__gt__": ">",
+    "__ge__": ">=",
+    "__add__": "+",
+    "__sub__": "-",
+    "__mul__": "*",
+    "__truediv__": "/",
+    "__floordiv__": "//",
+    "__mod__": "%",
+    "__pow__": "**",
+    "__and__": "&",
+    "__or__": "|",
+    "__xor__": "^",
+    "__lshift__": "<<",
+    "__rshift__": ">>",
+    "__matmul__": "@",
+}
+_BUILTIN_CALLS = {
+    "__len__": "len",
+    "__str__": "str",
+    "__repr__": "repr",
+    "__hash__": "hash",
+    "__bool__": "bool",
+    "__int__": "int",
+    "__float__": "float",
+    "__abs__": "abs",
+    "__bytes__": "bytes",
+    "__iter__": "list",
+    "__reversed__": "list(reversed",
+}
 _SUGAR = {*_OPERATORS, "__contains__", "__getitem__", "__setitem__"}
 
 
@@ -48,7 +73,7 @@ class Recorder:
 
     # -- which code is which ---------------------------------------------------------
     def _rel(self, filename: str) -> str | None:
-        return filename[len(self.root):] if filename.startswith(self.root) else None
+        return filename[len(self.root) :] if filename.startswith(self.root) else None
 
     def is_test_code(self, code) -> bool:
         rel = self._rel(code.co_filename)
@@ -57,10 +82,13 @@ class Recorder:
     def is_package_code(self, code) -> bool:
         if code not in self._codes:
             rel = self._rel(code.co_filename)
-            self._codes[code] = (rel is not None and rel not in self.tests
-                                 and os.path.basename(rel) != "conftest.py"
-                                 and not code.co_name.startswith("<")
-                                 and not code.co_flags & _CO_NOT_PLAIN)
+            self._codes[code] = (
+                rel is not None
+                and rel not in self.tests
+                and os.path.basename(rel) != "conftest.py"
+                and not code.co_name.startswith("<")
+                and not code.co_flags & _CO_NOT_PLAIN
+            )
         return self._codes[code]
 
     # -- the trace function ---------------------------------------------------------
@@ -72,8 +100,7 @@ class Recorder:
             return None
         code = frame.f_code
         caller = frame.f_back
-        if caller is None or not self.is_package_code(code) or not self.is_test_code(
-                caller.f_code):
+        if caller is None or not self.is_package_code(code) or not self.is_test_code(caller.f_code):
             return None
         try:
             record = self._describe(frame)
@@ -108,8 +135,11 @@ class Recorder:
         owner = mod
         for part in owner_parts:
             owner = getattr(owner, part, None)
-        raw = (owner.__dict__.get(name) if isinstance(owner, type) else
-               getattr(owner, name, None)) if owner is not None else None
+        raw = (
+            (owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None))
+            if owner is not None
+            else None
+        )
         values = self._arguments(frame)
         if not owner_parts:
             func = raw
@@ -126,32 +156,38 @@ class Recorder:
         code = frame.f_code
         if isinstance(raw, staticmethod):
             head = self._import(owner, record)
-            record.update(kind="call", text=f"{head}.{name}("
-                          f"{self._args(frame, values, raw.__func__, record)})")
+            record.update(
+                kind="call",
+                text=f"{head}.{name}({self._args(frame, values, raw.__func__, record)})",
+            )
             return record
         if not values:
             record["opaque"] = "a method without self"
             return record
-        func = raw.__func__ if isinstance(raw, classmethod) else (
-            raw if inspect.isfunction(raw) else None)
+        func = (
+            raw.__func__
+            if isinstance(raw, classmethod)
+            else (raw if inspect.isfunction(raw) else None)
+        )
         rest = values[1:]
         if isinstance(raw, classmethod):
             head = self._import(values[0][1], record)
-            record.update(kind="call", text=f"{head}.{name}("
-                          f"{self._args(frame, rest, func, record, skip=1)})")
+            record.update(
+                kind="call", text=f"{head}.{name}({self._args(frame, rest, func, record, skip=1)})"
+            )
             return record
         if name == "__init__":  # self is not built yet: the call is the class's
             head = self._import(type(values[0][1]), record)
-            record.update(kind="init",
-                          text=f"{head}({self._args(frame, rest, func, record, skip=1)})")
+            record.update(
+                kind="init", text=f"{head}({self._args(frame, rest, func, record, skip=1)})"
+            )
             return record
         this = self.render(values[0][1], record)
         if isinstance(raw, property):
             if raw.fget is not None and raw.fget.__code__ is code:
                 record.update(kind="get", text=f"{this}.{name}")
             elif raw.fset is not None and raw.fset.__code__ is code and rest:
-                record.update(kind="set", text=f"{this}.{name} = "
-                              f"{self.render(rest[0][1], record)}")
+                record.update(kind="set", text=f"{this}.{name} = {self.render(rest[0][1], record)}")
             else:
                 record["opaque"] = "a property deleter"
             return record
@@ -201,8 +237,8 @@ class Recorder:
         defaults = getattr(func, "__defaults__", None) or ()
         kwdefaults = getattr(func, "__kwdefaults__", None) or {}
         pos = list(values[:positional])
-        kwonly = values[positional:positional + code.co_kwonlyargcount]
-        stars = values[positional + code.co_kwonlyargcount:]
+        kwonly = values[positional : positional + code.co_kwonlyargcount]
+        stars = values[positional + code.co_kwonlyargcount :]
         star = next((v for p, v in stars if p.startswith("*") and not p.startswith("**")), ())
         double = next((v for p, v in stars if p.startswith("**")), {})
         first_default = positional - len(defaults)
@@ -221,8 +257,11 @@ class Recorder:
             else:
                 out.append(self.render(v, record))
         out += [self.render(x, record) for x in star or ()]
-        out += [f"{p}={self.render(v, record)}" for p, v in kwonly
-                if not (p in kwdefaults and kwdefaults[p] is v)]
+        out += [
+            f"{p}={self.render(v, record)}"
+            for p, v in kwonly
+            if not (p in kwdefaults and kwdefaults[p] is v)
+        ]
         out += [f"{k}={self.render(x, record)}" for k, x in (double or {}).items()]
         return ", ".join(out)
 
@@ -251,8 +290,11 @@ class Recorder:
     def _finish(self, record: dict, frame, value: object, exc: BaseException | None) -> None:
         if exc is not None:
             cls = type(exc)
-            info = {"raised": cls.__qualname__, "message": str(exc)[:MAX_REPR],
-                    "module": cls.__module__}
+            info = {
+                "raised": cls.__qualname__,
+                "message": str(exc)[:MAX_REPR],
+                "module": cls.__module__,
+            }
             head = _public(cls)
             if head is not None:
                 info["import"] = head
@@ -262,9 +304,12 @@ class Recorder:
             this = frame.f_locals.get(code_self(frame))
             value = this
         text, imports = source(value)
-        record["outcome"] = {"returned": text, "imports": imports,
-                             "type": type(value).__name__,
-                             "repr": safe_repr(value)[:MAX_REPR]}
+        record["outcome"] = {
+            "returned": text,
+            "imports": imports,
+            "type": type(value).__name__,
+            "repr": safe_repr(value)[:MAX_REPR],
+        }
         if record.get("kind") in ("call", "init", "get"):
             ref = self.register(value)
             if ref is not None:
@@ -301,8 +346,7 @@ def _public(obj: object) -> tuple[str, str] | None:
         mod = sys.modules.get(".".join(parts[:i]))
         if mod is not None and getattr(mod, name, None) is obj:
             path = ".".join(parts[:i])
-            return (path, name) if not path.startswith("_") or i == len(parts) else (module,
-                                                                                      name)
+            return (path, name) if not path.startswith("_") or i == len(parts) else (module, name)
     return None
 
 

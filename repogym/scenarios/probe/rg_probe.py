@@ -114,8 +114,12 @@ def _message(report) -> str:
 
 
 def pytest_runtest_logreport(report) -> None:
-    _send(case=report.nodeid, when=report.when, outcome=report.outcome,
-          message=_message(report) if report.failed else "")
+    _send(
+        case=report.nodeid,
+        when=report.when,
+        outcome=report.outcome,
+        message=_message(report) if report.failed else "",
+    )
 
 
 def pytest_collectreport(report) -> None:
@@ -136,8 +140,9 @@ def pytest_collection_finish(session) -> None:
         sys.setprofile(None)
         _send(loading=sorted({s for s in map(_span, _loaded) if s is not None}))
     _send(collected=[item.nodeid for item in session.items])
-    _send(defined={item.nodeid: at for item in session.items
-                   if (at := _defined_at(item)) is not None})
+    _send(
+        defined={item.nodeid: at for item in session.items if (at := _defined_at(item)) is not None}
+    )
 
 
 _failed: set = set()
@@ -167,7 +172,7 @@ def _defined_at(item) -> str | None:
     code = getattr(fn, "__code__", None)
     if code is None or not code.co_filename.startswith(_root):
         return None
-    return f"{code.co_filename[len(_root):]}:{code.co_firstlineno}"
+    return f"{code.co_filename[len(_root) :]}:{code.co_firstlineno}"
 
 
 def _span(code):
@@ -176,7 +181,7 @@ def _span(code):
         if code.co_filename.startswith(_root):
             lines = [n for _, _, n in code.co_lines() if n is not None]
             first = min([code.co_firstlineno, *lines])
-            span = (code.co_filename[len(_root):], first, max([first, *lines]))
+            span = (code.co_filename[len(_root) :], first, max([first, *lines]))
         _spans[code] = span
     return _spans[code]
 
@@ -212,8 +217,17 @@ def pytest_runtest_protocol(item, nextitem):
 def _spawners() -> set:
     import _posixsubprocess
 
-    names = ("fork", "forkpty", "system", "posix_spawn", "posix_spawnp", "execv", "execve",
-             "spawnv", "spawnve")
+    names = (
+        "fork",
+        "forkpty",
+        "system",
+        "posix_spawn",
+        "posix_spawnp",
+        "execv",
+        "execve",
+        "spawnv",
+        "spawnve",
+    )
     return {getattr(os, n) for n in names if hasattr(os, n)} | {_posixsubprocess.fork_exec}
 
 
