@@ -1403,10 +1403,12 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
         blank: set[int],
         keep_none: dict[int, str] | None = None,
         span: tuple[int, int] | None = None,
+        as_tuple: bool = False,
     ) -> str:
         """The table's rows (those of ``span``), written with ``None`` for the ``blank``
-        columns, in parens; a cell of a ``keep_none`` column is ``None`` only where it was
-        (else ``...``)."""
+        columns, in parens, as a list (or a tuple: a constant that was one stays one, so
+        ``A + B`` still adds); a cell of a ``keep_none`` column is ``None`` only where it
+        was (else ``...``)."""
         rows = []
         start, end = span or (0, len(table.rows))
         for values, row in zip(table.values[start:end], table.rows[start:end], strict=True):
@@ -1415,6 +1417,8 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
                 for c, e in enumerate(row)
             ]
             rows.append(cells[0] if table.single else "(" + ", ".join(cells) + ",)")
+        if as_tuple:
+            return "((" + "".join(r + ", " for r in rows) + "))"
         return "([" + ", ".join(rows) + "])"
 
     def hide_columns(
@@ -1510,7 +1514,14 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
         for name, node, start, stop in table.parts:
             if name not in done:
                 done.add(name)
-                src.replace(node, blanked(table, allowed[name], keep_none[name], (start, stop)))
+                written = blanked(
+                    table,
+                    allowed[name],
+                    keep_none[name],
+                    (start, stop),
+                    as_tuple=isinstance(node, ast.Tuple),
+                )
+                src.replace(node, written)
     for node_id, table in users:
         hide_columns(node_id, table, set.intersection(*(allowed[c] for c in table.shared)))
     for s in out.seals:

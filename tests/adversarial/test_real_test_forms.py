@@ -26,7 +26,7 @@ from tests.scenarios._tasks import write_task
 
 #: The clamp task's hidden tests, as a real package would write them. Every one of them
 #: fails on the unfixed clamp (which ignores ``high``).
-REAL_FORMS = '''\
+REAL_FORMS = """\
 import unittest
 
 import pytest
@@ -76,23 +76,31 @@ def test_object():
 
 def test_inside():
     assert clamp(5, 0, 10) == 5
-'''
+"""
 HELPER = '''\
 def eq_(one, other):
     """nose's eq_."""
     assert one == other, f"{one!r} != {other!r}"
 '''
-F2P = ("tests/test_mod.py::TestClamp::test_unittest_equal",
-       "tests/test_mod.py::TestClamp::test_unittest_true", "tests/test_mod.py::test_helper",
-       "tests/test_mod.py::test_table[30-9]", "tests/test_mod.py::test_table[40-9]",
-       "tests/test_mod.py::test_literal_local", "tests/test_mod.py::test_object")
+F2P = (
+    "tests/test_mod.py::TestClamp::test_unittest_equal",
+    "tests/test_mod.py::TestClamp::test_unittest_true",
+    "tests/test_mod.py::test_helper",
+    "tests/test_mod.py::test_table[30-9]",
+    "tests/test_mod.py::test_table[40-9]",
+    "tests/test_mod.py::test_literal_local",
+    "tests/test_mod.py::test_object",
+)
 
 
 @pytest.fixture(scope="module")
 def real_forms(tmp_path_factory: pytest.TempPathFactory):
-    root = write_task(tmp_path_factory.mktemp("forms") / "real-forms", tests=REAL_FORMS,
-                      f2p=F2P, p2p=("tests/test_mod.py::test_inside",
-                                    "tests/test_mod.py::test_table[5-5]"))
+    root = write_task(
+        tmp_path_factory.mktemp("forms") / "real-forms",
+        tests=REAL_FORMS,
+        f2p=F2P,
+        p2p=("tests/test_mod.py::test_inside", "tests/test_mod.py::test_table[5-5]"),
+    )
     (root / "tests" / "helper.py").write_text(HELPER)
     return load_task(root)
 
@@ -112,12 +120,15 @@ def test_every_form_gets_a_seal_and_no_expected_value_stays_in_the_file(real_for
     assert len(planted.splitlines()) >= len(REAL_FORMS.splitlines())
     ast.parse(planted)
     cases = {masked.original(c) for c in masked.case_ids}
-    assert cases == {"tests/test_mod.py::test_table[30-9]", "tests/test_mod.py::test_table[40-9]",
-                     "tests/test_mod.py::test_table[5-5]"}
+    assert cases == {
+        "tests/test_mod.py::test_table[30-9]",
+        "tests/test_mod.py::test_table[40-9]",
+        "tests/test_mod.py::test_table[5-5]",
+    }
 
 
 def test_unittest_helpers_and_locals_seal_like_assert():
-    src = textwrap.dedent('''\
+    src = textwrap.dedent("""\
         import unittest
         from helper import check_equal
 
@@ -130,12 +141,25 @@ def test_unittest_helpers_and_locals_seal_like_assert():
                 with self.assertRaises(KeyError) as cm:
                     f(5)
                 self.assertEqual(cm.exception.args, ("k",))
-        ''')
-    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(),
-                             helpers={"check_equal"}, gold=True)
+        """)
+    text, out = sl.seal_file(
+        src,
+        ast.parse(src),
+        "tests/t.py",
+        random.Random(0),
+        set(),
+        helpers={"check_equal"},
+        gold=True,
+    )
     ops = [(s.line, s.op, s.expected) for s in out.seals]
-    assert ops == [(6, "is", None), (7, "in", (1, 2)), (8, "truth", False), (9, "==", [1, 2]),
-                   (10, "raises", ("KeyError",)), (12, "==", ("k",))]
+    assert ops == [
+        (6, "is", None),
+        (7, "in", (1, 2)),
+        (8, "truth", False),
+        (9, "==", [1, 2]),
+        (10, "raises", ("KeyError",)),
+        (12, "==", ("k",)),
+    ]
     assert "[1, 2]" not in text and "KeyError" not in text
 
 
@@ -143,7 +167,7 @@ def test_a_gold_check_compares_the_side_that_runs_code_and_keeps_every_failure()
     """``assert expected == f(x)`` checks ``f(x)``, never the expectation itself (which
     would hold at noop); ``f(x) == g(x)`` is not sealed: dropping ``g(x)`` would drop the
     failure it raises on the unfixed code, and keeping it would hand a forger the value."""
-    src = textwrap.dedent('''\
+    src = textwrap.dedent("""\
         TABLE = [("a", "A")]
 
         def test_reversed():
@@ -152,16 +176,15 @@ def test_a_gold_check_compares_the_side_that_runs_code_and_keeps_every_failure()
 
         def test_both_sides_call():
             assert parse(1) == normalize(1)
-        ''')
-    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(),
-                             gold=True)
+        """)
+    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(), gold=True)
     assert [(s.line, s.gold) for s in out.seals] == [(5, True)]
     assert ".check(" in text.splitlines()[4] and "(f(1))" in text.splitlines()[4]
     assert "assert parse(1) == normalize(1)" in text
 
 
 def test_a_table_that_names_its_rows_runs_them_under_random_ids():
-    src = textwrap.dedent('''\
+    src = textwrap.dedent("""\
         import pytest
 
         @pytest.mark.parametrize(["raw", "parsed"], [("x", (1, 2)), ("y", (3, 4))],
@@ -169,9 +192,8 @@ def test_a_table_that_names_its_rows_runs_them_under_random_ids():
         def test_parse(raw, parsed):
             result = parse(raw)
             assert result == parsed
-        ''')
-    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(),
-                             gold=True)
+        """)
+    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(), gold=True)
     assert sorted(out.case_ids.values()) == ["first", "second"]
     assert "(1, 2)" not in text and "first" not in text
     assert len(text.splitlines()) == len(src.splitlines())
@@ -181,7 +203,7 @@ def test_a_module_constant_table_loses_the_columns_every_user_only_expects():
     """``CASES`` feeds two tests that both only expect its second column: the column
     leaves the constant. ``SHARED``'s second column is an input of ``test_down``: it stays,
     and neither test that reads it is sealed against it."""
-    src = textwrap.dedent('''\
+    src = textwrap.dedent("""\
         import pytest
 
         CASES = (("-1", "-1st"), ("2", "2nd"))
@@ -202,12 +224,13 @@ def test_a_module_constant_table_loses_the_columns_every_user_only_expects():
         @pytest.mark.parametrize("low, up", SHARED)
         def test_down(low, up):
             assert lower(up) == low
-        ''')
-    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(),
-                             gold=True)
+        """)
+    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(), gold=True)
     assert "-1st" not in text and "2nd" not in text and '("a", "A")' in text
-    assert sorted({s.test for s in out.seals}) == ["tests/t.py::test_ordinal",
-                                                   "tests/t.py::test_ordinalize"]
+    assert sorted({s.test for s in out.seals}) == [
+        "tests/t.py::test_ordinal",
+        "tests/t.py::test_ordinalize",
+    ]
     assert sorted(out.case_ids.values()) == ["-1--1st", "-1--1st", "2-2nd", "2-2nd"]
     assert len(text.splitlines()) == len(src.splitlines())
 
@@ -215,7 +238,7 @@ def test_a_module_constant_table_loses_the_columns_every_user_only_expects():
 def test_an_argument_compared_bare_is_not_a_seal():
     """``assert f(x) == expected`` where ``expected`` is a fixture or a parameter that
     stays in the table: its value is the process's to read, so it earns no seal."""
-    src = textwrap.dedent('''\
+    src = textwrap.dedent("""\
         import pytest
 
         @pytest.mark.parametrize("a, expected", [(1, 2), (2, 4)])
@@ -225,7 +248,7 @@ def test_an_argument_compared_bare_is_not_a_seal():
 
         def test_fixture(tree):
             assert find(tree) == tree
-        ''')
+        """)
     _, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(), gold=True)
     assert out.seals == [] and out.case_ids == {}
 
@@ -241,7 +264,9 @@ def test_the_report_flipping_forger_earns_no_more_than_noop_on_real_forms(real_f
     assert gold.resolved and gold_again.resolved, gold.test_output[-2000:]
     assert noop.reward == 0.0 and set(F2P) <= set(noop.strongly_failed), noop.sealed_failures
     assert forged.infra_error is None and forged.reward <= noop.reward, (
-        forged.tests, forged.untrusted)
+        forged.tests,
+        forged.untrusted,
+    )
     # the flip worked on pytest's side: the seals, not pytest, failed the tests
     assert set(F2P) <= set(forged.sealed_failures), forged.test_output[-2000:]
 
@@ -275,7 +300,7 @@ def test_a_default_repr_or_a_bool_is_not_an_informative_gold_value():
 #: ``test_format`` its inputs (the same column), and ``test_format``'s expectations are
 #: ``test_parse``'s inputs. No one planting can hide both: each test is judged in a pass of
 #: its own, where the table holds only what that test reads as inputs.
-ROUND_TRIP = '''\
+ROUND_TRIP = """\
 import pytest
 
 CASES = [
@@ -300,37 +325,56 @@ def test_format(text, expected, form):
         return_value = None
     else:
         assert fmt(expected, form) == text
-'''
+"""
 
 
 def test_a_round_trip_table_is_sealed_one_test_per_pass():
     tree = ast.parse(ROUND_TRIP)
-    _, plain = sl.seal_file(ROUND_TRIP, tree, "tests/t.py", random.Random(0), set(),
-                            gold=True)
+    _, plain = sl.seal_file(ROUND_TRIP, tree, "tests/t.py", random.Random(0), set(), gold=True)
     assert list(plain.focusable) == ["tests/t.py::test_parse", "tests/t.py::test_format"]
     assert plain.seals == []  # no column every test only expects
-    text, parse_pass = sl.seal_file(ROUND_TRIP, tree, "tests/t.py", random.Random(0), set(),
-                                    gold=True, focus=["tests/t.py::test_parse"])
+    text, parse_pass = sl.seal_file(
+        ROUND_TRIP,
+        tree,
+        "tests/t.py",
+        random.Random(0),
+        set(),
+        gold=True,
+        focus=["tests/t.py::test_parse"],
+    )
     table = text.split("@pytest")[0]
     # the expectations left; a hidden cell is None only where it was (the guard still
     # works); the column test_parse does not read left too
     assert "1985, 4" not in table and "%Y" not in table and '"1985-04"' in table
     assert table.count("None") == 1 + 3 and table.count("...") == 2
     assert [(s.test, s.line, s.gold, s.key.endswith(":f")) for s in parse_pass.seals] == [
-        ("tests/t.py::test_parse", 16, True, True)]
+        ("tests/t.py::test_parse", 16, True, True)
+    ]
     assert len(parse_pass.case_ids) == 3
-    text, format_pass = sl.seal_file(ROUND_TRIP, tree, "tests/t.py", random.Random(0), set(),
-                                     gold=True, focus=["tests/t.py::test_format"])
+    text, format_pass = sl.seal_file(
+        ROUND_TRIP,
+        tree,
+        "tests/t.py",
+        random.Random(0),
+        set(),
+        gold=True,
+        focus=["tests/t.py::test_format"],
+    )
     table = text.split("@pytest")[0]
     assert '"1985-04"' not in table and '"2001-02"' not in table and "(1985, 4)" in table
     assert [s.test for s in format_pass.seals] == ["tests/t.py::test_format"]
-    assert grader.focus_groups({"a.py::x": ("a.py:T",), "a.py::y": ("a.py:T", "a.py:U"),
-                                "a.py::z": ("a.py:V",), "b.py::w": ("b.py:T",)}) == [
-        ["a.py::x", "a.py::z", "b.py::w"], ["a.py::y"]]
+    assert grader.focus_groups(
+        {
+            "a.py::x": ("a.py:T",),
+            "a.py::y": ("a.py:T", "a.py:U"),
+            "a.py::z": ("a.py:V",),
+            "b.py::w": ("b.py:T",),
+        }
+    ) == [["a.py::x", "a.py::z", "b.py::w"], ["a.py::y"]]
 
 
 #: A clamp round trip: ``shown`` is ``test_show``'s expectation and ``test_back``'s input.
-CLAMP_ROUND_TRIP = '''\
+CLAMP_ROUND_TRIP = """\
 import pytest
 
 from mod import clamp
@@ -350,16 +394,22 @@ def test_back(value, shown):
 
 def test_inside():
     assert clamp(5, 0, 10) == 5
-'''
+"""
 
 
 @pytest.mark.slow
 def test_a_round_trip_task_is_witnessed_by_values_and_the_forger_earns_nothing(tmp_path):
     f2p = ("tests/test_mod.py::test_show[15-10!]", "tests/test_mod.py::test_show[12-10!]")
-    root = write_task(tmp_path / "round-trip", tests=CLAMP_ROUND_TRIP, f2p=f2p,
-                      p2p=("tests/test_mod.py::test_show[5-5!]",
-                           "tests/test_mod.py::test_back[15-10!]",
-                           "tests/test_mod.py::test_inside"))
+    root = write_task(
+        tmp_path / "round-trip",
+        tests=CLAMP_ROUND_TRIP,
+        f2p=f2p,
+        p2p=(
+            "tests/test_mod.py::test_show[5-5!]",
+            "tests/test_mod.py::test_back[15-10!]",
+            "tests/test_mod.py::test_inside",
+        ),
+    )
     task = load_task(root)
     with PatchGrader() as g:
         noop = g.grade(task, "")
@@ -376,16 +426,15 @@ def test_an_expected_side_built_of_the_arguments_is_never_the_checked_side():
     """``result == {"items": {keyword: value}}``: the dict is built of the table's columns
     alone, so it is the same at noop; the check compares ``result`` (what the code
     computed), never the dict."""
-    src = textwrap.dedent('''\
+    src = textwrap.dedent("""\
         import pytest
 
         @pytest.mark.parametrize("given, keyword, value", [([1], "const", 1), ([2], "enum", 2)])
         def test_schema(given, keyword, value):
             result = build(given)
             assert result == {"type": "array", "items": {keyword: value}}
-        ''')
-    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(),
-                             gold=True)
+        """)
+    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(), gold=True)
     assert [(s.line, s.gold) for s in out.seals] == [(6, True)]
     assert "(result))" in text.splitlines()[5], text
 
@@ -395,7 +444,7 @@ def test_a_table_summed_from_constants_is_sealed_per_constant():
     CAMEL_TO_UNDERSCORE_WITHOUT_REVERSE``): ``A`` also feeds the reverse test alone, so
     each test is sealed in its own pass, where every constant of its table loses what the
     test expects."""
-    src = textwrap.dedent('''\
+    src = textwrap.dedent("""\
         import pytest
 
         A = (("Product", "product"), ("SpecialGuest", "special_guest"))
@@ -408,26 +457,43 @@ def test_a_table_summed_from_constants_is_sealed_per_constant():
         @pytest.mark.parametrize(("camel", "underscore"), A + B)
         def test_underscore(camel, underscore):
             assert underscore == to_underscore(camel)
-        ''')
+        """)
     tree = ast.parse(src)
     _, plain = sl.seal_file(src, tree, "t.py", random.Random(0), set(), gold=True)
-    assert plain.focusable == {"t.py::test_camelize": ("t.py:A",),
-                               "t.py::test_underscore": ("t.py:A", "t.py:B")}
-    text, out = sl.seal_file(src, tree, "t.py", random.Random(0), set(), gold=True,
-                             focus=["t.py::test_underscore"])
+    assert plain.focusable == {
+        "t.py::test_camelize": ("t.py:A",),
+        "t.py::test_underscore": ("t.py:A", "t.py:B"),
+    }
+    text, out = sl.seal_file(
+        src, tree, "t.py", random.Random(0), set(), gold=True, focus=["t.py::test_underscore"]
+    )
     head = text.split("@pytest")[0]
     assert "special_guest" not in head and "html_tidy" not in head and '"HTMLTidy"' in head
     assert [s.test for s in out.seals] == ["t.py::test_underscore"]
-    assert sorted(out.case_ids.values()) == ["HTMLTidy-html_tidy", "Product-product",
-                                             "SpecialGuest-special_guest"]
+    assert sorted(out.case_ids.values()) == [
+        "HTMLTidy-html_tidy",
+        "Product-product",
+        "SpecialGuest-special_guest",
+    ]
     assert "A + B, ids=" in text and len(text.splitlines()) == len(src.splitlines())
+    # in test_camelize's pass only A loses a column: it stays a tuple, so A + B still adds
+    text, _ = sl.seal_file(
+        src, tree, "t.py", random.Random(0), set(), gold=True, focus=["t.py::test_camelize"]
+    )
+    planted = {}
+    exec(compile(text.split("@pytest")[0], "t.py", "exec"), planted)
+    assert planted["A"] + planted["B"] == (
+        (None, "product"),
+        (None, "special_guest"),
+        ("HTMLTidy", "html_tidy"),
+    )
 
 
 def test_a_branch_on_a_columns_truth_keeps_only_its_truth():
     """isodate's ``if altstr: ... == altstr else: ... == text``: both expectation columns
     leave the table; ``altstr``'s cells keep only whether they were false (so each case
     takes the branch it took before)."""
-    src = textwrap.dedent('''\
+    src = textwrap.dedent("""\
         import pytest
 
         @pytest.mark.parametrize("text, value, altstr", [("P1D", 1, None), ("PT36H", 36, "P1DT12H")])
@@ -436,7 +502,7 @@ def test_a_branch_on_a_columns_truth_keeps_only_its_truth():
                 assert fmt(value) == altstr
             else:
                 assert fmt(value) == text
-        ''')
+        """)
     text, out = sl.seal_file(src, ast.parse(src), "t.py", random.Random(0), set(), gold=True)
     assert "P1D" not in text and "(None, 1, None,)" in text and "(None, 36, ...,)" in text
     assert [(s.line, s.gold) for s in out.seals] == [(6, True), (8, True)]
