@@ -496,10 +496,10 @@ def test_a_branch_on_a_columns_truth_keeps_only_its_truth():
     src = textwrap.dedent("""\
         import pytest
 
-        @pytest.mark.parametrize("text, value, altstr", [("P1D", 1, None), ("PT36H", 36, "P1DT12H")])
-        def test_format(text, value, altstr):
-            if altstr:
-                assert fmt(value) == altstr
+        @pytest.mark.parametrize("text, value, alt", [("P1D", 1, None), ("PT36H", 36, "P1DT12H")])
+        def test_format(text, value, alt):
+            if alt:
+                assert fmt(value) == alt
             else:
                 assert fmt(value) == text
         """)
