@@ -853,9 +853,10 @@ def _table(
 ) -> _Table | None:
     """The test's one parametrize table, if it has exactly one, written as a literal list
     of rows, in the decorator or as a module constant (:func:`shared_tables`). Row ids are
-    pytest's own, computed from the values the grader can compute; where a row has a cell
-    it cannot (``datetime(..., tzinfo=FixedOffset(4))``, ``FORMAT + "T"``), from the
-    ``listed`` ids (the task's, of this function's cases), each row matched to exactly one.
+    the table's own (``ids=[...]``), or pytest's, computed from the values the grader can
+    compute; where a row has a cell it cannot (``datetime(..., tzinfo=FixedOffset(4))``,
+    ``FORMAT + "T"``), from the ``listed`` ids (the task's, of this function's cases), each
+    row matched to exactly one.
     """
     decs = [
         d
@@ -889,9 +890,9 @@ def _table(
         cells = [_value(c, ns, set()) for c in row]
         values.append([v if ok else _UNKNOWN for ok, v in cells])
     unknown = any(v is _UNKNOWN for row in values for v in row)
-    if unknown and (ids_node is not None or not listed):
+    if unknown and ids_node is None and not listed:
         return None
-    if unknown:
+    if unknown and ids_node is None:
         ids = _matched_ids(names, values, single, listed)
     elif ids_node is None:
         ids = _pytest_ids(names, values, single)

@@ -506,3 +506,22 @@ def test_a_branch_on_a_columns_truth_keeps_only_its_truth():
     text, out = sl.seal_file(src, ast.parse(src), "t.py", random.Random(0), set(), gold=True)
     assert "P1D" not in text and "(None, 1, None,)" in text and "(None, 36, ...,)" in text
     assert [(s.line, s.gold) for s in out.seals] == [(6, True), (8, True)]
+
+
+def test_a_table_that_names_its_rows_may_hold_objects_of_the_package():
+    """webcolors' ``(webcolors.PercentRGB(...), "goldenrod")`` row: the table's ``ids=``
+    name the rows, so a cell the grader cannot compute does not stop the sealing."""
+    src = textwrap.dedent("""\
+        import pytest
+
+        @pytest.mark.parametrize(
+            ["triplet", "name"],
+            [(("0%", "0%", "50%"), "navy"), (pkg.PercentRGB("85%", "64%", "12%"), "gold")],
+            ids=["navy", "gold-percentrgb"],
+        )
+        def test_to_name(triplet, name):
+            assert name == pkg.to_name(triplet)
+        """)
+    text, out = sl.seal_file(src, ast.parse(src), "t.py", random.Random(0), set(), gold=True)
+    assert sorted(out.case_ids.values()) == ["gold-percentrgb", "navy"]
+    assert '"navy"' not in text and '"gold"' not in text and "PercentRGB" in text
