@@ -64,13 +64,10 @@ demo: setup
 train-demo: setup
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m repogym.agents.toy.demo --seed $${SEED:-0} --out runs/train-demo
 
-# Two pytest processes (pytest-xdist), whole files each: a serial run keeps one of CI's two
-# cores busy while the other waits. TEST_WORKERS=0 runs everything in one process.
-TEST_WORKERS ?= 2
 test: BROWSER := 1
 test: DOCKER := 1
 test: setup
-	$(BIN)/python -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q --durations=25
 
 bench: setup
 	$(BIN)/python bench/env_latency.py

@@ -31,9 +31,10 @@ def pytest_report_header(config: pytest.Config) -> str:
 # cached in the daemon's data root. Where no engine can be had, the docker tests skip with
 # the reason (shown by ``-ra`` in the summary and printed right away).
 #
-# Under pytest-xdist (``-n 2``) every worker has its own session: the set-up runs under a
-# file lock (one worker starts the daemon and builds the image, the others find them), and
-# a daemon a worker started is stopped by the controller once every worker is done.
+# The set-up runs under a file lock, so that pytest processes started together (several
+# runs on one machine, or pytest-xdist workers, each with its own session) do not start two
+# daemons or build the image twice: one starts and builds, the others find them. A daemon
+# an xdist worker started is stopped by the controller once every worker is done.
 _DOCKER_LOCK = Path(tempfile.gettempdir()) / f"repogym-test-docker-{os.geteuid()}.lock"
 #: Set by the controller of a run: a worker that started the private daemon writes
 #: ``docker-started`` there.
