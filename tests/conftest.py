@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import gymnasium as gym
@@ -28,24 +30,58 @@ def pytest_report_header(config: pytest.Config) -> str:
 # ``REPOGYM_KEEP_DOCKER=1`` to keep it). The image is built once with debootstrap and stays
 # cached in the daemon's data root. Where no engine can be had, the docker tests skip with
 # the reason (shown by ``-ra`` in the summary and printed right away).
+#
+# The set-up runs under a file lock, so that pytest processes started together (several
+# runs on one machine, or pytest-xdist workers, each with its own session) do not start two
+# daemons or build the image twice: one starts and builds, the others find them. A daemon
+# an xdist worker started is stopped by the controller once every worker is done.
+_DOCKER_LOCK = Path(tempfile.gettempdir()) / f"repogym-test-docker-{os.geteuid()}.lock"
+#: Set by the controller of a run: a worker that started the private daemon writes
+#: ``docker-started`` there.
+_RUN_DIR = "REPOGYM_TEST_RUN_DIR"
+
+
 @pytest.fixture(scope="session")
-def docker_engine():
+def docker_engine(request: pytest.FixtureRequest):
     """A ready engine (``docker_setup.Setup``), or a skip that says why there is none."""
     try:
         from repogym.sandbox import docker_setup
 
-        setup = docker_setup.ensure()
+        with _DOCKER_LOCK.open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            setup = docker_setup.ensure()
     except ImportError as e:
         reason = f"docker tests skipped: the docker SDK is missing ({e}); pip install docker"
     except Exception as e:  # any set-up failure becomes the printed skip reason
         reason = f"docker tests skipped: no Docker engine could be started: {e}"
     else:
+        worker = hasattr(request.config, "workerinput")
+        if setup.started and worker and os.environ.get(_RUN_DIR):
+            (Path(os.environ[_RUN_DIR]) / "docker-started").touch()
         yield setup
-        if setup.started and not os.environ.get("REPOGYM_KEEP_DOCKER"):
+        if setup.started and not worker and not os.environ.get("REPOGYM_KEEP_DOCKER"):
             docker_setup.stop_daemon()
         return
     print(f"\n{reason}", file=sys.__stderr__, flush=True)
     pytest.skip(reason)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controller (or a run without xdist) makes the run's folder; workers inherit it."""
+    if not hasattr(config, "workerinput"):
+        os.environ[_RUN_DIR] = tempfile.mkdtemp(prefix="repogym-test-run-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller stops a private dockerd that one of its workers started."""
+    if hasattr(config, "workerinput") or not os.environ.get(_RUN_DIR):
+        return
+    run_dir = Path(os.environ.pop(_RUN_DIR))
+    if (run_dir / "docker-started").exists() and not os.environ.get("REPOGYM_KEEP_DOCKER"):
+        from repogym.sandbox import docker_setup
+
+        docker_setup.stop_daemon()
+    shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def call(tool: str, **args: object) -> str:

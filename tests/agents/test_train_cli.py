@@ -41,6 +41,7 @@ def train(model: Path, algo: str, out: Path, *extra: str, steps: int = 2) -> lis
 @pytest.mark.parametrize("algo", ["grpo", "gspo", "dapo", "cispo", "ppo", "opd", "distill",
                                   "echo"])  # fmt: skip
 def test_a_chatml_checkpoint_trains_with_every_algorithm(qwen_dir: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture,
                                                         algo: str) -> None:  # fmt: skip
     rows = train(qwen_dir, algo, tmp_path)
     assert [r["step"] for r in rows] == [1, 2]
@@ -73,9 +74,10 @@ def test_a_chatml_checkpoint_trains_with_every_algorithm(qwen_dir: Path, tmp_pat
     assert batch.input_ids[0].tolist() == ids
     assert batch.old_logp[0][batch.action_mask[0].bool()].tolist() == pytest.approx(
         [lp for t in ep.turns for lp in t.logprobs])
-    show = subprocess.run([sys.executable, "-m", "repogym.cli", "show", str(files[0])],
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    assert show.returncode == 0 and "retry-zero" in show.stdout, show.stderr[-2000:]
+    capsys.readouterr()  # `repogym show` renders it (in this process: the CLI's own code)
+    assert main(["show", str(files[0])]) == 0
+    shown = capsys.readouterr()
+    assert "retry-zero" in shown.out, shown.err[-2000:]
 
 
 def test_resume_continues_bit_identically(qwen_dir: Path, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from repogym.scenarios.task import TestSpec
 from tests.conftest import apply_patch_actions, call, diff_of
 
 #: Graded here in every reward mode; every built-in's noop, gold, alternatives and decoys are
-#: graded by the validation gate (tests/scenarios/test_builtin_valid.py), and the modes agree
+#: graded by the validation gate (tests/quality/test_builtin_valid.py), and the modes agree
 #: on full reward for any outcomes (test_the_modes_agree_on_full_reward).
 CORE_TASKS = ["retry-zero", "multi-file-config"]
 

@@ -11,6 +11,9 @@ GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "HOME":
            "PATH": os.environ["PATH"], "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
 
+#: A small pure-Python package on PyPI with its tests in the sdist, used by no suite.
+PROJECT = "munch==4.0.0"
+
 BUGGY = '''\
 def clamp(value, low, high):
     """Limit value to [low, high]."""

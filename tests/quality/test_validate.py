@@ -9,8 +9,7 @@ import sys
 from repogym.quality.validate import validate_task
 from repogym.scenarios.registry import BUILTIN_DIR
 from repogym.scenarios.task import load_task
-
-from ._tasks import BUGGY, FIXED, TESTS, write_task
+from tests.scenarios._tasks import BUGGY, FIXED, TESTS, write_task
 
 ALT = BUGGY.replace("    return value\n", "    return min(value, high)\n")
 SPECIAL_CASE = BUGGY.replace("    return value\n", "    if value == 15:\n        return 10\n"

@@ -1,0 +1,196 @@
+"""The release-history miner (repogym/quality/synth_history.py) on a two-release package
+built here (its sdists are placed in the download cache, so nothing is fetched)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from repogym.scenarios import pypi
+from repogym.scenarios.task import load_task
+from tests.scenarios._history import CHANGES, NEW, OLD, TESTS
+
+
+def _sdist(folder: Path, version: str, module: str, tests: str = TESTS,
+           extra: dict[str, str] | None = None) -> Path:
+    """An sdist of rgdemo ``version`` (the package, its tests, a changelog) in ``folder``."""
+    files = {**(extra or {}), "rgdemo/__init__.py": module, "tests/test_rgdemo.py": tests,
+             "CHANGES.rst": CHANGES, "PKG-INFO": f"Metadata-Version: 2.1\nName: rgdemo\n"
+                                                 f"Version: {version}\n"}
+    dest = folder / f"rgdemo-{version}"
+    dest.mkdir(parents=True)
+    archive = dest / f"rgdemo-{version}.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"rgdemo-{version}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return archive
+
+
+def _reproduce(task, folder: Path, script: str, tmp_path: Path
+               ) -> tuple[subprocess.CompletedProcess, int]:
+    """``script`` run as ``python reproduction.py`` at the root of a copy of the task's
+    repo/, as the contract says: (the run without the fix, its exit code with the gold
+    patch applied)."""
+    work = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(task.repo_dir), str(work)], check=True)
+    (work / "reproduction.py").write_text(script)
+    before = subprocess.run([sys.executable, "reproduction.py"], cwd=work, capture_output=True,
+                            text=True, check=False)
+    subprocess.run(["git", "apply", str(folder / "solution.patch")], cwd=work, check=True)
+    return before, subprocess.run([sys.executable, "reproduction.py"], cwd=work,
+                                  check=False).returncode
+
+
+
+# -- the miner, in the sandbox --------------------------------------------------------------
+def test_history_mines_a_validated_task_with_the_changelog_entry_and_a_reproduction(
+        tmp_path, monkeypatch):
+    sdists = tmp_path / "sdists"
+    _sdist(sdists, "1.0", OLD)
+    _sdist(sdists, "1.1", NEW)
+    monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
+    from repogym.quality.synth_history import mine_history
+
+    out = tmp_path / "out"
+    res = mine_history("rgdemo", out, versions=["1.1", "1.0", "1.1rc1"], reruns=1,
+                       say=lambda m: None)
+    [pair] = res.pairs
+    assert (pair.base, pair.fixed, pair.changed, pair.error) == ("1.0", "1.1", 2, None)
+    assert pair.skipped == {"rgdemo/__init__.py::unused": "no test fails with N's version"}
+    [folder] = res.written
+    assert res.dropped == {}
+    task = load_task(folder)
+    assert task.verifier.fail_to_pass == ("tests/test_rgdemo.py::test_clamp_caps_at_high",)
+    assert set(task.verifier.pass_to_pass) == {"tests/test_rgdemo.py::test_inside[3]",
+                                               "tests/test_rgdemo.py::test_inside[7]",
+                                               "tests/test_rgdemo.py::test_describe"}
+    assert "history" in task.tags
+    assert "Fix ``clamp`` ignoring its upper bound (#12)." in task.statement
+    assert "test_clamp" not in task.statement and "value > high" not in task.statement
+    script = (folder / "reproduction.py").read_text()
+    assert f"Reproduction:\n\n```python\n{script}```" in task.statement
+    assert not list(task.repo_dir.rglob("test_*.py")) and (task.repo_dir / "CHANGES.rst").is_file()
+    toml = (folder / "task.toml").read_text()
+    assert 'base = "1.0"\nfixed = "1.1"\nfile = "rgdemo/__init__.py"\nfunction = "clamp"' in toml
+    assert 'statement_source = "changelog"' in toml
+    # the reproduction fails on repo/ and passes with the gold fix, run as the contract says
+    before, after = _reproduce(task, folder, script, tmp_path)
+    assert before.returncode != 0 and "expected 10, got 15" in before.stderr
+    assert after == 0
+
+
+RAISING = NEW.replace('''    """Limit value to [low, high]."""
+''', '''    """Limit value to [low, high]."""
+    if low > high:
+        raise ValueError("low is above high")
+''')
+RAISING_TESTS = TESTS + '''
+
+def test_clamp_rejects_reversed_bounds():
+    with pytest.raises(ValueError):
+        clamp(1, 5, 0)
+'''
+
+
+def test_a_reproduction_of_an_expected_exception_fails_by_its_own_assertion(
+        tmp_path, monkeypatch):
+    """The fix makes ``clamp`` raise, and the test says so with ``pytest.raises``: run
+    without the fix, the test's body fails by pytest's ``DID NOT RAISE``, which is not the
+    script's own AssertionError. The miner writes the wrapped script instead, which the
+    suite audit accepts: it fails by stating what went wrong and passes with the fix."""
+    from repogym.quality.synth_history import mine_history
+    from repogym.scenarios import reports
+
+    sdists = tmp_path / "sdists"
+    _sdist(sdists, "1.1", NEW, RAISING_TESTS)
+    _sdist(sdists, "1.2", RAISING, RAISING_TESTS)
+    monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
+    res = mine_history("rgdemo", tmp_path / "out", versions=["1.1", "1.2"], reruns=1,
+                       say=lambda m: None)
+    [folder] = res.written
+    task = load_task(folder)
+    assert task.verifier.fail_to_pass == (
+        "tests/test_rgdemo.py::test_clamp_rejects_reversed_bounds",)
+    script = (folder / "reproduction.py").read_text()
+    assert "pytest.raises(ValueError)" in script and "raise AssertionError(" in script
+    assert f"Reproduction:\n\n```python\n{script}```" in task.statement
+    before, after = _reproduce(task, folder, script, tmp_path)
+    assert before.returncode != 0 and reports.fails_itself(before.stderr), before.stderr
+    assert before.stderr.rstrip().endswith("AssertionError: Failed: DID NOT RAISE ValueError")
+    assert after == 0
+
+
+def test_a_statement_from_failures_shows_no_memory_address():
+    """sqlparse's failures read `<Identifier 'foo' at 0x7FFB7DCE7BD0>`: an address differs
+    on every run and says nothing of the bug."""
+    from types import SimpleNamespace
+
+    from repogym.quality.synth_history import failure_description
+
+    gold = ("--- a/p.py\n+++ b/p.py\n@@ -1 +1 @@\n-    return tokens[:2]\n"
+            "+    return tokens\n")
+    task = SimpleNamespace(name="sqlparse", gold=gold, fail_to_pass=["tests/t.py::test_a"])
+    text = failure_description(task, {"tests/t.py::test_a": (
+        "AssertionError: assert 2 == 4 + where 2 = len([<Identifier 'foo' at 0x7FFB7DCE7BD0>, "
+        "<Parenthesis '(c1)' at 0x7FFB7DCE41D0>])")})
+    assert text is not None and "<Identifier 'foo'>" in text and "0x" not in text, text
+
+
+MIXIN_INIT = '''\
+class ClampMixin:
+    high = 10
+
+    def test_caps_at_high(self):
+        self.assertEqual(self.clamp(15, 0, self.high), self.high)
+
+    def test_keeps_inside(self):
+        self.assertEqual(self.clamp(3, 0, self.high), 3)
+'''
+MIXIN_TESTS = '''\
+import unittest
+
+from rgdemo import clamp, describe
+
+from . import ClampMixin
+
+
+class ClampTest(ClampMixin, unittest.TestCase):
+    clamp = staticmethod(clamp)
+
+    def test_describe(self):
+        self.assertEqual(describe(2), "value 2")
+'''
+
+
+def test_a_failing_test_a_unittest_mixin_defines_gets_a_reproduction(tmp_path, monkeypatch):
+    """cachetools' layout: the test methods live in a mixin of the tests package and use a
+    class attribute of the concrete TestCase (``self.clamp``). The test alone cannot stand
+    as a script, so the miner inlines its body with what it uses of the class and the
+    mixin, as synthesised bugs' reports do, and checks that script in the sandbox."""
+    from repogym.quality.synth_history import mine_history
+    from repogym.scenarios import reports
+
+    sdists = tmp_path / "sdists"
+    extra = {"tests/__init__.py": MIXIN_INIT}
+    _sdist(sdists, "1.0", OLD, MIXIN_TESTS, extra)
+    _sdist(sdists, "1.1", NEW, MIXIN_TESTS, extra)
+    monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
+    res = mine_history("rgdemo", tmp_path / "out", versions=["1.0", "1.1"], reruns=1,
+                       say=lambda m: None)
+    [folder] = res.written
+    task = load_task(folder)
+    assert task.verifier.fail_to_pass == ("tests/test_rgdemo.py::ClampTest::test_caps_at_high",)
+    script = (folder / "reproduction.py").read_text()
+    assert "high = 10" in script and "clamp = staticmethod(clamp)" in script, script
+    assert "ClampMixin" not in script and "test_caps" not in script
+    assert "def clamp" not in script  # test code is inlined, never the package's own
+    before, after = _reproduce(task, folder, script, tmp_path)
+    assert before.returncode != 0 and reports.fails_itself(before.stderr), before.stderr
+    assert "AssertionError: 15 != 10" in before.stderr
+    assert after == 0
