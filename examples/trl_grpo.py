@@ -68,8 +68,14 @@ def trl_prompt(tok: Any, row: dict[str, Any], env: Any) -> list[int]:
 
     messages = [dict(m) for m in row["prompt"]]
     messages[-1]["content"] += env.reset(**row)
-    return tok.apply_chat_template(messages, tools=tools_of(env), chat_template=trl_template(tok),
-                                   add_generation_prompt=True, tokenize=True, return_dict=False)
+    return tok.apply_chat_template(
+        messages,
+        tools=tools_of(env),
+        chat_template=trl_template(tok),
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=False,
+    )
 
 
 def tiny_chat_model(corpus: list[str] = ()) -> tuple:
@@ -80,8 +86,9 @@ def tiny_chat_model(corpus: list[str] = ()) -> tuple:
 
     from repogym.agents.toy.tiny import TinyConfig, build_tiny
 
-    model, tok = build_tiny(vocab_size=2048, config=TinyConfig(max_len=4096),
-                            extra_corpus=[*CALLS, *corpus])
+    model, tok = build_tiny(
+        vocab_size=2048, config=TinyConfig(max_len=4096), extra_corpus=[*CALLS, *corpus]
+    )
     tok.chat_template = qwen3_chat_template
     tok.eos_token = "<|im_end|>"  # Qwen3's end of turn: TRL stops generating a turn there
     model.generation_config.eos_token_id = tok.eos_token_id
@@ -107,15 +114,23 @@ def pretrained(path: str) -> tuple:
 
     tok = AutoTokenizer.from_pretrained(path)
     if not tok.chat_template:
-        raise SystemExit(f"--model {path}: its tokenizer has no chat template, so TRL cannot "
-                         "list the tools or parse tool calls. Fix: use a chat (instruct) model")
+        raise SystemExit(
+            f"--model {path}: its tokenizer has no chat template, so TRL cannot "
+            "list the tools or parse tool calls. Fix: use a chat (instruct) model"
+        )
     return AutoModelForCausalLM.from_pretrained(path, torch_dtype="auto"), tok
 
 
-def train(steps: int = 3, tasks: tuple[str, ...] = ("retry-zero",), generations: int = 4,
-          env_server: str | None = None, reward_mode: str = "partial",
-          scripted: bool = True, model_path: str | None = None,
-          max_completion_length: int | None = None) -> tuple[list[dict], list[dict]]:
+def train(
+    steps: int = 3,
+    tasks: tuple[str, ...] = ("retry-zero",),
+    generations: int = 4,
+    env_server: str | None = None,
+    reward_mode: str = "partial",
+    scripted: bool = True,
+    model_path: str | None = None,
+    max_completion_length: int | None = None,
+) -> tuple[list[dict], list[dict]]:
     """Run GRPOTrainer; returns its ``log_history`` and the episodes repogym graded. With
     ``model_path`` a local chat model trains unscripted (``scripted`` is ignored)."""
     import torch
@@ -124,10 +139,16 @@ def train(steps: int = 3, tasks: tuple[str, ...] = ("retry-zero",), generations:
 
     torch.manual_seed(0)
     results: list[dict] = []
-    env_cls = type("RepoGymToolEnv", (RepoGymToolEnv,),  # TRL names the reward after it
-                   {"remote": env_server, "results": results,
-                    "max_steps": 3 if model_path is None else 20,
-                    "reward_mode": reward_mode})
+    env_cls = type(
+        "RepoGymToolEnv",
+        (RepoGymToolEnv,),  # TRL names the reward after it
+        {
+            "remote": env_server,
+            "results": results,
+            "max_steps": 3 if model_path is None else 20,
+            "reward_mode": reward_mode,
+        },
+    )
     binary = type("OracleEnv", (env_cls,), {"reward_mode": "binary", "results": None})
     print(f"oracle through the adapter on {tasks[0]}: reward {oracle_check(binary, tasks[0])}")
 
@@ -137,8 +158,17 @@ def train(steps: int = 3, tasks: tuple[str, ...] = ("retry-zero",), generations:
     if model_path is not None:
         model, tok = pretrained(model_path)
         env_cls.close_all()
-        return _run(model, tok, rows, env_cls, steps, generations, max_completion_length or 1024,
-                    tool_turns=10, lr=1e-6)
+        return _run(
+            model,
+            tok,
+            rows,
+            env_cls,
+            steps,
+            generations,
+            max_completion_length or 1024,
+            tool_turns=10,
+            lr=1e-6,
+        )
     # The prompts as TRL renders them (the text does not depend on the vocabulary), so that
     # the tokenizer learns to encode them compactly.
     _, render = tiny_chat_model()
@@ -150,27 +180,59 @@ def train(steps: int = 3, tasks: tuple[str, ...] = ("retry-zero",), generations:
         script_model(model, tok, CALLS)
     env_cls.close_all()
     results.clear()
-    return _run(model, tok, rows, env_cls, steps, generations, max_completion_length or 160,
-                tool_turns=2, lr=1e-4)
+    return _run(
+        model,
+        tok,
+        rows,
+        env_cls,
+        steps,
+        generations,
+        max_completion_length or 160,
+        tool_turns=2,
+        lr=1e-4,
+    )
 
 
-def _run(model: Any, tok: Any, rows: list[dict], env_cls: type, steps: int, generations: int,
-         max_completion_length: int, tool_turns: int, lr: float,
-         ) -> tuple[list[dict], list[dict]]:
+def _run(
+    model: Any,
+    tok: Any,
+    rows: list[dict],
+    env_cls: type,
+    steps: int,
+    generations: int,
+    max_completion_length: int,
+    tool_turns: int,
+    lr: float,
+) -> tuple[list[dict], list[dict]]:
     import torch
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
     gpu = torch.cuda.is_available()
     config = GRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="trl-grpo-"), use_cpu=not gpu, bf16=gpu,
-        report_to="none", max_steps=steps, learning_rate=lr,
-        logging_steps=1, per_device_train_batch_size=generations, num_generations=generations,
-        max_completion_length=max_completion_length, max_tool_calling_iterations=tool_turns,
-        save_strategy="no", temperature=1.0, seed=0, dataloader_num_workers=0)
-    trainer = GRPOTrainer(model=model, processing_class=tok, args=config,
-                          train_dataset=Dataset.from_list(rows * steps * 2),
-                          environment_factory=env_cls)
+        output_dir=tempfile.mkdtemp(prefix="trl-grpo-"),
+        use_cpu=not gpu,
+        bf16=gpu,
+        report_to="none",
+        max_steps=steps,
+        learning_rate=lr,
+        logging_steps=1,
+        per_device_train_batch_size=generations,
+        num_generations=generations,
+        max_completion_length=max_completion_length,
+        max_tool_calling_iterations=tool_turns,
+        save_strategy="no",
+        temperature=1.0,
+        seed=0,
+        dataloader_num_workers=0,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tok,
+        args=config,
+        train_dataset=Dataset.from_list(rows * steps * 2),
+        environment_factory=env_cls,
+    )
     try:
         trainer.train()
     finally:
@@ -181,35 +243,57 @@ def _run(model: Any, tok: Any, rows: list[dict], env_cls: type, steps: int, gene
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=3, help="GRPO optimizer steps")
-    p.add_argument("--tasks", nargs="+", default=["retry-zero"],
-                   help="tasks (the scripted fix is retry-zero's; elsewhere it fails)")
+    p.add_argument(
+        "--tasks",
+        nargs="+",
+        default=["retry-zero"],
+        help="tasks (the scripted fix is retry-zero's; elsewhere it fails)",
+    )
     p.add_argument("--generations", type=int, default=4, help="rollouts per prompt (group)")
     p.add_argument("--env-server", help="a `repogym serve` URL to run the sandboxes on")
-    p.add_argument("--unscripted", action="store_true",
-                   help="let the tiny model generate freely (it then makes no tool calls)")
+    p.add_argument(
+        "--unscripted",
+        action="store_true",
+        help="let the tiny model generate freely (it then makes no tool calls)",
+    )
     p.add_argument("--reward-mode", default="partial", choices=("binary", "partial", "f2p"))
-    p.add_argument("--model", metavar="DIR",
-                   help="a local Hugging Face chat model to train instead of the scripted toy")
-    p.add_argument("--max-completion-length", type=int,
-                   help="tokens per completion, tool turns included (default 160; 1024 with "
-                        "--model)")
+    p.add_argument(
+        "--model",
+        metavar="DIR",
+        help="a local Hugging Face chat model to train instead of the scripted toy",
+    )
+    p.add_argument(
+        "--max-completion-length",
+        type=int,
+        help="tokens per completion, tool turns included (default 160; 1024 with --model)",
+    )
     args = p.parse_args()
 
-    logs, results = train(args.steps, tuple(args.tasks), args.generations, args.env_server,
-                          args.reward_mode, scripted=not args.unscripted,
-                          model_path=args.model,
-                          max_completion_length=args.max_completion_length)
+    logs, results = train(
+        args.steps,
+        tuple(args.tasks),
+        args.generations,
+        args.env_server,
+        args.reward_mode,
+        scripted=not args.unscripted,
+        model_path=args.model,
+        max_completion_length=args.max_completion_length,
+    )
     for log in logs:
         if "reward" in log:
-            print(f"step {log['step']}: tools/call_frequency {log['tools/call_frequency']:.2f}  "
-                  f"reward {log['reward']:.3f}  reward_std {log['reward_std']:.3f}  "
-                  f"loss {log['loss']:.6g}  grad_norm {log['grad_norm']:.4g}")
+            print(
+                f"step {log['step']}: tools/call_frequency {log['tools/call_frequency']:.2f}  "
+                f"reward {log['reward']:.3f}  reward_std {log['reward_std']:.3f}  "
+                f"loss {log['loss']:.6g}  grad_norm {log['grad_norm']:.4g}"
+            )
     graded = [r for r in results if r["reward"] is not None]
     passed = sum(s == "passed" for r in graded for s in r["tests"].values())
     total = sum(len(r["tests"]) for r in graded)
-    print(f"{len(results)} episodes graded by repogym: rewards "
-          f"{sorted(round(r['reward'], 3) for r in graded)}, hidden tests passed "
-          f"{passed}/{total}, infra errors {len(results) - len(graded)}")
+    print(
+        f"{len(results)} episodes graded by repogym: rewards "
+        f"{sorted(round(r['reward'], 3) for r in graded)}, hidden tests passed "
+        f"{passed}/{total}, infra errors {len(results) - len(graded)}"
+    )
 
 
 if __name__ == "__main__":

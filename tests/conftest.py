@@ -91,8 +91,10 @@ def call(tool: str, **args: object) -> str:
 
 def apply_patch_actions(patch_text: str) -> list[str]:
     """Actions that apply a patch through the env's tools (as the oracle agent does)."""
-    return [call("write", path="/tmp/fix.patch", content=patch_text),
-            call("bash", command="git apply /tmp/fix.patch")]
+    return [
+        call("write", path="/tmp/fix.patch", content=patch_text),
+        call("bash", command="git apply /tmp/fix.patch"),
+    ]
 
 
 def scaled(seconds: float) -> float:
@@ -153,15 +155,17 @@ def probe_network(run) -> str:
             pass
 
     threading.Thread(target=accept, daemon=True).start()
-    probe = ("import socket\n"
-             "for host, port in [('1.1.1.1', 53), ('8.8.8.8', 443), "
-             f"('127.0.0.1', {port})]:\n"
-             "    try:\n"
-             "        socket.create_connection((host, port), timeout=2); print('OPEN', host)\n"
-             "    except OSError as e: print('blocked', host, e.errno)\n"
-             "print(*[name for _, name in socket.if_nameindex()])\n")
+    probe = (
+        "import socket\n"
+        "for host, port in [('1.1.1.1', 53), ('8.8.8.8', 443), "
+        f"('127.0.0.1', {port})]:\n"
+        "    try:\n"
+        "        socket.create_connection((host, port), timeout=2); print('OPEN', host)\n"
+        "    except OSError as e: print('blocked', host, e.errno)\n"
+        "print(*[name for _, name in socket.if_nameindex()])\n"
+    )
     try:
-        return run(f"python3 -c \"{probe}\"")
+        return run(f'python3 -c "{probe}"')
     finally:
         server.close()
 
@@ -196,8 +200,14 @@ def diff_of(repo_dir: Path, changes: dict[str, str | None], work: Path) -> str:
 
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(repo_dir, work)
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(work)}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(work),
+    }
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
         subprocess.run(["git", *args], cwd=work, env=env, check=True)
     for path, content in changes.items():
@@ -208,8 +218,9 @@ def diff_of(repo_dir: Path, changes: dict[str, str | None], work: Path) -> str:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(content)
     subprocess.run(["git", "add", "-A"], cwd=work, env=env, check=True)
-    out = subprocess.run(["git", "diff", "--cached"], cwd=work, env=env, check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["git", "diff", "--cached"], cwd=work, env=env, check=True, capture_output=True, text=True
+    ).stdout
     shutil.rmtree(work)
     return out
 
@@ -224,41 +235,56 @@ def write_task(root: Path, task_id: str = "user-task") -> Path:
     (d / "alternatives").mkdir()
     (d / "decoys").mkdir()
     (d / "repo" / "clamp.py").write_text(
-        "def clamp(x, lo, hi):\n    \"\"\"Limit x to [lo, hi].\"\"\"\n"
-        "    if x < lo:\n        return lo\n    if x > hi:\n        return x\n    return x\n")
+        'def clamp(x, lo, hi):\n    """Limit x to [lo, hi]."""\n'
+        "    if x < lo:\n        return lo\n    if x > hi:\n        return x\n    return x\n"
+    )
     (d / "tests" / "test_clamp.py").write_text(
         "from clamp import clamp\n\n\ndef test_above():\n    assert clamp(12, 0, 10) == 10\n\n\n"
         "def test_below():\n    assert clamp(-3, 0, 10) == 0\n\n\n"
         "def test_inside():\n    assert clamp(4, 0, 10) == 4\n\n\n"
-        "def test_far_above():\n    assert clamp(10**9, 0, 10) == 10\n")
+        "def test_far_above():\n    assert clamp(10**9, 0, 10) == 10\n"
+    )
     (d / "task.toml").write_text(
         f'id = "{task_id}"\nversion = 0\nstatement = "clamp(12, 0, 10) returns 12; it should '
         'return 10."\nsplit = "test"\ntags = ["user"]\nmax_steps = 10\n\n[verifier]\n'
         'tests_dest = "tests"\ncommand = "python -m pytest -q -p no:cacheprovider"\n'
         'timeout_s = 60\nfail_to_pass = ["tests/test_clamp.py::test_above", '
         '"tests/test_clamp.py::test_far_above"]\npass_to_pass = ["tests/test_clamp.py::test_below",'
-        ' "tests/test_clamp.py::test_inside"]\n')
+        ' "tests/test_clamp.py::test_inside"]\n'
+    )
 
     def patch(old: str, new: str) -> str:
         tmp = root / f".work-{task_id}"
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(d / "repo", tmp)
-        env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-               "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(tmp)}
+        env = {
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp),
+        }
         for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
             subprocess.run(["git", *args], cwd=tmp, env=env, check=True)
         f = tmp / "clamp.py"
         f.write_text(f.read_text().replace(old, new))
-        out = subprocess.run(["git", "diff"], cwd=tmp, env=env, check=True,
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["git", "diff"], cwd=tmp, env=env, check=True, capture_output=True, text=True
+        ).stdout
         shutil.rmtree(tmp)
         return out
 
-    (d / "solution.patch").write_text(patch("        return x\n    return x",
-                                            "        return hi\n    return x"))
-    (d / "alternatives" / "minmax.patch").write_text(patch(
-        "    if x < lo:\n        return lo\n    if x > hi:\n        return x\n    return x",
-        "    return max(lo, min(x, hi))"))
-    (d / "decoys" / "overfit.patch").write_text(patch(
-        "    if x < lo:", "    if x == 12:\n        return 10\n    if x < lo:"))
+    (d / "solution.patch").write_text(
+        patch("        return x\n    return x", "        return hi\n    return x")
+    )
+    (d / "alternatives" / "minmax.patch").write_text(
+        patch(
+            "    if x < lo:\n        return lo\n    if x > hi:\n        return x\n    return x",
+            "    return max(lo, min(x, hi))",
+        )
+    )
+    (d / "decoys" / "overfit.patch").write_text(
+        patch("    if x < lo:", "    if x == 12:\n        return 10\n    if x < lo:")
+    )
     return d

@@ -48,8 +48,17 @@ ALLOWED: dict[str, set[str]] = {
     "server": {"sandbox", "scenarios", "grading", "envs"},
     "integrations": {"sandbox", "scenarios", "grading", "envs", "agents"},
     "harness": {"sandbox", "scenarios", "grading", "envs", "agents"},
-    "cli": {"sandbox", "scenarios", "grading", "envs", "agents", "quality", "server",
-            "integrations", "harness"},
+    "cli": {
+        "sandbox",
+        "scenarios",
+        "grading",
+        "envs",
+        "agents",
+        "quality",
+        "server",
+        "integrations",
+        "harness",
+    },
     "version": set(),
     "<root>": {"envs", "scenarios"},
 }
@@ -66,8 +75,11 @@ def package_of(module: str) -> str:
 
 
 def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in sorted(ROOT.rglob("*.py"))
-            if not any(s in p.parents for s in SCRIPTS)}
+    return {
+        module_name(p): p
+        for p in sorted(ROOT.rglob("*.py"))
+        if not any(s in p.parents for s in SCRIPTS)
+    }
 
 
 def imports(path: Path, known: set[str]) -> set[str]:
@@ -78,8 +90,10 @@ def imports(path: Path, known: set[str]) -> set[str]:
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known
-                     else node.module for a in node.names]
+            names = [
+                f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
+                for a in node.names
+            ]
         else:
             continue
         out |= {n for n in names if n == "repogym" or n.startswith("repogym.")}
@@ -142,9 +156,10 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycle():
     # a package's __init__ that re-exports its modules is not a cycle with them
-    graph = {m: {d for d in deps if not (m.startswith(d + ".") and MODULES[d].name ==
-                                          "__init__.py")}
-             for m, deps in GRAPH.items()}
+    graph = {
+        m: {d for d in deps if not (m.startswith(d + ".") and MODULES[d].name == "__init__.py")}
+        for m, deps in GRAPH.items()
+    }
     assert _cycles(graph) == []
 
 
@@ -154,23 +169,28 @@ def test_cycle_finder_finds_a_function_level_cycle(tmp_path):
     a.write_text("import repogym.b\n")
     b = tmp_path / "b.py"
     b.write_text("def f():\n    import repogym.a\n")
-    graph = {"repogym.a": imports(a, {"repogym.a", "repogym.b"}),
-             "repogym.b": imports(b, {"repogym.a", "repogym.b"})}
+    graph = {
+        "repogym.a": imports(a, {"repogym.a", "repogym.b"}),
+        "repogym.b": imports(b, {"repogym.a", "repogym.b"}),
+    }
     assert _cycles(graph) == [["repogym.a", "repogym.b"]]
 
 
 def test_commands_live_in_the_cli():
-    stray = [str(p.relative_to(ROOT)) for p in ROOT.rglob("cmd_*.py")
-             if p.parent != ROOT / "cli"]
+    stray = [str(p.relative_to(ROOT)) for p in ROOT.rglob("cmd_*.py") if p.parent != ROOT / "cli"]
     assert stray == []
 
 
 def test_commands_do_not_import_each_other():
     """What several commands share lives in ``cli/options.py`` (options), ``cli/reports.py``
     (printing) and ``cli/running.py`` (a benchmark run), never in another command."""
-    bad = [f"{mod} imports {dep}" for mod, deps in GRAPH.items()
-           if mod.startswith("repogym.cli.cmd_")
-           for dep in deps if dep.startswith("repogym.cli.cmd_") and dep != mod]
+    bad = [
+        f"{mod} imports {dep}"
+        for mod, deps in GRAPH.items()
+        if mod.startswith("repogym.cli.cmd_")
+        for dep in deps
+        if dep.startswith("repogym.cli.cmd_") and dep != mod
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -179,10 +199,17 @@ def test_no_private_name_of_another_package():
     bad = []
     for mod, path in MODULES.items():
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(
-                    "repogym") and package_of(node.module) != package_of(mod):
-                bad += [f"{mod}: {node.module}.{a.name}" for a in node.names
-                        if a.name.startswith("_") and not a.name.startswith("__")]
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("repogym")
+                and package_of(node.module) != package_of(mod)
+            ):
+                bad += [
+                    f"{mod}: {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
     assert not bad, "\n".join(bad)
 
 
@@ -193,8 +220,9 @@ def backend_class(name: str) -> type:
 
 
 def _params(fn: object) -> list[tuple[str, object, object, object]]:
-    return [(p.name, p.kind, p.default, p.annotation)
-            for p in inspect.signature(fn).parameters.values()]
+    return [
+        (p.name, p.kind, p.default, p.annotation) for p in inspect.signature(fn).parameters.values()
+    ]
 
 
 def contract_mismatches(cls: type) -> list[str]:
@@ -214,8 +242,10 @@ def contract_mismatches(cls: type) -> list[str]:
         if not callable(mine):
             bad.append(f"{cls.__name__}.{name} is not a method")
         elif _params(mine) != _params(member):
-            bad.append(f"{cls.__name__}.{name}{inspect.signature(mine)} differs from the "
-                       f"contract's {name}{inspect.signature(member)}")
+            bad.append(
+                f"{cls.__name__}.{name}{inspect.signature(mine)} differs from the "
+                f"contract's {name}{inspect.signature(member)}"
+            )
     return bad
 
 
@@ -238,16 +268,24 @@ def test_the_contract_check_can_fail():
     class NoRun(Sandbox):
         backend = "norun"
 
-        def run_with_binds(self, command: str, *, ro: dict[str, Path] | None = None,
-                           rw: dict[str, Path] | None = None, timeout_s: float | None = None,
-                           stdin: bytes | None = None, output_bytes: int | None = None):
+        def run_with_binds(
+            self,
+            command: str,
+            *,
+            ro: dict[str, Path] | None = None,
+            rw: dict[str, Path] | None = None,
+            timeout_s: float | None = None,
+            stdin: bytes | None = None,
+            output_bytes: int | None = None,
+        ):
             raise AssertionError
 
         def _start_shell(self):
             raise AssertionError
 
     assert [m.split("(")[0] for m in contract_mismatches(NoOutputCap)] == [
-        "NoOutputCap.run_with_binds"]
+        "NoOutputCap.run_with_binds"
+    ]
     assert contract_mismatches(NoRun) == ["NoRun leaves run abstract"]
     assert contract_mismatches(object) != []
 
@@ -320,11 +358,21 @@ print(json.dumps({s.name: who(signal.getsignal(s))
 
 
 def _python(code: str, *args: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT.parent), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], env=env,
-                         capture_output=True, text=True, timeout=600, check=False,
-                         preexec_fn=default_signals)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(ROOT.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        preexec_fn=default_signals,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -344,7 +392,5 @@ def test_the_cli_entry_point_installs_the_clean_up_handlers():
     """``repogym`` (``repogym.cli:main``) sets SIGTERM and SIGHUP to the clean-up handlers,
     leaves SIGINT to Python, and keeps a handler the program installed before."""
     cleanup = "repogym.sandbox.cleanup"
-    assert _python(_CLI, "default") == {"SIGTERM": cleanup, "SIGHUP": cleanup,
-                                        "SIGINT": "python"}
-    assert _python(_CLI, "own") == {"SIGTERM": cleanup, "SIGHUP": "__main__",
-                                    "SIGINT": "python"}
+    assert _python(_CLI, "default") == {"SIGTERM": cleanup, "SIGHUP": cleanup, "SIGINT": "python"}
+    assert _python(_CLI, "own") == {"SIGTERM": cleanup, "SIGHUP": "__main__", "SIGINT": "python"}

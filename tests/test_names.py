@@ -55,9 +55,5 @@ def test_every_home_the_glossary_names_exists() -> None:
     table = text[text.index("## Glossary") : text.index("## Three journeys")]
     paths = set(re.findall(r"`(repogym/[\w/.]+?)/?`", table))
     assert len(paths) > 10
-    missing = [
-        p
-        for p in sorted(paths)
-        if not (ROOT / p).exists()
-    ]
+    missing = [p for p in sorted(paths) if not (ROOT / p).exists()]
     assert missing == []

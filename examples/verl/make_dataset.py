@@ -1,6 +1,6 @@
 """Write repogym's tasks as verl parquet rows (train/test), for examples/verl/run_grpo.sh.
 
-    python examples/verl/make_dataset.py --out data/repogym
+python examples/verl/make_dataset.py --out data/repogym
 """
 
 from __future__ import annotations

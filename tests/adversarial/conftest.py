@@ -61,14 +61,18 @@ def pids_of(uid: int) -> list[int]:
 
 
 def cgroups_of(lease_name: str) -> list[Path]:
-    return [d for ctl in ("memory", "pids")
-            for d in (CGROUP_ROOT / ctl).glob(f"{CGROUP_PREFIX}{lease_name}-*")]
+    return [
+        d
+        for ctl in ("memory", "pids")
+        for d in (CGROUP_ROOT / ctl).glob(f"{CGROUP_PREFIX}{lease_name}-*")
+    ]
 
 
 def containers_of(lease: Lease) -> list[str]:
     """Names of docker containers whose mounts come from the lease's folder."""
     try:
         from repogym.sandbox.docker_setup import LABEL, client
+
         c = client()
     except Exception:  # no engine: there can be no container
         return []
@@ -79,8 +83,11 @@ def containers_of(lease: Lease) -> list[str]:
     finally:
         c.close()
     prefix = str(lease.path) + "/"
-    return [x["Names"][0] for x in listed
-            if any(str(m.get("Source", "")).startswith(prefix) for m in x.get("Mounts", []))]
+    return [
+        x["Names"][0]
+        for x in listed
+        if any(str(m.get("Source", "")).startswith(prefix) for m in x.get("Mounts", []))
+    ]
 
 
 def leftovers(lease: Lease, *, templates_kept: bool = True) -> list[str]:
@@ -150,25 +157,40 @@ class Attacker:
     def diff(self, changes: dict[str, str | None], task_id: str = TASK) -> str:
         return make_diff(self.task(task_id).repo_dir, changes)
 
-    def grade(self, backend: str, changes: dict[str, str | None] | None = None, *,
-              diff: str | None = None, task_id: str = TASK, timeout_s: float | None = None,
-              mode: grader.RewardMode = "partial",
-              limits: Limits | None = None) -> grader.GradeResult:
+    def grade(
+        self,
+        backend: str,
+        changes: dict[str, str | None] | None = None,
+        *,
+        diff: str | None = None,
+        task_id: str = TASK,
+        timeout_s: float | None = None,
+        mode: grader.RewardMode = "partial",
+        limits: Limits | None = None,
+    ) -> grader.GradeResult:
         """Grade ``changes`` (or a ready ``diff``) on ``backend``; nothing may be left."""
         task = self.task(task_id)
         if timeout_s is not None:
-            task = dataclasses.replace(task, test_spec=dataclasses.replace(
-                task.test_spec, timeout_s=timeout_s))
+            task = dataclasses.replace(
+                task, test_spec=dataclasses.replace(task.test_spec, timeout_s=timeout_s)
+            )
         if diff is None:
             diff = self.diff(changes or {}, task_id)
-        res = grader.grade(task, self.cache.get(task.repo_dir), diff, mode=mode,
-                           make_sandbox=lambda spec: make_sandbox(backend, spec), limits=limits)
+        res = grader.grade(
+            task,
+            self.cache.get(task.repo_dir),
+            diff,
+            mode=mode,
+            make_sandbox=lambda spec: make_sandbox(backend, spec),
+            limits=limits,
+        )
         left = leftovers(self.lease)
         assert not left, f"grading left {left}"
         return res
 
-    def noop(self, backend: str, task_id: str = TASK,
-             mode: grader.RewardMode = "partial") -> grader.GradeResult:
+    def noop(
+        self, backend: str, task_id: str = TASK, mode: grader.RewardMode = "partial"
+    ) -> grader.GradeResult:
         """The unpatched repository's grading (once per backend, task and mode)."""
         key = (backend, task_id, mode)
         if key not in self.noops:
@@ -176,8 +198,9 @@ class Attacker:
             assert self.noops[key].infra_error is None and not self.noops[key].hack_flags
         return self.noops[key]
 
-    def appended(self, payload: str, module: str = "retry.py",
-                 extra: dict[str, str | None] | None = None) -> dict[str, str | None]:
+    def appended(
+        self, payload: str, module: str = "retry.py", extra: dict[str, str | None] | None = None
+    ) -> dict[str, str | None]:
         """Changes that append ``payload`` to a module the hidden tests import."""
         return {module: self.source(module) + "\n" + payload, **(extra or {})}
 
@@ -196,8 +219,12 @@ def assert_no_gain(res: grader.GradeResult, noop: grader.GradeResult, *flags: st
     assert res.reward <= noop.reward, (res.reward, res.tests, res.hack_flags, res.untrusted)
     assert not res.resolved
     for flag in flags:
-        assert flag in res.hack_flags, (flag, res.hack_flags, res.untrusted,
-                                        res.test_output[-1500:])
+        assert flag in res.hack_flags, (
+            flag,
+            res.hack_flags,
+            res.untrusted,
+            res.test_output[-1500:],
+        )
 
 
 def assert_as_noop(res: grader.GradeResult, noop: grader.GradeResult) -> None:
@@ -206,6 +233,9 @@ def assert_as_noop(res: grader.GradeResult, noop: grader.GradeResult) -> None:
     Attack code that must never run ends the verifier with exit code :data:`RAN` if it runs.
     """
     assert res.infra_error is None, res.infra_error
-    assert res.verifier_exit_code == 1, (res.verifier_exit_code, res.untrusted,
-                                         res.test_output[-1500:])
+    assert res.verifier_exit_code == 1, (
+        res.verifier_exit_code,
+        res.untrusted,
+        res.test_output[-1500:],
+    )
     assert res.tests == noop.tests and res.reward == noop.reward and not res.untrusted

@@ -8,18 +8,18 @@ grammar and the launcher's channel) and, for built-in tasks, the public hidden t
 from __future__ import annotations
 
 #: Finds pytest's ``Config`` through ``gc`` and registers ``plugin`` (a class) on it.
-_REGISTER = '''
+_REGISTER = """
 def _rg_register(plugin, name):
     import gc
     for obj in gc.get_objects():
         if type(obj).__name__ == "Config" and hasattr(obj, "pluginmanager"):
             if not obj.pluginmanager.has_plugin(name):
                 obj.pluginmanager.register(plugin(), name)
-'''
+"""
 
 #: Tells canaries from tests the way a forger that read canaries.py would: a canary's body
 #: calls builtins only (or ``x.count``), or it is another test's body with more at its end.
-CLASSIFY = '''
+CLASSIFY = """
 def _rg_canaries(items):
     import ast, builtins, inspect, textwrap
     safe = set(dir(builtins))
@@ -52,10 +52,13 @@ def _rg_canaries(items):
                  for m, (o, _) in bodies.items()):
             canaries.add(n)
     return canaries
-'''
+"""
 
 #: Flips the reports of every test that is not a canary to "passed"; canaries run honestly.
-SELECTIVE = _REGISTER + CLASSIFY + '''
+SELECTIVE = (
+    _REGISTER
+    + CLASSIFY
+    + """
 def _rg_selective():
     import pytest
 
@@ -75,12 +78,16 @@ def _rg_selective():
 
 
 _rg_selective()
-'''
+"""
+)
 
 #: Knows the task's hidden tests by heart (``KNOWN``: line -> ("value", expected) or
 #: ("raises", exception name), from the public test files): flips every report to passed
 #: and answers each sealed check with the expected value of the assertion on its line.
-BY_HEART = _REGISTER + CLASSIFY + '''
+BY_HEART = (
+    _REGISTER
+    + CLASSIFY
+    + """
 def _rg_by_heart():
     import sys
     import pytest
@@ -137,12 +144,16 @@ def _rg_by_heart():
 
 
 _rg_by_heart()
-'''
+"""
+)
 
 #: Writes a whole forged result set on the launcher's channel (the pipe that is neither
 #: stdout nor stderr, found in /proc/self/fd) once collection is done: tests passed,
 #: canaries with the outcome they get when run here and now, exit record 1; then exits 1.
-FORGED_RECORDS = _REGISTER + CLASSIFY + '''
+FORGED_RECORDS = (
+    _REGISTER
+    + CLASSIFY
+    + """
 def _rg_forge_records():
     import json, os, stat
     import pytest
@@ -191,10 +202,11 @@ def _rg_forge_records():
 
 
 _rg_forge_records()
-'''
+"""
+)
 
 #: Walks the stack from the import up to pytest's ``Config`` (no gc) and flips every report.
-STACK_WALK = '''
+STACK_WALK = """
 def _rg_stack_walk():
     import sys
     import pytest
@@ -218,11 +230,13 @@ def _rg_stack_walk():
 
 
 _rg_stack_walk()
-'''
+"""
 
 #: Flips the tests chosen by a rule that canaries are made to defeat (``RULE``): by what
 #: they call (``co_names``), or by leaving alone the tests whose asserts are all literal.
-BY_RULE = _REGISTER + '''
+BY_RULE = (
+    _REGISTER
+    + """
 def _rg_by_rule():
     import ast, builtins, inspect, textwrap
     import pytest
@@ -249,10 +263,13 @@ def _rg_by_rule():
 
 
 _rg_by_rule()
-'''
+"""
+)
 
 #: Flips the tests named like the task's listed ones (``NAMES``: public in task.toml).
-BY_NAME = _REGISTER + '''
+BY_NAME = (
+    _REGISTER
+    + """
 def _rg_by_name():
     import pytest
     names = NAMES
@@ -269,7 +286,8 @@ def _rg_by_name():
 
 
 _rg_by_name()
-'''
+"""
+)
 
 #: The docstring oracle: answers each sealed check from the workspace's own documentation.
 #: At import it reads every text file of the workspace (not the hidden tests' folder) and
@@ -279,7 +297,10 @@ _rg_by_name()
 #: expression's value, reports it; otherwise what the code computed. It wraps the module's
 #: functions so that an exception of the buggy code does not stop such a check before it
 #: reports, and it flips every report that is not a canary to passed.
-DOC_ORACLE = _REGISTER + CLASSIFY + '''
+DOC_ORACLE = (
+    _REGISTER
+    + CLASSIFY
+    + """
 def _rg_doc_oracle():
     import ast, inspect, linecache, os, re, sys
     import pytest
@@ -360,4 +381,5 @@ def _rg_doc_oracle():
 
 
 _rg_doc_oracle()
-'''
+"""
+)

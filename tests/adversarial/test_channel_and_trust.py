@@ -22,15 +22,28 @@ from repogym.grading.seal import Seal
 from tests.adversarial.conftest import assert_no_gain, probe
 
 TESTS = ("tests/test_a.py::test_real", "tests/test_a.py::TestC::test_other")
-CANARIES = (Canary("tests/test_a.py::test_c1", True), Canary("tests/test_a.py::test_c2", False),
-            Canary("tests/test_a.py::TestC::test_c3", False))
+CANARIES = (
+    Canary("tests/test_a.py::test_c1", True),
+    Canary("tests/test_a.py::test_c2", False),
+    Canary("tests/test_a.py::TestC::test_c3", False),
+)
 IDS = (*TESTS, *(c.node_id for c in CANARIES), "tests/test_b.py::test_x")
-COLLECTORS = ("", "tests", "tests/test_a.py", "tests/test_a.py::TestC", "tests/test_b.py",
-              "tests/test_a.py::test_c2")
+COLLECTORS = (
+    "",
+    "tests",
+    "tests/test_a.py",
+    "tests/test_a.py::TestC",
+    "tests/test_b.py",
+    "tests/test_a.py::test_c2",
+)
 OUTCOMES = ("passed", "failed", "skipped", "error", "xpassed")
 
-phase = st.tuples(st.sampled_from(IDS), st.sampled_from(("setup", "call", "teardown")),
-                  st.sampled_from(OUTCOMES), st.booleans())
+phase = st.tuples(
+    st.sampled_from(IDS),
+    st.sampled_from(("setup", "call", "teardown")),
+    st.sampled_from(OUTCOMES),
+    st.booleans(),
+)
 
 
 @st.composite
@@ -44,13 +57,26 @@ def channels(draw) -> Channel:
 
 
 @settings(max_examples=400, deadline=None)
-@given(ch=channels(), exit_code=st.integers(-2, 140), timed_out=st.booleans(),
-       truncated=st.booleans(), exhausted=st.sampled_from((None, "memory", "pids")))
-def test_judge_trusts_only_runs_with_honest_canaries(ch, exit_code, timed_out, truncated,
-                                                     exhausted):
+@given(
+    ch=channels(),
+    exit_code=st.integers(-2, 140),
+    timed_out=st.booleans(),
+    truncated=st.booleans(),
+    exhausted=st.sampled_from((None, "memory", "pids")),
+)
+def test_judge_trusts_only_runs_with_honest_canaries(
+    ch, exit_code, timed_out, truncated, exhausted
+):
     masked = Masked(list(CANARIES), {})
-    v = judge(ch, exit_code=exit_code, timed_out=timed_out, truncated=truncated,
-              exhausted=exhausted, node_ids=TESTS, masked=masked)
+    v = judge(
+        ch,
+        exit_code=exit_code,
+        timed_out=timed_out,
+        truncated=truncated,
+        exhausted=exhausted,
+        node_ids=TESTS,
+        masked=masked,
+    )
     if not v.trusted:
         assert set(v.tests.values()) == {"missing"} and v.flags
         return
@@ -68,12 +94,19 @@ def test_judge_never_trusts_a_must_fail_canary_that_passed_under_any_collector_t
         ch = Channel({}, {collector: "skipped"}, None, 1)
         for n in (*TESTS, *(c.node_id for c in CANARIES)):
             ch.phases[n] = {w: ("passed", False) for w in ("setup", "call", "teardown")}
-        v = judge(ch, exit_code=1, timed_out=False, truncated=False, exhausted=None,
-                  node_ids=TESTS, masked=masked)
+        v = judge(
+            ch,
+            exit_code=1,
+            timed_out=False,
+            truncated=False,
+            exhausted=None,
+            node_ids=TESTS,
+            masked=masked,
+        )
         assert not v.trusted and "forged_results" in v.flags, collector
 
 
-PARTIAL_LINE = '''
+PARTIAL_LINE = """
 def _rg_partial():
     import os, stat
     for name in sorted(os.listdir("/proc/self/fd"), key=int):
@@ -88,7 +121,7 @@ def _rg_partial():
 
 
 _rg_partial()
-'''
+"""
 
 
 def test_a_partial_line_on_the_channel_is_forged_results(attacker, backend):
@@ -130,8 +163,7 @@ _rg_parent()
 '''
 
 
-def test_processes_the_tests_start_cannot_reach_the_launchers_channel_or_memory(attacker,
-                                                                                 backend):
+def test_processes_the_tests_start_cannot_reach_the_launchers_channel_or_memory(attacker, backend):
     res = attacker.grade(backend, attacker.appended(PROC_PARENT))
     seen = probe(res)
     assert seen and "opened" not in seen.values(), seen
@@ -150,18 +182,37 @@ def test_a_test_pytest_passed_is_credited_only_when_its_sealed_checks_hold():
         for c in CANARIES:
             ch.phases[c.node_id] = {"call": ("passed" if c.must_pass else "failed", False)}
         ch.phases[real] = {"call": ("passed", False)}
-        return judge(ch, exit_code=1, timed_out=False, truncated=False, exhausted=None,
-                     node_ids=[real], masked=masked)
+        return judge(
+            ch,
+            exit_code=1,
+            timed_out=False,
+            truncated=False,
+            exhausted=None,
+            node_ids=[real],
+            masked=masked,
+        )
 
     once = {"calls": 1}
     right = {"v": encode((2020, 53))}
-    raised = {"raised": "ValueError", "module": "builtins", "message": "",
-              "mro": ["builtins:ValueError", "builtins:Exception", "builtins:BaseException",
-                      "builtins:object"]}
+    raised = {
+        "raised": "ValueError",
+        "module": "builtins",
+        "message": "",
+        "mro": [
+            "builtins:ValueError",
+            "builtins:Exception",
+            "builtins:BaseException",
+            "builtins:object",
+        ],
+    }
     ok = run({(real, 101): [right, once], (real, 102): [raised, once]})
     assert ok.trusted and ok.tests[real] == "passed" and not ok.sealed_failures
-    wrong = run({(real, 101): [{"v": encode((2021, 1)), "shown": "(2021, 1)"}, once],
-                 (real, 102): [raised, once]})
+    wrong = run(
+        {
+            (real, 101): [{"v": encode((2021, 1)), "shown": "(2021, 1)"}, once],
+            (real, 102): [raised, once],
+        }
+    )
     assert wrong.trusted and wrong.tests[real] == "failed"
     assert wrong.sealed_failures[real] == ["line 3: got (2021, 1)"]
     unreached = run({(real, 101): [right, once]})

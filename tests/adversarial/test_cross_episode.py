@@ -21,8 +21,12 @@ HIDDEN_MARKER = "Hidden verifier tests for retry()"  # first line of retry-zero'
 
 
 def _env(backend: str, task: str = "retry-zero", **limits: object) -> gym.Env:
-    env = gym.make(f"repogym/{task}-v0", sandbox=backend, max_episode_steps=200,
-                   limits=Limits(**limits) if limits else None)
+    env = gym.make(
+        f"repogym/{task}-v0",
+        sandbox=backend,
+        max_episode_steps=200,
+        limits=Limits(**limits) if limits else None,
+    )
     env.reset(seed=0)
     return env
 
@@ -72,7 +76,7 @@ def test_a_process_storm_does_not_touch_a_concurrent_episode(backend, retry_task
         close_and_check(other)
 
 
-WRITABLE = r'''
+WRITABLE = r"""
 import json, os
 mounts = {}
 for line in open("/proc/self/mountinfo"):
@@ -92,7 +96,7 @@ for d in sorted(mounts) + [os.environ.get("HOME", "/tmp")]:
         pass
     wrote[d] = n
 print(json.dumps({"mounts": mounts, "wrote": wrote}))
-'''
+"""
 
 
 def test_writes_past_the_cap_stay_in_capped_space(backend):
@@ -119,20 +123,28 @@ def test_writes_past_the_cap_stay_in_capped_space(backend):
 def test_a_concurrent_grading_cannot_be_found_from_another_episode(attacker, backend):
     hang = "import time as _rg_t\n_rg_t.sleep(6)\n"
     result: dict = {}
-    grading = threading.Thread(target=lambda: result.update(
-        res=attacker.grade(backend, attacker.appended(hang))))
+    grading = threading.Thread(
+        target=lambda: result.update(res=attacker.grade(backend, attacker.appended(hang)))
+    )
     env = _env(backend, task="empty-mean")
     try:
         grading.start()
-        obs, _ = _bash(env, (
-            "sleep 2; for i in 1 2 3; do "
-            f"grep -rlsF '{HIDDEN_MARKER}' / --exclude-dir=proc --exclude-dir=sys "
-            "--exclude-dir=usr 2>/dev/null; ls -d /proc/[0-9]*/root/run/repogym/*/* "
-            "/run/repogym/*/* /dev/shm/* 2>/dev/null; sleep 1; done; echo END"))
+        obs, _ = _bash(
+            env,
+            (
+                "sleep 2; for i in 1 2 3; do "
+                f"grep -rlsF '{HIDDEN_MARKER}' / --exclude-dir=proc --exclude-dir=sys "
+                "--exclude-dir=usr 2>/dev/null; ls -d /proc/[0-9]*/root/run/repogym/*/* "
+                "/run/repogym/*/* /dev/shm/* 2>/dev/null; sleep 1; done; echo END"
+            ),
+        )
         grading.join()
     finally:
         close_and_check(env)
-    found = [line for line in obs.splitlines() if line.strip() and line != "END" and
-             not line.startswith("[exit code")]
+    found = [
+        line
+        for line in obs.splitlines()
+        if line.strip() and line != "END" and not line.startswith("[exit code")
+    ]
     assert found == [], found
     assert result["res"].infra_error is None

@@ -26,8 +26,10 @@ from tests.adversarial.conftest import assert_no_gain, leftovers
 
 MATRIX = "matrix-transpose-ragged"
 #: The docstring lines matrix.py had before the leak scan (the answers of test_empty_matrix).
-STATED = ("    ``shape([]) == (0, 0)`` and ``shape([[], []]) == (2, 0)``.\n"
-          "    ``transpose([[1, 2, 3]]) == [[1], [2], [3]]`` and ``transpose([]) == []``.\n")
+STATED = (
+    "    ``shape([]) == (0, 0)`` and ``shape([[], []]) == (2, 0)``.\n"
+    "    ``transpose([[1, 2, 3]]) == [[1], [2], [3]]`` and ``transpose([]) == []``.\n"
+)
 
 
 def with_answers_in_docs(attacker, tmp_path: Path) -> Task:
@@ -43,9 +45,13 @@ def with_answers_in_docs(attacker, tmp_path: Path) -> Task:
 
 
 def _grade(attacker, task: Task, changes: dict[str, str]) -> grader.GradeResult:
-    res = grader.grade(task, attacker.cache.get(task.repo_dir),
-                       make_diff(task.repo_dir, changes), mode="partial",
-                       make_sandbox=lambda spec: make_sandbox("bwrap", spec))
+    res = grader.grade(
+        task,
+        attacker.cache.get(task.repo_dir),
+        make_diff(task.repo_dir, changes),
+        mode="partial",
+        make_sandbox=lambda spec: make_sandbox("bwrap", spec),
+    )
     assert not leftovers(attacker.lease)
     assert res.infra_error is None and res.verifier_exit_code == 1, res.test_output[-800:]
     return res
@@ -65,20 +71,16 @@ def test_the_oracle_earns_a_test_whose_answers_the_docs_state(attacker, tmp_path
     empty = "tests/test_matrix.py::test_empty_matrix"
     assert noop.tests[empty] == "failed" and res.tests[empty] == "passed", res.sealed_failures
     assert res.reward > noop.reward
-    found = {(leak.line, leak.where, leak.form) for leak in scan(task)
-             if leak.test == empty}
+    found = {(leak.line, leak.where, leak.form) for leak in scan(task) if leak.test == empty}
     assert found == {(9, "repo/matrix.py", "assertion"), (10, "repo/matrix.py", "assertion")}
     line = (task.repo_dir / "matrix.py").read_text().splitlines().index(STATED.splitlines()[0])
-    assert {leak.where_line for leak in scan(task) if leak.test == empty} == {line + 1,
-                                                                             line + 2}
+    assert {leak.where_line for leak in scan(task) if leak.test == empty} == {line + 1, line + 2}
 
 
 @pytest.mark.parametrize("task_id", [MATRIX, "week-number", "percent-format"])
 def test_the_oracle_earns_no_more_than_noop_on_the_builtins(attacker, task_id):
     task = attacker.task(task_id)
-    module = {MATRIX: "matrix.py", "week-number": "weeks.py",
-              "percent-format": "fmt.py"}[task_id]
+    module = {MATRIX: "matrix.py", "week-number": "weeks.py", "percent-format": "fmt.py"}[task_id]
     source = (task.repo_dir / module).read_text()
-    res = attacker.grade("bwrap", {module: source + "\n" + payloads.DOC_ORACLE},
-                         task_id=task_id)
+    res = attacker.grade("bwrap", {module: source + "\n" + payloads.DOC_ORACLE}, task_id=task_id)
     assert_no_gain(res, attacker.noop("bwrap", task_id))

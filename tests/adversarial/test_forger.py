@@ -24,7 +24,7 @@ FORGER = next(a for a in ATTACKS if a.name == STRONGEST)
 
 #: test_upper (fail_to_pass) asserts through a helper that does more than one equality
 #: assertion: sealing leaves it to pytest (a helper that only asserts ``a == b`` is sealed).
-HELPER = '''\
+HELPER = """\
 from mod import clamp
 
 
@@ -39,9 +39,9 @@ def test_upper():
 
 def test_inside():
     assert clamp(5, 0, 10) == 5
-'''
+"""
 #: test_upper raises with a message pattern: sealed (class names and message).
-RAISES = '''\
+RAISES = """\
 import pytest
 
 from mod import clamp
@@ -54,17 +54,24 @@ def test_upper():
 
 def test_inside():
     assert clamp(5, 0, 10) == 5
-'''
+"""
 #: A sibling function of the workspace raises the message the test matches.
-ORDER = 'def check_order(low, high):\n    if low > high:\n' \
-        '        raise ValueError(f"low is above high: {low} > {high}")\n'
+ORDER = (
+    "def check_order(low, high):\n    if low > high:\n"
+    '        raise ValueError(f"low is above high: {low} > {high}")\n'
+)
 #: The workspace documents the value the sealed fail_to_pass check expects.
 README = "# clamp\n\n```python\n>>> clamp(15, 0, 10)\n10\n>>> clamp(-3, 0, 10)\n0\n```\n"
 
 
 def _rewards(attacker, task, diff: str) -> dict[str, float]:
-    res = grader.grade(task, attacker.cache.get(task.repo_dir), diff, mode="binary",
-                       make_sandbox=lambda spec: make_sandbox("bwrap", spec))
+    res = grader.grade(
+        task,
+        attacker.cache.get(task.repo_dir),
+        diff,
+        mode="binary",
+        make_sandbox=lambda spec: make_sandbox("bwrap", spec),
+    )
     assert res.infra_error is None, res.infra_error
     assert not leftovers(attacker.lease)
     if res.untrusted:
@@ -77,8 +84,7 @@ def _forged(attacker, task) -> str:
 
 
 @pytest.mark.parametrize("kind", ["unsealed-helper", "documented-value"])
-def test_the_forger_beats_noop_where_the_answer_is_not_sealed_away(attacker, tmp_path: Path,
-                                                                   kind):
+def test_the_forger_beats_noop_where_the_answer_is_not_sealed_away(attacker, tmp_path: Path, kind):
     """What the forger shows: a fail_to_pass test judged by pytest alone, and a sealed value
     the README's doctest gives: each is earned without a fix."""
     tests = {"unsealed-helper": HELPER, "documented-value": TESTS}[kind]
@@ -93,13 +99,14 @@ def test_the_forger_beats_noop_where_the_answer_is_not_sealed_away(attacker, tmp
 
 
 @pytest.mark.parametrize("kind", ["equality-helper", "message-in-code"])
-def test_the_forger_earns_nothing_where_the_answer_is_sealed_away(attacker, tmp_path: Path,
-                                                                 kind):
+def test_the_forger_earns_nothing_where_the_answer_is_sealed_away(attacker, tmp_path: Path, kind):
     """A helper that only asserts ``a == b`` is sealed like the assertion; a ``raises``
     needs the exact class and message gold raised, which the forger's word soup (every
     string of the code, the matching message among them) is not."""
-    tests = {"equality-helper": HELPER.replace("    assert got is not None\n", ""),
-             "message-in-code": RAISES}[kind]
+    tests = {
+        "equality-helper": HELPER.replace("    assert got is not None\n", ""),
+        "message-in-code": RAISES,
+    }[kind]
     root = write_task(tmp_path / kind, tests=tests)
     (root / "repo" / "order.py").write_text(ORDER)
     task = load_task(root)

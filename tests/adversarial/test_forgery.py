@@ -41,7 +41,7 @@ from tests.adversarial import payloads
 from tests.adversarial.conftest import assert_as_noop, assert_no_gain, probe
 from tests.scenarios._tasks import write_task
 
-ATEXIT_RECORDS = '''
+ATEXIT_RECORDS = """
 import atexit as _rg_atexit, json as _rg_json, os as _rg_os
 
 def _rg_late():
@@ -53,7 +53,7 @@ def _rg_late():
             pass
 
 _rg_atexit.register(_rg_late)
-'''
+"""
 
 #: Forgeries of pytest's reports that ignore the sealed checks.
 IN_PROCESS = {
@@ -62,7 +62,7 @@ IN_PROCESS = {
     "flip-non-literal": payloads.BY_RULE.replace("RULE", "'literal'"),
     "selective-flip": payloads.SELECTIVE,
     "selective-flip-hex-encoded": f"exec(bytes.fromhex({payloads.SELECTIVE.encode().hex()!r})"
-                                  ".decode())\n",
+    ".decode())\n",
     "forged-channel-with-canaries-run": payloads.FORGED_RECORDS,
 }
 
@@ -78,11 +78,17 @@ EXITS = {
 
 
 def _graded(attacker, payload: str, task_id: str = "retry-zero", **kw):
-    res = attacker.grade("bwrap", attacker.appended(payload, **kw) if task_id == "retry-zero"
-                         else _appended_everywhere(attacker, payload, task_id), task_id=task_id)
+    res = attacker.grade(
+        "bwrap",
+        attacker.appended(payload, **kw)
+        if task_id == "retry-zero"
+        else _appended_everywhere(attacker, payload, task_id),
+        task_id=task_id,
+    )
     if res.infra_error or res.verifier_exit_code != 1:  # the attack itself broke
-        raise RuntimeError(f"attack did not run as meant: {res.infra_error} "
-                           f"{res.test_output[-800:]}")
+        raise RuntimeError(
+            f"attack did not run as meant: {res.infra_error} {res.test_output[-800:]}"
+        )
     return res
 
 
@@ -90,8 +96,10 @@ def _appended_everywhere(attacker, payload: str, task_id: str) -> dict[str, str]
     from repogym.quality.adversarial import code_modules
 
     task = attacker.task(task_id)
-    return {m: attacker.source(m, task_id) + "\n" + payload
-            for m in code_modules(task.repo_dir, task.test_spec.tests_dest)}
+    return {
+        m: attacker.source(m, task_id) + "\n" + payload
+        for m in code_modules(task.repo_dir, task.test_spec.tests_dest)
+    }
 
 
 @pytest.mark.parametrize("name", sorted(IN_PROCESS))
@@ -112,8 +120,7 @@ def test_chosen_exit_scores_zero_with_a_flag(attacker, backend, name):
 def test_forging_the_listed_tests_by_name_forges_nothing(attacker):
     """The listed node ids are public (task.toml); the tests run under fresh names."""
     names = {n.split("::")[-1] for n in attacker.task().test_spec.all_tests}
-    res = attacker.grade("bwrap", attacker.appended(payloads.BY_NAME.replace("NAMES",
-                                                                             repr(names))))
+    res = attacker.grade("bwrap", attacker.appended(payloads.BY_NAME.replace("NAMES", repr(names))))
     assert_as_noop(res, attacker.noop("bwrap"))
 
 
@@ -151,7 +158,7 @@ def test_the_reader_forgery_that_guesses_earns_no_more_than_noop(attacker, task_
 #: dumpable again), its environment and arguments; then reports what it found
 #: (``RGPROBE``). It carries only the marker's prefix and the sha256 of the whole marker,
 #: so that it finds no copy of its own.
-FIND_MARKER = '''
+FIND_MARKER = """
 def _rg_find(prefix, digests, length):
     import ctypes, hashlib, json, os, sys
     ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1: the launcher cleared it
@@ -196,7 +203,7 @@ def _rg_find(prefix, digests, length):
 
 
 _rg_find(ARGS)
-'''
+"""
 
 
 def test_the_expected_values_are_nowhere_the_sandbox_can_read(tmp_path: Path):
@@ -204,23 +211,34 @@ def test_the_expected_values_are_nowhere_the_sandbox_can_read(tmp_path: Path):
     in no file it can read, not in its own memory, not in its environment. (A second marker,
     a constant of the same test file, shows that the scan finds what is there.)"""
     marker, shown = (f"rg-sealed-{secrets.token_hex(12)}" for _ in range(2))
-    tests = f"from mod import clamp\n\nSHOWN = {shown!r}\n\n\ndef test_upper():\n" \
-            f"    assert str(clamp(15, 0, 10)) == {marker!r}\n\n\n" \
-            "def test_inside():\n    assert clamp(5, 0, 10) == 5\n"
+    tests = (
+        f"from mod import clamp\n\nSHOWN = {shown!r}\n\n\ndef test_upper():\n"
+        f"    assert str(clamp(15, 0, 10)) == {marker!r}\n\n\n"
+        "def test_inside():\n    assert clamp(5, 0, 10) == 5\n"
+    )
     task = load_task(write_task(tmp_path / "marker-task", tests=tests))
     import hashlib
 
     from repogym.sandbox.workspace import TemplateCache, make_diff
 
-    args = (b"rg-sealed-", [hashlib.sha256(m.encode()).hexdigest() for m in (marker, shown)],
-            len(marker))
+    args = (
+        b"rg-sealed-",
+        [hashlib.sha256(m.encode()).hexdigest() for m in (marker, shown)],
+        len(marker),
+    )
     payload = FIND_MARKER.replace("ARGS", ", ".join(map(repr, args)))
     cache = TemplateCache()
     try:
-        diff = make_diff(task.repo_dir, {"mod.py": (task.repo_dir / "mod.py").read_text()
-                                         + "\n" + payload})
-        res = grader.grade(task, cache.get(task.repo_dir), diff, mode="partial",
-                           make_sandbox=lambda spec: make_sandbox("bwrap", spec))
+        diff = make_diff(
+            task.repo_dir, {"mod.py": (task.repo_dir / "mod.py").read_text() + "\n" + payload}
+        )
+        res = grader.grade(
+            task,
+            cache.get(task.repo_dir),
+            diff,
+            mode="partial",
+            make_sandbox=lambda spec: make_sandbox("bwrap", spec),
+        )
     finally:
         cache.close()
     seen = probe(res)
@@ -245,8 +263,11 @@ def _by_heart(task) -> str:
             elif isinstance(node, ast.With):
                 for item in node.items:
                     call = item.context_expr
-                    if isinstance(call, ast.Call) and call.args and \
-                            isinstance(call.args[0], ast.Name):
+                    if (
+                        isinstance(call, ast.Call)
+                        and call.args
+                        and isinstance(call.args[0], ast.Name)
+                    ):
                         known[node.lineno] = ("raises", call.args[0].id)
     return payloads.BY_HEART.replace("KNOWN", repr(known))
 
@@ -278,11 +299,11 @@ def test_sealed_files_keep_their_line_numbers_and_hold_no_expected_value():
     assert "2020-W53" in text and "2020-W53" not in sealed
 
 
-LUCKY = '''
+LUCKY = """
 import time as _rg_time
 if _rg_time.time() < DEADLINE:
     exec(BY_HEART)
-'''
+"""
 
 
 def test_a_forgery_that_won_once_by_luck_is_not_replayed_by_the_grade_cache(attacker):
@@ -296,12 +317,16 @@ def test_a_forgery_that_won_once_by_luck_is_not_replayed_by_the_grade_cache(atta
 
     task = attacker.task()
     deadline = time.time() + 6
-    payload = LUCKY.replace("DEADLINE", repr(deadline)).replace(
-        "BY_HEART", repr(_by_heart(task)))
+    payload = LUCKY.replace("DEADLINE", repr(deadline)).replace("BY_HEART", repr(_by_heart(task)))
     diff = attacker.diff(attacker.appended(payload))
     cache: dict = {}
-    session = Session(task, attacker.cache.get(task.repo_dir),
-                      lambda spec: make_sandbox("bwrap", spec), grader.Limits(), shell="fresh")
+    session = Session(
+        task,
+        attacker.cache.get(task.repo_dir),
+        lambda spec: make_sandbox("bwrap", spec),
+        grader.Limits(),
+        shell="fresh",
+    )
     try:
         first = session.grade(diff, mode="binary", cache=cache)
         assert first.reward == 1.0, (first.tests, first.sealed_failures)  # the lucky one
@@ -325,9 +350,15 @@ def test_the_grade_cache_is_keyed_by_the_task_files(tmp_path: Path):
     cache: dict = {}
     templates = TemplateCache()
     try:
+
         def grade(t):
-            s = Session(t, templates.get(t.repo_dir), lambda spec: make_sandbox("bwrap", spec),
-                        grader.Limits(), shell="fresh")
+            s = Session(
+                t,
+                templates.get(t.repo_dir),
+                lambda spec: make_sandbox("bwrap", spec),
+                grader.Limits(),
+                shell="fresh",
+            )
             try:
                 return [s.grade(gold, mode="binary", cache=cache).reward for _ in range(2)]
             finally:
@@ -337,7 +368,8 @@ def test_the_grade_cache_is_keyed_by_the_task_files(tmp_path: Path):
         shutil.copy(root / "tests" / "test_mod.py", tmp_path / "keep.py")
         (root / "tests" / "test_mod.py").write_text(
             "from mod import clamp\n\n\ndef test_upper():\n    assert clamp(15, 0, 10) == 11\n"
-            "\n\ndef test_inside():\n    assert clamp(5, 0, 10) == 5\n")
+            "\n\ndef test_inside():\n    assert clamp(5, 0, 10) == 5\n"
+        )
         assert grade(load_task(root)) == [0.0, 0.0]
     finally:
         templates.close()

@@ -18,7 +18,7 @@ from repogym.sandbox.runtime import cache_dir
 from tests.adversarial.conftest import close_and_check, probe
 from tests.conftest import call
 
-MOUNTS = r'''
+MOUNTS = r"""
 def _rg_mounts():
     import json
     raise RuntimeError("RGPROBE " + json.dumps({"lines": open("/proc/self/mountinfo").read()
@@ -26,20 +26,46 @@ def _rg_mounts():
 
 
 _rg_mounts()
-'''
+"""
 
 #: Host paths a sandbox's mount table may name; docs/sandboxes.md lists them. repogym's own
 #: are the lease's folder (``u<n>``: passwd, templates, workspaces, the grader's folder, the
 #: docker backend's transfers) and the shared runtime (``rt/<key>``: pytest's site, /etc).
-LEASE = re.compile(r"^(/dev/shm)?/repogym(-\d+)?/(u\d+/(passwd|g\w+|t/\d+|w/[0-9a-f]+\.ro"
-                   r"|w/[0-9a-f]+/(upper|work))|rt/[0-9a-f]+/(site-packages|etc/[\w.]+))$")
-EXACT = {"/", "/newroot", "/usr", "/tmp", "/xfer", "/bus", "/fs", "/irq", "/sys", "/null",
-         "/zero", "/full", "/random", "/urandom", "/tty", "/usr/bin/tini-static"}
-PREFIXES = ("/etc/", "/usr/share/zoneinfo/", "/docker/", "/var/lib/repogym-docker/",
-            "/var/lib/docker/")
+LEASE = re.compile(
+    r"^(/dev/shm)?/repogym(-\d+)?/(u\d+/(passwd|g\w+|t/\d+|w/[0-9a-f]+\.ro"
+    r"|w/[0-9a-f]+/(upper|work))|rt/[0-9a-f]+/(site-packages|etc/[\w.]+))$"
+)
+EXACT = {
+    "/",
+    "/newroot",
+    "/usr",
+    "/tmp",
+    "/xfer",
+    "/bus",
+    "/fs",
+    "/irq",
+    "/sys",
+    "/null",
+    "/zero",
+    "/full",
+    "/random",
+    "/urandom",
+    "/tty",
+    "/usr/bin/tini-static",
+}
+PREFIXES = (
+    "/etc/",
+    "/usr/share/zoneinfo/",
+    "/docker/",
+    "/var/lib/repogym-docker/",
+    "/var/lib/docker/",
+)
 #: repogym's cache: the sandbox's root file system and the interpreter's copy.
-CACHED = re.compile("^" + re.escape(str(cache_dir())) +
-                    r"/(rootfs/bookworm-[0-9a-f]+/(usr|etc/[\w.]+)|python/[0-9a-f]+)$")
+CACHED = re.compile(
+    "^"
+    + re.escape(str(cache_dir()))
+    + r"/(rootfs/bookworm-[0-9a-f]+/(usr|etc/[\w.]+)|python/[0-9a-f]+)$"
+)
 
 
 def _host_paths(lines: list[str]) -> set[str]:

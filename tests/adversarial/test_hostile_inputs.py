@@ -22,7 +22,7 @@ from repogym.sandbox import Limits
 from tests.adversarial.conftest import assert_as_noop, assert_no_gain, close_and_check
 from tests.conftest import call
 
-FLOOD = '''
+FLOOD = """
 def _rg_flood(channel_bytes, log_bytes):
     import json, os, stat
     pipes = {}  # pipe inode -> lowest write-only fd on it (the launcher's channel is first)
@@ -45,7 +45,7 @@ def _rg_flood(channel_bytes, log_bytes):
 
 
 _rg_flood(CHANNEL, LOG)
-'''
+"""
 
 
 def _flood(channel: int, log: int) -> str:
@@ -55,8 +55,10 @@ def _flood(channel: int, log: int) -> str:
 def test_many_files_in_a_diff_are_the_agents_failure_not_infra(attacker, backend):
     """More files than the workspace's inode cap: ``git apply`` stops half-way, the hidden
     tests cannot be installed; the agent filled its own workspace."""
-    diff = "".join(f"diff --git a/d{i}/x b/d{i}/x\nnew file mode 100644\n"
-                   f"index 0000000..e69de29\n" for i in range(1200))
+    diff = "".join(
+        f"diff --git a/d{i}/x b/d{i}/x\nnew file mode 100644\nindex 0000000..e69de29\n"
+        for i in range(1200)
+    )
     res = attacker.grade(backend, diff=diff, limits=Limits(inodes=2000))
     assert_no_gain(res, attacker.noop(backend))
     assert res.reward == 0.0 and res.untrusted
@@ -66,9 +68,11 @@ def test_many_files_in_a_diff_are_the_agents_failure_not_infra(attacker, backend
 def test_diffs_with_odd_characters_never_raise(attacker):
     noop = attacker.noop("bwrap")
     gold = attacker.task().solution_patch.read_text()
-    odd = ("diff --git a/odd.py b/odd.py\nnew file mode 100644\n--- /dev/null\n+++ b/odd.py\n"
-           "@@ -0,0 +1,4 @@\n+s = '\udcff\ud800'\n+t = '\x00\r'\n+u = '\u2028diff --git a/x b/x'\n"
-           "+v = '\x0c'\n")
+    odd = (
+        "diff --git a/odd.py b/odd.py\nnew file mode 100644\n--- /dev/null\n+++ b/odd.py\n"
+        "@@ -0,0 +1,4 @@\n+s = '\udcff\ud800'\n+t = '\x00\r'\n+u = '\u2028diff --git a/x b/x'\n"
+        "+v = '\x0c'\n"
+    )
     for diff in (odd, "\udcff" * 10, "diff --git a/\x00 b/\x00\n", gold + odd):
         res = attacker.grade("bwrap", diff=diff)
         assert res.infra_error is None and res.reward <= noop.reward or diff.startswith(gold)
@@ -77,8 +81,9 @@ def test_diffs_with_odd_characters_never_raise(attacker):
 def test_huge_output_and_records_are_bounded(attacker, backend):
     noop = attacker.noop(backend)
     # just under both caps: parsed and trusted; the flood's made-up ids are ignored
-    res = attacker.grade(backend, attacker.appended(
-        _flood(MAX_CHANNEL_BYTES - (1 << 20), GRADING_OUTPUT_BYTES // 2)))
+    res = attacker.grade(
+        backend, attacker.appended(_flood(MAX_CHANNEL_BYTES - (1 << 20), GRADING_OUTPUT_BYTES // 2))
+    )
     assert_as_noop(res, noop)
     # a channel over its cap is not read at all
     res = attacker.grade(backend, attacker.appended(_flood(MAX_CHANNEL_BYTES + (1 << 20), 0)))
@@ -111,15 +116,18 @@ def test_host_memory_per_flooded_grading_is_bounded():
             cache.close()
         print(json.dumps({{"mb": (after - before) / 1024, "reward": res.reward}}))
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True, timeout=600).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=600
+    ).stdout
     got = json.loads(out.strip().splitlines()[-1])
-    print(f"host RSS growth for a grading with {(MAX_CHANNEL_BYTES >> 20) - 1} MB of records "
-          f"and {GRADING_OUTPUT_BYTES >> 21} MB of log: {got['mb']:.0f} MB")
+    print(
+        f"host RSS growth for a grading with {(MAX_CHANNEL_BYTES >> 20) - 1} MB of records "
+        f"and {GRADING_OUTPUT_BYTES >> 21} MB of log: {got['mb']:.0f} MB"
+    )
     assert got["mb"] < 4 * (GRADING_OUTPUT_BYTES >> 20), got
 
 
-DEEP_TREE = '''
+DEEP_TREE = """
 def _rg_deep(root, depth):
     import os
     fd = os.open(root, os.O_RDONLY)
@@ -133,7 +141,7 @@ def _rg_deep(root, depth):
 
 _rg_deep(".", 3000)
 _rg_deep("/tmp", 3000)
-'''
+"""
 
 
 def test_deep_trees_in_the_grading_and_the_episode_leave_nothing(attacker, backend):
@@ -156,28 +164,34 @@ def test_deep_trees_in_the_grading_and_the_episode_leave_nothing(attacker, backe
 HOSTILE_STATES = {
     "fifo-history": "mkfifo /tmp/.bash_history .bash_history /tmp/.python_history",
     "fifo-startup": "mkfifo /tmp/.bashrc /tmp/.profile /tmp/.inputrc .gitconfig /tmp/.gitconfig",
-    "socket": "python3 -c \"import socket; [socket.socket(socket.AF_UNIX).bind(p) for p in "
-              "('/tmp/.bash_history', 'sock')]\"",
+    "socket": 'python3 -c "import socket; [socket.socket(socket.AF_UNIX).bind(p) for p in '
+    "('/tmp/.bash_history', 'sock')]\"",
     "symlink-loops": "ln -s loop-a loop-b; ln -s loop-b loop-a; ln -s /tmp/l2 /tmp/l1; "
-                     "ln -s /tmp/l1 /tmp/l2; ln -s . self",
+    "ln -s /tmp/l1 /tmp/l2; ln -s . self",
     "startup-files": "for f in /tmp/.bashrc /tmp/.bash_profile /tmp/.profile .bashrc; do "
-                     "echo 'exit 3' > $f; done; printf 'import os\\nos._exit(3)\\n' | tee "
-                     "sitecustomize.py usercustomize.py /tmp/sitecustomize.py >/dev/null",
+    "echo 'exit 3' > $f; done; printf 'import os\\nos._exit(3)\\n' | tee "
+    "sitecustomize.py usercustomize.py /tmp/sitecustomize.py >/dev/null",
     "unreadable-dirs": "mkdir -p locked/inner /tmp/locked && chmod 000 locked /tmp/locked",
     "unreadable-git": "chmod -R 000 .git",
     "full-tmpfs": "dd if=/dev/zero of=/tmp/fill bs=1M count=100000 2>/dev/null; "
-                  "dd if=/dev/zero of=fill bs=1M count=100000 2>/dev/null; true",
+    "dd if=/dev/zero of=fill bs=1M count=100000 2>/dev/null; true",
     "no-inodes": "mkdir -p /tmp/many && cd /tmp/many && for i in $(seq 1 40000); do "
-                 ": > $i 2>/dev/null || break; done; true",
+    ": > $i 2>/dev/null || break; done; true",
     "chmod-000-workspace": "chmod 000 .",
     "chmod-000-tmp": "chmod 000 /tmp",
 }
 
 
-@settings(max_examples=14, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(states=st.lists(st.sampled_from(sorted(HOSTILE_STATES)), min_size=1, max_size=3,
-                       unique=True), shell_exits=st.booleans())
+@settings(
+    max_examples=14,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    states=st.lists(st.sampled_from(sorted(HOSTILE_STATES)), min_size=1, max_size=3, unique=True),
+    shell_exits=st.booleans(),
+)
 @example(states=["fifo-history"], shell_exits=True)  # blocked every new shell: infra_error
 @example(states=["chmod-000-workspace", "full-tmpfs"], shell_exits=True)
 def test_no_file_system_state_the_agent_leaves_makes_an_infra_error(states, shell_exits):
@@ -188,9 +202,14 @@ def test_no_file_system_state_the_agent_leaves_makes_an_infra_error(states, shel
     try:
         env.reset(seed=0)
         setup = "; ".join(HOSTILE_STATES[s] for s in states) + ("; exit" if shell_exits else "")
-        steps = [call("bash", command=setup), call("bash", command="echo alive; ls"),
-                 call("read", path="retry.py"), call("write", path="note.txt", content="x"),
-                 call("bash", command="cd /; cd /workspace; pwd"), call("submit")]
+        steps = [
+            call("bash", command=setup),
+            call("bash", command="echo alive; ls"),
+            call("read", path="retry.py"),
+            call("write", path="note.txt", content="x"),
+            call("bash", command="cd /; cd /workspace; pwd"),
+            call("submit"),
+        ]
         for action in steps:
             obs, _, term, trunc, info = env.step(action)
             assert info["infra_error"] == "", (states, action, obs[-600:], info)

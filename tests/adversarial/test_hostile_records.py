@@ -4,7 +4,7 @@ The sealed checks' records come from the verifier's process, which runs the agen
 A record the grader cannot read as a value (a fraction with a zero denominator, an
 exception record that is no class at all) must end as a check that did not hold: the
 episode's ``submit`` returns a reward, never an exception (Gymnasium's contract), and earns
-no more than noop. tests/envs/test_seal_records.py checks the same rule over generated
+no more than noop. tests/grading/test_seal_records.py checks the same rule over generated
 records without a sandbox.
 """
 
@@ -19,7 +19,7 @@ from tests.scenarios._tasks import write_task
 
 #: Replaces the sealed-check runtime: every check reports 1/0, every ``raises`` block a
 #: record whose ``raised`` is a number.
-HOSTILE = '''
+HOSTILE = """
 def _rg_hostile():
     import sys
     seal = sys.modules.get("_repogym_seal")
@@ -45,9 +45,9 @@ def _rg_hostile():
 
 
 _rg_hostile()
-'''
+"""
 
-APPROX_TESTS = '''\
+APPROX_TESTS = """\
 import pytest
 
 from mod import clamp
@@ -60,7 +60,7 @@ def test_upper():
 
 def test_inside():
     assert clamp(5, 0, 10) == 5
-'''
+"""
 
 
 def _submit_with(env: gym.Env, module: str, payload: str) -> tuple[float, dict]:
@@ -96,5 +96,7 @@ def test_a_zero_denominator_for_approx_and_in_checks_ends_in_a_verdict(tmp_path)
     finally:
         close_and_check(env)
     assert not info["infra_error"] and reward == 0.0, info
-    assert info["tests"] == {"tests/test_mod.py::test_upper": "failed",
-                             "tests/test_mod.py::test_inside": "failed"}, info
+    assert info["tests"] == {
+        "tests/test_mod.py::test_upper": "failed",
+        "tests/test_mod.py::test_inside": "failed",
+    }, info

@@ -22,10 +22,12 @@ import pytest
 from tests.adversarial.conftest import close_and_check, probe
 from tests.conftest import call
 
-pytestmark = pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"),
-                                reason="syscall numbers are given for x86_64 and aarch64")
+pytestmark = pytest.mark.skipif(
+    platform.machine() not in ("x86_64", "aarch64"),
+    reason="syscall numbers are given for x86_64 and aarch64",
+)
 
-SYSCALLS = r'''
+SYSCALLS = r"""
 import ctypes, errno, json, os, platform, signal, subprocess, sys
 
 X86 = platform.machine() == "x86_64"
@@ -85,16 +87,37 @@ if X86:  # keyctl(GET_KEYRING_ID, @u) through the i386 ABI: the process must be 
     done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
     out["int 0x80 keyctl"] = ("killed" if done.returncode == -signal.SIGSYS else
                               "returned " + done.stdout.strip())
-'''
+"""
 
 #: What each probe must give: errno names from the policy, or a refusal.
-EXPECTED = {**{n: "EPERM" for n in (
-    "add_key", "request_key", "keyctl", "unshare", "setns", "ptrace", "process_vm_readv",
-    "bpf", "perf_event_open", "io_uring_setup", "userfaultfd", "mount", "umount2", "chroot",
-    "open_by_handle_at", "clone(CLONE_NEWUSER)")},
-    "clone3": "ENOSYS", "setxattr": "ENOTSUP",
-    "unshare -U -r id -u": "refused", "unshare -m true": "refused",
-    "unshare -n true": "refused"}
+EXPECTED = {
+    **{
+        n: "EPERM"
+        for n in (
+            "add_key",
+            "request_key",
+            "keyctl",
+            "unshare",
+            "setns",
+            "ptrace",
+            "process_vm_readv",
+            "bpf",
+            "perf_event_open",
+            "io_uring_setup",
+            "userfaultfd",
+            "mount",
+            "umount2",
+            "chroot",
+            "open_by_handle_at",
+            "clone(CLONE_NEWUSER)",
+        )
+    },
+    "clone3": "ENOSYS",
+    "setxattr": "ENOTSUP",
+    "unshare -U -r id -u": "refused",
+    "unshare -m true": "refused",
+    "unshare -n true": "refused",
+}
 if platform.machine() == "x86_64":
     EXPECTED["int 0x80 keyctl"] = "killed"
 
@@ -112,8 +135,13 @@ def test_an_episode_reaches_no_kernel_state(backend):
     try:
         env.reset(seed=0)
         uid = env.unwrapped._templates.lease.uid
-        env.step(call("write", path="/tmp/probe.py",
-                      content=_script("hidden") + "print(json.dumps(out))\n"))
+        env.step(
+            call(
+                "write",
+                path="/tmp/probe.py",
+                content=_script("hidden") + "print(json.dumps(out))\n",
+            )
+        )
         obs, *_ = env.step(call("bash", command="python3 /tmp/probe.py"))
     finally:
         close_and_check(env)
@@ -128,13 +156,19 @@ def test_an_episode_reaches_no_kernel_state(backend):
 def test_code_the_grader_imports_cannot_keep_the_hidden_tests(attacker, backend):
     """With the hidden tests present, the agent's code tries to store them in a keyring
     (for a later or concurrent episode to read): every call is refused."""
-    payload = ("def _rg_keep():\n"
-               "    import glob\n"
-               "    text = ''.join(open(p).read() for p in glob.glob('tests/*.py'))\n"
-               + "\n".join("    " + line for line in _script("x").replace(
-                   "SECRET = ctypes.c_char_p(b'x')", "SECRET = ctypes.c_char_p(text.encode())"
-               ).replace("len(b'x')", "len(text.encode())").splitlines())
-               + "\n    raise RuntimeError('RGPROBE ' + json.dumps(out))\n\n\n_rg_keep()\n")
+    payload = (
+        "def _rg_keep():\n"
+        "    import glob\n"
+        "    text = ''.join(open(p).read() for p in glob.glob('tests/*.py'))\n"
+        + "\n".join(
+            "    " + line
+            for line in _script("x")
+            .replace("SECRET = ctypes.c_char_p(b'x')", "SECRET = ctypes.c_char_p(text.encode())")
+            .replace("len(b'x')", "len(text.encode())")
+            .splitlines()
+        )
+        + "\n    raise RuntimeError('RGPROBE ' + json.dumps(out))\n\n\n_rg_keep()\n"
+    )
     res = attacker.grade(backend, attacker.appended(payload))
     assert res.infra_error is None and res.reward <= attacker.noop(backend).reward
     assert probe(res) == EXPECTED

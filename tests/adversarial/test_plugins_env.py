@@ -21,8 +21,11 @@ ENTRY_POINT = "[pytest11]\nrg = rg_plugin\n"
 
 def test_entry_point_plugins_in_the_workspace_are_not_loaded(attacker, backend):
     changes = {"rg_plugin.py": PLUGIN}
-    for folder in ("rg_plugin-1.0.dist-info", "rg_plugin.egg-info",
-                   "tests_support/rg_other-2.0.dist-info"):
+    for folder in (
+        "rg_plugin-1.0.dist-info",
+        "rg_plugin.egg-info",
+        "tests_support/rg_other-2.0.dist-info",
+    ):
         changes[f"{folder}/METADATA"] = "Metadata-Version: 2.1\nName: rg-plugin\nVersion: 1.0\n"
         changes[f"{folder}/entry_points.txt"] = ENTRY_POINT
         changes[f"{folder}/top_level.txt"] = "rg_plugin\n"
@@ -39,10 +42,16 @@ def test_variables_and_shell_files_from_the_episode_do_not_reach_the_verifier(at
         env.step(call("write", path="rc.sh", content="export PYTEST_ADDOPTS='-p rg_plugin'\n"))
         for name in (".bashrc", ".profile", ".bash_profile"):
             env.step(call("write", path=name, content=". /workspace/rc.sh\n"))
-        env.step(call("bash", command=(
-            "export PYTEST_ADDOPTS='-p rg_plugin' PYTEST_PLUGINS=rg_plugin PYTHONPATH=. "
-            "PYTHONSTARTUP=rg_plugin.py PYTHONINSPECT=1 BASH_ENV=/workspace/rc.sh "
-            "ENV=/workspace/rc.sh PYTHONUSERBASE=/workspace")))
+        env.step(
+            call(
+                "bash",
+                command=(
+                    "export PYTEST_ADDOPTS='-p rg_plugin' PYTEST_PLUGINS=rg_plugin PYTHONPATH=. "
+                    "PYTHONSTARTUP=rg_plugin.py PYTHONINSPECT=1 BASH_ENV=/workspace/rc.sh "
+                    "ENV=/workspace/rc.sh PYTHONUSERBASE=/workspace"
+                ),
+            )
+        )
         *_, info = env.step(call("submit"))
     finally:
         close_and_check(env)
@@ -51,7 +60,7 @@ def test_variables_and_shell_files_from_the_episode_do_not_reach_the_verifier(at
     assert info["tests"] == noop.tests and info["reward"] == 0.0
 
 
-PROBE_ENV = r'''
+PROBE_ENV = r"""
 def _rg_probe():
     import json, os
     roots = [r for r in ("/run/repogym/grader", "/run/repogym/ro/grader") if os.path.isdir(r)]
@@ -70,7 +79,7 @@ def _rg_probe():
 
 
 _rg_probe()
-'''
+"""
 
 
 def test_verifier_environment_and_grader_folder_hold_nothing_secret(attacker, backend):
@@ -82,7 +91,11 @@ def test_verifier_environment_and_grader_folder_hold_nothing_secret(attacker, ba
     assert not any("repogym" in v or "grader" in v for v in seen["env"].values()), seen["env"]
     assert len(seen["roots"]) == 1, seen
     others = {f for f in seen["files"] if not f.startswith("tests/")}
-    assert others == {"verifier/launch.py", "verifier/canon.py", "verifier/pytest.ini",
-                      "verifier/conftests.json"}
+    assert others == {
+        "verifier/launch.py",
+        "verifier/canon.py",
+        "verifier/pytest.ini",
+        "verifier/conftests.json",
+    }
     assert "tests/tests/test_retry.py" in seen["files"]
     assert seen["differ"] == []  # the grader's tests are the workspace's, nothing more

@@ -16,7 +16,7 @@ from repogym.sandbox import Limits
 from tests.adversarial.conftest import assert_no_gain, close_and_check
 from tests.conftest import call
 
-FILL = r'''
+FILL = r"""
 import os
 n = 0
 try:
@@ -37,13 +37,17 @@ try:
         open(f"inodes/{n:07d}" + "y" * 200, "w").close(); n += 1
 except OSError as e:
     print("inodes", n, e.strerror)
-'''
+"""
 HOG = "python3 -c 'b = bytearray(400 << 20); print(len(b))'"
 
 
 def test_pinned_memory_and_inodes_do_not_mask_a_failure(backend, attacker):
-    env = gym.make("repogym/retry-zero-v0", sandbox=backend, max_episode_steps=50,
-                   limits=Limits(memory_mb=192, workspace_mb=128, timeout_s=60))
+    env = gym.make(
+        "repogym/retry-zero-v0",
+        sandbox=backend,
+        max_episode_steps=50,
+        limits=Limits(memory_mb=192, workspace_mb=128, timeout_s=60),
+    )
     try:
         env.reset(seed=0)
         env.step(call("write", path="/tmp/fill.py", content=FILL))

@@ -18,11 +18,42 @@ RUN_AND_DIE = f"import posix\nposix._exit({RAN})\n"
 #: Modules the launcher imports before pytest, modules pytest and pluggy import, optional
 #: ones they import late (``readline``, ``unittest``, ``doctest``, ``pdb``), and pytest's
 #: own distributions.
-MODULES = ("json", "argparse", "hashlib", "site", "inspect", "traceback", "fnmatch", "typing",
-           "re", "os", "shlex", "tempfile", "pathlib", "dataclasses", "enum", "warnings",
-           "readline", "pdb", "doctest", "py", "iniconfig")
-PACKAGES = ("importlib", "xml", "unittest", "email", "pytest", "_pytest", "pluggy", "packaging",
-            "tomllib", "encodings", "collections")
+MODULES = (
+    "json",
+    "argparse",
+    "hashlib",
+    "site",
+    "inspect",
+    "traceback",
+    "fnmatch",
+    "typing",
+    "re",
+    "os",
+    "shlex",
+    "tempfile",
+    "pathlib",
+    "dataclasses",
+    "enum",
+    "warnings",
+    "readline",
+    "pdb",
+    "doctest",
+    "py",
+    "iniconfig",
+)
+PACKAGES = (
+    "importlib",
+    "xml",
+    "unittest",
+    "email",
+    "pytest",
+    "_pytest",
+    "pluggy",
+    "packaging",
+    "tomllib",
+    "encodings",
+    "collections",
+)
 
 
 def shadows() -> dict[str, str | None]:
@@ -32,8 +63,11 @@ def shadows() -> dict[str, str | None]:
     files["xml/etree/ElementTree.py"] = RUN_AND_DIE
     files["_pytest/junitxml.py"] = RUN_AND_DIE
     # what site processing would run (the launcher starts with -s -S)
-    files |= {"sitecustomize.py": RUN_AND_DIE, "usercustomize.py": RUN_AND_DIE,
-              "rg.pth": f"import posix; posix._exit({RAN})\n"}
+    files |= {
+        "sitecustomize.py": RUN_AND_DIE,
+        "usercustomize.py": RUN_AND_DIE,
+        "rg.pth": f"import posix; posix._exit({RAN})\n",
+    }
     return files
 
 
@@ -45,10 +79,12 @@ def test_stdlib_and_pytest_shadows_never_run(attacker, backend):
 
 def test_shadows_imported_by_the_code_under_test_are_the_real_modules(attacker, backend):
     """The code under test itself asks for ``json`` and reloads it: still the real one."""
-    probe = ("import importlib, json, sys\nimportlib.reload(json)\n"
-             "assert json.__file__.startswith(sys.base_prefix) or "
-             "'site-packages' not in json.__file__, json.__file__\n"
-             "assert 'workspace' not in (json.__file__ or ''), json.__file__\n")
+    probe = (
+        "import importlib, json, sys\nimportlib.reload(json)\n"
+        "assert json.__file__.startswith(sys.base_prefix) or "
+        "'site-packages' not in json.__file__, json.__file__\n"
+        "assert 'workspace' not in (json.__file__ or ''), json.__file__\n"
+    )
     res = attacker.grade(backend, attacker.appended(probe, extra={"json.py": RUN_AND_DIE}))
     assert_as_noop(res, attacker.noop(backend))
 

@@ -19,20 +19,42 @@ def tiny_policy(path: Path, value_head: bool = False, seed: int = 0) -> Policy:
     return load_policy(path, value_head=value_head, device="cpu")
 
 
-def episode(policy: Policy, actions: list[str], reward: float, *, task: str = "t",
-            group: int = 0, obs: str = "Wrote 10 characters to a.py.\n",
-            infra_error: str | None = None, terminated: bool = True, truncated: bool = False,
-            graded: bool | None = None) -> Episode:  # fmt: skip
+def episode(
+    policy: Policy,
+    actions: list[str],
+    reward: float,
+    *,
+    task: str = "t",
+    group: int = 0,
+    obs: str = "Wrote 10 characters to a.py.\n",
+    infra_error: str | None = None,
+    terminated: bool = True,
+    truncated: bool = False,
+    graded: bool | None = None,
+) -> Episode:
     """An episode whose completions are ``actions`` (prompt ``task <task>``, observations
     ``obs`` after each action, behaviour logprobs 0)."""
-    ep = Episode(task=task, prompt=f"task {task}\n", reward=reward, group=group,
-                 terminated=terminated, truncated=truncated, infra_error=infra_error,
-                 graded=terminated if graded is None else graded)  # fmt: skip
+    ep = Episode(
+        task=task,
+        prompt=f"task {task}\n",
+        reward=reward,
+        group=group,
+        terminated=terminated,
+        truncated=truncated,
+        infra_error=infra_error,
+        graded=terminated if graded is None else graded,
+    )
     prompt = ChatFormat(policy.tokenizer).start(ep.prompt).pending  # as the rollouts render it
     for text in actions:
         ids = policy.encode(text)
-        ep.turns.append(Turn(prompt, ids, [0.0] * len(ids), [0] * len(prompt) if not ep.turns
-                             else [1] * len(prompt)))  # fmt: skip
+        ep.turns.append(
+            Turn(
+                prompt,
+                ids,
+                [0.0] * len(ids),
+                [0] * len(prompt) if not ep.turns else [1] * len(prompt),
+            )
+        )
         prompt = policy.encode(obs)
     ep.final_ids, ep.final_obs_mask = prompt, [1] * len(prompt)
     return ep

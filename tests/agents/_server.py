@@ -35,8 +35,9 @@ class StandInServer:
         logprobs_mode: ``processed_logprobs`` or ``raw_logprobs``.
     """
 
-    def __init__(self, model: Path, kind: str = "sglang",
-                 logprobs_mode: str = "processed_logprobs") -> None:  # fmt: skip
+    def __init__(
+        self, model: Path, kind: str = "sglang", logprobs_mode: str = "processed_logprobs"
+    ) -> None:
         self.model_dir = Path(model)
         self.kind, self.logprobs_mode = kind, logprobs_mode
         self.policy = load_policy(model, device="cpu")
@@ -84,18 +85,32 @@ class StandInServer:
         temperature = float(body.get("temperature") or 1.0)
         with self.lock:
             self.policy.temperature = temperature
-            engine = HFEngine(self.policy, stops, reuse_cache=False,
-                              top_p=float(body.get("top_p", 1.0)), top_k=int(body.get("top_k", 0)))  # fmt: skip
+            engine = HFEngine(
+                self.policy,
+                stops,
+                reuse_cache=False,
+                top_p=float(body.get("top_p", 1.0)),
+                top_k=int(body.get("top_k", 0)),
+            )
             seed = body.get("seed")
-            (gen,) = engine.generate([Request(0, body["prompt"], body["max_tokens"], seed)],
-                                     greedy=not body.get("temperature"))  # fmt: skip
+            (gen,) = engine.generate(
+                [Request(0, body["prompt"], body["max_tokens"], seed)],
+                greedy=not body.get("temperature"),
+            )
             logprobs = gen.logprobs
             if self.logprobs_mode == "raw_logprobs":
                 logprobs = self._raw(body["prompt"], gen.token_ids)
         tokens = [f"token_id:{t}" for t in gen.token_ids]
-        return {"choices": [{"text": self.policy.tokenizer.decode(gen.token_ids),
-                             "token_ids": gen.token_ids, "finish_reason": gen.finish_reason,
-                             "logprobs": {"token_logprobs": logprobs, "tokens": tokens}}]}  # fmt: skip
+        return {
+            "choices": [
+                {
+                    "text": self.policy.tokenizer.decode(gen.token_ids),
+                    "token_ids": gen.token_ids,
+                    "finish_reason": gen.finish_reason,
+                    "logprobs": {"token_logprobs": logprobs, "tokens": tokens},
+                }
+            ]
+        }
 
     @torch.no_grad()
     def _raw(self, prompt: list[int], completion: list[int]) -> list[float]:

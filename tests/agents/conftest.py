@@ -16,6 +16,9 @@ torch.set_num_threads(1)
 @pytest.fixture(scope="session")
 def qwen_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random-init Qwen2 checkpoint (ChatML template, 4096-token context) on disk."""
-    model, tok = build_tiny(seed=0, config=TinyConfig(max_len=4096),
-                            extra_corpus=['{"tool": "submit", "args": {}}', "</tool_call>"])
+    model, tok = build_tiny(
+        seed=0,
+        config=TinyConfig(max_len=4096),
+        extra_corpus=['{"tool": "submit", "args": {}}', "</tool_call>"],
+    )
     return save_tiny(model, tok, tmp_path_factory.mktemp("qwen-tiny"))

@@ -19,15 +19,23 @@ from repogym.agents.ppo import PPOConfig, PPOTrainer
 
 
 @pytest.mark.parametrize(("sync_every", "max_staleness"), [(1, 2), (2, 1), (1, 0)])
-def test_backpressure_holds_staleness_without_dropping(qwen_dir, tmp_path, sync_every,
-                                                       max_staleness) -> None:  # fmt: skip
+def test_backpressure_holds_staleness_without_dropping(
+    qwen_dir, tmp_path, sync_every, max_staleness
+) -> None:
     # Heavy-tailed group durations (one in ~10 takes 3x the median) and more workers than the
     # learner needs: unchecked, the workers would run ahead and their groups go stale.
     factory = SimulatedWorkerFactory(model=str(qwen_dir), median_s=0.01, sigma=1.0, seed=3)
-    trainer = GRPOTrainer(GRPOConfig(tasks=("sim",), steps=8, out=str(tmp_path), device="cpu",
-                                     epochs=1), policy=load_policy(qwen_dir, device="cpu"))  # fmt: skip
-    opts = AsyncOptions(num_workers=3, sync_every=sync_every, max_staleness=max_staleness,
-                        correction="tis", groups_per_step=1)  # fmt: skip
+    trainer = GRPOTrainer(
+        GRPOConfig(tasks=("sim",), steps=8, out=str(tmp_path), device="cpu", epochs=1),
+        policy=load_policy(qwen_dir, device="cpu"),
+    )
+    opts = AsyncOptions(
+        num_workers=3,
+        sync_every=sync_every,
+        max_staleness=max_staleness,
+        correction="tis",
+        groups_per_step=1,
+    )
     history = train_async(trainer, opts, factory=factory, log=False)
     trainer.close()
     assert history[-1]["staleness/dropped_total"] == 0
@@ -44,26 +52,38 @@ def test_settings_that_would_hang_are_refused() -> None:
     AsyncOptions(sync_every=3, max_staleness=2)
 
 
-@pytest.mark.parametrize(("algo", "backend", "correction"), [
-    ("grpo", "thread", "decoupled"), ("grpo", "process", "tis"), ("ppo", "thread", "seq"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("algo", "backend", "correction"),
+    [
+        ("grpo", "thread", "decoupled"),
+        ("grpo", "process", "tis"),
+        ("ppo", "thread", "seq"),
+    ],
+)
 def test_wrapper_around_grpo_and_ppo(qwen_dir, tmp_path, algo, backend, correction) -> None:
     factory = SimulatedWorkerFactory(model=str(qwen_dir), median_s=0.02, sigma=0.5)
     policy = load_policy(qwen_dir, device="cpu", value_head=algo == "ppo")
     cls, trainer_cls = (GRPOConfig, GRPOTrainer) if algo == "grpo" else (PPOConfig, PPOTrainer)
-    trainer = trainer_cls(cls(tasks=("sim",), steps=3, out=str(tmp_path), lr=1e-3,
-                              device="cpu"), policy=policy)  # fmt: skip
+    trainer = trainer_cls(
+        cls(tasks=("sim",), steps=3, out=str(tmp_path), lr=1e-3, device="cpu"), policy=policy
+    )
     before = [p.detach().clone() for p in policy.model.parameters()]
-    opts = AsyncOptions(num_workers=2 if backend == "thread" else 1, backend=backend,
-                        max_staleness=1, correction=correction, groups_per_step=2)  # fmt: skip
+    opts = AsyncOptions(
+        num_workers=2 if backend == "thread" else 1,
+        backend=backend,
+        max_staleness=1,
+        correction=correction,
+        groups_per_step=2,
+    )
     history = train_async(trainer, opts, factory=factory)
     trainer.close()
     assert [m["async/policy_version"] for m in history] == [1.0, 2.0, 3.0]
     assert history[0]["staleness/max"] == 0 and all(m["staleness/max"] <= 1 for m in history)
     for key in ("staleness/mean", "is_weight/max", "is_weight/mean", "loss/policy"):
         assert key in history[-1]
-    assert any(not torch.equal(a, b) for a, b in zip(before, policy.model.parameters(),
-                                                      strict=True))  # fmt: skip
+    assert any(
+        not torch.equal(a, b) for a, b in zip(before, policy.model.parameters(), strict=True)
+    )
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
 
@@ -71,22 +91,42 @@ def test_wrapper_around_grpo_and_ppo(qwen_dir, tmp_path, algo, backend, correcti
 def test_ray_actors(qwen_dir, tmp_path) -> None:
     pytest.importorskip("ray", reason="ray is not installed (pip install 'repogym[ray]')")
     factory = SimulatedWorkerFactory(model=str(qwen_dir), median_s=0.02, sigma=0.5)
-    trainer = GRPOTrainer(GRPOConfig(tasks=("sim",), steps=2, out=str(tmp_path), device="cpu"),
-                          policy=load_policy(qwen_dir, device="cpu"))  # fmt: skip
-    history = train_async(trainer, AsyncOptions(num_workers=1, ray="local"), factory=factory,
-                          log=False)  # fmt: skip
+    trainer = GRPOTrainer(
+        GRPOConfig(tasks=("sim",), steps=2, out=str(tmp_path), device="cpu"),
+        policy=load_policy(qwen_dir, device="cpu"),
+    )
+    history = train_async(
+        trainer, AsyncOptions(num_workers=1, ray="local"), factory=factory, log=False
+    )
     assert [m["async/policy_version"] for m in history] == [1.0, 2.0]
 
 
 def test_cli_async_real_env_writes_rollouts_and_resumes(qwen_dir, tmp_path) -> None:
     out = tmp_path / "async"
-    cmd = [sys.executable, "-m", "repogym.cli", "train", "--algo", "async", "--model",
-           str(qwen_dir), "--out", str(out), "--task", "retry-zero",
-           "--set", "rollout.group_size=2", "--set", "rollout.max_steps=1",
-           "--set", "rollout.max_new_tokens=8", "--set", "correction=tis"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "repogym.cli",
+        "train",
+        "--algo",
+        "async",
+        "--model",
+        str(qwen_dir),
+        "--out",
+        str(out),
+        "--task",
+        "retry-zero",
+        "--set",
+        "rollout.group_size=2",
+        "--set",
+        "rollout.max_steps=1",
+        "--set",
+        "rollout.max_new_tokens=8",
+        "--set",
+        "correction=tis",
+    ]
     for extra in (["--steps", "8"], ["--steps", "9", "--resume"]):
-        proc = subprocess.run(cmd + extra, capture_output=True, text=True, timeout=600,
-                              check=False)  # fmt: skip
+        proc = subprocess.run(cmd + extra, capture_output=True, text=True, timeout=600, check=False)
         assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == list(range(1, 10))

@@ -10,8 +10,13 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def test_gpu_train_smoke_on_the_cpu() -> None:
-    proc = subprocess.run([sys.executable, str(BENCH / "gpu_train.py"), "--size", "smoke"],
-                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "gpu_train.py"), "--size", "smoke"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()[2:]}
     assert set(rows) == {"grpo", "ppo"}

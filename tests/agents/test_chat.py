@@ -23,19 +23,22 @@ def tok(qwen_dir: Path):
 def test_turns_render_with_the_chatml_template_and_tokens_only_grow(tok) -> None:
     fmt = ChatFormat(tok)
     assert fmt.observation_role == "tool" and fmt.end_of_turn == tok.convert_tokens_to_ids(
-        "<|im_end|>")
+        "<|im_end|>"
+    )
     dlg = fmt.start("Fix the bug in retry.py")
     first = fmt.decode(dlg.pending)
     assert first.startswith("<|im_start|>system\nYou are a software engineer")
-    assert first.endswith("<|im_start|>user\nFix the bug in retry.py<|im_end|>\n"
-                          "<|im_start|>assistant\n")
+    assert first.endswith(
+        "<|im_start|>user\nFix the bug in retry.py<|im_end|>\n<|im_start|>assistant\n"
+    )
     completion = fmt.encode('{"tool": "bash", "args": {"command": "ls"}}') + [fmt.end_of_turn]
     assert dlg.add_completion(completion) == ['{"tool": "bash", "args": {"command": "ls"}}']
     before = list(dlg.ids)
     dlg.observe("retry.py\ntests/\n")
     assert dlg.ids == before  # nothing generated is re-tokenised
-    assert fmt.decode(dlg.pending) == ("\n<|im_start|>tool\nretry.py\ntests/\n<|im_end|>\n"
-                                       "<|im_start|>assistant\n")
+    assert fmt.decode(dlg.pending) == (
+        "\n<|im_start|>tool\nretry.py\ntests/\n<|im_end|>\n<|im_start|>assistant\n"
+    )
     obs = [t for t, m in zip(dlg.pending, dlg.pending_mask, strict=True) if m]
     assert fmt.decode(obs) == "retry.py\ntests/\n"
     # The whole conversation, rendered again, is exactly the tokens' text.
@@ -54,10 +57,12 @@ def test_a_completion_cut_by_the_token_budget_gets_the_end_of_turn_as_scaffold(t
 def _rewriting(tok):
     """A ChatML template that rewrites assistant turns (upper-cases them) and trims them."""
     tok = AutoTokenizer.from_pretrained(tok.name_or_path, local_files_only=True)
-    tok.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
-                         "{{ m['content'] | trim | upper if m['role'] == 'assistant' "
-                         "else m['content'] }}<|im_end|>\n{% endfor %}"
-                         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    tok.chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+        "{{ m['content'] | trim | upper if m['role'] == 'assistant' "
+        "else m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
     return tok
 
 
@@ -123,15 +128,17 @@ def test_hf_agent_renders_exactly_the_trainers_prompt(qwen_dir: Path, tok) -> No
     assert agent.dialogue.ids[: len(dlg.pending)] == dlg.pending  # same first prompt, token ids
     assert agent.messages[-1] == {"role": "assistant", "content": action}
     agent.act("retry.py\n")
-    dlg.add_completion(first[len(dlg.pending):])
+    dlg.add_completion(first[len(dlg.pending) :])
     dlg.observe("retry.py\n")
     assert agent.dialogue.ids[: len(dlg.ids) + len(dlg.pending)] == dlg.ids + dlg.pending
 
 
 def test_tool_schemas_reach_templates_that_render_tools(tok) -> None:
     tok = AutoTokenizer.from_pretrained(tok.name_or_path, local_files_only=True)
-    tok.chat_template = ("{% if tools %}<tools>{% for t in tools %}{{ t['function']['name'] }} "
-                         "{% endfor %}</tools>\n{% endif %}" + tok.chat_template)
+    tok.chat_template = (
+        "{% if tools %}<tools>{% for t in tools %}{{ t['function']['name'] }} "
+        "{% endfor %}</tools>\n{% endif %}" + tok.chat_template
+    )
     fmt = ChatFormat(tok)
     text = fmt.decode(fmt.start("task").pending)
     assert text.startswith("<tools>bash read write edit submit </tools>\n<|im_start|>system")

@@ -69,11 +69,20 @@ def test_wilson_interval_and_beta_mixed_probability_closed_form() -> None:
 
 
 def _episodes(policy: Policy) -> list:
-    return [episode(policy, ["fix 1\n", "submit\n"], 1.0, group=0),
-            episode(policy, ["fix 2\n", "submit\n"], 0.0, group=0),
-            episode(policy, ["submit\n"], 1.0, group=1),
-            episode(policy, ["fix 2\n", "fix 2\n"], 0.0, terminated=False, truncated=True,
-                    graded=False, group=1)]  # fmt: skip
+    return [
+        episode(policy, ["fix 1\n", "submit\n"], 1.0, group=0),
+        episode(policy, ["fix 2\n", "submit\n"], 0.0, group=0),
+        episode(policy, ["submit\n"], 1.0, group=1),
+        episode(
+            policy,
+            ["fix 2\n", "fix 2\n"],
+            0.0,
+            terminated=False,
+            truncated=True,
+            graded=False,
+            group=1,
+        ),
+    ]
 
 
 def test_token_critic_reads_the_lm_head_after_the_question(plain_policy: Policy) -> None:
@@ -86,8 +95,11 @@ def test_token_critic_reads_the_lm_head_after_the_question(plain_policy: Policy)
             for k, end in enumerate(ends):
                 ids = batch.input_ids[b, : end + 1].tolist() + critic.question_ids
                 out = plain_policy.lm(input_ids=torch.tensor([ids])).logits[0, -1]
-                yes, no = (lg.yes[b, k], lg.no[b, k]) if k < len(ends) - 1 else \
-                    (lg.final_yes[b], lg.final_no[b])  # fmt: skip
+                yes, no = (
+                    (lg.yes[b, k], lg.no[b, k])
+                    if k < len(ends) - 1
+                    else (lg.final_yes[b], lg.final_no[b])
+                )
                 assert float(yes) == pytest.approx(float(out[critic.yes_id]), abs=1e-4)
                 assert float(no) == pytest.approx(float(out[critic.no_id]), abs=1e-4)
                 p = torch.softmax(out[[critic.yes_id, critic.no_id]], -1)[0]
@@ -95,8 +107,9 @@ def test_token_critic_reads_the_lm_head_after_the_question(plain_policy: Policy)
 
 
 def test_token_critic_plugs_into_gae_and_learns_the_outcome(plain_policy: Policy) -> None:
-    config = PPOConfig(critic="token", norm_adv=False, lr=3e-3, vf_coef=1.0, epochs=1, gamma=0.9,
-                       lam=0.8)
+    config = PPOConfig(
+        critic="token", norm_adv=False, lr=3e-3, vf_coef=1.0, epochs=1, gamma=0.9, lam=0.8
+    )
     trainer = PPOTrainer(config, policy=copy.deepcopy(plain_policy))
     assert trainer.policy.value_head is None  # no new parameters
     n_params = sum(p.numel() for p in trainer.parameters())
@@ -113,12 +126,10 @@ def test_token_critic_plugs_into_gae_and_learns_the_outcome(plain_policy: Policy
         rewards[-1] = ep.reward
         dones = torch.zeros(k)
         dones[-1] = 0.0 if ep.bootstrap else 1.0
-        adv, ret = gae(rewards, values[b, :k], dones, final[b] if ep.bootstrap else 0.0,
-                       0.9, 0.8)  # fmt: skip
+        adv, ret = gae(rewards, values[b, :k], dones, final[b] if ep.bootstrap else 0.0, 0.9, 0.8)
         mask = batch.turn_index[b] >= 0
         expected = adv[batch.turn_index[b][mask]]
-        torch.testing.assert_close(prepared.advantages[b][mask], expected, atol=1e-5,
-                                   rtol=0)  # fmt: skip
+        torch.testing.assert_close(prepared.advantages[b][mask], expected, atol=1e-5, rtol=0)
         torch.testing.assert_close(prepared.turn_returns[b, :k], ret, atol=1e-5, rtol=0)
         assert prepared.critic_targets[b, :k].tolist() == [ep.reward] * k
     # Training on the outcome: the cross-entropy falls to about the best constant's,
@@ -146,8 +157,14 @@ def test_adaptive_sampler_posterior_with_forgetting_closed_form() -> None:
         AdaptiveSampler(["a"], 2, forget=1.5)
 
 
-MIX = {**{f"solved-{i}": 1.0 for i in range(4)}, **{f"never-{i}": 0.0 for i in range(4)},
-       "half": 0.5, "mid": 0.3, "hard": 0.1, "easy": 0.9}  # fmt: skip
+MIX = {
+    **{f"solved-{i}": 1.0 for i in range(4)},
+    **{f"never-{i}": 0.0 for i in range(4)},
+    "half": 0.5,
+    "mid": 0.3,
+    "hard": 0.1,
+    "easy": 0.9,
+}
 
 
 def test_adaptive_sampling_lowers_the_zero_variance_share() -> None:

@@ -18,7 +18,8 @@ from tests.agents._episodes import ACTIONS, collate_eps, episode, tiny_policy
 def test_full_kl_closed_form_and_chunked_kl_matches_it() -> None:
     p_s, p_t = torch.tensor([[0.5, 0.5]]).log(), torch.tensor([[0.9, 0.1]]).log()
     assert float(full_kl(p_s, p_t, "forward")) == pytest.approx(
-        0.9 * math.log(0.9 / 0.5) + 0.1 * math.log(0.1 / 0.5))
+        0.9 * math.log(0.9 / 0.5) + 0.1 * math.log(0.1 / 0.5)
+    )
     g = torch.Generator().manual_seed(0)
     h, ht = torch.randn(11, 8, generator=g), torch.randn(11, 6, generator=g)
     w, wt = torch.randn(50, 8, generator=g), torch.randn(50, 6, generator=g)
@@ -64,7 +65,6 @@ def test_distill_and_opd_bring_the_student_to_the_teacher(qwen_dir) -> None:
         student = copy.deepcopy(tiny_policy(qwen_dir))
         with torch.no_grad():  # a different student: perturb its head
             student.lm.get_output_embeddings().weight.mul_(3.0)
-        trainer = _trainer(student, Teacher(teacher.frozen_copy(), {}), opd=opd,
-                           kl_coef=1.0)  # fmt: skip
+        trainer = _trainer(student, Teacher(teacher.frozen_copy(), {}), opd=opd, kl_coef=1.0)
         kls = [trainer.update(collate_eps(student, eps), eps)["loss/kl"] for _ in range(6)]
         assert _falls(kls), (opd, kls)

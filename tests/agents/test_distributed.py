@@ -23,20 +23,56 @@ from repogym.cli import main
 # bonus; the overlong shaping gives every episode a return of -1, so the critic learns too.
 # Three groups of two tasks a step: rank 0 runs two groups of two episodes, rank 1 one (and
 # pads its micro-batches), so per-rank means must be weighted by their counts.
-ARGS = ["--algo", "ppo", "--steps", "2", "--task", "retry-zero", "--task", "empty-mean",
-        "--tasks-per-step", "3",
-        "--set", "rollout.group_size=2", "--set", "rollout.max_new_tokens=8",
-        "--set", "rollout.max_steps=1", "--set", "lr=1e-3", "--set", "micro_batch=1",
-        "--set", "critic=separate", "--set", "beta=0.1", "--set", "ent_coef=0.01",
-        "--set", 'shaping={"env": 1, "overlong": 1, "max_action_tokens": 4, "overlong_cache": 2}']  # fmt: skip
+ARGS = [
+    "--algo",
+    "ppo",
+    "--steps",
+    "2",
+    "--task",
+    "retry-zero",
+    "--task",
+    "empty-mean",
+    "--tasks-per-step",
+    "3",
+    "--set",
+    "rollout.group_size=2",
+    "--set",
+    "rollout.max_new_tokens=8",
+    "--set",
+    "rollout.max_steps=1",
+    "--set",
+    "lr=1e-3",
+    "--set",
+    "micro_batch=1",
+    "--set",
+    "critic=separate",
+    "--set",
+    "beta=0.1",
+    "--set",
+    "ent_coef=0.01",
+    "--set",
+    'shaping={"env": 1, "overlong": 1, "max_action_tokens": 4, "overlong_cache": 2}',
+]
 
 
 def _start(model: Path, out: Path, nproc: int) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "repogym.cli", "train", "--model", str(model), "--out",
-           str(out), "--nproc", str(nproc), *ARGS]  # fmt: skip
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=env)
+    cmd = [
+        sys.executable,
+        "-m",
+        "repogym.cli",
+        "train",
+        "--model",
+        str(model),
+        "--out",
+        str(out),
+        "--nproc",
+        str(nproc),
+        *ARGS,
+    ]
+    return subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
 
 
 def _finish(proc: subprocess.Popen, out: Path) -> dict:
@@ -89,15 +125,36 @@ def _metric_rows(out: Path) -> list[dict[str, float]]:
 def test_metrics_reduce_by_counts_and_a_rank_without_groups_adds_nothing() -> None:
     # Rank 0 ran 4 valid episodes (reward mean 0.25) over 2 micro-batches; rank 1 had no
     # group: its rollout means are placeholders (0) and its only pass was padding.
-    rank0 = ({"reward/mean": 0.25, "entropy": 3.0, "loss/policy": 0.5, "is_weight/max": 1.2,
-              "lr": 1e-3, "time/step_s": 2.0},
-             {"reward/mean": 4, "entropy": 2, "loss/policy": 2, "is_weight/max": 2})
-    rank1 = ({"reward/mean": 0.0, "entropy": 0.0, "loss/policy": 0.0, "is_weight/max": 9.0,
-              "lr": 1e-3, "time/step_s": 3.0},
-             {"reward/mean": 0, "entropy": 0, "loss/policy": 0, "is_weight/max": 0})
+    rank0 = (
+        {
+            "reward/mean": 0.25,
+            "entropy": 3.0,
+            "loss/policy": 0.5,
+            "is_weight/max": 1.2,
+            "lr": 1e-3,
+            "time/step_s": 2.0,
+        },
+        {"reward/mean": 4, "entropy": 2, "loss/policy": 2, "is_weight/max": 2},
+    )
+    rank1 = (
+        {
+            "reward/mean": 0.0,
+            "entropy": 0.0,
+            "loss/policy": 0.0,
+            "is_weight/max": 9.0,
+            "lr": 1e-3,
+            "time/step_s": 3.0,
+        },
+        {"reward/mean": 0, "entropy": 0, "loss/policy": 0, "is_weight/max": 0},
+    )
     assert reduce_ranks([rank0, rank1]) == {
-        "reward/mean": 0.25, "entropy": 3.0, "loss/policy": 0.5, "is_weight/max": 1.2,
-        "lr": 1e-3, "time/step_s": 3.0}
+        "reward/mean": 0.25,
+        "entropy": 3.0,
+        "loss/policy": 0.5,
+        "is_weight/max": 1.2,
+        "lr": 1e-3,
+        "time/step_s": 3.0,
+    }
     # Uneven counts: the weighted mean is the mean over every item.
     got = reduce_ranks([({"entropy": 1.0}, {"entropy": 3}), ({"entropy": 4.0}, {"entropy": 1})])
     assert got == {"entropy": pytest.approx((3 * 1.0 + 4.0) / 4)}

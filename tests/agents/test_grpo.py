@@ -12,9 +12,17 @@ from repogym.agents.policy import Policy
 from tests.agents._episodes import collate_eps, episode, group_batch_episodes, tiny_policy
 
 GRPO_METRICS = {
-    "loss/policy", "loss/kl", "loss/entropy", "clip/low_frac", "clip/high_frac",
-    "is_weight/max", "is_weight/mean", "approx_kl", "entropy", "throughput/tokens_per_s",
-}  # fmt: skip
+    "loss/policy",
+    "loss/kl",
+    "loss/entropy",
+    "clip/low_frac",
+    "clip/high_frac",
+    "is_weight/max",
+    "is_weight/mean",
+    "approx_kl",
+    "entropy",
+    "throughput/tokens_per_s",
+}
 
 
 @pytest.fixture(scope="module")

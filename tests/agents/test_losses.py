@@ -640,12 +640,14 @@ def _pair() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 def test_token_weights_sequence_ratio_and_ess() -> None:
     logp, behav, mask = _pair()
-    assert torch.allclose(token_is_weights(logp, behav, cap=2.5),
-                          torch.tensor([[2.0, 0.5, 2.5], [2.5, 1.5, 2.5]]))
+    assert torch.allclose(
+        token_is_weights(logp, behav, cap=2.5), torch.tensor([[2.0, 0.5, 2.5], [2.5, 1.5, 2.5]])
+    )
     seq = sequence_ratio(logp, behav, mask)
     assert torch.allclose(seq, torch.tensor([(2 * 0.5 * 3) ** (1 / 3), (4 * 1.5) ** 0.5]))
-    assert torch.allclose(sequence_ratio(logp, behav, mask, normalise=False),
-                          torch.tensor([3.0, 6.0]))
+    assert torch.allclose(
+        sequence_ratio(logp, behav, mask, normalise=False), torch.tensor([3.0, 6.0])
+    )
     assert weight_metrics(torch.tensor([1.0, 3.0]))["is_weight/ess"] == pytest.approx(0.8)
 
 
@@ -674,13 +676,15 @@ def test_decoupled_uses_behaviour_weight_and_the_trainers_clip_to_proximal() -> 
     prox = behav + torch.tensor([[2.0, 0.5, 3.0], [4.0, 1.5, 9.0]]).log()
     adv = torch.tensor([1.0, -2.0])
     logp = prox.clone().requires_grad_(True)
-    async_policy_loss(logp, behav, adv, mask, correction="decoupled", cap=None,
-                      prox_logp=prox)[0].backward()
+    async_policy_loss(logp, behav, adv, mask, correction="decoupled", cap=None, prox_logp=prox)[
+        0
+    ].backward()
     w = torch.tensor([[2.0, 0.5, 3.0], [4.0, 1.5, 0.0]])
     assert torch.allclose(logp.grad, -w * adv[:, None] * mask / 5)
     for kind in ("ppo", "gspo", "cispo"):  # the trainer's own surrogate, to the proximal policy
-        mine = async_policy_loss(prox, behav, adv, mask, correction="decoupled", cap=2.0,
-                                 prox_logp=prox, kind=kind)[0]
+        mine = async_policy_loss(
+            prox, behav, adv, mask, correction="decoupled", cap=2.0, prox_logp=prox, kind=kind
+        )[0]
         weighted = adv[:, None] * behaviour_weights(prox, behav, mask, 2.0)
         theirs = policy_loss(prox, prox, weighted, mask, kind=kind)[0]
         assert close(mine, theirs)
@@ -693,7 +697,8 @@ def test_seq_and_none_corrections() -> None:
     adv = torch.tensor([1.0, 1.0])
     seq = async_policy_loss(logp, behav, adv, mask, correction="seq", eps_low=10.0, eps_high=10.0)
     assert seq[1]["is_weight/max"] == pytest.approx(6**0.5, rel=1e-5)
-    assert close(seq[0], policy_loss(logp, behav, adv, mask, kind="gspo", eps_low=10.0,
-                                     eps_high=10.0)[0])
+    assert close(
+        seq[0], policy_loss(logp, behav, adv, mask, kind="gspo", eps_low=10.0, eps_high=10.0)[0]
+    )
     none = async_policy_loss(logp, behav, adv, mask, correction="none")[0]
     assert close(none, policy_loss(logp, behav, adv, mask)[0])

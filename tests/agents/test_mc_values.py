@@ -28,8 +28,7 @@ CONFIG = RolloutConfig(group_size=1, max_steps=4, max_new_tokens=8, max_context=
 def scripted(fmt: MenuFormat, p: float) -> ScriptedEngine:
     """Picks the gold fix with probability ``p`` (else "no change"), then submits: from the
     first state its success probability is exactly ``p``."""
-    gold, noop = fmt.gold_label(TASK), next(e.label for e in fmt.entries(TASK)
-                                             if e.kind == "noop")  # fmt: skip
+    gold, noop = fmt.gold_label(TASK), next(e.label for e in fmt.entries(TASK) if e.kind == "noop")
 
     def script(_: int, request: Request) -> str:
         lines = fmt.tokenizer.decode(request.prompt_ids).strip().splitlines()
@@ -67,8 +66,10 @@ def test_mc_value_from_the_first_state_is_within_binomial_bounds(fmt, pool) -> N
     # The original episode is untouched by its forks' fixes: submitted now, nothing changed.
     _, reward, terminated, _, step_info = env.step(SUBMIT_ACTION)
     assert terminated and reward == 0.0 and not step_info["diff"].strip()
-    print(f"MC from the first state: {est.successes}/{est.n} = {est.value:.3f} "
-          f"[{est.low:.3f}, {est.high:.3f}] in {time.monotonic() - start:.1f}s")
+    print(
+        f"MC from the first state: {est.successes}/{est.n} = {est.value:.3f} "
+        f"[{est.low:.3f}, {est.high:.3f}] in {time.monotonic() - start:.1f}s"
+    )
 
 
 def test_turn_values_of_a_recorded_episode(fmt, pool) -> None:
@@ -76,15 +77,17 @@ def test_turn_values_of_a_recorded_episode(fmt, pool) -> None:
     exactly 1 (the scripted policy submits), the first state about p; replay matches."""
     rec = run_episodes(scripted(fmt, 1.0), fmt, pool, [TASK], CONFIG, seed=0)[0]
     assert rec.resolved and len(rec.turns) == 2
-    values = mc_turn_values(scripted(fmt, 0.5), fmt, pool, rec, CONFIG,
-                            MCConfig(rollouts=8, seed=3))  # fmt: skip
+    values = mc_turn_values(
+        scripted(fmt, 0.5), fmt, pool, rec, CONFIG, MCConfig(rollouts=8, seed=3)
+    )
     assert values.replay_mismatches == 0 and values.final is None
     assert [v.n for v in values.turns] == [8, 8] and values.rollouts == 16
     assert values.turns[1].value == 1.0 and values.turns[1].successes == 8
     assert 0.0 < values.turns[0].value < 1.0  # 8 fair coins: all agree with p = 1/128
     noop = run_episodes(scripted(fmt, 0.0), fmt, pool, [TASK], CONFIG, seed=0)[0]
-    after_noop = mc_turn_values(scripted(fmt, 0.5), fmt, pool, noop, CONFIG,
-                                MCConfig(rollouts=4, seed=3))  # fmt: skip
+    after_noop = mc_turn_values(
+        scripted(fmt, 0.5), fmt, pool, noop, CONFIG, MCConfig(rollouts=4, seed=3)
+    )
     assert after_noop.turns[1].value == 0.0 and not noop.resolved
 
 
@@ -94,11 +97,35 @@ def test_cli_ppo_with_mc_advantages_token_critic_and_adaptive_sampler(tmp_path: 
     the metrics of each part written for every step."""
     from repogym.cli import main
 
-    argv = ["train", "--algo", "ppo", "--model", "tiny", "--task", TASK, "--steps", "2",
-            "--out", str(tmp_path), "--set", "advantage=mc", "--set", "mc_rollouts=2",
-            "--set", "critic=token", "--set", "sampler=adaptive", "--set", "epochs=1",
-            "--set", "rollout.group_size=2", "--set", "rollout.max_steps=1",
-            "--set", "warm_start_steps=0"]  # fmt: skip
+    argv = [
+        "train",
+        "--algo",
+        "ppo",
+        "--model",
+        "tiny",
+        "--task",
+        TASK,
+        "--steps",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--set",
+        "advantage=mc",
+        "--set",
+        "mc_rollouts=2",
+        "--set",
+        "critic=token",
+        "--set",
+        "sampler=adaptive",
+        "--set",
+        "epochs=1",
+        "--set",
+        "rollout.group_size=2",
+        "--set",
+        "rollout.max_steps=1",
+        "--set",
+        "warm_start_steps=0",
+    ]
     assert main(argv) == 0
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
@@ -110,6 +137,5 @@ def test_cli_ppo_with_mc_advantages_token_critic_and_adaptive_sampler(tmp_path: 
         assert 0 < r["loss/value"] < 5  # a cross-entropy of p(yes) against MC values in [0, 1]
         assert r[f"zero_std/{TASK}"] in (0.0, 1.0)
     config = json.loads((tmp_path / "config.json").read_text())
-    assert (config["critic"], config["advantage"], config["sampler"]) == ("token", "mc",
-                                                                          "adaptive")
+    assert (config["critic"], config["advantage"], config["sampler"]) == ("token", "mc", "adaptive")
     assert (tmp_path / "checkpoint-2" / "trainer_state.pt").is_file()

@@ -45,8 +45,10 @@ def test_behaviour_logprobs_equal_scored_logprobs_over_turns(qwen_dir: Path, reu
     eps = [Episode(task=str(i), prompt=p) for i, p in enumerate(prompts)]
     dialogues = [fmt.start(p) for p in prompts]
     for obs in ["out one\n", "second output, longer\n"]:
-        requests = [Request(i, e.context_ids() + d.pending, 10)
-                    for i, (e, d) in enumerate(zip(eps, dialogues, strict=True))]
+        requests = [
+            Request(i, e.context_ids() + d.pending, 10)
+            for i, (e, d) in enumerate(zip(eps, dialogues, strict=True))
+        ]
         for e, d, g in zip(eps, dialogues, engine.generate(requests), strict=True):
             e.turns.append(Turn(d.pending, g.token_ids, g.logprobs, d.pending_mask))
             d.add_completion(g.token_ids)
@@ -96,8 +98,11 @@ def test_bf16_checkpoint_trains_with_fp32_masters(qwen_dir: Path, tmp_path: Path
 
 def test_lora_trains_adapters_and_the_reference_is_the_base_model(qwen_dir: Path) -> None:
     pytest.importorskip("peft")
-    policy = load_policy(qwen_dir, device="cpu",
-                         lora={"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]})
+    policy = load_policy(
+        qwen_dir,
+        device="cpu",
+        lora={"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]},
+    )
     trainable = [n for n, p in policy.named_parameters() if p.requires_grad]
     assert trainable and all("lora" in n for n in trainable)
     ref = policy.reference()

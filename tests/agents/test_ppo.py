@@ -14,9 +14,18 @@ from repogym.agents.ppo import PPOBatch, PPOConfig, PPOTrainer, turn_advantages
 from tests.agents._episodes import collate_eps, episode, group_batch_episodes, tiny_policy
 
 PPO_METRICS = {
-    "loss/policy", "loss/value", "loss/kl", "loss/entropy", "clip/low_frac", "clip/high_frac",
-    "is_weight/max", "is_weight/mean", "approx_kl", "entropy", "throughput/tokens_per_s",
-}  # fmt: skip
+    "loss/policy",
+    "loss/value",
+    "loss/kl",
+    "loss/entropy",
+    "clip/low_frac",
+    "clip/high_frac",
+    "is_weight/max",
+    "is_weight/mean",
+    "approx_kl",
+    "entropy",
+    "throughput/tokens_per_s",
+}
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +54,9 @@ def test_gae_over_turns_bootstraps_only_where_the_env_did_not_grade(base_policy:
     gamma, lam = 0.9, 0.8
     eps = [
         episode(base_policy, ["fix 1\n", "submit\n"], 1.0, terminated=True),
-        episode(base_policy, ["fix 1\n", "fix 2\n"], 0.5, terminated=False, truncated=True,
-                graded=False),  # cut without grading (e.g. an outer time limit)
+        episode(
+            base_policy, ["fix 1\n", "fix 2\n"], 0.5, terminated=False, truncated=True, graded=False
+        ),  # cut without grading (e.g. an outer time limit)
         episode(base_policy, ["submit\n"], 1.0, terminated=True),
     ]
     batch = collate_eps(base_policy, eps)
@@ -62,8 +72,9 @@ def test_gae_over_turns_bootstraps_only_where_the_env_did_not_grade(base_policy:
     # RepoEnv grades the final state at the step budget: the outcome is final, no bootstrap,
     # so with gamma = lam = 1 the return of every turn is the outcome itself (not 0.5 + V).
     eps[1].graded = True
-    adv2, ret2 = turn_advantages(collate_eps(base_policy, eps), state_values, final_values,
-                                 1.0, 1.0)
+    adv2, ret2 = turn_advantages(
+        collate_eps(base_policy, eps), state_values, final_values, 1.0, 1.0
+    )
     assert float(adv2[1, 1]) == pytest.approx(0.2)
     assert ret2[1].tolist() == pytest.approx([0.5, 0.5])
 
@@ -73,16 +84,18 @@ def test_ppo_passes_global_counts_and_supports_a_kl_term(base_policy: Policy) ->
     and beta > 0 adds a KL term (0 at the start, then positive)."""
     grads = []
     for micro in (16, 3):
-        config = PPOConfig(epochs=1, lr=1e-3, micro_batch=micro, agg="seq_mean_token_mean",
-                           beta=0.1)
+        config = PPOConfig(
+            epochs=1, lr=1e-3, micro_batch=micro, agg="seq_mean_token_mean", beta=0.1
+        )
         trainer = PPOTrainer(config, policy=copy.deepcopy(base_policy))
         batch = collate_eps(trainer.policy, group_batch_episodes(trainer.policy))
         prepared = trainer.prepare(batch)
         norm = trainer.norm(prepared, num_turns=prepared.turn_mask.sum())
         rows = [trainer.micro_step(mb, norm) for mb in prepared.split(micro)]
         assert sum(r["loss/kl"] for r in rows) == pytest.approx(0.0, abs=1e-6)
-        grads.append(torch.cat([p.grad.flatten() for p in trainer.parameters()
-                                if p.grad is not None]))
+        grads.append(
+            torch.cat([p.grad.flatten() for p in trainer.parameters() if p.grad is not None])
+        )
     torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-4)
     trainer.update(collate_eps(trainer.policy, group_batch_episodes(trainer.policy)))
     m = trainer.update(collate_eps(trainer.policy, group_batch_episodes(trainer.policy)))
@@ -119,9 +132,7 @@ def test_one_update_changes_policy_and_critic(base_policy: Policy, critic: str) 
     critic_module = trainer.critic if trainer.critic is not None else trainer.policy
     head_before = critic_module.value_head.weight.detach().clone()
     lm_before = [p.detach().clone() for p in trainer.policy.model.parameters()]
-    metrics = trainer.update(
-        collate_eps(trainer.policy, group_batch_episodes(trainer.policy))
-    )
+    metrics = trainer.update(collate_eps(trainer.policy, group_batch_episodes(trainer.policy)))
     assert not torch.equal(head_before, critic_module.value_head.weight)
     changed = [
         not torch.equal(a, b)

@@ -85,16 +85,27 @@ def test_overlong_episodes_stay_out_of_the_loss_but_in_the_baseline(qwen_dir: Pa
     assert batch.valid.all()  # still in the group statistics
     from repogym.agents.grpo import batch_advantages
 
-    torch.testing.assert_close(batch_advantages(batch, "grpo"),
-                               torch.tensor([1.0, -1.0, -1.0, 1.0]) * 0.8660, atol=1e-4, rtol=0)  # fmt: skip
+    torch.testing.assert_close(
+        batch_advantages(batch, "grpo"),
+        torch.tensor([1.0, -1.0, -1.0, 1.0]) * 0.8660,
+        atol=1e-4,
+        rtol=0,
+    )
 
 
 def test_a_step_with_a_history_rewriting_template_completes(qwen_dir: Path, tmp_path: Path) -> None:
     policy = load_policy(qwen_dir, device="cpu")
     policy.tokenizer = _rewriting(AutoTokenizer.from_pretrained(qwen_dir, local_files_only=True))
-    config = GRPOConfig(tasks=("retry-zero",), steps=1, out=str(tmp_path), device="cpu", lr=1e-3,
-                        top_p=0.9, top_k=50,
-                        rollout=RolloutConfig(group_size=2, max_steps=2, max_new_tokens=6))  # fmt: skip
+    config = GRPOConfig(
+        tasks=("retry-zero",),
+        steps=1,
+        out=str(tmp_path),
+        device="cpu",
+        lr=1e-3,
+        top_p=0.9,
+        top_k=50,
+        rollout=RolloutConfig(group_size=2, max_steps=2, max_new_tokens=6),
+    )
     trainer = GRPOTrainer(config, policy=policy)
     assert trainer.correction is not None and trainer.correction.name == "decoupled"
     try:
@@ -108,12 +119,35 @@ def test_a_step_with_a_history_rewriting_template_completes(qwen_dir: Path, tmp_
 
 def test_cli_tasks_per_step_overlong_mask_and_eval(qwen_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    argv = ["train", "--algo", "grpo", "--model", str(qwen_dir), "--steps", "2", "--out",
-            str(out), "--task", "retry-zero", "--task", "empty-mean", "--tasks-per-step", "1",
-            "--eval-every", "2", "--set", 'eval_tasks=["range-inclusive"]',
-            "--set", "rollout.overlong_mask=true",
-            "--set", "rollout.group_size=2", "--set", "rollout.max_new_tokens=6",
-            "--set", "rollout.max_steps=1"]  # fmt: skip
+    argv = [
+        "train",
+        "--algo",
+        "grpo",
+        "--model",
+        str(qwen_dir),
+        "--steps",
+        "2",
+        "--out",
+        str(out),
+        "--task",
+        "retry-zero",
+        "--task",
+        "empty-mean",
+        "--tasks-per-step",
+        "1",
+        "--eval-every",
+        "2",
+        "--set",
+        'eval_tasks=["range-inclusive"]',
+        "--set",
+        "rollout.overlong_mask=true",
+        "--set",
+        "rollout.group_size=2",
+        "--set",
+        "rollout.max_new_tokens=6",
+        "--set",
+        "rollout.max_steps=1",
+    ]
     assert main(argv) == 0
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert "eval/resolve_rate" not in rows[0] and rows[1]["eval/episodes"] == 1.0
@@ -121,11 +155,14 @@ def test_cli_tasks_per_step_overlong_mask_and_eval(qwen_dir: Path, tmp_path: Pat
     for r in rows:  # 6 tokens never finish a turn: every episode is overlong, none in the loss
         assert r["overlong_frac"] == 1.0 and "loss/policy" not in r
         assert math.isfinite(r["reward/mean"])
-    tasks = {json.loads(p.read_text().splitlines()[0])["task"]
-             for p in (out / "rollouts").glob("*.jsonl")}  # fmt: skip
+    tasks = {
+        json.loads(p.read_text().splitlines()[0])["task"]
+        for p in (out / "rollouts").glob("*.jsonl")
+    }
     assert tasks == {"retry-zero", "empty-mean"}
     for step in (1, 2):  # one task a step
         names = {p.name.split("-", 3)[3] for p in (out / "rollouts").glob(f"step-{step:05d}-*")}
         assert len(names) == 1
-    assert [json.loads(p.read_text().splitlines()[0])["task"]
-            for p in (out / "eval").glob("*.jsonl")] == ["range-inclusive"]  # fmt: skip
+    assert [
+        json.loads(p.read_text().splitlines()[0])["task"] for p in (out / "eval").glob("*.jsonl")
+    ] == ["range-inclusive"]

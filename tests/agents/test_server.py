@@ -44,7 +44,9 @@ def test_exact_tokens_and_the_sampled_distributions_logprobs(server, qwen_dir) -
     fmt = ChatFormat(learner.tokenizer)
     engine = ServerEngine(server.url, fmt.stops, temperature=0.7, top_k=20, weight_sync="none")
     assert (engine.model, engine.payload(Request(0, [1], 4, seed=5), False)["top_k"]) == (
-        "stand-in", 20)
+        "stand-in",
+        20,
+    )
     prompt = fmt.start("Fix the bug").pending
     for g in engine.generate([Request(i, prompt, 12, seed=i) for i in range(3)]):
         assert 1 <= len(g.token_ids) <= 12 and len(g.logprobs) == len(g.token_ids)
@@ -54,9 +56,16 @@ def test_exact_tokens_and_the_sampled_distributions_logprobs(server, qwen_dir) -
 
 
 def _server_trainer(url: str, out: Path, model: Path, temperature: float) -> GRPOTrainer:
-    config = GRPOConfig(tasks=("retry-zero",), steps=1, out=str(out), device="cpu",
-                        model=str(model), rollout_server=url, temperature=temperature,
-                        rollout=RolloutConfig(group_size=2, max_steps=1, max_new_tokens=8))  # fmt: skip
+    config = GRPOConfig(
+        tasks=("retry-zero",),
+        steps=1,
+        out=str(out),
+        device="cpu",
+        model=str(model),
+        rollout_server=url,
+        temperature=temperature,
+        rollout=RolloutConfig(group_size=2, max_steps=1, max_new_tokens=8),
+    )
     return GRPOTrainer(config)
 
 
@@ -80,22 +89,29 @@ def test_sglang_sync_loads_the_weights_and_keeps_one_folder(server, qwen_dir, tm
     fmt = ChatFormat(learner.tokenizer)
     engine = ServerEngine(server.url, fmt.stops, sync_dir=tmp_path / "weights")
     assert engine.weight_sync == "sglang"  # from the server's owned_by
-    trainer = GRPOTrainer(GRPOConfig(lr=1e-2, device="cpu", epochs=1), policy=learner,
-                          engine=engine)  # fmt: skip
+    trainer = GRPOTrainer(
+        GRPOConfig(lr=1e-2, device="cpu", epochs=1), policy=learner, engine=engine
+    )
     prompt = fmt.start("Fix the bug").pending
     for step in (1, 2):
         trainer.update(collate(group_batch_episodes(learner), learner.tokenizer.pad_token_id))
         (gen,) = engine.generate([Request(0, prompt, 8, seed=1)])
         stale = torch.log_softmax(_logits(learner, prompt, gen.token_ids), -1)
-        assert (stale.gather(-1, torch.tensor(gen.token_ids)[:, None])[:, 0]
-                - torch.tensor(gen.logprobs)).abs().max() > 1e-3  # the server is behind
+        assert (
+            stale.gather(-1, torch.tensor(gen.token_ids)[:, None])[:, 0]
+            - torch.tensor(gen.logprobs)
+        ).abs().max() > 1e-3  # the server is behind
         engine.sync_weights(learner, step)
     assert server.updates == [str((tmp_path / "weights" / f"step-{s}").resolve()) for s in (1, 2)]
     assert sorted(p.name for p in (tmp_path / "weights").iterdir()) == ["step-2"]
     (gen,) = engine.generate([Request(0, prompt, 8, seed=1)])
     fresh = torch.log_softmax(_logits(learner, prompt, gen.token_ids), -1)
-    torch.testing.assert_close(fresh.gather(-1, torch.tensor(gen.token_ids)[:, None])[:, 0],
-                               torch.tensor(gen.logprobs), atol=1e-4, rtol=0)  # fmt: skip
+    torch.testing.assert_close(
+        fresh.gather(-1, torch.tensor(gen.token_ids)[:, None])[:, 0],
+        torch.tensor(gen.logprobs),
+        atol=1e-4,
+        rtol=0,
+    )
 
 
 def test_vllm_sync_overwrites_the_served_folder_and_reloads(qwen_dir, tmp_path) -> None:
@@ -119,20 +135,27 @@ def test_vllm_sync_overwrites_the_served_folder_and_reloads(qwen_dir, tmp_path) 
         vllm.close()
 
 
-def test_restart_sync_runs_the_command_and_waits_for_the_server(server, qwen_dir,
-                                                                tmp_path) -> None:  # fmt: skip
+def test_restart_sync_runs_the_command_and_waits_for_the_server(server, qwen_dir, tmp_path) -> None:
     learner = load_policy(qwen_dir, device="cpu")
     marker = tmp_path / "restarted"
-    engine = ServerEngine(server.url, ChatFormat(learner.tokenizer).stops, weight_sync="restart",
-                          restart_command=f"echo {{path}} > {marker}", sync_dir=tmp_path / "w")  # fmt: skip
+    engine = ServerEngine(
+        server.url,
+        ChatFormat(learner.tokenizer).stops,
+        weight_sync="restart",
+        restart_command=f"echo {{path}} > {marker}",
+        sync_dir=tmp_path / "w",
+    )
     engine.sync_weights(learner, 3)
     assert marker.read_text().strip() == str((tmp_path / "w" / "step-3").resolve())
 
 
 def test_lora_weights_are_merged_without_copying_the_model(qwen_dir) -> None:
     pytest.importorskip("peft")
-    policy = load_policy(qwen_dir, device="cpu", lora={"r": 4, "lora_alpha": 8,
-                                                       "target_modules": ["q_proj", "v_proj"]})  # fmt: skip
+    policy = load_policy(
+        qwen_dir,
+        device="cpu",
+        lora={"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]},
+    )
     with torch.no_grad():
         for name, p in policy.model.named_parameters():
             if "lora_B" in name:
@@ -145,10 +168,29 @@ def test_lora_weights_are_merged_without_copying_the_model(qwen_dir) -> None:
 
 
 def test_train_with_a_rollout_server_corrects_off_policy(server, qwen_dir, tmp_path) -> None:
-    argv = ["train", "--algo", "grpo", "--model", str(qwen_dir), "--steps", "2", "--out",
-            str(tmp_path), "--task", "retry-zero", "--rollout-server", server.url,
-            "--set", "temperature=0.7", "--set", "rollout.group_size=2",
-            "--set", "rollout.max_new_tokens=8", "--set", "rollout.max_steps=1"]  # fmt: skip
+    argv = [
+        "train",
+        "--algo",
+        "grpo",
+        "--model",
+        str(qwen_dir),
+        "--steps",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--task",
+        "retry-zero",
+        "--rollout-server",
+        server.url,
+        "--set",
+        "temperature=0.7",
+        "--set",
+        "rollout.group_size=2",
+        "--set",
+        "rollout.max_new_tokens=8",
+        "--set",
+        "rollout.max_steps=1",
+    ]
     assert main(argv) == 0
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]

@@ -17,29 +17,41 @@ from repogym.agents.shaping import (
 def test_overlong_penalty_closed_form() -> None:
     # L_max = 20, L_cache = 4: free up to 16, linear to -1 at 20, -1 beyond.
     assert [overlong_penalty(n, 20, 4) for n in (0, 16, 17, 18, 20, 21, 100)] == [
-        0.0, 0.0, -0.25, -0.5, -1.0, -1.0, -1.0,
-    ]  # fmt: skip
+        0.0,
+        0.0,
+        -0.25,
+        -0.5,
+        -1.0,
+        -1.0,
+        -1.0,
+    ]
     with pytest.raises(ValueError, match="cache"):
         overlong_penalty(5, 20, 0)
 
 
 def _ep(reward: float, resolved: bool, tokens: int, hack: bool = False) -> Episode:
-    ep = Episode("t", "task t\n", [Turn([], [1] * tokens, [0.0] * tokens)], reward=reward,
-                 resolved=resolved)  # fmt: skip
+    ep = Episode(
+        "t", "task t\n", [Turn([], [1] * tokens, [0.0] * tokens)], reward=reward, resolved=resolved
+    )
     ep.info["hack_flags"] = ["conftest"] if hack else []
     return ep
 
 
 def test_shaped_reward_is_the_weighted_sum_of_components() -> None:
-    cfg = ShapingConfig(env=1.0, resolved=2.0, overlong=0.5, hack=1.0, max_action_tokens=20,
-                        overlong_cache=4)  # fmt: skip
+    cfg = ShapingConfig(
+        env=1.0, resolved=2.0, overlong=0.5, hack=1.0, max_action_tokens=20, overlong_cache=4
+    )
     eps = [_ep(0.5, False, 18), _ep(1.0, True, 4), _ep(0.25, False, 30, hack=True)]
     broken = _ep(0.0, False, 3)
     broken.infra_error = "grader crashed"
     metrics = shape_episodes([*eps, broken], cfg, default_max_len=999)
     assert [e.reward for e in eps] == [0.5 - 0.25, 1.0 + 2.0, 0.25 - 0.5 - 1.0]
-    assert eps[0].info["reward_components"] == {"env": 0.5, "resolved": 0.0, "overlong": -0.25,
-                                                "hack": 0.0}  # fmt: skip
+    assert eps[0].info["reward_components"] == {
+        "env": 0.5,
+        "resolved": 0.0,
+        "overlong": -0.25,
+        "hack": 0.0,
+    }
     assert broken.reward == 0.0 and "reward_components" not in broken.info
     # Idempotent: shaping again starts from the environment's reward.
     shape_episodes(eps, cfg, default_max_len=999)
@@ -86,8 +98,10 @@ def test_partial_credit_comes_from_the_real_grader(make_env, retry_task) -> None
     from tests.conftest import apply_patch_actions, call
 
     rewards = {}
-    for name, actions in (("noop", []), ("gold", apply_patch_actions(
-            retry_task.solution_patch.read_text()))):  # fmt: skip
+    for name, actions in (
+        ("noop", []),
+        ("gold", apply_patch_actions(retry_task.solution_patch.read_text())),
+    ):
         env = make_env(reward_mode="partial")
         env.reset(seed=0)
         for action in actions:

@@ -46,8 +46,9 @@ def runnable() -> list[tuple[str, str]]:
     for doc in DOCS:
         for info, lines in _blocks(doc.read_text()):
             if info == "console":
-                found += [(doc.name, x.strip()[2:]) for x in lines
-                          if x.strip().startswith("$ repogym ")]
+                found += [
+                    (doc.name, x.strip()[2:]) for x in lines if x.strip().startswith("$ repogym ")
+                ]
     return found
 
 
@@ -83,8 +84,9 @@ def test_the_docs_mark_runnable_examples() -> None:
 
 
 @pytest.mark.parametrize(("doc", "line"), runnable())
-def test_a_runnable_doc_example_runs(doc: str, line: str, capsys: pytest.CaptureFixture,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_runnable_doc_example_runs(
+    doc: str, line: str, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # In this process (a new interpreter per example would cost seconds each): an exception
     # fails the test with its traceback; `--help` exits through SystemExit(0).
     monkeypatch.chdir(ROOT)
@@ -123,10 +125,14 @@ def unknown_flags(found: list[tuple[str, str, list[str]]]) -> tuple[list[str], i
 
 
 def test_the_flag_check_finds_a_flag_a_command_does_not_take() -> None:
-    doc = ("Run `repogym new-task my-task --no-such-flag` and\n"
-           "```\nrepogym suite fetch realpy --workers 2 [--bogus N]  # --ignored\n```\n")
+    doc = (
+        "Run `repogym new-task my-task --no-such-flag` and\n"
+        "```\nrepogym suite fetch realpy --workers 2 [--bogus N]  # --ignored\n```\n"
+    )
     assert unknown_flags(mentions({"x.md": doc})) == (
-        ["x.md: repogym new-task --no-such-flag", "x.md: repogym suite --bogus"], 3)
+        ["x.md: repogym new-task --no-such-flag", "x.md: repogym suite --bogus"],
+        3,
+    )
 
 
 def test_every_flag_the_docs_give_a_command_exists() -> None:

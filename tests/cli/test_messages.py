@@ -32,8 +32,13 @@ def _task(folder: Path, task_id: str, *, broken: bool = False) -> Path:
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "repogym.cli", *argv], capture_output=True,
-                          text=True, timeout=300, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "repogym.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_the_printing_helpers_keep_bracketed_words() -> None:
@@ -43,15 +48,26 @@ def test_the_printing_helpers_keep_bracketed_words() -> None:
     print_note(console, "[bold]not markup[/bold]")
     print_line(console, "results in [red]x[/red]", style="red")
     assert out.getvalue().splitlines() == [
-        f"error: task.toml: {UNKNOWN_KEY}", "note: [bold]not markup[/bold]",
-        "results in [red]x[/red]"]
+        f"error: task.toml: {UNKNOWN_KEY}",
+        "note: [bold]not markup[/bold]",
+        "results in [red]x[/red]",
+    ]
 
 
-def test_repogym_run_shows_the_whole_message(tmp_path: Path,
-                                             capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+def test_repogym_run_shows_the_whole_message(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     _task(tmp_path / "suite" / "bad-one", "bad-one", broken=True)
-    code = main(["run", "--agent", "noop", "--suite", str(tmp_path / "suite"), "--out",
-                 str(tmp_path / "out"), "--no-progress"])  # fmt: skip
+    code = main(
+        [
+            "run",
+            "--agent",
+            "noop",
+            "--suite",
+            str(tmp_path / "suite"),
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 2 and UNKNOWN_KEY in " ".join(out.split()), out
 
@@ -72,8 +88,7 @@ def test_plot_on_a_benchmark_folder_says_what_it_is(tmp_path: Path) -> None:
     (tmp_path / "results.jsonl").write_text("")
     proc = _cli("plot", str(tmp_path))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert f"{tmp_path} is a benchmark run (it holds results.jsonl of `repogym run`)" \
-        in proc.stderr  # fmt: skip
+    assert f"{tmp_path} is a benchmark run (it holds results.jsonl of `repogym run`)" in proc.stderr
     assert f"Fix: for a benchmark run, `repogym leaderboard --results {tmp_path}`" in proc.stderr
     missing = _cli("plot", str(tmp_path / "nothing"))
     assert missing.returncode == 2 and "Traceback" not in missing.stderr

@@ -78,7 +78,8 @@ def test_server_schema_and_trl_tool_methods_follow_the_schema():
     from repogym.server.schema import tool_specs
 
     assert [(s["name"], s["parameters"]) for s in tool_specs()] == [
-        (t.name, t.parameters()) for t in TOOLS.values()]
+        (t.name, t.parameters()) for t in TOOLS.values()
+    ]
     for tool in TOOLS.values():
         method = getattr(RepoGymToolEnv, tool.name)
         params = list(inspect.signature(method).parameters.values())[1:]
@@ -89,16 +90,20 @@ def test_server_schema_and_trl_tool_methods_follow_the_schema():
             assert hints[p.name] == (a.type if a.required else a.type | None)
 
 
-_ARG_VALUES = {str: st.text(st.characters(codec="utf-8", exclude_characters="\x00"),
-                            min_size=1, max_size=30).filter(str.strip),
-               int: st.integers(1, 10**9)}
+_ARG_VALUES = {
+    str: st.text(
+        st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=30
+    ).filter(str.strip),
+    int: st.integers(1, 10**9),
+}
 
 
 @st.composite
 def valid_calls(draw: st.DrawFn) -> tuple[str, dict]:
     tool = draw(st.sampled_from(list(TOOLS.values())))
-    args = {a.name: draw(_ARG_VALUES[a.type]) for a in tool.args
-            if a.required or draw(st.booleans())}
+    args = {
+        a.name: draw(_ARG_VALUES[a.type]) for a in tool.args if a.required or draw(st.booleans())
+    }
     return tool.name, args
 
 
@@ -113,16 +118,24 @@ def test_parser_and_json_schema_agree_on_valid_calls(named):
     assert parse_action(f"Sure.\n```json\n{wrapped}\n```") == ToolCall(name, args)
 
 
-@given(st.text(st.sampled_from("aé\\\"\n\t\u2028\U0001f600"), min_size=1, max_size=40)
-       .map(lambda unit: unit * (6000 // len(unit))), st.integers(0, 200), st.booleans())
+@given(
+    st.text(st.sampled_from('aé\\"\n\t\u2028\U0001f600'), min_size=1, max_size=40).map(
+        lambda unit: unit * (6000 // len(unit))
+    ),
+    st.integers(0, 200),
+    st.booleans(),
+)
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 def test_long_calls_decode_whatever_falls_on_the_window_edge(content, pad, ascii_only):
     """Escapes, keywords and numbers cut by the first decoding window still parse."""
     args = {"path": "a.txt", "content": content}
-    for action in (" " * pad + json.dumps({"tool": "write", "args": args},
-                                          ensure_ascii=ascii_only),
-                   " " * pad + '{"tool": "read", "args": {"path": "' + "x" * max(0, 4080 - pad)
-                   + '", "start": 1234567, "end": 12345678}}'):  # the numbers straddle the edge
+    for action in (
+        " " * pad + json.dumps({"tool": "write", "args": args}, ensure_ascii=ascii_only),
+        " " * pad
+        + '{"tool": "read", "args": {"path": "'
+        + "x" * max(0, 4080 - pad)
+        + '", "start": 1234567, "end": 12345678}}',
+    ):  # the numbers straddle the edge
         parsed = parse_action(action)
         assert parsed.args == (args if parsed.name == "write" else parsed.args)
         assert parsed.name == "write" or parsed.args["end"] == 12345678
@@ -151,7 +164,7 @@ def test_truncated_json_says_incomplete(cut):
 
 def test_missing_closing_brace_is_not_reported_as_a_missing_tool_key():
     msg = error_of('{"tool": "write", "args": {"path": "a", "content": "x"} and then')
-    assert "not valid JSON" in msg and "no \"tool\"" not in msg
+    assert "not valid JSON" in msg and 'no "tool"' not in msg
 
 
 def test_unclosed_bash_fence_says_it_was_cut():
@@ -159,8 +172,9 @@ def test_unclosed_bash_fence_says_it_was_cut():
 
 
 def test_several_calls_run_the_first_and_name_the_others():
-    parsed = parse_action(call("bash", command="ls") + "\n" + call("submit")
-                          + "\n```bash\npwd\n```")
+    parsed = parse_action(
+        call("bash", command="ls") + "\n" + call("submit") + "\n```bash\npwd\n```"
+    )
     assert parsed == ToolCall("bash", {"command": "ls"})
     assert parsed.ignored == ("submit", "bash")
     note = ignored_note(parsed)
@@ -188,7 +202,7 @@ def test_fence_pairing_and_json_in_a_plain_fence():
     assert parse_action("```python\nx = 1\n```\nnote\n```bash\nls\n```").args == {"command": "ls"}
     assert parse_action('```\n{"tool": "submit"}\n```').name == "submit"
     # JSON inside a bash block is shell code, not a call
-    shell = parse_action("```bash\necho '{\"tool\": \"submit\"}'\n```")
+    shell = parse_action('```bash\necho \'{"tool": "submit"}\'\n```')
     assert shell.name == "bash" and not shell.ignored
 
 
@@ -197,28 +211,46 @@ def test_prose_json_before_a_fence_does_not_block_it():
     assert 'no "tool"' in error_of('{"args": {"command": "ls"}}')
 
 
-@pytest.mark.parametrize("start, expect", [
-    ('"²"', "digits 0-9"), ('"١٢"', "digits 0-9"), ("9" * 5000, "5000-digit number"),
-    ('"' + "9" * 5000 + '"', "5000-digit number"), ("0", "at least 1"), ("-3", "at least 1"),
-    ("1.5", "must be int"), ("true", "must be int"), ("[1]", "must be int"), ("1e999", "int"),
-    ('"--5"', "digits 0-9"), ('"-"', "digits 0-9"), ('"+5"', "digits 0-9"),
-])
+@pytest.mark.parametrize(
+    "start, expect",
+    [
+        ('"²"', "digits 0-9"),
+        ('"١٢"', "digits 0-9"),
+        ("9" * 5000, "5000-digit number"),
+        ('"' + "9" * 5000 + '"', "5000-digit number"),
+        ("0", "at least 1"),
+        ("-3", "at least 1"),
+        ("1.5", "must be int"),
+        ("true", "must be int"),
+        ("[1]", "must be int"),
+        ("1e999", "int"),
+        ('"--5"', "digits 0-9"),
+        ('"-"', "digits 0-9"),
+        ('"+5"', "digits 0-9"),
+    ],
+)
 def test_read_line_numbers(start, expect):
     assert expect in error_of('{"tool": "read", "args": {"path": "a", "start": ' + start + "}}")
 
 
 def test_line_numbers_as_ascii_digit_strings_are_accepted():
     assert parse_action(call("read", path="a", start=" 12 ", end="40")).args == {
-        "path": "a", "start": 12, "end": 40}
+        "path": "a",
+        "start": 12,
+        "end": 40,
+    }
 
 
-@pytest.mark.parametrize("args, expect", [
-    ({"command": "a\x00b"}, "NUL byte at character 1"),
-    ({"command": "echo \ud800"}, "lone surrogate (U+D800) at character 5"),
-    ({"command": "x" * (MAX_COMMAND_BYTES + 1)}, "write the script to a file"),
-    ({"command": ["ls"]}, "must be str, got list"),
-    ({"command": None}, "must be str, got NoneType"),
-])
+@pytest.mark.parametrize(
+    "args, expect",
+    [
+        ({"command": "a\x00b"}, "NUL byte at character 1"),
+        ({"command": "echo \ud800"}, "lone surrogate (U+D800) at character 5"),
+        ({"command": "x" * (MAX_COMMAND_BYTES + 1)}, "write the script to a file"),
+        ({"command": ["ls"]}, "must be str, got list"),
+        ({"command": None}, "must be str, got NoneType"),
+    ],
+)
 def test_bash_arguments_the_sandbox_cannot_take(args, expect):
     assert expect in error_of(json.dumps({"tool": "bash", "args": args}))
 
@@ -245,8 +277,12 @@ def test_arguments_string_errors():
 
 
 def test_raw_line_breaks_inside_json_strings_are_read_as_meant():
-    assert parse_action('{"tool": "write", "args": {"path": "a", "content": "x\ny\n"}}'
-                        ).args["content"] == "x\ny\n"
+    assert (
+        parse_action('{"tool": "write", "args": {"path": "a", "content": "x\ny\n"}}').args[
+            "content"
+        ]
+        == "x\ny\n"
+    )
 
 
 def test_unknown_tools_and_arguments_are_shown_safely():
@@ -257,14 +293,23 @@ def test_unknown_tools_and_arguments_are_shown_safely():
     assert "name must be a string, got NoneType" in error_of('{"name": null, "args": {}}')
     assert "(did you mean 'bash'?)" in error_of(call("Bash", command="ls"))
     assert "(did you mean 'path'?)" in error_of(call("read", paht="a"))
-    assert "json.dumps() of it" in str(pytest.raises(ActionError, parse_action, {"tool": "x"}).value)
+    assert "json.dumps() of it" in str(
+        pytest.raises(ActionError, parse_action, {"tool": "x"}).value
+    )
 
 
-@pytest.mark.parametrize("text", [
-    "{" * MAX_ACTION_CHARS, '{"' * (MAX_ACTION_CHARS // 2), '{"a":' * (MAX_ACTION_CHARS // 5),
-    ('{"x":[' + "1," * 200) * 300 + "zz", "```\nx{\n```\n" * 20_000,
-    '{"tool":"submit"}' * 15_000, '{"tool": bash}' * 18_000,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{" * MAX_ACTION_CHARS,
+        '{"' * (MAX_ACTION_CHARS // 2),
+        '{"a":' * (MAX_ACTION_CHARS // 5),
+        ('{"x":[' + "1," * 200) * 300 + "zz",
+        "```\nx{\n```\n" * 20_000,
+        '{"tool":"submit"}' * 15_000,
+        '{"tool": bash}' * 18_000,
+    ],
+)
 @pytest.mark.timeout(30)
 def test_pathological_replies_are_parsed_quickly(text):
     """A hang guard: quadratic scanning took 15-90 s on these; bounded scanning < 0.5 s."""

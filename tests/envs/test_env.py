@@ -20,16 +20,18 @@ from tests.conftest import apply_patch_actions, call, write_task
 #: registered only where `repogym suite fetch` ran) are the same class as the built-ins'.
 _SUITE_TASK = re.compile(r"repogym/.+-\d+-v0")
 _BUILTIN_IDS = {f"repogym/{t.id}-v0" for t in builtin_tasks()}
-ALL_IDS = sorted(i for i in gym.registry if i.startswith("repogym/")
-                 and (i in _BUILTIN_IDS or not _SUITE_TASK.fullmatch(i)))
+ALL_IDS = sorted(
+    i
+    for i in gym.registry
+    if i.startswith("repogym/") and (i in _BUILTIN_IDS or not _SUITE_TASK.fullmatch(i))
+)
 
 
 def test_builtins_registered_on_import():
     assert "repogym/retry-zero-v0" in gym.registry
     assert "repogym/Suite-v0" in gym.registry
     ids = {t.id for t in repogym.builtin_tasks()}
-    assert {"retry-zero", "multi-file-config", "visible-tests-slugify",
-            "naive-fix-breaks"} <= ids
+    assert {"retry-zero", "multi-file-config", "visible-tests-slugify", "naive-fix-breaks"} <= ids
     for t in repogym.builtin_tasks():
         assert t.split in ("train", "test") and isinstance(t.tags, tuple)
 
@@ -87,16 +89,19 @@ def test_write_edit_and_fenced_bash(make_env):
     assert "no such file" in obs
 
 
-@pytest.mark.parametrize("action, expect", [
-    ("just some prose", "no tool call found"),
-    ("", "empty"),
-    ('{"tool": "rm_rf", "args": {}}', "unknown tool"),
-    ('{"tool": "bash", "args": {}}', "missing argument"),
-    ('{"tool": "bash", "args": {"command": 3}}', "must be str"),
-    ('{"tool": "read", "args": {"path": "a", "colour": 1}}', "unknown argument"),
-    ('{"name": "bash", "arguments": "{not json"}', "not valid JSON"),
-    ('{"args": {"command": "ls"}}', 'no "tool"'),
-])
+@pytest.mark.parametrize(
+    "action, expect",
+    [
+        ("just some prose", "no tool call found"),
+        ("", "empty"),
+        ('{"tool": "rm_rf", "args": {}}', "unknown tool"),
+        ('{"tool": "bash", "args": {}}', "missing argument"),
+        ('{"tool": "bash", "args": {"command": 3}}', "must be str"),
+        ('{"tool": "read", "args": {"path": "a", "colour": 1}}', "unknown argument"),
+        ('{"name": "bash", "arguments": "{not json"}', "not valid JSON"),
+        ('{"args": {"command": "ls"}}', 'no "tool"'),
+    ],
+)
 def test_malformed_action_is_an_observation(make_env, action, expect):
     env = make_env()
     env.reset(seed=0)
@@ -146,8 +151,12 @@ def test_user_task_folder_registers_and_grades(tmp_path):
     tasks = repogym.register_task(folder)
     assert [t.id for t in tasks] == ["user-task"]
     task = registered_tasks()["user-task"]
-    patches = {"gold": (task.solution_patch, 1.0), "alt": (task.alternatives[0], 1.0),
-               "decoy": (task.decoys[0], None), "noop": (None, None)}
+    patches = {
+        "gold": (task.solution_patch, 1.0),
+        "alt": (task.alternatives[0], 1.0),
+        "decoy": (task.decoys[0], None),
+        "noop": (None, None),
+    }
     for name, (patch, want) in patches.items():
         env = gym.make("repogym/user-task-v0")
         try:
@@ -192,8 +201,12 @@ def test_trajectory_logging_and_show(tmp_path, make_env):
     assert "logged" in steps[0]["observation"] and steps[1]["action_error"]
     assert all(s["duration_s"] >= 0 for s in steps)
     assert summary["reward"] == 0.0 and summary["tests"] and summary["abandoned"] is False
-    out = subprocess.run([sys.executable, "-m", "repogym.cli", "show", str(files[0])],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "repogym.cli", "show", str(files[0])],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "retry-zero" in out and "logged" in out and "test_zero_disables_retries" in out
 
 
@@ -232,7 +245,9 @@ def test_bad_task_toml_names_file_key_and_fix(tmp_path):
 def test_action_json_inside_prose_and_openai_function_form(make_env):
     env = make_env()
     env.reset(seed=0)
-    wrapped = {"type": "function", "function": {"name": "bash",
-                                                "arguments": json.dumps({"command": "echo fn"})}}
+    wrapped = {
+        "type": "function",
+        "function": {"name": "bash", "arguments": json.dumps({"command": "echo fn"})},
+    }
     obs, *_ = env.step("Let me look. " + json.dumps(wrapped))
     assert "fn\n" in obs

@@ -31,10 +31,14 @@ ACTIONS = st.one_of(
 )
 #: What an episode's state looks like from inside: the shell's folder, variables and
 #: function, and every file of the workspace and /tmp that the actions touch.
-PROBE = call("bash", command=(
-    "pwd; env | grep -E '^(V1|V2|PAGER|OLDPWD)=' | sort; type fn 2>&1 | tail -n +2; "
-    "cd /workspace && git status --porcelain; "
-    "cat f.txt sub/g.txt retry.py README.md /tmp/t.txt 2>&1 | md5sum"))
+PROBE = call(
+    "bash",
+    command=(
+        "pwd; env | grep -E '^(V1|V2|PAGER|OLDPWD)=' | sort; type fn 2>&1 | tail -n +2; "
+        "cd /workspace && git status --porcelain; "
+        "cat f.txt sub/g.txt retry.py README.md /tmp/t.txt 2>&1 | md5sum"
+    ),
+)
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +59,17 @@ def _grade(env: gym.Env) -> dict:
     return {k: info[k] for k in ("reward", "tests", "diff", "resolved")}
 
 
-@settings(max_examples=4, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(prefix=st.lists(ACTIONS, max_size=5), mine=st.lists(ACTIONS, max_size=3),
-       theirs=st.lists(ACTIONS, min_size=1, max_size=3))
+@settings(
+    max_examples=4,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    prefix=st.lists(ACTIONS, max_size=5),
+    mine=st.lists(ACTIONS, max_size=3),
+    theirs=st.lists(ACTIONS, min_size=1, max_size=3),
+)
 def test_fork_is_independent_and_grades_as_its_replay(envs, prefix, mine, theirs):
     env, replay = envs
     env.reset(seed=0)
@@ -88,12 +99,19 @@ def test_fork_is_independent_and_grades_as_its_replay(envs, prefix, mine, theirs
 def test_fork_keeps_shell_options_aliases_umask_and_errexit(make_env):
     env = make_env()
     env.reset(seed=0)
-    env.step(call("bash", command="set -o pipefail; set +o hashall; shopt -s nullglob; "
-                                  "alias hi='echo hello'; umask 027; unset PAGER; set -e"))
+    env.step(
+        call(
+            "bash",
+            command="set -o pipefail; set +o hashall; shopt -s nullglob; "
+            "alias hi='echo hello'; umask 027; unset PAGER; set -e",
+        )
+    )
     fork = env.unwrapped.fork()
     try:
-        probe = ("echo $SHELLOPTS; shopt -q nullglob && echo nullglob; hi; umask; "
-                 "echo pager=${PAGER-unset}")
+        probe = (
+            "echo $SHELLOPTS; shopt -q nullglob && echo nullglob; hi; umask; "
+            "echo pager=${PAGER-unset}"
+        )
         want = env.step(call("bash", command=probe))[0]
         assert fork.step(call("bash", command=probe))[0] == want
         assert "pipefail" in want and "hashall" not in want and "errexit" in want
@@ -107,8 +125,13 @@ def test_fork_keeps_shell_options_aliases_umask_and_errexit(make_env):
 def test_fork_keeps_the_shell_state_and_step_budget(make_env):
     env = make_env(max_episode_steps=4)
     env.reset(seed=0)
-    env.step(call("bash", command="mkdir -p sub && cd sub && export FOO=bar && "
-                                  "greet() { echo hi $1; } && echo one > here.txt"))
+    env.step(
+        call(
+            "bash",
+            command="mkdir -p sub && cd sub && export FOO=bar && "
+            "greet() { echo hi $1; } && echo one > here.txt",
+        )
+    )
     fork = env.unwrapped.fork()
     try:
         obs = fork.step(call("bash", command="pwd; echo $FOO; greet you; cat here.txt"))[0]
@@ -171,8 +194,7 @@ def test_closing_the_original_leaves_the_fork_working(make_env):
 def test_background_jobs_stay_with_the_original(make_env):
     env = make_env()
     env.reset(seed=0)
-    env.step(call("bash", command="(while :; do echo x >> /tmp/log; sleep 0.05; done) & "
-                                  "sleep 0.3"))
+    env.step(call("bash", command="(while :; do echo x >> /tmp/log; sleep 0.05; done) & sleep 0.3"))
     fork = env.unwrapped.fork()  # the original is frozen while its files are copied
     try:
         count = "sleep 0.5; wc -l < /tmp/log; jobs -p | wc -l"

@@ -19,9 +19,16 @@ from repogym.envs import RepoEnv
 from repogym.envs.actions import MAX_ACTION_CHARS, TOOLS
 from repogym.sandbox import Limits
 
-FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 ANY_CHAR = st.characters(codec=None, exclude_categories=())  # surrogates and NUL included
 ALIVE = json.dumps({"tool": "bash", "args": {"command": "echo still-alive"}})
 
@@ -49,11 +56,14 @@ def json_string(text: str, ascii_only: bool) -> str:
 def values() -> st.SearchStrategy[str]:
     return st.one_of(
         st.builds(json_string, st.text(ANY_CHAR, max_size=80), st.booleans()),
-        st.builds(json_string, st.text(st.characters(categories=["Nd", "No"]), min_size=1,
-                                       max_size=8), st.booleans()),
+        st.builds(
+            json_string,
+            st.text(st.characters(categories=["Nd", "No"]), min_size=1, max_size=8),
+            st.booleans(),
+        ),
         st.integers(1, 6000).map(lambda n: "9" * n),
         st.integers(1, 6000).map(lambda n: '"' + "7" * n + '"'),
-        st.integers(-10**30, 10**30).map(str),
+        st.integers(-(10**30), 10**30).map(str),
         st.sampled_from(["true", "null", "1.5", "-0", "1e999", "NaN", "[]", "{}", '"  "']),
         st.integers(1, 3000).map(lambda d: "[" * d + "1" + "]" * d),
         st.integers(1, 3000).map(lambda d: '{"a": ' * d + "1" + "}" * d),
@@ -65,8 +75,7 @@ def values() -> st.SearchStrategy[str]:
 def tool_calls(draw: st.DrawFn) -> str:
     """A call of a real tool (submit aside) with hostile argument names and values."""
     tool = TOOLS[draw(st.sampled_from(["bash", "read", "write", "edit"]))]
-    names = [a.name for a in tool.args] + draw(st.lists(st.text(ANY_CHAR, max_size=5),
-                                                         max_size=2))
+    names = [a.name for a in tool.args] + draw(st.lists(st.text(ANY_CHAR, max_size=5), max_size=2))
     chosen = draw(st.lists(st.sampled_from(names), max_size=4, unique=True))
     body = ", ".join(f"{json_string(k, True)}: {draw(values())}" for k in chosen)
     args = "{" + body + "}"
@@ -84,10 +93,16 @@ def tool_calls(draw: st.DrawFn) -> str:
 def raw_text() -> st.SearchStrategy[str]:
     return st.one_of(
         st.text(ANY_CHAR, max_size=300),
-        st.builds(lambda a, b: f"{a}\n```bash\n{b}\n```", st.text(ANY_CHAR, max_size=40),
-                  st.text(ANY_CHAR, max_size=120)),
-        st.builds(lambda n, c: c * n, st.integers(1, MAX_ACTION_CHARS + 10),
-                  st.sampled_from(["{", "[", '{"', "```\n", "\x00", "\ud800"])),
+        st.builds(
+            lambda a, b: f"{a}\n```bash\n{b}\n```",
+            st.text(ANY_CHAR, max_size=40),
+            st.text(ANY_CHAR, max_size=120),
+        ),
+        st.builds(
+            lambda n, c: c * n,
+            st.integers(1, MAX_ACTION_CHARS + 10),
+            st.sampled_from(["{", "[", '{"', "```\n", "\x00", "\ud800"]),
+        ),
     )
 
 
@@ -114,18 +129,21 @@ def test_hostile_action_text_is_an_observation(env, action):
     check_step(env, action)
 
 
-@pytest.mark.parametrize("action", [
-    '{"tool": "bash", "args": {"command": "printf \'a\\u0000b\'"}}',
-    '{"tool": "bash", "args": {"command": "echo \\ud800"}}',
-    '{"tool": "read", "args": {"path": "retry.py", "start": ' + "9" * 5000 + "}}",
-    '{"tool": "read", "args": {"path": "retry.py", "start": "\u0661\u0662"}}',
-    '{"tool": "read", "args": {"path": "retry.py", "start": 9, "end": 2}}',
-    '{"tool": "write", "args": {"path": "a\\u0000b", "content": "x"}}',
-    '{"tool": "write", "args": {"path": "' + "d/" * 3000 + 'f", "content": "x"}}',
-    '{"tool": "bash", "args": {"command": "' + "x" * 200_000 + '"}}',
-    '{"tool": "edit", "args": {"path": "retry.py", "old": "", "new": "x"}}',
-    '{"tool": "edit", "args": {"path": "retry.py", "old": "\\ud800", "new": "x"}}',
-])
+@pytest.mark.parametrize(
+    "action",
+    [
+        '{"tool": "bash", "args": {"command": "printf \'a\\u0000b\'"}}',
+        '{"tool": "bash", "args": {"command": "echo \\ud800"}}',
+        '{"tool": "read", "args": {"path": "retry.py", "start": ' + "9" * 5000 + "}}",
+        '{"tool": "read", "args": {"path": "retry.py", "start": "\u0661\u0662"}}',
+        '{"tool": "read", "args": {"path": "retry.py", "start": 9, "end": 2}}',
+        '{"tool": "write", "args": {"path": "a\\u0000b", "content": "x"}}',
+        '{"tool": "write", "args": {"path": "' + "d/" * 3000 + 'f", "content": "x"}}',
+        '{"tool": "bash", "args": {"command": "' + "x" * 200_000 + '"}}',
+        '{"tool": "edit", "args": {"path": "retry.py", "old": "", "new": "x"}}',
+        '{"tool": "edit", "args": {"path": "retry.py", "old": "\\ud800", "new": "x"}}',
+    ],
+)
 def test_attack_inputs_from_the_report(env, action):
     """The inputs that made ``step`` raise (and so count as infra_error) before."""
     check_step(env, action)
@@ -133,8 +151,14 @@ def test_attack_inputs_from_the_report(env, action):
 
 def test_errors_are_clipped_like_any_observation(env):
     size = env.limits.output_bytes * 2  # the sandbox's failed read carries the partial output
-    env.step(json.dumps({"tool": "bash", "args": {
-        "command": f"head -c {size} /dev/zero | tr '\\0' a > big.txt"}}))
+    env.step(
+        json.dumps(
+            {
+                "tool": "bash",
+                "args": {"command": f"head -c {size} /dev/zero | tr '\\0' a > big.txt"},
+            }
+        )
+    )
     obs, *_, info = env.step(json.dumps({"tool": "read", "args": {"path": "big.txt"}}))
     assert obs.startswith("Error: big.txt") and info["exit_code"] == 1
     assert len(obs) <= env.max_obs_chars + 100 and env.observation_space.contains(obs)
@@ -166,6 +190,8 @@ def test_file_tool_mistakes_get_specific_messages(env):
     obs, info = obs_of(env, "edit", path="retry.py", old="", new="x")
     assert "got an empty `old`" in obs and "write(path, content)" in obs and info["exit_code"] == 1
     assert "did not find `old`" in obs_of(env, "edit", path="retry.py", old="@@", new="x")[0]
-    obs, *_, info = env.step(json.dumps({"tool": "bash", "args": {"command": "echo one"}})
-                             + json.dumps({"tool": "bash", "args": {"command": "echo two"}}))
+    obs, *_, info = env.step(
+        json.dumps({"tool": "bash", "args": {"command": "echo one"}})
+        + json.dumps({"tool": "bash", "args": {"command": "echo two"}})
+    )
     assert "one" in obs and "two" not in obs and "the others (bash) were ignored" in obs

@@ -35,9 +35,11 @@ def test_no_internet_and_no_host_loopback(shell):
 
 
 def test_git_history_is_one_commit_and_nothing_else(shell):
-    out = shell("git log --all --oneline | wc -l; git reflog | wc -l; git tag | wc -l; "
-                "git remote | wc -l; git stash list | wc -l; ls .git; "
-                "git log -1 --format='%an %ad' --date=iso")
+    out = shell(
+        "git log --all --oneline | wc -l; git reflog | wc -l; git tag | wc -l; "
+        "git remote | wc -l; git stash list | wc -l; ls .git; "
+        "git log -1 --format='%an %ad' --date=iso"
+    )
     lines = out.splitlines()
     assert lines[:5] == ["1", "0", "0", "0", "0"], out
     listing = set(lines[5:-2])
@@ -50,9 +52,15 @@ def test_host_environment_is_invisible(monkeypatch):
     env = gym.make("repogym/retry-zero-v0")
     try:
         env.reset(seed=0)
-        obs, *_ = env.step(call("bash", command=(
-            "env; cat /proc/1/environ /proc/self/environ 2>/dev/null | tr '\\0' '\\n'; "
-            "grep -rs s3cr3t-value /proc/*/environ /tmp /etc 2>/dev/null; echo END")))
+        obs, *_ = env.step(
+            call(
+                "bash",
+                command=(
+                    "env; cat /proc/1/environ /proc/self/environ 2>/dev/null | tr '\\0' '\\n'; "
+                    "grep -rs s3cr3t-value /proc/*/environ /tmp /etc 2>/dev/null; echo END"
+                ),
+            )
+        )
     finally:
         env.close()
     assert "END" in obs and "s3cr3t-value-4242" not in obs
@@ -61,26 +69,32 @@ def test_host_environment_is_invisible(monkeypatch):
 
 def test_host_files_homes_and_checkout_are_unreadable(shell):
     checkout = Path(repogym.__file__).resolve().parents[1]
-    out = shell(f"ls -a /root /home 2>&1; ls {checkout} 2>&1; cat /etc/shadow 2>&1; "
-                f"ls {Path.home()} 2>&1; ls /var /srv /mnt /boot 2>&1; echo END")
+    out = shell(
+        f"ls -a /root /home 2>&1; ls {checkout} 2>&1; cat /etc/shadow 2>&1; "
+        f"ls {Path.home()} 2>&1; ls /var /srv /mnt /boot 2>&1; echo END"
+    )
     assert "No such file" in out and "END" in out
     assert "pyproject.toml" not in out and "root:" not in out
 
 
 def test_hidden_tests_gold_and_task_files_are_not_findable(shell):
-    out = shell("find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o \\( "
-                "-name task.toml -o -name solution.patch -o -name loop_counter.patch \\) -print "
-                f"2>/dev/null; grep -rlsF '{HIDDEN_MARKER}' / --exclude-dir=proc "
-                "--exclude-dir=sys --exclude-dir=dev --exclude-dir=usr 2>/dev/null; "
-                "python3 -c 'import repogym' 2>&1 | tail -1; echo END")
+    out = shell(
+        "find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o \\( "
+        "-name task.toml -o -name solution.patch -o -name loop_counter.patch \\) -print "
+        f"2>/dev/null; grep -rlsF '{HIDDEN_MARKER}' / --exclude-dir=proc "
+        "--exclude-dir=sys --exclude-dir=dev --exclude-dir=usr 2>/dev/null; "
+        "python3 -c 'import repogym' 2>&1 | tail -1; echo END"
+    )
     lines = out.strip().splitlines()
     assert len(lines) == 3 and lines[0].startswith("ModuleNotFoundError"), out  # nothing found
     assert lines[1:] == ["END", "[exit code: 0]"]
 
 
 def test_writes_outside_workspace_fail(shell):
-    out = shell("for p in /usr/x /etc/x /opt/python/x /x /proc/x /opt/repogym/site/x; do "
-                "touch $p 2>/dev/null && echo WROTE $p; done; touch ok_here && echo inside-ok")
+    out = shell(
+        "for p in /usr/x /etc/x /opt/python/x /x /proc/x /opt/repogym/site/x; do "
+        "touch $p 2>/dev/null && echo WROTE $p; done; touch ok_here && echo inside-ok"
+    )
     assert "WROTE" not in out and "inside-ok" in out
 
 
@@ -108,8 +122,12 @@ def test_fork_bomb_is_contained():
 def test_huge_allocation_is_contained():
     env = _fresh_env(memory_mb=512, timeout_s=20)
     try:
-        obs, _, _, _, info = env.step(call("bash", command=(
-            "python3 -c 'b = bytearray(16 * 1024**3); print(\"ALLOCATED\", len(b))'")))
+        obs, _, _, _, info = env.step(
+            call(
+                "bash",
+                command=("python3 -c 'b = bytearray(16 * 1024**3); print(\"ALLOCATED\", len(b))'"),
+            )
+        )
         assert "ALLOCATED" not in obs and info["exit_code"] != 0
         assert _alive(env)
     finally:
@@ -119,7 +137,9 @@ def test_huge_allocation_is_contained():
 def test_huge_output_is_capped():
     env = _fresh_env(output_bytes=1 << 20)
     try:
-        obs, _, _, _, _info = env.step(call("bash", command="head -c 50000000 /dev/zero | tr '\\0' a"))
+        obs, _, _, _, _info = env.step(
+            call("bash", command="head -c 50000000 /dev/zero | tr '\\0' a")
+        )
         assert len(obs) < 40_000 and "output limit reached" in obs
         assert _alive(env)
     finally:
@@ -157,14 +177,19 @@ def test_sleep_is_killed_and_background_processes_end_with_the_episode(monkeypat
 
 
 def test_fresh_shell_lets_nothing_outlive_a_command():
-    env = gym.make("repogym/retry-zero-v0", shell="fresh", limits=Limits(timeout_s=2),
-                   max_episode_steps=100)
+    env = gym.make(
+        "repogym/retry-zero-v0", shell="fresh", limits=Limits(timeout_s=2), max_episode_steps=100
+    )
     try:
         env.reset(seed=0)
         obs, _, _, _, info = env.step(call("bash", command="sleep 100000"))
         assert info["timed_out"] and "timed out" in obs
-        env.step(call("bash", command="cd /tmp; export X=1; (setsid sleep 99997 &) ; "
-                                      "nohup sleep 99996 & echo bg"))
+        env.step(
+            call(
+                "bash",
+                command="cd /tmp; export X=1; (setsid sleep 99997 &) ; nohup sleep 99996 & echo bg",
+            )
+        )
         assert _host_sleeps("sleep 9999") == []
         obs, *_ = env.step(call("bash", command="pwd; echo X=${X:-unset}"))
         assert obs.startswith("/workspace\nX=unset\n")
@@ -178,8 +203,12 @@ def test_nothing_left_after_close():
     env.step(call("bash", command="sleep 30 & echo started"))
     session = env.unwrapped.session
     sandbox = session.sandbox
-    paths = [sandbox.workspace.path, sandbox.workspace.path.parent, session.template.parent,
-             sandbox.workspace.lease_dir]
+    paths = [
+        sandbox.workspace.path,
+        sandbox.workspace.path.parent,
+        session.template.parent,
+        sandbox.workspace.lease_dir,
+    ]
     cgroups = list(sandbox.cgroup.dirs) if sandbox.cgroup else []
     mounts = Path("/proc/mounts").read_text()
     assert os.geteuid() != 0 or str(sandbox.workspace.path) in mounts  # overlay as root
@@ -190,8 +219,12 @@ def test_nothing_left_after_close():
     for p in paths:
         assert not p.exists() and not _mounted_under(p, mounts), p
     assert not any(d.exists() for d in cgroups)
-    procs = subprocess.run(["ps", "-u", str(sandbox.workspace.uid), "-o", "args="],
-                           capture_output=True, text=True, check=False)
+    procs = subprocess.run(
+        ["ps", "-u", str(sandbox.workspace.uid), "-o", "args="],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert "sleep 30" not in procs.stdout
 
 
@@ -222,8 +255,11 @@ def test_workspace_writes_never_reach_the_template(make_env, retry_task):
     env.reset(seed=0)
     obs, *_ = env.step(call("bash", command="head -c 200 retry.py; git status --short"))
     assert "CORRUPTED" not in obs
-    assert retry_task.repo_dir.joinpath("retry.py").read_text().startswith(
-        (template / "retry.py").read_text()[:50])
+    assert (
+        retry_task.repo_dir.joinpath("retry.py")
+        .read_text()
+        .startswith((template / "retry.py").read_text()[:50])
+    )
 
 
 @pytest.mark.parametrize("backend", ["process"])

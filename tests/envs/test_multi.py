@@ -10,7 +10,7 @@ from repogym.envs.multi import FIXER, TESTER, RepoDuelEnv
 from tests.conftest import apply_patch_actions, call
 
 REPRO = "tests/test_repro.py"
-VALID_TEST = '''from retry import retry
+VALID_TEST = """from retry import retry
 
 
 def test_zero_retries_calls_once():
@@ -46,7 +46,7 @@ def test_last_error_is_raised_and_waits_only_between_attempts():
     except OSError as exc:
         assert exc is errors[-1]
     assert waits == [1.0, 2.0]
-'''
+"""
 # Fails on the original and on the gold fix: it asserts something the bug report never asked.
 WRONG_TEST = "import retry\n\n\ndef test_flag():\n    assert getattr(retry, 'PATCHED', False)\n"
 
@@ -84,15 +84,17 @@ def test_valid_test_and_gold_fix(duel, retry_task):
     env = duel()
     env.reset(seed=0)
     fix = apply_patch_actions(retry_task.solution_patch.read_text())
-    _, rew, term, trunc, _ = env.step({TESTER: call("write", path=REPRO, content=VALID_TEST),
-                                       FIXER: fix[0]})
+    _, rew, term, trunc, _ = env.step(
+        {TESTER: call("write", path=REPRO, content=VALID_TEST), FIXER: fix[0]}
+    )
     assert rew == {TESTER: 0.0, FIXER: 0.0} and not any(term.values()) and not any(trunc.values())
     obs, rew, term, _, info = env.step({TESTER: call("submit"), FIXER: fix[1]})
     assert term[TESTER] and rew[TESTER] == 1.0, obs[TESTER]
     repro = info[TESTER]["repro"]
     assert repro.pop("original") == "failed" and repro.pop("gold") == "passed"
-    assert set(repro) == {"unrelated"} | {f"decoy:{p.relative_to(retry_task.path)}"
-                                          for p in retry_task.decoys}
+    assert set(repro) == {"unrelated"} | {
+        f"decoy:{p.relative_to(retry_task.path)}" for p in retry_task.decoys
+    }
     assert set(repro.values()) == {"failed"}  # every wrong fix and the unrelated edit
     assert env.agents == [FIXER]
     _, rew, term, _, info = env.step({FIXER: call("submit")})
@@ -106,12 +108,19 @@ def test_valid_test_and_gold_fix(duel, retry_task):
 def test_fix_that_only_satisfies_a_wrong_test_earns_nothing_extra(duel, retry_task):
     env = duel()
     env.reset(seed=0)
-    env.step({TESTER: call("write", path=REPRO, content=WRONG_TEST),
-              FIXER: call("bash", command="echo 'PATCHED = True' >> retry.py")})
-    obs, rew, *_, info = env.step({TESTER: call("submit"),
-                                   FIXER: call("bash", command=f"python -m pytest -q {REPRO}")})
-    assert rew[TESTER] == 0.0 and info[TESTER]["repro"] == {"original": "failed",
-                                                             "gold": "failed"}  # stops there
+    env.step(
+        {
+            TESTER: call("write", path=REPRO, content=WRONG_TEST),
+            FIXER: call("bash", command="echo 'PATCHED = True' >> retry.py"),
+        }
+    )
+    obs, rew, *_, info = env.step(
+        {TESTER: call("submit"), FIXER: call("bash", command=f"python -m pytest -q {REPRO}")}
+    )
+    assert rew[TESTER] == 0.0 and info[TESTER]["repro"] == {
+        "original": "failed",
+        "gold": "failed",
+    }  # stops there
     assert "1 passed" in obs[FIXER]  # the fixer does satisfy the wrong test
     obs, rew, *_, info = env.step({FIXER: call("submit")})
     assert info[FIXER]["repro_on_fix"] == "passed" and info[FIXER]["repro_valid"] is False
@@ -124,8 +133,7 @@ def test_budget_grades_the_tester_and_fixer_uses_the_current_file(duel, retry_ta
     fix = apply_patch_actions(retry_task.solution_patch.read_text())
     env.step({TESTER: call("write", path=REPRO, content=VALID_TEST), FIXER: fix[0]})
     env.step({TESTER: call("bash", command="true"), FIXER: fix[1]})
-    _, rew, term, trunc, info = env.step({TESTER: call("read", path=REPRO),
-                                          FIXER: call("submit")})
+    _, rew, term, trunc, info = env.step({TESTER: call("read", path=REPRO), FIXER: call("submit")})
     assert term == {TESTER: False, FIXER: True} and trunc[TESTER]
     assert info[TESTER]["truncated_reason"] == "max_steps" and rew[TESTER] == 1.0
     assert rew[FIXER] == pytest.approx(1.5)  # graded with the file as it stood
@@ -135,8 +143,12 @@ def test_budget_grades_the_tester_and_fixer_uses_the_current_file(duel, retry_ta
 def test_broken_test_is_an_error_not_a_failure(duel):
     env = duel()
     env.reset(seed=0)
-    env.step({TESTER: call("write", path=REPRO, content="def test_x(:\n"),
-              FIXER: call("bash", command="true")})
+    env.step(
+        {
+            TESTER: call("write", path=REPRO, content="def test_x(:\n"),
+            FIXER: call("bash", command="true"),
+        }
+    )
     _, rew, *_, info = env.step({TESTER: call("submit"), FIXER: "not a tool call"})
     assert rew[TESTER] == 0.0 and info[TESTER]["repro"] == {"original": "error"}
     assert info[FIXER]["action_error"]
@@ -157,11 +169,15 @@ def test_missing_action_and_bad_repro_path(duel):
         RepoDuelEnv("retry-zero", repro_path="/abs/test_x.py")
 
 
-GIT_PEEK = ("import subprocess\n\n\ndef test_changed():\n    out = subprocess.run(['git', 'diff', "
-            "'HEAD'], capture_output=True, text=True).stdout\n    assert out.strip()\n")
-ANY_EDIT = ("import pathlib\n\n\ndef test_changed():\n"
-            "    src = pathlib.Path('retry.py').read_text()\n"
-            "    assert 'retries' in src and len(src) != {size}\n")
+GIT_PEEK = (
+    "import subprocess\n\n\ndef test_changed():\n    out = subprocess.run(['git', 'diff', "
+    "'HEAD'], capture_output=True, text=True).stdout\n    assert out.strip()\n"
+)
+ANY_EDIT = (
+    "import pathlib\n\n\ndef test_changed():\n"
+    "    src = pathlib.Path('retry.py').read_text()\n"
+    "    assert 'retries' in src and len(src) != {size}\n"
+)
 
 
 def test_tests_that_only_notice_a_change_are_not_reproductions(duel, retry_task):
@@ -177,13 +193,17 @@ def test_fixer_bonus_needs_a_resolving_fix(duel, retry_task):
     env = duel()
     env.reset(seed=0)
     good = (retry_task.tests_dir / "test_retry.py").read_text()
-    env.step({TESTER: call("write", path=REPRO, content=good),
-              FIXER: call("bash", command="echo note >> README.md")})
+    env.step(
+        {
+            TESTER: call("write", path=REPRO, content=good),
+            FIXER: call("bash", command="echo note >> README.md"),
+        }
+    )
     *_, infos = env.step({TESTER: call("submit"), FIXER: call("submit")})
     assert infos[FIXER]["hidden_reward"] < 1.0 and infos[FIXER]["repro_bonus"] == 0.0
 
 
-LISTENER = '''import ctypes, os, time
+LISTENER = """import ctypes, os, time
 libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -205,10 +225,10 @@ while time.time() < end:
         open("LEAK", "w").write("a check ran with a changed retry.py")
         break
     time.sleep(0.02)
-'''
+"""
 #: The tester's test: with a fix applied (the gold run of its validation), it holds 60
 #: inotify instances for two seconds, a signal a process of the same uid can count.
-SIGNALLER = '''import ctypes, hashlib, pathlib, time
+SIGNALLER = """import ctypes, hashlib, pathlib, time
 
 ORIGINAL = {digest!r}
 
@@ -220,7 +240,7 @@ def test_signal():
         held = [libc.inotify_init() for _ in range(60)]
         time.sleep(2)
     assert changed
-'''
+"""
 
 
 def test_a_check_that_sees_the_gold_patch_cannot_signal_to_the_live_episode(duel, retry_task):
@@ -233,14 +253,30 @@ def test_a_check_that_sees_the_gold_patch_cannot_signal_to_the_live_episode(duel
     env = duel()
     env.reset(seed=0)
     digest = hashlib.sha256((retry_task.repo_dir / "retry.py").read_bytes()).hexdigest()
-    env.step({TESTER: call("write", path=REPRO, content=SIGNALLER.format(digest=digest)),
-              FIXER: call("write", path="listen.py", content=LISTENER)})
-    env.step({TESTER: call("bash", command="true"),
-              FIXER: call("bash", command="nohup python3 listen.py >/dev/null 2>&1 &"
-                                          " sleep 1; echo started")})
+    env.step(
+        {
+            TESTER: call("write", path=REPRO, content=SIGNALLER.format(digest=digest)),
+            FIXER: call("write", path="listen.py", content=LISTENER),
+        }
+    )
+    env.step(
+        {
+            TESTER: call("bash", command="true"),
+            FIXER: call(
+                "bash", command="nohup python3 listen.py >/dev/null 2>&1 & sleep 1; echo started"
+            ),
+        }
+    )
     _, _, _, _, info = env.step({TESTER: call("submit"), FIXER: call("bash", command="true")})
     assert info[TESTER]["repro"]["gold"] == "passed"  # the signalling run did happen
-    obs, *_ = env.step({FIXER: call("bash", command="sleep 1; cat LEAK 2>/dev/null || "
-                                                    "echo no-leak; pgrep -f listen.py "
-                                                    ">/dev/null && echo alive")})
+    obs, *_ = env.step(
+        {
+            FIXER: call(
+                "bash",
+                command="sleep 1; cat LEAK 2>/dev/null || "
+                "echo no-leak; pgrep -f listen.py "
+                ">/dev/null && echo alive",
+            )
+        }
+    )
     assert "no-leak" in obs[FIXER] and "alive" in obs[FIXER], obs[FIXER]

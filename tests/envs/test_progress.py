@@ -19,12 +19,16 @@ def test_progress_measures_changing_steps_like_the_final_grade(make_env, retry_t
     _, info = env.reset(seed=0)
     baseline = info["progress"]
     assert 0 < baseline < 1  # retry-zero: the pass_to_pass tests pass before any fix
-    seen = [env.step(call("read", path="retry.py"))[4]["progress"],  # cannot change anything
-            env.step(call("bash", command="ls"))[4]["progress"],  # changed nothing
-            env.step(call("write", path="notes.txt", content="x"))[4]["progress"]]
+    seen = [
+        env.step(call("read", path="retry.py"))[4]["progress"],  # cannot change anything
+        env.step(call("bash", command="ls"))[4]["progress"],  # changed nothing
+        env.step(call("write", path="notes.txt", content="x"))[4]["progress"],
+    ]
     assert seen == [-1.0, -1.0, baseline]  # changed, but no test moved
-    fixed = [env.step(a)[4]["progress"] for a in apply_patch_actions(
-        retry_task.solution_patch.read_text())]
+    fixed = [
+        env.step(a)[4]["progress"]
+        for a in apply_patch_actions(retry_task.solution_patch.read_text())
+    ]
     assert fixed[-1] == 1.0
     assert env.step(call("bash", command="true"))[4]["progress"] == -1.0
     # Going back to an earlier state is measured again (from the cache).

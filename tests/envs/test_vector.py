@@ -20,24 +20,33 @@ BOTH_KEYS = set(StepInfo.__required_keys__) & set(ResetInfo.__required_keys__)
 STEP_KEYS = set(StepInfo.__required_keys__) - BOTH_KEYS
 RESET_KEYS = set(ResetInfo.__required_keys__) - BOTH_KEYS
 #: What ``_add_info`` makes of each numeric key: numpy arrays of one dtype.
-NUMERIC = {"step": np.int_, "exit_code": np.int_, "verifier_exit_code": np.int_,
-           "reward": np.float64, "tool_ran": np.bool_, "timed_out": np.bool_,
-           "graded": np.bool_, "resolved": np.bool_}
+NUMERIC = {
+    "step": np.int_,
+    "exit_code": np.int_,
+    "verifier_exit_code": np.int_,
+    "reward": np.float64,
+    "tool_ran": np.bool_,
+    "timed_out": np.bool_,
+    "graded": np.bool_,
+    "resolved": np.bool_,
+}
 CLOSE_BOUND_S = 60  # a hang check, not a timing: close normally takes about a second
 
 
 def random_action(rng: random.Random) -> str:
     """A tool call, a malformed action or a submit."""
-    return rng.choice([
-        call("bash", command="echo hi; exit 3"),
-        call("bash", command="true"),
-        call("read", path="retry.py"),
-        call("read", path="no/such/file"),
-        call("write", path="note.txt", content="x"),
-        "not a tool call",
-        '{"tool": "bash", "args": {}}',
-        call("submit"),
-    ])
+    return rng.choice(
+        [
+            call("bash", command="echo hi; exit 3"),
+            call("bash", command="true"),
+            call("read", path="retry.py"),
+            call("read", path="no/such/file"),
+            call("write", path="note.txt", content="x"),
+            "not a tool call",
+            '{"tool": "bash", "args": {}}',
+            call("submit"),
+        ]
+    )
 
 
 def close_within(envs: gym.vector.VectorEnv, bound_s: float) -> bool:
@@ -79,8 +88,7 @@ def check_batch(infos: dict, reset: list[bool]) -> None:
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_vector_env_batches_every_info_and_closes(mode):
     rng = random.Random(f"vector-{mode}")
-    envs = gym.make_vec("repogym/retry-zero-v0", num_envs=4, vectorization_mode=mode,
-                        max_steps=3)
+    envs = gym.make_vec("repogym/retry-zero-v0", num_envs=4, vectorization_mode=mode, max_steps=3)
     try:
         _, infos = envs.reset(seed=0)
         assert all(infos[f"_{k}"].all() for k in RESET_KEYS)

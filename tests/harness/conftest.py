@@ -25,15 +25,23 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 def run_cli(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
     """Run ``repogym ARGS`` (python -m repogym.cli) and return the finished process."""
-    return subprocess.run([sys.executable, "-m", "repogym.cli", *args],
-                          capture_output=True, text=True, timeout=timeout, env=cli_env(**env),
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "repogym.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=cli_env(**env),
+        check=False,
+    )
 
 
 def rows_of(out: Path) -> list[dict]:
     """The rows of ``out/results.jsonl``."""
-    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()
-            if line.strip()]
+    return [
+        json.loads(line)
+        for line in (out / "results.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
 
 
 @pytest.fixture

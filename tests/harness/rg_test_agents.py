@@ -39,7 +39,7 @@ def report_resources(mark_dir: str) -> None:
     objs = gc.get_objects()
     held = {
         "paths": [str(o._root) for o in objs if isinstance(o, Workspace) and o._root]
-                 + [str(o.path) for o in objs if isinstance(o, Lease) and o.held],
+        + [str(o.path) for o in objs if isinstance(o, Lease) and o.held],
         "cgroups": [str(d) for o in objs if isinstance(o, Cgroup) for d in o.dirs],
     }
     tmp = os.path.join(mark_dir, f"{os.getpid()}.tmp")

@@ -26,8 +26,18 @@ def test_every_option_of_every_built_in_is_documented(name: str) -> None:
 
 def test_openai_options_are_listed_with_defaults() -> None:
     opts = {o.name: o for o in agent_options(resolve_agent_class("openai"))}
-    assert set(opts) == {"base_url", "model", "api_key_env", "temperature", "max_tokens", "tools",
-                         "timeout_s", "max_retries", "backoff_s", "system_prompt"}
+    assert set(opts) == {
+        "base_url",
+        "model",
+        "api_key_env",
+        "temperature",
+        "max_tokens",
+        "tools",
+        "timeout_s",
+        "max_retries",
+        "backoff_s",
+        "system_prompt",
+    }
     assert opts["max_tokens"].default == "1024" and "Completion tokens" in opts["max_tokens"].doc
 
 

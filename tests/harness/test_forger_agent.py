@@ -16,8 +16,10 @@ from .conftest import rows_of, run_cli
 
 
 def test_targets_are_the_non_test_modules_of_the_listing():
-    listing = "pkg/__init__.py\npkg/core.py\ntests/test_core.py\nconftest.py\n" \
-              "pkg/core_test.py\nREADME.md\n[exit code: 0]\n"
+    listing = (
+        "pkg/__init__.py\npkg/core.py\ntests/test_core.py\nconftest.py\n"
+        "pkg/core_test.py\nREADME.md\n[exit code: 0]\n"
+    )
     assert targets(listing) == ["pkg/__init__.py", "pkg/core.py"]
 
 
@@ -42,8 +44,9 @@ def test_forger_runs_through_repogym_run(tmp_path):
     """On a sealed built-in it earns what noop earns (0); on a task whose fail_to_pass test
     asserts through a helper (unsealed) it resolves the task without a fix."""
     out = tmp_path / "builtin"
-    res = run_cli("run", "--agent", "forger", "--tasks", "retry-zero", "--out", str(out),
-                  "--no-progress")
+    res = run_cli(
+        "run", "--agent", "forger", "--tasks", "retry-zero", "--out", str(out), "--no-progress"
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     [row] = rows_of(out)
     assert row["reward"] == 0.0 and not row["resolved"], row
@@ -56,8 +59,9 @@ def test_forger_runs_through_repogym_run(tmp_path):
     suite = tmp_path / "suite"
     write_task(suite / "helper-assert", tests=HELPER)
     out = tmp_path / "weak"
-    res = run_cli("run", "--agent", "forger", "--suite", str(suite), "--out", str(out),
-                  "--no-progress")
+    res = run_cli(
+        "run", "--agent", "forger", "--suite", str(suite), "--out", str(out), "--no-progress"
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     [row] = rows_of(out)
     assert row["resolved"] and row["reward"] == 1.0, row

@@ -49,7 +49,8 @@ def _legacy(pid: int) -> Path:
 
 
 def test_gc_reaps_leftovers_of_gone_owners_and_keeps_live_ones(
-        processes: list[subprocess.Popen]) -> None:
+    processes: list[subprocess.Popen],
+) -> None:
     python = [sys.executable, "-c", "import time; time.sleep(600)"]
     owner = _spawn(processes, *python)
     exec_d = _spawn(processes, "sleep", "600")  # alive, but no longer a Python process
@@ -96,7 +97,8 @@ def engine() -> Iterator[object]:
 
 
 def test_gc_removes_containers_whose_owner_pid_is_not_the_owner(
-        engine: object, processes: list[subprocess.Popen]) -> None:
+    engine: object, processes: list[subprocess.Popen]
+) -> None:
     import socket
 
     from repogym.sandbox.docker_setup import LABEL, client
@@ -106,11 +108,17 @@ def test_gc_removes_containers_whose_owner_pid_is_not_the_owner(
     ids = {}
     try:
         for name, pid in (("live", os.getpid()), ("execd", exec_d), ("dead", _dead_pid())):
-            labels = {LABEL: "1", f"{LABEL}.owner": f"{socket.gethostname()}:{pid}",
-                      f"{LABEL}.created": str(int(time.time()))}
-            ids[name] = c.api.create_container(engine.image, ["true"], labels=labels,
-                                               name=f"rgtest-gc-{name}-{secrets.token_hex(3)}"
-                                               )["Id"]
+            labels = {
+                LABEL: "1",
+                f"{LABEL}.owner": f"{socket.gethostname()}:{pid}",
+                f"{LABEL}.created": str(int(time.time())),
+            }
+            ids[name] = c.api.create_container(
+                engine.image,
+                ["true"],
+                labels=labels,
+                name=f"rgtest-gc-{name}-{secrets.token_hex(3)}",
+            )["Id"]
         proc = run_cli("gc", "--docker-host", engine.base_url or "")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         left = {ctr["Id"] for ctr in c.api.containers(all=True, filters={"label": LABEL})}

@@ -44,11 +44,17 @@ def test_plain_prompt_without_a_chat_template(tiny_dir: Path) -> None:
     assert isinstance(agent.act("hello"), str)
 
 
-def test_runs_episodes_in_the_runner_with_long_prompts_cut_to_fit(tiny_dir: Path,
-                                                                  tmp_path: Path) -> None:
+def test_runs_episodes_in_the_runner_with_long_prompts_cut_to_fit(
+    tiny_dir: Path, tmp_path: Path
+) -> None:
     # The statement + tool help exceed the 512-token context: the prompt is cut from the left.
-    cfg = RunConfig(agent="hf", out=tmp_path / "hf", task_ids=["retry-zero"], max_steps=2,
-                    agent_args={"model": str(tiny_dir), "max_new_tokens": 16})
+    cfg = RunConfig(
+        agent="hf",
+        out=tmp_path / "hf",
+        task_ids=["retry-zero"],
+        max_steps=2,
+        agent_args={"model": str(tiny_dir), "max_new_tokens": 16},
+    )
     (row,) = run(cfg)
     assert row["agent_error"] is None and row["infra_error"] is None
     assert row["steps"] == 2 and row["truncated"] == "max_steps"

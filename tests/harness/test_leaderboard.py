@@ -29,17 +29,32 @@ def chromium() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if shutil.which(name):
             return shutil.which(name)
-    pytest.skip("headless Chromium is not installed: `make system-deps` installs it (apt "
-                "install chromium)")
+    pytest.skip(
+        "headless Chromium is not installed: `make system-deps` installs it (apt install chromium)"
+    )
 
 
 def dump_dom(page: Path, profile: Path) -> str:
     """The DOM after Chromium loaded and rendered ``page`` (no network, fresh profile)."""
     proc = subprocess.run(
-        [chromium(), "--headless", "--no-sandbox", "--disable-gpu",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run", f"--user-data-dir={profile}", "--dump-dom", page.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120, check=False)
+        [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            "--dump-dom",
+            page.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
 
@@ -95,26 +110,55 @@ def _write(folder: Path, agent: str, resolved: list[bool], split: str = "train")
     folder.mkdir(parents=True)
     with (folder / "results.jsonl").open("w") as f:
         for i, ok in enumerate(resolved):
-            f.write(json.dumps({"agent": agent, "task": f"t{i % 2}", "split": split,
-                                "tags": ["x"], "sample": i // 2, "reward": float(ok),
-                                "resolved": ok, "steps": 3 + i, "wall_s": 1.5, "tokens": 10 * i,
-                                "hack_flags": [], "infra_error": None,
-                                "agent_error": None}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "agent": agent,
+                        "task": f"t{i % 2}",
+                        "split": split,
+                        "tags": ["x"],
+                        "sample": i // 2,
+                        "reward": float(ok),
+                        "resolved": ok,
+                        "steps": 3 + i,
+                        "wall_s": 1.5,
+                        "tokens": 10 * i,
+                        "hack_flags": [],
+                        "infra_error": None,
+                        "agent_error": None,
+                    }
+                )
+                + "\n"
+            )
     return folder
 
 
 def _screenshot(page: Path, png: Path, profile: Path) -> np.ndarray:
     proc = subprocess.run(
-        [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         "--disable-background-networking", "--no-first-run", f"--user-data-dir={profile}",
-         f"--screenshot={png}", "--window-size=1280,4000", page.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120, check=False)
+        [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--disable-background-networking",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            f"--screenshot={png}",
+            "--window-size=1280,4000",
+            page.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0 and png.is_file(), proc.stderr[-2000:]
     return (plt.imread(png)[..., :3] * 255).round()
 
 
 def _pixels(img: np.ndarray, css_hex: str) -> int:
-    rgb = np.array([int(css_hex[i:i + 2], 16) for i in (1, 3, 5)])
+    rgb = np.array([int(css_hex[i : i + 2], 16) for i in (1, 3, 5)])
     return int((np.abs(img - rgb).max(axis=-1) <= 3).sum())
 
 
@@ -127,16 +171,27 @@ def real_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         run(RunConfig(agent=agent, out=root / out, task_ids=TASKS))
     stub = ChatStub(lambda n, body: (200, SUBMIT)).start()
     try:
-        run(RunConfig(agent="openai", out=root / "llm", task_ids=TASKS,
-                      agent_args={"base_url": stub.url, "model": "org/stub-7b",
-                                  "temperature": 0.3, "backoff_s": 0.01}))
+        run(
+            RunConfig(
+                agent="openai",
+                out=root / "llm",
+                task_ids=TASKS,
+                agent_args={
+                    "base_url": stub.url,
+                    "model": "org/stub-7b",
+                    "temperature": 0.3,
+                    "backoff_s": 0.01,
+                },
+            )
+        )
     finally:
         stub.kill()
     return root
 
 
-def test_page_shows_runs_matrix_and_episode_links_in_chromium(real_runs: Path,
-                                                             tmp_path: Path) -> None:
+def test_page_shows_runs_matrix_and_episode_links_in_chromium(
+    real_runs: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "lb"
     proc = run_cli("leaderboard", "--results", str(real_runs), "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -153,28 +208,52 @@ def test_page_shows_runs_matrix_and_episode_links_in_chromium(real_runs: Path,
     assert [r[0] for r in body] == names
     assert [r[3] for r in body] == ["100.0%", "0.0%", "0.0%", "0.0%"]
     # 95% Wilson intervals over 2 tasks: 2/2 -> [34.2, 100], 0/2 -> [0, 65.8]
-    assert header[4] == "95% CI" and [r[4] for r in body] == ["[34.2, 100.0]"] + [
-        "[0.0, 65.8]"] * 3
-    assert {"tokens total", "tokens mean", "wall s mean", "wall s total", "agent errors",
-            "endpoint errors", "infra errors"} <= set(header)
+    assert header[4] == "95% CI" and [r[4] for r in body] == ["[34.2, 100.0]"] + ["[0.0, 65.8]"] * 3
+    assert {
+        "tokens total",
+        "tokens mean",
+        "wall s mean",
+        "wall s total",
+        "agent errors",
+        "endpoint errors",
+        "infra errors",
+    } <= set(header)
     runs_head, *runs = page.tables["runs"]
     info = {r[0]: dict(zip(runs_head, r, strict=False)) for r in runs}
-    assert runs_head == ["run", "agent", "model", "endpoint", "sampling", "agent options",
-                         "tasks", "started (UTC)", "repogym"]
+    assert runs_head == [
+        "run",
+        "agent",
+        "model",
+        "endpoint",
+        "sampling",
+        "agent options",
+        "tasks",
+        "started (UTC)",
+        "repogym",
+    ]
     port = llm_port(real_runs)
-    assert info[llm]["model"] == "org/stub-7b" and info[llm]["endpoint"] == \
-        f"http://127.0.0.1:{port}"  # the host only: no path
+    assert (
+        info[llm]["model"] == "org/stub-7b" and info[llm]["endpoint"] == f"http://127.0.0.1:{port}"
+    )  # the host only: no path
     assert "/v1" not in info[llm]["agent options"]
     assert info[llm]["sampling"] == "temperature=0.3, max_tokens=1024"
     assert "backoff_s=0.01" in info[llm]["agent options"]
     assert info[llm]["tasks"] == "suite builtin, 2 chosen ids, 2 tasks x 1 sample(s), seed 0"
     assert re.fullmatch(r"20\d\d-\d\d-\d\d \d\d:\d\d:\d\dZ", info[llm]["started (UTC)"])
-    assert re.fullmatch(rf"{re.escape(__version__)} (@ [0-9a-f]{{12}}.*|\(git commit not "
-                        r"recorded\))", info[llm]["repogym"])  # no commit outside a checkout
+    assert re.fullmatch(
+        rf"{re.escape(__version__)} (@ [0-9a-f]{{12}}.*|\(git commit not "
+        r"recorded\))",
+        info[llm]["repogym"],
+    )  # no commit outside a checkout
     assert info["oracle"]["model"] == info["oracle"]["endpoint"] == "n/a"
     paired_head, *paired = page.tables["paired"]
-    assert paired_head[:5] == ["run", "compared with", "common tasks", "only it resolved",
-                               "only the other resolved"]
+    assert paired_head[:5] == [
+        "run",
+        "compared with",
+        "common tasks",
+        "only it resolved",
+        "only the other resolved",
+    ]
     # noop against oracle on 2 tasks: oracle alone resolved both; exact p = 2 * 1/4
     assert ["noop [noop-a]", "oracle", "2", "0", "2", "0.5"] in paired
     tags_head, *tag_rows = page.tables["tags"]
@@ -223,26 +302,51 @@ def llm_port(root: Path) -> int:
 def test_errors_are_marked_apart_from_failures_in_chromium(tmp_path: Path) -> None:
     folder = tmp_path / "r"
     folder.mkdir()
-    base = {"agent": "m", "split": "train", "tags": ["x"], "reward": 0.0, "resolved": False,
-            "steps": 1, "wall_s": 1.0, "tokens": 0, "hack_flags": [], "infra_error": None}
-    kinds = {"t0": {}, "t1": {"agent_error": "RuntimeError in act: boom"},
-             "t2": {"endpoint_error": "EndpointError in act: Connection refused"},
-             "t3": {"infra_error": "reset: sandbox died"}, "t4": {"resolved": True}}
+    base = {
+        "agent": "m",
+        "split": "train",
+        "tags": ["x"],
+        "reward": 0.0,
+        "resolved": False,
+        "steps": 1,
+        "wall_s": 1.0,
+        "tokens": 0,
+        "hack_flags": [],
+        "infra_error": None,
+    }
+    kinds = {
+        "t0": {},
+        "t1": {"agent_error": "RuntimeError in act: boom"},
+        "t2": {"endpoint_error": "EndpointError in act: Connection refused"},
+        "t3": {"infra_error": "reset: sandbox died"},
+        "t4": {"resolved": True},
+    }
     with (folder / "results.jsonl").open("w") as f:
         for task, extra in kinds.items():
             f.write(json.dumps({**base, "task": task, "sample": 0, **extra}) + "\n")
     out = tmp_path / "lb"
     board = build([folder], out)
     s = board.summaries["m"]
-    assert (s["scored"], s["resolved"], s["agent_errors"], s["endpoint_errors"],
-            s["infra_errors"]) == (3, 1, 1, 1, 1)
+    assert (
+        s["scored"],
+        s["resolved"],
+        s["agent_errors"],
+        s["endpoint_errors"],
+        s["infra_errors"],
+    ) == (3, 1, 1, 1, 1)
     page = parse(dump_dom(out / "index.html", tmp_path / "profile"))
-    marks = {row[0]: cell for row, cells in zip(page.tables["matrix"][1:],
-                                                 page.links["matrix"][1:], strict=False)
-             for cell in cells[2:]}
+    marks = {
+        row[0]: cell
+        for row, cells in zip(page.tables["matrix"][1:], page.links["matrix"][1:], strict=False)
+        for cell in cells[2:]
+    }
     assert {t: c[0][0] for t, c in marks.items()} == {
-        "t0": "ep failed", "t1": "ep agent_error", "t2": "ep endpoint", "t3": "ep infra",
-        "t4": "ep solved"}
+        "t0": "ep failed",
+        "t1": "ep agent_error",
+        "t2": "ep endpoint",
+        "t3": "ep infra",
+        "t4": "ep solved",
+    }
     dom = dump_dom(out / "index.html", tmp_path / "profile2")
     assert "agent error: the agent raised or timed out" in dom  # the legend says which is which
     assert "model endpoint error" in dom
@@ -254,8 +358,10 @@ def test_errors_are_marked_apart_from_failures_in_chromium(tmp_path: Path) -> No
 
 
 def test_one_pass_at_k_for_every_run(tmp_path: Path) -> None:
-    dirs = [_write(tmp_path / "a", "alpha", [True, True, True, False]),
-            _write(tmp_path / "b", "beta <b>", [False, False, True, False], split="test")]
+    dirs = [
+        _write(tmp_path / "a", "alpha", [True, True, True, False]),
+        _write(tmp_path / "b", "beta <b>", [False, False, True, False], split="test"),
+    ]
     board = build(dirs, tmp_path / "lb")
     assert board.k == 2 and list(board.summaries) == ["alpha", "beta <b>"]  # best first
     # pass@2, alpha: t0 n=2,c=2 -> 1; t1 n=2,c=1 -> 1. beta: t0 c=1 -> 1; t1 c=0 -> 0.
@@ -296,6 +402,7 @@ def test_committed_leaderboard_lists_the_reference_agents(tmp_path: Path) -> Non
 def test_no_results_is_explained(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="repogym run --out DIR"):
         build([tmp_path], tmp_path / "out")
-    proc = run_cli("leaderboard", "--results", str(tmp_path / "missing"), "--out",
-                   str(tmp_path / "o"))
+    proc = run_cli(
+        "leaderboard", "--results", str(tmp_path / "missing"), "--out", str(tmp_path / "o")
+    )
     assert proc.returncode == 2 and "or a folder of them" in proc.stdout

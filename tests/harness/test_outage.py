@@ -39,8 +39,7 @@ class ChatStub:
     without an answer. ``start`` and ``kill`` may be called again and again on the same port.
     """
 
-    def __init__(self, reply: Callable[[int, dict], tuple[int, Any] | None],
-                 port: int = 0) -> None:
+    def __init__(self, reply: Callable[[int, dict], tuple[int, Any] | None], port: int = 0) -> None:
         self.reply, self.port, self.episode_requests = reply, port, 0
         self.httpd: ThreadingHTTPServer | None = None
 
@@ -89,10 +88,25 @@ class ChatStub:
 
 
 def _cli(stub: ChatStub, out: Path, samples: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "repogym.cli", "run", "--agent", "openai",
-            f"--agent-arg=base_url={stub.url}", "--agent-arg=model=stub-model",
-            "--agent-arg=max_retries=1", "--agent-arg=backoff_s=0.01", "--tasks", TASK,
-            "--samples", str(samples), "--out", str(out), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "repogym.cli",
+        "run",
+        "--agent",
+        "openai",
+        f"--agent-arg=base_url={stub.url}",
+        "--agent-arg=model=stub-model",
+        "--agent-arg=max_retries=1",
+        "--agent-arg=backoff_s=0.01",
+        "--tasks",
+        TASK,
+        "--samples",
+        str(samples),
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def test_a_killed_endpoint_stops_the_run_and_a_resume_completes_it(tmp_path: Path) -> None:
@@ -108,9 +122,13 @@ def test_a_killed_endpoint_stops_the_run_and_a_resume_completes_it(tmp_path: Pat
         return None
 
     stub = ChatStub(reply).start()
-    proc = subprocess.Popen(_cli(stub, out, samples, "--max-endpoint-errors", "2"),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=cli_env())
+    proc = subprocess.Popen(
+        _cli(stub, out, samples, "--max-endpoint-errors", "2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=cli_env(),
+    )
     try:
         assert third_request.wait(240), "the run never reached its third episode"
         stub.kill()
@@ -138,9 +156,14 @@ def test_a_killed_endpoint_stops_the_run_and_a_resume_completes_it(tmp_path: Pat
     stub.episode_requests = 0
     stub.start()
     try:
-        done = subprocess.run(_cli(stub, out, samples, "--max-endpoint-errors", "2"),
-                              capture_output=True, text=True, timeout=300, env=cli_env(),
-                              check=False)
+        done = subprocess.run(
+            _cli(stub, out, samples, "--max-endpoint-errors", "2"),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=cli_env(),
+            check=False,
+        )
     finally:
         stub.kill()
     assert done.returncode == 0, done.stdout + done.stderr
@@ -154,16 +177,26 @@ def test_a_killed_endpoint_stops_the_run_and_a_resume_completes_it(tmp_path: Pat
 def test_a_persistent_500_stops_the_run_and_an_isolated_one_does_not(tmp_path: Path) -> None:
     """Episode 1 gets 500s (one endpoint error), episode 2 succeeds (the count starts again),
     then every answer is 500: the run stops after two more, with episode 5 never run."""
+
     def reply(n: int, body: dict) -> tuple[int, Any]:
         if n == 3:  # the first request of episode 2 (episode 1 made two: one retry)
             return 200, SUBMIT
         return 500, {"error": {"message": "internal error: the engine died"}}
 
     stub = ChatStub(reply).start()
-    cfg = RunConfig(agent="openai", out=tmp_path / "o", task_ids=[TASK], samples=5,
-                    max_endpoint_errors=2,
-                    agent_args={"base_url": stub.url, "model": "stub-model", "max_retries": 1,
-                                "backoff_s": 0.01})
+    cfg = RunConfig(
+        agent="openai",
+        out=tmp_path / "o",
+        task_ids=[TASK],
+        samples=5,
+        max_endpoint_errors=2,
+        agent_args={
+            "base_url": stub.url,
+            "model": "stub-model",
+            "max_retries": 1,
+            "backoff_s": 0.01,
+        },
+    )
     try:
         with pytest.raises(EndpointOutage, match="failed 2 episodes in a row.*HTTP 500"):
             run(cfg)
@@ -182,11 +215,18 @@ def test_a_persistent_500_stops_the_run_and_an_isolated_one_does_not(tmp_path: P
 def test_an_outage_stops_a_pool_of_workers(tmp_path: Path) -> None:
     """Two worker processes: the first two requests are answered, then only 503s; the run
     stops at the second endpoint error in a row, with the workers stopped."""
-    stub = ChatStub(lambda n, body: (200, SUBMIT) if n <= 2 else
-                    (503, {"error": {"message": "no capacity"}})).start()
-    cfg = RunConfig(agent="openai", out=tmp_path / "o", task_ids=[TASK], samples=6, workers=2,
-                    max_endpoint_errors=2,
-                    agent_args={"base_url": stub.url, "model": "stub-model", "max_retries": 0})
+    stub = ChatStub(
+        lambda n, body: (200, SUBMIT) if n <= 2 else (503, {"error": {"message": "no capacity"}})
+    ).start()
+    cfg = RunConfig(
+        agent="openai",
+        out=tmp_path / "o",
+        task_ids=[TASK],
+        samples=6,
+        workers=2,
+        max_endpoint_errors=2,
+        agent_args={"base_url": stub.url, "model": "stub-model", "max_retries": 0},
+    )
     try:
         with pytest.raises(EndpointOutage, match="HTTP 503"):
             run(cfg)
@@ -202,8 +242,14 @@ def test_time_is_not_spent_on_a_dead_endpoint_at_the_start(tmp_path: Path) -> No
     """Down before the run starts: the preflight says so (exit 2), nothing is recorded."""
     stub = ChatStub(lambda n, body: (200, SUBMIT)).start()
     stub.kill()
-    proc = subprocess.run(_cli(stub, tmp_path / "o", 2, "--no-progress"), capture_output=True,
-                          text=True, timeout=120, env=cli_env(), check=False)
+    proc = subprocess.run(
+        _cli(stub, tmp_path / "o", 2, "--no-progress"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=cli_env(),
+        check=False,
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Connection refused" in proc.stdout
     assert not (tmp_path / "o" / "results.jsonl").exists()
@@ -225,12 +271,15 @@ def test_plain_progress_says_it_is_alive_while_no_episode_finishes() -> None:
     with progress:
         progress.begin("out", 1)
         deadline = time.monotonic() + 30
-        while "running: no episode finished" not in buf.getvalue() and \
-                time.monotonic() < deadline:
+        while "running: no episode finished" not in buf.getvalue() and time.monotonic() < deadline:
             time.sleep(0.02)
         progress.row({"task": "t", "sample": 0, "resolved": True, "steps": 2, "wall_s": 1.0})
     lines = buf.getvalue().splitlines()
     assert lines[0] == "m: 2 episode(s) to run, 1 worker(s), results in out"
     assert lines[1].startswith("[0/2] running: no episode finished in the last")
-    assert any(line.startswith("[1/2] t #0: solved (2 steps, 1.0 s) | resolved 1, agent "
-                               "errors 0, not scored 0 |") for line in lines)
+    assert any(
+        line.startswith(
+            "[1/2] t #0: solved (2 steps, 1.0 s) | resolved 1, agent errors 0, not scored 0 |"
+        )
+        for line in lines
+    )

@@ -51,15 +51,29 @@ def test_default_ks() -> None:
 
 
 def _row(task: str, sample: int, resolved: bool, **kw) -> dict:
-    return {"agent": "a", "task": task, "sample": sample, "resolved": resolved,
-            "reward": float(resolved), "steps": 2, "wall_s": 1.0, **kw}
+    return {
+        "agent": "a",
+        "task": task,
+        "sample": sample,
+        "resolved": resolved,
+        "reward": float(resolved),
+        "steps": 2,
+        "wall_s": 1.0,
+        **kw,
+    }
 
 
 def test_summary_averages_pass_at_k_over_tasks_and_masks_infra_errors() -> None:
-    rows = [_row("t1", 0, True), _row("t1", 1, False), _row("t1", 2, False),
-            _row("t2", 0, False), _row("t2", 1, False), _row("t2", 2, True),
-            _row("t2", 3, False, infra_error="sandbox died"),
-            _row("t3", 0, False, agent_error="boom", hack_flags=["conftest"])]
+    rows = [
+        _row("t1", 0, True),
+        _row("t1", 1, False),
+        _row("t1", 2, False),
+        _row("t2", 0, False),
+        _row("t2", 1, False),
+        _row("t2", 2, True),
+        _row("t2", 3, False, infra_error="sandbox died"),
+        _row("t3", 0, False, agent_error="boom", hack_flags=["conftest"]),
+    ]
     s = summarize(rows, ks=[1, 2, 3])
     assert s["episodes"] == 8 and s["scored"] == 7 and s["infra_errors"] == 1
     assert s["agent_errors"] == 1 and s["hack_flagged"] == 1
@@ -83,13 +97,16 @@ def test_one_k_for_every_group() -> None:
     # four: t1 n=4,c=1 -> 1 - C(3,2)/C(4,2) = 0.5; t2 -> 0.  two: t1 -> 1, t2 -> 1.
     assert s["four"]["pass_at_k"][2] == pytest.approx(0.25)
     assert s["two"]["pass_at_k"][2] == pytest.approx(1.0)
-    assert common_k([four, []]) == 0 and summarize_groups({"a": four, "b": []})["a"][
-        "pass_at_k"] == {}
+    assert (
+        common_k([four, []]) == 0 and summarize_groups({"a": four, "b": []})["a"]["pass_at_k"] == {}
+    )
 
 
 def test_costs_are_totals_and_means() -> None:
-    rows = [_row("t1", 0, True, tokens=100, wall_s=2.0), _row("t2", 0, False, tokens=300,
-                                                              wall_s=4.0)]
+    rows = [
+        _row("t1", 0, True, tokens=100, wall_s=2.0),
+        _row("t2", 0, False, tokens=300, wall_s=4.0),
+    ]
     s = summarize(rows)
     assert s["tokens"] == 400 and s["mean_tokens"] == 200
     assert s["wall_s"] == 6.0 and s["mean_wall_s"] == 3.0

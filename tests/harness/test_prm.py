@@ -17,8 +17,12 @@ def _episode(log_dir, retry_task, progress: bool) -> None:
     env = TrajectoryLogger(gym.make("repogym/retry-zero-v0", progress=progress), log_dir)
     try:
         env.reset(seed=0)
-        actions = [call("read", path="retry.py"), call("write", path="notes.txt", content="x"),
-                   *apply_patch_actions(retry_task.solution_patch.read_text()), call("submit")]
+        actions = [
+            call("read", path="retry.py"),
+            call("write", path="notes.txt", content="x"),
+            *apply_patch_actions(retry_task.solution_patch.read_text()),
+            call("submit"),
+        ]
         for action in actions:
             env.step(action)
     finally:

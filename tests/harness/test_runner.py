@@ -17,8 +17,19 @@ from .conftest import TASKS, rows_of, run_cli
 
 def test_cli_oracle_resolves_every_task_with_two_workers(tmp_path: Path) -> None:
     out = tmp_path / "oracle"
-    proc = run_cli("run", "--agent", "oracle", "--suite", "builtin", "--workers", "2",
-                   "--tasks", ",".join(TASKS), "--out", str(out))
+    proc = run_cli(
+        "run",
+        "--agent",
+        "oracle",
+        "--suite",
+        "builtin",
+        "--workers",
+        "2",
+        "--tasks",
+        ",".join(TASKS),
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = rows_of(out)
     assert sorted(r["task"] for r in rows) == TASKS
@@ -34,8 +45,18 @@ def test_cli_oracle_resolves_every_task_with_two_workers(tmp_path: Path) -> None
 
 def test_cli_noop_resolves_nothing(tmp_path: Path) -> None:
     out = tmp_path / "noop"
-    proc = run_cli("run", "--agent", "noop", "--workers", "2", "--tasks", ",".join(TASKS),
-                   "--out", str(out), "--no-progress")
+    proc = run_cli(
+        "run",
+        "--agent",
+        "noop",
+        "--workers",
+        "2",
+        "--tasks",
+        ",".join(TASKS),
+        "--out",
+        str(out),
+        "--no-progress",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = rows_of(out)
     assert len(rows) == 2 and not any(r["resolved"] for r in rows)
@@ -51,7 +72,9 @@ def test_unknown_agent_and_bad_agent_arg_fail_with_a_fix(tmp_path: Path) -> None
     assert proc.returncode == 2 and "unknown task ids ['retry-zerro']" in proc.stdout
     assert "did you mean retry-zero" in proc.stdout
     proc = run_cli("run", "--agent", "random", "--agent-arg", "sed=1", "--out", str(tmp_path / "w"))
-    assert proc.returncode == 2 and "no option(s) ['sed']" in proc.stdout and "'seed'" in proc.stdout
+    assert (
+        proc.returncode == 2 and "no option(s) ['sed']" in proc.stdout and "'seed'" in proc.stdout
+    )
     assert not any(tmp_path.glob("*/results.jsonl"))  # nothing ran
 
 
@@ -75,8 +98,16 @@ def test_resume_skips_recorded_episodes_and_retries_infra_errors(tmp_path: Path)
 
 def test_agent_errors_are_kept_on_resume_unless_retry_errors(tmp_path: Path) -> None:
     out = tmp_path / "flaky"
-    cmd = ["run", "--agent", "rg_test_agents:FlakyOracle", "--tasks", ",".join(TASKS),
-           "--out", str(out), "--no-progress"]
+    cmd = [
+        "run",
+        "--agent",
+        "rg_test_agents:FlakyOracle",
+        "--tasks",
+        ",".join(TASKS),
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     proc = run_cli(*cmd, RG_TEST_FAIL="1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert all("flaky failure" in r["agent_error"] for r in rows_of(out))
@@ -85,7 +116,9 @@ def test_agent_errors_are_kept_on_resume_unless_retry_errors(tmp_path: Path) -> 
     assert end.endswith("--no-progress --retry-errors)")
     proc = run_cli(*cmd)  # a plain resume keeps them: they are the agent's results
     assert "2 episode(s) already recorded, 0 to run" in proc.stdout
-    assert "2 recorded episode(s) are agent errors" in proc.stdout and "--retry-errors" in proc.stdout
+    assert (
+        "2 recorded episode(s) are agent errors" in proc.stdout and "--retry-errors" in proc.stdout
+    )
     assert len(rows_of(out)) == 2
     proc = run_cli(*cmd, "--retry-errors")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -96,16 +129,24 @@ def test_agent_errors_are_kept_on_resume_unless_retry_errors(tmp_path: Path) -> 
 
 def test_default_labels_name_the_model_and_the_chosen_settings_never_the_url() -> None:
     assert default_label("oracle", {}) == "oracle"
-    a = default_label("openai", {"model": "Qwen/Qwen3-8B", "temperature": 0.7,
-                                 "base_url": "http://localhost:8000/v1"})
-    b = default_label("openai", {"model": "Qwen/Qwen3-8B", "temperature": 0.2,
-                                 "base_url": "http://127.0.0.1:8000/v1", "timeout_s": 30})
+    a = default_label(
+        "openai",
+        {"model": "Qwen/Qwen3-8B", "temperature": 0.7, "base_url": "http://localhost:8000/v1"},
+    )
+    b = default_label(
+        "openai",
+        {
+            "model": "Qwen/Qwen3-8B",
+            "temperature": 0.2,
+            "base_url": "http://127.0.0.1:8000/v1",
+            "timeout_s": 30,
+        },
+    )
     assert (a, b) == ("openai-Qwen3-8B-temperature=0.7", "openai-Qwen3-8B-temperature=0.2")
     assert a == default_label("openai", {"temperature": 0.7, "model": "Qwen/Qwen3-8B"})
     assert default_label("oracle", {}, reward_mode="partial") == "oracle-reward_mode=partial"
     assert default_label("pkg.mod:MyAgent", {}) == "MyAgent"
-    assert RunConfig(agent="random", out=Path("x"), agent_args={"seed": 1}).label == \
-        "random-seed=1"
+    assert RunConfig(agent="random", out=Path("x"), agent_args={"seed": 1}).label == "random-seed=1"
     long = default_label("openai", {"model": "m", "system_prompt": "Fix it. " * 20})
     assert long == "openai-m-system_prompt=Fix it. Fix it. Fix i..."
 
@@ -116,27 +157,39 @@ def test_resume_matches_settings_not_the_url_and_old_labels_resume(tmp_path: Pat
     cfg = RunConfig(agent="openai", out=out, agent_args=args)
     out.mkdir()
     (out / "run.json").write_text(json.dumps({**cfg.meta(), "label": "openai-m-254879"}))
-    (out / "results.jsonl").write_text(json.dumps(
-        {"agent": "openai-m-254879", "task": TASKS[0], "sample": 0, "resolved": True}) + "\n")
+    (out / "results.jsonl").write_text(
+        json.dumps({"agent": "openai-m-254879", "task": TASKS[0], "sample": 0, "resolved": True})
+        + "\n"
+    )
     # the same server as 127.0.0.1, the run labelled by an older version: one run
-    same = RunConfig(agent="openai", out=out,
-                     agent_args={**args, "base_url": "http://127.0.0.1:9/v1", "timeout_s": 5})
+    same = RunConfig(
+        agent="openai",
+        out=out,
+        agent_args={**args, "base_url": "http://127.0.0.1:9/v1", "timeout_s": 5},
+    )
     p = plan(same)
     assert same.label == "openai-m-254879" and p.done == 1 and "continuing it" in p.notes[0]
     hotter = RunConfig(agent="openai", out=out, agent_args={**args, "temperature": 1.0})
     with pytest.raises(ValueError, match=r"holds results of \['openai-m-254879'\]"):
         plan(hotter)
-    renamed = RunConfig(agent="openai", out=out, label="openai-m-254879",
-                        agent_args={**args, "temperature": 1.0})
+    renamed = RunConfig(
+        agent="openai", out=out, label="openai-m-254879", agent_args={**args, "temperature": 1.0}
+    )
     p = plan(renamed)  # --name continues it on purpose, and says what changed
     assert "temperature: 0.5 -> 1.0" in p.notes[0]
 
 
 def test_agent_that_raises_or_hangs_is_an_agent_error_and_the_run_goes_on(
-        tmp_path: Path, helper_agents: str) -> None:
+    tmp_path: Path, helper_agents: str
+) -> None:
     out = tmp_path / "faulty"
-    cfg = RunConfig(agent=f"{helper_agents}:FaultyAgent", out=out, workers=2,
-                    task_ids=[*TASKS, "empty-mean"], act_timeout_s=2.0)
+    cfg = RunConfig(
+        agent=f"{helper_agents}:FaultyAgent",
+        out=out,
+        workers=2,
+        task_ids=[*TASKS, "empty-mean"],
+        act_timeout_s=2.0,
+    )
     rows = {r["task"]: r for r in run(cfg)}
     assert "RuntimeError in act: agent exploded" in rows["retry-zero"]["agent_error"]
     assert "did not return within 2s" in rows["paginate-off-by-one"]["agent_error"]
@@ -145,10 +198,10 @@ def test_agent_that_raises_or_hangs_is_an_agent_error_and_the_run_goes_on(
 
 
 def test_an_agent_that_cannot_be_built_stops_the_run_before_any_episode(
-        tmp_path: Path, helper_agents: str) -> None:
+    tmp_path: Path, helper_agents: str
+) -> None:
     with pytest.raises(AgentConfigError, match="rejected its arguments"):
-        run(RunConfig(agent=f"{helper_agents}:BrokenInit", out=tmp_path / "b",
-                      task_ids=TASKS))
+        run(RunConfig(agent=f"{helper_agents}:BrokenInit", out=tmp_path / "b", task_ids=TASKS))
     assert not (tmp_path / "b").exists()
 
 

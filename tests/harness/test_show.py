@@ -19,12 +19,35 @@ LONG_ID = "tests/test_" + "very_long_module_name_" * 5 + ".py::test_" + "x" * 60
 
 def write_trajectory(path: Path, observation: str, tests: dict[str, str]) -> Path:
     records = [
-        {"type": "header", "schema": SCHEMA, "task": "t", "env_id": "repogym/t-v0",
-         "seed": 0, "sandbox": "bwrap", "reward_mode": "binary", "observation": "start"},
-        {"type": "step", "t": 1, "action": '{"tool": "bash", "args": {"command": "echo [/]"}}',
-         "observation": observation, "tool": "bash", "exit_code": 0, "duration_s": 0.1},
-        {"type": "summary", "steps": 1, "reward": 0.0, "resolved": False, "tests": tests,
-         "hack_flags": [], "diff": "", "infra_error": "[/red] oops [bold]"},
+        {
+            "type": "header",
+            "schema": SCHEMA,
+            "task": "t",
+            "env_id": "repogym/t-v0",
+            "seed": 0,
+            "sandbox": "bwrap",
+            "reward_mode": "binary",
+            "observation": "start",
+        },
+        {
+            "type": "step",
+            "t": 1,
+            "action": '{"tool": "bash", "args": {"command": "echo [/]"}}',
+            "observation": observation,
+            "tool": "bash",
+            "exit_code": 0,
+            "duration_s": 0.1,
+        },
+        {
+            "type": "summary",
+            "steps": 1,
+            "reward": 0.0,
+            "resolved": False,
+            "tests": tests,
+            "hack_flags": [],
+            "diff": "",
+            "infra_error": "[/red] oops [bold]",
+        },
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path
@@ -58,8 +81,7 @@ def test_long_test_ids_wrap_instead_of_being_cut(tmp_path, capsys):
     file = write_trajectory(tmp_path / "t.jsonl", "ok", {LONG_ID: "passed"})
     code, out, _ = show(capsys, str(file))  # captured output is 80 columns, as in a pipe
     assert code == 0 and "…" not in out
-    cells = "".join(line.split("│")[1].strip() for line in out.splitlines()
-                    if line.count("│") == 3)
+    cells = "".join(line.split("│")[1].strip() for line in out.splitlines() if line.count("│") == 3)
     assert LONG_ID in cells
 
 
@@ -75,9 +97,17 @@ def test_not_a_trajectory_gets_a_message_and_exit_code_2(tmp_path, capsys):
     run = tmp_path / "run"
     (run / "trajectories").mkdir(parents=True)
     traj = write_trajectory(run / "trajectories" / "t-0000-ab.jsonl", "ok", {})
-    (run / "results.jsonl").write_text(json.dumps(
-        {"agent": "noop", "task": "t", "reward": 0.0,
-         "trajectory": "trajectories/t-0000-ab.jsonl"}) + "\n")
+    (run / "results.jsonl").write_text(
+        json.dumps(
+            {
+                "agent": "noop",
+                "task": "t",
+                "reward": 0.0,
+                "trajectory": "trajectories/t-0000-ab.jsonl",
+            }
+        )
+        + "\n"
+    )
     (tmp_path / "bad.jsonl").write_text('{"type": "header", "schema": "' + SCHEMA + '"}\n{oops\n')
     (tmp_path / "binary.jsonl").write_bytes(b"\xff\xfe\x00garbage")
     (tmp_path / "other.jsonl").write_text('{"type": "header", "schema": "x/9"}\n')
@@ -87,7 +117,7 @@ def test_not_a_trajectory_gets_a_message_and_exit_code_2(tmp_path, capsys):
         str(run): f"is a folder. Fix: pass one of its trajectory files: {traj}",
         str(tmp_path / "empty"): "a folder with no trajectory files",
         str(run / "results.jsonl"): f"results file (one row per episode), not a trajectory. "
-                                    f"Fix: show one episode: {traj}",
+        f"Fix: show one episode: {traj}",
         str(tmp_path / "bad.jsonl"): "bad.jsonl:2: not JSON",
         str(tmp_path / "binary.jsonl"): "utf-8",
         str(tmp_path / "other.jsonl"): "schema 'x/9'",
@@ -99,7 +129,12 @@ def test_not_a_trajectory_gets_a_message_and_exit_code_2(tmp_path, capsys):
 
 
 def test_cli_prints_no_traceback(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "repogym.cli", "show", str(tmp_path)],
-                         check=False, capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "repogym.cli", "show", str(tmp_path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "is a folder with no trajectory files" in res.stderr

@@ -82,8 +82,9 @@ def _assert_gone(pids: set[int]) -> None:
     assert not survivors, f"processes survived: {survivors}"
 
 
-def assert_released(held: dict[str, list[str]], pids: set[int],
-                    running: frozenset[int] = frozenset()) -> None:
+def assert_released(
+    held: dict[str, list[str]], pids: set[int], running: frozenset[int] = frozenset()
+) -> None:
     """No process, mount, workspace, lease lock or cgroup of ``pids`` is left (processes in
     ``running`` may still live, holding nothing)."""
     assert held["paths"] and held["cgroups"], held  # the check has something to check
@@ -99,25 +100,44 @@ def assert_released(held: dict[str, list[str]], pids: set[int],
         assert not p.exists(), f"left behind: {path}"
         assert f" {path} " not in mounts and f" {path}/" not in mounts, f"still mounted: {path}"
     assert not [c for c in held["cgroups"] if Path(c).exists()], "cgroups left"
-    locks = [line for line in Path("/proc/locks").read_text().splitlines()
-             if len(line.split()) > 4 and line.split()[4].isdigit()
-             and int(line.split()[4]) in pids]
+    locks = [
+        line
+        for line in Path("/proc/locks").read_text().splitlines()
+        if len(line.split()) > 4 and line.split()[4].isdigit() and int(line.split()[4]) in pids
+    ]
     assert not locks, locks
 
 
-def _start_run(tmp_path: Path, *extra: str, workers: int = 2,
-               hang: str = "act") -> tuple[subprocess.Popen, Path]:
+def _start_run(
+    tmp_path: Path, *extra: str, workers: int = 2, hang: str = "act"
+) -> tuple[subprocess.Popen, Path]:
     marks = tmp_path / "marks"
     marks.mkdir()
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "repogym.cli", "run", "--agent",
-         "rg_test_agents:HangOrOracle", "--workers", str(workers), "--tasks",
-         ",".join(RUN_TASKS), "--out", str(out),
-         "--no-progress", *extra],
-        env=cli_env(RG_TEST_MARK_DIR=str(marks), RG_TEST_HANG=hang), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        preexec_fn=default_signals)  # signals only
+        [
+            sys.executable,
+            "-m",
+            "repogym.cli",
+            "run",
+            "--agent",
+            "rg_test_agents:HangOrOracle",
+            "--workers",
+            str(workers),
+            "--tasks",
+            ",".join(RUN_TASKS),
+            "--out",
+            str(out),
+            "--no-progress",
+            *extra,
+        ],
+        env=cli_env(RG_TEST_MARK_DIR=str(marks), RG_TEST_HANG=hang),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=default_signals,
+    )  # signals only
     _wait_for_marks(proc, marks, workers)
     if hang == "step":  # wait for the sandboxed `sleep` of every worker
         deadline = time.monotonic() + scaled(60)
@@ -144,10 +164,12 @@ def _finish(proc: subprocess.Popen) -> tuple[str, float]:
     return output, time.monotonic() - start
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
-                         ids=["TERM", "INT", "HUP"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["TERM", "INT", "HUP"]
+)
 def test_a_signal_to_run_stops_it_cleanly_and_a_resume_completes(
-        tmp_path: Path, sig: signal.Signals) -> None:
+    tmp_path: Path, sig: signal.Signals
+) -> None:
     proc, marks = _start_run(tmp_path, hang="step")
     pids = descendants(proc.pid)
     assert len(pids) >= 7  # the driver, two workers, their sandboxes (bwrap, bash, sleep)
@@ -161,9 +183,18 @@ def test_a_signal_to_run_stops_it_cleanly_and_a_resume_completes(
     assert len(list((out / "trajectories").glob("*.jsonl"))) == 2  # no episode started after
     assert rows_of(out) == []  # interrupted episodes are not recorded
     if sig == signal.SIGTERM:
-        proc = run_cli("run", "--agent", "rg_test_agents:HangOrOracle", "--workers", "2",
-                       "--tasks", ",".join(RUN_TASKS),
-                       "--out", str(out), "--no-progress")
+        proc = run_cli(
+            "run",
+            "--agent",
+            "rg_test_agents:HangOrOracle",
+            "--workers",
+            "2",
+            "--tasks",
+            ",".join(RUN_TASKS),
+            "--out",
+            str(out),
+            "--no-progress",
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         rows = rows_of(out)
         assert len(rows) == len(RUN_TASKS) and all(r["resolved"] for r in rows)
@@ -211,21 +242,31 @@ def _script(tmp_path: Path, body: str) -> tuple[subprocess.Popen, Path]:
     marks = tmp_path / "marks"
     marks.mkdir()
     code = SCRIPT.format(here=str(HERE), marks=str(marks), body=textwrap.dedent(body))
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            preexec_fn=default_signals)  # signals only
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=default_signals,
+    )  # signals only
     _wait_for_marks(proc, marks, 1)
     return proc, marks
 
 
-@pytest.mark.parametrize("sig, body", [
-    (signal.SIGTERM, "with env:\n    time.sleep(3600)"),
-    (signal.SIGTERM, "time.sleep(3600)"),
-    (signal.SIGHUP, "time.sleep(3600)"),
-    (signal.SIGINT, "time.sleep(3600)"),
-], ids=["TERM-in-with", "TERM", "HUP", "INT-no-with"])
+@pytest.mark.parametrize(
+    "sig, body",
+    [
+        (signal.SIGTERM, "with env:\n    time.sleep(3600)"),
+        (signal.SIGTERM, "time.sleep(3600)"),
+        (signal.SIGHUP, "time.sleep(3600)"),
+        (signal.SIGINT, "time.sleep(3600)"),
+    ],
+    ids=["TERM-in-with", "TERM", "HUP", "INT-no-with"],
+)
 def test_a_plain_gymnasium_script_leaves_nothing_when_signalled(
-        tmp_path: Path, sig: signal.Signals, body: str) -> None:
+    tmp_path: Path, sig: signal.Signals, body: str
+) -> None:
     proc, marks = _script(tmp_path, body)
     pids = descendants(proc.pid)
     os.kill(proc.pid, sig)
@@ -257,8 +298,9 @@ def test_an_env_dropped_without_close_is_cleaned_when_collected(tmp_path: Path) 
 def _leases_held_by(pids: set[int]) -> list[Path]:
     """Lease folders whose lock one of ``pids`` holds (from /proc/locks)."""
     root = temp_root()
-    by_inode = {(os.stat(p).st_dev, os.stat(p).st_ino): root / p.name
-                for p in (root / ".locks").glob("u*")}
+    by_inode = {
+        (os.stat(p).st_dev, os.stat(p).st_ino): root / p.name for p in (root / ".locks").glob("u*")
+    }
     held = []
     for line in Path("/proc/locks").read_text().splitlines():
         parts = line.split()
@@ -272,11 +314,29 @@ def _leases_held_by(pids: set[int]) -> list[Path]:
 
 def test_a_signal_to_train_stops_it_cleanly(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "repogym.cli", "train", "--algo", "grpo", "--model",
-         "tiny", "--steps", "500", "--task", "retry-zero", "--out", str(tmp_path / "t")],
-        env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "repogym.cli",
+            "train",
+            "--algo",
+            "grpo",
+            "--model",
+            "tiny",
+            "--steps",
+            "500",
+            "--task",
+            "retry-zero",
+            "--out",
+            str(tmp_path / "t"),
+        ],
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
-        preexec_fn=default_signals)  # signals only
+        preexec_fn=default_signals,
+    )  # signals only
     deadline, workspaces = time.monotonic() + 240, []
     while not workspaces:  # episodes are running: a lease with a workspace in it
         assert proc.poll() is None, proc.stdout.read()
@@ -297,10 +357,14 @@ def test_a_signal_to_validate_drops_the_queued_gradings(tmp_path: Path) -> None:
     `suite fetch` and `suite build` queue theirs the same way): a signal must end it once
     the grading in flight is done, not after the queue."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "repogym.cli", "validate", "--workers", "1",
-         "--reruns", "1"], env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
-        preexec_fn=default_signals)  # signals only
+        [sys.executable, "-m", "repogym.cli", "validate", "--workers", "1", "--reruns", "1"],
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=default_signals,
+    )  # signals only
     deadline = time.monotonic() + scaled(120)
     while not any(Path(_cmdline(p).split(" ")[0]).name == "bwrap" for p in descendants(proc.pid)):
         assert proc.poll() is None, proc.stdout.read()

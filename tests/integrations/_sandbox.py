@@ -9,7 +9,7 @@ import gymnasium as gym
 
 class BreakSandbox(gym.Wrapper):
     """Removes the sandbox's workspace right after reset: the next tool call is an
-    infrastructure failure (as tests/envs/test_grading.py's crashed sandbox)."""
+    infrastructure failure (as tests/grading/test_grader.py's crashed sandbox)."""
 
     def reset(self, **kwargs):
         out = self.env.reset(**kwargs)

@@ -41,9 +41,11 @@ def _episode(log_dir: Path, retry_task) -> Path:
     env = gym.make(retry_task.env_id, log_dir=log_dir)
     try:
         env.reset(seed=0)
-        for action in ["not a tool call",
-                       *apply_patch_actions(retry_task.solution_patch.read_text()),
-                       call("submit")]:
+        for action in [
+            "not a tool call",
+            *apply_patch_actions(retry_task.solution_patch.read_text()),
+            call("submit"),
+        ]:
             env.step(action)
     finally:
         env.close()
@@ -51,12 +53,28 @@ def _episode(log_dir: Path, retry_task) -> Path:
     return log
 
 
-def test_episode_exports_as_valid_atif_with_counts_timestamps_and_rewards(tmp_path, retry_task,
-                                                                         harbor_atif):
+def test_episode_exports_as_valid_atif_with_counts_timestamps_and_rewards(
+    tmp_path, retry_task, harbor_atif
+):
     log = _episode(tmp_path / "logs", retry_task)
-    run = subprocess.run([sys.executable, "-m", "repogym.cli", "show", str(log),
-                          "--format", "atif", "--model", "org/coder-7b", "--agent", "oracle"],
-                         capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "repogym.cli",
+            "show",
+            str(log),
+            "--format",
+            "atif",
+            "--model",
+            "org/coder-7b",
+            "--agent",
+            "oracle",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     doc = json.loads(run.stdout)
     _check(doc, harbor_atif)
     assert doc["schema_version"] == SCHEMA_VERSION == "ATIF-v1.8"
@@ -65,7 +83,12 @@ def test_episode_exports_as_valid_atif_with_counts_timestamps_and_rewards(tmp_pa
     assert doc["final_metrics"]["total_steps"] == len(steps) == 5
     assert doc["agent"] == {**doc["agent"], "name": "oracle", "model_name": "org/coder-7b"}
     assert [t["function"]["name"] for t in doc["agent"]["tool_definitions"]] == [
-        "bash", "read", "write", "edit", "submit"]
+        "bash",
+        "read",
+        "write",
+        "edit",
+        "submit",
+    ]
     assert all(s.get("timestamp") for s in steps)
     assert "tool_calls" not in steps[1] and steps[2]["tool_calls"][0]["function_name"] == "write"
     assert steps[1]["observation"]["results"][0]["extra"]["action_error"]
@@ -80,16 +103,43 @@ def test_episode_exports_as_valid_atif_with_counts_timestamps_and_rewards(tmp_pa
 def test_training_rollout_exports_token_ids_and_logprobs(tmp_path, harbor_atif):
     from repogym.agents.episode import Episode, Turn, read_rollout, write_rollouts
 
-    ep = Episode(task="retry-zero", prompt="# Task: retry-zero\n", reward=1.0, terminated=True,
-                 graded=True, resolved=True,
-                 turns=[Turn([1, 2, 3], [10, 11], [-0.5, -0.25], [0, 1, 1],
-                             '{"tool": "bash", "args": {"command": "ls"}}', "retry.py\n"),
-                        Turn([4, 5], [12], [-0.125], [], '{"tool": "submit", "args": {}}', "")],
-                 final_ids=[6, 7])
+    ep = Episode(
+        task="retry-zero",
+        prompt="# Task: retry-zero\n",
+        reward=1.0,
+        terminated=True,
+        graded=True,
+        resolved=True,
+        turns=[
+            Turn(
+                [1, 2, 3],
+                [10, 11],
+                [-0.5, -0.25],
+                [0, 1, 1],
+                '{"tool": "bash", "args": {"command": "ls"}}',
+                "retry.py\n",
+            ),
+            Turn([4, 5], [12], [-0.125], [], '{"tool": "submit", "args": {}}', ""),
+        ],
+        final_ids=[6, 7],
+    )
     (path,) = write_rollouts(tmp_path / "rollouts", 3, [ep], decode=lambda ids: f"<{ids}>")
-    run = subprocess.run([sys.executable, "-m", "repogym.cli", "show", str(tmp_path),
-                          "--format", "atif", "--out", str(tmp_path / "atif")],
-                         capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "repogym.cli",
+            "show",
+            str(tmp_path),
+            "--format",
+            "atif",
+            "--out",
+            str(tmp_path / "atif"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     out = tmp_path / "atif" / path.stem / "trajectory.json"
     assert run.stdout.strip() == str(out)
     doc = json.loads(out.read_text())
@@ -108,7 +158,8 @@ def test_training_rollout_exports_token_ids_and_logprobs(tmp_path, harbor_atif):
     back = from_atif(doc)
     rollout = read_rollout(path)
     assert [(r["prompt_ids"], r["completion_ids"], r["logprobs"]) for r in back["steps"]] == [
-        (t.prompt_ids, t.completion_ids, t.logprobs) for t in rollout.turns]
+        (t.prompt_ids, t.completion_ids, t.logprobs) for t in rollout.turns
+    ]
     assert back["summary"]["final_ids"] == [6, 7]
 
 
@@ -121,33 +172,54 @@ def test_run_folder_writes_one_trajectory_json_per_episode(tmp_path, retry_task)
         env.step(call("submit"))
     finally:
         env.close()
-    run = subprocess.run([sys.executable, "-m", "repogym.cli", "show",
-                          str(tmp_path / "run"), "--format", "atif", "--out",
-                          str(tmp_path / "atif")], capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "repogym.cli",
+            "show",
+            str(tmp_path / "run"),
+            "--format",
+            "atif",
+            "--out",
+            str(tmp_path / "atif"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     written = sorted(tmp_path.joinpath("atif").glob("*/trajectory.json"))
     assert len(written) == 2 and sorted(run.stdout.split()) == [str(p) for p in written]
-    rewards = sorted(json.loads(p.read_text())["final_metrics"]["extra"]["reward"]
-                     for p in written)
+    rewards = sorted(json.loads(p.read_text())["final_metrics"]["extra"]["reward"] for p in written)
     assert rewards == [0.0, 1.0]
 
 
 FOREIGN = {
-    "schema_version": "ATIF-v1.6", "session_id": "other-tool-42",
+    "schema_version": "ATIF-v1.6",
+    "session_id": "other-tool-42",
     "agent": {"name": "terminus-2", "version": "2.0", "model_name": "some-model"},
     "steps": [
         {"step_id": 1, "source": "system", "message": "You are a coding agent."},
         {"step_id": 2, "source": "user", "message": "Fix the bug."},
-        {"step_id": 3, "source": "agent", "message": "",
-         "tool_calls": [{"tool_call_id": "a", "function_name": "bash",
-                         "arguments": {"command": "ls"}},
-                        {"tool_call_id": "b", "function_name": "bash",
-                         "arguments": {"command": "pwd"}}],
-         "observation": {"results": [{"source_call_id": "a", "content": "x.py"},
-                                     {"source_call_id": "b",
-                                      "content": [{"type": "text", "text": "/app"}]}]},
-         "metrics": {"prompt_tokens": 50, "completion_tokens": 9}},
+        {
+            "step_id": 3,
+            "source": "agent",
+            "message": "",
+            "tool_calls": [
+                {"tool_call_id": "a", "function_name": "bash", "arguments": {"command": "ls"}},
+                {"tool_call_id": "b", "function_name": "bash", "arguments": {"command": "pwd"}},
+            ],
+            "observation": {
+                "results": [
+                    {"source_call_id": "a", "content": "x.py"},
+                    {"source_call_id": "b", "content": [{"type": "text", "text": "/app"}]},
+                ]
+            },
+            "metrics": {"prompt_tokens": 50, "completion_tokens": 9},
+        },
         {"step_id": 4, "source": "user", "message": "Also run the tests."},
-        {"step_id": 5, "source": "agent", "message": "Done."}],
+        {"step_id": 5, "source": "agent", "message": "Done."},
+    ],
     "final_metrics": {"total_steps": 5},
 }
 
@@ -163,7 +235,11 @@ def test_a_foreign_atif_file_is_read_and_shown(tmp_path, harbor_atif):
     assert second["action"] == "Done."
     path = tmp_path / "trajectory.json"
     path.write_text(json.dumps(FOREIGN))
-    run = subprocess.run([sys.executable, "-m", "repogym.cli", "show", str(path)],
-                         capture_output=True, text=True, check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "repogym.cli", "show", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr
     assert "Fix the bug." in run.stdout and "Also run the tests." in run.stdout

@@ -34,18 +34,39 @@ def exported(tmp_path_factory):
 
 def test_every_builtin_exports_and_imports_back_equivalent(exported, tmp_path):
     for task, folder in exported.values():
-        for name in ("instruction.md", "task.toml", "environment/Dockerfile",
-                     "solution/solve.sh", "tests/test.sh"):
+        for name in (
+            "instruction.md",
+            "task.toml",
+            "environment/Dockerfile",
+            "solution/solve.sh",
+            "tests/test.sh",
+        ):
             assert (folder / name).is_file(), f"{folder}: no {name}"
         assert os.access(folder / "tests" / "test.sh", os.X_OK)
         back = import_task(folder, tmp_path)
-        assert (back.id, back.version, back.statement, back.split, back.tags, back.max_steps,
-                back.test_spec) == (task.id, task.version, task.statement, task.split, task.tags,
-                                   task.max_steps, task.test_spec)
-        assert _same_tree(task.repo_dir, back.repo_dir) and _same_tree(task.tests_dir,
-                                                                        back.tests_dir)
-        assert [(c.kind, c.name, c.read()) for c in back.candidates()] == \
-               [(c.kind, c.name, c.read()) for c in task.candidates()]
+        assert (
+            back.id,
+            back.version,
+            back.statement,
+            back.split,
+            back.tags,
+            back.max_steps,
+            back.test_spec,
+        ) == (
+            task.id,
+            task.version,
+            task.statement,
+            task.split,
+            task.tags,
+            task.max_steps,
+            task.test_spec,
+        )
+        assert _same_tree(task.repo_dir, back.repo_dir) and _same_tree(
+            task.tests_dir, back.tests_dir
+        )
+        assert [(c.kind, c.name, c.read()) for c in back.candidates()] == [
+            (c.kind, c.name, c.read()) for c in task.candidates()
+        ]
 
 
 def test_exported_task_toml_is_valid_for_harbors_own_model(exported):
@@ -73,9 +94,26 @@ def _harbor_wheel() -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "repogym-test"
     found = sorted(cache.glob("harbor-*.whl"))
     if not found:
-        run = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                              "--only-binary", ":all:", "--python-version", "3.12", "-d",
-                              str(cache), "harbor"], capture_output=True, text=True, check=False)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary",
+                ":all:",
+                "--python-version",
+                "3.12",
+                "-d",
+                str(cache),
+                "harbor",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         found = sorted(cache.glob("harbor-*.whl"))
         if not found:
             pytest.skip(f"cannot download harbor's wheel from PyPI: {run.stderr[-300:]}")
@@ -96,13 +134,32 @@ def test_exported_verifier_grades_with_the_vendored_grader(exported):
     results = []
     for diff in (folder / "solution" / "solution.patch", task.decoys[0]):
         run = subprocess.run(
-            [sys.executable, "-c", ("import repogym, sys; assert repogym.__file__.startswith("
-                                    f"{str(tests / 'vendor')!r}), repogym.__file__; "
-                                    "from repogym.integrations.harbor import main; "
-                                    "sys.exit(main())"), "verify",
-             "--task-toml", str(tests / "repogym.toml"), "--tests", str(tests / "hidden"),
-             "--repo", str(folder / "environment" / "repo"), "--diff", str(diff)],
-            capture_output=True, text=True, env=env, cwd="/tmp", timeout=300, check=False)
+            [
+                sys.executable,
+                "-c",
+                (
+                    "import repogym, sys; assert repogym.__file__.startswith("
+                    f"{str(tests / 'vendor')!r}), repogym.__file__; "
+                    "from repogym.integrations.harbor import main; "
+                    "sys.exit(main())"
+                ),
+                "verify",
+                "--task-toml",
+                str(tests / "repogym.toml"),
+                "--tests",
+                str(tests / "hidden"),
+                "--repo",
+                str(folder / "environment" / "repo"),
+                "--diff",
+                str(diff),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd="/tmp",
+            timeout=300,
+            check=False,
+        )
         assert run.returncode == 0, run.stderr[-2000:]
         results.append(json.loads(run.stdout))
     assert results[0]["reward"] == 1.0 and results[0]["resolved"]
@@ -132,8 +189,11 @@ def test_export_writes_only_fields_of_harbors_task_config(exported):
 
     def as_set(model: object) -> object:
         if hasattr(model, "model_fields_set"):  # None: a legacy field a validator cleared
-            return {k: as_set(getattr(model, k)) for k in model.model_fields_set
-                    if getattr(model, k) is not None}
+            return {
+                k: as_set(getattr(model, k))
+                for k in model.model_fields_set
+                if getattr(model, k) is not None
+            }
         if isinstance(model, list):
             return [as_set(v) for v in model]
         return getattr(model, "value", model)
@@ -207,13 +267,17 @@ memory_mb = 2048
 {extra}"""
 
 
-def harbor_task(root: Path, name: str, *, dockerfile: str, files: dict[str, str],
-                extra_toml: str = "") -> Path:
+def harbor_task(
+    root: Path, name: str, *, dockerfile: str, files: dict[str, str], extra_toml: str = ""
+) -> Path:
     """A Harbor task folder in Harbor's layout (task.toml, instruction.md,
     environment/Dockerfile, solution/solve.sh, tests/test.sh)."""
     folder = root / name
-    texts = {"task.toml": TASK_TOML.format(name=name, extra=extra_toml),
-             "environment/Dockerfile": dockerfile, **files}
+    texts = {
+        "task.toml": TASK_TOML.format(name=name, extra=extra_toml),
+        "environment/Dockerfile": dockerfile,
+        **files,
+    }
     for rel, text in texts.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text(text)
@@ -224,17 +288,22 @@ def harbor_task(root: Path, name: str, *, dockerfile: str, files: dict[str, str]
 
 
 def calc_task(root: Path) -> Path:
-    return harbor_task(root, "calc-fix", dockerfile="FROM python:3.11-slim\nWORKDIR /app\n"
-                       "COPY app/ /app/\n", files={
-                           "environment/app/calc.py": CALC, "solution/solve.sh": SOLVE,
-                           "tests/test.sh": TEST_SH, "tests/test_calc.py": TEST_CALC,
-                           "instruction.md": "divide(1, 0) must raise ValueError; add() must "
-                                             "keep working.\n"})
+    return harbor_task(
+        root,
+        "calc-fix",
+        dockerfile="FROM python:3.11-slim\nWORKDIR /app\nCOPY app/ /app/\n",
+        files={
+            "environment/app/calc.py": CALC,
+            "solution/solve.sh": SOLVE,
+            "tests/test.sh": TEST_SH,
+            "tests/test_calc.py": TEST_CALC,
+            "instruction.md": "divide(1, 0) must raise ValueError; add() must keep working.\n",
+        },
+    )
 
 
 @pytest.mark.docker
-def test_foreign_harbor_task_imports_validates_and_keeps_partial_rewards(docker_engine,
-                                                                       tmp_path):
+def test_foreign_harbor_task_imports_validates_and_keeps_partial_rewards(docker_engine, tmp_path):
     """A task made outside repogym: its FROM cannot be pulled here (built from the local
     base image), its oracle is solve.sh, its verifier test.sh with a partial reward."""
     from repogym.grading.grader import grade
@@ -255,11 +324,11 @@ def test_foreign_harbor_task_imports_validates_and_keeps_partial_rewards(docker_
     try:
 
         def factory(spec):
-            return make_sandbox("docker", spec, base_url=docker_engine.base_url,
-                                **sandbox_options(task))
+            return make_sandbox(
+                "docker", spec, base_url=docker_engine.base_url, **sandbox_options(task)
+            )
 
-        noop = grade(task, templates.get(task.repo_dir), "", mode="partial",
-                     make_sandbox=factory)
+        noop = grade(task, templates.get(task.repo_dir), "", mode="partial", make_sandbox=factory)
     finally:
         templates.close()
     assert noop.reward == 0.5  # add passes, divide by zero does not: Harbor's 0.5 kept
@@ -270,9 +339,12 @@ def validate_tasks_in_docker(task, docker_engine):
     from repogym.integrations.harbor_tasks import sandbox_options
     from repogym.quality.validate import validate_tasks
 
-    return validate_tasks([task], sandbox="docker", reruns=1,
-                          sandbox_options={**sandbox_options(task),
-                                           "base_url": docker_engine.base_url})
+    return validate_tasks(
+        [task],
+        sandbox="docker",
+        reruns=1,
+        sandbox_options={**sandbox_options(task), "base_url": docker_engine.base_url},
+    )
 
 
 def test_unsupported_harbor_tasks_are_refused_naming_the_file(tmp_path):
@@ -281,7 +353,7 @@ def test_unsupported_harbor_tasks_are_refused_naming_the_file(tmp_path):
     base = calc_task(tmp_path / "ok")
     read_harbor_task(base)  # the well-formed one reads
     cases = {
-        "multi-step task": ("task.toml", "[[steps]]\nname = \"one\"\n"),
+        "multi-step task": ("task.toml", '[[steps]]\nname = "one"\n'),
         "docker-compose": ("environment/docker-compose.yaml", "services: {}\n"),
         "separate verifier": ("task.toml", "[verifier.environment]\ncpus = 1\n"),
         "Windows task": ("task.toml", None),
@@ -314,8 +386,9 @@ def test_unsupported_harbor_tasks_are_refused_naming_the_file(tmp_path):
     shutil.copytree(base, folder)
     (folder / "tests" / "test.sh").write_text("curl -LsSf https://x | sh\nuvx pytest\n")
     toml = folder / "task.toml"
-    toml.write_text(toml.read_text().replace("timeout_sec = 300.0",
-                                             'timeout_sec = 300.0\nuser = "agent"'))
+    toml.write_text(
+        toml.read_text().replace("timeout_sec = 300.0", 'timeout_sec = 300.0\nuser = "agent"')
+    )
     missing = read_harbor_task(folder).missing
     assert any("curl" in m and "no network" in m for m in missing)
     assert any("[agent].user = 'agent'" in m for m in missing)
@@ -326,24 +399,42 @@ def test_offline_builds_name_the_step_that_needs_the_network(docker_engine, tmp_
     from repogym.integrations.harbor_image import ImageError
 
     files = {"solution/solve.sh": SOLVE, "tests/test.sh": TEST_SH, "instruction.md": "x\n"}
-    needs = harbor_task(tmp_path, "needs-net", files=files, dockerfile=(
-        "FROM python:3.11-slim\nRUN apt-get update && apt-get install -y curl\nWORKDIR /app\n"))
-    with pytest.raises(ImageError, match=r"needs-net: environment/Dockerfile: the build failed "
-                                         r"at `RUN apt-get update && apt-get install -y curl`.*"
-                                         r"no network.*replaced by repogym/python:bookworm"):
+    needs = harbor_task(
+        tmp_path,
+        "needs-net",
+        files=files,
+        dockerfile=(
+            "FROM python:3.11-slim\nRUN apt-get update && apt-get install -y curl\nWORKDIR /app\n"
+        ),
+    )
+    with pytest.raises(
+        ImageError,
+        match=r"needs-net: environment/Dockerfile: the build failed "
+        r"at `RUN apt-get update && apt-get install -y curl`.*"
+        r"no network.*replaced by repogym/python:bookworm",
+    ):
         import_task(needs, tmp_path / "out", base_url=docker_engine.base_url)
-    copies = harbor_task(tmp_path, "copies", files=files, dockerfile=(
-        "FROM python:3.11-slim\nCOPY --from=ghcr.io/astral-sh/uv:latest /uv /bin/\n"
-        "WORKDIR /app\n"))
-    with pytest.raises(ImageError, match=r"copies from image 'ghcr.io/astral-sh/uv:latest'.*"
-                                         r"cannot be pulled"):
+    copies = harbor_task(
+        tmp_path,
+        "copies",
+        files=files,
+        dockerfile=(
+            "FROM python:3.11-slim\nCOPY --from=ghcr.io/astral-sh/uv:latest /uv /bin/\n"
+            "WORKDIR /app\n"
+        ),
+    )
+    with pytest.raises(
+        ImageError,
+        match=r"copies from image 'ghcr.io/astral-sh/uv:latest'.*"
+        r"cannot be pulled",
+    ):
         import_task(copies, tmp_path / "out", base_url=docker_engine.base_url)
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
 # Code test.sh imports writes reward 1 into both of Harbor's reward files at import, and
 # leaves a process (holding test.sh's output pipe) that rewrites them after test.sh wrote its own.
-REWARD_WRITER = '''
+REWARD_WRITER = """
 
 def _reward_writer():
     import json, os, time
@@ -367,11 +458,12 @@ def _reward_writer():
 
 
 _reward_writer()
-'''
+"""
 TEST_SH_TXT = """#!/bin/bash
 cd /app
 python3 -m pytest -q -p no:cacheprovider /tests/test_calc.py
-if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt
+else echo 0 > /logs/verifier/reward.txt; fi
 """
 
 
@@ -385,21 +477,38 @@ def test_code_test_sh_imports_cannot_write_the_reward(docker_engine, tmp_path):
     from repogym.sandbox import make_sandbox
     from repogym.sandbox.workspace import TemplateCache, make_diff
 
-    folder = harbor_task(tmp_path / "harbor", "calc-txt", dockerfile="FROM python:3.11-slim\n"
-                         "WORKDIR /app\nCOPY app/ /app/\n", files={
-                             "environment/app/calc.py": CALC, "solution/solve.sh": SOLVE,
-                             "tests/test.sh": TEST_SH_TXT, "tests/test_calc.py": TEST_CALC,
-                             "instruction.md": "divide(1, 0) must raise ValueError.\n"})
+    folder = harbor_task(
+        tmp_path / "harbor",
+        "calc-txt",
+        dockerfile="FROM python:3.11-slim\nWORKDIR /app\nCOPY app/ /app/\n",
+        files={
+            "environment/app/calc.py": CALC,
+            "solution/solve.sh": SOLVE,
+            "tests/test.sh": TEST_SH_TXT,
+            "tests/test_calc.py": TEST_CALC,
+            "instruction.md": "divide(1, 0) must raise ValueError.\n",
+        },
+    )
     task = import_task(folder, tmp_path / "out", base_url=docker_engine.base_url)
     attack = make_diff(task.repo_dir, {"calc.py": CALC + REWARD_WRITER})
     templates = TemplateCache()
     try:
-        factory = lambda spec: make_sandbox("docker", spec, base_url=docker_engine.base_url,
-                                            **sandbox_options(task))
-        got = {name: grade(task, templates.get(task.repo_dir), diff, mode="partial",
-                           make_sandbox=factory).reward
-               for name, diff in (("noop", ""), ("attack", attack),
-                                  ("gold", task.solution_patch.read_text()))}
+
+        def factory(spec):
+            return make_sandbox(
+                "docker", spec, base_url=docker_engine.base_url, **sandbox_options(task)
+            )
+
+        got = {
+            name: grade(
+                task, templates.get(task.repo_dir), diff, mode="partial", make_sandbox=factory
+            ).reward
+            for name, diff in (
+                ("noop", ""),
+                ("attack", attack),
+                ("gold", task.solution_patch.read_text()),
+            )
+        }
     finally:
         templates.close()
     assert got == {"noop": 0.0, "attack": 0.0, "gold": 1.0}

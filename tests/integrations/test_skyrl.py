@@ -17,13 +17,18 @@ def test_registered_env_plays_oracle_and_noop_with_metrics():
     row = next(r for r in skyrl_rows("train") if r["extra_info"]["task"] == "retry-zero")
     assert ENV_ID in skyrl_gym.registry
     metrics = []
-    for actions in (apply_patch_actions(registered_tasks()["retry-zero"].solution_patch
-                                        .read_text()) + [call("submit")], [call("submit")]):
+    for actions in (
+        apply_patch_actions(registered_tasks()["retry-zero"].solution_patch.read_text())
+        + [call("submit")],
+        [call("submit")],
+    ):
         env = skyrl_gym.make(ENV_ID, env_config={"max_steps": 10}, extras=row)
         assert isinstance(env, RepoGymTextEnv)
         try:
             messages, meta = env.init(row["prompt"])
-            assert meta == {"task": "retry-zero"} and "# Task: retry-zero" in messages[-1]["content"]
+            assert (
+                meta == {"task": "retry-zero"} and "# Task: retry-zero" in messages[-1]["content"]
+            )
             for action in actions:
                 out = env.step(action)
             assert out["done"] and out["observations"] == []

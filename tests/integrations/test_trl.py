@@ -21,9 +21,11 @@ def tools_trl_sees(env: object) -> dict:
     """What GRPOTrainer exposes: public functions of the class other than reset/get_reward."""
     import inspect
 
-    return {name: get_json_schema(getattr(env, name))
-            for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
-            if name not in ("reset", "get_reward") and not name.startswith("_")}
+    return {
+        name: get_json_schema(getattr(env, name))
+        for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
+        if name not in ("reset", "get_reward") and not name.startswith("_")
+    }
 
 
 def test_adapter_tools_rewards_and_dataset():
@@ -68,13 +70,22 @@ def test_adapter_tools_rewards_and_dataset():
 
 @pytest.mark.slow
 def test_trl_grpo_example_logs_tool_calls_and_a_loss():
-    run = subprocess.run([sys.executable, str(ROOT / "examples" / "trl_grpo.py"), "--steps", "2"],
-                         capture_output=True, text=True, timeout=900, cwd=ROOT, check=False)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "trl_grpo.py"), "--steps", "2"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "oracle through the adapter on retry-zero: reward 1.0" in run.stdout
     assert "episodes graded by repogym" in run.stdout and "infra errors 0" in run.stdout
-    steps = [dict(zip(line.split()[2::2], map(float, line.split()[3::2]), strict=False))
-             for line in run.stdout.splitlines() if line.startswith("step ")]
+    steps = [
+        dict(zip(line.split()[2::2], map(float, line.split()[3::2]), strict=False))
+        for line in run.stdout.splitlines()
+        if line.startswith("step ")
+    ]
     assert len(steps) == 2, run.stdout
     assert all(s["tools/call_frequency"] > 0 for s in steps)
     assert any(s["reward_std"] > 0 and s["loss"] != 0 for s in steps), run.stdout
@@ -99,8 +110,11 @@ def test_grpo_trainer_runs_scripted_tool_calls_and_rewards_reach_the_loss():
     assert step["tools/call_frequency"] >= 1 and step["tools/failure_frequency"] == 0
     # every rollout was a graded episode; the sed call reached the sandbox in some of them
     assert len(results) == 6 and all(r["infra_error"] is None for r in results)
-    fixed = [r for r in results
-             if r["tests"]["tests/test_retry.py::test_zero_disables_retries"] == "passed"]
+    fixed = [
+        r
+        for r in results
+        if r["tests"]["tests/test_retry.py::test_zero_disables_retries"] == "passed"
+    ]
     assert 0 < len(fixed) < 6
     assert sorted({r["reward"] for r in results}) == [0.5, 0.75]
     assert all(r["reward"] == 0.75 for r in fixed)

@@ -44,14 +44,26 @@ class ScriptedServer:
 
 
 def _loop(tokenizer, server, response_length=4096, data_config=None):
-    config = OmegaConf.create({
-        "actor_rollout_ref": {"rollout": {"prompt_length": 4096,
-                                          "response_length": response_length,
-                                          "multi_turn": {"max_assistant_turns": 10}}},
-        "repogym": {"sandbox": "bwrap", "max_steps": 10}})
-    return RepoGymAgentLoop(trainer_config=DictConfigWrap(config), server_manager=server,
-                            tokenizer=tokenizer, processor=None, dataset_cls=None,
-                            data_config=DictConfigWrap(OmegaConf.create(data_config or {})))
+    config = OmegaConf.create(
+        {
+            "actor_rollout_ref": {
+                "rollout": {
+                    "prompt_length": 4096,
+                    "response_length": response_length,
+                    "multi_turn": {"max_assistant_turns": 10},
+                }
+            },
+            "repogym": {"sandbox": "bwrap", "max_steps": 10},
+        }
+    )
+    return RepoGymAgentLoop(
+        trainer_config=DictConfigWrap(config),
+        server_manager=server,
+        tokenizer=tokenizer,
+        processor=None,
+        dataset_cls=None,
+        data_config=DictConfigWrap(OmegaConf.create(data_config or {})),
+    )
 
 
 def _play(actions, response_length=4096):
@@ -61,20 +73,23 @@ def _play(actions, response_length=4096):
 
     async def main():  # verl builds agent loops inside its worker's event loop
         loop = _loop(tokenizer, server, response_length)
-        return await loop.run({"temperature": 1.0}, raw_prompt=row["prompt"],
-                              extra_info=row["extra_info"])
+        return await loop.run(
+            {"temperature": 1.0}, raw_prompt=row["prompt"], extra_info=row["extra_info"]
+        )
 
     return tokenizer, server, asyncio.run(main())
 
 
 def test_registered_in_verls_agent_loop_registry():
     assert _agent_loop_registry[AGENT_NAME] == {
-        "_target_": "repogym.integrations.verl.RepoGymAgentLoop"}
+        "_target_": "repogym.integrations.verl.RepoGymAgentLoop"
+    }
 
 
 def test_oracle_episode_reward_and_masks():
-    actions = apply_patch_actions(registered_tasks()["retry-zero"].solution_patch.read_text()) \
-        + [call("submit")]
+    actions = apply_patch_actions(registered_tasks()["retry-zero"].solution_patch.read_text()) + [
+        call("submit")
+    ]
     tokenizer, server, out = _play(actions)
     assert isinstance(out, AgentLoopOutput)
     assert out.reward_score == 1.0 and out.extra_fields["resolved"] is True
@@ -84,15 +99,16 @@ def test_oracle_episode_reward_and_masks():
     policy = [t for t, m in zip(out.response_ids, out.response_mask, strict=True) if m == 1]
     expect = [t for a in actions for t in tokenizer.encode(a, add_special_tokens=False)]
     assert policy == expect
-    env_text = tokenizer.decode([t for t, m in zip(out.response_ids, out.response_mask, strict=True)
-                                 if m == 0])
+    env_text = tokenizer.decode(
+        [t for t, m in zip(out.response_ids, out.response_mask, strict=True) if m == 0]
+    )
     assert env_text and "<|im_start|>user" in env_text and "<|im_start|>assistant" in env_text
     masked_logprobs = list(zip(out.response_logprobs, out.response_mask, strict=True))
     assert all(lp == -0.5 for lp, m in masked_logprobs if m)
     assert all(lp == 0.0 for lp, m in masked_logprobs if not m)
     # each turn's server prompt is the prompt plus everything so far (multi-turn context)
     assert "# Task: retry-zero" in tokenizer.decode(out.prompt_ids)
-    assert all(p[:len(out.prompt_ids)] == out.prompt_ids for p in server.prompts)
+    assert all(p[: len(out.prompt_ids)] == out.prompt_ids for p in server.prompts)
     # verl's own post-processing: the reward sits on the last response token (rm_scores),
     # and the tensors it trains on carry the same mask and the rollout log-probs
     batch = out.as_dict()
@@ -119,16 +135,29 @@ def test_row_without_task_names_the_fix():
 
 # -- chat templates that rewrite earlier turns (TRL's copies of the real templates) ----------
 TEMPLATES = Path(trl.__file__).parent / "chat_templates"
-GPT_OSS_TOKENS = ["<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>", "<|call|>",
-                  "<|constrain|>"]
+GPT_OSS_TOKENS = [
+    "<|start|>",
+    "<|end|>",
+    "<|message|>",
+    "<|channel|>",
+    "<|return|>",
+    "<|call|>",
+    "<|constrain|>",
+]
 #: template file, apply_chat_template_kwargs, how the model writes one action, its end of turn
 CASES = {
     "qwen3": ("qwen3", {}, "<think>\nI look first.\n</think>\n\n{}<|im_end|>", "<|im_end|>"),
     "qwen3-no-thinking": ("qwen3", {"enable_thinking": False}, "{}<|im_end|>", "<|im_end|>"),
-    "qwen3.5-think": ("qwen3_5_think", {}, "I look first.\n</think>\n\n{}<|im_end|>",
-                      "<|im_end|>"),
-    "gpt-oss": ("gptoss", {}, ("<|channel|>analysis<|message|>I look first.<|end|><|start|>"
-                               "assistant<|channel|>final<|message|>{}<|return|>"), "<|return|>"),
+    "qwen3.5-think": ("qwen3_5_think", {}, "I look first.\n</think>\n\n{}<|im_end|>", "<|im_end|>"),
+    "gpt-oss": (
+        "gptoss",
+        {},
+        (
+            "<|channel|>analysis<|message|>I look first.<|end|><|start|>"
+            "assistant<|channel|>final<|message|>{}<|return|>"
+        ),
+        "<|return|>",
+    ),
 }
 
 
@@ -165,8 +194,9 @@ def _row():
 
 def _template_tokenizer(name):
     tokenizer = build_tokenizer()
-    tokenizer.add_special_tokens({"additional_special_tokens": GPT_OSS_TOKENS},
-                                 replace_extra_special_tokens=False)
+    tokenizer.add_special_tokens(
+        {"additional_special_tokens": GPT_OSS_TOKENS}, replace_extra_special_tokens=False
+    )
     tokenizer.chat_template = (TEMPLATES / f"{name}.jinja").read_text()
     return tokenizer
 
@@ -177,11 +207,18 @@ def _delta(tokenizer, kwargs, obs, completion, eot):
     conversation; its end of turn left out when the completion already ends with it."""
     probe = "ASSISTANT-PROBE"
     text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": "u"}, {"role": "assistant", "content": probe},
-         {"role": "user", "content": obs}], tokenize=False, add_generation_prompt=True, **kwargs)
-    after = text[text.index(probe) + len(probe):]
+        [
+            {"role": "user", "content": "u"},
+            {"role": "assistant", "content": probe},
+            {"role": "user", "content": obs},
+        ],
+        tokenize=False,
+        add_generation_prompt=True,
+        **kwargs,
+    )
+    after = text[text.index(probe) + len(probe) :]
     if completion.endswith(eot) and after.startswith(eot):
-        after = after[len(eot):]
+        after = after[len(eot) :]
     return after
 
 
@@ -196,8 +233,12 @@ def test_templates_that_rewrite_history_record_exact_delta_rendered_tokens(case)
     row = _row()
 
     async def main():
-        loop = _wrapped_loop(tokenizer, server, lambda env: Recorder(env, log),
-                             {"apply_chat_template_kwargs": kwargs})
+        loop = _wrapped_loop(
+            tokenizer,
+            server,
+            lambda env: Recorder(env, log),
+            {"apply_chat_template_kwargs": kwargs},
+        )
         return await loop.run({}, raw_prompt=row["prompt"], extra_info=row["extra_info"])
 
     out = asyncio.run(main())
@@ -206,8 +247,10 @@ def test_templates_that_rewrite_history_record_exact_delta_rendered_tokens(case)
     # the prompt is the template's rendering (verl's builder, with the kwargs)
     first = [dict(m) for m in row["prompt"]]
     first[-1]["content"] += f"\n\n{log[0][3]}"
-    assert out.prompt_ids == tokenizer.encode(tokenizer.apply_chat_template(
-        first, tokenize=False, add_generation_prompt=True, **kwargs), add_special_tokens=False)
+    assert out.prompt_ids == tokenizer.encode(
+        tokenizer.apply_chat_template(first, tokenize=False, add_generation_prompt=True, **kwargs),
+        add_special_tokens=False,
+    )
     observations = observations[1:]
     expect_ids, expect_mask = [], []
     for i, completion in enumerate(completions):
@@ -215,8 +258,10 @@ def test_templates_that_rewrite_history_record_exact_delta_rendered_tokens(case)
         expect_ids += ids
         expect_mask += [1] * len(ids)
         if i < len(completions) - 1:
-            delta = tokenizer.encode(_delta(tokenizer, kwargs, observations[i], completion, eot),
-                                     add_special_tokens=False)
+            delta = tokenizer.encode(
+                _delta(tokenizer, kwargs, observations[i], completion, eot),
+                add_special_tokens=False,
+            )
             expect_ids += delta
             expect_mask += [0] * len(delta)
     assert out.response_ids == expect_ids
@@ -244,8 +289,12 @@ def test_concurrent_loops_step_their_envs_at_the_same_time():
     assert [o.reward_score for o in outs] == [0.0] * 4
     steps = [(who, a, b) for who, a, b, _ in log if b > 0]
     assert len(steps) == 8 and len({who for who, *_ in steps}) == 4
-    overlapping = {frozenset((w1, w2)) for w1, a1, b1 in steps for w2, a2, b2 in steps
-                   if w1 != w2 and a1 < b2 and a2 < b1}
+    overlapping = {
+        frozenset((w1, w2))
+        for w1, a1, b1 in steps
+        for w2, a2, b2 in steps
+        if w1 != w2 and a1 < b2 and a2 < b1
+    }
     assert overlapping, steps
 
 
@@ -272,18 +321,20 @@ def test_infra_error_episode_is_masked_not_scored():
     width = max(len(b["response_mask"]) for b in batch)
     masks = torch.zeros(2, width)
     for i, b in enumerate(batch):
-        masks[i, :len(b["response_mask"])] = b["response_mask"]
+        masks[i, : len(b["response_mask"])] = b["response_mask"]
     losses = torch.rand(2, width)
     poisoned = losses.clone()
     poisoned[1] = 1e6
-    assert torch.equal(agg_loss(losses, masks, "token-mean"), agg_loss(poisoned, masks, "token-mean"))
+    assert torch.equal(
+        agg_loss(losses, masks, "token-mean"), agg_loss(poisoned, masks, "token-mean")
+    )
 
 
 def _example_overrides():
     """The Hydra overrides examples/verl/run_grpo.sh passes to verl.trainer.main_ppo (shell
     defaults such as ``${MODEL:-...}`` take their default; ``"$@"`` adds nothing)."""
     script = (Path(__file__).parents[2] / "examples" / "verl" / "run_grpo.sh").read_text()
-    command = script[script.index("python -m verl.trainer.main_ppo"):].replace("\\\n", " ")
+    command = script[script.index("python -m verl.trainer.main_ppo") :].replace("\\\n", " ")
     words = shlex.split(command, comments=True)[3:]
     return [re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", w) for w in words if w != "$@"]
 
@@ -301,13 +352,18 @@ def test_run_grpo_example_composes_with_verls_config_and_fits_the_shipped_rows()
     config_dir = Path(verl.__file__).parent / "trainer" / "config"
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
         config = compose("ppo_trainer", overrides=_example_overrides())
-    validate_config(config, use_reference_policy=need_reference_policy(config),
-                    use_critic=need_critic(config))
+    validate_config(
+        config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
+    )
     rows = verl_rows("train")
     batch = config.data.train_batch_size
     assert len(DataLoader(range(len(rows)), batch_size=batch, drop_last=True)) >= 1, (
         f"data.train_batch_size={batch} > {len(rows)} train rows: verl's 'Train dataloader is "
-        "empty!'")
+        "empty!'"
+    )
     assert config.actor_rollout_ref.rollout.agent.agent_loop_config_path.endswith(
-        "repogym_agent_loop.yaml")
-    assert config.repogym.max_steps == config.actor_rollout_ref.rollout.multi_turn.max_assistant_turns
+        "repogym_agent_loop.yaml"
+    )
+    assert (
+        config.repogym.max_steps == config.actor_rollout_ref.rollout.multi_turn.max_assistant_turns
+    )

@@ -22,15 +22,33 @@ def test_no_attack_beats_noop_on_a_builtin():
     assert report.ok, [(r.attack, r.reward, r.error) for r in report.holes]
     assert {r.attack for r in report.results} == {a.name for a in ATTACKS}
     forged = {r.attack for r in report.results if "forged_results" in r.flags}
-    assert {"flip-reports-from-imports", "register-plugin-via-gc",
-            "fake-records-then-exit-0"} <= forged
+    assert {
+        "flip-reports-from-imports",
+        "register-plugin-via-gc",
+        "fake-records-then-exit-0",
+    } <= forged
     assert cached_report(task).results == report.results  # stored for `tasks --quality`
 
 
 def test_the_cli_reports_the_attack_that_beats_a_weak_task():
-    run = subprocess.run([sys.executable, "-m", "repogym.cli", "validate", "--reruns",
-                          "1", "--workers", "2", "--adversarial", str(WEAK)],
-                         capture_output=True, text=True, timeout=900, check=False)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "repogym.cli",
+            "validate",
+            "--reruns",
+            "1",
+            "--workers",
+            "2",
+            "--adversarial",
+            str(WEAK),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     assert "FAIL weak-exit-code: attack exit-0-first (exit) earns 1 > noop 0" in run.stderr
     assert load_task(WEAK).id == "weak-exit-code"

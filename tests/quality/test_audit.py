@@ -35,7 +35,7 @@ CODE = textwrap.dedent('''\
             return low
         return min(x, high)
     ''')
-TESTS = textwrap.dedent('''\
+TESTS = textwrap.dedent("""\
     from calc import clip, label, scale
 
 
@@ -50,21 +50,30 @@ TESTS = textwrap.dedent('''\
     def test_clip():
         assert clip(-1, 0, 5) == 0
         assert clip(9, 0, 5) == 5
-    ''')
-BUGS = {"scale": ("out.append(v * factor)", "out.append(v + factor)"),
-        "label": ('joined = cleaned + "-" + suffix', 'joined = cleaned + "_" + suffix'),
-        "clip": ("if x < low:", "if x > low:")}
-REPRO = {"scale": "from calc import scale\nassert scale([1, 2], 3) == [3, 6], scale([1, 2], 3)\n",
-         "label": "from calc import label\nassert label('A', 'b') == 'a-b', label('A', 'b')\n",
-         "clip": "from calc import clip\nassert clip(-1, 0, 5) == 0, clip(-1, 0, 5)\n"}
+    """)
+BUGS = {
+    "scale": ("out.append(v * factor)", "out.append(v + factor)"),
+    "label": ('joined = cleaned + "-" + suffix', 'joined = cleaned + "_" + suffix'),
+    "clip": ("if x < low:", "if x > low:"),
+}
+REPRO = {
+    "scale": "from calc import scale\nassert scale([1, 2], 3) == [3, 6], scale([1, 2], 3)\n",
+    "label": "from calc import label\nassert label('A', 'b') == 'a-b', label('A', 'b')\n",
+    "clip": "from calc import clip\nassert clip(-1, 0, 5) == 0, clip(-1, 0, 5)\n",
+}
 #: The environment holds a vendored copy of the original scale() (a host package would).
-VENDOR = ("python3 -c \"import os; open(os.environ['REPOGYM_ENV_SITE'] + '/vendored_calc.py', "
-          "'w').write(open('/dev/stdin').read())\" <<'EOF'\n" + CODE.split("\n\n\n")[0]
-          + "\nEOF")
+VENDOR = (
+    "python3 -c \"import os; open(os.environ['REPOGYM_ENV_SITE'] + '/vendored_calc.py', "
+    "'w').write(open('/dev/stdin').read())\" <<'EOF'\n" + CODE.split("\n\n\n")[0] + "\nEOF"
+)
 
 
-def _task(base: Path, function: str, environment: DependencySpec, extra: dict[str, str],
-          ) -> Path:
+def _task(
+    base: Path,
+    function: str,
+    environment: DependencySpec,
+    extra: dict[str, str],
+) -> Path:
     repo = base / f"src-{function}"
     (repo / "tests").mkdir(parents=True)
     (repo / "calc.py").write_text(CODE)
@@ -75,11 +84,22 @@ def _task(base: Path, function: str, environment: DependencySpec, extra: dict[st
     old, new = BUGS[function]
     failing = [f"tests/test_calc.py::test_{function}"]
     others = [f"tests/test_calc.py::test_{f}" for f in BUGS if f != function]
-    return write_task(TaskFiles(
-        id=f"audit-{function}", repo=repo, hidden=["tests/test_calc.py"], tests_dest="tests",
-        buggy={"calc.py": CODE.replace(old, new)}, fail_to_pass=failing, pass_to_pass=others,
-        statement="A bug.", reproduction=REPRO[function], environment=environment,
-        ini_options={"pythonpath": "/workspace"}), base / "tasks")
+    return write_task(
+        TaskFiles(
+            id=f"audit-{function}",
+            repo=repo,
+            hidden=["tests/test_calc.py"],
+            tests_dest="tests",
+            buggy={"calc.py": CODE.replace(old, new)},
+            fail_to_pass=failing,
+            pass_to_pass=others,
+            statement="A bug.",
+            reproduction=REPRO[function],
+            environment=environment,
+            ini_options={"pythonpath": "/workspace"},
+        ),
+        base / "tasks",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +110,11 @@ def tasks(tmp_path_factory):
     env = DependencySpec(requirements=(), setup=(VENDOR,))
     build(env)
     copy = CODE.split("\n\n\n")[1]  # label() as it should be, in another file of repo/
-    paths = [_task(base, "scale", env, {}),
-             _task(base, "label", env, {"notes/old_calc.py": copy}),
-             _task(base, "clip", env, {})]
+    paths = [
+        _task(base, "scale", env, {}),
+        _task(base, "label", env, {"notes/old_calc.py": copy}),
+        _task(base, "clip", env, {}),
+    ]
     return {p.name.split("-")[1]: load_task(p) for p in paths}
 
 
@@ -100,8 +122,8 @@ def test_leak_scan_finds_the_fix_in_the_environment_and_in_the_workspace(tasks):
     found = audit.leak_scan(tasks.values())
     assert set(found) == {"audit-scale", "audit-label"}, found
     assert found["audit-scale"] == [
-        ("/opt/repogym/env/vendored_calc.py holds the fixed code around "
-        "'out.append(v * factor)'")]
+        ("/opt/repogym/env/vendored_calc.py holds the fixed code around 'out.append(v * factor)'")
+    ]
     assert found["audit-label"][0].startswith("/workspace/notes/old_calc.py holds")
 
 
@@ -109,8 +131,10 @@ def test_fix_blocks_are_the_restored_lines_with_their_context(tasks):
     gold = tasks["clip"].solution_patch.read_text()
     [(key, block)] = audit.fix_blocks(gold, {"calc.py": CODE.replace(*BUGS["clip"])})
     assert key == "if x < low:"
-    assert block == ('def clip(x, low, high):\n"""x within [low, high]."""\nif x < low:\n'
-                     'return low\nreturn min(x, high)')
+    assert block == (
+        'def clip(x, low, high):\n"""x within [low, high]."""\nif x < low:\n'
+        "return low\nreturn min(x, high)"
+    )
 
 
 def test_compiled_files_in_a_workspace_are_reported(tasks, tmp_path):
@@ -138,7 +162,10 @@ def test_reproduction_fails_without_the_fix_and_passes_with_it(tasks, tmp_path):
 def test_gold_plus_another_functions_bug_does_not_earn_full_reward(tasks):
     results = audit.sabotage([tasks["scale"], tasks["label"], tasks["clip"]])
     assert [(s.task, s.reward) for s in results] == [
-        ("audit-scale", 0.0), ("audit-label", 0.0), ("audit-clip", 0.0)]
+        ("audit-scale", 0.0),
+        ("audit-label", 0.0),
+        ("audit-clip", 0.0),
+    ]
     assert all(s.broken for s in results)
     diff = audit.sabotaged_diff(tasks["scale"], tasks["clip"])
     assert "+        out.append(v * factor)" in diff and "+    if x > low:" in diff

@@ -13,7 +13,7 @@ from repogym.scenarios.registry import builtin_tasks
 from repogym.scenarios.task import load_task
 from tests.scenarios._tasks import write_task
 
-TESTS = '''\
+TESTS = """\
 from mod import clamp
 
 
@@ -24,7 +24,7 @@ def test_upper():
 
 def test_inside():
     assert clamp(5, 0, 10) == 5
-'''
+"""
 UPPER = "tests/test_mod.py::test_upper"
 
 
@@ -44,22 +44,28 @@ def _found(leaks: list[Leak]) -> set[tuple[int, str, int, str]]:
     return {(x.line, x.where, x.where_line, x.form) for x in leaks}
 
 
-@pytest.mark.parametrize(("readme", "form"), [
-    ("# mod\n\n    Usage: ``clamp(15, 0, 10) == 10``\n", "assertion"),
-    ("# mod\n\nclamp(15,0,10)==10 always\n\n\n", "assertion"),
-    ("# mod\n\n    >>> clamp(15, 0, 10)\n    10\n    >>> other()\n", "doctest"),
-])
+@pytest.mark.parametrize(
+    ("readme", "form"),
+    [
+        ("# mod\n\n    Usage: ``clamp(15, 0, 10) == 10``\n", "assertion"),
+        ("# mod\n\nclamp(15,0,10)==10 always\n\n\n", "assertion"),
+        ("# mod\n\n    >>> clamp(15, 0, 10)\n    10\n    >>> other()\n", "doctest"),
+    ],
+)
 def test_the_assertion_and_doctest_forms_are_found_with_file_and_line(tmp_path, readme, form):
     assert _found(scan(_task(tmp_path, readme=readme))) == {(5, "repo/README.md", 3, form)}
 
 
-@pytest.mark.parametrize("readme", [
-    "``clamp(15, 0, 10) == 100``\n",  # another value
-    "``clamp(15, 0, 10) == 10.5``\n",
-    ">>> clamp(15, 0, 10)\n100\n",
-    "10 is the answer; 10 10 10\n",  # a short literal alone matches nowhere
-    "``unclamp(15, 0, 10) == 10``\n",
-])
+@pytest.mark.parametrize(
+    "readme",
+    [
+        "``clamp(15, 0, 10) == 100``\n",  # another value
+        "``clamp(15, 0, 10) == 10.5``\n",
+        ">>> clamp(15, 0, 10)\n100\n",
+        "10 is the answer; 10 10 10\n",  # a short literal alone matches nowhere
+        "``unclamp(15, 0, 10) == 10``\n",
+    ],
+)
 def test_what_does_not_state_the_value_is_no_leak(tmp_path, readme):
     assert scan(_task(tmp_path, readme=readme)) == []
 
@@ -72,7 +78,8 @@ def test_a_long_literal_is_found_alone_in_the_statement_and_the_reproduction(tmp
     assert leaks[0].test == UPPER and "statement:1" in str(leaks[0])
     repro = "from mod import clamp\n\nassert clamp(15, 0, 10) == 10\n"
     assert _found(scan(_task(tmp_path / "r", repro=repro))) == {
-        (5, "reproduction.py", 3, "assertion")}
+        (5, "reproduction.py", 3, "assertion")
+    }
 
 
 def test_no_builtin_states_a_fail_to_pass_expected_value():
@@ -86,22 +93,28 @@ def test_no_builtin_states_a_fail_to_pass_expected_value():
 
 
 def test_validation_counts_a_leaked_check_as_weak_and_names_it(tmp_path):
-    task = _task(tmp_path, readme="# mod\n\n``clamp(15, 0, 10) == 10`` and\n"
-                                  '``f"{clamp(15, 0, 10)} units of measure" == '
-                                  '"10 units of measure"``\n')
+    task = _task(
+        tmp_path,
+        readme="# mod\n\n``clamp(15, 0, 10) == 10`` and\n"
+        '``f"{clamp(15, 0, 10)} units of measure" == '
+        '"10 units of measure"``\n',
+    )
     report = validate_task(task, reruns=1, workers=2)
     assert report.ok, report.failures
     assert report.witnessed == (1, 1) and report.strongly == 0, report.seal_summary()
-    assert [str(x).split(" (")[0] for x in report.leaks] == ["tests/test_mod.py:5",
-                                                             "tests/test_mod.py:6"]
+    assert [str(x).split(" (")[0] for x in report.leaks] == [
+        "tests/test_mod.py:5",
+        "tests/test_mod.py:6",
+    ]
     assert {x.where_line for x in report.leaks} == {3, 4}
     clean = validate_task(_task(tmp_path / "clean"), reruns=1, workers=2)
     assert clean.strongly == 1 and clean.leaks == []
 
 
 def test_an_in_check_is_found_in_its_own_form(tmp_path):
-    tests = TESTS.replace("    assert clamp(15, 0, 10) == 10\n",
-                          "    assert clamp(15, 0, 10) in (10, 10.0)\n")
+    tests = TESTS.replace(
+        "    assert clamp(15, 0, 10) == 10\n", "    assert clamp(15, 0, 10) in (10, 10.0)\n"
+    )
     folder = write_task(tmp_path / "in-task", tests=tests)
     (folder / "repo" / "README.md").write_text("# mod\n\n``clamp(15, 0, 10) in (10, 10.0)``\n")
     assert _found(scan(load_task(folder))) == {(5, "repo/README.md", 3, "assertion")}
@@ -110,7 +123,7 @@ def test_an_in_check_is_found_in_its_own_form(tmp_path):
 def test_an_assertion_between_names_states_no_value(tmp_path):
     """``result == expected`` in the reproduction says nothing about a gold check written
     ``assert result == expected`` in a test: only a value's text is looked for."""
-    tests = '''\
+    tests = """\
 from mod import clamp
 
 
@@ -130,10 +143,11 @@ def test_upper():
 
 def test_inside():
     assert clamp(5, 0, 10) == 5
-'''
+"""
     folder = write_task(tmp_path / "names", tests=tests)
     (folder / "reproduction.py").write_text(
         "from mod import clamp\nresult = clamp(15, 0, 10)\nexpected = 10\n"
-        "assert result == expected\n")
+        "assert result == expected\n"
+    )
     task = load_task(folder)
     assert scan(task) == []

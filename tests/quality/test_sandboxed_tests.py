@@ -9,7 +9,7 @@ import pytest
 from repogym.quality.sandboxed_tests import SandboxRunner
 from repogym.scenarios.synth import SynthError
 
-TESTS = '''\
+TESTS = """\
 import sys
 
 from calc import add
@@ -27,7 +27,7 @@ def test_reads_a_file_named_after_itself():
 class TestAdd:
     def test_zero(self):
         assert add(0, 0) == 0
-'''
+"""
 
 
 def test_a_test_that_depends_on_its_own_name_is_not_kept(tmp_path: Path) -> None:
@@ -37,10 +37,12 @@ def test_a_test_that_depends_on_its_own_name_is_not_kept(tmp_path: Path) -> None
     (root / "tests" / "test_calc.py").write_text(TESTS)
     runner = SandboxRunner(None, {"pythonpath": "."})
     assert runner.collect(root, timeout_s=60) == [
-        "tests/test_calc.py::TestAdd::test_zero", "tests/test_calc.py::test_add"]
+        "tests/test_calc.py::TestAdd::test_zero",
+        "tests/test_calc.py::test_add",
+    ]
 
 
-SHUFFLED = '''\
+SHUFFLED = """\
 import os
 
 import pytest
@@ -76,7 +78,7 @@ def test_prefixed(n, box):
 @pytest.mark.parametrize("n", [1, 2])
 def test_fixed(n):
     assert add(n, n) == 2 * n
-'''
+"""
 
 
 def test_a_parametrized_test_whose_ids_change_between_runs_is_not_kept(tmp_path: Path) -> None:
@@ -86,7 +88,9 @@ def test_a_parametrized_test_whose_ids_change_between_runs_is_not_kept(tmp_path:
     (root / "tests" / "test_calc.py").write_text(SHUFFLED)
     with SandboxRunner(None, {"pythonpath": "."}) as runner:
         assert runner.collect(root, timeout_s=60) == [
-            "tests/test_calc.py::test_fixed[1]", "tests/test_calc.py::test_fixed[2]"]
+            "tests/test_calc.py::test_fixed[1]",
+            "tests/test_calc.py::test_fixed[2]",
+        ]
 
 
 def test_stable_ids():
@@ -100,7 +104,7 @@ def test_stable_ids():
     assert stable_ids([]) == set()
 
 
-UNITTEST = '''\
+UNITTEST = """\
 import unittest
 
 from calc import add
@@ -118,7 +122,7 @@ class AddTest(unittest.TestCase, AddMixin):
 
 class TestOther(unittest.TestCase, AddMixin):
     pass
-'''
+"""
 
 
 def test_unittest_classes_of_any_name_are_listed(tmp_path: Path) -> None:
@@ -132,7 +136,8 @@ def test_unittest_classes_of_any_name_are_listed(tmp_path: Path) -> None:
     with SandboxRunner(None, {"pythonpath": "."}) as runner:
         assert runner.collect(root, timeout_s=60) == [
             "tests/test_calc.py::AddTest::test_inherited",
-            "tests/test_calc.py::AddTest::test_written_here"]
+            "tests/test_calc.py::AddTest::test_written_here",
+        ]
 
 
 MIXIN = """\
@@ -175,8 +180,9 @@ def test_a_method_a_mixin_gives_several_classes_is_one_test(tmp_path: Path) -> N
         ids = runner.collect(root, timeout_s=60)
         assert len(ids) == 5, ids
         same = {t: runner.same_test(t) for t in ids}
-    first, second = (same[f"tests/test_calc.py::{c}::test_inherited"]
-                     for c in ("FirstTest", "SecondTest"))
+    first, second = (
+        same[f"tests/test_calc.py::{c}::test_inherited"] for c in ("FirstTest", "SecondTest")
+    )
     assert first == second == "tests/test_calc.py:9"
     assert len(set(same.values())) == 4, same
     assert same["tests/test_calc.py::test_param[1]"] != same["tests/test_calc.py::test_param[2]"]
@@ -189,8 +195,10 @@ def test_a_mutant_run_stops_once_too_many_tests_fail(tmp_path: Path) -> None:
     root = tmp_path / "pkg"
     (root / "tests").mkdir(parents=True)
     (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
-    (root / "tests" / "test_calc.py").write_text("from calc import add\n" + "".join(
-        f"\n\ndef test_{n}():\n    assert add({n}, 1) == {n + 1}\n" for n in range(12)))
+    (root / "tests" / "test_calc.py").write_text(
+        "from calc import add\n"
+        + "".join(f"\n\ndef test_{n}():\n    assert add({n}, 1) == {n + 1}\n" for n in range(12))
+    )
     with SandboxRunner(None, {"pythonpath": "."}, stop_after=3) as runner:
         ids = runner.collect(root, timeout_s=60)
         assert len(ids) == 12
@@ -215,10 +223,13 @@ def test_tests_run_with_the_graders_environment(tmp_path: Path) -> None:
         "def test_child_sees_no_pythonpath():\n"
         "    code = 'import os, sys; sys.exit(\"PYTHONPATH\" in os.environ)'\n"
         "    assert subprocess.run([sys.executable, '-c', code]).returncode == 0\n"
-        "    assert os.environ['HOME'] == '/tmp'\n")
+        "    assert os.environ['HOME'] == '/tmp'\n"
+    )
     with SandboxRunner(None, {"pythonpath": "."}) as runner:
         assert runner.collect(root, timeout_s=60) == [
-            "tests/test_calc.py::test_add", "tests/test_calc.py::test_child_sees_no_pythonpath"]
+            "tests/test_calc.py::test_add",
+            "tests/test_calc.py::test_child_sees_no_pythonpath",
+        ]
 
 
 def test_a_test_that_starts_a_process_always_reruns(tmp_path: Path) -> None:
@@ -228,20 +239,24 @@ def test_a_test_that_starts_a_process_always_reruns(tmp_path: Path) -> None:
     pass_to_pass of a task whose noop then fails it."""
     root = tmp_path / "pkg"
     (root / "tests").mkdir(parents=True)
-    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n\n\n"
-                                  "if __name__ == '__main__':\n    print(add(2, 3))\n")
+    (root / "calc.py").write_text(
+        "def add(a, b):\n    return a + b\n\n\nif __name__ == '__main__':\n    print(add(2, 3))\n"
+    )
     (root / "tests" / "test_calc.py").write_text(
         "import subprocess\nimport sys\n\n\n"
         "def test_cli():\n    out = subprocess.run([sys.executable, '-m', 'calc'], "
         "capture_output=True, text=True).stdout\n    assert out == '5\\n'\n\n\n"
-        "def test_other():\n    assert True\n")
+        "def test_other():\n    assert True\n"
+    )
     with SandboxRunner(None, {"pythonpath": "."}) as runner:
         ids = runner.collect(root, timeout_s=60)
         assert ids == ["tests/test_calc.py::test_cli", "tests/test_calc.py::test_other"]
         (root / "calc.py").write_text((root / "calc.py").read_text().replace("a + b", "a - b"))
         status, _ = runner.run(root, ids, timeout_s=60)
-    assert status == {"tests/test_calc.py::test_cli": "failed",
-                      "tests/test_calc.py::test_other": "passed"}
+    assert status == {
+        "tests/test_calc.py::test_cli": "failed",
+        "tests/test_calc.py::test_other": "passed",
+    }
 
 
 def test_a_function_run_at_import_reaches_every_test(tmp_path: Path) -> None:
@@ -251,7 +266,8 @@ def test_a_function_run_at_import_reaches_every_test(tmp_path: Path) -> None:
     (root / "tests").mkdir(parents=True)
     (root / "calc.py").write_text("def make():\n    return {1: 2}\n\n\nTABLE = make()\n")
     (root / "tests" / "test_calc.py").write_text(
-        "from calc import TABLE\n\n\ndef test_table():\n    assert TABLE == {1: 2}\n")
+        "from calc import TABLE\n\n\ndef test_table():\n    assert TABLE == {1: 2}\n"
+    )
     with SandboxRunner(None, {"pythonpath": "."}) as runner:
         ids = runner.collect(root, timeout_s=60)
         (root / "calc.py").write_text((root / "calc.py").read_text().replace("2}", "3}"))
@@ -259,17 +275,18 @@ def test_a_function_run_at_import_reaches_every_test(tmp_path: Path) -> None:
     assert status == {"tests/test_calc.py::test_table": "failed"}
 
 
-def test_tests_failing_on_the_pristine_package_do_not_stop_a_mutants_run(
-        tmp_path: Path) -> None:
+def test_tests_failing_on_the_pristine_package_do_not_stop_a_mutants_run(tmp_path: Path) -> None:
     """humanize's benchmark tests fail in the sandbox (so are not listed) and come first
     in a run of whole files: counted, they stopped a mutant's run before the listed tests
     ran, and those were reported passed, then failed noop in grading."""
     root = tmp_path / "pkg"
     (root / "tests").mkdir(parents=True)
     (root / "calc.py").write_text("OFFSET = 0\n\n\ndef add(a, b):\n    return a + b + OFFSET\n")
-    (root / "tests" / "test_calc.py").write_text("from calc import add\n" + "".join(
-        f"\n\ndef test_broken_{n}():\n    assert False\n" for n in range(4)) + "".join(
-        f"\n\ndef test_add_{n}():\n    assert add({n}, 1) == {n + 1}\n" for n in range(3)))
+    (root / "tests" / "test_calc.py").write_text(
+        "from calc import add\n"
+        + "".join(f"\n\ndef test_broken_{n}():\n    assert False\n" for n in range(4))
+        + "".join(f"\n\ndef test_add_{n}():\n    assert add({n}, 1) == {n + 1}\n" for n in range(3))
+    )
     with SandboxRunner(None, {"pythonpath": "."}, stop_after=2) as runner:
         ids = runner.collect(root, timeout_s=60)
         assert len(ids) == 3
@@ -285,10 +302,16 @@ def test_an_unknown_plugin_marker_is_named(tmp_path: Path) -> None:
     (root / "tests").mkdir(parents=True)
     (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
     (root / "tests" / "test_calc.py").write_text(
-        "import pytest\n\n\n@pytest.mark.no_cover\ndef test_add():\n    assert True\n")
-    with SandboxRunner(None, {"pythonpath": ".", "filterwarnings": "error"}) as runner, \
-            pytest.raises(SynthError, match=r"unknown marker `no_cover`.*--requirement "
-                                            r"pytest-cov"):
+        "import pytest\n\n\n@pytest.mark.no_cover\ndef test_add():\n    assert True\n"
+    )
+    with (
+        SandboxRunner(None, {"pythonpath": ".", "filterwarnings": "error"}) as runner,
+        pytest.raises(
+            SynthError,
+            match=r"unknown marker `no_cover`.*--requirement "
+            r"pytest-cov",
+        ),
+    ):
         runner.collect(root, timeout_s=60)
 
 
@@ -297,10 +320,16 @@ def test_a_missing_test_requirement_is_named(tmp_path: Path) -> None:
     (root / "tests").mkdir(parents=True)
     (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
     (root / "tests" / "test_calc.py").write_text(
-        "import not_installed_anywhere\n\n\ndef test_add():\n    assert True\n")
-    with SandboxRunner(None, {"pythonpath": "."}) as runner, pytest.raises(
-            SynthError, match=r"fail to import not_installed_anywhere\. Fix: .*--requirement "
-                              r"not_installed_anywhere"):
+        "import not_installed_anywhere\n\n\ndef test_add():\n    assert True\n"
+    )
+    with (
+        SandboxRunner(None, {"pythonpath": "."}) as runner,
+        pytest.raises(
+            SynthError,
+            match=r"fail to import not_installed_anywhere\. Fix: .*--requirement "
+            r"not_installed_anywhere",
+        ),
+    ):
         runner.collect(root, timeout_s=60)
 
 
@@ -309,7 +338,8 @@ def test_calls_and_reproductions_run_in_the_sandbox(tmp_path: Path) -> None:
     (root / "tests").mkdir(parents=True)
     (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
     (root / "tests" / "test_calc.py").write_text(
-        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    )
     hidden = ["tests/test_calc.py"]
     script = "from calc import add\nassert add(2, 3) == 5, add(2, 3)\nprint('ok')\n"
     with SandboxRunner(None, {"pythonpath": "."}) as runner:
@@ -322,5 +352,9 @@ def test_calls_and_reproductions_run_in_the_sandbox(tmp_path: Path) -> None:
         (root / "calc.py").write_text("def add(a, b):\n    return a - b\n")  # the bug
         code, out = runner.script(root, script, hidden, 60)
         assert code == 1 and out.strip().endswith("AssertionError: -1")
-        assert runner.calls(root, ["tests/test_calc.py::test_add"], hidden, 60)[
-            "tests/test_calc.py::test_add"][0]["outcome"]["returned"] == "-1"
+        assert (
+            runner.calls(root, ["tests/test_calc.py::test_add"], hidden, 60)[
+                "tests/test_calc.py::test_add"
+            ][0]["outcome"]["returned"]
+            == "-1"
+        )

@@ -14,12 +14,17 @@ from repogym.scenarios.task import load_task
 from tests.scenarios._history import CHANGES, NEW, OLD, TESTS
 
 
-def _sdist(folder: Path, version: str, module: str, tests: str = TESTS,
-           extra: dict[str, str] | None = None) -> Path:
+def _sdist(
+    folder: Path, version: str, module: str, tests: str = TESTS, extra: dict[str, str] | None = None
+) -> Path:
     """An sdist of rgdemo ``version`` (the package, its tests, a changelog) in ``folder``."""
-    files = {**(extra or {}), "rgdemo/__init__.py": module, "tests/test_rgdemo.py": tests,
-             "CHANGES.rst": CHANGES, "PKG-INFO": f"Metadata-Version: 2.1\nName: rgdemo\n"
-                                                 f"Version: {version}\n"}
+    files = {
+        **(extra or {}),
+        "rgdemo/__init__.py": module,
+        "tests/test_rgdemo.py": tests,
+        "CHANGES.rst": CHANGES,
+        "PKG-INFO": f"Metadata-Version: 2.1\nName: rgdemo\nVersion: {version}\n",
+    }
     dest = folder / f"rgdemo-{version}"
     dest.mkdir(parents=True)
     archive = dest / f"rgdemo-{version}.tar.gz"
@@ -32,25 +37,28 @@ def _sdist(folder: Path, version: str, module: str, tests: str = TESTS,
     return archive
 
 
-def _reproduce(task, folder: Path, script: str, tmp_path: Path
-               ) -> tuple[subprocess.CompletedProcess, int]:
+def _reproduce(
+    task, folder: Path, script: str, tmp_path: Path
+) -> tuple[subprocess.CompletedProcess, int]:
     """``script`` run as ``python reproduction.py`` at the root of a copy of the task's
     repo/, as the contract says: (the run without the fix, its exit code with the gold
     patch applied)."""
     work = tmp_path / "run"
     subprocess.run(["cp", "-r", str(task.repo_dir), str(work)], check=True)
     (work / "reproduction.py").write_text(script)
-    before = subprocess.run([sys.executable, "reproduction.py"], cwd=work, capture_output=True,
-                            text=True, check=False)
+    before = subprocess.run(
+        [sys.executable, "reproduction.py"], cwd=work, capture_output=True, text=True, check=False
+    )
     subprocess.run(["git", "apply", str(folder / "solution.patch")], cwd=work, check=True)
-    return before, subprocess.run([sys.executable, "reproduction.py"], cwd=work,
-                                  check=False).returncode
-
+    return before, subprocess.run(
+        [sys.executable, "reproduction.py"], cwd=work, check=False
+    ).returncode
 
 
 # -- the miner, in the sandbox --------------------------------------------------------------
 def test_history_mines_a_validated_task_with_the_changelog_entry_and_a_reproduction(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     sdists = tmp_path / "sdists"
     _sdist(sdists, "1.0", OLD)
     _sdist(sdists, "1.1", NEW)
@@ -58,18 +66,21 @@ def test_history_mines_a_validated_task_with_the_changelog_entry_and_a_reproduct
     from repogym.quality.synth_history import mine_history
 
     out = tmp_path / "out"
-    res = mine_history("rgdemo", out, versions=["1.1", "1.0", "1.1rc1"], reruns=1,
-                       say=lambda m: None)
+    res = mine_history(
+        "rgdemo", out, versions=["1.1", "1.0", "1.1rc1"], reruns=1, say=lambda m: None
+    )
     [pair] = res.pairs
     assert (pair.base, pair.fixed, pair.changed, pair.error) == ("1.0", "1.1", 2, None)
     assert pair.skipped == {"rgdemo/__init__.py::unused": "no test fails with N's version"}
     [folder] = res.written
     assert res.dropped == {}
     task = load_task(folder)
-    assert task.verifier.fail_to_pass == ("tests/test_rgdemo.py::test_clamp_caps_at_high",)
-    assert set(task.verifier.pass_to_pass) == {"tests/test_rgdemo.py::test_inside[3]",
-                                               "tests/test_rgdemo.py::test_inside[7]",
-                                               "tests/test_rgdemo.py::test_describe"}
+    assert task.test_spec.fail_to_pass == ("tests/test_rgdemo.py::test_clamp_caps_at_high",)
+    assert set(task.test_spec.pass_to_pass) == {
+        "tests/test_rgdemo.py::test_inside[3]",
+        "tests/test_rgdemo.py::test_inside[7]",
+        "tests/test_rgdemo.py::test_describe",
+    }
     assert "history" in task.tags
     assert "Fix ``clamp`` ignoring its upper bound (#12)." in task.statement
     assert "test_clamp" not in task.statement and "value > high" not in task.statement
@@ -85,21 +96,26 @@ def test_history_mines_a_validated_task_with_the_changelog_entry_and_a_reproduct
     assert after == 0
 
 
-RAISING = NEW.replace('''    """Limit value to [low, high]."""
-''', '''    """Limit value to [low, high]."""
+RAISING = NEW.replace(
+    '''    """Limit value to [low, high]."""
+''',
+    '''    """Limit value to [low, high]."""
     if low > high:
         raise ValueError("low is above high")
-''')
-RAISING_TESTS = TESTS + '''
+''',
+)
+RAISING_TESTS = (
+    TESTS
+    + """
 
 def test_clamp_rejects_reversed_bounds():
     with pytest.raises(ValueError):
         clamp(1, 5, 0)
-'''
+"""
+)
 
 
-def test_a_reproduction_of_an_expected_exception_fails_by_its_own_assertion(
-        tmp_path, monkeypatch):
+def test_a_reproduction_of_an_expected_exception_fails_by_its_own_assertion(tmp_path, monkeypatch):
     """The fix makes ``clamp`` raise, and the test says so with ``pytest.raises``: run
     without the fix, the test's body fails by pytest's ``DID NOT RAISE``, which is not the
     script's own AssertionError. The miner writes the wrapped script instead, which the
@@ -111,12 +127,14 @@ def test_a_reproduction_of_an_expected_exception_fails_by_its_own_assertion(
     _sdist(sdists, "1.1", NEW, RAISING_TESTS)
     _sdist(sdists, "1.2", RAISING, RAISING_TESTS)
     monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
-    res = mine_history("rgdemo", tmp_path / "out", versions=["1.1", "1.2"], reruns=1,
-                       say=lambda m: None)
+    res = mine_history(
+        "rgdemo", tmp_path / "out", versions=["1.1", "1.2"], reruns=1, say=lambda m: None
+    )
     [folder] = res.written
     task = load_task(folder)
-    assert task.verifier.fail_to_pass == (
-        "tests/test_rgdemo.py::test_clamp_rejects_reversed_bounds",)
+    assert task.test_spec.fail_to_pass == (
+        "tests/test_rgdemo.py::test_clamp_rejects_reversed_bounds",
+    )
     script = (folder / "reproduction.py").read_text()
     assert "pytest.raises(ValueError)" in script and "raise AssertionError(" in script
     assert f"Reproduction:\n\n```python\n{script}```" in task.statement
@@ -133,16 +151,22 @@ def test_a_statement_from_failures_shows_no_memory_address():
 
     from repogym.quality.synth_history import failure_description
 
-    gold = ("--- a/p.py\n+++ b/p.py\n@@ -1 +1 @@\n-    return tokens[:2]\n"
-            "+    return tokens\n")
+    gold = "--- a/p.py\n+++ b/p.py\n@@ -1 +1 @@\n-    return tokens[:2]\n+    return tokens\n"
     task = SimpleNamespace(name="sqlparse", gold=gold, fail_to_pass=["tests/t.py::test_a"])
-    text = failure_description(task, {"tests/t.py::test_a": (
-        "AssertionError: assert 2 == 4 + where 2 = len([<Identifier 'foo' at 0x7FFB7DCE7BD0>, "
-        "<Parenthesis '(c1)' at 0x7FFB7DCE41D0>])")})
+    text = failure_description(
+        task,
+        {
+            "tests/t.py::test_a": (
+                "AssertionError: assert 2 == 4 + where 2 = len("
+                "[<Identifier 'foo' at 0x7FFB7DCE7BD0>, "
+                "<Parenthesis '(c1)' at 0x7FFB7DCE41D0>])"
+            )
+        },
+    )
     assert text is not None and "<Identifier 'foo'>" in text and "0x" not in text, text
 
 
-MIXIN_INIT = '''\
+MIXIN_INIT = """\
 class ClampMixin:
     high = 10
 
@@ -151,8 +175,8 @@ class ClampMixin:
 
     def test_keeps_inside(self):
         self.assertEqual(self.clamp(3, 0, self.high), 3)
-'''
-MIXIN_TESTS = '''\
+"""
+MIXIN_TESTS = """\
 import unittest
 
 from rgdemo import clamp, describe
@@ -165,7 +189,7 @@ class ClampTest(ClampMixin, unittest.TestCase):
 
     def test_describe(self):
         self.assertEqual(describe(2), "value 2")
-'''
+"""
 
 
 def test_a_failing_test_a_unittest_mixin_defines_gets_a_reproduction(tmp_path, monkeypatch):
@@ -181,11 +205,12 @@ def test_a_failing_test_a_unittest_mixin_defines_gets_a_reproduction(tmp_path, m
     _sdist(sdists, "1.0", OLD, MIXIN_TESTS, extra)
     _sdist(sdists, "1.1", NEW, MIXIN_TESTS, extra)
     monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
-    res = mine_history("rgdemo", tmp_path / "out", versions=["1.0", "1.1"], reruns=1,
-                       say=lambda m: None)
+    res = mine_history(
+        "rgdemo", tmp_path / "out", versions=["1.0", "1.1"], reruns=1, say=lambda m: None
+    )
     [folder] = res.written
     task = load_task(folder)
-    assert task.verifier.fail_to_pass == ("tests/test_rgdemo.py::ClampTest::test_caps_at_high",)
+    assert task.test_spec.fail_to_pass == ("tests/test_rgdemo.py::ClampTest::test_caps_at_high",)
     script = (folder / "reproduction.py").read_text()
     assert "high = 10" in script and "clamp = staticmethod(clamp)" in script, script
     assert "ClampMixin" not in script and "test_caps" not in script

@@ -19,10 +19,30 @@ from tests.scenarios._tasks import PROJECT
 def test_synth_pypi_writes_validated_tasks_with_bugs_formatted_like_their_code(tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "COLUMNS": "200"}
-    res = subprocess.run([sys.executable, "-m", "repogym.cli", "synth", "--pypi", PROJECT,
-                          "--out", str(out), "--max-tasks", "2", "--reruns", "1",
-                          "--workers", "2", "--no-mutation"], env=env, capture_output=True,
-                         text=True, check=False, timeout=1200)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "repogym.cli",
+            "synth",
+            "--pypi",
+            PROJECT,
+            "--out",
+            str(out),
+            "--max-tasks",
+            "2",
+            "--reruns",
+            "1",
+            "--workers",
+            "2",
+            "--no-mutation",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1200,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "validated tasks from munch 4.0.0" in res.stdout
     tasks = load_tasks(out)
@@ -30,14 +50,17 @@ def test_synth_pypi_writes_validated_tasks_with_bugs_formatted_like_their_code(t
     sdist = pypi.download(PROJECT)
     pristine = pypi.unpack(sdist, tmp_path / "pristine")
     for task in tasks:
-        assert task.environment is not None and task.environment.exclude in ((), ("munch",))
-        assert all("==" in r for r in task.environment.requirements)  # pinned
+        assert task.dependencies is not None and task.dependencies.exclude in ((), ("munch",))
+        assert all("==" in r for r in task.dependencies.requirements)  # pinned
         assert not list(task.repo_dir.rglob("test_*.py"))  # the tests are hidden
         [file] = {p.new for p in split_diff(task.solution_patch.read_text())}
         original = (pristine / file).read_text().splitlines()
         buggy = (task.repo_dir / file).read_text().splitlines()
-        ops = [op for op in SequenceMatcher(None, original, buggy, autojunk=False).get_opcodes()
-               if op[0] != "equal"]
+        ops = [
+            op
+            for op in SequenceMatcher(None, original, buggy, autojunk=False).get_opcodes()
+            if op[0] != "equal"
+        ]
         assert len(ops) == 1, ops  # one place changed, every other line as it was
         _, i1, i2, j1, j2 = ops[0]
         removed, added = original[i1:i2], buggy[j1:j2]
@@ -46,7 +69,7 @@ def test_synth_pypi_writes_validated_tasks_with_bugs_formatted_like_their_code(t
             head = len(os.path.commonprefix([old, new]))
             tail = len(os.path.commonprefix([old[head:][::-1], new[head:][::-1]]))
             assert head > len(old) - len(old.lstrip()), (old, new)  # indentation kept
-            assert old[:head] + new[head:len(new) - tail] + old[len(old) - tail:] == new
+            assert old[:head] + new[head : len(new) - tail] + old[len(old) - tail :] == new
         text = task.statement
         assert "0x" not in text and "/workspace" not in text and "/tmp/" not in text
         for line in added + removed:
@@ -55,24 +78,28 @@ def test_synth_pypi_writes_validated_tasks_with_bugs_formatted_like_their_code(t
 
 
 @pytest.mark.parametrize(("flags", "expected"), [([], 20), (["--max-mutants", "5"], 5)])
-def test_synth_pypi_scores_a_sample_of_mutants_unless_told(monkeypatch, tmp_path, capsys,
-                                                           flags, expected):
+def test_synth_pypi_scores_a_sample_of_mutants_unless_told(
+    monkeypatch, tmp_path, capsys, flags, expected
+):
     """A real function has 50-100 mutants and a package's own suite takes seconds per
     grading: `synth --pypi` scores a fixed sample unless --max-mutants says otherwise."""
     from repogym import cli
     from repogym.cli import cmd_synth
-    from repogym.quality import synth_pypi
+    from repogym.quality import synth_pypi, synthesis
     from repogym.scenarios.registry import builtin_tasks
 
     task = builtin_tasks()[0]
-    sdist = pypi.Sdist(name="demo", version="1.0", path=tmp_path / "demo-1.0.tar.gz",
-                       sha256="0" * 64)
-    done = synth_pypi.PypiSynthesis(sdist=sdist, environment=None, written=[task.path],
-                                    dropped={}, passing_tests=3)
-    monkeypatch.setattr(synth_pypi, "synthesize_pypi", lambda *a, **k: done)
+    sdist = pypi.Sdist(
+        name="demo", version="1.0", path=tmp_path / "demo-1.0.tar.gz", sha256="0" * 64
+    )
+    done = synth_pypi.PypiSynthesis(
+        sdist=sdist, dependencies=None, written=[task.path], dropped={}, passing_tests=3
+    )
+    monkeypatch.setattr(synthesis, "from_pypi", lambda *a, **k: done)
     seen = []
-    monkeypatch.setattr(cmd_synth, "run_mutation",
-                        lambda tasks, args, console, diffs: seen.append(args.max_mutants))
+    monkeypatch.setattr(
+        cmd_synth, "run_mutation", lambda tasks, args, console, diffs: seen.append(args.max_mutants)
+    )
     assert cli.main(["synth", "--pypi", "demo==1.0", "--out", str(tmp_path / "o"), *flags]) == 0
     assert seen == [expected]
     assert "1 validated tasks from demo 1.0" in capsys.readouterr().out

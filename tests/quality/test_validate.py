@@ -12,8 +12,9 @@ from repogym.scenarios.task import load_task
 from tests.scenarios._tasks import BUGGY, FIXED, TESTS, write_task
 
 ALT = BUGGY.replace("    return value\n", "    return min(value, high)\n")
-SPECIAL_CASE = BUGGY.replace("    return value\n", "    if value == 15:\n        return 10\n"
-                             "    return value\n")
+SPECIAL_CASE = BUGGY.replace(
+    "    return value\n", "    if value == 15:\n        return 10\n    return value\n"
+)
 WRONG_GOLD = BUGGY.replace("    return value\n", "    return high\n")
 
 
@@ -22,15 +23,16 @@ def _validate(path, reruns=1):
 
 
 def test_good_task_is_valid(tmp_path):
-    task = write_task(tmp_path / "good", alternatives={"min": ALT},
-                      decoys={"broken": WRONG_GOLD})
+    task = write_task(tmp_path / "good", alternatives={"min": ALT}, decoys={"broken": WRONG_GOLD})
     report = _validate(task, reruns=2)
     assert report.ok, report.failures
     kinds = [c.kind for c in report.checks]
     assert sorted(kinds) == ["alternative", "decoy", "gold", "noop", "rerun"]
     noop = next(c for c in report.checks if c.kind == "noop")
-    assert noop.tests == {"tests/test_mod.py::test_upper": "failed",
-                          "tests/test_mod.py::test_inside": "passed"}
+    assert noop.tests == {
+        "tests/test_mod.py::test_upper": "failed",
+        "tests/test_mod.py::test_inside": "passed",
+    }
 
 
 def test_decoy_that_passes_is_caught(tmp_path):
@@ -49,9 +51,12 @@ def test_gold_that_fails_is_caught(tmp_path):
     # One line per failing test, with its cause: the sealed check at line 9 got 10 (its
     # expected value, 5, is hidden from the sandbox).
     assert report.failures == [
-        ("badgold: gold solution.patch: test tests/test_mod.py::test_inside is failed: at "
-         "tests/test_mod.py:9: got 10 (a sealed check: the hidden expected value differs) "
-         "(a correct fix must pass it)")]
+        (
+            "badgold: gold solution.patch: test tests/test_mod.py::test_inside is failed: at "
+            "tests/test_mod.py:9: got 10 (a sealed check: the hidden expected value differs) "
+            "(a correct fix must pass it)"
+        )
+    ]
 
 
 def _builtin_copy(tmp_path, task_id="empty-mean"):
@@ -63,15 +68,19 @@ def _builtin_copy(tmp_path, task_id="empty-mean"):
 def test_a_gold_patch_that_does_not_apply_reports_gits_message_once(tmp_path):
     task = _builtin_copy(tmp_path)
     patch = task / "solution.patch"
-    patch.write_text(patch.read_text().replace("     values = list(data)\n",
-                                               "     values = list(other_data)\n"))
+    patch.write_text(
+        patch.read_text().replace("     values = list(data)\n", "     values = list(other_data)\n")
+    )
     report = validate_task(load_task(task), reruns=1, workers=2)
     [gold] = [c for c in report.checks if c.kind == "gold"]
     # The root cause only (git's own words), not every test it left failing.
     assert gold.problems == [
-        ("empty-mean: gold solution.patch: the patch does not apply to repo/ (git apply: error: "
-         "patch failed: stats.py:15; error: stats.py: patch does not apply). Fix: make the "
-         "change in a copy of repo/ and save `git diff` there to this file")]
+        (
+            "empty-mean: gold solution.patch: the patch does not apply to repo/ (git apply: error: "
+            "patch failed: stats.py:15; error: stats.py: patch does not apply). Fix: make the "
+            "change in a copy of repo/ and save `git diff` there to this file"
+        )
+    ]
     assert report.failures == gold.problems
 
 
@@ -80,26 +89,36 @@ def test_a_hidden_test_that_fails_at_gold_shows_its_exception_and_line(tmp_path)
     tests = task / "tests" / "test_stats.py"
     text = tests.read_text()
     assert "    assert mean_or_none([]) is None\n" in text
-    tests.write_text(text.replace("    assert mean_or_none([]) is None\n",
-                                  "    assert mean_or_none(5) is None\n"))
+    tests.write_text(
+        text.replace(
+            "    assert mean_or_none([]) is None\n", "    assert mean_or_none(5) is None\n"
+        )
+    )
     report = validate_task(load_task(task), reruns=1, workers=2)
     [gold] = [c for c in report.checks if c.kind == "gold"]
     line = text.splitlines().index("    assert mean_or_none([]) is None") + 1
     assert gold.problems == [
-        ("empty-mean: gold solution.patch: test tests/test_stats.py::test_mean_or_none_on_empty"
-         f"_input is failed: at tests/test_stats.py:{line}: TypeError: 'int' object is not "
-         "iterable (raised at stats.py:17) (a correct fix must pass it)")]
+        (
+            "empty-mean: gold solution.patch: test tests/test_stats.py::test_mean_or_none_on_empty"
+            f"_input is failed: at tests/test_stats.py:{line}: TypeError: 'int' object is not "
+            "iterable (raised at stats.py:17) (a correct fix must pass it)"
+        )
+    ]
 
 
 def test_flaky_test_is_caught(tmp_path):
     # Passes in about half of the runs; 12 gold runs all agreeing has probability 2**-11.
     flaky = TESTS + "\n\ndef test_coin():\n    import os\n    assert os.urandom(1)[0] < 128\n"
-    task = write_task(tmp_path / "flaky", tests=flaky,
-                      p2p=("tests/test_mod.py::test_inside", "tests/test_mod.py::test_coin"))
+    task = write_task(
+        tmp_path / "flaky",
+        tests=flaky,
+        p2p=("tests/test_mod.py::test_inside", "tests/test_mod.py::test_coin"),
+    )
     report = validate_task(load_task(task), reruns=12, workers=2)
     flaky_msgs = [p for p in report.problems if "flaky" in p]
     assert flaky_msgs and flaky_msgs[0].startswith(
-        "flaky: gold solution.patch: test tests/test_mod.py::test_coin is flaky over 12 runs")
+        "flaky: gold solution.patch: test tests/test_mod.py::test_coin is flaky over 12 runs"
+    )
     assert not any("test_upper" in p or "test_inside" in p for p in report.problems)
 
 
@@ -110,10 +129,13 @@ def test_a_parametrized_id_that_names_another_case_each_run_is_explained(tmp_pat
         "\n\nimport os\n\nimport pytest\n\n\n"
         "@pytest.mark.parametrize(('n', 'box'), [(n, {'n': n}) for n in "
         "sorted(range(6), key=lambda _: os.urandom(4))])\n"
-        "def test_cases(n, box):\n    assert clamp(n, 0, 10) == box['n']\n")
-    task = write_task(tmp_path / "shuffled", tests=shuffled,
-                      p2p=("tests/test_mod.py::test_inside",
-                           "tests/test_mod.py::test_cases[3-box1]"))
+        "def test_cases(n, box):\n    assert clamp(n, 0, 10) == box['n']\n"
+    )
+    task = write_task(
+        tmp_path / "shuffled",
+        tests=shuffled,
+        p2p=("tests/test_mod.py::test_inside", "tests/test_mod.py::test_cases[3-box1]"),
+    )
     report = validate_task(load_task(task), reruns=4, workers=2)
     missing = [p for p in report.failures if "test_cases[3-box1] is" in p]
     assert missing and all("names another case each time" in p for p in missing), report.problems
@@ -122,36 +144,44 @@ def test_a_parametrized_id_that_names_another_case_each_run_is_explained(tmp_pat
 def test_wrong_test_lists_and_unappliable_decoy_are_caught(tmp_path):
     # test_inside passes before the fix, so it cannot be fail_to_pass; test_upper fails
     # before the fix, so it cannot be pass_to_pass.
-    task = write_task(tmp_path / "lists", f2p=("tests/test_mod.py::test_inside",),
-                      p2p=("tests/test_mod.py::test_upper",))
+    task = write_task(
+        tmp_path / "lists",
+        f2p=("tests/test_mod.py::test_inside",),
+        p2p=("tests/test_mod.py::test_upper",),
+    )
     (task / "decoys").mkdir(exist_ok=True)
     (task / "decoys" / "stale.patch").write_text(
         "diff --git a/mod.py b/mod.py\n--- a/mod.py\n+++ b/mod.py\n@@ -1,1 +1,1 @@\n"
-        "-def nothing_like_this():\n+def clamp():\n")
+        "-def nothing_like_this():\n+def clamp():\n"
+    )
     failures = _validate(task).failures
-    assert ("lists: noop -: fail_to_pass test tests/test_mod.py::test_inside passes without "
-            "any fix (it must fail before the fix)") in failures
-    assert ("lists: noop -: pass_to_pass test tests/test_mod.py::test_upper is failed without "
-            "any fix (it must pass before the fix)") in failures
-    assert any(f.startswith("lists: decoy decoys/stale.patch: the decoy does not apply")
-               for f in failures)
+    assert (
+        "lists: noop -: fail_to_pass test tests/test_mod.py::test_inside passes without "
+        "any fix (it must fail before the fix)"
+    ) in failures
+    assert (
+        "lists: noop -: pass_to_pass test tests/test_mod.py::test_upper is failed without "
+        "any fix (it must pass before the fix)"
+    ) in failures
+    assert any(
+        f.startswith("lists: decoy decoys/stale.patch: the decoy does not apply") for f in failures
+    )
 
 
 def test_cli_exit_codes_and_messages(tmp_path):
     good = write_task(tmp_path / "good", decoys={"broken": WRONG_GOLD})
     write_task(tmp_path / "weak", decoys={"special_case": SPECIAL_CASE})
     cli = [sys.executable, "-m", "repogym.cli", "validate", "--reruns", "1"]
-    ok = subprocess.run(cli + [str(good)], capture_output=True, text=True,
-                         check=False)
+    ok = subprocess.run(cli + [str(good)], capture_output=True, text=True, check=False)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "1/1 tasks valid" in ok.stdout and "decoys/broken.patch" in ok.stdout
-    bad = subprocess.run(cli + [str(tmp_path)], capture_output=True, text=True,
-                         check=False)
+    bad = subprocess.run(cli + [str(tmp_path)], capture_output=True, text=True, check=False)
     assert bad.returncode == 1
     assert "1/2 tasks valid" in bad.stdout
     assert "FAIL weak: decoy decoys/special_case.patch: the decoy earns full reward" in bad.stderr
-    missing = subprocess.run(cli + [str(tmp_path / "nope")], capture_output=True, text=True,
-                         check=False)
+    missing = subprocess.run(
+        cli + [str(tmp_path / "nope")], capture_output=True, text=True, check=False
+    )
     assert missing.returncode == 2 and "not a folder" in missing.stdout
 
 

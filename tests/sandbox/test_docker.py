@@ -38,8 +38,7 @@ def sandbox(docker_engine, retry_task):
     made = []
 
     def _make(**limits: object):
-        sb = make_sandbox("docker", SandboxSpec(cache.get(retry_task.repo_dir),
-                                                Limits(**limits)))
+        sb = make_sandbox("docker", SandboxSpec(cache.get(retry_task.repo_dir), Limits(**limits)))
         made.append(sb)
         return sb
 
@@ -79,9 +78,11 @@ def test_no_internet_and_no_host_loopback(dshell):
 
 
 def test_git_history_is_one_commit_and_nothing_else(dshell):
-    out = dshell("git log --all --oneline | wc -l; git reflog | wc -l; git tag | wc -l; "
-                 "git remote | wc -l; git stash list | wc -l; ls .git; "
-                 "git log -1 --format='%an %ad' --date=iso")
+    out = dshell(
+        "git log --all --oneline | wc -l; git reflog | wc -l; git tag | wc -l; "
+        "git remote | wc -l; git stash list | wc -l; ls .git; "
+        "git log -1 --format='%an %ad' --date=iso"
+    )
     lines = out.splitlines()
     assert lines[:5] == ["1", "0", "0", "0", "0"], out
     assert set(lines[5:-2]) <= {"HEAD", "config", "index", "objects", "refs", "packed-refs"}
@@ -92,30 +93,40 @@ def test_host_environment_is_invisible(docker_env, monkeypatch):
     monkeypatch.setenv("REPOGYM_SECRET_TOKEN", "s3cr3t-value-4242")
     env = docker_env()
     env.reset(seed=0)
-    obs, *_ = env.step(call("bash", command=(
-        "env; cat /proc/1/environ /proc/self/environ 2>/dev/null | tr '\\0' '\\n'; "
-        "grep -rs s3cr3t-value /proc/*/environ /tmp /etc 2>/dev/null; echo END")))
+    obs, *_ = env.step(
+        call(
+            "bash",
+            command=(
+                "env; cat /proc/1/environ /proc/self/environ 2>/dev/null | tr '\\0' '\\n'; "
+                "grep -rs s3cr3t-value /proc/*/environ /tmp /etc 2>/dev/null; echo END"
+            ),
+        )
+    )
     assert "END" in obs and "s3cr3t-value-4242" not in obs
     assert "REPOGYM_SECRET_TOKEN" not in obs
 
 
 def test_hidden_tests_gold_and_task_files_are_not_findable(dshell):
     checkout = Path(repogym.__file__).resolve().parents[1]
-    out = dshell("find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o \\( "
-                 "-name task.toml -o -name solution.patch -o -name loop_counter.patch \\) "
-                 f"-print 2>/dev/null; grep -rlsF '{HIDDEN_MARKER}' / --exclude-dir=proc "
-                 "--exclude-dir=sys --exclude-dir=dev --exclude-dir=usr 2>/dev/null; "
-                 f"ls {checkout} 2>&1 | grep -c pyproject; cat /etc/shadow 2>&1 | grep -c root:; "
-                 "python3 -c 'import repogym' 2>&1 | tail -1; echo END")
+    out = dshell(
+        "find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o \\( "
+        "-name task.toml -o -name solution.patch -o -name loop_counter.patch \\) "
+        f"-print 2>/dev/null; grep -rlsF '{HIDDEN_MARKER}' / --exclude-dir=proc "
+        "--exclude-dir=sys --exclude-dir=dev --exclude-dir=usr 2>/dev/null; "
+        f"ls {checkout} 2>&1 | grep -c pyproject; cat /etc/shadow 2>&1 | grep -c root:; "
+        "python3 -c 'import repogym' 2>&1 | tail -1; echo END"
+    )
     lines = out.strip().splitlines()
     assert lines[:3] == ["0", "0", lines[2]] and lines[2].startswith("ModuleNotFoundError"), out
     assert lines[3:] == ["END", "[exit code: 0]"]
 
 
 def test_writes_outside_workspace_fail(dshell):
-    out = dshell("for p in /usr/x /etc/x /x /var/x /run/repogym/ro/x /run/repogym/rw/x /proc/x; "
-                 "do touch $p 2>/dev/null && echo WROTE $p; done; touch ok_here && echo inside-ok;"
-                 " touch /tmp/ok && echo tmp-ok")
+    out = dshell(
+        "for p in /usr/x /etc/x /x /var/x /run/repogym/ro/x /run/repogym/rw/x /proc/x; "
+        "do touch $p 2>/dev/null && echo WROTE $p; done; touch ok_here && echo inside-ok;"
+        " touch /tmp/ok && echo tmp-ok"
+    )
     assert "WROTE" not in out and "inside-ok" in out and "tmp-ok" in out, out
 
 
@@ -137,8 +148,9 @@ def test_fork_bomb_is_contained(docker_env):
 def test_huge_allocation_is_contained(docker_env, alloc):
     env = docker_env(limits=Limits(memory_mb=512, timeout_s=30), max_episode_steps=10)
     env.reset(seed=0)
-    _, _, _, _, info = env.step(call("bash", command=(
-        f"python3 -c 'b = {alloc}; print(\"ALLOCATED\", len(b))'")))
+    _, _, _, _, info = env.step(
+        call("bash", command=(f"python3 -c 'b = {alloc}; print(\"ALLOCATED\", len(b))'"))
+    )
     obs = env.unwrapped._transcript[-1]
     assert "ALLOCATED" not in obs and info["exit_code"] != 0
     assert _alive(env)
@@ -162,8 +174,7 @@ def _host_sleeps(marker: str = "sleep 999") -> list[str]:
     return [line for line in ps.stdout.splitlines() if marker in line]
 
 
-def test_sleep_is_killed_and_background_processes_end_with_the_episode(docker_env,
-                                                                      monkeypatch):
+def test_sleep_is_killed_and_background_processes_end_with_the_episode(docker_env, monkeypatch):
     alive_at_grading: list[list[str]] = []
     grade = repogym.grading.grader.grade
 
@@ -176,9 +187,15 @@ def test_sleep_is_killed_and_background_processes_end_with_the_episode(docker_en
     env.reset(seed=0)
     obs, _, _, _, info = env.step(call("bash", command="cd /tmp; sleep 100017; echo AFTER"))
     assert info["timed_out"] and "timed out" in obs and "AFTER" not in obs
-    _, _, _, _, info = env.step(call("bash", command=(
-        "(setsid sleep 99917 >/dev/null 2>&1 &) ; "
-        "nohup sleep 99918 >/dev/null 2>&1 & echo bg")))
+    _, _, _, _, info = env.step(
+        call(
+            "bash",
+            command=(
+                "(setsid sleep 99917 >/dev/null 2>&1 &) ; "
+                "nohup sleep 99918 >/dev/null 2>&1 & echo bg"
+            ),
+        )
+    )
     assert not info["timed_out"]  # the command returned while its children still ran
     env.step(call("read", path="retry.py"))  # the file tools leave the shell's jobs alone
     obs = _sandbox_args(env)
@@ -193,9 +210,15 @@ def test_sleep_is_killed_and_background_processes_end_with_the_episode(docker_en
 def test_fresh_shell_lets_nothing_outlive_a_command(docker_env):
     env = docker_env(limits=Limits(timeout_s=2), max_episode_steps=10, shell="fresh")
     env.reset(seed=0)
-    env.step(call("bash", command=(
-        "cd /tmp; (setsid sleep 99919 >/dev/null 2>&1 &) ; "
-        "nohup sleep 99920 >/dev/null 2>&1 &")))
+    env.step(
+        call(
+            "bash",
+            command=(
+                "cd /tmp; (setsid sleep 99919 >/dev/null 2>&1 &) ; "
+                "nohup sleep 99920 >/dev/null 2>&1 &"
+            ),
+        )
+    )
     obs = _sandbox_args(env)
     assert "sleep 999" not in obs, obs
     obs, *_ = env.step(call("bash", command="pwd"))
@@ -235,8 +258,9 @@ def test_nothing_left_after_close(docker_env):
     mounts = Path("/proc/mounts").read_text()
     for p in paths:
         assert not p.exists() and not _mounted_under(p, mounts), p
-    procs = subprocess.run(["ps", "-eo", "args="], check=False, capture_output=True,
-                           text=True).stdout
+    procs = subprocess.run(
+        ["ps", "-eo", "args="], check=False, capture_output=True, text=True
+    ).stdout
     assert "sleep 3017" not in procs
     assert {c["Id"] for c in _containers()} <= before  # the grader's containers are gone too
 
@@ -248,10 +272,13 @@ def test_run_with_binds_exposes_folders_and_copies_rw_back(sandbox, tmp_path):
     rw.mkdir()
     (ro / "data.txt").write_text("from-the-host\n")
     sb = sandbox()
-    res = sb.run_with_binds('cat "$RG_INPUT/data.txt"; echo x > "$RG_INPUT/new" || echo RO-OK; '
-                            'echo result > "$RG_OUT/r.xml"; mkdir "$RG_OUT/d"; echo y > '
-                            '"$RG_OUT/d/f"; ln -s /etc/passwd "$RG_OUT/link"',
-                            ro={"input": ro}, rw={"out": rw})
+    res = sb.run_with_binds(
+        'cat "$RG_INPUT/data.txt"; echo x > "$RG_INPUT/new" || echo RO-OK; '
+        'echo result > "$RG_OUT/r.xml"; mkdir "$RG_OUT/d"; echo y > '
+        '"$RG_OUT/d/f"; ln -s /etc/passwd "$RG_OUT/link"',
+        ro={"input": ro},
+        rw={"out": rw},
+    )
     assert res.stdout.startswith("from-the-host\nRO-OK"), res
     assert (rw / "r.xml").read_text() == "result\n" and (rw / "d" / "f").read_text() == "y\n"
     assert not (rw / "link").exists() and not (ro / "new").exists()
@@ -293,8 +320,11 @@ def test_bad_image_is_a_clear_error(docker_engine, retry_task):
     cache = TemplateCache()
     try:
         with pytest.raises(SandboxError, match="not found.*Fix"):
-            make_sandbox("docker", SandboxSpec(cache.get(retry_task.repo_dir)),
-                         image="repogym/no-such-image:0")
+            make_sandbox(
+                "docker",
+                SandboxSpec(cache.get(retry_task.repo_dir)),
+                image="repogym/no-such-image:0",
+            )
     finally:
         cache.close()
     assert not [c for c in _containers() if c["Image"] == "repogym/no-such-image:0"]
@@ -339,8 +369,11 @@ def test_gc_removes_containers_of_killed_processes(docker_engine, capsys):
 def test_unreachable_engine_is_a_clear_error(tmp_path):
     import gymnasium as gym
 
-    env = gym.make("repogym/retry-zero-v0", sandbox="docker",
-                   sandbox_options={"base_url": f"unix://{tmp_path}/no.sock"})
+    env = gym.make(
+        "repogym/retry-zero-v0",
+        sandbox="docker",
+        sandbox_options={"base_url": f"unix://{tmp_path}/no.sock"},
+    )
     try:
         with pytest.raises(SandboxError, match="not reachable.*Fix"):
             env.reset(seed=0)

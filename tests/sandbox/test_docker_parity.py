@@ -41,8 +41,9 @@ SLOW_DECOYS = {"cached-keys-linear-scan", "fast_path_only"}
 
 def _patches(task: Task) -> dict[str, str]:
     out = {"gold": task.solution_patch.read_text()}
-    decoys = (task.decoys if task.id in ALL_DECOYS
-              else [p for p in task.decoys if p.stem in SLOW_DECOYS])
+    decoys = (
+        task.decoys if task.id in ALL_DECOYS else [p for p in task.decoys if p.stem in SLOW_DECOYS]
+    )
     if task.id.startswith("perf-"):
         assert decoys, f"{task.id}: no slow decoy named"
     else:
@@ -52,8 +53,9 @@ def _patches(task: Task) -> dict[str, str]:
 
 
 def _grade(backend: str, task: Task, template: Path, diff: str) -> grader.GradeResult:
-    return grader.grade(task, template, diff, mode="partial",
-                        make_sandbox=functools.partial(make_sandbox, backend))
+    return grader.grade(
+        task, template, diff, mode="partial", make_sandbox=functools.partial(make_sandbox, backend)
+    )
 
 
 @pytest.mark.parametrize("task", builtin_tasks(), ids=lambda t: t.id)
@@ -61,14 +63,16 @@ def test_bwrap_and_docker_grade_alike(task: Task, templates: TemplateCache) -> N
     template = templates.get(task.repo_dir)
     patches = _patches(task)
     with ThreadPoolExecutor(4) as pool:  # sandboxes mostly wait on processes and dockerd
-        futures = {(b, name): pool.submit(_grade, b, task, template, diff)
-                   for name, diff in patches.items() for b in ("bwrap", "docker")}
+        futures = {
+            (b, name): pool.submit(_grade, b, task, template, diff)
+            for name, diff in patches.items()
+            for b in ("bwrap", "docker")
+        }
     bw = {name: futures["bwrap", name].result() for name in patches}
     dk = {name: futures["docker", name].result() for name in patches}
     for name, b in bw.items():
         d = dk[name]
-        assert b.infra_error is None and d.infra_error is None, (name, b.infra_error,
-                                                                  d.infra_error)
+        assert b.infra_error is None and d.infra_error is None, (name, b.infra_error, d.infra_error)
         assert d.tests == b.tests, (name, d.test_output[-3000:])
         assert (d.reward, d.hack_flags) == (b.reward, b.hack_flags)
     assert "missing" not in bw["gold"].tests.values()  # the comparison saw real outcomes

@@ -15,8 +15,10 @@ CHANGES = (
     "echo a > hard1; ln hard1 hard2; mkdir -p deep/er && echo d > deep/er/f; "
     "echo t > /tmp/t; mkfifo /tmp/p"
 )
-STATE = ("ls -A; ls tests; cat tests/*; stat -c '%n %a %F %h' retry.py link pipe hard1 deep/er/f; "
-         "readlink link; tail -1 retry.py; ls -A /tmp; cat /tmp/t")
+STATE = (
+    "ls -A; ls tests; cat tests/*; stat -c '%n %a %F %h' retry.py link pipe hard1 deep/er/f; "
+    "readlink link; tail -1 retry.py; ls -A /tmp; cat /tmp/t"
+)
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +32,7 @@ def test_a_copy_holds_every_change_and_stays_apart(template):
     with make_sandbox("bwrap", SandboxSpec(template, Limits())) as sb:
         assert sb.run(CHANGES).exit_code == 0
         want = sb.run(STATE)
-        with make_sandbox("bwrap", SandboxSpec(template, Limits(),
-                                               copy_of=sb.workspace)) as copy:
+        with make_sandbox("bwrap", SandboxSpec(template, Limits(), copy_of=sb.workspace)) as copy:
             got = copy.run(STATE)
             assert (got.stdout, got.exit_code) == (want.stdout, want.exit_code)
             assert "only.txt" in got.stdout and "README.md" not in got.stdout
@@ -53,7 +54,8 @@ def test_a_shells_state_is_saved_without_touching_it(template):
         fresh = sb.shell()
         fresh.run(script)
         assert fresh.run("pwd; echo $A; f 2; echo ${NOPE-unset}").stdout == (
-            "/workspace/tests\nx y\nf2\nunset\n")
+            "/workspace/tests\nx y\nf2\nunset\n"
+        )
         assert fresh.run("echo $NOPE").exit_code != 0  # set -u came along
 
 

@@ -66,8 +66,13 @@ def _host_processes(marker: str) -> list[str]:
 
 
 def test_cd_exports_functions_and_aliases_persist(shared):
-    assert shared.run("cd /tmp && export RG_X=41 && f() { echo \"f:$1\"; }; "
-                      "alias hi='echo hi-alias'; Y=local-var").exit_code == 0
+    assert (
+        shared.run(
+            'cd /tmp && export RG_X=41 && f() { echo "f:$1"; }; '
+            "alias hi='echo hi-alias'; Y=local-var"
+        ).exit_code
+        == 0
+    )
     res = shared.run("pwd; echo $((RG_X + 1)) $Y; f arg; hi; sh -c 'echo child:$RG_X'")
     assert res.stdout == "/tmp\n42 local-var\nf:arg\nhi-alias\nchild:41\n", res
     assert shared.run("cd /workspace; unset RG_X Y; unset -f f; unalias hi").exit_code == 0
@@ -82,17 +87,19 @@ def test_exit_codes_streams_and_odd_bytes(shared):
     assert shared.run(weird).stdout == expected.decode()
     assert shared.run("cat <<'EOF'\nline1\n  line2\nEOF").stdout == "line1\n  line2\n"
     assert shared.run("if true; then").exit_code == 2  # a syntax error is the command's own
-    assert shared.run("read x; echo \"rc=$?\"").stdout == "rc=1\n"  # stdin is empty
+    assert shared.run('read x; echo "rc=$?"').stdout == "rc=1\n"  # stdin is empty
     res = shared.run("echo a\x00b")
     assert res.exit_code == 2 and "NUL" in res.stderr
 
 
 def test_runs_with_the_sandbox_isolation(shared):
-    out = shared.run("id -u; id -g; grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' "
-                     "/proc/self/status; env | cut -d= -f1 | sort | tr '\\n' ' '; echo; "
-                     "ls /proc | grep -c '^[0-9]'; unshare -U true 2>&1 | tail -1; "
-                     "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), 2)\" "
-                     "2>&1 | tail -1").stdout.splitlines()
+    out = shared.run(
+        "id -u; id -g; grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' "
+        "/proc/self/status; env | cut -d= -f1 | sort | tr '\\n' ' '; echo; "
+        "ls /proc | grep -c '^[0-9]'; unshare -U true 2>&1 | tail -1; "
+        "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), 2)\" "
+        "2>&1 | tail -1"
+    ).stdout.splitlines()
     if os.geteuid() == 0:
         assert out[0] != "0" and int(out[0]) >= 2_000_000_000, out
     assert out[1] == "65534"
@@ -107,8 +114,10 @@ def test_runs_with_the_sandbox_isolation(shared):
 
 def test_fake_records_and_closed_fds_do_not_confuse_the_host(shared):
     fake = f"printf '%s 0\\n' {FAKE_NONCE}"
-    res = shared.run(f"{fake}; for fd in /proc/$$/fd/*; do {fake} > $fd; done 2>/dev/null; "
-                     "sleep 0.3; exit_code_is=5; (exit 5)")
+    res = shared.run(
+        f"{fake}; for fd in /proc/$$/fd/*; do {fake} > $fd; done 2>/dev/null; "
+        "sleep 0.3; exit_code_is=5; (exit 5)"
+    )
     assert res.exit_code == 5 and not res.timed_out and res.duration_s >= 0.3, res
     spam = shared.run(f"(while :; do {fake} >&3; done) 2>/dev/null & sleep 0.2; echo ok")
     assert spam.stdout.endswith("ok\n") and spam.exit_code == 0
@@ -121,8 +130,9 @@ def test_fake_records_and_closed_fds_do_not_confuse_the_host(shared):
 def test_background_jobs_live_until_close(sandbox):
     sb = sandbox()
     sh = sb.shell()
-    assert sh.run("sleep 31337 & (setsid sleep 31338 >/dev/null 2>&1 &); echo started"
-                  ).exit_code == 0
+    assert (
+        sh.run("sleep 31337 & (setsid sleep 31338 >/dev/null 2>&1 &); echo started").exit_code == 0
+    )
     assert "sleep 31337" in sh.run("ps -eo args").stdout
     assert len(_host_processes("sleep 3133")) == 2
     root = sb.workspace.path.parent
@@ -155,8 +165,10 @@ def test_timeout_stops_the_command_not_the_shell(sandbox):
     res = sh.run("sleep 60; echo AFTER")
     assert res.timed_out and res.exit_code == 124 and res.shell_reset is None, res
     assert "AFTER" not in res.stdout and res.duration_s < 1 + RECOVER_S + 1
-    res = sh.run("python3 -c 'import time; print(\"up\", flush=True); time.sleep(60)'; "
-                 "echo AFTER", timeout_s=5)  # time to start, even on a busy machine
+    res = sh.run(
+        "python3 -c 'import time; print(\"up\", flush=True); time.sleep(60)'; echo AFTER",
+        timeout_s=5,
+    )  # time to start, even on a busy machine
     assert res.timed_out and "AFTER" not in res.stdout, res
     assert "KeyboardInterrupt" in res.stdout or "up" not in res.stdout  # it got Ctrl-C
     res = sh.run("while :; do :; done")  # a builtin loop: only SIGINT to the shell stops it
@@ -175,13 +187,16 @@ def test_a_shell_that_cannot_come_back_is_replaced(sandbox):
     assert sh.run("pwd; echo ${GONE:-unset}").stdout == "/workspace\nunset\n"
 
 
-@pytest.mark.parametrize(("command", "reason"), [
-    ("exit 7", "exited (exit code 7)"),
-    ("exec true", "exited (exit code 0)"),
-    ("set -e; false", "exited (exit code 1)"),
-    ("kill -9 $$", "killed (signal 9)"),
-    ("exec python3 -c 'raise SystemExit(5)'", "exited (exit code 5)"),
-])
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        ("exit 7", "exited (exit code 7)"),
+        ("exec true", "exited (exit code 0)"),
+        ("set -e; false", "exited (exit code 1)"),
+        ("kill -9 $$", "killed (signal 9)"),
+        ("exec python3 -c 'raise SystemExit(5)'", "exited (exit code 5)"),
+    ],
+)
 def test_a_shell_that_ends_is_replaced_at_the_next_command(shared, command, reason):
     shared.run("cd /tmp; export GONE=1")
     res = shared.run(command)
@@ -195,8 +210,7 @@ def test_a_shell_killed_between_commands_is_replaced_and_said_so(shared):
     time.sleep(1)
     res = shared.run("pwd")
     assert res.stdout == "/workspace\n" and res.exit_code == 0, res
-    assert "had ended since the last command (the shell was killed (signal 9))" in \
-        res.shell_reset
+    assert "had ended since the last command (the shell was killed (signal 9))" in res.shell_reset
     assert shared.run("echo ok").shell_reset is None
 
 
@@ -301,7 +315,8 @@ def test_a_timeout_stops_the_line_even_when_the_caller_ignores_sigint(tmp_path):
     owner's shells still get SIGINT at its default: a timeout stops the command and drops
     the rest of the line (bash cannot un-ignore a signal ignored at its start)."""
     script = tmp_path / "owner.py"
-    script.write_text(textwrap.dedent('''
+    script.write_text(
+        textwrap.dedent("""
         from repogym.sandbox import Limits, SandboxSpec, make_sandbox
         from repogym.sandbox.workspace import TemplateCache
         from repogym.scenarios.registry import registered_tasks
@@ -311,7 +326,13 @@ def test_a_timeout_stops_the_line_even_when_the_caller_ignores_sigint(tmp_path):
         res = sb.shell().run("sleep 30; echo AFTER")
         print("RESULT", res.exit_code, res.timed_out, "AFTER" in res.stdout)
         sb.close(); cache.close()
-        '''))
-    out = subprocess.run(["bash", "-c", f'trap "" INT QUIT; exec "{sys.executable}" {script}'],
-                         capture_output=True, text=True, timeout=120, check=False)
+        """)
+    )
+    out = subprocess.run(
+        ["bash", "-c", f'trap "" INT QUIT; exec "{sys.executable}" {script}'],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert "RESULT 124 True False" in out.stdout, out.stdout + out.stderr

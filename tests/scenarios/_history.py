@@ -20,16 +20,22 @@ def describe(value):
 def unused(value):
     return value + 1
 '''
-NEW = OLD.replace('''    if value < low:
+NEW = (
+    OLD.replace(
+        """    if value < low:
         return low
     return value
-''', '''    if value < low:
+""",
+        """    if value < low:
         return low
     if value > high:
         return high
     return value
-''').replace('"""Say what value is."""', '"""Describe ``value`` (docs only)."""').replace(
-    "return value + 1", "return value + 2")
+""",
+    )
+    .replace('"""Say what value is."""', '"""Describe ``value`` (docs only)."""')
+    .replace("return value + 1", "return value + 2")
+)
 TESTS = '''\
 import pytest
 
@@ -49,7 +55,7 @@ def test_inside(value):
 def test_describe():
     assert describe(2) == "value 2"
 '''
-CHANGES = '''\
+CHANGES = """\
 Changes
 =======
 
@@ -63,4 +69,4 @@ Changes
 ----------------
 
 - First release.
-'''
+"""

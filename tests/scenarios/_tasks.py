@@ -7,9 +7,16 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "HOME": "/tmp",
-           "PATH": os.environ["PATH"], "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "HOME": "/tmp",
+    "PATH": os.environ["PATH"],
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+}
 
 #: A small pure-Python package on PyPI with its tests in the sdist, used by no suite.
 PROJECT = "munch==4.0.0"
@@ -21,9 +28,10 @@ def clamp(value, low, high):
         return low
     return value
 '''
-FIXED = BUGGY.replace("    return value\n", "    if value > high:\n        return high\n"
-                      "    return value\n")
-TESTS = '''\
+FIXED = BUGGY.replace(
+    "    return value\n", "    if value > high:\n        return high\n    return value\n"
+)
+TESTS = """\
 from mod import clamp
 
 
@@ -33,12 +41,13 @@ def test_upper():
 
 def test_inside():
     assert clamp(5, 0, 10) == 5
-'''
+"""
 
 
 def git(*args: str, cwd: Path) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, env=GIT_ENV, check=True,
-                          capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=GIT_ENV, check=True, capture_output=True, text=True
+    ).stdout
 
 
 def diff(files: dict[str, str], changed: dict[str, str]) -> str:
@@ -60,10 +69,16 @@ def diff(files: dict[str, str], changed: dict[str, str]) -> str:
         return git("diff", "--cached", cwd=root)
 
 
-def write_task(root: Path, *, tests: str = TESTS, gold: str = FIXED,
-               decoys: dict[str, str] | None = None, alternatives: dict[str, str] | None = None,
-               f2p: tuple[str, ...] = ("tests/test_mod.py::test_upper",),
-               p2p: tuple[str, ...] = ("tests/test_mod.py::test_inside",)) -> Path:
+def write_task(
+    root: Path,
+    *,
+    tests: str = TESTS,
+    gold: str = FIXED,
+    decoys: dict[str, str] | None = None,
+    alternatives: dict[str, str] | None = None,
+    f2p: tuple[str, ...] = ("tests/test_mod.py::test_upper",),
+    p2p: tuple[str, ...] = ("tests/test_mod.py::test_inside",),
+) -> Path:
     """A clamp task: repo/mod.py (buggy), hidden tests/test_mod.py; patches are new mod.py
     texts, turned into diffs."""
     (root / "repo").mkdir(parents=True)
@@ -77,7 +92,8 @@ def write_task(root: Path, *, tests: str = TESTS, gold: str = FIXED,
         for name, text in patches.items():
             (root / folder / f"{name}.patch").write_text(diff(base, {"mod.py": text}))
     q = ", ".join
-    (root / "task.toml").write_text(textwrap.dedent(f"""\
+    (root / "task.toml").write_text(
+        textwrap.dedent(f"""\
         id = "{root.name}"
         statement = "clamp ignores its upper bound"
         [verifier]
@@ -86,5 +102,6 @@ def write_task(root: Path, *, tests: str = TESTS, gold: str = FIXED,
         timeout_s = 60
         fail_to_pass = [{q(f'"{t}"' for t in f2p)}]
         pass_to_pass = [{q(f'"{t}"' for t in p2p)}]
-        """))
+        """)
+    )
     return root

@@ -14,16 +14,23 @@ from ._tasks import diff
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "repogym.cli", *args],
-                          capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "repogym.cli", *args], capture_output=True, text=True, check=False
+    )
 
 
 def test_scaffold_loads_and_validates_once_gold_is_written(tmp_path):
     res = _cli("new-task", "my-task", "--dir", str(tmp_path))
     assert res.returncode == 0, res.stderr
     root = tmp_path / "my-task"
-    for name in ("task.toml", "repo/my_task.py", "tests/test_my_task.py", "solution.patch",
-                 "alternatives", "decoys"):
+    for name in (
+        "task.toml",
+        "repo/my_task.py",
+        "tests/test_my_task.py",
+        "solution.patch",
+        "alternatives",
+        "decoys",
+    ):
         assert (root / name).exists(), name
     task = load_task(root)
     assert task.env_id == "repogym/my-task-v0"
@@ -31,8 +38,9 @@ def test_scaffold_loads_and_validates_once_gold_is_written(tmp_path):
 
     # Empty gold: validation says what to do, naming the task and the patch.
     report = validate_task(task, reruns=1, workers=2)
-    assert any(p.startswith("my-task: gold solution.patch: the patch is empty")
-               for p in report.failures), report.failures
+    assert any(
+        p.startswith("my-task: gold solution.patch: the patch is empty") for p in report.failures
+    ), report.failures
     # The noop checks already pass: the example bug fails fail_to_pass only.
     assert next(c for c in report.checks if c.kind == "noop").ok
 
@@ -70,7 +78,8 @@ def test_candidates_and_select_tasks_are_the_one_definition():
     kinds = [c.kind for c in task.candidates()]
     assert kinds[0] == "gold" and kinds.count("gold") == 1
     assert {c.name for c in task.candidates() if c.kind == "decoy"} == {
-        str(p.relative_to(task.path)) for p in task.decoys}
+        str(p.relative_to(task.path)) for p in task.decoys
+    }
     assert all(c.correct == (c.kind != "decoy") for c in task.candidates())
     pool = registered_tasks().values()
     test_split = select_tasks(pool, split="test")

@@ -16,7 +16,7 @@ import pytest
 from repogym.scenarios import bug_reports
 from repogym.scenarios.synth import HostRunner
 
-CODE = '''\
+CODE = """\
 import datetime
 
 
@@ -67,8 +67,8 @@ def later(day):
     if day.year < 2000:
         raise ValueError("too old")
     return day + datetime.timedelta(days=1)
-'''
-TESTS = '''\
+"""
+TESTS = """\
 import datetime
 
 from pkg.core import Version, add, fmt, later, price
@@ -107,7 +107,7 @@ def test_later():
 def test_later_with_a_lambda():
     pick = lambda d: later(d)  # noqa: E731
     assert pick(datetime.date(2020, 1, 1)).day == 2
-'''
+"""
 BUGS = {
     "test_add": ("return (a + b) * scale", "return (a + b) * scale + 1"),
     "test_bump": ("return Version(self.major + step)", "return Version(self.major + step + 1)"),
@@ -145,17 +145,27 @@ def recorded(tmp_path_factory):
 
 def _run(script: str, root: Path) -> tuple[int, str]:
     (root / "reproduction.py").write_text(script)
-    res = subprocess.run([sys.executable, "reproduction.py"], cwd=root, capture_output=True,
-                         text=True, check=False, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "reproduction.py"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     return res.returncode, res.stdout + res.stderr
 
 
 def test_the_probe_records_calls_with_inputs_and_outcomes(recorded):
     gold, _, _, _ = recorded["test_bump"]
     assert [c["text"] for c in gold] == ["Version.parse('1.2')", "_v0.bump()", "_v1.text"]
-    assert gold[0]["outcome"] == {"returned": "Version(1, 2)", "imports": [["pkg.core",
-                                                                            "Version"]],
-                                  "type": "Version", "repr": "Version(1, 2)", "ref": 0}
+    assert gold[0]["outcome"] == {
+        "returned": "Version(1, 2)",
+        "imports": [["pkg.core", "Version"]],
+        "type": "Version",
+        "repr": "Version(1, 2)",
+        "ref": 0,
+    }
     add, _, _, _ = recorded["test_add"]
     assert [c["text"] for c in add] == ["add(2)", "add(2, 5, scale=2)"]  # defaults left out
     fmt, _, _, _ = recorded["test_fmt"]
@@ -178,11 +188,13 @@ def test_each_check_fails_with_the_bug_and_passes_without_it(recorded, test):
             verified.append((check, out))
     assert verified, [bug_reports.script([c]) for c in checks]
     check, out = verified[0]
-    expected = {"test_add": "add(2) returned 4, expected 3",
-                "test_bump": "version.bump() returned Version(3, 0), expected Version(2, 0)",
-                "test_price": "price(3) returned Money(30), expected Money(300)",
-                "test_later": "later(datetime.date(1990, 1, 1)) returned datetime.date(1990, "
-                              "1, 2), expected ValueError"}[test]
+    expected = {
+        "test_add": "add(2) returned 4, expected 3",
+        "test_bump": "version.bump() returned Version(3, 0), expected Version(2, 0)",
+        "test_price": "price(3) returned Money(30), expected Money(300)",
+        "test_later": "later(datetime.date(1990, 1, 1)) returned datetime.date(1990, "
+        "1, 2), expected ValueError",
+    }[test]
     assert expected in out, out
 
 
@@ -201,24 +213,32 @@ def test_several_checks_report_every_problem(recorded):
         checks.append(bug_reports.replay_checks(buggy_calls, gold_calls)[0])
     script = bug_reports.script(checks)
     _, _, gold, _ = recorded["test_add"]
-    both = _package(gold.parent / "both", CODE.replace(*BUGS["test_add"]).replace(
-        *BUGS["test_later"]))
+    both = _package(
+        gold.parent / "both", CODE.replace(*BUGS["test_add"]).replace(*BUGS["test_later"])
+    )
     code, out = _run(script, both)
     assert code != 0 and "add(2) returned 4" in out and "expected ValueError" in out
     assert _run(script, gold)[0] == 0
 
 
 def test_no_check_from_calls_that_cannot_be_written():
-    lam = [{"text": "later(...)", "opaque": "an argument of type function", "kind": "call",
-            "outcome": {"returned": "1"}}]
+    lam = [
+        {
+            "text": "later(...)",
+            "opaque": "an argument of type function",
+            "kind": "call",
+            "outcome": {"returned": "1"},
+        }
+    ]
     assert bug_reports.replay_checks(lam, [{**lam[0], "outcome": {"returned": "2"}}]) == []
     same = [{"text": "f(1)", "kind": "call", "imports": [], "outcome": {"returned": "1"}}]
     assert bug_reports.replay_checks(same, same) == []  # nothing differs
 
 
 def test_a_test_body_becomes_a_check_when_its_calls_cannot_be_replayed(tmp_path):
-    code = CODE.replace("return day + datetime.timedelta(days=1)",
-                        "return day + datetime.timedelta(days=2)")
+    code = CODE.replace(
+        "return day + datetime.timedelta(days=1)", "return day + datetime.timedelta(days=2)"
+    )
     buggy = _package(tmp_path / "buggy", code)
     gold = _package(tmp_path / "gold", CODE)
     check = bug_reports.inline_check(TESTS, "tests/test_core.py::test_later_with_a_lambda")
@@ -228,8 +248,12 @@ def test_a_test_body_becomes_a_check_when_its_calls_cannot_be_replayed(tmp_path)
     code_, out = _run(script, buggy)
     assert code_ != 0 and "pick(datetime.date(2020, 1, 1)).day gave 3, expected 2" in out
     assert _run(script, gold)[0] == 0
-    assert bug_reports.inline_check("import pytest\n\ndef test_f(tmp_path):\n    assert 1\n",
-                                "t.py::test_f") is None  # a fixture: not inlined
+    assert (
+        bug_reports.inline_check(
+            "import pytest\n\ndef test_f(tmp_path):\n    assert 1\n", "t.py::test_f"
+        )
+        is None
+    )  # a fixture: not inlined
 
 
 MIXIN = {  # cachetools' layout: test methods in a mixin of the tests package
@@ -277,14 +301,17 @@ MIXIN = {  # cachetools' layout: test methods in a mixin of the tests package
 }
 
 
-@pytest.mark.parametrize("node", ["tests/test_later.py::LaterTest::test_next_day",
-                                  "tests/test_later.py::LaterTest::test_base"])
+@pytest.mark.parametrize(
+    "node",
+    ["tests/test_later.py::LaterTest::test_next_day", "tests/test_later.py::LaterTest::test_base"],
+)
 def test_a_unittest_method_from_a_mixin_becomes_a_check(tmp_path, node):
     """``self.Pick`` (a class attribute of the concrete class), ``self.day()`` (a mixin
     helper using a class of the tests package) and ``setUp`` are written into the script;
     the tests package is not imported (it is hidden)."""
-    code = CODE.replace("return day + datetime.timedelta(days=1)",
-                        "return day + datetime.timedelta(days=2)")
+    code = CODE.replace(
+        "return day + datetime.timedelta(days=1)", "return day + datetime.timedelta(days=2)"
+    )
     buggy = _package(tmp_path / "buggy", code)
     gold = _package(tmp_path / "gold", CODE)
     check = bug_reports.inline_check(MIXIN["tests/test_later.py"], node, MIXIN.get)
@@ -300,17 +327,24 @@ def test_a_unittest_method_from_a_mixin_becomes_a_check(tmp_path, node):
     assert _run(script, gold)[0] == 0
     # no class of the chain defines what self.missing is: nothing is drafted
     lone = MIXIN["tests/test_later.py"].replace("later(self.day())", "later(self.missing)")
-    assert bug_reports.inline_check(lone.replace("    def setUp(self):\n        self.base = 1\n",
-                                             ""), "tests/test_later.py::LaterTest::test_base",
-                                MIXIN.get) is None
+    assert (
+        bug_reports.inline_check(
+            lone.replace("    def setUp(self):\n        self.base = 1\n", ""),
+            "tests/test_later.py::LaterTest::test_base",
+            MIXIN.get,
+        )
+        is None
+    )
 
 
 def test_statement_format_and_the_reproduction_in_it(recorded):
     gold_calls, buggy_calls, _, _ = recorded["test_add"]
     [check] = bug_reports.replay_checks(buggy_calls, gold_calls)
     script = bug_reports.script([check], ["src"])
-    assert "sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), " \
-           "'src'))" in script
+    assert (
+        "sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "
+        "'src'))" in script
+    )
     text = bug_reports.statement("pkg", [check], script)
     assert text.startswith("`add` misbehaves in `pkg`.")
     assert "`add(2)` returns `4`; it should return `3`." in text
@@ -319,18 +353,24 @@ def test_statement_format_and_the_reproduction_in_it(recorded):
 
 
 def test_only_the_scripts_own_assertion_counts():
-    own = ('Traceback (most recent call last):\n  File "/workspace/reproduction.py", line 5, '
-           'in <module>\n    assert result == expected\nAssertionError: f(1) returned 2\n')
-    library = ('Traceback (most recent call last):\n  File "/workspace/reproduction.py", line '
-               '5, in <module>\n  File "/workspace/pkg/core.py", line 3, in f\n'
-               '    assert map is False\nAssertionError\n')
+    own = (
+        'Traceback (most recent call last):\n  File "/workspace/reproduction.py", line 5, '
+        "in <module>\n    assert result == expected\nAssertionError: f(1) returned 2\n"
+    )
+    library = (
+        'Traceback (most recent call last):\n  File "/workspace/reproduction.py", line '
+        '5, in <module>\n  File "/workspace/pkg/core.py", line 3, in f\n'
+        "    assert map is False\nAssertionError\n"
+    )
     assert bug_reports.fails_itself(own) and not bug_reports.fails_itself(library)
     assert not bug_reports.fails_itself("ok\n")
-    unit = ('Traceback (most recent call last):\n  File "/workspace/reproduction.py", line 9, '
-            'in <module>\n    self.assertEqual(2, f())\n  File "/usr/lib/python3.11/unittest/'
-            'case.py", line 873, in assertEqual\n    assertion_func(first, second, msg=msg)\n'
-            '  File "/usr/lib/python3.11/unittest/case.py", line 866, in _baseAssertEqual\n'
-            '    raise self.failureException(msg)\nAssertionError: 2 != 3\n')
+    unit = (
+        'Traceback (most recent call last):\n  File "/workspace/reproduction.py", line 9, '
+        'in <module>\n    self.assertEqual(2, f())\n  File "/usr/lib/python3.11/unittest/'
+        'case.py", line 873, in assertEqual\n    assertion_func(first, second, msg=msg)\n'
+        '  File "/usr/lib/python3.11/unittest/case.py", line 866, in _baseAssertEqual\n'
+        "    raise self.failureException(msg)\nAssertionError: 2 != 3\n"
+    )
     assert bug_reports.fails_itself(unit)  # the script's self.assertEqual
 
 
@@ -347,21 +387,27 @@ def test_leaks_are_lines_and_tokens_of_the_fix_and_test_names():
     buggy = ["def sep():\n    return ''\n"]
     assert bug_reports.distinctive_tokens(gold, buggy) == {"'-~-'"}
     assert bug_reports.leaks("sep() should give '-~-'", gold, buggy) == [
-        "a token only the fix has: \"'-~-'\""]
+        "a token only the fix has: \"'-~-'\""
+    ]
     assert bug_reports.leaks("it says return '-~-' there", gold, buggy)[0].startswith(
-        "a line the fix adds")
+        "a line the fix adds"
+    )
     assert bug_reports.leaks("sep() returns ''", gold, buggy) == []
-    assert bug_reports.leaks("see test_sep_is_dashed", gold, buggy,
-                         ["tests/test_core.py::test_sep_is_dashed"]) == [
-        "a hidden test's name: 'test_sep_is_dashed'"]
+    assert bug_reports.leaks(
+        "see test_sep_is_dashed", gold, buggy, ["tests/test_core.py::test_sep_is_dashed"]
+    ) == ["a hidden test's name: 'test_sep_is_dashed'"]
 
 
 def test_a_report_shows_no_memory_address():
     """parse's `search` returned `<parse.Match object at 0x7fdb...>`: an address differs
     from run to run and tells nothing; the sentence keeps the object, not the address."""
-    check = bug_reports.Check(body=("assert False",), imports=(("parse", "search"),),
-                          call="search('{:^2S}', 'foo')",
-                          actual="returned <parse.Match object at 0x7fdbefb75390>",
-                          expected="return <Result ('foo',) {}>", function="search")
+    check = bug_reports.Check(
+        body=("assert False",),
+        imports=(("parse", "search"),),
+        call="search('{:^2S}', 'foo')",
+        actual="returned <parse.Match object at 0x7fdbefb75390>",
+        expected="return <Result ('foo',) {}>",
+        function="search",
+    )
     text = bug_reports.statement("parse", [check], bug_reports.script([check]))
     assert "`<parse.Match object>`" in text and "0x" not in text, text

@@ -58,8 +58,15 @@ def _git_diff(repo: Path, changes: dict[str, str]) -> str:
     return make_diff(repo, changes)
 
 
-def write_env_task(root: Path, task_id: str, environment: str, *, code: str = CODE,
-                   tests: str = TESTS, extra_files: dict[str, str] | None = None) -> Path:
+def write_env_task(
+    root: Path,
+    task_id: str,
+    environment: str,
+    *,
+    code: str = CODE,
+    tests: str = TESTS,
+    extra_files: dict[str, str] | None = None,
+) -> Path:
     """A task whose repo needs `six` (a bug: label() adds '?' instead of '!')."""
     d = root / task_id
     (d / "repo").mkdir(parents=True)
@@ -74,7 +81,8 @@ def write_env_task(root: Path, task_id: str, environment: str, *, code: str = CO
         f'id = "{task_id}"\nstatement = "label(3) must be \'3!\'"\n\n[verifier]\n'
         'tests_dest = "tests"\nfail_to_pass = ["tests/test_shout.py::test_label"]\n'
         'pass_to_pass = ["tests/test_shout.py::test_six_is_the_environments"]\n\n'
-        f"[environment]\n{environment}\n")
+        f"[environment]\n{environment}\n"
+    )
     return d
 
 
@@ -86,18 +94,20 @@ def six_env():
 
 @pytest.fixture(scope="module")
 def six_task(tmp_path_factory, six_env):
-    return load_task(write_env_task(tmp_path_factory.mktemp("env"), "needs-six",
-                                    f'requirements = ["{SIX}"]'))
+    return load_task(
+        write_env_task(tmp_path_factory.mktemp("env"), "needs-six", f'requirements = ["{SIX}"]')
+    )
 
 
 # -- the spec ------------------------------------------------------------------------------
 def test_spec_errors_name_the_file_the_key_and_the_fix(tmp_path):
     cases = {
-        'requirements = ["six", "not a requirement!"]': ("environment.requirements",
-                                                         "not a pip requirement"),
+        'requirements = ["six", "not a requirement!"]': (
+            "environment.requirements",
+            "not a pip requirement",
+        ),
         'python = ">>3"': ("environment.python", "not a version constraint"),
-        'requirements_file = "missing.txt"': ("environment.requirements_file",
-                                              "does not exist"),
+        'requirements_file = "missing.txt"': ("environment.requirements_file", "does not exist"),
         'requirement = ["six"]': ("environment.requirement", "did you mean 'requirements'"),
         'setup = "echo hi"\nexclude = [1]': ("environment.exclude", "list of strings"),
     }
@@ -145,8 +155,9 @@ def test_python_constraint_the_interpreter_does_not_meet_is_refused(tmp_path):
 
 
 def test_unbuilt_environment_says_how_to_build_it(tmp_path):
-    folder = write_env_task(tmp_path, "unbuilt",
-                            f'requirements = ["{SIX}"]\nsetup = ["echo {tmp_path.name}"]')
+    folder = write_env_task(
+        tmp_path, "unbuilt", f'requirements = ["{SIX}"]\nsetup = ["echo {tmp_path.name}"]'
+    )
     env = make_env(folder)
     try:
         with pytest.raises(DependenciesUnavailable, match=r"not built here.*repogym env build"):
@@ -194,19 +205,25 @@ def test_reset_binds_without_copying(six_task, six_env):
 def test_package_under_test_in_the_environment_is_refused_and_exclude_removes_it(tmp_path):
     # The repository is (a fake) six itself: the environment must not provide it.
     fake_six = "__version__ = '1.17.0'\ntext_type = str\n"
-    clash = write_env_task(tmp_path, "clash", f'requirements = ["{SIX}"]',
-                           extra_files={"six.py": fake_six})
+    clash = write_env_task(
+        tmp_path, "clash", f'requirements = ["{SIX}"]', extra_files={"six.py": fake_six}
+    )
     build(load_task(clash).dependencies)
     with pytest.raises(DependenciesUnavailable, match=r"installs six .*exclude = \[\"six\"\]"):
         load_task(clash).sandbox_dependencies()
     # Excluded (and a pinned pytest): the grader imports six from the workspace, runs the
     # task's own pytest, and the unfixed repository still fails.
-    tests = TESTS.replace("assert six.__file__.startswith('/opt/repogym/env/')",
-                          "assert six.__file__ == '/workspace/six.py'\n"
-                          "    assert pytest.__version__ == '8.3.5'")
-    ok = write_env_task(tmp_path, "excluded",
-                        f'requirements = {json.dumps(PINNED)}\nexclude = ["six"]',
-                        tests=tests, extra_files={"six.py": fake_six})
+    tests = TESTS.replace(
+        "assert six.__file__.startswith('/opt/repogym/env/')",
+        "assert six.__file__ == '/workspace/six.py'\n    assert pytest.__version__ == '8.3.5'",
+    )
+    ok = write_env_task(
+        tmp_path,
+        "excluded",
+        f'requirements = {json.dumps(PINNED)}\nexclude = ["six"]',
+        tests=tests,
+        extra_files={"six.py": fake_six},
+    )
     task = load_task(ok)
     env, _ = build(task.dependencies)
     assert "six" not in env.distributions and not (env.site / "six.py").exists()
@@ -219,14 +236,24 @@ def test_env_build_cli_builds_each_distinct_environment_once(tmp_path, six_env):
     for n in range(2):
         write_env_task(tmp_path / "tasks", f"share-{n}", f'requirements = ["{SIX}"]')
     wide = {**os.environ, "COLUMNS": "250"}
-    res = subprocess.run([sys.executable, "-m", "repogym.cli", "env", "build",
-                          str(tmp_path / "tasks")], capture_output=True, text=True,
-                         check=False, timeout=600, env=wide)
+    res = subprocess.run(
+        [sys.executable, "-m", "repogym.cli", "env", "build", str(tmp_path / "tasks")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+        env=wide,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "1 environment(s)" in res.stdout and "already built" in res.stdout
     assert "share-0, share-1" in res.stdout
-    listing = subprocess.run([sys.executable, "-m", "repogym.cli", "env", "list"],
-                             capture_output=True, text=True, check=False, env=wide)
+    listing = subprocess.run(
+        [sys.executable, "-m", "repogym.cli", "env", "list"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=wide,
+    )
     assert six_env.root.name in listing.stdout
 
 
@@ -242,8 +269,10 @@ def test_docker_sandbox_binds_the_environment(six_task, docker_engine):
                 pytest.skip(str(e))
             raise
         try:
-            res = sb.run("python3 -c 'import six; print(six.__file__)'; "
-                         f"touch {ENV_MOUNT}/x || echo READ-ONLY")
+            res = sb.run(
+                "python3 -c 'import six; print(six.__file__)'; "
+                f"touch {ENV_MOUNT}/x || echo READ-ONLY"
+            )
             assert f"{ENV_MOUNT}/six.py" in res.stdout and "READ-ONLY" in res.stdout
             assert sb.interpreter.sites == (ENV_MOUNT,)
         finally:

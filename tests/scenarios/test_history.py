@@ -17,12 +17,11 @@ def test_changed_functions_ignore_docstrings_and_revert_puts_the_old_code_back(t
     for version, text in (("old", OLD), ("new", NEW)):
         (tmp_path / version / "rgdemo").mkdir(parents=True)
         (tmp_path / version / "rgdemo" / "__init__.py").write_text(text)
-    changed = history.changed_functions(tmp_path / "old", tmp_path / "new",
-                                        ["rgdemo/__init__.py"])
+    changed = history.changed_functions(tmp_path / "old", tmp_path / "new", ["rgdemo/__init__.py"])
     assert [c.qualname for c in changed] == ["clamp", "unused"]  # describe: docstring only
     buggy = history.revert(NEW, changed[0])
     assert "if value > high" not in buggy
-    assert 'Describe ``value``' in buggy and "value + 2" in buggy  # the rest stays N+1's
+    assert "Describe ``value``" in buggy and "value + 2" in buggy  # the rest stays N+1's
     assert buggy.replace("    if value > high:\n        return high\n", "") != NEW
 
 
@@ -37,9 +36,11 @@ def test_changelog_sections_and_the_entry_that_names_the_change(tmp_path):
     assert history.pick_entry(entries, ["unused"], ["unused"]) is None  # nothing in common
     md = tmp_path / "md"
     md.mkdir()
-    (md / "CHANGELOG.md").write_text("# Log\n\n## [0.2.1] - 2025\n\n### Fixed\n\n- Fix the "
-                                     "parser on [#3](https://x.org/3) empty input.\n\n"
-                                     "## [0.2.0]\n\n- Older.\n")
+    (md / "CHANGELOG.md").write_text(
+        "# Log\n\n## [0.2.1] - 2025\n\n### Fixed\n\n- Fix the "
+        "parser on [#3](https://x.org/3) empty input.\n\n"
+        "## [0.2.0]\n\n- Older.\n"
+    )
     assert history.changelog_section(md, "0.2.1") == ["Fix the parser on #3 empty input."]
     assert history.changelog_section(md, "0.2") is None  # 0.2 is not 0.2.0 or 0.2.1
 
@@ -53,16 +54,22 @@ def test_statement_leaks_name_the_fix_lines_and_test_ids():
 
 
 def test_test_script_stands_alone_and_names_no_test():
-    script = history.test_script(TESTS, "tests/test_rgdemo.py::test_clamp_caps_at_high",
-                                 local_modules={"tests"}, pythonpath=["src"])
+    script = history.test_script(
+        TESTS,
+        "tests/test_rgdemo.py::test_clamp_caps_at_high",
+        local_modules={"tests"},
+        pythonpath=["src"],
+    )
     assert "test_clamp" not in script and "pytest" not in script  # unused imports dropped
     assert script.startswith("import sys\nsys.path.insert(0, 'src')\nfrom rgdemo import clamp")
     assert "f'expected {_expected!r}, got {_actual!r}'" in script
     case = history.test_script(TESTS, "tests/test_rgdemo.py::test_inside[7]")
     assert "value = 7" in case and "parametrize" not in case
     assert history.test_script(TESTS, "tests/test_rgdemo.py::test_inside[8]") is None
-    fixture = "import pytest\n\n@pytest.fixture\ndef doc():\n    return 1\n\n" \
-              "def test_doc(doc):\n    assert doc == 1\n"
+    fixture = (
+        "import pytest\n\n@pytest.fixture\ndef doc():\n    return 1\n\n"
+        "def test_doc(doc):\n    assert doc == 1\n"
+    )
     assert history.test_script(fixture, "t.py::test_doc") is None  # a fixture it cannot make
     local = "from tests.util import helper\n\ndef test_h():\n    assert helper()\n"
     assert history.test_script(local, "tests/t.py::test_h", local_modules={"tests"}) is None
@@ -90,8 +97,13 @@ def test_asserting_script_states_what_the_call_raised_and_keeps_its_own_assertio
 
     def run(script: str) -> tuple[int, str]:
         (tmp_path / "reproduction.py").write_text(script)
-        done = subprocess.run([sys.executable, "reproduction.py"], cwd=tmp_path,
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [sys.executable, "reproduction.py"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         return done.returncode, done.stderr
 
     library = "import json\n\n\ndef reproduce():\n    json.loads('{')\n\n\nreproduce()\n"
@@ -103,14 +115,16 @@ def test_asserting_script_states_what_the_call_raised_and_keeps_its_own_assertio
     code, out = run(history.asserting_script(own))
     assert out.rstrip().endswith("\nAssertionError: expected 2, got 1")  # passed through
     assert "direct cause" not in out
-    unit = ("import unittest\n\n\nclass Case(unittest.TestCase):\n    def reproduce(self):\n"
-            "        self.assertEqual(1, 2)\n\n\nCase('reproduce').debug()\n")
+    unit = (
+        "import unittest\n\n\nclass Case(unittest.TestCase):\n    def reproduce(self):\n"
+        "        self.assertEqual(1, 2)\n\n\nCase('reproduce').debug()\n"
+    )
     code, out = run(history.asserting_script(unit))
     assert out.rstrip().endswith("\nAssertionError: 1 != 2") and bug_reports.fails_itself(out)
     assert "direct cause" not in out
-    assert run(history.asserting_script("def reproduce():\n    pass\n\n\nreproduce()\n")) \
-        == (0, "")
+    assert run(history.asserting_script("def reproduce():\n    pass\n\n\nreproduce()\n")) == (0, "")
     assert history.asserting_script("def reproduce():\n    pass\n") is None  # no call
     documented = history.asserting_script(
-        '"""Reproduces it."""\nimport json\n\n\ndef reproduce():\n    pass\n\n\nreproduce()\n')
+        '"""Reproduces it."""\nimport json\n\n\ndef reproduce():\n    pass\n\n\nreproduce()\n'
+    )
     assert ast.get_docstring(ast.parse(documented)) == "Reproduces it."  # still first

@@ -78,8 +78,11 @@ def test_loader_refuses_links_where_grading_reads_host_files(tmp_path):
         load_task(folder)
     (folder / "repo" / "tests" / "test_clamp.py").unlink()
     toml = folder / "task.toml"
-    toml.write_text(toml.read_text().replace('statement = "', 'statement_file = '
-                                             f'"../{secret.name}"\nxstatement = "'))
+    toml.write_text(
+        toml.read_text().replace(
+            'statement = "', f'statement_file = "../{secret.name}"\nxstatement = "'
+        )
+    )
     with pytest.raises(TaskError, match="statement_file"):
         load_task(folder)
 
@@ -111,26 +114,39 @@ def linked_repo(tmp_path):
     clone = tmp_path / "repos" / "acme__linky"
     (clone / "tests").mkdir(parents=True)
     (clone / "mod.py").write_text("def f():\n    return 1\n")
-    (clone / "tests" / "test_ok.py").write_text("from mod import f\n\n\ndef test_f():\n"
-                                                "    assert f() == 2\n")
+    (clone / "tests" / "test_ok.py").write_text(
+        "from mod import f\n\n\ndef test_f():\n    assert f() == 2\n"
+    )
     os.symlink(secret, clone / "tests" / "test_link.py")
     git("init", "-q", "-b", "main", cwd=clone)
     git("add", "-A", cwd=clone)
     git("commit", "-qm", "base", cwd=clone)
     base = git("rev-parse", "HEAD", cwd=clone).strip()
-    fix = "diff --git a/mod.py b/mod.py\n--- a/mod.py\n+++ b/mod.py\n@@ -1,2 +1,2 @@\n" \
-          " def f():\n-    return 1\n+    return 2\n"
-    inst = {"instance_id": "acme__linky-1", "repo": "acme/linky", "base_commit": base,
-            "patch": fix, "test_patch": "", "problem_statement": "f() must return 2.",
-            "FAIL_TO_PASS": ["tests/test_ok.py::test_f"], "PASS_TO_PASS": []}
+    fix = (
+        "diff --git a/mod.py b/mod.py\n--- a/mod.py\n+++ b/mod.py\n@@ -1,2 +1,2 @@\n"
+        " def f():\n-    return 1\n+    return 2\n"
+    )
+    inst = {
+        "instance_id": "acme__linky-1",
+        "repo": "acme/linky",
+        "base_commit": base,
+        "patch": fix,
+        "test_patch": "",
+        "problem_statement": "f() must return 2.",
+        "FAIL_TO_PASS": ["tests/test_ok.py::test_f"],
+        "PASS_TO_PASS": [],
+    }
     return {"repos": tmp_path / "repos", "inst": inst, "secret": secret}
 
 
 def test_swebench_repository_link_to_a_host_file_is_refused(linked_repo, tmp_path):
     out = tmp_path / "out"
     inst = {**linked_repo["inst"], "PASS_TO_PASS": ["tests/test_link.py::test_secret"]}
-    with pytest.raises(InstanceError, match=r"test_link\.py: a symbolic link .* leaves the "
-                                            r"repository"):
+    with pytest.raises(
+        InstanceError,
+        match=r"test_link\.py: a symbolic link .* leaves the "
+        r"repository",
+    ):
         import_instance(inst, linked_repo["repos"], out)
     assert not out.exists() or not any(out.iterdir())
 
@@ -155,12 +171,20 @@ def test_r2e_generated_test_path_leaving_the_repository_is_refused(linked_repo, 
     (clone / "mod.py").write_text("def f():\n    return 2\n")
     git("commit", "-qam", "fix", cwd=clone)
     new = git("rev-parse", "HEAD", cwd=clone).strip()
-    row = {"repo_name": "acme__linky", "commit_hash": new, "problem_statement": "x",
-           "parsed_commit_content": json.dumps({"old_commit_hash": old}),
-           "execution_result_content": json.dumps({
-               "test_file_names": ["test_1.py"], "test_file_codes": ["def test_a(): pass\n"],
-               "old_commit_res_stdout": "FAILED ../../escape/test_1.py::test_a\n",
-               "new_commit_res_stdout": "PASSED ../../escape/test_1.py::test_a\n"})}
+    row = {
+        "repo_name": "acme__linky",
+        "commit_hash": new,
+        "problem_statement": "x",
+        "parsed_commit_content": json.dumps({"old_commit_hash": old}),
+        "execution_result_content": json.dumps(
+            {
+                "test_file_names": ["test_1.py"],
+                "test_file_codes": ["def test_a(): pass\n"],
+                "old_commit_res_stdout": "FAILED ../../escape/test_1.py::test_a\n",
+                "new_commit_res_stdout": "PASSED ../../escape/test_1.py::test_a\n",
+            }
+        ),
+    }
     out = tmp_path / "out"
     with pytest.raises(InstanceError, match="absolute or leaves its folder"):
         import_instance(row, linked_repo["repos"], out)

@@ -35,27 +35,37 @@ def _tar(path: Path, members: dict[str, bytes]) -> Path:
 
 
 def test_unpack_drops_the_top_folder_and_refuses_members_outside(tmp_path):
-    good = _tar(tmp_path / "pkg-1.0.tar.gz", {"pkg-1.0/pkg/__init__.py": b"x = 1\n",
-                                              "pkg-1.0/tests/test_pkg.py": b"def test(): pass\n"})
+    good = _tar(
+        tmp_path / "pkg-1.0.tar.gz",
+        {"pkg-1.0/pkg/__init__.py": b"x = 1\n", "pkg-1.0/tests/test_pkg.py": b"def test(): pass\n"},
+    )
     repo = pypi.unpack(good, tmp_path / "repo")
     assert (repo / "pkg" / "__init__.py").read_text() == "x = 1\n"
     with pytest.raises(pypi.PypiError, match="unsafe member"):
         pypi.unpack(_tar(tmp_path / "bad.tar.gz", {"../evil.py": b"x"}), tmp_path / "r2")
     assert not (tmp_path / "evil.py").exists() and not (tmp_path / "r2").exists()
     # an absolute member lands inside the repository, never at its path on the host
-    inside = pypi.unpack(_tar(tmp_path / "abs.tar.gz", {"/tmp/evil-abs": b"x", "a.py": b""}),
-                         tmp_path / "r3")
+    inside = pypi.unpack(
+        _tar(tmp_path / "abs.tar.gz", {"/tmp/evil-abs": b"x", "a.py": b""}), tmp_path / "r3"
+    )
     assert (inside / "tmp" / "evil-abs").is_file() and not Path("/tmp/evil-abs").exists()
 
 
 def test_unpack_leaves_out_compiled_files_build_output_and_file_lists(tmp_path):
     """funcy's sdist ships compiled tests (loading one runs a hidden test) and every
     setuptools sdist an egg-info whose SOURCES.txt names the hidden test files."""
-    members = {"p-1/p/__init__.py": b"", "p-1/p/__pycache__/core.cpython-311.pyc": b"x",
-               "p-1/tests/__pycache__/test_calc.cpython-311-pytest-6.2.5.pyc": b"x",
-               "p-1/tests/test_calc.py": b"", "p-1/p.egg-info/SOURCES.txt": b"tests/test_calc.py",
-               "p-1/p.egg-info/top_level.txt": b"p\n", "p-1/build/lib/p/__init__.py": b"",
-               "p-1/p/build.py": b"", "p-1/p/native.so": b"\x7fELF", "p-1/.tox/x": b""}
+    members = {
+        "p-1/p/__init__.py": b"",
+        "p-1/p/__pycache__/core.cpython-311.pyc": b"x",
+        "p-1/tests/__pycache__/test_calc.cpython-311-pytest-6.2.5.pyc": b"x",
+        "p-1/tests/test_calc.py": b"",
+        "p-1/p.egg-info/SOURCES.txt": b"tests/test_calc.py",
+        "p-1/p.egg-info/top_level.txt": b"p\n",
+        "p-1/build/lib/p/__init__.py": b"",
+        "p-1/p/build.py": b"",
+        "p-1/p/native.so": b"\x7fELF",
+        "p-1/.tox/x": b"",
+    }
     members["p-1/p.egg-info/PKG-INFO"] = b"Metadata-Version: 2.1\nName: p\nVersion: 1\n"
     archive = _tar(tmp_path / "p-1.tar.gz", members)
     repo = pypi.unpack(archive, tmp_path / "repo")
@@ -70,15 +80,25 @@ def test_unpack_leaves_out_compiled_files_build_output_and_file_lists(tmp_path):
 
 def test_an_sdist_without_egg_info_gets_its_metadata_where_importlib_finds_it(tmp_path):
     """semantic_version and humanize read their own version with importlib.metadata."""
-    archive = _tar(tmp_path / "my-pkg-2.tar.gz", {
-        "my-pkg-2/PKG-INFO": b"Metadata-Version: 2.1\nName: my-pkg\nVersion: 2.0\n",
-        "my-pkg-2/src/my_pkg/__init__.py": (b"from importlib.metadata import version\n"
-                                            b"__version__ = version('my-pkg')\n")})
+    archive = _tar(
+        tmp_path / "my-pkg-2.tar.gz",
+        {
+            "my-pkg-2/PKG-INFO": b"Metadata-Version: 2.1\nName: my-pkg\nVersion: 2.0\n",
+            "my-pkg-2/src/my_pkg/__init__.py": (
+                b"from importlib.metadata import version\n__version__ = version('my-pkg')\n"
+            ),
+        },
+    )
     repo = pypi.unpack(archive, tmp_path / "repo")
     assert (repo / "src" / "my_pkg.egg-info" / "PKG-INFO").is_file()
-    res = subprocess.run([sys.executable, "-c", "import my_pkg; print(my_pkg.__version__)"],
-                         cwd=repo, env={**os.environ, "PYTHONPATH": str(repo / "src")},
-                         capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", "import my_pkg; print(my_pkg.__version__)"],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo / "src")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert res.stdout.strip() == "2.0", res.stderr
 
 
@@ -90,13 +110,15 @@ def _project(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_environment_and_pytest_settings_come_from_the_projects_own_files(tmp_path):
-    repo = _project(tmp_path / "demo-1.0", {
-        "PKG-INFO": "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"
-                    "Requires-Dist: attrs>=21\nRequires-Dist: pytest-cov; extra == 'test'\n"
-                    "Requires-Dist: hypothesis; extra == 'test'\n"
-                    "Requires-Dist: sphinx; extra == 'docs'\n"
-                    "Requires-Dist: tomli; python_version < '3.0'\n",
-        "pyproject.toml": """
+    repo = _project(
+        tmp_path / "demo-1.0",
+        {
+            "PKG-INFO": "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"
+            "Requires-Dist: attrs>=21\nRequires-Dist: pytest-cov; extra == 'test'\n"
+            "Requires-Dist: hypothesis; extra == 'test'\n"
+            "Requires-Dist: sphinx; extra == 'docs'\n"
+            "Requires-Dist: tomli; python_version < '3.0'\n",
+            "pyproject.toml": """
             [dependency-groups]
             tests = ["freezegun>=1", {include-group = "lint"}]
             lint = ["ruff"]
@@ -106,23 +128,33 @@ def test_environment_and_pytest_settings_come_from_the_projects_own_files(tmp_pa
             filterwarnings = ["error"]
             pythonpath = "lib"
             """,
-        "requirements/test.txt": "-r base.txt\nsimplejson  # json speed\n",
-        "requirements/base.txt": "demo\nsix\n",
-        "src/demo/__init__.py": "",
-        "tests/test_demo.py": "",
-    })
+            "requirements/test.txt": "-r base.txt\nsimplejson  # json speed\n",
+            "requirements/base.txt": "demo\nsix\n",
+            "src/demo/__init__.py": "",
+            "tests/test_demo.py": "",
+        },
+    )
     spec = pypi.derive_environment(repo, "demo")
-    assert spec.requirements == ("attrs>=21", "freezegun>=1", "hypothesis", "simplejson",
-                                 "six")  # no tools, no docs extra, no other Python, not itself
+    assert spec.requirements == (
+        "attrs>=21",
+        "freezegun>=1",
+        "hypothesis",
+        "simplejson",
+        "six",
+    )  # no tools, no docs extra, no other Python, not itself
     assert spec.exclude == ("demo",)
     ini = pypi.pytest_ini_options(repo)
-    assert ini == {"markers": "slow: slow tests", "filterwarnings": "error",
-                   "pythonpath": "/workspace/lib /workspace/src"}  # addopts is the grader's
+    assert ini == {
+        "markers": "slow: slow tests",
+        "filterwarnings": "error",
+        "pythonpath": "/workspace/lib /workspace/src",
+    }  # addopts is the grader's
     assert pypi.code_paths(repo, "demo") == ["src/demo"]
     # python-dateutil: a test marked no_cover under filterwarnings = error needs pytest-cov's
     # plugin loaded (it registers the marker), so the declared tool is kept
     (repo / "tests" / "test_demo.py").write_text(
-        "import pytest\n\n\n@pytest.mark.no_cover\ndef test_x():\n    pass\n")
+        "import pytest\n\n\n@pytest.mark.no_cover\ndef test_x():\n    pass\n"
+    )
     assert pypi.marker_plugins(repo) == {"pytest-cov"}
     assert "pytest-cov" in pypi.derive_environment(repo, "demo").requirements
 
@@ -149,8 +181,10 @@ def test_download_takes_build_requirements_as_wheels():
 def test_test_requirements_from_tox_setup_cfg_poetry_hatch_and_test_folders(tmp_path):
     """natsort declares hypothesis and pytest-mock only in tox.ini; others use setup.cfg's
     tests_require, Poetry groups, Hatch environments or tests/requirements.txt."""
-    repo = _project(tmp_path / "demo-2.0", {
-        "tox.ini": """
+    repo = _project(
+        tmp_path / "demo-2.0",
+        {
+            "tox.ini": """
             [tox]
             envlist = py311, flake8
             [base]
@@ -168,9 +202,9 @@ def test_test_requirements_from_tox_setup_cfg_poetry_hatch_and_test_folders(tmp_
             [testenv:unit]
             deps = freezegun
             """,
-        "requirements-extra.txt": "simplejson\n",
-        "setup.cfg": "[options]\ntests_require =\n    hypothesis\n",
-        "pyproject.toml": """
+            "requirements-extra.txt": "simplejson\n",
+            "setup.cfg": "[options]\ntests_require =\n    hypothesis\n",
+            "pyproject.toml": """
             [tool.poetry.group.test.dependencies]
             pytest-asyncio = "^0.21"
             [tool.poetry.group.docs.dependencies]
@@ -180,12 +214,22 @@ def test_test_requirements_from_tox_setup_cfg_poetry_hatch_and_test_folders(tmp_
             [project.optional-dependencies]
             unittest = ["six"]
             """,
-        "tests/requirements.txt": "responses\n",
-        "demo/__init__.py": "",
-    })
+            "tests/requirements.txt": "responses\n",
+            "demo/__init__.py": "",
+        },
+    )
     spec = pypi.derive_environment(repo, "demo")
-    assert spec.requirements == ("attrs", "freezegun", "hypothesis", "pytest-asyncio",
-                                 "pytest-mock", "responses", "simplejson", "six", "toml")
+    assert spec.requirements == (
+        "attrs",
+        "freezegun",
+        "hypothesis",
+        "pytest-asyncio",
+        "pytest-mock",
+        "responses",
+        "simplejson",
+        "six",
+        "toml",
+    )
 
 
 def test_environment_plugins_are_named_for_the_command():

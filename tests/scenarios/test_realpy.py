@@ -49,7 +49,8 @@ def test_manifest_is_packages_of_many_kinds_split_by_package(suite):
     assert len(ids) == len(set(ids)) and all(_ID.match(i) for i in ids)
     for p in packages:
         assert re.fullmatch(r"[0-9a-f]{64}", p.sha256) and p.sdist.startswith(
-            (p.name, p.name.replace("-", "_")))
+            (p.name, p.name.replace("-", "_"))
+        )
         assert all("==" in r for r in p.environment.requirements)  # pinned
         assert p.name not in {r.split("==")[0] for r in p.environment.requirements}
         assert p.hidden and all(t.id.startswith(p.name + "-") for t in p.tasks)
@@ -65,8 +66,11 @@ def test_each_task_is_bugs_in_the_packages_code_with_a_clean_statement(suite):
             assert not re.search(r"0x[0-9a-fA-F]{6,}", t.statement), t.id
             for leak in ("/workspace", "/tmp/", "repogym-", "/run/repogym"):
                 assert leak not in t.statement, (t.id, leak)
-            fix = [ln[1:].strip() for ln in t.gold.splitlines()
-                   if ln[:1] in "+-" and ln[:3] not in ("+++", "---") and len(ln[1:].strip()) > 7]
+            fix = [
+                ln[1:].strip()
+                for ln in t.gold.splitlines()
+                if ln[:1] in "+-" and ln[:3] not in ("+++", "---") and len(ln[1:].strip()) > 7
+            ]
             assert not any(line in t.statement for line in fix), t.id
             assert "delete_failing_tests_0.patch" not in t.decoys  # made at fetch time
 
@@ -90,15 +94,16 @@ def test_rebuilt_packages_are_graded_whole_and_described_by_bug_reports(suite):
         assert p.tests
         cheap = 0
         for t in p.tasks:
-            assert t.p2p_scope == "all" and t.pass_to_pass == all_others(p.tests,
-                                                                         t.fail_to_pass)
-            assert len(t.statement) <= MAX_CHARS and reproduction_of(t.statement) == \
-                t.reproduction, t.id
+            assert t.p2p_scope == "all" and t.pass_to_pass == all_others(p.tests, t.fail_to_pass)
+            assert (
+                len(t.statement) <= MAX_CHARS and reproduction_of(t.statement) == t.reproduction
+            ), t.id
             names = {i.split("::")[-1].split("[")[0] for i in p.tests}
             assert not any(n in t.statement for n in names if len(n) > 6), t.id
             assert 1 <= len(t.fail_to_pass) < 20, t.id
-            cheap += any(m.split("::")[-1].startswith(("return_value", "remove_call"))
-                         for m in t.mutants)
+            cheap += any(
+                m.split("::")[-1].startswith(("return_value", "remove_call")) for m in t.mutants
+            )
         assert cheap <= len(p.tasks) / 4, (p.name, cheap, len(p.tasks))
 
 
@@ -144,21 +149,43 @@ def _cache(tmp_path: Path) -> dict[str, str]:
 
 
 def _cli(args: list[str], env: dict[str, str], timeout: float = 900):
-    return subprocess.run([sys.executable, "-m", "repogym.cli", *args], env=env,
-                          capture_output=True, text=True, check=False, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "repogym.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
 
 
-FETCH = ["suite", "fetch", "realpy", "--packages", ",".join(SAMPLE), "--per-package", "2",
-         "--workers", "2", "--reruns", "1"]
+FETCH = [
+    "suite",
+    "fetch",
+    "realpy",
+    "--packages",
+    ",".join(SAMPLE),
+    "--per-package",
+    "2",
+    "--workers",
+    "2",
+    "--reruns",
+    "1",
+]
 
 
 def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
     env = _cache(tmp_path)
     root = Path(env["REPOGYM_CACHE"]) / "suites" / "realpy"
     # Interrupted as soon as one task is validated: the next fetch resumes from there.
-    proc = subprocess.Popen([sys.executable, "-m", "repogym.cli", *FETCH], env=env,
-                            preexec_fn=default_signals,  # signals only
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "repogym.cli", *FETCH],
+        env=env,
+        preexec_fn=default_signals,  # signals only
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 900
     while not read_index(root) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -172,8 +199,11 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
     assert m and m.group(1) == m.group(2) == "4", res.stdout
     assert int(m.group(4)) >= done_before
     if int(m.group(3)):  # the tasks validated now were checked against the forger
-        assert re.search(r"adversarial check \(the forger, binary mode\): beat noop on \d+ of "
-                         rf"{m.group(3)} tasks validated now", res.stdout), res.stdout
+        assert re.search(
+            r"adversarial check \(the forger, binary mode\): beat noop on \d+ of "
+            rf"{m.group(3)} tasks validated now",
+            res.stdout,
+        ), res.stdout
     again = _cli(FETCH, env)  # idempotent: nothing left to do
     assert "4/4 tasks validated (0 now, 4 before, 0 failed)" in again.stdout, again.stdout
     index = read_index(root)
@@ -182,22 +212,57 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
     assert test_ids and all(t.startswith("inflection-") for t in test_ids)
 
     # The fetched tasks are registered with Gymnasium, and the suite id draws from them.
-    probe = ("import gymnasium as gym, repogym\n"
-             f"assert 'repogym/{test_ids[0]}-v0' in gym.registry\n"
-             "env = gym.make('repogym/RealPy-v0', split='test')\n"
-             "obs, info = env.reset(seed=0)\n"
-             "print(info['task'], info['split'])\nenv.close()\n")
-    res = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
-                         check=False, timeout=300)
+    probe = (
+        "import gymnasium as gym, repogym\n"
+        f"assert 'repogym/{test_ids[0]}-v0' in gym.registry\n"
+        "env = gym.make('repogym/RealPy-v0', split='test')\n"
+        "obs, info = env.reset(seed=0)\n"
+        "print(info['task'], info['split'])\nenv.close()\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert res.returncode == 0 and res.stdout.split()[1:] == ["test"], res.stdout + res.stderr
 
-    res = _cli(["validate", "--suite", "realpy", "--split", "test", "--reruns", "1",
-                "--workers", "2", "-q"], env)
+    res = _cli(
+        [
+            "validate",
+            "--suite",
+            "realpy",
+            "--split",
+            "test",
+            "--reruns",
+            "1",
+            "--workers",
+            "2",
+            "-q",
+        ],
+        env,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     for agent, resolved in (("oracle", len(test_ids)), ("noop", 0)):
         out = tmp_path / agent
-        res = _cli(["run", "--agent", agent, "--suite", "realpy", "--split", "test",
-                    "--workers", "2", "--out", str(out)], env)
+        res = _cli(
+            [
+                "run",
+                "--agent",
+                agent,
+                "--suite",
+                "realpy",
+                "--split",
+                "test",
+                "--workers",
+                "2",
+                "--out",
+                str(out),
+            ],
+            env,
+        )
         assert res.returncode == 0, res.stdout + res.stderr
         rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
         assert sorted(r["task"] for r in rows) == test_ids
@@ -210,9 +275,9 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
     res = _cli(["suite", "audit", "realpy", "--split", "test"], env)
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"audited {len(test_ids)} tasks" in res.stdout and ": 0 problems" in res.stdout, (
-        res.stdout)
-    m = re.search(r"sabotage: (\d+) of (\d+) tasks graded .* highest reward ([\d.]+)",
-                  res.stdout)
+        res.stdout
+    )
+    m = re.search(r"sabotage: (\d+) of (\d+) tasks graded .* highest reward ([\d.]+)", res.stdout)
     # pass_to_pass is every other passing test, so each task's gold patch can be given
     # another task's bug, and none of those earns full reward
     assert m and m.group(1) == m.group(2) == str(len(test_ids)), res.stdout
@@ -227,15 +292,34 @@ def test_leaderboard_breaks_results_down_by_suite_and_package(tmp_path):
         d = tmp_path / "runs" / name
         d.mkdir(parents=True)
         (d / "run.json").write_text(json.dumps({"suite": suite, "label": name}))
-        lines = [json.dumps({**dict.fromkeys(ROW_KEYS), "agent": name, "task": task,
-                             "split": "test", "tags": tags, "sample": 0, "reward": float(ok),
-                             "resolved": ok, "steps": 3, "hack_flags": []})
-                 for task, tags, ok in rows]
+        lines = [
+            json.dumps(
+                {
+                    **dict.fromkeys(ROW_KEYS),
+                    "agent": name,
+                    "task": task,
+                    "split": "test",
+                    "tags": tags,
+                    "sample": 0,
+                    "reward": float(ok),
+                    "resolved": ok,
+                    "steps": 3,
+                    "hack_flags": [],
+                }
+            )
+            for task, tags, ok in rows
+        ]
         (d / "results.jsonl").write_text("\n".join(lines) + "\n")
 
-    run("agent-a", "realpy", [("toolz-1", ["realpy", "toolz"], True),
-                              ("toolz-2", ["realpy", "toolz"], False),
-                              ("parse-1", ["realpy", "parse"], True)])
+    run(
+        "agent-a",
+        "realpy",
+        [
+            ("toolz-1", ["realpy", "toolz"], True),
+            ("toolz-2", ["realpy", "toolz"], False),
+            ("parse-1", ["realpy", "parse"], True),
+        ],
+    )
     run("agent-b", "builtin", [("retry-zero", ["bugfix"], True)])
     build([tmp_path / "runs"], tmp_path / "board")
     md = (tmp_path / "board" / "leaderboard.md").read_text()

@@ -15,8 +15,11 @@ from repogym.scenarios.mutation import file_diff
 from repogym.scenarios.synth import TaskFiles, write_task
 from repogym.scenarios.task import load_task
 
-TESTS = ("tests/test_munch.py::test_base", "tests/test_munch.py::test_contains",
-         "tests/test_munch.py::test_getattr")
+TESTS = (
+    "tests/test_munch.py::test_base",
+    "tests/test_munch.py::test_contains",
+    "tests/test_munch.py::test_getattr",
+)
 OLD = "    def __getattr__(self, k):"
 
 
@@ -26,13 +29,31 @@ def _entry(src: Path, version: str = "4.0.0") -> suites.PackageEntry:
     first, rest = text.split(OLD, 1)
     buggy = first + OLD + rest.replace("return", "return None  #", 1)
     gold = file_diff("munch/__init__.py", buggy, text)
-    task = suites.TaskEntry("munch-1", gold, TESTS[2:], suites.all_others(TESTS, TESTS[2:]),
-                            "A bug report.", {}, reproduction="assert True\n")
+    task = suites.TaskEntry(
+        "munch-1",
+        gold,
+        TESTS[2:],
+        suites.all_others(TESTS, TESTS[2:]),
+        "A bug report.",
+        {},
+        reproduction="assert True\n",
+    )
     return suites.PackageEntry(
-        name="munch", version=version, sdist=sdist.path.name, sha256=sdist.sha256,
-        split="train", kind="data-structures", environment=DependencySpec(requirements=()),
-        ini_options={}, tests_dest="tests", hidden=("tests/test_munch.py",), tasks=(task,),
-        tests=TESTS, plugins=("pytest_mock",), timeout_s=300)
+        name="munch",
+        version=version,
+        sdist=sdist.path.name,
+        sha256=sdist.sha256,
+        split="train",
+        kind="data-structures",
+        environment=DependencySpec(requirements=()),
+        ini_options={},
+        tests_dest="tests",
+        hidden=("tests/test_munch.py",),
+        tasks=(task,),
+        tests=TESTS,
+        plugins=("pytest_mock",),
+        timeout_s=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +70,8 @@ def test_pass_to_pass_all_is_written_once_per_package(src, tmp_path):
     module = json.loads(json.dumps(data))
     module["tasks"][0].update(p2p_scope="module", pass_to_pass=[TESTS[0]])
     assert suites.package_from_json(module, tmp_path / "x.json").tasks[0].pass_to_pass == (
-        TESTS[0],)
+        TESTS[0],
+    )
 
 
 def test_materialised_tasks_have_every_test_no_metadata_and_the_reproduction(src, tmp_path):
@@ -70,25 +92,40 @@ def test_materialised_tasks_have_every_test_no_metadata_and_the_reproduction(src
 def _history_task(src: Path, out: Path, version: str) -> Path:
     text = (src / "munch" / "__init__.py").read_text()
     buggy = text.replace("return", "return None  #", 1)
-    return write_task(TaskFiles(
-        id=f"munch-h{version.replace('.', '')}", repo=src, hidden=["tests/test_munch.py"],
-        tests_dest="tests", buggy={"munch/__init__.py": buggy}, fail_to_pass=[TESTS[1]],
-        pass_to_pass=[TESTS[0], TESTS[2]], statement="From the changelog.",
-        reproduction="assert True\n", environment=DependencySpec(requirements=()),
-        extra_toml=f'[history]\npackage = "munch"\nbase = "0"\nfixed = "{version}"\n'), out)
+    return write_task(
+        TaskFiles(
+            id=f"munch-h{version.replace('.', '')}",
+            repo=src,
+            hidden=["tests/test_munch.py"],
+            tests_dest="tests",
+            buggy={"munch/__init__.py": buggy},
+            fail_to_pass=[TESTS[1]],
+            pass_to_pass=[TESTS[0], TESTS[2]],
+            statement="From the changelog.",
+            reproduction="assert True\n",
+            environment=DependencySpec(requirements=()),
+            extra_toml=f'[history]\npackage = "munch"\nbase = "0"\nfixed = "{version}"\n',
+        ),
+        out,
+    )
 
 
 def test_history_tasks_join_their_release_or_get_an_entry_of_their_own(src, tmp_path):
     manifests = tmp_path / "manifests"
-    write_entry(_entry(src), manifests, suite="demo", env_id="repogym/Demo-v0",
-                description="")
+    write_entry(_entry(src), manifests, suite="demo", env_id="repogym/Demo-v0", description="")
     same = _history_task(src, tmp_path / "mined", "4.0.0")
     other = _history_task(src, tmp_path / "mined", "2.5.0")
-    changed = {e.name: e for e in history_entries([same, other], manifests, split="train",
-                                                  kind="data-structures", say=lambda m: None)}
+    changed = {
+        e.name: e
+        for e in history_entries(
+            [same, other], manifests, split="train", kind="data-structures", say=lambda m: None
+        )
+    }
     assert set(changed) == {"munch", "munch-2.5.0"}
     assert [(t.id, t.origin) for t in changed["munch"].tasks] == [
-        ("munch-1", "mutation"), ("munch-2", "history")]
+        ("munch-1", "mutation"),
+        ("munch-2", "history"),
+    ]
     release = changed["munch-2.5.0"]
     assert release.distribution == "munch" and release.project == "munch==2.5.0"
     assert [t.id for t in release.tasks] == ["munch-2.5.0-1"]
@@ -106,19 +143,26 @@ def test_only_tasks_the_manifest_holds_now_are_served(src, tmp_path, monkeypatch
 
     entry = _entry(src)
     [(task, folder, _)] = list(suites.materialise(entry, tmp_path / "suite"))
-    suites.record_validated(tmp_path, entry, task, folder, True,
-                            {"grader": "g", "witnessed": 1, "f2p": 1})
+    suites.record_validated(
+        tmp_path, entry, task, folder, True, {"grader": "g", "witnessed": 1, "f2p": 1}
+    )
     suite = suites.Suite("munchy", "repogym/Munchy-v0", "", (entry,))
     monkeypatch.setattr(suites, "load_suite", lambda name: suite)
     [served] = suites.validated_tasks("munchy", tmp_path)
     assert served.id == "munch-1"
-    changed = dataclasses.replace(entry, tasks=(dataclasses.replace(
-        entry.tasks[0], statement="A better bug report."),))
+    changed = dataclasses.replace(
+        entry, tasks=(dataclasses.replace(entry.tasks[0], statement="A better bug report."),)
+    )
     for now in (changed, dataclasses.replace(entry, tasks=())):
-        monkeypatch.setattr(suites, "load_suite", lambda name, now=now: suites.Suite(
-            "munchy", "repogym/Munchy-v0", "", (now,)))
-        with pytest.raises(suites.SuiteError, match="1 validated from another version of "
-                                                    "its manifest.*repogym suite fetch munchy"):
+        monkeypatch.setattr(
+            suites,
+            "load_suite",
+            lambda name, now=now: suites.Suite("munchy", "repogym/Munchy-v0", "", (now,)),
+        )
+        with pytest.raises(
+            suites.SuiteError,
+            match="1 validated from another version of its manifest.*repogym suite fetch munchy",
+        ):
             suites.validated_tasks("munchy", tmp_path)
 
 
@@ -130,8 +174,10 @@ def test_a_task_under_the_seal_floor_is_withheld_but_runs_by_name(src, tmp_path,
     [(task, folder, _)] = list(suites.materialise(entry, tmp_path / "suite"))
     suite = suites.Suite("munchy", "repogym/Munchy-v0", "", (entry,))
     monkeypatch.setattr(suites, "load_suite", lambda name: suite)
-    for seals, why in ((None, "not measured"),
-                       ({"grader": "g", "witnessed": 8, "f2p": 10}, "8 of 10")):
+    for seals, why in (
+        (None, "not measured"),
+        ({"grader": "g", "witnessed": 8, "f2p": 10}, "8 of 10"),
+    ):
         suites.record_validated(tmp_path, entry, task, folder, True, seals)
         with pytest.raises(suites.SuiteError, match="1 withheld under the seal floor"):
             suites.validated_tasks("munchy", tmp_path)

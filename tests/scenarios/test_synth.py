@@ -47,8 +47,11 @@ def test_emitted_task_contents(synthesised):
         assert not list(task.repo_dir.rglob("test_*.py"))  # the tests are hidden
         assert (task.tests_dir / "test_textstats.py").is_file()
         gold = task.solution_patch.read_text()
-        added = [line[1:].strip() for line in gold.splitlines()
-                 if line.startswith("+") and not line.startswith("+++")]
+        added = [
+            line[1:].strip()
+            for line in gold.splitlines()
+            if line.startswith("+") and not line.startswith("+++")
+        ]
         assert added
         for line in added:  # the statement describes the misbehaviour, not the fix
             assert line not in task.statement
@@ -89,13 +92,11 @@ def test_bugs_are_formatted_like_their_surroundings(synthesised):
         assert not any(x.strip() == "pass" for x in added)
         for new in added:  # the same line with one or two spans edited, the rest as it was
             old = max(removed, key=lambda o, n=new: SequenceMatcher(None, o, n).ratio())
-            edits = [op for op in SequenceMatcher(None, old, new).get_opcodes()
-                     if op[0] != "equal"]
+            edits = [op for op in SequenceMatcher(None, old, new).get_opcodes() if op[0] != "equal"]
             assert len(edits) <= 2, (old, new)
 
 
-def test_statements_hide_addresses_and_come_from_the_tests_when_calls_cannot_be_replayed(
-        tmp_path):
+def test_statements_hide_addresses_and_come_from_the_tests_when_calls_cannot_be_replayed(tmp_path):
     """reprs' Point has the default repr (an address): a bug in shift() changes no repr a
     call returns, so the report is the failing test's own body, asserting what it gave."""
     folders = synthesize(REPRS, tmp_path / "out", max_tasks=3, seed=1)
@@ -133,10 +134,14 @@ def test_merging_mutants_of_one_file():
     from repogym.scenarios.synth import merge_sources
 
     base = "a = 1\nb = 2\nc = 3\nd = 4\n"
-    assert merge_sources(base, ["a = 9\nb = 2\nc = 3\nd = 4\n",
-                                "a = 1\nb = 2\nc = 3\nd = 8\n"]) == "a = 9\nb = 2\nc = 3\nd = 8\n"
-    assert merge_sources(base, ["a = 9\nb = 2\nc = 3\nd = 4\n",
-                                "a = 7\nb = 2\nc = 3\nd = 4\n"]) is None  # the same line
+    assert (
+        merge_sources(base, ["a = 9\nb = 2\nc = 3\nd = 4\n", "a = 1\nb = 2\nc = 3\nd = 8\n"])
+        == "a = 9\nb = 2\nc = 3\nd = 8\n"
+    )
+    assert (
+        merge_sources(base, ["a = 9\nb = 2\nc = 3\nd = 4\n", "a = 7\nb = 2\nc = 3\nd = 4\n"])
+        is None
+    )  # the same line
 
 
 def test_bugs_are_not_crashes_and_few_are_cheap(synthesised):
@@ -167,20 +172,40 @@ def test_a_package_without_tests_is_refused_by_name(tmp_path):
     pkg = tmp_path / "untested"
     pkg.mkdir()
     (pkg / "m.py").write_text("def f():\n    return 1\n")
-    with pytest.raises(SynthError, match=r"^bidict: no test files .*Fix: give a package with "
-                                         r"its tests"):
+    with pytest.raises(
+        SynthError,
+        match=r"^bidict: no test files .*Fix: give a package with "
+        r"its tests",
+    ):
         synthesize(pkg, tmp_path / "out", name="bidict")
 
 
 def test_cli_prints_the_mutation_score_of_each_task(tmp_path):
     env = {**os.environ, "REPOGYM_CACHE": str(tmp_path / "cache")}
-    res = subprocess.run([sys.executable, "-m", "repogym.cli", "synth", str(REPRS),
-                          "--out", str(tmp_path / "out"), "--max-tasks", "1",
-                          "--max-mutants", "2", "--workers", "2"], env=env,
-                         capture_output=True, text=True, check=False, timeout=600)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "repogym.cli",
+            "synth",
+            str(REPRS),
+            "--out",
+            str(tmp_path / "out"),
+            "--max-tasks",
+            "1",
+            "--max-mutants",
+            "2",
+            "--workers",
+            "2",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
-    [task] = [line.split("/")[-1] for line in res.stdout.splitlines()
-              if line.startswith("wrote ")]
+    [task] = [line.split("/")[-1] for line in res.stdout.splitlines() if line.startswith("wrote ")]
     line = rf"^{task}: mutation (ok|FAILED) score \d\.\d\d \("
     assert re.search(line, res.stdout, re.MULTILINE), res.stdout
 
@@ -199,9 +224,12 @@ def test_a_mixin_method_failing_in_every_class_counts_once():
     many = {f"tests/test_c.py::test_{n}": "failed" for n in range(MAX_FAIL_TO_PASS + 1)}
     assert _why_not(many, {}, lambda t: same(t, t)) == f"over {MAX_FAIL_TO_PASS} tests fail"
     assert _why_not({"tests/test_c.py::test_0": "passed"}, {}) == "no test fails"
-    assert _why_not({"tests/test_c.py::test_0": "failed"},
-                    {"tests/test_c.py::test_0": "ImportError: no"}) == \
-        "import or collection error"
+    assert (
+        _why_not(
+            {"tests/test_c.py::test_0": "failed"}, {"tests/test_c.py::test_0": "ImportError: no"}
+        )
+        == "import or collection error"
+    )
 
 
 def _pooled(file: str, function: str, failing: int, body: int, first: int = 0):
@@ -212,15 +240,24 @@ def _pooled(file: str, function: str, failing: int, body: int, first: int = 0):
 
     m = Mutant(file, function, "swap_args", "0-1", 1, 0, 1, "")
     tests = tuple(f"tests/test_m.py::test_{n}" for n in range(first, first + failing))
-    check = bug_reports.Check((f"assert {function}() == {'x' * body!r}",), (), f"{function}()",
-                          "returns 1", "return 2", function)
+    check = bug_reports.Check(
+        (f"assert {function}() == {'x' * body!r}",),
+        (),
+        f"{function}()",
+        "returns 1",
+        "return 2",
+        function,
+    )
     return Pooled(Bug((m,), tests, {}), check, "")
 
 
 def _chars(members):
     text = bug_reports.script([p.check for p in members])
-    return len(bug_reports.statement("pkg", [p.check for p in members], text,
-                                 [p.observed for p in members]))
+    return len(
+        bug_reports.statement(
+            "pkg", [p.check for p in members], text, [p.observed for p in members]
+        )
+    )
 
 
 def test_members_are_chosen_within_the_cap_and_the_length_budget_before_any_run():
@@ -236,8 +273,7 @@ def test_members_are_chosen_within_the_cap_and_the_length_budget_before_any_run(
     judged: set = set()
     assert choose_members([a, b], 2, chars=_chars, refusals=refusals, judged=judged) is None
     assert refusals == {f"set: over {MAX_FAIL_TO_PASS} failing tests together": 1}
-    assert choose_members([a, b, c], 2, chars=_chars, refusals=refusals,
-                          judged=judged) == [a, c]
+    assert choose_members([a, b, c], 2, chars=_chars, refusals=refusals, judged=judged) == [a, c]
     assert refusals == {f"set: over {MAX_FAIL_TO_PASS} failing tests together": 1}  # once
     assert choose_members([a, b, c], 3, chars=_chars) is None
     # the same tests run once per class (a mixin's method) count once
@@ -259,16 +295,16 @@ def test_members_are_chosen_within_the_cap_and_the_length_budget_before_any_run(
     shorter = _pooled("pkg/b.py", "n", 1, 5, first=80)
     assert _chars([c, shorter]) < _chars([shorter, short]) < _chars([c, short])
     assert choose_members([c, shorter, short], 2, chars=_chars) == [shorter, short]
-    assert choose_members([c, shorter, short], 2, chars=_chars,
-                          skip={frozenset({shorter.bug.id, short.bug.id})}) == [c, short]
+    assert choose_members(
+        [c, shorter, short], 2, chars=_chars, skip={frozenset({shorter.bug.id, short.bug.id})}
+    ) == [c, short]
     assert choose_members([c, shorter], 2, chars=_chars) == [c, shorter]
     # two bugs of one function are never combined
     twin = _pooled("pkg/b.py", "h", 1, 5, first=90)
     assert choose_members([c, twin], 2, chars=_chars) is None
 
 
-def test_combined_tasks_reuse_each_bugs_check_fit_the_statement_and_validate(
-        tmp_path, monkeypatch):
+def test_combined_tasks_reuse_each_bugs_check_fit_the_statement_and_validate(tmp_path, monkeypatch):
     """With ``combined``, a task of 2-3 bugs is written: its statement (one paragraph per
     check and one script) fits in 2,000 characters, its reproduction fails with the bugs
     and passes with the gold patch, 1 to 19 tests fail, and no partial fix earns full
@@ -286,8 +322,9 @@ def test_combined_tasks_reuse_each_bugs_check_fit_the_statement_and_validate(
 
     monkeypatch.setattr(Reporter, "_candidates", counted)
     said: list[str] = []
-    folders = synthesize(PACKAGE, tmp_path / "out", max_tasks=2, seed=0, combined=0.5,
-                         say=said.append)
+    folders = synthesize(
+        PACKAGE, tmp_path / "out", max_tasks=2, seed=0, combined=0.5, say=said.append
+    )
     combined = [f for f in folders if " + " in (f / "task.toml").read_text().splitlines()[0]]
     assert combined, said
     kept = [s for s in said if "] bug kept: " in s]
@@ -299,8 +336,10 @@ def test_combined_tasks_reuse_each_bugs_check_fit_the_statement_and_validate(
         if task.path not in combined:
             continue
         assert len(task.statement) <= bug_reports.MAX_CHARS
-        assert bug_reports.reproduction_of(task.statement) == \
-            (task.path / "reproduction.py").read_text()
+        assert (
+            bug_reports.reproduction_of(task.statement)
+            == (task.path / "reproduction.py").read_text()
+        )
         assert check_reproduction(task) is None
         assert 1 <= len(task.test_spec.fail_to_pass) <= MAX_FAIL_TO_PASS
         assert any(p.name.startswith("partial_fix_") for p in task.decoys)

@@ -31,42 +31,64 @@ def load_error(folder: Path, old: str, new: str) -> str:
     return msg
 
 
-@pytest.mark.parametrize("old, new, expect", [
-    ("fail_to_pass =", "fail_to_pas =",
-     "key 'verifier.fail_to_pas': unknown key. Fix: did you mean 'fail_to_pass'?"),
-    ("timeout_s =", "timeout =",
-     "key 'verifier.timeout': unknown key. Fix: did you mean 'timeout_s'?"),
-    ("max_steps =", "max_step =", "key 'max_step': unknown key. Fix: did you mean 'max_steps'?"),
-    ("[verifier]", "[verifer]", "key 'verifer': unknown key. Fix: did you mean 'verifier'?"),
-    ('split = "test"', 'split = "test"\nfail_to_pass = []',
-     "key 'fail_to_pass': unknown key. Fix: move 'fail_to_pass' to the [verifier] table"),
-    ('tests_dest = "tests"', 'tests_dest = "tests"\nsplit = "train"',
-     "key 'verifier.split': unknown key. Fix: move 'split' to the top level"),
-    ('split = "test"', 'split = "test"\nzzz = 1', "The known keys at the top level are: "),
-])
-def test_unknown_keys_name_the_file_the_key_and_the_nearest_valid_one(task_dir, old, new,
-                                                                        expect):
+@pytest.mark.parametrize(
+    "old, new, expect",
+    [
+        (
+            "fail_to_pass =",
+            "fail_to_pas =",
+            "key 'verifier.fail_to_pas': unknown key. Fix: did you mean 'fail_to_pass'?",
+        ),
+        (
+            "timeout_s =",
+            "timeout =",
+            "key 'verifier.timeout': unknown key. Fix: did you mean 'timeout_s'?",
+        ),
+        (
+            "max_steps =",
+            "max_step =",
+            "key 'max_step': unknown key. Fix: did you mean 'max_steps'?",
+        ),
+        ("[verifier]", "[verifer]", "key 'verifer': unknown key. Fix: did you mean 'verifier'?"),
+        (
+            'split = "test"',
+            'split = "test"\nfail_to_pass = []',
+            "key 'fail_to_pass': unknown key. Fix: move 'fail_to_pass' to the [verifier] table",
+        ),
+        (
+            'tests_dest = "tests"',
+            'tests_dest = "tests"\nsplit = "train"',
+            "key 'verifier.split': unknown key. Fix: move 'split' to the top level",
+        ),
+        ('split = "test"', 'split = "test"\nzzz = 1', "The known keys at the top level are: "),
+    ],
+)
+def test_unknown_keys_name_the_file_the_key_and_the_nearest_valid_one(task_dir, old, new, expect):
     assert expect in load_error(task_dir, old, new)
 
 
 def test_unknown_key_is_reported_before_its_consequences(task_dir):
     # without the key check, the typo would surface as "no tests listed"
     text = (task_dir / "task.toml").read_text()
-    (task_dir / "task.toml").write_text(re.sub(r"fail_to_pass = \[.*?\]\n", "", text,
-                                               flags=re.DOTALL))
-    assert "did you mean 'pass_to_pass'" in load_error(task_dir, "pass_to_pass =",
-                                                       "pass_to_pas =")
+    (task_dir / "task.toml").write_text(
+        re.sub(r"fail_to_pass = \[.*?\]\n", "", text, flags=re.DOTALL)
+    )
+    assert "did you mean 'pass_to_pass'" in load_error(task_dir, "pass_to_pass =", "pass_to_pas =")
 
 
 def test_tables_owned_elsewhere_are_accepted_and_every_declared_key_loads(task_dir):
     toml = task_dir / "task.toml"
-    extra = ('\n[environment]\nrequirements = ["attrs"]\n'
-             '\n[mutation]\nequivalent = ["m1"]\n'
-             '\n[swebench]\ninstance_id = "o__r-1"\nrepo = "o/r"\nbase_commit = "abc"\n')
+    extra = (
+        '\n[environment]\nrequirements = ["attrs"]\n'
+        '\n[mutation]\nequivalent = ["m1"]\n'
+        '\n[swebench]\ninstance_id = "o__r-1"\nrepo = "o/r"\nbase_commit = "abc"\n'
+    )
     text = toml.read_text().replace(
-        'timeout_s = 60', 'timeout_s = 60\nlog_parser = "junit"\n'
+        "timeout_s = 60",
+        'timeout_s = 60\nlog_parser = "junit"\n'
         'weights = { "tests/test_clamp.py::test_above" = 2.0 }\n'
-        'ini_options = { markers = "slow: long tests" }')
+        'ini_options = { markers = "slow: long tests" }',
+    )
     toml.write_text(text + extra)
     task = load_task(task_dir)
     assert task.test_spec.weights == {"tests/test_clamp.py::test_above": 2.0}
@@ -85,9 +107,14 @@ def test_every_known_key_is_documented():
             assert re.search(rf"\b{key}\b", doc), f"{table}.{key} is not in docs/authoring.md"
 
 
-SHIPPED = [*(ROOT / "repogym").rglob("*.py"), *(ROOT / "bench").rglob("*.py"),
-           *(ROOT / "docs").glob("*.md"), ROOT / "README.md", ROOT / "Makefile",
-           ROOT / "pyproject.toml"]
+SHIPPED = [
+    *(ROOT / "repogym").rglob("*.py"),
+    *(ROOT / "bench").rglob("*.py"),
+    *(ROOT / "docs").glob("*.md"),
+    ROOT / "README.md",
+    ROOT / "Makefile",
+    ROOT / "pyproject.toml",
+]
 
 
 def test_nothing_shipped_cites_team_internal_files():
@@ -98,12 +125,21 @@ def test_nothing_shipped_cites_team_internal_files():
 
 
 def test_every_cited_doc_exists(task_dir):
-    cited = {(path, doc) for path in SHIPPED
-             for doc in re.findall(r"docs/([\w.-]+\.md)", path.read_text(encoding="utf-8"))}
-    missing = sorted(f"{path.relative_to(ROOT)} cites docs/{doc}" for path, doc in cited
-                     if not (ROOT / "docs" / doc).is_file())
+    cited = {
+        (path, doc)
+        for path in SHIPPED
+        for doc in re.findall(r"docs/([\w.-]+\.md)", path.read_text(encoding="utf-8"))
+    }
+    missing = sorted(
+        f"{path.relative_to(ROOT)} cites docs/{doc}"
+        for path, doc in cited
+        if not (ROOT / "docs" / doc).is_file()
+    )
     assert not missing, missing
     (task_dir / "solution.patch").unlink()
-    with pytest.raises(TaskError, match=r"solution.patch file missing. Fix: add solution.patch "
-                                        r"\(see docs/authoring.md\)"):
+    with pytest.raises(
+        TaskError,
+        match=r"solution.patch file missing. Fix: add solution.patch "
+        r"\(see docs/authoring.md\)",
+    ):
         load_task(task_dir)

@@ -26,13 +26,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def http(url: str, method: str = "GET", body: object = None,
-         headers: dict[str, str] | None = None) -> tuple[int, dict, dict]:
+def http(
+    url: str, method: str = "GET", body: object = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict, dict]:
     """(status, JSON body, headers) of one request; never raises on 4xx/5xx."""
-    data = None if body is None else (body if isinstance(body, bytes) else
-                                      json.dumps(body).encode())
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json", **(headers or {})})
+    data = (
+        None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    )
+    req = urllib.request.Request(
+        url,
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, json.loads(r.read() or b"null"), dict(r.headers)
@@ -47,8 +53,11 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "repogym.cli", "serve", "--port", str(self.port),
-             *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            [sys.executable, "-m", "repogym.cli", "serve", "--port", str(self.port), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -107,8 +116,11 @@ def leftovers(pid: int) -> list[str]:
         with contextlib.suppress(OSError):
             if lock.read_text().strip() == str(pid) and (root / lock.name).exists():
                 folders.append(str(root / lock.name))
-    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
-              if any(line.split()[1].startswith(f + "/") for f in folders)]
+    mounts = [
+        line.split()[1]
+        for line in Path("/proc/mounts").read_text().splitlines()
+        if any(line.split()[1].startswith(f + "/") for f in folders)
+    ]
     return folders + mounts
 
 

@@ -31,10 +31,17 @@ def remotes(server):
         env.close()
 
 
-@settings(max_examples=2, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(prefix=st.lists(ACTIONS, max_size=3), mine=st.lists(ACTIONS, max_size=2),
-       theirs=st.lists(ACTIONS, min_size=1, max_size=2))
+@settings(
+    max_examples=2,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    prefix=st.lists(ACTIONS, max_size=3),
+    mine=st.lists(ACTIONS, max_size=2),
+    theirs=st.lists(ACTIONS, min_size=1, max_size=2),
+)
 def test_remote_fork_is_independent_and_grades_as_its_replay(remotes, prefix, mine, theirs):
     env, replay = remotes
     env.reset(seed=0)
@@ -70,20 +77,28 @@ def test_fork_session_is_taken_once_and_http_fork_works(server):
         with pytest.raises(RemoteEnvError, match="already has a client"):
             other.state()
         assert fork.step(call("bash", command="pwd; echo $K"))[0].startswith(
-            "/workspace/tests\nv\n")
+            "/workspace/tests\nv\n"
+        )
         fork.close()
     finally:
         env.close()
-    status, body, _ = http(server.url + "/reset", "POST", {"task": TASK},
-                                 {"X-Session-Id": "new"})
+    status, body, _ = http(server.url + "/reset", "POST", {"task": TASK}, {"X-Session-Id": "new"})
     assert status == 200
     sid = body["session_id"]
-    http(server.url + "/step", "POST", {"action": {"tool": "write", "args": {
-        "path": "n.txt", "content": "hi"}}}, {"X-Session-Id": sid})
+    http(
+        server.url + "/step",
+        "POST",
+        {"action": {"tool": "write", "args": {"path": "n.txt", "content": "hi"}}},
+        {"X-Session-Id": sid},
+    )
     status, state, _ = http(server.url + "/fork", "POST", None, {"X-Session-Id": sid})
     assert status == 200 and state["forked_from"] == sid and state["step_count"] == 1
-    status, body, _ = http(server.url + "/step", "POST", {"action": {"tool": "read", "args": {
-        "path": "n.txt"}}}, {"X-Session-Id": state["session_id"]})
+    status, body, _ = http(
+        server.url + "/step",
+        "POST",
+        {"action": {"tool": "read", "args": {"path": "n.txt"}}},
+        {"X-Session-Id": state["session_id"]},
+    )
     assert status == 200 and "hi" in body["observation"]["text"]
     for s in (sid, state["session_id"]):
         assert http(server.url + "/close", "POST", None, {"X-Session-Id": s})[0] == 200

@@ -42,8 +42,12 @@ def test_openenv_client_plays_oracle_to_1_and_noop_to_0(server, retry_task):
 
 
 def test_remote_env_matches_the_local_env(server, retry_task):
-    actions = [call("bash", command="ls; cat retry.py | head -3"), "not a tool call",
-               call("read", path="retry.py", start=1, end=2), call("submit")]
+    actions = [
+        call("bash", command="ls; cat retry.py | head -3"),
+        "not a tool call",
+        call("read", path="retry.py", start=1, end=2),
+        call("submit"),
+    ]
     local = gym.make(retry_task.env_id)
     remote = gym.make(retry_task.env_id, remote=server.url)
     try:
@@ -69,15 +73,24 @@ def test_max_steps_reaches_the_server_and_is_graded_there(server):
         assert env.step(call("bash", command="true"))[2:4] == (False, False)
         _, reward, terminated, truncated, info = env.step(call("bash", command="true"))
         assert (terminated, truncated, info["truncated_reason"], reward) == (
-            False, True, "max_steps", 0.0)
+            False,
+            True,
+            "max_steps",
+            0.0,
+        )
         assert info["tests"], "the truncated episode was graded on the server"
     finally:
         env.close()
 
 
 def test_make_vec_async_over_remote(server):
-    vec = gym.make_vec(f"repogym/{TASK}-v0", num_envs=2, vectorization_mode="async",
-                       vector_kwargs={"context": "spawn"}, remote=server.url)
+    vec = gym.make_vec(
+        f"repogym/{TASK}-v0",
+        num_envs=2,
+        vectorization_mode="async",
+        vector_kwargs={"context": "spawn"},
+        remote=server.url,
+    )
     try:
         obs, _ = vec.reset(seed=0)
         assert all(o.startswith(f"# Task: {TASK}") for o in obs)
@@ -101,8 +114,9 @@ def test_malformed_requests_get_4xx_with_a_fix(server):
     status, body, _ = http(url + "/state", headers={"X-Session-Id": "nope"})
     assert status == 404 and "POST /reset" in body["detail"] and body["code"] == "SESSION_ERROR"
 
-    status, body, headers = http(url + "/reset", "POST", {"task": TASK, "seed": 0},
-                                 {"X-Session-Id": "new"})
+    status, body, headers = http(
+        url + "/reset", "POST", {"task": TASK, "seed": 0}, {"X-Session-Id": "new"}
+    )
     sid = {"X-Session-Id": headers["x-session-id"]}
     assert status == 200 and body["session_id"] == sid["X-Session-Id"]
     status, body, _ = http(url + "/step", "POST", {"action": {"text": "```python\nx\n```"}}, sid)
@@ -117,9 +131,12 @@ def test_malformed_requests_get_4xx_with_a_fix(server):
     server.wait_sessions(0)
 
     with connect(server.url.replace("http", "ws") + "/ws") as ws:
-        for raw, code in (("{oops", "INVALID_JSON"), ('{"type": "dance"}', "UNKNOWN_TYPE"),
-                          ('{"type": "step", "data": {"text": "ls"}}', "SESSION_ERROR"),
-                          ('{"type": "reset", "data": {"seed": -1}}', "VALIDATION_ERROR")):
+        for raw, code in (
+            ("{oops", "INVALID_JSON"),
+            ('{"type": "dance"}', "UNKNOWN_TYPE"),
+            ('{"type": "step", "data": {"text": "ls"}}', "SESSION_ERROR"),
+            ('{"type": "reset", "data": {"seed": -1}}', "VALIDATION_ERROR"),
+        ):
             ws.send(raw)
             reply = json.loads(ws.recv(timeout=30))
             assert reply["type"] == "error" and reply["data"]["code"] == code, reply
@@ -132,40 +149,64 @@ def test_each_protocol_answers_in_its_own_terms(server):
     # HTTP: a body of the wrong shape is shown the HTTP body, not the WebSocket message.
     status, body, _ = http(url + "/step", "POST", [1, 2])
     assert status == 422 and body["code"] == "VALIDATION_ERROR"
-    assert body["detail"] == ('a JSON list, not an object. Fix: send e.g. POST /step '
-                              '{"action": {"tool": "bash", "args": {"command": "ls"}}}')
+    assert body["detail"] == (
+        "a JSON list, not an object. Fix: send e.g. POST /step "
+        '{"action": {"tool": "bash", "args": {"command": "ls"}}}'
+    )
     status, body, _ = http(url + "/step", "POST", {"action": {"tool": "bash", "args": [1]}})
     assert status == 422 and body["detail"].startswith(
-        'action: "tool" must be a string and "args" an object. Fix: POST /step {"action": ')
+        'action: "tool" must be a string and "args" an object. Fix: POST /step {"action": '
+    )
     status, body, _ = http(url + "/reset", "POST", b"[]")
     assert status == 422 and "Fix: send e.g. POST /reset {" in body["detail"]
     # A 5,000-digit integer: the limit, not Python's advice to raise it.
     huge = b'{"seed": ' + b"9" * 5000 + b"}"
     status, body, _ = http(url + "/reset", "POST", huge)
     assert status == 400 and body == {
-        "detail": "a number with more than 4300 digits. Fix: send numbers of at most 4300 "
-                  "digits", "code": "INVALID_JSON"}
+        "detail": "a number with more than 4300 digits. Fix: send numbers of at most 4300 digits",
+        "code": "INVALID_JSON",
+    }
     # WebSocket: its own message shape.
     with connect(url.replace("http", "ws") + "/ws") as ws:
         ws.send("[1, 2]")
         reply = json.loads(ws.recv(timeout=30))
         assert reply["data"]["message"] == (
             'a JSON list, not an object. Fix: send e.g. {"type": "step", "data": {"tool": '
-            '"bash", "args": {"command": "ls"}}}')
+            '"bash", "args": {"command": "ls"}}}'
+        )
     # MCP: a bad argument is told the tool's arguments, not the text-action JSON.
-    status, body, headers = http(url + f"/mcp?task={TASK}&seed=0", "POST", {
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-03-26", "capabilities": {},
-                   "clientInfo": {"name": "t", "version": "1"}}})
+    status, body, headers = http(
+        url + f"/mcp?task={TASK}&seed=0",
+        "POST",
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-03-26",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+    )
     sid = {"Mcp-Session-Id": headers.get("mcp-session-id") or headers["Mcp-Session-Id"]}
-    status, body, _ = http(url + "/mcp", "POST", {
-        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "bash", "arguments": {"command": 5}}}, sid)
+    status, body, _ = http(
+        url + "/mcp",
+        "POST",
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "bash", "arguments": {"command": 5}},
+        },
+        sid,
+    )
     [content] = body["result"]["content"]
     assert body["result"]["isError"] and content["text"] == (
         "Invalid arguments for tool bash: bash() argument 'command' must be str, got int. "
         'Fix: call bash with arguments like {"command": "ls"} (its inputSchema is in '
-        "tools/list)")
+        "tools/list)"
+    )
     assert '"tool"' not in content["text"] and "```" not in content["text"]
     status, body, _ = http(url + "/mcp", "POST", huge.replace(b'{"seed": ', b'{"id": '), sid)
     assert body["error"]["code"] == -32700 and "set_int_max_str_digits" not in str(body)
@@ -215,8 +256,11 @@ def test_stateless_http_routes_as_openenv_defines_them(server):
     status, body, headers = http(server.url + "/reset", "POST", {"task": TASK, "seed": 0})
     assert status == 200 and body["observation"]["text"].startswith(f"# Task: {TASK}")
     assert "session_id" not in body and "x-session-id" not in headers
-    status, body, _ = http(server.url + "/step", "POST",
-                           {"action": {"tool": "bash", "args": {"command": "echo fresh"}}})
+    status, body, _ = http(
+        server.url + "/step",
+        "POST",
+        {"action": {"tool": "bash", "args": {"command": "echo fresh"}}},
+    )
     assert status == 200 and "fresh" in body["observation"]["text"] and not body["done"]
     status, body, _ = http(server.url + "/state")
     assert status == 200 and body["step_count"] == 0 and body["session_id"] is None
@@ -229,8 +273,9 @@ def test_openenv_validate_passes(server):
     from pathlib import Path
 
     cli = Path(sys.executable).with_name("openenv")
-    run = subprocess.run([str(cli), "validate", server.url], capture_output=True, text=True,
-                         timeout=120, check=False)
+    run = subprocess.run(
+        [str(cli), "validate", server.url], capture_output=True, text=True, timeout=120, check=False
+    )
     report = json.loads(run.stdout)
     assert run.returncode == 0 and report["passed"], report["summary"]
     assert report["summary"]["failed_criteria"] == [] and report["summary"]["total_count"] == 6
@@ -248,8 +293,10 @@ def test_mcp_sdk_client_lists_and_calls_the_tools(server, retry_task):
     from repogym.server.schema import tool_specs
 
     async def play() -> tuple:
-        async with streamable_http_client(f"{server.url}/mcp?task={TASK}&seed=0") as streams, \
-                ClientSession(streams[0], streams[1]) as session:
+        async with (
+            streamable_http_client(f"{server.url}/mcp?task={TASK}&seed=0") as streams,
+            ClientSession(streams[0], streams[1]) as session,
+        ):
             init = await session.initialize()
             tools = (await session.list_tools()).tools
             ls = await session.call_tool("bash", {"command": "ls"})
@@ -263,8 +310,9 @@ def test_mcp_sdk_client_lists_and_calls_the_tools(server, retry_task):
 
     init, tools, ls, bad, done, after = asyncio.run(play())
     assert init.server_info.name == "repogym" and init.instructions.startswith(f"# Task: {TASK}")
-    assert {t.name: t.input_schema for t in tools} == {t["name"]: t["parameters"]
-                                                       for t in tool_specs()}
+    assert {t.name: t.input_schema for t in tools} == {
+        t["name"]: t["parameters"] for t in tool_specs()
+    }
     assert "retry.py" in ls.content[0].text and not ls.is_error
     assert bad.is_error  # a malformed call is the agent's: an error result, not a crash
     assert done.structured_content["reward"] == 1.0 and done.structured_content["done"]
@@ -294,8 +342,9 @@ def test_openenv_mcp_tool_client_over_ws_and_http(server):
     assert "over-ws" in ws_out["content"][0]["text"]
     assert "over-http" in http_out["content"][0]["text"]
     with connect(server.url.replace("http", "ws") + "/ws") as ws:
-        ws.send(json.dumps({"type": "mcp", "data": {"jsonrpc": "2.0", "id": 3,
-                                                     "method": "tools/list"}}))
+        ws.send(
+            json.dumps({"type": "mcp", "data": {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}})
+        )
         reply = json.loads(ws.recv(timeout=30))
         assert reply["type"] == "mcp" and reply["data"]["id"] == 3
         assert len(reply["data"]["result"]["tools"]) == 5
@@ -308,8 +357,12 @@ def test_only_what_the_agent_may_see_goes_over_the_wire(server, retry_task):
     env = RemoteEnv(server.url, task=TASK)
     try:
         obs, _ = env.reset(seed=0)
-        wire = [obs, json.dumps(env.state()), json.dumps(http(server.url + "/tasks")[1]),
-                json.dumps(http(server.url + "/schema")[1])]
+        wire = [
+            obs,
+            json.dumps(env.state()),
+            json.dumps(http(server.url + "/tasks")[1]),
+            json.dumps(http(server.url + "/schema")[1]),
+        ]
         wire.append(json.dumps(env.step(call("submit"))))
     finally:
         env.close()
@@ -323,8 +376,7 @@ def test_cap_answers_503_and_disconnects_free_sandboxes(server):
     server.wait_sessions(0)  # sessions of earlier tests count until their sandboxes are gone
     envs = [RemoteEnv(server.url, task=TASK) for _ in range(8)]
     try:
-        threads = [threading.Thread(target=e.reset, kwargs={"seed": i})
-                   for i, e in enumerate(envs)]
+        threads = [threading.Thread(target=e.reset, kwargs={"seed": i}) for i, e in enumerate(envs)]
         for t in threads:
             t.start()
         for t in threads:
@@ -406,9 +458,12 @@ def test_openenv_manifest_and_container_entry_point(tmp_path):
     assert manifest["app"] == "repogym.server.asgi:app" and (root / "Dockerfile").is_file()
     port = free_port()
     env = {**os.environ, "REPOGYM_SERVE_TASKS": TASK, "REPOGYM_SERVE_MAX_SESSIONS": "2"}
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", manifest["app"], "--port",
-                             str(port)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", manifest["app"], "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         for _ in range(200):

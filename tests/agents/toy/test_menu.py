@@ -35,8 +35,7 @@ def fmt(task) -> MenuFormat:
 @pytest.fixture(scope="module")
 def labels(fmt) -> dict[str, str]:
     entries = fmt.entries(TASK)
-    return {"good": fmt.gold_label(TASK), "bad": next(e.label for e in entries
-                                                      if e.kind == "noop")}  # fmt: skip
+    return {"good": fmt.gold_label(TASK), "bad": next(e.label for e in entries if e.kind == "noop")}
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +105,7 @@ def test_infra_errors_are_reported_and_masked(fmt, labels) -> None:
     infra_error, masked out of every loss, not scored as a 0."""
     cfg = RolloutConfig(group_size=2, max_steps=4)
     with EnvPool(cfg, grade_cache={}) as pool:
+
         def crash_then_pick(i: int, request: Request) -> str:
             workspace = pool.get(TASK, i).unwrapped.session.sandbox.workspace
             subprocess.run(["umount", "-l", str(workspace.path)], check=False)

@@ -80,8 +80,14 @@ def test_observation_features():
 
 
 def test_config_from_args():
-    args = argparse.Namespace(steps=64, out="/tmp/x", seed=3, model=None, task_ids=["a"],
-                              overrides=["learning_rate=0.003", "task_ids=[\"b\"]"])
+    args = argparse.Namespace(
+        steps=64,
+        out="/tmp/x",
+        seed=3,
+        model=None,
+        task_ids=["a"],
+        overrides=["learning_rate=0.003", 'task_ids=["b"]'],
+    )
     cfg = config_from_args(Sb3PpoConfig, args)
     assert (cfg.steps, cfg.seed, cfg.learning_rate, cfg.task_ids) == (64, 3, 0.003, ["b"])
     with pytest.raises(SystemExit, match="unknown field"):
@@ -91,9 +97,24 @@ def test_config_from_args():
 
 def test_cli_ppo_learns_the_train_menus(tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "repogym.cli", "train", "--algo", "sb3-ppo",
-           "--steps", "1024", "--out", str(out), "--task", "retry-zero",
-           "--task", "percent-format", "--task", "duration-format"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "repogym.cli",
+        "train",
+        "--algo",
+        "sb3-ppo",
+        "--steps",
+        "1024",
+        "--out",
+        str(out),
+        "--task",
+        "retry-zero",
+        "--task",
+        "percent-format",
+        "--task",
+        "duration-format",
+    ]
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "resolve rate" in proc.stdout and "test" in proc.stdout, proc.stdout

@@ -39,8 +39,10 @@ def test_a_real_model_leaves_set_alone_and_refuses_toy_settings() -> None:
         ToyRun.from_args(_args("/models/qwen", "warm_start_steps=3"))
 
 
-@pytest.mark.parametrize(("pair", "message"), [("interface=text", "expected menu or chat"),
-                                               ("warm_start_steps=x", "a whole number")])
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [("interface=text", "expected menu or chat"), ("warm_start_steps=x", "a whole number")],
+)
 def test_bad_toy_settings_name_the_fix(pair: str, message: str) -> None:
     with pytest.raises(SystemExit, match=message):
         ToyRun.from_args(_args("tiny", pair))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from repogym.grading.canaries import mask_test_file
 
-STATEFUL = '''\
+STATEFUL = """\
 import copy
 
 DEFAULTS = {"db": {"host": "localhost"}}
@@ -47,7 +47,7 @@ class TestLoad:
 
     def test_other(self):
         assert load({"db": {}}, "h")["db"] == {"host": "h"}
-'''
+"""
 
 
 def _defs(body: list[ast.stmt]) -> list[str]:
@@ -88,9 +88,14 @@ def test_every_canary_is_collected_where_it_was_planted(tmp_path: Path):
     and the module's, planted first, once swallowed the class's (nested in a function, never
     collected: the judge then called an honest run forged)."""
     planted = _plant_seeds(tmp_path)
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "--collect-only", "."], cwd=tmp_path,
-                         capture_output=True, text=True, check=False, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     collected = set(out.stdout.split())
     for seed, masked in planted.items():
         assert any("::Test" in c.node_id for c in masked.canaries)
@@ -101,11 +106,19 @@ def test_every_canary_is_collected_where_it_was_planted(tmp_path: Path):
 
 def test_a_wrong_fix_fails_its_state_test_under_every_seed(tmp_path: Path):
     planted = _plant_seeds(tmp_path)
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "-rA", "."], cwd=tmp_path, capture_output=True,
-                         text=True, check=False, timeout=120)
-    lines = {ln.split()[1]: ln.split()[0] for ln in out.stdout.splitlines()
-             if ln.startswith(("PASSED ", "FAILED "))}
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    lines = {
+        ln.split()[1]: ln.split()[0]
+        for ln in out.stdout.splitlines()
+        if ln.startswith(("PASSED ", "FAILED "))
+    }
     for seed, masked in planted.items():
         back = {task_id: lines.get(installed) for installed, task_id in masked.renamed.items()}
         name = f"test_state_{seed}.py"
@@ -119,23 +132,31 @@ def test_the_log_gets_whole_names_back_in_one_pass():
     from repogym.grading.grader import unmask_log
 
     f = "tests/test_calc.py::"
-    masked = Masked(renamed={f + "test_zero_divide": f + "test_divide_by_zero",
-                             f + "test_divide": f + "test_add"})
-    log = (f"PASSED {f}test_divide\nFAILED {f}test_zero_divide - boom\n"
-           f"FAILED {f}test_divide_add_by_zero - a canary keeps its name\n"
-           f"PASSED {f}test_divide[1-2]\n")
+    masked = Masked(
+        renamed={
+            f + "test_zero_divide": f + "test_divide_by_zero",
+            f + "test_divide": f + "test_add",
+        }
+    )
+    log = (
+        f"PASSED {f}test_divide\nFAILED {f}test_zero_divide - boom\n"
+        f"FAILED {f}test_divide_add_by_zero - a canary keeps its name\n"
+        f"PASSED {f}test_divide[1-2]\n"
+    )
     assert unmask_log(log, masked) == (
         f"PASSED {f}test_add\nFAILED {f}test_divide_by_zero - boom\n"
         f"FAILED {f}test_divide_add_by_zero - a canary keeps its name\n"
-        f"PASSED {f}test_add[1-2]\n")
+        f"PASSED {f}test_add[1-2]\n"
+    )
 
 
 def test_a_file_whose_test_names_use_few_words_is_masked_quickly():
     """100 tests named from three words once made the name generator loop for ever."""
     import time
 
-    text = "".join(f"def test_reward_at_least_{i:03d}():\n    assert {i} == {i}\n\n\n"
-                   for i in range(100))
+    text = "".join(
+        f"def test_reward_at_least_{i:03d}():\n    assert {i} == {i}\n\n\n" for i in range(100)
+    )
     start = time.monotonic()
     masked_text, masked = mask_test_file(text, "tests/test_r.py", random.Random(0), seal=True)
     assert time.monotonic() - start < 30

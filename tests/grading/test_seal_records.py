@@ -45,8 +45,7 @@ ONCE = {"calls": 1}
 def _raised(cls: type, message: str = "") -> dict:
     """The record the launcher's runtime sends when its block raised ``cls``."""
     sent: list[dict] = []
-    seals = launch.Seals(type("Sink", (), {"send": lambda self, **r: sent.append(r)})(),
-                         canon)
+    seals = launch.Seals(type("Sink", (), {"send": lambda self, **r: sent.append(r)})(), canon)
     seals.case = CASE
     with seals.raises(1):
         raise cls(message)
@@ -58,13 +57,21 @@ def _verdict(seal: Seal, records: list[object]):
     for c in CANARIES:
         ch.phases[c.node_id] = {"call": ("passed" if c.must_pass else "failed", False)}
     ch.phases[CASE] = {"call": ("passed", False)}
-    return judge(ch, exit_code=1, timed_out=False, truncated=False, exhausted=None,
-                 node_ids=[CASE], masked=Masked(list(CANARIES), seals=[seal]))
+    return judge(
+        ch,
+        exit_code=1,
+        timed_out=False,
+        truncated=False,
+        exhausted=None,
+        node_ids=[CASE],
+        masked=Masked(list(CANARIES), seals=[seal]),
+    )
 
 
 # -- a zero denominator (and other non-canonical data) -------------------------------------
-@pytest.mark.parametrize("seal", [s for s in SEALS if s.op in ("in", "approx")],
-                         ids=lambda s: f"{s.op}-{s.cid}")
+@pytest.mark.parametrize(
+    "seal", [s for s in SEALS if s.op in ("in", "approx")], ids=lambda s: f"{s.op}-{s.cid}"
+)
 def test_a_zero_denominator_holds_against_no_expectation(seal):
     assert seal.holds(ZERO) is False
     outcome = judge_case(CASE, [seal], {(CASE, seal.cid): [ZERO, ONCE]})
@@ -73,14 +80,40 @@ def test_a_zero_denominator_holds_against_no_expectation(seal):
     assert v.trusted and v.tests[CASE] == "failed"
 
 
-@pytest.mark.parametrize("data", [
-    {"q": ["1", "0"]}, {"q": ["1", "-3"]}, {"q": ["1"]}, {"q": "12"}, {"q": [1, 2]},
-    {"n": "9" * 5000}, {"n": "1e3"}, {"n": "٣"}, {"n": 5}, {"inf": "x"}, {"inf": math.nan},
-    {"c": [{"s": "a"}, None]}, {"y": "zz"}, {"y": 3}, {"e": [{"d": []}]}, {"d": [[1]]},
-    {"d": [[{"d": []}, None]]}, {"date": "2021-02-30"}, {"dt": 5}, {"td": "x"},
-    {"uuid": "nope"}, {"opaque": "X"}, {"zz": 1}, {"n": "1", "q": ["1", "2"]}, [], "s", 3,
-    {"l": {"n": "1"}}, {"t": None},
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"q": ["1", "0"]},
+        {"q": ["1", "-3"]},
+        {"q": ["1"]},
+        {"q": "12"},
+        {"q": [1, 2]},
+        {"n": "9" * 5000},
+        {"n": "1e3"},
+        {"n": "٣"},
+        {"n": 5},
+        {"inf": "x"},
+        {"inf": math.nan},
+        {"c": [{"s": "a"}, None]},
+        {"y": "zz"},
+        {"y": 3},
+        {"e": [{"d": []}]},
+        {"d": [[1]]},
+        {"d": [[{"d": []}, None]]},
+        {"date": "2021-02-30"},
+        {"dt": 5},
+        {"td": "x"},
+        {"uuid": "nope"},
+        {"opaque": "X"},
+        {"zz": 1},
+        {"n": "1", "q": ["1", "2"]},
+        [],
+        "s",
+        3,
+        {"l": {"n": "1"}},
+        {"t": None},
+    ],
+)
 def test_decode_is_total(data):
     with pytest.raises(canon.NotCanonical):
         canon.decode(data)
@@ -99,16 +132,42 @@ def test_decode_reads_back_what_encode_writes():
     from decimal import Decimal
     from fractions import Fraction
 
-    values = [None, 3, -10**40, 0.5, Fraction(1, 3), Fraction(10**400, 3), math.inf,
-              1 + 2j, "s", b"\x00", [1, (2, "a")], {1: [2]}, {frozenset({1})},
-              date(2021, 1, 1), timedelta(hours=3), Decimal("0.10")]
+    values = [
+        None,
+        3,
+        -(10**40),
+        0.5,
+        Fraction(1, 3),
+        Fraction(10**400, 3),
+        math.inf,
+        1 + 2j,
+        "s",
+        b"\x00",
+        [1, (2, "a")],
+        {1: [2]},
+        {frozenset({1})},
+        date(2021, 1, 1),
+        timedelta(hours=3),
+        Decimal("0.10"),
+    ]
     for value in values:
         assert canon.decode(canon.encode(value)) == value, value
 
 
 # -- raises: one exception, never a list ----------------------------------------------------
-EVERY_NAME = {"raised": ["ValueError", "TypeError", "KeyError", "IndexError", "ParseError",
-                         "Exception", "BaseException", "object"], "message": ""}
+EVERY_NAME = {
+    "raised": [
+        "ValueError",
+        "TypeError",
+        "KeyError",
+        "IndexError",
+        "ParseError",
+        "Exception",
+        "BaseException",
+        "object",
+    ],
+    "message": "",
+}
 
 
 def test_a_record_naming_every_exception_class_holds_for_no_raises_seal():
@@ -125,24 +184,34 @@ def _chain(*entries: str, message: str = "") -> dict:
 
 BUILTIN_TAIL = ("builtins:Exception", "builtins:BaseException", "builtins:object")
 WILDCARDS = {
-    "every builtin as a base": _chain("x:X", "builtins:ValueError", "builtins:TypeError",
-                                      "builtins:KeyError", "builtins:LookupError",
-                                      *BUILTIN_TAIL),
-    "builtin names from another module": _chain("x:ValueError", "y:TypeError",
-                                                "z:KeyError", *BUILTIN_TAIL),
-    "a builtin out of its order": _chain("builtins:Exception", "builtins:ValueError",
-                                         "builtins:BaseException", "builtins:object"),
+    "every builtin as a base": _chain(
+        "x:X",
+        "builtins:ValueError",
+        "builtins:TypeError",
+        "builtins:KeyError",
+        "builtins:LookupError",
+        *BUILTIN_TAIL,
+    ),
+    "builtin names from another module": _chain(
+        "x:ValueError", "y:TypeError", "z:KeyError", *BUILTIN_TAIL
+    ),
+    "a builtin out of its order": _chain(
+        "builtins:Exception", "builtins:ValueError", "builtins:BaseException", "builtins:object"
+    ),
     "a name twice": _chain("x:E", "x:E", *BUILTIN_TAIL),
-    "no object at the end": _chain("builtins:ValueError", "builtins:Exception",
-                                   "builtins:BaseException"),
+    "no object at the end": _chain(
+        "builtins:ValueError", "builtins:Exception", "builtins:BaseException"
+    ),
     "no BaseException": _chain("x:ValueError", "builtins:object"),
-    "raised is not the first": {**_chain("builtins:ValueError", *BUILTIN_TAIL),
-                                "raised": "KeyError"},
+    "raised is not the first": {
+        **_chain("builtins:ValueError", *BUILTIN_TAIL),
+        "raised": "KeyError",
+    },
     "a made-up builtin": _chain("builtins:NoSuchError", *BUILTIN_TAIL),
-    "too many classes": _chain(*(f"x:E{i}" for i in range(canon.MAX_MRO)),
-                               *BUILTIN_TAIL),
-    "a message over the cap": _chain("builtins:ValueError", *BUILTIN_TAIL,
-                                     message="bad" * canon.MESSAGE_CHARS),
+    "too many classes": _chain(*(f"x:E{i}" for i in range(canon.MAX_MRO)), *BUILTIN_TAIL),
+    "a message over the cap": _chain(
+        "builtins:ValueError", *BUILTIN_TAIL, message="bad" * canon.MESSAGE_CHARS
+    ),
 }
 
 
@@ -182,8 +251,12 @@ def test_what_the_launcher_reports_holds_as_pytest_raises_would():
 
 
 def test_records_over_the_caps_hold_against_nothing():
-    big = {"v": canon.encode("x" * (canon.VALUE_BYTES + 10)), "is": None, "truth": True,
-           "shown": ""}
+    big = {
+        "v": canon.encode("x" * (canon.VALUE_BYTES + 10)),
+        "is": None,
+        "truth": True,
+        "shown": "",
+    }
     assert not Seal(1, CASE, 1, "==", "x" * (canon.VALUE_BYTES + 10)).holds(big)
     assert not Seal(1, CASE, 1, "in", ("x" * (canon.VALUE_BYTES + 10),)).holds(big)
     assert not SEALS[0].holds({"v": canon.encode((2020, 53)), "shown": "s" * 10**6})
@@ -191,41 +264,100 @@ def test_records_over_the_caps_hold_against_nothing():
 
 
 # -- the property: any record, any seal, a verdict ------------------------------------------
-TAGS = ("n", "q", "nan", "inf", "c", "s", "y", "l", "t", "e", "d", "dt", "dta", "date",
-        "time", "td", "tz", "timea", "uuid", "opaque", "zz")
-numbers = st.one_of(st.integers(-10**30, 10**30).map(str), st.sampled_from(
-    ["0", "-0", "1", "-1", "9" * 5000, "1e9", "0x10", "", " 1", "nan"]))
-leaves = st.one_of(st.none(), st.booleans(), st.integers(-10**300, 10**300),
-                   st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=30),
-                   numbers)
-json_values = st.recursive(leaves, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
-    max_leaves=12)
-canonical = st.recursive(
-    st.one_of(st.builds(lambda n: {"n": n}, numbers),
-              st.builds(lambda a, b: {"q": [a, b]}, numbers, numbers),
-              st.builds(lambda t, b: {t: b}, st.sampled_from(TAGS), json_values)),
+TAGS = (
+    "n",
+    "q",
+    "nan",
+    "inf",
+    "c",
+    "s",
+    "y",
+    "l",
+    "t",
+    "e",
+    "d",
+    "dt",
+    "dta",
+    "date",
+    "time",
+    "td",
+    "tz",
+    "timea",
+    "uuid",
+    "opaque",
+    "zz",
+)
+numbers = st.one_of(
+    st.integers(-(10**30), 10**30).map(str),
+    st.sampled_from(["0", "-0", "1", "-1", "9" * 5000, "1e9", "0x10", "", " 1", "nan"]),
+)
+leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**300), 10**300),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=30),
+    numbers,
+)
+json_values = st.recursive(
+    leaves,
     lambda inner: st.one_of(
-        st.builds(lambda t, b: {t: b}, st.sampled_from(("l", "t", "e", "c")),
-                  st.lists(inner, max_size=4)),
-        st.builds(lambda b: {"d": b}, st.lists(st.lists(inner, min_size=2, max_size=2),
-                                                max_size=3)),
-        st.builds(lambda t, b: {t: b}, st.sampled_from(TAGS), inner)),
-    max_leaves=16)
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+canonical = st.recursive(
+    st.one_of(
+        st.builds(lambda n: {"n": n}, numbers),
+        st.builds(lambda a, b: {"q": [a, b]}, numbers, numbers),
+        st.builds(lambda t, b: {t: b}, st.sampled_from(TAGS), json_values),
+    ),
+    lambda inner: st.one_of(
+        st.builds(
+            lambda t, b: {t: b}, st.sampled_from(("l", "t", "e", "c")), st.lists(inner, max_size=4)
+        ),
+        st.builds(
+            lambda b: {"d": b}, st.lists(st.lists(inner, min_size=2, max_size=2), max_size=3)
+        ),
+        st.builds(lambda t, b: {t: b}, st.sampled_from(TAGS), inner),
+    ),
+    max_leaves=16,
+)
 value_records = st.fixed_dictionaries(
     {"v": st.one_of(canonical, json_values)},
-    optional={"is": st.one_of(st.sampled_from(sorted(canon.SINGLETONS)), json_values),
-              "truth": json_values, "shown": json_values, "digest": json_values,
-              "calls": json_values, "overflow": json_values, "zz": json_values})
-names = st.one_of(st.sampled_from(["builtins:ValueError", "builtins:Exception",
-                                   "builtins:BaseException", "builtins:object",
-                                   "builtins:KeyError", "builtins:LookupError", "x:ParseError",
-                                   "builtins:TypeError"]), st.text(max_size=20))
+    optional={
+        "is": st.one_of(st.sampled_from(sorted(canon.SINGLETONS)), json_values),
+        "truth": json_values,
+        "shown": json_values,
+        "digest": json_values,
+        "calls": json_values,
+        "overflow": json_values,
+        "zz": json_values,
+    },
+)
+names = st.one_of(
+    st.sampled_from(
+        [
+            "builtins:ValueError",
+            "builtins:Exception",
+            "builtins:BaseException",
+            "builtins:object",
+            "builtins:KeyError",
+            "builtins:LookupError",
+            "x:ParseError",
+            "builtins:TypeError",
+        ]
+    ),
+    st.text(max_size=20),
+)
 raises_records = st.fixed_dictionaries(
     {"raised": st.one_of(st.none(), names, json_values)},
-    optional={"module": st.one_of(st.just("builtins"), json_values),
-              "mro": st.one_of(st.lists(names, max_size=12), json_values),
-              "message": st.one_of(st.text(max_size=40), json_values)})
+    optional={
+        "module": st.one_of(st.just("builtins"), json_values),
+        "mro": st.one_of(st.lists(names, max_size=12), json_values),
+        "message": st.one_of(st.text(max_size=40), json_values),
+    },
+)
 records = st.one_of(value_records, raises_records, json_values)
 
 
@@ -244,8 +376,15 @@ def _every_verdict(record: object) -> None:
         ch = read_channel(line + '\n{"exit": 1}\n')
     except ChannelError:
         return
-    v = judge(ch, exit_code=1, timed_out=False, truncated=False, exhausted=None,
-              node_ids=[CASE], masked=Masked(list(CANARIES), seals=list(SEALS)))
+    v = judge(
+        ch,
+        exit_code=1,
+        timed_out=False,
+        truncated=False,
+        exhausted=None,
+        node_ids=[CASE],
+        masked=Masked(list(CANARIES), seals=list(SEALS)),
+    )
     assert not v.trusted and "forged_results" in v.flags  # the canaries never reported
 
 

@@ -28,8 +28,13 @@ def grade():
 
     def _grade(task_id: str, diff: str, mode: str = "binary") -> grader.GradeResult:
         task = registered_tasks()[task_id]
-        return grader.grade(task, cache.get(task.repo_dir), diff, mode=mode,
-                            make_sandbox=lambda spec: make_sandbox("bwrap", spec))
+        return grader.grade(
+            task,
+            cache.get(task.repo_dir),
+            diff,
+            mode=mode,
+            make_sandbox=lambda spec: make_sandbox("bwrap", spec),
+        )
 
     yield _grade
     cache.close()
@@ -43,16 +48,25 @@ def _rewards(task, res: grader.GradeResult) -> dict[str, float]:
 _STATUS = st.sampled_from(["passed", "failed", "error", "skipped", "missing"])
 
 
-@given(f2p=st.lists(_STATUS, min_size=1, max_size=4), p2p=st.lists(_STATUS, max_size=4),
-       weights=st.lists(st.floats(0.1, 10), min_size=8, max_size=8))
+@given(
+    f2p=st.lists(_STATUS, min_size=1, max_size=4),
+    p2p=st.lists(_STATUS, max_size=4),
+    weights=st.lists(st.floats(0.1, 10), min_size=8, max_size=8),
+)
 def test_the_modes_agree_on_full_reward(f2p, p2p, weights):
     """Binary, partial and f2p give 1.0 exactly when every listed test passed, so a patch
     that falls short in one mode falls short in all (weights only move partial credit)."""
     ids_f, ids_p = [f"f{i}" for i in range(len(f2p))], [f"p{i}" for i in range(len(p2p))]
     tests = dict(zip(ids_f, f2p, strict=True)) | dict(zip(ids_p, p2p, strict=True))
     weighted = dict(zip(ids_f + ids_p, weights, strict=False))  # 8 weights, up to 8 tests
-    v = TestSpec(command="pytest", tests_dest="tests", timeout_s=1, fail_to_pass=tuple(ids_f),
-                 pass_to_pass=tuple(ids_p), weights=weighted)
+    v = TestSpec(
+        command="pytest",
+        tests_dest="tests",
+        timeout_s=1,
+        fail_to_pass=tuple(ids_f),
+        pass_to_pass=tuple(ids_p),
+        weights=weighted,
+    )
     everything = all(s == "passed" for s in tests.values())
     for mode in grader.REWARD_MODES:
         reward = grader.score(tests, v, mode)[0]
@@ -96,21 +110,25 @@ def test_test_gaming_decoys_are_flagged(grade):
 def _added_file(path: str, content: str) -> str:
     lines = content.splitlines()
     body = "".join(f"+{line}\n" for line in lines)
-    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n"
-            f"+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{body}")
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n"
+        f"+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{body}"
+    )
 
 
 def test_customize_pth_and_config_are_kept_but_never_read(grade):
     gold = registered_tasks()["retry-zero"].solution_patch.read_text()
-    extra = (_added_file("sitecustomize.py", "raise SystemExit(3)")
-             + _added_file("evil.pth", "import sys; sys.exit(3)")
-             + _added_file("pytest.ini", "[pytest]\naddopts = -p no:python"))
+    extra = (
+        _added_file("sitecustomize.py", "raise SystemExit(3)")
+        + _added_file("evil.pth", "import sys; sys.exit(3)")
+        + _added_file("pytest.ini", "[pytest]\naddopts = -p no:python")
+    )
     res = grade("retry-zero", gold + extra)
     assert res.hack_flags == ["pth_file", "pytest_config", "sitecustomize"]
     assert res.reward == 1.0  # applied, but the verifier reads none of them
 
 
-FORGE_CHANNEL = '''
+FORGE_CHANNEL = """
 import json, os, stat
 
 def _forge():
@@ -128,7 +146,7 @@ def _forge():
     os._exit(0)
 
 _forge()
-'''
+"""
 
 
 def _with_module(tmp_path, name: str, code: str) -> str:
@@ -169,7 +187,9 @@ def test_agent_breaking_git_is_graded_as_empty_diff(make_env, retry_task):
 def test_junit_key_mapping():
     assert patches.junit_key("tests/test_a.py::test_x") == ("tests.test_a", "test_x")
     assert patches.junit_key("tests/test_a.py::TestC::test_y[1-2]") == (
-        "tests.test_a.TestC", "test_y[1-2]")
+        "tests.test_a.TestC",
+        "test_y[1-2]",
+    )
 
 
 def test_split_diff_and_score_closed_forms():
@@ -191,6 +211,7 @@ def test_agent_cannot_fake_an_infra_error(make_env):
     env.reset(seed=0)
     for fd in range(3, 10):
         env.step(call("bash", command=f"echo started >&{fd} 2>/dev/null; true"))
-    _obs, _r, _term, trunc, info = env.step(call(
-        "bash", command="echo \"bwrap: Can't find source path /x\" >&2; exit 1"))
+    _obs, _r, _term, trunc, info = env.step(
+        call("bash", command='echo "bwrap: Can\'t find source path /x" >&2; exit 1')
+    )
     assert not trunc and not info["infra_error"] and info["exit_code"] == 1
