@@ -260,7 +260,10 @@ def _fetch(args: argparse.Namespace) -> int:
         )
     wall = time.monotonic() - start
     phases = ", ".join(f"{k} {v:.0f}s" for k, v in report.seconds.items())
-    held = suites.withheld_tasks(args.name, args.root)
+    fetched = {*report.validated, *report.already}  # this call's packages, not the suite's
+    held = {
+        t: why for t, why in suites.withheld_tasks(args.name, args.root).items() if t in fetched
+    }
     print(
         f"{suite.name}: seal floor: {report.usable - len(held)} served, {len(held)} "
         f"withheld (`repogym suite show {suite.name}` says why)"
