@@ -144,14 +144,21 @@ def stopping() -> bool:
 
 
 def _after_fork_in_child() -> None:
-    """A forked child owns none of its parent's resources: forget them (never clean them)."""
-    with _lock:
-        for fin in _live.values():
-            fin.detach()
-        _live.clear()
-        _running.clear()
-        _unfinished.clear()
-    _stopping.clear()
+    """A forked child owns none of its parent's resources: forget them (never clean them).
+
+    The child has one thread, and the lock and the event may have been held by a thread
+    of the parent that does not exist here: they are made anew, never waited for (a
+    ``subprocess`` child with a ``preexec_fn`` runs this hook, and waiting hung it and its
+    parent's ``Popen`` for good).
+    """
+    global _lock, _stopping
+    _lock = threading.RLock()
+    _stopping = threading.Event()
+    for fin in list(_live.values()):
+        fin.detach()
+    _live.clear()
+    _running.clear()
+    _unfinished.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
