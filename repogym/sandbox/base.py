@@ -82,7 +82,7 @@ class Sandbox(abc.ABC):
         workspace: The host-side workspace (None while starting, or for a backend without
             one: such a sandbox cannot be forked).
         dependencies: The task's installed packages, bound at ``ENV_MOUNT`` (None: none).
-        interpreter: The Python the sandbox offers its verifier.
+        interpreter: The Python the sandbox offers its grading runs.
         tmp_is_workspace_tmp: The sandbox's ``/tmp`` is its workspace's ``tmp`` folder
             (bwrap, docker), so :meth:`take_tmp_file` reads it from the host.
     """

@@ -100,11 +100,11 @@ class ExecResult:
 
 @dataclasses.dataclass(frozen=True)
 class Interpreter:
-    """The Python a sandbox offers its verifier (paths as the sandbox sees them).
+    """The Python a sandbox offers its grading runs (paths as the sandbox sees them).
 
     Attributes:
         executable: The interpreter.
-        sites: Site folders the verifier trusts besides the interpreter's own (e.g. the
+        sites: Site folders a grading run trusts besides the interpreter's own (e.g. the
             folder holding pytest); they come before the workspace and cannot be shadowed.
         env: ``path`` (PATH) and ``ld_library_path`` the interpreter needs.
     """
@@ -119,7 +119,7 @@ class PackageSite:
     """A folder of installed packages that a sandbox binds read-only at :data:`ENV_MOUNT`.
 
     It comes before the sandbox's own pytest-only site on ``PYTHONPATH`` and among the
-    verifier's trusted sites (so a task that pins its own pytest gets it); its ``bin/``
+    grading run's trusted sites (so a task that pins its own pytest gets it); its ``bin/``
     (console scripts) comes first on ``PATH``. Nothing is copied per sandbox.
 
     Attributes:
