@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -42,8 +44,19 @@ _SCRIPT = textwrap.dedent(
 def test_a_fork_while_another_thread_holds_the_registry_lock_does_not_hang() -> None:
     # Before the fix, the child waited for a lock held by a thread it does not have: the
     # child never reached exec and the parent's Popen never returned.
-    out = subprocess.run(
-        [sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=60
+    # Its own process group, so that a hung child (forked, never exec'd) goes with it.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SCRIPT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "forked 150 children" in out.stdout
+    try:
+        stdout, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise AssertionError("starting children hung (a fork hook waited for a lock)") from None
+    assert proc.returncode == 0, stderr[-2000:]
+    assert "forked 150 children" in stdout
