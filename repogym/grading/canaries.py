@@ -234,6 +234,8 @@ def mask_test_file(
     helpers: dict[str, set[str]] | None = None,
     focus: Iterable[str] = (),
     listed: Iterable[str] = (),
+    canaries: bool = True,
+    also: Iterable[tuple[str, str]] = (),
 ) -> tuple[str, Masked]:
     """``text`` masked: tests renamed (unless ``rename`` is False), assertions sealed (with
     ``seal``; :mod:`repogym.grading.seal`) and canaries added.
@@ -247,7 +249,10 @@ def mask_test_file(
     test functions of :attr:`Masked.focusable` whose tables share no constant) plants the
     file for a run of those tests alone.
     ``listed`` are the task's node ids of the file's tests (how parametrize tables whose
-    cells the grader cannot compute are read).
+    cells the grader cannot compute are read). ``also`` names mixin tests (``(class,
+    method)``) the file defines for test classes elsewhere, sealed too; ``canaries`` False
+    plants none (a file of mixins: a canary there would run in every class that inherits
+    it, under ids the grader never planted).
     """
     masked = Masked()
     try:
@@ -277,6 +282,7 @@ def mask_test_file(
             gold=True,
             focus=[back.get(f, f) for f in focus],
             listed=cases,
+            also=also,
         )
         masked.seals, masked.checks_by_test, footer = (
             sealed.seals,
@@ -303,6 +309,8 @@ def mask_test_file(
             masked.canaries.append(Canary(f"{prefix}{name}", must_pass))
         inserts.append((end, block))
 
+    if not canaries:
+        return "\n".join(lines) + "\n" + footer, masked
     for cls in _test_classes(tree):
         indent = _indent(lines[cls.body[0].lineno - 1]) or "    "
         scope(f"{rel}::{cls.name}::", indent, cls.end_lineno, "self")
@@ -366,24 +374,33 @@ def plant(
     for f in focus:
         focus_in.setdefault(f.split("::", 1)[0], []).append(f)
     helpers = helpers_by_module(files)
+    inherited = _inherited(files, node_ids)
+    mixins: dict[str, set[tuple[str, str]]] = {}
+    for definer in inherited.values():
+        drel, cls, method = definer.split("::")
+        mixins.setdefault(drel, set()).add((cls, method))
     out = Masked()
+    mixin_seals: list[sl.Seal] = []
     for rel, src in files.items():
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        if rel not in holding or src.suffix != ".py":
+        if (rel not in holding and rel not in mixins) or src.suffix != ".py":
             shutil.copyfile(src, target, follow_symlinks=False)
             continue
         text, masked = mask_test_file(
             src.read_text(encoding="utf-8", errors="surrogateescape"),
             rel,
             rng,
-            rename=rename,
+            rename=rename and rel in holding,
             seal=True,
             helpers=helpers,
             focus=focus_in.get(rel, ()),
             listed=[n for n in node_ids if n.split("::", 1)[0] == rel],
+            canaries=rel in holding,
+            also=mixins.get(rel, ()),
         )
         target.write_text(text, encoding="utf-8", errors="surrogateescape")
+        mixin_seals += [s for s in masked.seals if s.test in set(inherited.values())]
         out.focusable.update(masked.focusable)
         if focus_in and rel not in focus_in:
             continue  # not collected in this run
@@ -392,4 +409,32 @@ def plant(
         out.seals += masked.seals
         out.checks_by_test.update(masked.checks_by_test)
         out.case_ids.update(masked.case_ids)
+    for test, definer in inherited.items():  # a mixin's checks run in each class using it
+        if (focus_in and test.split("::", 1)[0] not in focus_in) or test in out.checks_by_test:
+            continue
+        own = [
+            dataclasses.replace(s, test=test, file=s.path)
+            for s in mixin_seals
+            if s.test == definer
+        ]
+        out.seals += own
+        out.checks_by_test[test] = len(own)
     return out
+
+
+def _inherited(files: dict[str, Path], node_ids: list[str]) -> dict[str, str]:
+    """:func:`repogym.grading.seal.inherited_tests` over the Python files grading installs
+    (a listed method a class inherits from a mixin -> the mixin's method), for the classes
+    grading does not rename (a renamed class's inherited tests keep pytest's verdict)."""
+    sources = {}
+    for rel, src in files.items():
+        if src.suffix == ".py":
+            try:
+                sources[rel] = src.read_text(encoding="utf-8", errors="surrogateescape")
+            except OSError:
+                continue
+    return {
+        test: definer
+        for test, definer in sl.inherited_tests(sources, node_ids).items()
+        if not test.split("::")[1].startswith("Test")
+    }

@@ -573,7 +573,7 @@ def grade(
             if leaked:
                 masked.seals = [
                     dataclasses.replace(s, leaked=True)
-                    if (s.test.split("::", 1)[0], s.line) in leaked
+                    if (s.path, s.line) in leaked
                     else s
                     for s in masked.seals
                 ]

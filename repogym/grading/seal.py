@@ -42,6 +42,7 @@ import importlib
 import random
 import re
 from collections.abc import Collection, Iterable, Iterator
+from pathlib import PurePosixPath
 
 from repogym.grading.launcher import canon
 
@@ -80,6 +81,8 @@ class Seal:
             for a ``raises`` with a pattern, whether gold's exceptions had messages.
         leaked: Whether a sandbox of the task can read its expected value (the task's own
             files state it; ``repogym.quality.leaks``): it is weak, however long the value.
+        file: The file that holds it, where that is not the test's own (a mixin's test,
+            which a class in another file inherits: :func:`inherited_tests`).
     """
 
     cid: int
@@ -96,6 +99,17 @@ class Seal:
     )
     gold_strong: bool = False
     leaked: bool = False
+    file: str = ""
+
+    @property
+    def path(self) -> str:
+        """The test file that holds the check."""
+        return self.file or self.test.split("::", 1)[0]
+
+    @property
+    def where(self) -> str:
+        """``line N`` (``line N of <file>`` for a check in another file than its test's)."""
+        return f"line {self.line}" + (f" of {self.file}" if self.file else "")
 
     @property
     def strong(self) -> bool:
@@ -1000,7 +1014,22 @@ def _gold_side(test: ast.Compare, args: set[str]) -> ast.expr | None:
     argument of the test (a parameter or fixture: its value is the process's to read, so
     such a check would hold no secret), or when both sides call code (``f(x) == g(x)``:
     dropping the expected side would drop a failure it raises, and keeping it would hand
-    a forger the value)."""
+    a forger the value). None too when the expected side reads nothing the checked side
+    does not (``cache == copy.copy(cache)``): that is a relation between values the test
+    holds, not an expectation, and gold's value there may be one of many (a random
+    choice) that a correct fix need not repeat."""
+    chosen = _gold_side_of(test, args)
+    if chosen is None:
+        return None
+    other = test.comparators[0] if chosen is test.left else test.left
+    reads = [{n.id for n in ast.walk(s) if isinstance(n, ast.Name)} for s in (chosen, other)]
+    if reads[1] and reads[1] <= reads[0]:
+        return None
+    return chosen
+
+
+def _gold_side_of(test: ast.Compare, args: set[str]) -> ast.expr | None:
+    """:func:`_gold_side`'s choice of side, before the relation rule."""
     sides = [test.left, test.comparators[0]]
     if any(isinstance(s, ast.Name) and s.id in args for s in sides):
         return None
@@ -1098,19 +1127,126 @@ class _Text:
         return data.decode("utf-8", "surrogateescape")
 
 
-def _tests(tree: ast.Module, rel: str) -> Iterator[tuple[str, ast.FunctionDef]]:
-    """(node id, function) of every module-level test and method of a ``Test*`` class."""
+def is_unittest_class(node: ast.ClassDef) -> bool:
+    """A class that names ``TestCase`` (``unittest.TestCase``, ``TestCase``, a
+    ``...TestCase`` base) among its bases: pytest collects it whatever its name."""
+    return any(
+        isinstance(b, ast.Name)
+        and b.id.endswith("TestCase")
+        or isinstance(b, ast.Attribute)
+        and b.attr.endswith("TestCase")
+        for b in node.bases
+    )
+
+
+def _tests(
+    tree: ast.Module, rel: str, also: Collection[tuple[str, str]] = ()
+) -> Iterator[tuple[str, ast.FunctionDef]]:
+    """(node id, function) of every module-level test and method of a ``Test*`` or unittest
+    class, and of the methods ``also`` names (``(class, method)``: a mixin's tests, which
+    the classes that inherit them run; :func:`inherited_tests`)."""
+    also = set(also)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
             "test"
         ):
             yield f"{rel}::{node.name}", node
-        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+        elif isinstance(node, ast.ClassDef):
+            collected = node.name.startswith("Test") or is_unittest_class(node)
             for sub in node.body:
-                if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef) and sub.name.startswith(
-                    "test"
+                if (
+                    isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef)
+                    and sub.name.startswith("test")
+                    and (collected or (node.name, sub.name) in also)
                 ):
                     yield f"{rel}::{node.name}::{sub.name}", sub
+
+
+def _module_files(rel: str, module: str | None, level: int) -> list[str]:
+    """Workspace paths the file at ``rel`` may import ``module`` from (``level``: the
+    import's leading dots; an absolute import is looked for beside the file and above)."""
+    here = PurePosixPath(rel).parent
+    if level:
+        roots = [here]
+        for _ in range(level - 1):
+            roots = [roots[0].parent]
+    else:
+        roots = [here, *here.parents]
+    parts = module.split(".") if module else []
+    out = []
+    for root in roots:
+        stem = root.joinpath(*parts)
+        out += [f"{stem}.py", str(stem / "__init__.py")] if parts else [str(stem / "__init__.py")]
+    return [str(PurePosixPath(p)) for p in out]
+
+
+def inherited_tests(sources: dict[str, str], node_ids: Iterable[str]) -> dict[str, str]:
+    """Listed test method -> the method it runs, where that is a mixin's: for
+    ``rel::Class::test_x`` whose class does not define ``test_x``, the one class among its
+    bases (followed through the file and the test files it imports from, ``sources``:
+    workspace path -> text) that does, as ``defining_rel::Mixin::test_x``. A test whose
+    method is found in no base, or in two, is left out (its verdict stays pytest's)."""
+    trees: dict[str, ast.Module | None] = {}
+
+    def tree_of(rel: str) -> ast.Module | None:
+        if rel not in trees:
+            try:
+                trees[rel] = ast.parse(sources[rel]) if rel in sources else None
+            except (SyntaxError, ValueError):
+                trees[rel] = None
+        return trees[rel]
+
+    def find(rel: str, name: str, depth: int = 0) -> tuple[str, ast.ClassDef] | None:
+        """The class ``name`` as the file at ``rel`` sees it: defined there or imported."""
+        tree = tree_of(rel)
+        if tree is None or depth > 8:
+            return None
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                return rel, node
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom):
+                for a in node.names:
+                    if (a.asname or a.name) == name:
+                        for path in _module_files(rel, node.module, node.level):
+                            if path in sources and (hit := find(path, a.name, depth + 1)):
+                                return hit
+        return None
+
+    def definers(rel: str, cls: ast.ClassDef, method: str, depth: int = 0) -> set[str]:
+        out: set[str] = set()
+        if depth > 8:
+            return out
+        for base in cls.bases:
+            if not isinstance(base, ast.Name) or (found := find(rel, base.id)) is None:
+                continue
+            brel, bcls = found
+            if any(
+                isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == method
+                for n in bcls.body
+            ):
+                out.add(f"{brel}::{bcls.name}::{method}")
+            else:
+                out |= definers(brel, bcls, method, depth + 1)
+        return out
+
+    found: dict[str, str] = {}
+    for node_id in node_ids:
+        parts = node_id.partition("[")[0].split("::")
+        if len(parts) != 3 or (tree := tree_of(parts[0])) is None:
+            continue
+        rel, cname, method = parts
+        cls = next(
+            (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cname), None
+        )
+        if cls is None or any(
+            isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == method
+            for n in cls.body
+        ):
+            continue
+        if len(hits := definers(rel, cls, method)) == 1:
+            found[f"{rel}::{cname}::{method}"] = hits.pop()
+    return found
 
 
 @dataclasses.dataclass
@@ -1183,6 +1319,7 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     gold: bool = False,
     focus: Collection[str] = (),
     listed: dict[str, list[str]] | None = None,
+    also: Collection[tuple[str, str]] = (),
 ) -> tuple[str, Sealed]:
     """``text`` with its sealable assertions replaced by sealed checks.
 
@@ -1207,6 +1344,8 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
             run's (``...:f``), so gold values of the two plantings never mix.
         listed: Installed node id of a test function -> the parameter ids of its cases the
             task lists (how a table with cells the grader cannot compute is read).
+        also: ``(class, method)`` of mixin tests the file defines for classes elsewhere
+            (:func:`inherited_tests`): sealed like the file's own tests.
     """
     listed = listed or {}
     pytest_names = _pytest_names(tree)
@@ -1458,7 +1597,7 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     # its own (``focus``), where its constants lose every column it does not read as input.
     shared = shared_tables(tree, pytest_names)
     guards: dict[str, dict[int, str]] = {}
-    funcs = dict(_tests(tree, rel))
+    funcs = dict(_tests(tree, rel, also))
     tables_of = {
         i: t
         for i, f in funcs.items()
@@ -1618,7 +1757,7 @@ def _gold_failure(s: Seal, case: str, values: list[object]) -> str | None:
     if got == want:
         return None
     bad = next((v for v in values if fingerprint(v) not in want), values[0])
-    return f"line {s.line}: got {s.shown(bad)}"
+    return f"{s.where}: got {s.shown(bad)}"
 
 
 def judge_case(
@@ -1637,18 +1776,18 @@ def judge_case(
         values = [g for g in got if not (isinstance(g, dict) and "calls" in g)]
         calls = [g["calls"] for g in got if isinstance(g, dict) and "calls" in g]
         if not values:
-            failed.append(f"line {s.line}: not reached")
+            failed.append(f"{s.where}: not reached")
         elif s.gold and (why := _gold_failure(s, case, values)):
             failed.append(why)
         elif not s.gold and (bad := next((g for g in values if not s.holds(g)), None)):
-            failed.append(f"line {s.line}: got {s.shown(bad)}")
+            failed.append(f"{s.where}: got {s.shown(bad)}")
         elif (
             s.op == "raises"
             and case in s.cases
             and (bad := next((g for g in values if not message_fits(g, s.cases[case])), None))
         ):
-            failed.append(f"line {s.line}: got {s.shown(bad)}")  # a message far past gold's
+            failed.append(f"{s.where}: got {s.shown(bad)}")  # a message far past gold's
         elif calls != [s.times]:
-            failed.append(f"line {s.line}: reached {calls[0] if calls else 0} times of {s.times}")
+            failed.append(f"{s.where}: reached {calls[0] if calls else 0} times of {s.times}")
         strong = strong or (len(failed) > before and s.strong)
     return CheckOutcome(len(own), failed, strong)

@@ -280,7 +280,7 @@ def scan(task: Task, corpus: Corpus | None = None) -> list[Leak]:
     for seal in masked.seals:
         if seal.op not in ("==", "approx", "in"):
             continue
-        rel = seal.test.split("::", 1)[0]
+        rel = seal.path
         if rel not in sources:
             sources[rel] = _Source(files[rel].read_text(encoding="utf-8", errors="surrogateescape"))
         if (hit := _hit(seal, sources[rel], corpus)) is not None:

@@ -258,8 +258,10 @@ def failure_causes(res: GradeResult) -> dict[str, str]:
         out = _pytest_causes(text)
     for test, checks in res.sealed_failures.items():  # pytest's own cause comes first
         if checks and test not in out:
+            line, _, rest = checks[0].removeprefix("line ").partition(":")
+            number, _, file = line.partition(" of ")
             out[test] = (
-                f"at {test.split('::')[0]}:{checks[0].removeprefix('line ')} (a "
+                f"at {file or test.split('::')[0]}:{number}:{rest} (a "
                 "sealed check: the hidden expected value differs)"
             )
     return out

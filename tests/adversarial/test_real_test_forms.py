@@ -525,3 +525,91 @@ def test_a_table_that_names_its_rows_may_hold_objects_of_the_package():
     text, out = sl.seal_file(src, ast.parse(src), "t.py", random.Random(0), set(), gold=True)
     assert sorted(out.case_ids.values()) == ["gold-percentrgb", "navy"]
     assert '"navy"' not in text and '"gold"' not in text and "PercentRGB" in text
+
+
+#: cachetools' layout: every cache's test class is a ``unittest.TestCase`` named ``*Test``
+#: (pytest collects it whatever its name) that runs the tests of a mixin defined in the
+#: test package's ``__init__.py``.
+MIXIN = """\
+from mod import clamp
+
+
+class ClampTestMixin:
+    def test_mixin_clamp(self):
+        self.assertEqual(clamp(15, 0, 10), 10)
+        self.assertEqual(clamp(-3, 0, 10), 0)
+
+    def test_mixin_inside(self):
+        self.assertEqual(clamp(5, 0, 10), 5)
+"""
+MIXIN_USERS = """\
+import unittest
+
+from mod import clamp
+
+from . import ClampTestMixin
+
+
+class ClampTest(unittest.TestCase, ClampTestMixin):
+    def test_own(self):
+        self.assertEqual(clamp(12, 0, 10), 10)
+
+
+class OtherClampTest(unittest.TestCase, ClampTestMixin):
+    pass
+"""
+
+
+def test_mixin_tests_and_unittest_classes_of_any_name_are_sealed(tmp_path):
+    f2p = (
+        "tests/test_mod.py::ClampTest::test_own",
+        "tests/test_mod.py::ClampTest::test_mixin_clamp",
+        "tests/test_mod.py::OtherClampTest::test_mixin_clamp",
+    )
+    root = write_task(
+        tmp_path / "mixins",
+        tests=MIXIN_USERS,
+        f2p=f2p,
+        p2p=("tests/test_mod.py::ClampTest::test_mixin_inside",),
+    )
+    (root / "tests" / "__init__.py").write_text(MIXIN)
+    task = load_task(root)
+    assert sl.inherited_tests(
+        {"tests/__init__.py": MIXIN, "tests/test_mod.py": MIXIN_USERS}, task.test_spec.all_tests
+    ) == {
+        "tests/test_mod.py::ClampTest::test_mixin_clamp": (
+            "tests/__init__.py::ClampTestMixin::test_mixin_clamp"
+        ),
+        "tests/test_mod.py::OtherClampTest::test_mixin_clamp": (
+            "tests/__init__.py::ClampTestMixin::test_mixin_clamp"
+        ),
+        "tests/test_mod.py::ClampTest::test_mixin_inside": (
+            "tests/__init__.py::ClampTestMixin::test_mixin_inside"
+        ),
+    }
+    files = grader._files_to_plant(task, task.repo_dir)
+    planted = tmp_path / "planted"
+    masked = cn.plant(files, planted, task.test_spec.all_tests, random.Random(5))
+    mixin = (planted / "tests" / "__init__.py").read_text()
+    assert "), 10)" not in mixin and "), 0)" not in mixin  # the expected values left it
+    assert "def test_" in mixin and mixin.count("def ") == MIXIN.count("def ")  # no canary
+    assert {masked.original(s.test) for s in masked.seals} >= set(f2p)
+    assert all(grader.value_sealed(task)[t] for t in f2p)
+    with PatchGrader() as g:
+        noop = g.grade(task, "")
+        gold = g.grade(task, task.solution_patch.read_text())
+        forged = g.grade(task, _diff(task, _buggy(task) + "\n" + payloads.SELECTIVE))
+    assert gold.resolved, (gold.tests, gold.test_output[-2000:])
+    assert noop.reward == 0.0 and set(f2p) <= set(noop.strongly_failed), noop.sealed_failures
+    assert forged.infra_error is None and forged.reward <= noop.reward, forged.tests
+    assert set(f2p) <= set(forged.sealed_failures)
+
+
+def test_a_method_two_bases_define_is_left_to_pytest():
+    users = "from a import A\nfrom b import B\n\nclass XTest(A, B):\n    pass\n"
+    both = "class {0}:\n    def test_x(self):\n        assert 1 == 1\n"
+    found = sl.inherited_tests(
+        {"t/test_x.py": users, "t/a.py": both.format("A"), "t/b.py": both.format("B")},
+        ["t/test_x.py::XTest::test_x"],
+    )
+    assert found == {}
