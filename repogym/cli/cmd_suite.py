@@ -98,6 +98,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     h.add_argument(
         "--manifests", type=Path, help="manifest folder (default: the suite's folder in repogym)"
     )
+    r = s.add_parser(
+        "restate",
+        help="(maintainers) rewrite the reports of fetched tasks that state a hidden "
+        "test's expected value on other inputs, in the suite's manifest",
+    )
+    r.add_argument("name")
+    r.add_argument("--split", choices=SPLITS)
+    r.add_argument("--packages", help="comma-separated packages (default: all)")
+    r.add_argument("--tasks", help="comma-separated task ids (default: every fetched one)")
+    r.add_argument("--root", type=Path, help="where the suite was fetched")
+    r.add_argument(
+        "--manifests", type=Path, help="manifest folder (default: the suite's folder in repogym)"
+    )
+    add_sandbox(r)
     b = s.add_parser("build", help="(maintainers) add a package to a suite's manifest")
     b.add_argument("name")
     b.add_argument("--package", required=True, metavar="NAME==VERSION")
@@ -135,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
         "build": _build,
         "audit": _audit,
         "add-history": _add_history,
+        "restate": _restate,
     }
     try:
         return action[args.suite_command](args)
@@ -349,6 +364,33 @@ def _audit(args: argparse.Namespace) -> int:
         f", compiled files): {len(problems)} problems"
     )
     return 1 if problems else 0
+
+
+def _restate(args: argparse.Namespace) -> int:
+    from repogym.quality import restate
+    from repogym.scenarios import suites
+
+    packages = [p.strip() for p in args.packages.split(",")] if args.packages else None
+    tasks = suites.validated_tasks(
+        args.name, args.root, split=args.split, packages=packages, withheld=True
+    )
+    if args.tasks:
+        wanted = {t.strip() for t in args.tasks.split(",")}
+        tasks = [t for t in tasks if t.id in wanted]
+    start = time.monotonic()
+    found = restate.restate_all(
+        tasks, sandbox=args.sandbox, say=lambda m: print(m, file=sys.stderr)
+    )
+    done = {k: v for k, v in found.items() if isinstance(v, restate.Restated)}
+    folder = args.manifests or suites.MANIFESTS / args.name.lower()
+    written = restate.write_restated(folder, done)
+    leaking = sum(1 for v in found.values() if v != restate.NO_LEAK)
+    print(
+        f"{args.name}: {len(tasks)} tasks read, {leaking} state a hidden expected value, "
+        f"{len(done)} restated on other inputs ({', '.join(str(p) for p in written) or 'nothing written'}) "
+        f"in {time.monotonic() - start:.0f}s; `repogym suite fetch {args.name}` validates them"
+    )
+    return 0
 
 
 def _add_history(args: argparse.Namespace) -> int:

@@ -1,0 +1,509 @@
+"""Restating a bug report on other inputs, so that it states no hidden test's answer.
+
+A synthesised report reproduces the bug with the inputs of a failing test, so its script
+can hold the very value that test expects (``take_nth(2, 'ABCDE')`` should give ``['A',
+'C', 'E']``). Sealing keeps that value out of the grading run's files, and the leak scan
+(:mod:`repogym.quality.leaks`) rightly counts a sealed check whose value the statement
+states as weak: a forger that reads the report answers it. The fix is the report a user
+would write about the same bug from their own data: the same calls on other inputs.
+
+:func:`restate` makes such a report for a fetched task:
+
+1. **Other inputs.** :func:`variants` rewrites the script's input literals (never the
+   expected values): one word of its strings renamed throughout them (``'foo'`` ->
+   ``'gpp'``, a word the script does not use), or one integer moved by one.
+2. **Expected values from the gold code.** Every ``assert A == B`` whose ``B`` is a literal
+   (or a name bound to one) records ``A`` instead (:func:`instrument`); the script is run in
+   a sandbox of the task with the gold patch, and each ``B`` becomes what gold computed
+   there (:func:`rebuild`). A value that is not a literal, or that differs between the
+   asserts sharing it, rejects the variant.
+3. **Verified, and leak-free.** The new script must fail by its own assertion without the
+   fix and exit 0 with it, and the new statement (report and script) must state no sealed
+   expectation of the task's tests (:func:`repogym.quality.leaks.scan` over it alone) and
+   nothing of the fix (:func:`repogym.scenarios.bug_reports.leaks`).
+
+A report that says what a call returned and should return (``replay``) or quotes the
+script's failure (``This code fails: ...``) gets the new script's failure; a changelog
+report keeps its quote. Reports of several bugs are left as they are. ``repogym suite
+restate`` runs it over a suite's fetched tasks and writes the manifests.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import re
+import string
+from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
+
+from repogym.quality.leaks import Corpus
+from repogym.quality.leaks import scan as scan_leaks
+from repogym.quality.sandboxed_tests import run_reproduction
+from repogym.sandbox import Limits, SandboxSpec, make_sandbox
+from repogym.sandbox.workspace import TemplateCache
+from repogym.scenarios import bug_reports
+from repogym.scenarios.task import Task
+
+#: Variants tried per task, at most.
+MAX_VARIANTS = 10
+#: Why :func:`restate` leaves a report as it is that states no hidden value.
+NO_LEAK = "the statement states no sealed expectation"
+#: What the instrumented script prints before its records.
+_MARK = "RG-RESTATE-RECORDS "
+_WORD = re.compile(r"[A-Za-z]+")
+_FENCE = re.compile(r"(^Reproduction:[ \t]*\n\s*```python[ \t]*\n)(.*?)(^```)", re.M | re.S)
+#: The paragraph a replay or inline report states the failure in.
+_SAID = re.compile(r"^(`[^\n]*` (?:returns|raises) [^\n]*; it should [^\n]*|This code fails[^\n]*)$", re.M)
+
+
+@dataclasses.dataclass(frozen=True)
+class Restated:
+    """A task's report on other inputs: the new ``statement`` and ``reproduction``, and
+    ``change`` (what was changed in the inputs)."""
+
+    task_id: str
+    statement: str
+    reproduction: str
+    change: str
+
+
+# -- the script's expected values -----------------------------------------------------------
+def _literal_ok(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def _comparisons(tree: ast.Module) -> list[ast.Assert]:
+    """``assert A == B`` statements whose ``B`` is a literal or a name (in file order)."""
+    out = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assert)
+            and isinstance(node.test, ast.Compare)
+            and len(node.test.ops) == 1
+            and isinstance(node.test.ops[0], ast.Eq)
+            and (isinstance(node.test.comparators[0], ast.Name) or _literal_ok(node.test.comparators[0]))
+        ):
+            out.append(node)
+    return sorted(out, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _bindings(tree: ast.Module) -> dict[str, list[ast.Assign]]:
+    """Name -> its plain assignments (``expected = [...]``, ``expected = list('ACE')``)."""
+    out: dict[str, list[ast.Assign]] = {}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
+            out.setdefault(node.targets[0].id, []).append(node)
+    return out
+
+
+def expected_nodes(tree: ast.Module) -> set[int]:
+    """``id`` of every node that is (inside) an expected value of the script's asserts."""
+    binds = _bindings(tree)
+    out: set[int] = set()
+    for a in _comparisons(tree):
+        b = a.test.comparators[0]
+        roots = [x.value for x in binds.get(b.id, [])] if isinstance(b, ast.Name) else [b]
+        for r in roots:
+            out |= {id(n) for n in ast.walk(r)}
+    return out
+
+
+class _Text:
+    """Edits of a text by AST positions, applied from the end."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lines = text.splitlines(keepends=True)
+        self.edits: list[tuple[int, int, str]] = []
+
+    def offset(self, line: int, col: int) -> int:
+        return sum(len(x) for x in self.lines[: line - 1]) + len(
+            self.lines[line - 1].encode()[:col].decode(errors="ignore")
+        )
+
+    def replace(self, node: ast.AST, new: str) -> None:
+        self.edits.append(
+            (
+                self.offset(node.lineno, node.col_offset),
+                self.offset(node.end_lineno, node.end_col_offset),
+                new,
+            )
+        )
+
+    def result(self) -> str:
+        text = self.text
+        for start, end, new in sorted(self.edits, reverse=True):
+            text = text[:start] + new + text[end:]
+        return text
+
+
+def instrument(script: str) -> str | None:
+    """``script`` with each ``assert A == B`` (``B`` a literal or a name) replaced by a
+    record of ``A``'s repr (and whether it reads back as a literal), printed at exit;
+    None when it has no such assert."""
+    tree = ast.parse(script)
+    found = _comparisons(tree)
+    if not found:
+        return None
+    text = _Text(script)
+    for i, a in enumerate(found):
+        left = ast.get_source_segment(script, a.test.left)
+        text.replace(a, f"_rg_record({i}, ({left}))")
+    head = (
+        "import atexit as _rg_atexit, ast as _rg_ast, json as _rg_json\n"
+        "_rg_seen = {}\n"
+        "def _rg_record(i, value):\n"
+        "    shown = repr(value)\n"
+        "    try:\n"
+        "        ok = _rg_ast.literal_eval(shown) == value\n"
+        "    except Exception:\n"
+        "        ok = False\n"
+        "    _rg_seen.setdefault(str(i), []).append([shown, ok])\n"
+        f"_rg_atexit.register(lambda: print({_MARK!r} + _rg_json.dumps(_rg_seen), flush=True))\n"
+    )
+    body = text.result()
+    lines = body.splitlines(keepends=True)
+    at = _after_future(tree)
+    return "".join(lines[:at]) + head + "".join(lines[at:])
+
+
+def _after_future(tree: ast.Module) -> int:
+    """The line index after the module's docstring and ``from __future__`` imports."""
+    at = 0
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        ) or (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
+            at = node.end_lineno
+        else:
+            break
+    return at
+
+
+def records(output: str) -> dict[int, list[tuple[str, bool]]] | None:
+    """What an instrumented script recorded (None: it printed no records)."""
+    for line in reversed(output.splitlines()):
+        if line.startswith(_MARK):
+            try:
+                data = json.loads(line[len(_MARK) :])
+            except ValueError:
+                return None
+            return {int(k): [(s, bool(ok)) for s, ok in v] for k, v in data.items()}
+    return None
+
+
+def rebuild(script: str, seen: dict[int, list[tuple[str, bool]]]) -> str | None:
+    """``script`` with each asserted expected value replaced by what gold computed (the
+    ``seen`` records of its instrumented run); None when a value is no literal, an assert
+    was not reached, or asserts sharing an expected name saw different values."""
+    tree = ast.parse(script)
+    found = _comparisons(tree)
+    binds = _bindings(tree)
+    text = _Text(script)
+    by_name: dict[str, set[str]] = {}
+    for i, a in enumerate(found):
+        got = seen.get(i)
+        if not got or not all(ok for _, ok in got) or len({s for s, _ in got}) != 1:
+            return None
+        value = got[0][0]
+        b = a.test.comparators[0]
+        if isinstance(b, ast.Name):
+            if len(binds.get(b.id, [])) != 1:
+                return None
+            by_name.setdefault(b.id, set()).add(value)
+        else:
+            text.replace(b, value)
+    for name, values in by_name.items():
+        if len(values) != 1:
+            return None
+        text.replace(binds[name][0].value, values.pop())
+    return text.result()
+
+
+# -- other inputs ---------------------------------------------------------------------------
+#: Words an input may be renamed to: the placeholders people write in bug reports.
+PLACEHOLDERS = (
+    "a b c d k m n p q v w x y z ab cd xy foo bar baz qux ham egg spam eggs quux fred "
+    "thud plugh alpha beta gamma delta omega apple pear plum kiwi lime mango grape "
+    "red blue green pink gold alice bob carol dave erin frank grace heidi "
+    "one two three four five six seven eight nine ten zero "
+    "north south east west left right top bottom item value thing stuff"
+).split()
+
+
+def _renamed(word: str, taken: set[str], avoid: set[str]) -> str | None:
+    """A placeholder to write for ``word``: in its case, of its length where one is, that
+    the script does not use and the package does not treat as a word of its own."""
+    def cased(p: str) -> str:
+        if word.isupper() and len(word) > 1:
+            return p.upper()
+        return p.capitalize() if word[:1].isupper() else p
+
+    free = [p for p in PLACEHOLDERS if p not in taken and p not in avoid]
+    same = [p for p in free if len(p) == len(word)]
+    for p in same + free:
+        return cased(p)
+    return None
+
+
+def variants(
+    script: str, prefer: Collection[str] = (), avoid: Collection[str] = ()
+) -> Iterator[tuple[str, str]]:
+    """(what changed, script) with other input literals: each word of the script's input
+    strings renamed in all of them (the words of ``prefer`` first, those of ``avoid``, the
+    package's own, last), then each input integer moved by one. Expected values,
+    docstrings and the ``sys.path`` lines are left as they are."""
+    prefer, avoid = {w.lower() for w in prefer}, {w.lower() for w in avoid}
+    tree = ast.parse(script)
+    skip = expected_nodes(tree)
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Module | ast.FunctionDef | ast.ClassDef)
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
+    inside_fstrings = {id(c) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for c in ast.walk(n)}
+    strings = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant)
+        and isinstance(n.value, str)
+        and id(n) not in skip | docs | inside_fstrings
+        and "sys.path" not in ast.get_source_segment(script, n)
+        and n.value not in ("src", "__main__")
+    ]
+    fstrings = [n for n in ast.walk(tree) if isinstance(n, ast.JoinedStr)]
+    ints = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant)
+        and type(n.value) is int
+        and id(n) not in skip
+    ]
+    taken = {w.lower() for w in _WORD.findall(script)}
+    words: list[str] = []
+    for n in strings:
+        for w in _WORD.findall(n.value):
+            if w not in words:
+                words.append(w)
+    words.sort(key=lambda w: (w.lower() in avoid, w.lower() not in prefer))
+    for w in words:
+        if (new := _renamed(w, taken, avoid)) is None:
+            continue
+        pattern = re.compile(rf"(?<![A-Za-z]){re.escape(w)}(?![A-Za-z])")
+        text = _Text(script)
+        for n in strings:
+            if pattern.search(n.value):
+                text.replace(n, repr(pattern.sub(new, n.value)))
+        for n in fstrings:  # the messages that quote the inputs say the new ones
+            seg = ast.get_source_segment(script, n) or ""
+            parts = re.split(r"(\{\{|\}\}|\{[^{}]*\})", seg)
+            out = "".join(p if p.startswith("{") and p != "{{" else pattern.sub(new, p) for p in parts)
+            if out != seg:
+                text.replace(n, out)
+        yield f"'{w}' renamed '{new}' in the inputs", text.result()
+    for n in ints:
+        text = _Text(script)
+        text.replace(n, repr(n.value + 1))
+        yield f"{n.value} made {n.value + 1} at line {n.lineno}", text.result()
+
+
+# -- running and judging ----------------------------------------------------------------------
+Runner = Callable[[str, bool], tuple[int, str]]
+
+
+def sandbox_runner(
+    task: Task, templates: TemplateCache, *, sandbox: str = "bwrap", timeout_s: float = 120.0
+) -> Runner:
+    """Runs a script as ``python reproduction.py`` in a fresh sandbox of ``task``: with the
+    gold patch applied (``fixed``) or as the task's repo/ is."""
+    template = templates.get(task.repo_dir, task.sandbox_dependencies())
+    gold = task.solution_patch.read_text()
+
+    def run(script: str, fixed: bool) -> tuple[int, str]:
+        sb = make_sandbox(sandbox, SandboxSpec(template, Limits(timeout_s=int(timeout_s))))
+        try:
+            if fixed:
+                applied = sb.run("git apply --whitespace=nowarn -", stdin=gold.encode())
+                if applied.exit_code != 0:
+                    return 125, applied.output
+            res = run_reproduction(sb, script, timeout_s)
+            return (124 if res.timed_out else res.exit_code), res.stdout
+        finally:
+            sb.close()
+
+    return run
+
+
+def package_words(repo: Path) -> set[str]:
+    """The words of the package's own string constants (keywords of a language it parses,
+    names it knows): renaming one of those in an input changes what the input means."""
+    words: set[str] = set()
+    for path in sorted(repo.rglob("*.py")):
+        rel = path.relative_to(repo).parts
+        if any(p.startswith("test") or p in ("docs", "doc", "examples") for p in rel):
+            continue
+        try:
+            tree = ast.parse(path.read_text(errors="replace"))
+        except (SyntaxError, ValueError):
+            continue
+        docs = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Module | ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+        }
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+                words |= {w.lower() for w in _WORD.findall(n.value)}
+    return words
+
+
+def failure_line(output: str) -> str:
+    """The script's own AssertionError message (its last line), or ``AssertionError``."""
+    lines = [ln for ln in output.strip().splitlines() if ln.strip()]
+    last = lines[-1] if lines else ""
+    message = last.partition(":")[2].strip() if last.startswith("AssertionError") else ""
+    return message or "AssertionError"
+
+
+def leaked_in(task: Task, statement: str) -> list[str]:
+    """The sealed expectations of the task's fail_to_pass tests that ``statement`` states
+    (``test: text``)."""
+    f2p = {t.partition("[")[0] for t in task.test_spec.fail_to_pass}
+    found = scan_leaks(task, Corpus({"statement": statement}))
+    return [f"{x.test}: {x.text}" for x in found if x.test in f2p]
+
+
+def new_statement(statement: str, script: str, observed: str) -> str | None:
+    """``statement`` with ``script`` as its reproduction and, for a replay or inline report,
+    the failure ``observed`` as what it says; None for a report it cannot restate."""
+    if statement.count("```python") != 1 or not _FENCE.search(statement):
+        return None
+    out = _FENCE.sub(lambda m: m.group(1) + script.rstrip() + "\n" + m.group(3), statement)
+    said = _SAID.findall(out)
+    if len(said) > 1:
+        return None
+    if said:
+        out = out.replace(said[0], f"This code fails: {observed}", 1)
+    return out
+
+
+def restate(task: Task, run: Runner, *, max_variants: int = MAX_VARIANTS) -> Restated | str:
+    """The task's report restated on other inputs (see the module docstring), or why not."""
+    script_path = task.path / "reproduction.py"
+    if not script_path.is_file():
+        return "no reproduction.py"
+    script = script_path.read_text()
+    if not leaked_in(task, task.statement):
+        return NO_LEAK
+    gold = task.solution_patch.read_text()
+    buggy = [
+        (task.repo_dir / f).read_text(errors="replace")
+        for f in re.findall(r"^\+\+\+ b/(\S+)", gold, re.M)
+        if (task.repo_dir / f).is_file()
+    ]
+    prefer = {w for x in leaked_in(task, task.statement) for w in _WORD.findall(x.split(": ", 1)[1])}
+    why = "no variant of the inputs"
+    for n, (change, variant) in enumerate(variants(script, prefer, package_words(task.repo_dir))):
+        if n >= max_variants:
+            break
+        probe = instrument(variant)
+        if probe is None:
+            return "the script asserts no expected value"
+        code, out = run(probe, True)
+        seen = records(out)
+        if code != 0 or seen is None:
+            why = f"{change}: the gold code fails the new inputs"
+            continue
+        rebuilt = rebuild(variant, seen)
+        if rebuilt is None:
+            why = f"{change}: gold's values there are no literals"
+            continue
+        code, out = run(rebuilt, False)
+        if code == 0 or not bug_reports.fails_itself(out):
+            why = f"{change}: the bug does not show on the new inputs"
+            continue
+        if run(rebuilt, True)[0] != 0:
+            why = f"{change}: the new script fails with the fix"
+            continue
+        stmt = new_statement(task.statement, rebuilt, failure_line(out))
+        if stmt is None:
+            return "a report of several bugs"
+        if len(stmt) > bug_reports.MAX_CHARS + 1000:
+            why = f"{change}: statement too long"
+            continue
+        if found := leaked_in(task, stmt):
+            why = f"{change}: still states {found[0]}"
+            continue
+        if bug_reports.leaks(stmt, gold, buggy, task.test_spec.all_tests):
+            why = f"{change}: states a line of the fix or a test's name"
+            continue
+        return Restated(task.id, stmt, rebuilt, change)
+    return why
+
+
+def restate_all(
+    tasks: list[Task], *, sandbox: str = "bwrap", say: Callable[[str], None] = print
+) -> dict[str, Restated | str]:
+    """:func:`restate` for each task (a fresh template per task, removed after)."""
+    out: dict[str, Restated | str] = {}
+    templates = TemplateCache()
+    try:
+        for task in tasks:
+            try:
+                got = restate(task, sandbox_runner(task, templates, sandbox=sandbox))
+            except Exception as e:  # one task's failure is reported, the rest go on
+                got = f"error: {type(e).__name__}: {e}"
+            out[task.id] = got
+            say(f"{task.id}: " + (got.change if isinstance(got, Restated) else got))
+    finally:
+        templates.close()
+    return out
+
+
+def write_restated(folder: Path, restated: dict[str, Restated]) -> list[Path]:
+    """Put each restated report into the suite manifest in ``folder`` (its package's
+    entry); returns the manifest files written."""
+    from repogym.quality.suite_build import write_entry
+    from repogym.scenarios import suites
+
+    meta = json.loads((folder / "suite.json").read_text())
+    written = []
+    for path in sorted(folder.glob("*.json")):
+        if path.name == "suite.json":
+            continue
+        entry = suites.package_from_json(json.loads(path.read_text()), path)
+        if not any(t.id in restated for t in entry.tasks):
+            continue
+        tasks = tuple(
+            dataclasses.replace(
+                t, statement=restated[t.id].statement, reproduction=restated[t.id].reproduction
+            )
+            if t.id in restated
+            else t
+            for t in entry.tasks
+        )
+        written.append(
+            write_entry(
+                dataclasses.replace(entry, tasks=tasks),
+                folder,
+                suite=meta["name"],
+                env_id=meta["env_id"],
+                description=meta.get("description", ""),
+            )
+        )
+    return written
