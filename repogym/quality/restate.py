@@ -233,11 +233,11 @@ def rebuild(script: str, seen: dict[int, list[tuple[str, bool]]]) -> str | None:
 # -- other inputs ---------------------------------------------------------------------------
 #: Words an input may be renamed to: the placeholders people write in bug reports.
 PLACEHOLDERS = (
-    "a b c d k m n p q v w x y z ab cd xy foo bar baz qux ham egg spam eggs quux fred "
-    "thud plugh alpha beta gamma delta omega apple pear plum kiwi lime mango grape "
-    "red blue green pink gold alice bob carol dave erin frank grace heidi "
-    "one two three four five six seven eight nine ten zero "
-    "north south east west left right top bottom item value thing stuff"
+    "a b c d k m n p q v w x y z ab cd xy foo bar baz qux ham egg spam eggs alpha beta "
+    "gamma delta omega apple pear plum kiwi lime mango grape red blue green pink gold "
+    "alice bob carol dave erin frank grace heidi one two three four five six seven eight "
+    "nine ten zero north south east west left right top bottom item value thing stuff "
+    "quux fred thud plugh"
 ).split()
 
 

@@ -1,0 +1,135 @@
+"""Reports restated on other inputs: the new one states no hidden value, and still works.
+
+The task below is the case the leak scan found in RealPy: the report's script asserts the
+exact value the hidden test expects (``shout('hello world') == 'HELLO WORLD!'``), so that
+sealed check is weak. Restating renames an input word, recomputes the expected value with
+the gold code in a real sandbox, and checks the new script fails without the fix and passes
+with it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import textwrap
+from pathlib import Path
+
+from repogym.quality import restate
+from repogym.scenarios import bug_reports
+from repogym.scenarios.task import load_task
+from repogym.sandbox.workspace import TemplateCache
+from tests.scenarios._tasks import diff
+
+BUGGY = 'def shout(text):\n    """Loud."""\n    return text + "!"\n'
+FIXED = 'def shout(text):\n    """Loud."""\n    return text.upper() + "!"\n'
+HIDDEN = """\
+from mod import shout
+
+
+def test_shout():
+    assert shout("hello world") == "HELLO WORLD!"
+
+
+def test_empty():
+    assert shout("") == "!"
+"""
+SCRIPT = '''\
+"""Reproduces the bug: fails with an AssertionError while it is there, exits 0 once it is fixed."""
+
+from mod import shout
+
+result = shout('hello world')
+expected = 'HELLO WORLD!'
+assert result == expected, f"shout('hello world') returned {result!r}, expected {expected!r}"
+'''
+
+
+def _task(root: Path) -> Path:
+    (root / "repo").mkdir(parents=True)
+    (root / "repo" / "mod.py").write_text(BUGGY)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_mod.py").write_text(HIDDEN)
+    (root / "solution.patch").write_text(diff({"mod.py": BUGGY}, {"mod.py": FIXED}))
+    (root / "reproduction.py").write_text(SCRIPT)
+    statement = bug_reports.statement(
+        "mod",
+        [
+            bug_reports.Check(
+                (),
+                (),
+                "shout('hello world')",
+                "returns 'hello world!'",
+                "return 'HELLO WORLD!'",
+                "shout",
+            )
+        ],
+        SCRIPT,
+    )
+    (root / "task.toml").write_text(
+        textwrap.dedent(f"""\
+        id = "{root.name}"
+        statement = {json.dumps(statement)}
+        [verifier]
+        tests_dest = "tests"
+        command = "python -m pytest -q -p no:cacheprovider"
+        timeout_s = 60
+        fail_to_pass = ["tests/test_mod.py::test_shout"]
+        pass_to_pass = ["tests/test_mod.py::test_empty"]
+        """)
+    )
+    return root
+
+
+def test_the_script_keeps_its_expected_values_and_renames_only_inputs():
+    found = list(restate.variants(SCRIPT, prefer={"hello"}))
+    change, first = found[0]
+    assert change == "'hello' renamed 'alpha' in the inputs"
+    ast.parse(first)
+    # the input and the message quoting it change; the expected value is left for the gold
+    # code to say (rebuild)
+    assert "shout('alpha world')" in first and "hello" not in first
+    assert "expected = 'HELLO WORLD!'" in first
+    assert all("Reproduces the bug" in v for _, v in found)  # the docstring is left alone
+    assert [c for c, _ in found][1] == "'world' renamed 'alpha' in the inputs"
+
+
+def test_rebuild_takes_gold_values_and_refuses_what_is_no_literal():
+    probe = restate.instrument(SCRIPT)
+    assert probe is not None and "_rg_record(0, (result))" in probe
+    rebuilt = restate.rebuild(SCRIPT, {0: [("'FOO WORLD!'", True)]})
+    assert rebuilt is not None and "expected = 'FOO WORLD!'" in rebuilt
+    assert restate.rebuild(SCRIPT, {0: [("<object at 0x1>", False)]}) is None
+    assert restate.rebuild(SCRIPT, {}) is None  # the assert was never reached
+    two = SCRIPT + "result = shout('x')\nassert result == expected\n"
+    assert restate.rebuild(two, {0: [("'A'", True)], 1: [("'B'", True)]}) is None
+
+
+def test_a_report_that_states_the_hidden_value_is_restated_and_still_works(tmp_path):
+    task = load_task(_task(tmp_path / "shout"))
+    assert restate.leaked_in(task, task.statement)  # the scan sees the hidden value there
+    templates = TemplateCache()
+    try:
+        run = restate.sandbox_runner(task, templates)
+        got = restate.restate(task, run)
+        assert isinstance(got, restate.Restated), got
+        assert not restate.leaked_in(task, got.statement)
+        assert "HELLO WORLD!" not in got.statement and "hello world" not in got.reproduction
+        assert bug_reports.reproduction_of(got.statement).strip() == got.reproduction.strip()
+        code, out = run(got.reproduction, False)
+        assert code != 0 and bug_reports.fails_itself(out), out
+        assert run(got.reproduction, True)[0] == 0
+        assert got.statement.splitlines()[2].startswith("This code fails: ")
+    finally:
+        templates.close()
+
+
+def test_a_report_without_a_hidden_value_is_left_alone(tmp_path):
+    root = _task(tmp_path / "quiet")
+    script = SCRIPT.replace("hello world", "abc").replace("HELLO WORLD!", "ABC!")
+    (root / "reproduction.py").write_text(script)
+    toml = (root / "task.toml").read_text().replace("hello world", "abc").replace(
+        "HELLO WORLD!", "ABC!"
+    )
+    (root / "task.toml").write_text(toml)
+    task = load_task(root)
+    assert restate.restate(task, lambda script, fixed: (0, "")) == restate.NO_LEAK
