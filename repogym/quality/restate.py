@@ -19,8 +19,12 @@ would write about the same bug from their own data: the same calls on other inpu
    asserts sharing it, rejects the variant.
 3. **Verified, and leak-free.** The new script must fail by its own assertion without the
    fix and exit 0 with it, and the new statement (report and script) must state no sealed
-   expectation of the task's tests (:func:`repogym.quality.leaks.scan` over it alone) and
-   nothing of the fix (:func:`repogym.scenarios.bug_reports.leaks`).
+   expectation of the task's tests (:func:`repogym.quality.leaks.scan` over it alone), the
+   new script may assert no value a hidden test is sealed against, however it is spelled
+   (:func:`hidden_values`: compared by canonical value, so ``'\\u2560'`` and ``'╠'`` are
+   one; a value too short to be specific, ``10`` or ``True``, is not compared), and
+   nothing of the fix may show (:func:`repogym.scenarios.bug_reports.leaks`).
+   Inputs are never what a script locates the package with (``sys.path.insert``).
 
 A report that says what a call returned and should return (``replay``) or quotes the
 script's failure (``This code fails: ...``) gets the new script's failure; a changelog
@@ -38,6 +42,10 @@ import string
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
+from repogym.grading import gold as gd
+from repogym.grading import seal as sl
+from repogym.grading.grader import code_digest, planted_seals
+from repogym.grading.launcher import canon
 from repogym.quality.leaks import Corpus
 from repogym.quality.leaks import scan as scan_leaks
 from repogym.quality.sandboxed_tests import run_reproduction
@@ -47,7 +55,7 @@ from repogym.scenarios import bug_reports
 from repogym.scenarios.task import Task
 
 #: Variants tried per task, at most.
-MAX_VARIANTS = 10
+MAX_VARIANTS = 14
 #: Why :func:`restate` leaves a report as it is that states no hidden value.
 NO_LEAK = "the statement states no sealed expectation"
 #: What the instrumented script prints before its records.
@@ -93,28 +101,62 @@ def _comparisons(tree: ast.Module) -> list[ast.Assert]:
     return sorted(out, key=lambda n: (n.lineno, n.col_offset))
 
 
-def _bindings(tree: ast.Module) -> dict[str, list[ast.Assign]]:
-    """Name -> its plain assignments (``expected = [...]``, ``expected = list('ACE')``)."""
-    out: dict[str, list[ast.Assign]] = {}
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-        ):
-            out.setdefault(node.targets[0].id, []).append(node)
+def _scopes(tree: ast.Module) -> dict[int, ast.AST]:
+    """``id`` of each node -> the function (or module) whose body holds it."""
+    out: dict[int, ast.AST] = {}
+
+    def visit(node: ast.AST, scope: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            out[id(child)] = scope
+            visit(child, child if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else scope)
+
+    visit(tree, tree)
+    return out
+
+
+def _expected_sites(tree: ast.Module) -> list[tuple[ast.Assert, ast.expr]] | None:
+    """Each ``assert A == B`` with the expression that holds its expected value: ``B`` when
+    it is a literal, else the value of the assignment to ``B`` that the assert reads (the
+    latest one before it in the same function, followed through ``expected = other``);
+    None when one cannot be found."""
+    scopes = _scopes(tree)
+    assigns = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+    ]
+
+    def binding(name: str, line: int, scope: ast.AST, depth: int = 0) -> ast.expr | None:
+        found = [
+            a
+            for a in assigns
+            if a.targets[0].id == name and a.lineno < line and scopes.get(id(a)) is scope
+        ]
+        if not found or depth > 8:
+            return None
+        latest = max(found, key=lambda a: a.lineno)
+        if isinstance(latest.value, ast.Name):
+            return binding(latest.value.id, latest.lineno, scope, depth + 1)
+        return latest.value
+
+    out = []
+    for a in _comparisons(tree):
+        b = a.test.comparators[0]
+        if isinstance(b, ast.Name):
+            target = binding(b.id, a.lineno, scopes.get(id(a), tree))
+            if target is None:
+                return None
+        else:
+            target = b
+        out.append((a, target))
     return out
 
 
 def expected_nodes(tree: ast.Module) -> set[int]:
     """``id`` of every node that is (inside) an expected value of the script's asserts."""
-    binds = _bindings(tree)
     out: set[int] = set()
-    for a in _comparisons(tree):
-        b = a.test.comparators[0]
-        roots = [x.value for x in binds.get(b.id, [])] if isinstance(b, ast.Name) else [b]
-        for r in roots:
-            out |= {id(n) for n in ast.walk(r)}
+    for _, target in _expected_sites(tree) or []:
+        out |= {id(n) for n in ast.walk(target)}
     return out
 
 
@@ -205,28 +247,22 @@ def records(output: str) -> dict[int, list[tuple[str, bool]]] | None:
 def rebuild(script: str, seen: dict[int, list[tuple[str, bool]]]) -> str | None:
     """``script`` with each asserted expected value replaced by what gold computed (the
     ``seen`` records of its instrumented run); None when a value is no literal, an assert
-    was not reached, or asserts sharing an expected name saw different values."""
+    was not reached, or asserts sharing an expected value saw different values."""
     tree = ast.parse(script)
-    found = _comparisons(tree)
-    binds = _bindings(tree)
+    sites = _expected_sites(tree)
+    if sites is None:
+        return None
     text = _Text(script)
-    by_name: dict[str, set[str]] = {}
-    for i, a in enumerate(found):
+    values: dict[int, tuple[ast.expr, set[str]]] = {}
+    for i, (_, target) in enumerate(sites):
         got = seen.get(i)
         if not got or not all(ok for _, ok in got) or len({s for s, _ in got}) != 1:
             return None
-        value = got[0][0]
-        b = a.test.comparators[0]
-        if isinstance(b, ast.Name):
-            if len(binds.get(b.id, [])) != 1:
-                return None
-            by_name.setdefault(b.id, set()).add(value)
-        else:
-            text.replace(b, value)
-    for name, values in by_name.items():
-        if len(values) != 1:
+        values.setdefault(id(target), (target, set()))[1].add(got[0][0])
+    for target, shown in values.values():
+        if len(shown) != 1:
             return None
-        text.replace(binds[name][0].value, values.pop())
+        text.replace(target, shown.pop())
     return text.result()
 
 
@@ -285,6 +321,12 @@ def variants(
         and n.value not in ("src", "__main__")
     ]
     fstrings = [n for n in ast.walk(tree) if isinstance(n, ast.JoinedStr)]
+    skip |= {  # where the script finds the package, not an input
+        id(c)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and "sys.path" in (ast.get_source_segment(script, n.func) or "")
+        for c in ast.walk(n)
+    }
     ints = [
         n
         for n in ast.walk(tree)
@@ -299,21 +341,42 @@ def variants(
             if w not in words:
                 words.append(w)
     words.sort(key=lambda w: (w.lower() in avoid, w.lower() not in prefer))
-    for w in words:
-        if (new := _renamed(w, taken, avoid)) is None:
-            continue
-        pattern = re.compile(rf"(?<![A-Za-z]){re.escape(w)}(?![A-Za-z])")
+
+    def renamed(names: dict[str, str]) -> str:
+        pattern = re.compile(
+            r"(?<![A-Za-z])(" + "|".join(re.escape(w) for w in names) + r")(?![A-Za-z])"
+        )
+
+        def sub(text: str) -> str:
+            return pattern.sub(lambda m: names[m.group(1)], text)
+
         text = _Text(script)
         for n in strings:
             if pattern.search(n.value):
-                text.replace(n, repr(pattern.sub(new, n.value)))
+                text.replace(n, repr(sub(n.value)))
         for n in fstrings:  # the messages that quote the inputs say the new ones
             seg = ast.get_source_segment(script, n) or ""
             parts = re.split(r"(\{\{|\}\}|\{[^{}]*\})", seg)
-            out = "".join(p if p.startswith("{") and p != "{{" else pattern.sub(new, p) for p in parts)
+            out = "".join(p if p.startswith("{") and p != "{{" else sub(p) for p in parts)
             if out != seg:
                 text.replace(n, out)
-        yield f"'{w}' renamed '{new}' in the inputs", text.result()
+        return text.result()
+
+    # every word of the hidden values at once (an input that holds two of them), then
+    # each word alone
+    both = [w for w in words if w.lower() in prefer and w.lower() not in avoid]
+    if len(both) > 1:
+        names: dict[str, str] = {}
+        for w in both:
+            if (new := _renamed(w, taken | {n.lower() for n in names.values()}, avoid)):
+                names[w] = new
+        if len(names) > 1:
+            said = ", ".join(f"'{w}' renamed '{n}'" for w, n in names.items())
+            yield f"{said} in the inputs", renamed(names)
+    for w in words:
+        if (new := _renamed(w, taken, avoid)) is None:
+            continue
+        yield f"'{w}' renamed '{new}' in the inputs", renamed({w: new})
     for n in ints:
         text = _Text(script)
         text.replace(n, repr(n.value + 1))
@@ -380,6 +443,45 @@ def failure_line(output: str) -> str:
     return message or "AssertionError"
 
 
+def hidden_values(task: Task) -> set[str]:
+    """The fingerprints (:func:`repogym.grading.seal.fingerprint`) of the values the task's
+    fail_to_pass tests are sealed against: literal expectations, and gold's values where
+    recorded. A restated script may assert none of them, however it spells them."""
+    masked, _ = planted_seals(task)
+    gd.resolve(masked, gd.load(task.digest(), code_digest()) or {})
+    wanted = {sl.function_of(masked.installed(t)) for t in task.test_spec.fail_to_pass}
+    out: set[str] = set()
+    for seal in masked.seals:
+        if seal.test not in wanted or seal.op not in ("==", "approx", "in"):
+            continue
+        if seal.gold:
+            out |= {p for prints in seal.cases.values() for p in prints}
+        elif seal.op == "in":
+            for value in seal.expected:
+                out.add(_print(value))
+        else:
+            out.add(_print(seal.expected))
+    out.discard("")
+    return out
+
+
+#: A value whose repr (whitespace removed) is shorter than this (``10``, ``True``, ``'ab'``)
+#: is one many inputs share: asserting it states nothing of a hidden test.
+SPECIFIC_CHARS = 5
+
+
+def specific(shown: str) -> bool:
+    """Whether a value, by its repr, is specific enough to give a hidden one away."""
+    return len(re.sub(r"\s+", "", shown)) >= SPECIFIC_CHARS
+
+
+def _print(value: object) -> str:
+    try:
+        return sl.fingerprint({"v": canon.encode(value)}) or ""
+    except (TypeError, ValueError, RecursionError):
+        return ""
+
+
 def leaked_in(task: Task, statement: str) -> list[str]:
     """The sealed expectations of the task's fail_to_pass tests that ``statement`` states
     (``test: text``)."""
@@ -417,6 +519,7 @@ def restate(task: Task, run: Runner, *, max_variants: int = MAX_VARIANTS) -> Res
         if (task.repo_dir / f).is_file()
     ]
     prefer = {w for x in leaked_in(task, task.statement) for w in _WORD.findall(x.split(": ", 1)[1])}
+    hidden = hidden_values(task)
     why = "no variant of the inputs"
     for n, (change, variant) in enumerate(variants(script, prefer, package_words(task.repo_dir))):
         if n >= max_variants:
@@ -432,6 +535,10 @@ def restate(task: Task, run: Runner, *, max_variants: int = MAX_VARIANTS) -> Res
         rebuilt = rebuild(variant, seen)
         if rebuilt is None:
             why = f"{change}: gold's values there are no literals"
+            continue
+        asserted = {_print(ast.literal_eval(v)) for got in seen.values() for v, _ in got if specific(v)}
+        if asserted & hidden:
+            why = f"{change}: asserts a value a hidden test expects"
             continue
         code, out = run(rebuilt, False)
         if code == 0 or not bug_reports.fails_itself(out):

@@ -133,3 +133,46 @@ def test_a_report_without_a_hidden_value_is_left_alone(tmp_path):
     (root / "task.toml").write_text(toml)
     task = load_task(root)
     assert restate.restate(task, lambda script, fixed: (0, "")) == restate.NO_LEAK
+
+
+def test_a_variant_that_asserts_another_hidden_value_is_refused_however_it_is_spelled(
+    tmp_path,
+):
+    # anytree's case: the hidden tests spell their values with escapes, which the text
+    # scan looks for as written (and by repr only when that is long). The one variant,
+    # 'hello' -> 'alpha', gives 'ALPHA!', which test_other expects, spelled '\\u0041LPHA!':
+    # no text scan sees it, the value check does.
+    script = SCRIPT.replace("hello world", "hello").replace("'HELLO WORLD!'", "'\\u0048ELLO!'")
+    root = _task(tmp_path / "escaped")
+    (root / "reproduction.py").write_text(script)
+    (root / "tests" / "test_mod.py").write_text(
+        "from mod import shout\n\n\ndef test_shout():\n"
+        '    assert shout("hello") == "\\u0048ELLO!"\n\n\n'
+        "def test_other():\n"
+        '    assert shout("alpha") == "\\u0041LPHA!"\n\n\n'
+        "def test_empty():\n"
+        '    assert shout("") == "!"\n'
+    )
+    statement = bug_reports.statement(
+        "mod",
+        [bug_reports.Check((), (), "shout('hello')", "returns 'hello!'", "return 'HELLO!'", "shout")],
+        script,
+    )
+    toml = (root / "task.toml").read_text()
+    head, _, rest = toml.partition("statement = ")
+    rest = rest.split("\n", 1)[1].replace(
+        'fail_to_pass = ["tests/test_mod.py::test_shout"]',
+        'fail_to_pass = ["tests/test_mod.py::test_shout", "tests/test_mod.py::test_other"]',
+    )
+    (root / "task.toml").write_text(f"{head}statement = {json.dumps(statement)}\n{rest}")
+    task = load_task(root)
+    assert restate.leaked_in(task, task.statement)
+    assert restate._print("ALPHA!") in restate.hidden_values(task)
+    assert not restate.leaked_in(task, statement.replace("\\u0048ELLO", "ALPHA"))  # text scan
+    templates = TemplateCache()
+    try:
+        got = restate.restate(task, restate.sandbox_runner(task, templates))
+    finally:
+        templates.close()
+    # the only variant there is asserts it: the report is left as it was
+    assert got == "'hello' renamed 'alpha' in the inputs: asserts a value a hidden test expects"
