@@ -60,7 +60,9 @@ MAX_VARIANTS = 14
 NO_LEAK = "the statement states no sealed expectation"
 #: What the instrumented script prints before its records.
 _MARK = "RG-RESTATE-RECORDS "
-_WORD = re.compile(r"[A-Za-z]+")
+#: A word of a string: a run of letters, digits and ``_``; only one of letters alone is
+#: renamed (``json_build_object`` is a name, not a word to change).
+_WORD = re.compile(r"[A-Za-z0-9_]+")
 _FENCE = re.compile(r"(^Reproduction:[ \t]*\n\s*```python[ \t]*\n)(.*?)(^```)", re.M | re.S)
 #: The paragraph a replay or inline report states the failure in.
 _SAID = re.compile(r"^(`[^\n]*` (?:returns|raises) [^\n]*; it should [^\n]*|This code fails[^\n]*)$", re.M)
@@ -296,9 +298,10 @@ def variants(
     script: str, prefer: Collection[str] = (), avoid: Collection[str] = ()
 ) -> Iterator[tuple[str, str]]:
     """(what changed, script) with other input literals: each word of the script's input
-    strings renamed in all of them (the words of ``prefer`` first, those of ``avoid``, the
-    package's own, last), then each input integer moved by one. Expected values,
-    docstrings and the ``sys.path`` lines are left as they are."""
+    strings renamed in all of them (the words of ``prefer`` first; never one of ``avoid``,
+    the package's own words, such as the keywords of a language it parses: renaming
+    ``select`` makes an input no user would write), then each input integer moved by one.
+    Expected values, docstrings and the ``sys.path`` lines are left as they are."""
     prefer, avoid = {w.lower() for w in prefer}, {w.lower() for w in avoid}
     tree = ast.parse(script)
     skip = expected_nodes(tree)
@@ -338,13 +341,14 @@ def variants(
     words: list[str] = []
     for n in strings:
         for w in _WORD.findall(n.value):
-            if w not in words:
+            if w.isalpha() and w.isascii() and w not in words:
                 words.append(w)
-    words.sort(key=lambda w: (w.lower() in avoid, w.lower() not in prefer))
+    words = [w for w in words if w.lower() not in avoid]
+    words.sort(key=lambda w: w.lower() not in prefer)
 
     def renamed(names: dict[str, str]) -> str:
         pattern = re.compile(
-            r"(?<![A-Za-z])(" + "|".join(re.escape(w) for w in names) + r")(?![A-Za-z])"
+            r"(?<![A-Za-z0-9_])(" + "|".join(re.escape(w) for w in names) + r")(?![A-Za-z0-9_])"
         )
 
         def sub(text: str) -> str:
@@ -377,9 +381,29 @@ def variants(
         if (new := _renamed(w, taken, avoid)) is None:
             continue
         yield f"'{w}' renamed '{new}' in the inputs", renamed({w: new})
+    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
     for n in ints:
         text = _Text(script)
         text.replace(n, repr(n.value + 1))
+        call = parents.get(id(n))
+        while call is not None and not isinstance(call, ast.Call):
+            call = parents.get(id(call))
+        if call is not None:  # the messages that quote the call quote the new one
+            old_call = ast.get_source_segment(script, call) or ""
+            start = _Text(old_call)
+            start.lines = old_call.splitlines(keepends=True)
+            line, col = n.lineno - call.lineno + 1, n.col_offset - (
+                call.col_offset if n.lineno == call.lineno else 0
+            )
+            new_call = (
+                old_call[: start.offset(line, col)]
+                + repr(n.value + 1)
+                + old_call[start.offset(line, col) + len(ast.get_source_segment(script, n) or "") :]
+            )
+            for f in fstrings:
+                seg = ast.get_source_segment(script, f) or ""
+                if old_call and old_call in seg:
+                    text.replace(f, seg.replace(old_call, new_call))
         yield f"{n.value} made {n.value + 1} at line {n.lineno}", text.result()
 
 

@@ -176,3 +176,20 @@ def test_a_variant_that_asserts_another_hidden_value_is_refused_however_it_is_sp
         templates.close()
     # the only variant there is asserts it: the report is left as it was
     assert got == "'hello' renamed 'alpha' in the inputs: asserts a value a hidden test expects"
+
+
+def test_messages_quote_the_new_inputs_and_names_are_not_words():
+    script = (
+        "expected = {1: [2]}\n"
+        "result = groupby([0], [(1, 2)])\n"
+        'assert result == expected, f"groupby([0], [(1, 2)]) returned {result!r}"\n'
+        "sql = format(\"select 'abc' from my_table, json_build_object('a', a)\")\n"
+        "assert sql == 'x'\n"
+    )
+    found = dict((c, v) for c, v in restate.variants(script))
+    moved = found["0 made 1 at line 2"]
+    assert 'groupby([1], [(1, 2)])' in moved and 'f"groupby([1], [(1, 2)]) returned' in moved
+    renamed = [c for c in found if "renamed" in c]
+    # whole words only: my_table and json_build_object are names, not words to change
+    assert not any(w in c for c in renamed for w in ("'my'", "'table'", "'build'", "'json'"))
+    assert "'abc' renamed 'foo' in the inputs" in renamed
