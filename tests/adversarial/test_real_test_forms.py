@@ -281,6 +281,19 @@ def _diff(task, text: str) -> str:
     return diff({"mod.py": _buggy(task)}, {"mod.py": text})
 
 
+def _forger_earns_nothing(task, f2p) -> None:
+    """Gold resolves the task, noop fails every fail_to_pass test by a value, and the
+    report-flipping forger earns no more than noop: the seals failed those tests."""
+    with PatchGrader() as g:
+        noop = g.grade(task, "")
+        gold = g.grade(task, task.solution_patch.read_text())
+        forged = g.grade(task, _diff(task, _buggy(task) + "\n" + payloads.SELECTIVE))
+    assert gold.resolved, (gold.tests, gold.test_output[-2000:])
+    assert noop.reward == 0.0 and set(f2p) <= set(noop.strongly_failed), noop.sealed_failures
+    assert forged.infra_error is None and forged.reward <= noop.reward, forged.tests
+    assert set(f2p) <= set(forged.sealed_failures)
+
+
 def test_gold_values_that_differ_between_runs_are_dropped():
     from repogym.grading import gold as gd
 
@@ -411,14 +424,7 @@ def test_a_round_trip_task_is_witnessed_by_values_and_the_forger_earns_nothing(t
         ),
     )
     task = load_task(root)
-    with PatchGrader() as g:
-        noop = g.grade(task, "")
-        gold = g.grade(task, task.solution_patch.read_text())
-        forged = g.grade(task, _diff(task, _buggy(task) + "\n" + payloads.SELECTIVE))
-    assert gold.resolved, (gold.tests, gold.test_output[-2000:])
-    assert noop.reward == 0.0 and set(f2p) <= set(noop.strongly_failed), noop.sealed_failures
-    assert forged.infra_error is None and forged.reward <= noop.reward, forged.tests
-    assert set(f2p) <= set(forged.sealed_failures)
+    _forger_earns_nothing(task, f2p)
     assert all(grader.value_sealed(task)[t] for t in f2p)  # gold's values recorded
 
 
@@ -595,14 +601,7 @@ def test_mixin_tests_and_unittest_classes_of_any_name_are_sealed(tmp_path):
     assert "def test_" in mixin and mixin.count("def ") == MIXIN.count("def ")  # no canary
     assert {masked.original(s.test) for s in masked.seals} >= set(f2p)
     assert all(grader.value_sealed(task)[t] for t in f2p)
-    with PatchGrader() as g:
-        noop = g.grade(task, "")
-        gold = g.grade(task, task.solution_patch.read_text())
-        forged = g.grade(task, _diff(task, _buggy(task) + "\n" + payloads.SELECTIVE))
-    assert gold.resolved, (gold.tests, gold.test_output[-2000:])
-    assert noop.reward == 0.0 and set(f2p) <= set(noop.strongly_failed), noop.sealed_failures
-    assert forged.infra_error is None and forged.reward <= noop.reward, forged.tests
-    assert set(f2p) <= set(forged.sealed_failures)
+    _forger_earns_nothing(task, f2p)
 
 
 def test_a_method_two_bases_define_is_left_to_pytest():
