@@ -268,7 +268,12 @@ def build_entry(
         if dest != ".":
             hidden = [f"{dest}/{h}" for h in hidden]
         name = res.sdist.name.lower()
-        entries = tuple(task_entry(t, f"{name}-{n}") for n, t in enumerate(tasks, 1))
+        entries = restated(
+            tasks,
+            [task_entry(t, f"{name}-{n}") for n, t in enumerate(tasks, 1)],
+            sandbox=sandbox,
+            say=say,
+        )
         return suites.PackageEntry(
             name=name,
             version=res.sdist.version,
@@ -285,6 +290,33 @@ def build_entry(
             plugins=tuple(res.plugins),
             timeout_s=int(first.test_spec.timeout_s),
         )
+
+
+def restated(
+    tasks: list[Task],
+    entries: list[suites.TaskEntry],
+    *,
+    sandbox: str = "bwrap",
+    say: Callable[[str], None] = print,
+) -> tuple[suites.TaskEntry, ...]:
+    """``entries`` (one per task, in order) with each report that states a hidden test's
+    expected value restated on other inputs (:mod:`repogym.quality.restate`); a report
+    that cannot be is kept, and the seal floor measures it."""
+    from repogym.quality import restate
+
+    found = restate.restate_all(tasks, sandbox=sandbox, say=lambda m: None)
+    out = []
+    for task, entry in zip(tasks, entries, strict=True):
+        got = found.get(task.id)
+        if isinstance(got, restate.Restated):
+            say(f"{entry.id}: report restated on other inputs ({got.change})")
+            entry = dataclasses.replace(
+                entry, statement=got.statement, reproduction=got.reproduction
+            )
+        elif got != restate.NO_LEAK:
+            say(f"{entry.id}: its report states a hidden value and was not restated: {got}")
+        out.append(entry)
+    return tuple(out)
 
 
 def task_entry(task: Task, task_id: str, origin: str | None = None) -> suites.TaskEntry:
@@ -398,9 +430,13 @@ def history_entries(
                 "history with the same pinned requirements, or rebuild both"
             )
         start = 1 + max((int(t.id.rsplit("-", 1)[1]) for t in entry.tasks), default=0)
-        new = tuple(
-            task_entry(t, f"{entry.name}-{start + i}", origin="history")
-            for i, t in enumerate(tasks)
+        new = restated(
+            tasks,
+            [
+                task_entry(t, f"{entry.name}-{start + i}", origin="history")
+                for i, t in enumerate(tasks)
+            ],
+            say=say,
         )
         changed.append(dataclasses.replace(entry, tasks=entry.tasks + new))
         say(f"{entry.name} {version}: {len(new)} history tasks")
