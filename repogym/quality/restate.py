@@ -415,11 +415,12 @@ def sandbox_runner(
     task: Task, templates: TemplateCache, *, sandbox: str = "bwrap", timeout_s: float = 120.0
 ) -> Runner:
     """Runs a script as ``python reproduction.py`` in a fresh sandbox of ``task``: with the
-    gold patch applied (``fixed``) or as the task's repo/ is."""
-    template = templates.get(task.repo_dir, task.sandbox_dependencies())
+    gold patch applied (``fixed``) or as the task's repo/ is (the template is built at the
+    first run: a report with nothing to restate costs none)."""
     gold = task.solution_patch.read_text()
 
     def run(script: str, fixed: bool) -> tuple[int, str]:
+        template = templates.get(task.repo_dir, task.sandbox_dependencies())  # built once
         sb = make_sandbox(sandbox, SandboxSpec(template, Limits(timeout_s=int(timeout_s))))
         try:
             if fixed:
