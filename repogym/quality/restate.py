@@ -55,7 +55,7 @@ from repogym.scenarios import bug_reports
 from repogym.scenarios.task import Task
 
 #: Variants tried per task, at most.
-MAX_VARIANTS = 14
+MAX_VARIANTS = 24
 #: Why :func:`restate` leaves a report as it is that states no hidden value.
 NO_LEAK = "the statement states no sealed expectation"
 #: What the instrumented script prints before its records.
@@ -65,7 +65,13 @@ _MARK = "RG-RESTATE-RECORDS "
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 _FENCE = re.compile(r"(^Reproduction:[ \t]*\n\s*```python[ \t]*\n)(.*?)(^```)", re.M | re.S)
 #: The paragraph a replay or inline report states the failure in.
-_SAID = re.compile(r"^(`[^\n]*` (?:returns|raises) [^\n]*; it should [^\n]*|This code fails[^\n]*)$", re.M)
+_SAID = re.compile(
+    r"^(`[^\n]*` (?:returns|raises) [^\n]*; it should [^\n]*|This code fails[^\n]*)$", re.M
+)
+#: Its bullets, in a report of several bugs.
+_BULLET = re.compile(
+    r"^(- (?:`[^\n]*` (?:returns|raises) [^\n]*; it should [^\n]*|This code fails[^\n]*))$", re.M
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,6 +300,12 @@ def _renamed(word: str, taken: set[str], avoid: set[str]) -> str | None:
     return None
 
 
+def _second(word: str, taken: set[str], avoid: set[str]) -> str | None:
+    """Another placeholder for ``word`` than :func:`_renamed`'s."""
+    first = _renamed(word, taken, avoid)
+    return None if first is None else _renamed(word, taken | {first.lower()}, avoid)
+
+
 def variants(
     script: str, prefer: Collection[str] = (), avoid: Collection[str] = ()
 ) -> Iterator[tuple[str, str]]:
@@ -377,10 +389,11 @@ def variants(
         if len(names) > 1:
             said = ", ".join(f"'{w}' renamed '{n}'" for w, n in names.items())
             yield f"{said} in the inputs", renamed(names)
-    for w in words:
-        if (new := _renamed(w, taken, avoid)) is None:
-            continue
-        yield f"'{w}' renamed '{new}' in the inputs", renamed({w: new})
+    for pick in (_renamed, _second):  # each word to one placeholder, then to another
+        for w in words:
+            if (new := pick(w, taken, avoid)) is None:
+                continue
+            yield f"'{w}' renamed '{new}' in the inputs", renamed({w: new})
     parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
     for n in ints:
         text = _Text(script)
@@ -460,12 +473,20 @@ def package_words(repo: Path) -> set[str]:
     return words
 
 
-def failure_line(output: str) -> str:
-    """The script's own AssertionError message (its last line), or ``AssertionError``."""
-    lines = [ln for ln in output.strip().splitlines() if ln.strip()]
-    last = lines[-1] if lines else ""
-    message = last.partition(":")[2].strip() if last.startswith("AssertionError") else ""
-    return message or "AssertionError"
+def failures(output: str) -> list[str]:
+    """The problems the script's own AssertionError reports, one per line (a script of
+    several checks reports each), without the ``AssertionError:`` prefixes."""
+    lines = output.rstrip().splitlines()
+    at = len(lines)
+    while at > 0 and lines[at - 1].strip() and not lines[at - 1].startswith((" ", "\t")):
+        at -= 1  # the exception's lines follow the traceback's last indented one
+    out = []
+    for line in lines[at:]:
+        while line.startswith("AssertionError"):
+            line = line.partition(":")[2].strip() if ":" in line else ""
+        if line:
+            out.append(line)
+    return out or ["AssertionError"]
 
 
 def hidden_values(task: Task) -> set[str]:
@@ -515,17 +536,25 @@ def leaked_in(task: Task, statement: str) -> list[str]:
     return [f"{x.test}: {x.text}" for x in found if x.test in f2p]
 
 
-def new_statement(statement: str, script: str, observed: str) -> str | None:
+def new_statement(statement: str, script: str, observed: list[str]) -> str | None:
     """``statement`` with ``script`` as its reproduction and, for a replay or inline report,
-    the failure ``observed`` as what it says; None for a report it cannot restate."""
+    the failures ``observed`` as what it says (one sentence, or one bullet per check of a
+    report of several); None for a report it cannot restate."""
     if statement.count("```python") != 1 or not _FENCE.search(statement):
         return None
     out = _FENCE.sub(lambda m: m.group(1) + script.rstrip() + "\n" + m.group(3), statement)
     said = _SAID.findall(out)
-    if len(said) > 1:
+    bullets = _BULLET.findall(out)
+    if bullets:
+        if len(bullets) != len(observed) or said:
+            return None
+        for old, new in zip(bullets, observed, strict=True):
+            out = out.replace(old, f"- This code fails: {new}", 1)
+        return out
+    if len(said) > 1 or (said and len(observed) != 1):
         return None
     if said:
-        out = out.replace(said[0], f"This code fails: {observed}", 1)
+        out = out.replace(said[0], f"This code fails: {observed[0]}", 1)
     return out
 
 
@@ -572,7 +601,7 @@ def restate(task: Task, run: Runner, *, max_variants: int = MAX_VARIANTS) -> Res
         if run(rebuilt, True)[0] != 0:
             why = f"{change}: the new script fails with the fix"
             continue
-        stmt = new_statement(task.statement, rebuilt, failure_line(out))
+        stmt = new_statement(task.statement, rebuilt, failures(out))
         if stmt is None:
             return "a report of several bugs"
         if len(stmt) > bug_reports.MAX_CHARS + 1000:

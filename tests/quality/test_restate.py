@@ -174,8 +174,10 @@ def test_a_variant_that_asserts_another_hidden_value_is_refused_however_it_is_sp
         got = restate.restate(task, restate.sandbox_runner(task, templates))
     finally:
         templates.close()
-    # the only variant there is asserts it: the report is left as it was
-    assert got == "'hello' renamed 'alpha' in the inputs: asserts a value a hidden test expects"
+    # that variant is refused; the next placeholder is taken
+    assert isinstance(got, restate.Restated), got
+    assert got.change == "'hello' renamed 'gamma' in the inputs"
+    assert "ALPHA" not in got.reproduction and "expected = 'GAMMA!'" in got.reproduction
 
 
 def test_messages_quote_the_new_inputs_and_names_are_not_words():
@@ -193,3 +195,27 @@ def test_messages_quote_the_new_inputs_and_names_are_not_words():
     # whole words only: my_table and json_build_object are names, not words to change
     assert not any(w in c for c in renamed for w in ("'my'", "'table'", "'build'", "'json'"))
     assert "'abc' renamed 'foo' in the inputs" in renamed
+
+
+def test_a_report_of_several_checks_gets_one_bullet_per_new_failure():
+    statement = bug_reports.statement(
+        "mod",
+        [
+            bug_reports.Check((), (), "shout('a')", "returns 'a!'", "return 'A!'", "shout"),
+            bug_reports.Check((), (), "shout('b')", "returns 'b!'", "return 'B!'", "shout"),
+        ],
+        "assert False\n",
+    )
+    output = (
+        'Traceback (most recent call last):\n  File "reproduction.py", line 9, in <module>\n'
+        '    assert not problems, "\\n".join(problems)\n'
+        "AssertionError: AssertionError: shout('k') returned 'k!', expected 'K!'\n"
+        "AssertionError: shout('m') returned 'm!', expected 'M!'\n"
+    )
+    found = restate.failures(output)
+    assert found == ["shout('k') returned 'k!', expected 'K!'", "shout('m') returned 'm!', expected 'M!'"]
+    new = restate.new_statement(statement, "assert 1 == 2\n", found)
+    assert new is not None and "shout('a')" not in new and "shout('b')" not in new
+    assert "- This code fails: shout('k') returned 'k!', expected 'K!'\n" in new
+    assert bug_reports.reproduction_of(new).strip() == "assert 1 == 2"
+    assert restate.new_statement(statement, "x\n", found[:1]) is None  # a bullet unaccounted for
