@@ -139,7 +139,7 @@ def test_a_variant_that_asserts_another_hidden_value_is_refused_however_it_is_sp
     tmp_path,
 ):
     # anytree's case: the hidden tests spell their values with escapes, which the text
-    # scan looks for as written (and by repr only when that is long). The one variant,
+    # scan looks for as written (and by repr only when that is long). The first variant,
     # 'hello' -> 'alpha', gives 'ALPHA!', which test_other expects, spelled '\\u0041LPHA!':
     # no text scan sees it, the value check does.
     script = SCRIPT.replace("hello world", "hello").replace("'HELLO WORLD!'", "'\\u0048ELLO!'")
