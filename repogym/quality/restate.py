@@ -312,7 +312,8 @@ def variants(
     """(what changed, script) with other input literals: each word of the script's input
     strings renamed in all of them (the words of ``prefer`` first; never one of ``avoid``,
     the package's own words, such as the keywords of a language it parses: renaming
-    ``select`` makes an input no user would write), then each input integer moved by one.
+    ``select`` makes an input no user would write), then each number written in the input
+    strings moved by one throughout them, then each input integer moved by one.
     Expected values, docstrings and the ``sys.path`` lines are left as they are."""
     prefer, avoid = {w.lower() for w in prefer}, {w.lower() for w in avoid}
     tree = ast.parse(script)
@@ -394,8 +395,41 @@ def variants(
             if (new := pick(w, taken, avoid)) is None:
                 continue
             yield f"'{w}' renamed '{new}' in the inputs", renamed({w: new})
+    numbers: list[str] = []  # a number written inside an input string ('... where 1 = 2')
+    for n in strings:
+        for w in re.findall(r"(?<![\w.])\d+(?![\w.])", n.value):
+            if w not in numbers:
+                numbers.append(w)
+    for w in numbers:
+        new = str(int(w) + 1)
+        pattern = re.compile(rf"(?<![\w.]){w}(?![\w.])")
+        text = _Text(script)
+        for n in strings:
+            if pattern.search(n.value):
+                text.replace(n, repr(pattern.sub(new, n.value)))
+        for f in fstrings:
+            seg = ast.get_source_segment(script, f) or ""
+            parts = re.split(r"(\{\{|\}\}|\{[^{}]*\})", seg)
+            out = "".join(p if p.startswith("{") and p != "{{" else pattern.sub(new, p) for p in parts)
+            if out != seg:
+                text.replace(f, out)
+        yield f"{w} made {new} in the input strings", text.result()
     parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
-    for n in ints:
+
+    def argument(node: ast.AST) -> bool:
+        """An integer passed to a call (``Duration(24)``, ``groupby([0], ...)``), not an
+        index (``tokens[5]``): moving an index changes what is checked, not the input."""
+        while (up := parents.get(id(node))) is not None:
+            if isinstance(up, ast.Subscript) and node is up.slice:
+                return False
+            if isinstance(up, ast.Call):
+                return node is not up.func
+            if not isinstance(up, ast.List | ast.Tuple | ast.Set | ast.Dict | ast.UnaryOp | ast.keyword):
+                return False
+            node = up
+        return False
+
+    for n in (n for n in ints if argument(n)):
         text = _Text(script)
         text.replace(n, repr(n.value + 1))
         call = parents.get(id(n))

@@ -219,3 +219,12 @@ def test_a_report_of_several_checks_gets_one_bullet_per_new_failure():
     assert "- This code fails: shout('k') returned 'k!', expected 'K!'\n" in new
     assert bug_reports.reproduction_of(new).strip() == "assert 1 == 2"
     assert restate.new_statement(statement, "x\n", found[:1]) is None  # a bullet unaccounted for
+
+
+def test_numbers_in_input_strings_move_and_indexes_do_not():
+    script = (
+        "p = parse('select 1 where 1 = 2 union select 2')[0]\n"
+        "assert p.tokens[5].value == 'union select 2'\n"
+    )
+    changes = [c for c, _ in restate.variants(script, avoid={"select", "where", "union"})]
+    assert changes == ["1 made 2 in the input strings", "2 made 3 in the input strings"]
