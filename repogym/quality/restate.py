@@ -509,7 +509,8 @@ def package_words(repo: Path) -> set[str]:
 
 def failures(output: str) -> list[str]:
     """The problems the script's own AssertionError reports, one per line (a script of
-    several checks reports each), without the ``AssertionError:`` prefixes."""
+    several checks reports each), without the ``AssertionError:`` prefixes and without
+    memory addresses (they differ per run)."""
     lines = output.rstrip().splitlines()
     at = len(lines)
     while at > 0 and lines[at - 1].strip() and not lines[at - 1].startswith((" ", "\t")):
@@ -519,7 +520,7 @@ def failures(output: str) -> list[str]:
         while line.startswith("AssertionError"):
             line = line.partition(":")[2].strip() if ":" in line else ""
         if line:
-            out.append(line)
+            out.append(bug_reports.without_addresses(line))
     return out or ["AssertionError"]
 
 
@@ -638,7 +639,7 @@ def restate(task: Task, run: Runner, *, max_variants: int = MAX_VARIANTS) -> Res
         stmt = new_statement(task.statement, rebuilt, failures(out))
         if stmt is None:
             return "a report of several bugs"
-        if len(stmt) > bug_reports.MAX_CHARS + 1000:
+        if len(stmt) > bug_reports.MAX_CHARS:
             why = f"{change}: statement too long"
             continue
         if found := leaked_in(task, stmt):

@@ -212,6 +212,7 @@ def test_a_report_of_several_checks_gets_one_bullet_per_new_failure():
         "AssertionError: AssertionError: shout('k') returned 'k!', expected 'K!'\n"
         "AssertionError: shout('m') returned 'm!', expected 'M!'\n"
     )
+    assert restate.failures("AssertionError: got <Node at 0x7FB1A4AA81D0>\n") == ["got <Node>"]
     found = restate.failures(output)
     assert found == ["shout('k') returned 'k!', expected 'K!'", "shout('m') returned 'm!', expected 'M!'"]
     new = restate.new_statement(statement, "assert 1 == 2\n", found)
