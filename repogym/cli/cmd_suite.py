@@ -368,6 +368,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _restate(args: argparse.Namespace) -> int:
     from repogym.quality import restate
+    from repogym.quality.suite_build import write_restated
     from repogym.scenarios import suites
 
     packages = [p.strip() for p in args.packages.split(",")] if args.packages else None
@@ -383,11 +384,12 @@ def _restate(args: argparse.Namespace) -> int:
     )
     done = {k: v for k, v in found.items() if isinstance(v, restate.Restated)}
     folder = args.manifests or suites.MANIFESTS / args.name.lower()
-    written = restate.write_restated(folder, done)
+    written = write_restated(folder, done)
     leaking = sum(1 for v in found.values() if v != restate.NO_LEAK)
     print(
         f"{args.name}: {len(tasks)} tasks read, {leaking} state a hidden expected value, "
-        f"{len(done)} restated on other inputs ({', '.join(str(p) for p in written) or 'nothing written'}) "
+        f"{len(done)} restated on other inputs "
+        f"({', '.join(str(p) for p in written) or 'nothing written'}) "
         f"in {time.monotonic() - start:.0f}s; `repogym suite fetch {args.name}` validates them"
     )
     return 0

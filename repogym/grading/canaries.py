@@ -413,9 +413,7 @@ def plant(
         if (focus_in and test.split("::", 1)[0] not in focus_in) or test in out.checks_by_test:
             continue
         own = [
-            dataclasses.replace(s, test=test, file=s.path)
-            for s in mixin_seals
-            if s.test == definer
+            dataclasses.replace(s, test=test, file=s.path) for s in mixin_seals if s.test == definer
         ]
         out.seals += own
         out.checks_by_test[test] = len(own)

@@ -572,9 +572,7 @@ def grade(
                 gd.resolve(masked, gold_values(task, template, make_sandbox, limits))
             if leaked:
                 masked.seals = [
-                    dataclasses.replace(s, leaked=True)
-                    if (s.path, s.line) in leaked
-                    else s
+                    dataclasses.replace(s, leaked=True) if (s.path, s.line) in leaked else s
                     for s in masked.seals
                 ]
     except SandboxError as e:

@@ -1180,7 +1180,9 @@ def _module_files(rel: str, module: str | None, level: int) -> list[str]:
     return [str(PurePosixPath(p)) for p in out]
 
 
-def inherited_tests(sources: dict[str, str], node_ids: Iterable[str]) -> dict[str, str]:
+def inherited_tests(  # noqa: C901 - a walk over bases, files and imports, in one place
+    sources: dict[str, str], node_ids: Iterable[str]
+) -> dict[str, str]:
     """Listed test method -> the method it runs, where that is a mixin's: for
     ``rel::Class::test_x`` whose class does not define ``test_x``, the one class among its
     bases (followed through the file and the test files it imports from, ``sources``:
@@ -1236,9 +1238,7 @@ def inherited_tests(sources: dict[str, str], node_ids: Iterable[str]) -> dict[st
         if len(parts) != 3 or (tree := tree_of(parts[0])) is None:
             continue
         rel, cname, method = parts
-        cls = next(
-            (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cname), None
-        )
+        cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cname), None)
         if cls is None or any(
             isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == method
             for n in cls.body

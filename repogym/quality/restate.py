@@ -38,7 +38,6 @@ import ast
 import dataclasses
 import json
 import re
-import string
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
@@ -103,7 +102,10 @@ def _comparisons(tree: ast.Module) -> list[ast.Assert]:
             and isinstance(node.test, ast.Compare)
             and len(node.test.ops) == 1
             and isinstance(node.test.ops[0], ast.Eq)
-            and (isinstance(node.test.comparators[0], ast.Name) or _literal_ok(node.test.comparators[0]))
+            and (
+                isinstance(node.test.comparators[0], ast.Name)
+                or _literal_ok(node.test.comparators[0])
+            )
         ):
             out.append(node)
     return sorted(out, key=lambda n: (n.lineno, n.col_offset))
@@ -116,7 +118,9 @@ def _scopes(tree: ast.Module) -> dict[int, ast.AST]:
     def visit(node: ast.AST, scope: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
             out[id(child)] = scope
-            visit(child, child if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else scope)
+            visit(
+                child, child if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else scope
+            )
 
     visit(tree, tree)
     return out
@@ -231,9 +235,9 @@ def _after_future(tree: ast.Module) -> int:
     """The line index after the module's docstring and ``from __future__`` imports."""
     at = 0
     for node in tree.body:
-        if (
-            isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-        ) or (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
+        if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)) or (
+            isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        ):
             at = node.end_lineno
         else:
             break
@@ -288,6 +292,7 @@ PLACEHOLDERS = (
 def _renamed(word: str, taken: set[str], avoid: set[str]) -> str | None:
     """A placeholder to write for ``word``: in its case, of its length where one is, that
     the script does not use and the package does not treat as a word of its own."""
+
     def cased(p: str) -> str:
         if word.isupper() and len(word) > 1:
             return p.upper()
@@ -306,7 +311,7 @@ def _second(word: str, taken: set[str], avoid: set[str]) -> str | None:
     return None if first is None else _renamed(word, taken | {first.lower()}, avoid)
 
 
-def variants(
+def variants(  # noqa: C901 - each kind of input change, in the order they are tried
     script: str, prefer: Collection[str] = (), avoid: Collection[str] = ()
 ) -> Iterator[tuple[str, str]]:
     """(what changed, script) with other input literals: each word of the script's input
@@ -326,7 +331,9 @@ def variants(
         and isinstance(n.body[0], ast.Expr)
         and isinstance(n.body[0].value, ast.Constant)
     }
-    inside_fstrings = {id(c) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for c in ast.walk(n)}
+    inside_fstrings = {
+        id(c) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for c in ast.walk(n)
+    }
     strings = [
         n
         for n in ast.walk(tree)
@@ -346,9 +353,7 @@ def variants(
     ints = [
         n
         for n in ast.walk(tree)
-        if isinstance(n, ast.Constant)
-        and type(n.value) is int
-        and id(n) not in skip
+        if isinstance(n, ast.Constant) and type(n.value) is int and id(n) not in skip
     ]
     taken = {w.lower() for w in _WORD.findall(script)}
     words: list[str] = []
@@ -385,7 +390,7 @@ def variants(
     if len(both) > 1:
         names: dict[str, str] = {}
         for w in both:
-            if (new := _renamed(w, taken | {n.lower() for n in names.values()}, avoid)):
+            if new := _renamed(w, taken | {n.lower() for n in names.values()}, avoid):
                 names[w] = new
         if len(names) > 1:
             said = ", ".join(f"'{w}' renamed '{n}'" for w, n in names.items())
@@ -410,7 +415,9 @@ def variants(
         for f in fstrings:
             seg = ast.get_source_segment(script, f) or ""
             parts = re.split(r"(\{\{|\}\}|\{[^{}]*\})", seg)
-            out = "".join(p if p.startswith("{") and p != "{{" else pattern.sub(new, p) for p in parts)
+            out = "".join(
+                p if p.startswith("{") and p != "{{" else pattern.sub(new, p) for p in parts
+            )
             if out != seg:
                 text.replace(f, out)
         yield f"{w} made {new} in the input strings", text.result()
@@ -424,7 +431,9 @@ def variants(
                 return False
             if isinstance(up, ast.Call):
                 return node is not up.func
-            if not isinstance(up, ast.List | ast.Tuple | ast.Set | ast.Dict | ast.UnaryOp | ast.keyword):
+            if not isinstance(
+                up, ast.List | ast.Tuple | ast.Set | ast.Dict | ast.UnaryOp | ast.keyword
+            ):
                 return False
             node = up
         return False
@@ -439,8 +448,9 @@ def variants(
             old_call = ast.get_source_segment(script, call) or ""
             start = _Text(old_call)
             start.lines = old_call.splitlines(keepends=True)
-            line, col = n.lineno - call.lineno + 1, n.col_offset - (
-                call.col_offset if n.lineno == call.lineno else 0
+            line, col = (
+                n.lineno - call.lineno + 1,
+                n.col_offset - (call.col_offset if n.lineno == call.lineno else 0),
             )
             new_call = (
                 old_call[: start.offset(line, col)]
@@ -607,7 +617,9 @@ def restate(task: Task, run: Runner, *, max_variants: int = MAX_VARIANTS) -> Res
         for f in re.findall(r"^\+\+\+ b/(\S+)", gold, re.M)
         if (task.repo_dir / f).is_file()
     ]
-    prefer = {w for x in leaked_in(task, task.statement) for w in _WORD.findall(x.split(": ", 1)[1])}
+    prefer = {
+        w for x in leaked_in(task, task.statement) for w in _WORD.findall(x.split(": ", 1)[1])
+    }
     hidden = hidden_values(task)
     why = "no variant of the inputs"
     for n, (change, variant) in enumerate(variants(script, prefer, package_words(task.repo_dir))):
@@ -625,7 +637,9 @@ def restate(task: Task, run: Runner, *, max_variants: int = MAX_VARIANTS) -> Res
         if rebuilt is None:
             why = f"{change}: gold's values there are no literals"
             continue
-        asserted = {_print(ast.literal_eval(v)) for got in seen.values() for v, _ in got if specific(v)}
+        asserted = {
+            _print(ast.literal_eval(v)) for got in seen.values() for v, _ in got if specific(v)
+        }
         if asserted & hidden:
             why = f"{change}: asserts a value a hidden test expects"
             continue
@@ -669,37 +683,3 @@ def restate_all(
     finally:
         templates.close()
     return out
-
-
-def write_restated(folder: Path, restated: dict[str, Restated]) -> list[Path]:
-    """Put each restated report into the suite manifest in ``folder`` (its package's
-    entry); returns the manifest files written."""
-    from repogym.quality.suite_build import write_entry
-    from repogym.scenarios import suites
-
-    meta = json.loads((folder / "suite.json").read_text())
-    written = []
-    for path in sorted(folder.glob("*.json")):
-        if path.name == "suite.json":
-            continue
-        entry = suites.package_from_json(json.loads(path.read_text()), path)
-        if not any(t.id in restated for t in entry.tasks):
-            continue
-        tasks = tuple(
-            dataclasses.replace(
-                t, statement=restated[t.id].statement, reproduction=restated[t.id].reproduction
-            )
-            if t.id in restated
-            else t
-            for t in entry.tasks
-        )
-        written.append(
-            write_entry(
-                dataclasses.replace(entry, tasks=tasks),
-                folder,
-                suite=meta["name"],
-                env_id=meta["env_id"],
-                description=meta.get("description", ""),
-            )
-        )
-    return written

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from repogym.grading.grader import code_digest
+from repogym.quality import restate
 from repogym.quality.adversarial import forger_check
 from repogym.quality.pool import grading_pool
 from repogym.quality.synthesis import from_pypi
@@ -302,8 +303,6 @@ def restated(
     """``entries`` (one per task, in order) with each report that states a hidden test's
     expected value restated on other inputs (:mod:`repogym.quality.restate`); a report
     that cannot be is kept, and the seal floor measures it."""
-    from repogym.quality import restate
-
     found = restate.restate_all(tasks, sandbox=sandbox, say=lambda m: None)
     out = []
     for task, entry in zip(tasks, entries, strict=True):
@@ -479,3 +478,34 @@ def _release_entry(
         plugins=plugins,
         timeout_s=int(v.timeout_s),
     )
+
+
+def write_restated(folder: Path, restated: dict[str, restate.Restated]) -> list[Path]:
+    """Put each restated report into the suite manifest in ``folder`` (its package's
+    entry); returns the manifest files written."""
+    meta = json.loads((folder / "suite.json").read_text())
+    written = []
+    for path in sorted(folder.glob("*.json")):
+        if path.name == "suite.json":
+            continue
+        entry = suites.package_from_json(json.loads(path.read_text()), path)
+        if not any(t.id in restated for t in entry.tasks):
+            continue
+        tasks = tuple(
+            dataclasses.replace(
+                t, statement=restated[t.id].statement, reproduction=restated[t.id].reproduction
+            )
+            if t.id in restated
+            else t
+            for t in entry.tasks
+        )
+        written.append(
+            write_entry(
+                dataclasses.replace(entry, tasks=tasks),
+                folder,
+                suite=meta["name"],
+                env_id=meta["env_id"],
+                description=meta.get("description", ""),
+            )
+        )
+    return written

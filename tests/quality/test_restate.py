@@ -15,9 +15,9 @@ import textwrap
 from pathlib import Path
 
 from repogym.quality import restate
+from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios import bug_reports
 from repogym.scenarios.task import load_task
-from repogym.sandbox.workspace import TemplateCache
 from tests.scenarios._tasks import diff
 
 BUGGY = 'def shout(text):\n    """Loud."""\n    return text + "!"\n'
@@ -127,8 +127,11 @@ def test_a_report_without_a_hidden_value_is_left_alone(tmp_path):
     root = _task(tmp_path / "quiet")
     script = SCRIPT.replace("hello world", "abc").replace("HELLO WORLD!", "ABC!")
     (root / "reproduction.py").write_text(script)
-    toml = (root / "task.toml").read_text().replace("hello world", "abc").replace(
-        "HELLO WORLD!", "ABC!"
+    toml = (
+        (root / "task.toml")
+        .read_text()
+        .replace("hello world", "abc")
+        .replace("HELLO WORLD!", "ABC!")
     )
     (root / "task.toml").write_text(toml)
     task = load_task(root)
@@ -155,7 +158,11 @@ def test_a_variant_that_asserts_another_hidden_value_is_refused_however_it_is_sp
     )
     statement = bug_reports.statement(
         "mod",
-        [bug_reports.Check((), (), "shout('hello')", "returns 'hello!'", "return 'HELLO!'", "shout")],
+        [
+            bug_reports.Check(
+                (), (), "shout('hello')", "returns 'hello!'", "return 'HELLO!'", "shout"
+            )
+        ],
         script,
     )
     toml = (root / "task.toml").read_text()
@@ -190,7 +197,7 @@ def test_messages_quote_the_new_inputs_and_names_are_not_words():
     )
     found = dict((c, v) for c, v in restate.variants(script))
     moved = found["0 made 1 at line 2"]
-    assert 'groupby([1], [(1, 2)])' in moved and 'f"groupby([1], [(1, 2)]) returned' in moved
+    assert "groupby([1], [(1, 2)])" in moved and 'f"groupby([1], [(1, 2)]) returned' in moved
     renamed = [c for c in found if "renamed" in c]
     # whole words only: my_table and json_build_object are names, not words to change
     assert not any(w in c for c in renamed for w in ("'my'", "'table'", "'build'", "'json'"))
@@ -214,7 +221,10 @@ def test_a_report_of_several_checks_gets_one_bullet_per_new_failure():
     )
     assert restate.failures("AssertionError: got <Node at 0x7FB1A4AA81D0>\n") == ["got <Node>"]
     found = restate.failures(output)
-    assert found == ["shout('k') returned 'k!', expected 'K!'", "shout('m') returned 'm!', expected 'M!'"]
+    assert found == [
+        "shout('k') returned 'k!', expected 'K!'",
+        "shout('m') returned 'm!', expected 'M!'",
+    ]
     new = restate.new_statement(statement, "assert 1 == 2\n", found)
     assert new is not None and "shout('a')" not in new and "shout('b')" not in new
     assert "- This code fails: shout('k') returned 'k!', expected 'K!'\n" in new
