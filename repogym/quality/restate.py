@@ -447,7 +447,6 @@ def variants(  # noqa: C901 - each kind of input change, in the order they are t
         if call is not None:  # the messages that quote the call quote the new one
             old_call = ast.get_source_segment(script, call) or ""
             start = _Text(old_call)
-            start.lines = old_call.splitlines(keepends=True)
             line, col = (
                 n.lineno - call.lineno + 1,
                 n.col_offset - (call.col_offset if n.lineno == call.lineno else 0),
