@@ -619,6 +619,74 @@ def _raises(
     return names, (("match", text),)
 
 
+#: Exceptions whose handler would also catch a failing ``assert``.
+_CATCH_ASSERT = frozenset({"AssertionError", "Exception", "BaseException"})
+
+#: Context managers that let every exception raised in their body out (by the last part of
+#: their dotted name; ``mock.patch`` and its forms are matched on any part).
+_LETS_OUT = frozenset(
+    {
+        "warns",
+        "deprecated_call",
+        "catch_warnings",
+        "subTest",
+        "assertWarns",
+        "assertWarnsRegex",
+        "assertLogs",
+        "assertNoLogs",
+        "TemporaryDirectory",
+        "NamedTemporaryFile",
+        "nullcontext",
+        "open",
+    }
+)
+
+
+def _module_raisers(
+    tree: ast.Module, pytest_names: set[str]
+) -> dict[str, tuple[tuple[str, ...], tuple]]:
+    """Module names bound to a ``pytest.raises(E)`` context (``SE = raises(SchemaError)``),
+    with what :func:`_raises` says of it."""
+    out = {}
+    for stmt in tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and (found := _raises(ast.withitem(stmt.value), pytest_names))
+        ):
+            out[stmt.targets[0].id] = found
+    return out
+
+
+def _lets_failures_out(
+    item: ast.withitem,
+    raisers: dict[str, tuple[tuple[str, ...], tuple]],
+    pytest_names: set[str],
+    self_name: str | None,
+) -> bool:
+    """Whether a failing ``assert`` in the body of ``with <item>:`` fails the test: the
+    context is a ``raises`` of exceptions an ``AssertionError`` is not, or one known to let
+    every exception out. A sealed check never raises, so sealing an assertion whose failure
+    the context would swallow could turn gold's pass into a failure."""
+    found = _raises(item, pytest_names, self_name)
+    call = item.context_expr
+    if found is None and isinstance(call, ast.Name):
+        found = raisers.get(call.id)
+    if found is not None:
+        return not _CATCH_ASSERT & set(found[0])
+    if not isinstance(call, ast.Call):
+        return False
+    parts = []
+    f = call.func
+    while isinstance(f, ast.Attribute):
+        parts.append(f.attr)
+        f = f.value
+    if isinstance(f, ast.Name):
+        parts.append(f.id)
+    return bool(parts) and (parts[0] in _LETS_OUT or "patch" in parts)
+
+
 #: unittest's assertion methods, by the assertion each stands for (``assertEqual(a, b)`` is
 #: ``assert a == b``). Messages (a third argument or ``msg=``) are dropped like assert's.
 _UNITTEST = {
@@ -1351,6 +1419,7 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     pytest_names = _pytest_names(tree)
     helpers = set(helpers) | equality_helpers(tree)
     ns = value_names(tree)
+    raisers = _module_raisers(tree, pytest_names)
     src = _Text(text)
     out = Sealed()
     alias = "_rg_seal_" + "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(6))
@@ -1447,8 +1516,8 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
                 for branch in branches:
                     block(node_id, branch, scope, times)
                 scope.cond = was
-            elif isinstance(stmt, ast.With) and not scope.cond:
-                for item in stmt.items:
+            elif isinstance(stmt, ast.With):
+                for item in stmt.items if not scope.cond else ():
                     if found := _raises(item, pytest_names, scope.self_name):
                         names, options = found
                         n = cid()
@@ -1466,6 +1535,13 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
                                 + (":f" if focus else ""),
                             )
                         )
+                if times == 1 and all(
+                    _lets_failures_out(item, raisers, pytest_names, scope.self_name)
+                    for item in stmt.items
+                ):  # the body may stop early (a raise): its checks count where gold ran them
+                    was, scope.cond = scope.cond, True
+                    block(node_id, stmt.body, scope, times)
+                    scope.cond = was
             elif isinstance(stmt, ast.For) and (k := _iterations(stmt)):
                 block(node_id, stmt.body, scope, times * k)
 

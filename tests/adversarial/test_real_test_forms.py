@@ -612,3 +612,60 @@ def test_a_method_two_bases_define_is_left_to_pytest():
         ["t/test_x.py::XTest::test_x"],
     )
     assert found == {}
+
+
+#: Checks inside ``with`` blocks: a message checked in the handler inside ``raises`` (through
+#: a module-level ``raises`` context, as schema's tests write it), an assertion before the
+#: expected raise, and assertions whose failure the context swallows (never sealed).
+WITH_BODIES = """\
+import pytest
+
+from mod import clamp
+
+CLAMPS = pytest.raises(ValueError)
+
+
+def test_message():
+    with CLAMPS:
+        try:
+            raise ValueError(clamp(15, 0, 10))
+        except ValueError as e:
+            assert e.args[0] == 10
+            raise
+
+
+def test_before_the_raise():
+    with pytest.raises(ZeroDivisionError):
+        assert clamp(15, 0, 10) == 10
+        1 / 0
+
+
+def test_swallowed():
+    with pytest.raises(AssertionError):
+        assert clamp(15, 0, 10) == 99
+    with pytest.raises(Exception):
+        assert clamp(15, 0, 10) == 98
+"""
+
+
+def test_checks_inside_with_blocks_are_sealed_unless_the_context_swallows_them(tmp_path):
+    text, out = sl.seal_file(
+        WITH_BODIES, ast.parse(WITH_BODIES), "tests/test_mod.py", random.Random(0), set(), gold=True
+    )
+    assert sorted((s.line, s.op, s.gold) for s in out.seals if s.op != "raises") == [
+        (13, "==", True),
+        (19, "==", True),
+    ]
+    assert "== 99" in text and "== 98" in text  # a sealed check never raises: left alone
+    assert "== 10" not in text
+    f2p = ("tests/test_mod.py::test_message", "tests/test_mod.py::test_before_the_raise")
+    task = load_task(
+        write_task(
+            tmp_path / "with-bodies",
+            tests=WITH_BODIES,
+            f2p=f2p,
+            p2p=("tests/test_mod.py::test_swallowed",),
+        )
+    )
+    _forger_earns_nothing(task, f2p)
+    assert all(grader.value_sealed(task).values())
