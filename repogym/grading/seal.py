@@ -1077,10 +1077,12 @@ def _column_side(test: ast.expr, params: dict[str, int]) -> tuple[ast.expr, str]
 def _gold_side(test: ast.Compare, args: set[str]) -> ast.expr | None:
     """The side of ``a == b`` whose value at gold a gold check compares: the side that
     calls code when the other does not (``assert expected == f(x)`` checks ``f(x)``), else
-    the side that reads more than the test's arguments and literals, else not a bare name
-    when the other is one, else the left. None when a side is a bare
-    argument of the test (a parameter or fixture: its value is the process's to read, so
-    such a check would hold no secret), or when both sides call code (``f(x) == g(x)``:
+    the side that reads more than the test's arguments and literals, else the side that is
+    not a list, tuple, set or dict written out when the other is one (``result == [("",
+    root)]`` checks ``result``), else not a bare name when the other is one, else the left.
+    None when a side is a bare argument of the test (a parameter or fixture: its value is
+    the process's to read, so such a check would hold no secret), or when both sides call
+    code (``f(x) == g(x)``:
     dropping the expected side would drop a failure it raises, and keeping it would hand
     a forger the value). None too when the expected side reads nothing the checked side
     does not (``cache == copy.copy(cache)``): that is a relation between values the test
@@ -1094,6 +1096,10 @@ def _gold_side(test: ast.Compare, args: set[str]) -> ast.expr | None:
     if reads[1] and reads[1] <= reads[0]:
         return None
     return chosen
+
+
+#: Expressions that write a value out: the expected side of ``a == b`` when the other is not.
+_DISPLAYS = (ast.List, ast.Tuple, ast.Set, ast.Dict)
 
 
 def _gold_side_of(test: ast.Compare, args: set[str]) -> ast.expr | None:
@@ -1114,6 +1120,10 @@ def _gold_side_of(test: ast.Compare, args: set[str]) -> ast.expr | None:
         return sides[1] if given[0] else sides[0]
     if all(given):
         return None
+    # a list, tuple, set or dict written out is the expectation (``result == [("", root)]``)
+    shown = [isinstance(s, _DISPLAYS) for s in sides]
+    if shown[0] != shown[1]:
+        return sides[1] if shown[0] else sides[0]
     named = [isinstance(s, ast.Name) for s in sides]
     return sides[1] if named == [True, False] else sides[0]
 

@@ -669,3 +669,20 @@ def test_checks_inside_with_blocks_are_sealed_unless_the_context_swallows_them(t
     )
     _forger_earns_nothing(task, f2p)
     assert all(grader.value_sealed(task).values())
+
+
+def test_a_value_written_out_is_the_expectation_of_a_local_it_is_compared_with():
+    """``result == [("", root)]``: the list is what the test expects, ``result`` what the
+    code computed; checking the list instead would hold at noop and drop the assertion."""
+    src = textwrap.dedent("""\
+        def test_rows():
+            root = make("root")
+            result = [(pre, node) for pre, node in render(root)]
+            assert result == [("", root), ("+-- ", root)]
+            assert {"k": root} == mapping
+        """)
+    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(), gold=True)
+    assert [(s.line, s.gold) for s in out.seals] == [(4, True), (5, True)]
+    lines = text.splitlines()
+    assert ".check(" in lines[3] and "(result))" in lines[3] and "+--" not in lines[3]
+    assert ".check(" in lines[4] and "(mapping))" in lines[4]
