@@ -77,6 +77,15 @@ def test_each_task_is_bugs_in_the_packages_code_with_a_clean_statement(suite):
             assert "delete_failing_tests_0.patch" not in t.decoys  # made at fetch time
 
 
+def test_no_two_statements_are_the_same(suite):
+    """Different bugs get different reports (five semver operators once shared one)."""
+    by: dict[str, list[str]] = {}
+    for p in suite.packages:
+        for t in p.tasks:
+            by.setdefault(t.statement, []).append(t.id)
+    assert [ids for ids in by.values() if len(ids) > 1] == []
+
+
 def _rebuilt(suite):
     """Packages built since bug reports: every task has a reproduction script."""
     return [p for p in suite.packages if all(t.reproduction for t in p.tasks)]
