@@ -279,7 +279,7 @@ def seal_coverage(task: Task) -> dict[str, int]:
 
 
 def value_sealed(task: Task) -> dict[str, bool]:
-    """fail_to_pass test -> whether a value seal checks it (:attr:`Seal.strong`): a
+    """fail_to_pass test -> whether a value seal checks it (:meth:`Seal.strong_in` its case): a
     literal, a parametrize column or a gold value that carries more than a bit (gold values
     as recorded for this task, if they are). A static upper bound of what ``repogym
     validate`` measures: whether such a check *witnesses* the test's failure at noop."""
@@ -293,7 +293,7 @@ def value_sealed(task: Task) -> dict[str, bool]:
     for t in v.fail_to_pass:
         case = masked.installed(t)
         out[t] = any(
-            s.strong and (not s.gold or case in s.cases)
+            s.strong_in(case) and (not s.gold or case in s.cases)
             for s in masked.seals
             if s.test == sl.function_of(case)
         )

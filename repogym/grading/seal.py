@@ -113,10 +113,10 @@ class Seal:
 
     @property
     def strong(self) -> bool:
-        """Whether guessing its hidden expectation is hopeless: a value (``==``, ``approx``,
-        ``in``, a gold value that is more than a bit) or an exception whose message must
-        match a hidden pattern within about gold's length, that the task's files do not
-        state (:attr:`leaked`). A truth or ``is`` check carries
+        """Whether guessing its hidden expectation is hopeless: a value (``==`` of anything
+        but a bool or None, ``approx``, ``in``, a gold value that is more than a bit) or an
+        exception whose message must match a hidden pattern within about gold's length,
+        that the task's files do not state (:attr:`leaked`). A truth or ``is`` check carries
         a bit or two, an exception class a few: a forger can guess those."""
         if self.leaked:
             return False
@@ -124,7 +124,18 @@ class Seal:
             return bool(dict(self.options).get("match")) and self.gold_strong
         if self.gold:
             return self.gold_strong
+        if self.op == "==" and (self.expected is None or isinstance(self.expected, bool)):
+            return False  # ``== True`` is a truth check
         return self.op in ("==", "approx", "in")
+
+    def strong_in(self, case: str) -> bool:
+        """:attr:`strong`, for one installed test case: a gold check by the values gold
+        reported in that case (a table's row whose gold value is ``255`` is sealed by a
+        value even if another row's is ``0``)."""
+        if self.gold and not self.leaked:
+            prints = self.cases.get(case)
+            return bool(prints) and informative(prints)
+        return self.strong
 
     @property
     def records_gold(self) -> bool:
@@ -779,6 +790,137 @@ def _call_assertion(call: ast.expr, helpers: set[str], self_name: str | None) ->
     return at(ast.Compare(left=args[0], ops=[op], comparators=[args[1]]))
 
 
+@dataclasses.dataclass
+class _Use:
+    """One assertion of an expectation helper that compares with a parameter."""
+
+    computed: ast.expr  # the side the code computes
+    expected: ast.expr  # the side that reads the parameter only (``e``, ``str(e)``)
+    cond: bool  # in a branch (or the helper may return early): judged against gold
+
+
+@dataclasses.dataclass
+class _Helper:
+    """A function that asserts its arguments are what the code computes (``def
+    assert_match(parser, text, name, expected): assert parser.parse(text)[name] ==
+    expected``): its expectation parameters and their uses, in order."""
+
+    fn: ast.FunctionDef
+    params: list[str]  # positional parameters, ``self`` dropped for a method
+    uses: dict[str, list[_Use]]
+    self_name: str | None = None
+    rewritten: bool = False
+
+
+def _only_reads(node: ast.expr, name: str) -> bool:
+    """Whether ``node`` reads ``name`` and nothing else but pure builtins it calls
+    (``e``, ``str(e)``, ``tuple(expected)``)."""
+    called = {
+        id(n.func)
+        for n in ast.walk(node)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
+    names = [n for n in ast.walk(node) if isinstance(n, ast.Name)]
+    return (
+        any(n.id == name for n in names)
+        and all(n.id == name or (id(n) in called and n.id in _BUILTINS) for n in names)
+        and all(isinstance(n, _NODES) for n in ast.walk(node))
+    )
+
+
+def expectation_helper(fn: ast.FunctionDef, method: bool = False) -> _Helper | None:
+    """``fn`` as an expectation helper (:class:`_Helper`), or None.
+
+    A parameter is an expectation when every read of it is the expected side of an ``==``
+    the helper asserts (``assert x == p``, ``self.assertEqual(p, x)``; the side may apply a
+    pure builtin: ``str(p)``) whose other side does not read it, outside loops, and the
+    helper never rebinds it. An assertion in a branch or ``try``, or in a helper that may
+    return early, is judged against what gold reported."""
+    if fn.name.startswith("test") or isinstance(fn, ast.AsyncFunctionDef):
+        return None
+    args = fn.args.posonlyargs + fn.args.args
+    self_name = args[0].arg if method and args else None
+    params = [a.arg for a in args if a.arg != self_name]
+    early = not _sealable(fn)
+    uses: dict[str, list[_Use]] = {}
+    seen: set[int] = set()
+
+    def walk(body: list[ast.stmt], cond: bool) -> None:
+        for stmt in body:
+            test = None
+            if isinstance(stmt, ast.Assert):
+                test = stmt.test
+            elif isinstance(stmt, ast.Expr):
+                test = _call_assertion(stmt.value, set(), self_name)
+            if (
+                isinstance(test, ast.Compare)
+                and len(test.ops) == 1
+                and isinstance(test.ops[0], ast.Eq)
+            ):
+                sides = [test.left, test.comparators[0]]
+                for i in (1, 0):
+                    p = next((q for q in params if _only_reads(sides[i], q)), None)
+                    other = {n.id for n in ast.walk(sides[1 - i]) if isinstance(n, ast.Name)}
+                    if p is not None and p not in other:
+                        uses.setdefault(p, []).append(_Use(sides[1 - i], sides[i], cond or early))
+                        seen.update(id(n) for n in ast.walk(sides[i]) if isinstance(n, ast.Name))
+                        break
+            elif isinstance(stmt, ast.If):
+                walk(stmt.body, True)
+                walk(stmt.orelse, True)
+            elif isinstance(stmt, ast.Try):
+                for branch in (
+                    stmt.body,
+                    stmt.orelse,
+                    stmt.finalbody,
+                    *(h.body for h in stmt.handlers),
+                ):
+                    walk(branch, True)
+
+    walk(fn.body, False)
+    for p in list(uses):
+        reads = [
+            n for stmt in fn.body for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id == p
+        ]
+        if any(not isinstance(n.ctx, ast.Load) or id(n) not in seen for n in reads):
+            del uses[p]
+    return _Helper(fn, params, uses, self_name) if uses else None
+
+
+def _helpers_of(tree: ast.Module) -> tuple[dict[str, _Helper], dict[str, dict[str, _Helper]]]:
+    """The file's module-level expectation helpers by name, and each class's (its own
+    methods and those of its bases the file defines) by class name."""
+    functions = {
+        n.name: h
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef) and (h := expectation_helper(n))
+    }
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    methods: dict[str, dict[str, _Helper]] = {}
+
+    def of(name: str, depth: int = 0) -> dict[str, _Helper]:
+        if name in methods:
+            return methods[name]
+        cls = classes.get(name)
+        found: dict[str, _Helper] = {}
+        if cls is None or depth > 8:
+            return found
+        for base in reversed(cls.bases):
+            if isinstance(base, ast.Name):
+                found.update(of(base.id, depth + 1))
+        for sub in cls.body:
+            if isinstance(sub, ast.FunctionDef):
+                found.pop(sub.name, None)
+                if h := expectation_helper(sub, method=True):
+                    found[sub.name] = h
+        methods[name] = found
+        return found
+
+    for name in classes:
+        of(name)
+    return functions, methods
+
+
 def _literal_locals(fn: ast.FunctionDef, ns: dict[str, object]) -> dict[str, ast.expr]:
     """Names the test binds once, at its top level, to an expected value the grader can
     compute (``expected = [1, 2]``), and never rebinds: name -> the value's expression."""
@@ -1051,10 +1193,21 @@ def _pytest_ids(names: list[str], values: list[list[object]], single: bool) -> l
     return [str(i) for i in ids] if len(ids) == len(values) else None
 
 
+def _names_read(node: ast.expr) -> set[str]:
+    """The names an expression reads, but a pure builtin it calls (``tuple(expected)``)."""
+    called = {
+        id(n.func)
+        for n in ast.walk(node)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _BUILTINS
+    }
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and id(n) not in called}
+
+
 def _column_side(test: ast.expr, params: dict[str, int]) -> tuple[ast.expr, str] | None:
     """(computed side, column) of ``<x> == <column>`` (either order), or of ``<x> ==
-    <an expression of one column only>`` (``expected.replace("-", "_")``): the side that
-    reads nothing but the column is the expectation."""
+    <an expression of one column only>`` (``expected.replace("-", "_")``,
+    ``tuple(expected)``): the side that reads nothing but the column (and the pure builtins
+    it calls) is the expectation."""
     if (
         not params
         or not isinstance(test, ast.Compare)
@@ -1063,7 +1216,7 @@ def _column_side(test: ast.expr, params: dict[str, int]) -> tuple[ast.expr, str]
     ):
         return None
     sides = [test.left, test.comparators[0]]
-    names = [{n.id for n in ast.walk(s) if isinstance(n, ast.Name)} for s in sides]
+    names = [_names_read(s) for s in sides]
     for i in (1, 0):
         if (
             len(names[i]) == 1
@@ -1345,6 +1498,8 @@ class _Scope:
     guarded: dict[str, str] = dataclasses.field(default_factory=dict)
     #: Inside a branch (``if``, ``try``): its checks are judged against gold's per case.
     cond: bool = False
+    #: Expectation helpers the test defines in its body, by name.
+    helpers: dict[str, _Helper] = dataclasses.field(default_factory=dict)
 
 
 def _guard(test: ast.expr, params: dict[str, int]) -> tuple[str, str] | None:
@@ -1512,6 +1667,8 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
                 test := _call_assertion(stmt.value, helpers, scope.self_name)
             ):
                 assertion(node_id, stmt, test, scope, times)
+            elif isinstance(stmt, ast.Expr) and (found := helper_of(stmt.value, node_id, scope)):
+                helper_call(node_id, stmt, found, scope, times)
             elif isinstance(stmt, ast.If | ast.Try) and times == 1:
                 if isinstance(stmt, ast.If) and (found := _guard(stmt.test, scope.params)):
                     col, kind = found
@@ -1555,6 +1712,76 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
             elif isinstance(stmt, ast.For) and (k := _iterations(stmt)):
                 block(node_id, stmt.body, scope, times * k)
 
+    def helper_of(call: ast.expr, node_id: str, scope: _Scope) -> _Helper | None:
+        """The expectation helper a statement's call calls: one the test defines, one of
+        the file's functions, or a method of the test's class."""
+        if not isinstance(call, ast.Call):
+            return None
+        f = call.func
+        if isinstance(f, ast.Name):
+            if f.id in scope.helpers:
+                return scope.helpers[f.id]
+            return module_helpers.get(f.id) if f.id not in scope.local else None
+        parts = node_id.split("::")
+        if (
+            isinstance(f, ast.Attribute)
+            and isinstance(f.value, ast.Name)
+            and f.value.id == scope.self_name
+            and len(parts) == 3
+        ):
+            return class_helpers.get(parts[1], {}).get(f.attr)
+        return None
+
+    def helper_call(
+        node_id: str, stmt: ast.stmt, helper: _Helper, scope: _Scope, times: int
+    ) -> None:
+        """Seal a call of an expectation helper: each expectation argument the grader can
+        compute leaves the file for a handle, and each of its uses in the helper becomes a
+        check of the value the helper compares with it."""
+        call = stmt.value
+        assert isinstance(call, ast.Call)
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(
+            k.arg is None for k in call.keywords
+        ):
+            return
+        bound = dict(zip(helper.params, call.args, strict=False))
+        bound.update({k.arg: k.value for k in call.keywords if k.arg})
+        names = {**ns, **scope.literals}
+        local = scope.local - set(scope.literals)
+        for p, uses in helper.uses.items():
+            if (arg := bound.get(p)) is None:
+                continue
+            ok, value = _value(arg, names, local)
+            if not ok or (times != 1 and any(u.cond for u in uses)):
+                continue
+            plan: list[tuple[bool, object]] = []
+            for u in uses:
+                if u.cond or scope.cond:
+                    plan.append((True, None))
+                    continue
+                if isinstance(u.expected, ast.Name):
+                    plan.append((False, value))
+                    continue
+                ok, expected = _value(u.expected, {**ns, p: value}, set())
+                if not ok:
+                    break
+                plan.append((False, expected))
+            if len(plan) != len(uses):
+                continue
+            cids = []
+            for k, (is_gold, expected) in enumerate(plan):
+                n = cid()
+                cids.append(n)
+                helper_of_cid[n] = helper
+                key = f"{rel}:{call.lineno}:{call.col_offset}:h:{p}:{k}" + (":f" if focus else "")
+                out.seals.append(
+                    Seal(n, node_id, stmt.lineno, "==", expected, (), times, key, gold=is_gold)
+                )
+            src.replace(arg, f"{alias}.handle({', '.join(map(str, cids))})")
+            for c in ast.walk(arg):  # its literal locals' uses leave with it
+                if isinstance(c, ast.Name) and c.id in scope.literals:
+                    scope.consumed[c.id] = scope.consumed.get(c.id, 0) + 1
+
     def seal_test(
         node_id: str, fn: ast.FunctionDef, self_name: str | None, *, dry: bool = False
     ) -> set[int]:
@@ -1562,6 +1789,11 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
         only says which would, and changes nothing)."""
         local = _stores(fn)
         args = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)} - {self_name}
+        nested = {
+            n.name: h
+            for n in fn.body
+            if isinstance(n, ast.FunctionDef) and (h := expectation_helper(n))
+        }
         candidates = _literal_locals(fn, ns)
         table = _table(fn, pytest_names, ns, shared, listed.get(node_id, ()))
         columns = {name: c for c, name in enumerate(table.names)} if table else {}
@@ -1582,7 +1814,7 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
         start = len(src.edits), len(out.seals)
         while True:  # a literal local or a column leaves the file only if all its uses do
             literals = {k: _value(v, ns, set())[1] for k, v in candidates.items()}
-            scope = _Scope(local, literals, {}, self_name, columns, args)
+            scope = _Scope(local, literals, {}, self_name, columns, args, helpers=nested)
             marks = len(src.edits), len(out.seals)
             block(node_id, fn.body, scope)
             partial = {k for k in {*candidates, *columns} if scope.consumed.get(k, 0) != loads[k]}
@@ -1682,6 +1914,8 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     # only expects. A test that expects more columns than the others is sealed in a run of
     # its own (``focus``), where its constants lose every column it does not read as input.
     shared = shared_tables(tree, pytest_names)
+    module_helpers, class_helpers = _helpers_of(tree)
+    helper_of_cid: dict[int, _Helper] = {}
     guards: dict[str, dict[int, str]] = {}
     funcs = dict(_tests(tree, rel, also))
     tables_of = {
@@ -1750,6 +1984,13 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
                 src.replace(node, written)
     for node_id, table in users:
         hide_columns(node_id, table, set.intersection(*(allowed[c] for c in table.shared)))
+    rewritten: set[int] = set()
+    for s in out.seals:  # a helper with a sealed call reports, for a handle, what it compares
+        if (h := helper_of_cid.get(s.cid)) is not None and id(h) not in rewritten:
+            rewritten.add(id(h))
+            for p, uses in h.uses.items():
+                for k, u in enumerate(uses):
+                    src.replace(u.computed, f"{alias}.at({p}, {k}, ({src.segment(u.computed)}))")
     for s in out.seals:
         out.checks_by_test[s.test] += 1
     if out.seals:
@@ -1875,5 +2116,5 @@ def judge_case(
             failed.append(f"{s.where}: got {s.shown(bad)}")  # a message far past gold's
         elif calls != [s.times]:
             failed.append(f"{s.where}: reached {calls[0] if calls else 0} times of {s.times}")
-        strong = strong or (len(failed) > before and s.strong)
+        strong = strong or (len(failed) > before and s.strong_in(case))
     return CheckOutcome(len(own), failed, strong)

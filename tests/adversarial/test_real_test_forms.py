@@ -686,3 +686,96 @@ def test_a_value_written_out_is_the_expectation_of_a_local_it_is_compared_with()
     lines = text.splitlines()
     assert ".check(" in lines[3] and "(result))" in lines[3] and "+--" not in lines[3]
     assert ".check(" in lines[4] and "(mapping))" in lines[4]
+
+
+#: Helpers that assert what the code computed equals an argument, called with literal
+#: expectations: a module-level one, one a test defines (a branch chooses the comparison)
+#: and a unittest method that compares an exception's message in its handler. A call whose
+#: expectation the grader cannot compute, and a test that cannot be sealed, keep theirs.
+HELPERS = """\
+import unittest
+
+from mod import clamp
+
+
+def assert_clamped(value, high, expected):
+    got = clamp(value, 0, high)
+    assert got == expected, "clamped"
+
+
+def test_module_helper():
+    assert_clamped(15, 10, 10)
+    assert_clamped(value=9, high=4, expected=4)
+
+
+def test_nested_helper():
+    def y(value, e, as_text=False):
+        got = clamp(value, 0, 7)
+        if as_text:
+            assert str(got) == str(e)
+        else:
+            assert got == e
+
+    y(20, 7)
+    y(30, 7, as_text=True)
+
+
+class TestMessages(unittest.TestCase):
+    def assert_message(self, value, message):
+        try:
+            raise ValueError(clamp(value, 0, 3))
+        except ValueError as e:
+            self.assertEqual(message, str(e))
+            return
+        self.fail("no error")
+
+    def test_method_helper(self):
+        self.assert_message(12, "3")
+
+
+def test_left_alone():
+    assert_clamped(1, 5, clamp(1, 0, 5))
+    yield_ = [assert_clamped(2, 5, 2) for _ in range(1)]
+    return yield_
+"""
+
+
+def test_helpers_that_assert_their_arguments_check_the_value_at_each_call(tmp_path):
+    text, out = sl.seal_file(
+        HELPERS, ast.parse(HELPERS), "tests/test_mod.py", random.Random(0), set(), gold=True
+    )
+    by_line = sorted((s.line, s.expected, s.gold) for s in out.seals)
+    assert by_line == [
+        (12, 10, False),
+        (13, 4, False),
+        (24, None, True),  # the branch: judged against gold's values
+        (24, None, True),
+        (25, None, True),
+        (25, None, True),
+        (38, None, True),  # in a handler
+    ]
+    lines = text.splitlines()
+    assert "10)" not in lines[11] and "expected=4" not in lines[12] and '"3"' not in lines[37]
+    assert ".at(expected, 0, (got))" in lines[7] and ".at(e, 1, (got))" in lines[21]
+    assert "assert_clamped(1, 5, clamp(1, 0, 5))" in text and "assert_clamped(2, 5, 2)" in text
+    f2p = (
+        "tests/test_mod.py::test_module_helper",
+        "tests/test_mod.py::test_nested_helper",
+        "tests/test_mod.py::TestMessages::test_method_helper",
+    )
+    task = load_task(
+        write_task(
+            tmp_path / "helpers",
+            tests=HELPERS,
+            f2p=f2p,
+            p2p=("tests/test_mod.py::test_left_alone",),
+        )
+    )
+    _forger_earns_nothing(task, f2p)
+    assert all(grader.value_sealed(task).values())
+
+
+def test_an_equality_with_a_bool_is_a_truth_check():
+    src = "def test_x():\n    assert f(1) == True\n    assert f(2) == 3\n"
+    _, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set())
+    assert [(s.expected, s.strong) for s in out.seals] == [(True, False), (3, True)]
