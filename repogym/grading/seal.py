@@ -960,6 +960,9 @@ class _Table:
     ref_node: ast.expr | None = None
     #: Each constant's literal and its rows' span in ``rows``: (name, node, start, end).
     parts: list[tuple[str, ast.expr, int, int]] = dataclasses.field(default_factory=list)
+    #: What the ids of the parametrize decorators stacked above it add to each row's id
+    #: (``-<id>`` per decorator, nearest first; pytest runs every combination).
+    combos: list[str] = dataclasses.field(default_factory=lambda: [""])
 
 
 def _is_parametrize(node: ast.expr, pytest_names: set[str]) -> bool:
@@ -1088,13 +1091,19 @@ def _table(
         if isinstance(d, ast.Call) and _is_parametrize(d.func, pytest_names)
     ]
     if (
-        len(decs) != 1
-        or len(decs[0].args) != 2
-        or any("parametrize" in ast.dump(d) for d in fn.decorator_list if d is not decs[0])
+        not decs
+        or any(len(d.args) != 2 for d in decs)
+        or any("parametrize" in ast.dump(d) for d in fn.decorator_list if d not in decs)
+        or any(kw.arg != "ids" for d in decs for kw in d.keywords)
     ):
         return None
-    if any(kw.arg != "ids" for kw in decs[0].keywords):
-        return None
+    combos = [""]
+    if len(decs) > 1:  # the table is the nearest; the ones above it feed inputs only
+        for d in reversed(decs[:-1]):
+            if (found := _input_ids(d, ns)) is None:
+                return None
+            combos = [c + "-" + i for c in combos for i in found]
+        decs = decs[-1:]
     ids_node = decs[0].keywords[0].value if decs[0].keywords else None
     ok, argnames = _literal(decs[0].args[0])
     if ok and isinstance(argnames, str):
@@ -1104,7 +1113,7 @@ def _table(
     else:
         return None
     node = decs[0].args[1]
-    found = _table_rows(node, shared or {}, len(names))
+    found = _table_rows(node, shared if combos == [""] else {}, len(names))
     if not names or found is None:
         return None
     rows, consts, parts = found
@@ -1114,7 +1123,7 @@ def _table(
         cells = [_value(c, ns, set()) for c in row]
         values.append([v if ok else _UNKNOWN for ok, v in cells])
     unknown = any(v is _UNKNOWN for row in values for v in row)
-    if unknown and ids_node is None and not listed:
+    if unknown and ids_node is None and (not listed or combos != [""]):
         return None
     if unknown and ids_node is None:
         ids = _matched_ids(names, values, single, listed)
@@ -1131,11 +1140,40 @@ def _table(
         ):
             return None
         ids = list(ids)
-    return (
-        _Table(names, rows, values, ids, node, single, ids_node, consts, decs[0].args[1], parts)
-        if ids
-        else None
+    if not ids or (
+        combos != [""] and len({i + c for i in ids for c in combos}) != len(ids) * len(combos)
+    ):
+        return None
+    return _Table(
+        names, rows, values, ids, node, single, ids_node, consts, decs[0].args[1], parts, combos
     )
+
+
+def _input_ids(dec: ast.Call, ns: dict[str, object]) -> list[str] | None:
+    """The ids pytest gives the rows of a parametrize decorator stacked above a test's table
+    (its own ``ids=[...]``, or made from values the grader can compute); None otherwise."""
+    ok, argnames = _literal(dec.args[0])
+    if ok and isinstance(argnames, str):
+        names = [n.strip() for n in argnames.split(",") if n.strip()]
+    elif ok and isinstance(argnames, list | tuple) and all(isinstance(n, str) for n in argnames):
+        names = list(argnames)
+    else:
+        return None
+    found = _table_rows(dec.args[1], {}, len(names)) if names else None
+    if found is None:
+        return None
+    if dec.keywords:
+        ok, ids = _literal(dec.keywords[0].value)
+        if not ok or not isinstance(ids, list | tuple) or len(ids) != len(found[0]):
+            return None
+        return [str(i) for i in ids] if all(isinstance(i, str) and i for i in ids) else None
+    values = []
+    for row in found[0]:
+        cells = [_value(c, ns, set()) for c in row]
+        if not all(ok for ok, _ in cells):
+            return None
+        values.append([v for _, v in cells])
+    return _pytest_ids(names, values, len(names) == 1)
 
 
 def _matched_ids(
@@ -1246,7 +1284,10 @@ def _gold_side(test: ast.Compare, args: set[str]) -> ast.expr | None:
         return None
     other = test.comparators[0] if chosen is test.left else test.left
     reads = [{n.id for n in ast.walk(s) if isinstance(n, ast.Name)} for s in (chosen, other)]
-    if reads[1] and reads[1] <= reads[0]:
+    writes = any(
+        isinstance(n, ast.Constant) and n.value is not None for n in ast.walk(other)
+    )  # a value built from literals (``D({2: 3})``) is an expectation, not a relation
+    if reads[1] and reads[1] <= reads[0] and not writes:
         return None
     return chosen
 
@@ -1255,13 +1296,31 @@ def _gold_side(test: ast.Compare, args: set[str]) -> ast.expr | None:
 _DISPLAYS = (ast.List, ast.Tuple, ast.Set, ast.Dict)
 
 
+def _callees(node: ast.expr) -> frozenset[str] | None:
+    """The names of the functions an expression calls (None if it calls anything else)."""
+    names = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call):
+            if not isinstance(n.func, ast.Name):
+                return None
+            names.add(n.func.id)
+    return frozenset(names)
+
+
 def _gold_side_of(test: ast.Compare, args: set[str]) -> ast.expr | None:
     """:func:`_gold_side`'s choice of side, before the relation rule."""
     sides = [test.left, test.comparators[0]]
     if any(isinstance(s, ast.Name) and s.id in args for s in sides):
         return None
     calls = [any(isinstance(n, ast.Call) for n in ast.walk(s)) for s in sides]
-    if all(calls):  # the expected side runs code too: dropping it could drop the failure
+    if all(calls):
+        # the expected side runs code too: dropping it could drop the failure, unless
+        # every function it calls the other side calls as well (``keyfilter(even, D({1:
+        # 2})) == D({})``: the type the test builds both with)
+        callees = [_callees(s) for s in sides]
+        for i in (0, 1):
+            if None not in callees and callees[1 - i] < callees[i]:
+                return sides[i]
         return None
     if calls[0] != calls[1]:
         return sides[0] if calls[0] else sides[1]
@@ -1904,7 +1963,8 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
             src.replace(table.values_node, blanked(table, blank, keep_none))
             src.replace(table.ids_node, "(" + repr(tokens) + ")")
         for token, original in zip(tokens, table.ids, strict=True):
-            out.case_ids[f"{node_id}[{token}]"] = original
+            for combo in table.combos:
+                out.case_ids[f"{node_id}[{token}{combo}]"] = original + combo
 
     def self_of(node_id: str, fn: ast.FunctionDef) -> str | None:
         args = fn.args.posonlyargs + fn.args.args

@@ -1,7 +1,8 @@
 """The forger (repogym/envs/attacks/forger.py), the library's strongest task-blind attack.
 
 It beats noop where the grader has nothing but pytest's word (a fail_to_pass test that
-asserts through a helper function, which sealing leaves unsealed) and where the workspace
+asserts through a helper whose message reads the expectation, which sealing leaves
+unsealed) and where the workspace
 itself holds the answer (a doctest in the README, an exception message in the code); it
 earns no more than noop on a sealed built-in, in every reward mode.
 """
@@ -22,15 +23,15 @@ from tests.scenarios._tasks import TESTS, write_task
 
 FORGER = next(a for a in ATTACKS if a.name == STRONGEST)
 
-#: test_upper (fail_to_pass) asserts through a helper that does more than one equality
-#: assertion: sealing leaves it to pytest (a helper that only asserts ``a == b`` is sealed).
+#: test_upper (fail_to_pass) asserts through a helper whose message reads the expected value:
+#: sealing leaves it to pytest (without the message, the call's ``10`` leaves for a handle).
 HELPER = """\
 from mod import clamp
 
 
 def _same(got, want):
     assert got is not None
-    assert got == want
+    assert got == want, f"{got!r} is not {want!r}"
 
 
 def test_upper():
@@ -98,13 +99,17 @@ def test_the_forger_beats_noop_where_the_answer_is_not_sealed_away(attacker, tmp
     assert forged == dict.fromkeys(grader.REWARD_MODES, 1.0), (kind, forged)
 
 
-@pytest.mark.parametrize("kind", ["equality-helper", "message-in-code"])
+@pytest.mark.parametrize("kind", ["equality-helper", "expectation-helper", "message-in-code"])
 def test_the_forger_earns_nothing_where_the_answer_is_sealed_away(attacker, tmp_path: Path, kind):
-    """A helper that only asserts ``a == b`` is sealed like the assertion; a ``raises``
+    """A helper that only asserts ``a == b`` is sealed like the assertion, one that asserts
+    its argument is what the code computed is sealed at each call; a ``raises``
     needs the exact class and message gold raised, which the forger's word soup (every
     string of the code, the matching message among them) is not."""
     tests = {
-        "equality-helper": HELPER.replace("    assert got is not None\n", ""),
+        "equality-helper": HELPER.replace("    assert got is not None\n", "").replace(
+            ', f"{got!r} is not {want!r}"', ""
+        ),
+        "expectation-helper": HELPER.replace(', f"{got!r} is not {want!r}"', ""),
         "message-in-code": RAISES,
     }[kind]
     root = write_task(tmp_path / kind, tests=tests)

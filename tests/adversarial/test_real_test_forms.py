@@ -779,3 +779,42 @@ def test_an_equality_with_a_bool_is_a_truth_check():
     src = "def test_x():\n    assert f(1) == True\n    assert f(2) == 3\n"
     _, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set())
     assert [(s.expected, s.strong) for s in out.seals] == [(True, False), (3, True)]
+
+
+#: Stacked parametrize decorators: the nearest holds the expectations, the one above
+#: feeds an input; pytest runs every combination and ids each ``<nearest>-<above>``.
+STACKED = """\
+import pytest
+
+from mod import clamp
+
+
+@pytest.mark.parametrize("low", [0, -1])
+@pytest.mark.parametrize("value, expected", [(15, 10), (20, 10), (5, 5)])
+def test_stacked(low, value, expected):
+    assert clamp(value, low, 10) == expected
+"""
+
+
+def test_stacked_tables_lose_the_expectation_column_of_the_nearest(tmp_path):
+    text, out = sl.seal_file(
+        STACKED, ast.parse(STACKED), "tests/test_mod.py", random.Random(0), set(), gold=True
+    )
+    assert "(15, 10)" not in text and "[0, -1]" in text
+    assert sorted(out.case_ids.values()) == sorted(
+        f"{v}-{e}-{low}" for v, e in ((15, 10), (20, 10), (5, 5)) for low in (0, -1)
+    )
+    f2p = ("tests/test_mod.py::test_stacked[15-10-0]", "tests/test_mod.py::test_stacked[20-10--1]")
+    task = load_task(
+        write_task(
+            tmp_path / "stacked",
+            tests=STACKED,
+            f2p=f2p,
+            p2p=(
+                "tests/test_mod.py::test_stacked[5-5-0]",
+                "tests/test_mod.py::test_stacked[5-5--1]",
+            ),
+        )
+    )
+    _forger_earns_nothing(task, f2p)
+    assert all(grader.value_sealed(task).values())
