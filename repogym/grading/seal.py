@@ -1675,9 +1675,13 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
         if not (exp := _expectation(test, pytest_names, names, local, gold=gold)):
             return None
         op, expected, options, computed = exp
+        equality = None
         if expected is None and op == "==":
             if (computed := _gold_side(test, scope.args)) is None:
                 return None  # a side is one of the test's arguments, which code can read
+            other = test.comparators[0] if computed is test.left else test.left
+            if isinstance(other, ast.Name):  # ``x == local``: the equality stays too
+                equality = f"{other.id}, {computed is test.left}"
         n = cid()
         out.seals.append(
             Seal(
@@ -1696,6 +1700,8 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
         for c in ast.walk(test):  # the expected side's names are gone from the file
             if isinstance(c, ast.Name) and id(c) not in inside and c.id in scope.literals:
                 scope.consumed[c.id] = scope.consumed.get(c.id, 0) + 1
+        if equality:  # ``__eq__`` may be what the test checks (``assert f1 == f2``)
+            return f"{alias}.equal({n}, ({src.segment(computed)}), {equality})"
         return f"{alias}.check({n}, ({src.segment(computed)}))"
 
     def assertion(node_id: str, stmt: ast.stmt, test: ast.expr, scope: _Scope, times: int) -> None:

@@ -179,7 +179,7 @@ def test_a_gold_check_compares_the_side_that_runs_code_and_keeps_every_failure()
         """)
     text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(), gold=True)
     assert [(s.line, s.gold) for s in out.seals] == [(5, True)]
-    assert ".check(" in text.splitlines()[4] and "(f(1))" in text.splitlines()[4]
+    assert ".equal(" in text.splitlines()[4] and "(f(1)), want, False)" in text.splitlines()[4]
     assert "assert parse(1) == normalize(1)" in text
 
 
@@ -818,3 +818,26 @@ def test_stacked_tables_lose_the_expectation_column_of_the_nearest(tmp_path):
     )
     _forger_earns_nothing(task, f2p)
     assert all(grader.value_sealed(task).values())
+
+
+def test_an_equality_of_two_locals_keeps_the_equality_beside_the_gold_check():
+    """``assert f1 == f2`` (``__eq__`` is what a test of it checks): the gold check reports
+    ``f1``, and the equality itself stays an assertion (each side evaluated once), or a
+    broken ``__eq__`` would pass."""
+    src = textwrap.dedent("""\
+        import unittest
+
+        def test_eq():
+            f1, f2 = make(1), make(1)
+            assert f1 == f2
+
+        class TestX(unittest.TestCase):
+            def test_eq(self):
+                got, want = make(1), make(2)
+                self.assertEqual(got, want)
+        """)
+    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(), gold=True)
+    assert [(s.line, s.gold) for s in out.seals] == [(5, True), (10, True)]
+    lines = text.splitlines()
+    assert ".equal(" in lines[4] and "(f1), f2, True)" in lines[4]
+    assert ".equal(" in lines[9] and "(got), want, True)" in lines[9]

@@ -422,3 +422,31 @@ def test_deeply_nested_records_end_in_a_verdict():
     for _ in range(3000):
         nested = [nested]
     _every_verdict({"v": nested, "shown": nested})
+
+
+def test_the_runtime_reports_each_value_once_and_keeps_the_equality_and_the_handles():
+    """``equal`` reports the computed value and still asserts the equality with the local
+    (a broken ``__eq__`` fails); ``at`` reports a handle's use and answers the helper's
+    comparison, and gives any other argument the computed value back."""
+    sent: list[dict] = []
+    seals = launch.Seals(type("Sink", (), {"send": lambda self, **r: sent.append(r)})(), canon)
+    module = seals.module()
+    seals.case = CASE
+
+    class Never:
+        def __eq__(self, other):
+            return False
+
+    module.equal(7, 3, 3, True)
+    never = Never()
+    with pytest.raises(AssertionError):
+        module.equal(8, never, 3, True)
+    handle = module.handle(9, 10)
+    assert module.at(handle, 1, "x") == handle and "x" == module.at(handle, 0, "x")
+    assert module.at(4, 0, "x") == "x"
+    assert [(r["seal"], r["got"].get("shown")) for r in sent] == [
+        (7, "3"),
+        (8, seals._shown(never)),
+        (10, "'x'"),
+        (9, "'x'"),
+    ]

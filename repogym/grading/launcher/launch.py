@@ -145,8 +145,14 @@ class Seals:
     def module(self) -> types.ModuleType:
         m = types.ModuleType("_repogym_seal", "Sealed checks (made by repogym's launcher).")
         m.check, m.raises, m.hold = self.check, self.raises, self.hold
-        m.handle, m.at = _Handle, self.at
+        m.handle, m.at, m.equal = _Handle, self.at, self.equal
         return m
+
+    def equal(self, cid: int, value, other, left: bool) -> None:
+        """``assert value == other`` (``other == value`` unless ``left``) whose ``value`` is
+        also reported for gold check ``cid``: the equality with a local stays the test's."""
+        self.check(cid, value)
+        assert (value == other) if left else (other == value)
 
     def at(self, expected, use: int, value):
         """In an expectation helper, where it compares ``value`` with ``expected``: for a
