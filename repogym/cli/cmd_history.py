@@ -37,6 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="mine only the newest LAST release pairs (default 6; 0: all)",
     )
     p.add_argument(
+        "--since",
+        metavar="YYYY-MM-DD",
+        help="only fixes released on that day or later (the package index's upload date): "
+        "a time split",
+    )
+    p.add_argument(
         "--max-tasks",
         type=int,
         default=None,
@@ -85,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from repogym.quality.synth_history import mine_history
-    from repogym.scenarios.history import HistoryError
+    from repogym.scenarios.history import HistoryError, parse_day
 
     console = Console(stderr=True)
 
@@ -93,6 +99,11 @@ def run(args: argparse.Namespace) -> int:
         console.print(message, markup=False, highlight=False)
 
     versions = [v.strip() for v in args.versions.split(",") if v.strip()] if args.versions else None
+    try:
+        since = parse_day(args.since) if args.since else None
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
     try:
         res = mine_history(
             args.name,
@@ -109,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
             timeout_s=args.timeout,
             reproduce=False if args.no_reproduction else None,
             say=say,
+            since=since,
         )
     except (HistoryError, OSError) as e:
         print(e, file=sys.stderr)

@@ -3,6 +3,7 @@
     repogym suite list                         # shipped suites, fetched and validated counts
     repogym suite show realpy                  # its packages: kind, split, version, tasks
     repogym suite fetch realpy [--packages toolz,parse] [--per-package 3] [--workers 2]
+    repogym suite fetch realpy --since 2025-06-01 --root ~/realpy-recent   # a time split
     repogym suite build realpy --package toolz==1.2.0 --split train --kind functional
     repogym suite audit realpy --split test    # leaks, compiled files, reproductions, regressions
     repogym suite add-history realpy mined/ --split train --kind functional
@@ -50,6 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="only the first N tasks of each package (a sample)",
     )
     f.add_argument("--root", type=Path, help="where to put it (default <cache>/suites/NAME)")
+    f.add_argument(
+        "--since",
+        metavar="YYYY-MM-DD",
+        help="only the releases that reached the package index on that day or later (a "
+        "time split; with --root, a suite of its own)",
+    )
     f.add_argument(
         "--workers",
         type=int,
@@ -242,6 +249,16 @@ def _fetch(args: argparse.Namespace) -> int:
     suite = suites.load_suite(args.name)
     packages = [p.strip() for p in args.packages.split(",")] if args.packages else None
     chosen = suite.select(packages)
+    if args.since:
+        chosen = _released_since(chosen, args.since)
+        if not chosen:
+            print(
+                f"{suite.name}: no release of {packages or 'its packages'} reached the package "
+                f"index on {args.since} or later. Fix: an earlier --since",
+                file=sys.stderr,
+            )
+            return 2
+        packages = [p.name for p in chosen]
     total = sum(len(p.tasks[: args.per_package]) for p in chosen)
     console = Console(stderr=True)
     start = time.monotonic()
@@ -393,6 +410,22 @@ def _restate(args: argparse.Namespace) -> int:
         f"in {time.monotonic() - start:.0f}s; `repogym suite fetch {args.name}` validates them"
     )
     return 0
+
+
+def _released_since(entries: list, since: str) -> list:
+    """The manifest entries whose release reached the package index on ``since`` or later.
+
+    Raises:
+        SuiteError: ``since`` is not a date, or a release date cannot be read.
+    """
+    from repogym.scenarios.history import HistoryError, parse_day, release_date
+    from repogym.scenarios.suites import SuiteError
+
+    try:
+        day = parse_day(since)
+        return [e for e in entries if release_date(e.distribution, e.version) >= day]
+    except (ValueError, HistoryError) as e:
+        raise SuiteError(str(e)) from e
 
 
 def _add_history(args: argparse.Namespace) -> int:

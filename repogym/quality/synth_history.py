@@ -97,6 +97,7 @@ def mine_history(
     reproduce: Reproduce | bool | None = None,
     say: Callable[[str], None] = print,
     on_report: Callable[[TaskReport], None] | None = None,
+    since: str | None = None,
 ) -> HistoryMining:
     """Mine validated tasks from the release history of ``name``.
 
@@ -122,12 +123,22 @@ def mine_history(
             False: no reproductions.
         say: Progress messages.
         on_report: Called with each task's validation report.
+        since: ``YYYY-MM-DD``: only the pairs whose newer release reached the package index
+            on that day or later (:func:`repogym.scenarios.history.release_date`), after
+            ``last`` picked them.
 
     Raises:
         HistoryError: the releases cannot be listed, or fewer than two are given.
     """
     versions = history.sort_versions(versions) if versions else history.release_versions(name)
     pairs = history.consecutive_pairs(versions, last)
+    if since is not None:  # a time split: fixes released on that day or later
+        pairs = [(a, b) for a, b in pairs if history.release_date(name, b) >= since]
+        if not pairs:
+            raise history.HistoryError(
+                f"{name}: no release of {versions} pairs with one released on {since} or "
+                "later. Fix: an earlier --since, or more pairs (--last 0)"
+            )
     if not pairs:
         raise history.HistoryError(
             f"{name}: {len(versions)} final release(s) ({versions}); "

@@ -195,6 +195,119 @@ def consecutive_pairs(versions: list[str], last: int | None = None) -> list[tupl
     return pairs[-last:] if last else pairs
 
 
+# -- release dates (a time split) -------------------------------------------------------------
+#: The package index's simple API, in its JSON form (PEP 691), which gives each file's upload
+#: time (PEP 700). ``$REPOGYM_SIMPLE_INDEX`` points elsewhere (a mirror that keeps the times).
+SIMPLE_INDEX = "https://pypi.org/simple/"
+
+
+def index_release_dates(document: dict) -> dict[str, str]:
+    """Each release's date (``YYYY-MM-DD``, UTC) in a PEP 691 project page: the earliest
+    ``upload-time`` of its sdists and wheels (files the names of which give no version, or
+    without a time, are skipped)."""
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
+
+    dates: dict[str, str] = {}
+    for f in document.get("files", []):
+        name, when = f.get("filename", ""), f.get("upload-time")
+        if not isinstance(when, str) or len(when) < 10:
+            continue
+        try:
+            if name.endswith(".whl"):
+                version = parse_wheel_filename(name)[1]
+            else:
+                version = parse_sdist_filename(name)[1]
+        except (InvalidSdistFilename, InvalidWheelFilename, InvalidVersion):
+            continue
+        key = str(version)
+        dates[key] = min(dates.get(key, when[:10]), when[:10])
+    return dates
+
+
+def _dates_file(name: str) -> Path:
+    from packaging.utils import canonicalize_name
+
+    from repogym.sandbox.runtime import cache_dir
+
+    return cache_dir() / "release-dates" / f"{canonicalize_name(name)}.json"
+
+
+def release_date(name: str, version: str, fetch: Callable[[str], dict] | None = None) -> str:
+    """The day (``YYYY-MM-DD``, UTC) ``name``'s release ``version`` reached the package
+    index: the first upload of its files. Kept in repogym's cache; a release the cache does
+    not know is looked up again.
+
+    Raises:
+        HistoryError: the index cannot be read, or lists no file of that release.
+    """
+    path = _dates_file(name)
+    try:
+        dates = json.loads(path.read_text())
+    except (OSError, ValueError):
+        dates = {}
+    key = str(Version(version)) if _valid(version) else version
+    if key not in dates:
+        dates = index_release_dates((fetch or _project_page)(name))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(dates, indent=1, sort_keys=True))
+    if key not in dates:
+        raise HistoryError(
+            f"{name} {version}: the package index lists no dated file of this release. "
+            "Fix: check the name and version (`pip index versions NAME`)"
+        )
+    return dates[key]
+
+
+def _valid(version: str) -> bool:
+    try:
+        Version(version)
+    except InvalidVersion:
+        return False
+    return True
+
+
+def _project_page(name: str) -> dict:
+    """The project's page of the simple index, as PEP 691 JSON."""
+    import urllib.error
+    import urllib.request
+
+    from packaging.utils import canonicalize_name
+
+    base = os.environ.get("REPOGYM_SIMPLE_INDEX", SIMPLE_INDEX).rstrip("/") + "/"
+    url = f"{base}{canonicalize_name(name)}/"
+    request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            return json.loads(r.read())
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        raise HistoryError(
+            f"{name}: cannot read release dates from {url} ({e}). Fix: check the network, "
+            "or set $REPOGYM_SIMPLE_INDEX to an index that serves PEP 691 JSON with upload "
+            "times"
+        ) from e
+
+
+def parse_day(text: str) -> str:
+    """``YYYY-MM-DD`` checked (``--since``'s value).
+
+    Raises:
+        ValueError: not a date, with the fix.
+    """
+    import datetime
+
+    try:
+        return datetime.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise ValueError(
+            f"--since {text!r} is not a date. Fix: YYYY-MM-DD, e.g. 2025-06-01"
+        ) from None
+
+
 # -- functions that changed -----------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Definition:

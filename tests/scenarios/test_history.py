@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from repogym.scenarios import history
 from tests.scenarios._history import CHANGES, NEW, OLD, TESTS
 
@@ -128,3 +130,75 @@ def test_asserting_script_states_what_the_call_raised_and_keeps_its_own_assertio
         '"""Reproduces it."""\nimport json\n\n\ndef reproduce():\n    pass\n\n\nreproduce()\n'
     )
     assert ast.get_docstring(ast.parse(documented)) == "Reproduces it."  # still first
+
+
+#: A project's page of the simple index in its JSON form (PEP 691), with upload times
+#: (PEP 700): two releases, one of them uploaded as a wheel a day before its sdist, and
+#: files no release can be read from.
+SIMPLE_PAGE = {
+    "meta": {"api-version": "1.1"},
+    "name": "demo",
+    "files": [
+        {"filename": "demo-1.0.tar.gz", "upload-time": "2024-03-02T10:00:00.000000Z"},
+        {"filename": "demo-1.0-py3-none-any.whl", "upload-time": "2024-03-01T23:59:59Z"},
+        {"filename": "demo-1.1.tar.gz", "upload-time": "2025-07-09T08:00:00Z"},
+        {"filename": "demo-2.0.tar.gz"},
+        {"filename": "notes.txt", "upload-time": "2020-01-01T00:00:00Z"},
+    ],
+}
+
+
+def test_a_release_date_is_its_first_upload_on_the_index(tmp_path, monkeypatch):
+    from repogym.scenarios import history
+
+    monkeypatch.setenv("REPOGYM_CACHE", str(tmp_path / "cache"))
+    assert history.index_release_dates(SIMPLE_PAGE) == {"1.0": "2024-03-01", "1.1": "2025-07-09"}
+    pages: list[str] = []
+
+    def page(name: str) -> dict:
+        pages.append(name)
+        return SIMPLE_PAGE
+
+    assert history.release_date("demo", "1.1", page) == "2025-07-09"
+    assert history.release_date("demo", "1.0", page) == "2024-03-01"  # from the cache
+    assert pages == ["demo"]
+    with pytest.raises(history.HistoryError, match="lists no dated file of this release"):
+        history.release_date("demo", "2.0", page)  # looked up again: still undated
+    assert pages == ["demo", "demo"]
+    with pytest.raises(ValueError, match="Fix: YYYY-MM-DD"):
+        history.parse_day("last spring")
+
+
+def test_a_time_split_fetches_only_the_releases_since_a_day(tmp_path, monkeypatch, capsys):
+    """``suite fetch --since``: the releases the index dates on or after the day; none is
+    an error that says so, before anything is downloaded."""
+    from repogym import cli
+    from repogym.cli import cmd_suite
+    from repogym.scenarios import history, suites
+
+    monkeypatch.setenv("REPOGYM_CACHE", str(tmp_path / "cache"))
+    realpy = suites.load_suite("realpy")
+    dated = {"tomlkit": {"0.15.1": "2026-01-05", "0.15.2": "2026-03-01"}}
+
+    def page(name: str) -> dict:
+        return {
+            "files": [
+                {"filename": f"{name}-{v}.tar.gz", "upload-time": f"{d}T00:00:00Z"}
+                for v, d in dated.get(name, {}).items()
+            ]
+            + [
+                {"filename": f"{name}-{e.version}.tar.gz", "upload-time": "2020-01-01T00:00:00Z"}
+                for e in realpy.packages
+                if e.distribution == name and e.version not in dated.get(name, {})
+            ]
+        }
+
+    monkeypatch.setattr(history, "_project_page", page)
+    chosen = cmd_suite._released_since(realpy.select(["tomlkit"]), "2026-02-01")
+    assert [e.name for e in chosen] == ["tomlkit-0.15.2"]
+    assert cli.main(["suite", "fetch", "realpy", "--since", "2027-01-01"]) == 2
+    assert "no release of its packages reached the package index on 2027-01-01" in (
+        capsys.readouterr().err
+    )
+    assert cli.main(["suite", "fetch", "realpy", "--since", "soon"]) == 2
+    assert "Fix: YYYY-MM-DD" in capsys.readouterr().err
