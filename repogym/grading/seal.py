@@ -1105,12 +1105,7 @@ def _table(
             combos = [c + "-" + i for c in combos for i in found]
         decs = decs[-1:]
     ids_node = decs[0].keywords[0].value if decs[0].keywords else None
-    ok, argnames = _literal(decs[0].args[0])
-    if ok and isinstance(argnames, str):
-        names = [n.strip() for n in argnames.split(",") if n.strip()]
-    elif ok and isinstance(argnames, list | tuple) and all(isinstance(n, str) for n in argnames):
-        names = list(argnames)
-    else:
+    if (names := _argnames(decs[0].args[0])) is None:
         return None
     node = decs[0].args[1]
     found = _table_rows(node, shared if combos == [""] else {}, len(names))
@@ -1149,15 +1144,20 @@ def _table(
     )
 
 
+def _argnames(node: ast.expr) -> list[str] | None:
+    """A parametrize decorator's argument names (``"a, b"`` or ``["a", "b"]``), or None."""
+    ok, argnames = _literal(node)
+    if ok and isinstance(argnames, str):
+        return [n.strip() for n in argnames.split(",") if n.strip()]
+    if ok and isinstance(argnames, list | tuple) and all(isinstance(n, str) for n in argnames):
+        return list(argnames)
+    return None
+
+
 def _input_ids(dec: ast.Call, ns: dict[str, object]) -> list[str] | None:
     """The ids pytest gives the rows of a parametrize decorator stacked above a test's table
     (its own ``ids=[...]``, or made from values the grader can compute); None otherwise."""
-    ok, argnames = _literal(dec.args[0])
-    if ok and isinstance(argnames, str):
-        names = [n.strip() for n in argnames.split(",") if n.strip()]
-    elif ok and isinstance(argnames, list | tuple) and all(isinstance(n, str) for n in argnames):
-        names = list(argnames)
-    else:
+    if (names := _argnames(dec.args[0])) is None:
         return None
     found = _table_rows(dec.args[1], {}, len(names)) if names else None
     if found is None:

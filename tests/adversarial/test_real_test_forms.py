@@ -294,6 +294,14 @@ def _forger_earns_nothing(task, f2p) -> None:
     assert set(f2p) <= set(forged.sealed_failures)
 
 
+def _witnessed_and_unforgeable(root, tests: str, f2p, p2p) -> None:
+    """A clamp task with these hidden tests: every fail_to_pass test is witnessed by a value
+    seal, and the report-flipping forger earns no more than noop."""
+    task = load_task(write_task(root, tests=tests, f2p=f2p, p2p=p2p))
+    _forger_earns_nothing(task, f2p)
+    assert all(grader.value_sealed(task).values())
+
+
 def test_gold_values_that_differ_between_runs_are_dropped():
     from repogym.grading import gold as gd
 
@@ -659,16 +667,9 @@ def test_checks_inside_with_blocks_are_sealed_unless_the_context_swallows_them(t
     assert "== 99" in text and "== 98" in text  # a sealed check never raises: left alone
     assert "== 10" not in text
     f2p = ("tests/test_mod.py::test_message", "tests/test_mod.py::test_before_the_raise")
-    task = load_task(
-        write_task(
-            tmp_path / "with-bodies",
-            tests=WITH_BODIES,
-            f2p=f2p,
-            p2p=("tests/test_mod.py::test_swallowed",),
-        )
+    _witnessed_and_unforgeable(
+        tmp_path / "with-bodies", WITH_BODIES, f2p, ("tests/test_mod.py::test_swallowed",)
     )
-    _forger_earns_nothing(task, f2p)
-    assert all(grader.value_sealed(task).values())
 
 
 def test_a_value_written_out_is_the_expectation_of_a_local_it_is_compared_with():
@@ -763,16 +764,9 @@ def test_helpers_that_assert_their_arguments_check_the_value_at_each_call(tmp_pa
         "tests/test_mod.py::test_nested_helper",
         "tests/test_mod.py::TestMessages::test_method_helper",
     )
-    task = load_task(
-        write_task(
-            tmp_path / "helpers",
-            tests=HELPERS,
-            f2p=f2p,
-            p2p=("tests/test_mod.py::test_left_alone",),
-        )
+    _witnessed_and_unforgeable(
+        tmp_path / "helpers", HELPERS, f2p, ("tests/test_mod.py::test_left_alone",)
     )
-    _forger_earns_nothing(task, f2p)
-    assert all(grader.value_sealed(task).values())
 
 
 def test_an_equality_with_a_bool_is_a_truth_check():
@@ -805,19 +799,15 @@ def test_stacked_tables_lose_the_expectation_column_of_the_nearest(tmp_path):
         f"{v}-{e}-{low}" for v, e in ((15, 10), (20, 10), (5, 5)) for low in (0, -1)
     )
     f2p = ("tests/test_mod.py::test_stacked[15-10-0]", "tests/test_mod.py::test_stacked[20-10--1]")
-    task = load_task(
-        write_task(
-            tmp_path / "stacked",
-            tests=STACKED,
-            f2p=f2p,
-            p2p=(
-                "tests/test_mod.py::test_stacked[5-5-0]",
-                "tests/test_mod.py::test_stacked[5-5--1]",
-            ),
-        )
+    _witnessed_and_unforgeable(
+        tmp_path / "stacked",
+        STACKED,
+        f2p,
+        (
+            "tests/test_mod.py::test_stacked[5-5-0]",
+            "tests/test_mod.py::test_stacked[5-5--1]",
+        ),
     )
-    _forger_earns_nothing(task, f2p)
-    assert all(grader.value_sealed(task).values())
 
 
 def test_an_equality_of_two_locals_keeps_the_equality_beside_the_gold_check():
