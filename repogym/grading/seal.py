@@ -805,27 +805,14 @@ class _Helper:
     assert_match(parser, text, name, expected): assert parser.parse(text)[name] ==
     expected``): its expectation parameters and their uses, in order."""
 
-    fn: ast.FunctionDef
     params: list[str]  # positional parameters, ``self`` dropped for a method
     uses: dict[str, list[_Use]]
-    self_name: str | None = None
-    rewritten: bool = False
 
 
 def _only_reads(node: ast.expr, name: str) -> bool:
     """Whether ``node`` reads ``name`` and nothing else but pure builtins it calls
     (``e``, ``str(e)``, ``tuple(expected)``)."""
-    called = {
-        id(n.func)
-        for n in ast.walk(node)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-    }
-    names = [n for n in ast.walk(node) if isinstance(n, ast.Name)]
-    return (
-        any(n.id == name for n in names)
-        and all(n.id == name or (id(n) in called and n.id in _BUILTINS) for n in names)
-        and all(isinstance(n, _NODES) for n in ast.walk(node))
-    )
+    return _names_read(node) == {name} and all(isinstance(n, _NODES) for n in ast.walk(node))
 
 
 def expectation_helper(fn: ast.FunctionDef, method: bool = False) -> _Helper | None:
@@ -884,7 +871,7 @@ def expectation_helper(fn: ast.FunctionDef, method: bool = False) -> _Helper | N
         ]
         if any(not isinstance(n.ctx, ast.Load) or id(n) not in seen for n in reads):
             del uses[p]
-    return _Helper(fn, params, uses, self_name) if uses else None
+    return _Helper(params, uses) if uses else None
 
 
 def _helpers_of(tree: ast.Module) -> tuple[dict[str, _Helper], dict[str, dict[str, _Helper]]]:

@@ -250,7 +250,10 @@ def release_date(name: str, version: str, fetch: Callable[[str], dict] | None = 
         dates = json.loads(path.read_text())
     except (OSError, ValueError):
         dates = {}
-    key = str(Version(version)) if _valid(version) else version
+    try:
+        key = str(Version(version))
+    except InvalidVersion:
+        key = version
     if key not in dates:
         dates = index_release_dates((fetch or _project_page)(name))
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -261,14 +264,6 @@ def release_date(name: str, version: str, fetch: Callable[[str], dict] | None = 
             "Fix: check the name and version (`pip index versions NAME`)"
         )
     return dates[key]
-
-
-def _valid(version: str) -> bool:
-    try:
-        Version(version)
-    except InvalidVersion:
-        return False
-    return True
 
 
 def _project_page(name: str) -> dict:
