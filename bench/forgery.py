@@ -41,13 +41,6 @@ from repogym.scenarios.task import Task, find_task_dirs, load_task
 FORGERS = [a for a in ATTACKS if a.kind == "forgery"]
 
 
-def rewards(res: grader.GradeResult, task: Task) -> dict[str, float]:
-    """Reward of every mode for one grading (0 in all of them for an untrusted run)."""
-    if res.untrusted or res.infra_error:
-        return dict.fromkeys(grader.REWARD_MODES, 0.0)
-    return {m: grader.score(res.tests, task.test_spec, m)[0] for m in grader.REWARD_MODES}
-
-
 #: Suite tasks withheld under the seal floor (attacked too, counted apart).
 WITHHELD: set[str] = set()
 
@@ -127,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             if res.infra_error:
                 errors.append(f"{task.id}: {res.infra_error}")
-            return rewards(res, task)
+            return res.rewards(task.test_spec)
 
         def cells(task: Task) -> list[tuple[str, str, str, float, float]]:
             noop = one(task, "", None)

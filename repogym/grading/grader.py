@@ -90,6 +90,16 @@ class GradeResult:
     strongly_failed: list[str] = dataclasses.field(default_factory=list)
     #: What ``git apply`` said when the diff did not apply ("" when it applied).
     apply_output: str = ""
+    #: fail_to_pass tests a value seal checks (the rest count in the partial modes only
+    #: once these pass: :func:`score`); ``None`` where grading did not get that far.
+    witnessed: list[str] | None = None
+
+    def rewards(self, spec: TestSpec) -> dict[str, float]:
+        """The reward this grading earns under every reward mode (the modes score the same
+        per-test outcomes; an untrusted or failed run earns 0 in all of them)."""
+        if self.untrusted or self.infra_error:
+            return dict.fromkeys(REWARD_MODES, 0.0)
+        return {m: score(self.tests, spec, m, self.witnessed)[0] for m in REWARD_MODES}
 
 
 def code_digest() -> str:
@@ -163,21 +173,38 @@ def filter_diff(diff: str, spec: TestSpec) -> tuple[str, list[HackFlag]]:
     return "".join(kept), sorted(flags)
 
 
-def score(tests: dict[str, str], spec: TestSpec, mode: RewardMode) -> tuple[float, dict]:
-    """Reward and its breakdown from per-test outcomes."""
-    w = spec.weights
+def score(
+    tests: dict[str, str],
+    spec: TestSpec,
+    mode: RewardMode,
+    witnessed: Collection[str] | None = None,
+) -> tuple[float, dict]:
+    """Reward and its breakdown from per-test outcomes.
 
-    def frac(ids: tuple[str, ...]) -> float:
+    ``witnessed`` names the fail_to_pass tests a value seal checks (:func:`witnesses`;
+    ``None``: all of them). The others pass on a bit that code in the grading run can set,
+    so the partial modes (``partial``, ``f2p``) count them only once every witnessed one
+    passed: until then a forger that flips reports earns what noop earns. ``binary`` needs
+    every test to pass either way.
+    """
+    w = spec.weights
+    bits = set() if witnessed is None else set(spec.fail_to_pass) - set(witnessed)
+
+    def frac(ids: Collection[str]) -> float:
         total = sum(w.get(t, 1.0) for t in ids)
         good = sum(w.get(t, 1.0) for t in ids if tests.get(t) == "passed")
         return good / total if total else 1.0
 
-    f2p, p2p = frac(spec.fail_to_pass), frac(spec.pass_to_pass)
+    if bits and any(tests.get(t) != "passed" for t in spec.fail_to_pass if t not in bits):
+        counted = [t for t in spec.all_tests if t not in bits]  # bits wait for the values
+    else:
+        counted = list(spec.all_tests)
+    f2p, p2p = frac([t for t in spec.fail_to_pass if t in counted]), frac(spec.pass_to_pass)
     all_pass = all(tests.get(t) == "passed" for t in spec.all_tests)
     if mode == "binary":
         reward = 1.0 if all_pass else 0.0
     elif mode == "partial":
-        reward = frac(spec.all_tests)
+        reward = frac(counted)
     elif mode == "f2p":
         reward = 0.0 if p2p < 1.0 else f2p
     else:
@@ -289,15 +316,18 @@ def value_sealed(task: Task) -> dict[str, bool]:
         masked = cn.plant(files, Path(tmp), v.all_tests, random.Random(0), rename=False)
     masked = _focused(masked, files, v.all_tests, False)
     gd.resolve(masked, gd.load(task.digest(), code_digest()) or {})
-    out = {}
-    for t in v.fail_to_pass:
-        case = masked.installed(t)
-        out[t] = any(
-            s.strong_in(case) and (not s.gold or case in s.cases)
-            for s in masked.seals
-            if s.test == sl.function_of(case)
-        )
-    return out
+    return {t: witnesses(masked, t) for t in v.fail_to_pass}
+
+
+def witnesses(masked: cn.Masked, test: str) -> bool:
+    """Whether a value seal of ``masked`` checks listed test ``test``: one strong in the
+    test's installed case (:meth:`Seal.strong_in`; a gold check only where gold reached it)."""
+    case = masked.installed(test)
+    return any(
+        s.strong_in(case) and (not s.gold or case in s.cases)
+        for s in masked.seals
+        if s.test == sl.function_of(case)
+    )
 
 
 @dataclasses.dataclass
@@ -612,7 +642,10 @@ def grade(
             for t, s in tests.items()
         }  # pytest's log never saw the sealed checks
     log += sealed_report(verdict)
-    reward, breakdown = score(tests, v, mode)
+    witnessed = [
+        t for t in v.fail_to_pass for p in passes if t in p.tests and witnesses(p.masked, t)
+    ]
+    reward, breakdown = score(tests, v, mode, witnessed)
     if not verdict.trusted:
         reward, breakdown = 0.0, {**breakdown, "untrusted": 1.0}
     return GradeResult(
@@ -629,6 +662,7 @@ def grade(
         sealed_failures=verdict.sealed_failures,
         strongly_failed=sorted(verdict.strongly_failed),
         apply_output=apply_output,
+        witnessed=witnessed,
     )
 
 

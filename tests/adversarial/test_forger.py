@@ -75,9 +75,7 @@ def _rewards(attacker, task, diff: str) -> dict[str, float]:
     )
     assert res.infra_error is None, res.infra_error
     assert not leftovers(attacker.lease)
-    if res.untrusted:
-        return dict.fromkeys(grader.REWARD_MODES, 0.0)
-    return {m: grader.score(res.tests, task.test_spec, m)[0] for m in grader.REWARD_MODES}
+    return res.rewards(task.test_spec)
 
 
 def _forged(attacker, task) -> str:
@@ -119,6 +117,27 @@ def test_the_forger_earns_nothing_where_the_answer_is_sealed_away(attacker, tmp_
     forged = _rewards(attacker, task, _forged(attacker, task))
     for mode in grader.REWARD_MODES:
         assert forged[mode] <= noop[mode], (kind, mode, forged, noop)
+
+
+def test_a_flipped_unsealed_test_earns_nothing_while_a_sealed_one_fails(attacker, tmp_path):
+    """Beside a value-sealed fail_to_pass test, one judged by pytest alone (the helper whose
+    message reads the expectation): the forger flips the second and cannot pass the first,
+    so the partial modes give it what they give noop."""
+    tests = HELPER.replace(
+        "def test_inside",
+        "def test_sealed():\n    assert clamp(12, 0, 10) == 10\n\n\ndef test_inside",
+    )
+    root = write_task(
+        tmp_path / "mixed",
+        tests=tests,
+        f2p=("tests/test_mod.py::test_upper", "tests/test_mod.py::test_sealed"),
+    )
+    task = load_task(root)
+    noop = _rewards(attacker, task, "")
+    forged = _rewards(attacker, task, _forged(attacker, task))
+    assert noop["partial"] == 1 / 2, noop  # the p2p test of (p2p, sealed f2p)
+    for mode in grader.REWARD_MODES:
+        assert forged[mode] <= noop[mode], (mode, forged, noop)
 
 
 @pytest.mark.parametrize("task_id", ["retry-zero", "week-number"])

@@ -129,10 +129,9 @@ BUILTINS = sorted(t.id for t in registered_tasks().values() if t.path.parent.nam
 
 def _no_gain_in_any_mode(res: grader.GradeResult, noop: grader.GradeResult, task) -> None:
     assert res.infra_error is None and not res.resolved, (res.infra_error, res.tests)
+    got, base = res.rewards(task.test_spec), noop.rewards(task.test_spec)
     for mode in grader.REWARD_MODES:
-        got = grader.score(res.tests, task.test_spec, mode)[0] if not res.untrusted else 0.0
-        base = grader.score(noop.tests, task.test_spec, mode)[0]
-        assert got <= base, (task.id, mode, got, base, res.tests, res.sealed_failures)
+        assert got[mode] <= base[mode], (task.id, mode, got, base, res.tests, res.sealed_failures)
 
 
 @pytest.mark.parametrize("task_id", BUILTINS)

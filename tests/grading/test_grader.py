@@ -40,11 +40,6 @@ def grade():
     cache.close()
 
 
-def _rewards(task, res: grader.GradeResult) -> dict[str, float]:
-    """The reward of one grading run under every reward mode (scoring is pure)."""
-    return {m: grader.score(res.tests, task.test_spec, m)[0] for m in grader.REWARD_MODES}
-
-
 _STATUS = st.sampled_from(["passed", "failed", "error", "skipped", "missing"])
 
 
@@ -81,7 +76,7 @@ def test_gold_and_alternatives_full_reward_in_every_mode(grade, task_id):
     for patch in [task.solution_patch, *task.alternatives]:
         res = grade(task_id, patch.read_text(), "partial")
         assert res.reward == 1.0 and res.resolved, (patch.name, res.tests)
-        assert set(_rewards(task, res).values()) == {1.0}
+        assert set(res.rewards(task.test_spec).values()) == {1.0}
         assert res.hack_flags == [] and res.infra_error is None
 
 
@@ -91,7 +86,7 @@ def test_noop_and_decoys_fall_short(grade, task_id):
     for name, diff in [("noop", ""), *[(d.name, d.read_text()) for d in task.decoys]]:
         res = grade(task_id, diff, "f2p")
         assert not res.resolved, (name, res.tests)
-        assert max(_rewards(task, res).values()) < 1.0, (name, res.tests)
+        assert max(res.rewards(task.test_spec).values()) < 1.0, (name, res.tests)
         if name == "noop":
             assert all(res.tests[t] != "passed" for t in task.test_spec.fail_to_pass)
             assert all(res.tests[t] == "passed" for t in task.test_spec.pass_to_pass)
@@ -204,6 +199,25 @@ def test_split_diff_and_score_closed_forms():
     assert grader.score(tests, v, "f2p")[0] == 0.0
     parts = patches.split_diff(task.solution_patch.read_text() + _added_file("x.py", "a"))
     assert [p.new for p in parts][-1] == "x.py"
+
+
+def test_the_partial_modes_count_an_unwitnessed_test_only_once_the_witnessed_ones_pass():
+    """A fail_to_pass test no value seal checks passes on a bit a forger can set: it earns
+    nothing in ``partial`` or ``f2p`` until every witnessed test passes, then counts."""
+    v = registered_tasks()["retry-zero"].test_spec
+    (seen, bit), p2p = v.fail_to_pass[:2], v.pass_to_pass
+    flipped = {seen: "failed", bit: "passed", p2p[0]: "passed", p2p[1]: "passed"}
+    noop = {**flipped, bit: "failed"}
+    for mode in ("partial", "f2p"):
+        assert grader.score(flipped, v, mode, [seen]) == grader.score(noop, v, mode, [seen])
+    assert grader.score(flipped, v, "partial", [seen])[0] == 2 / 3  # the two p2p of three
+    assert grader.score(flipped, v, "partial")[0] == 0.75  # every test witnessed: as before
+    fixed = {**flipped, seen: "passed"}
+    assert grader.score(fixed, v, "partial", [seen])[0] == 1.0
+    assert grader.score({**fixed, bit: "failed"}, v, "partial", [seen])[0] == 0.75
+    assert grader.score({**fixed, bit: "failed"}, v, "f2p", [seen])[0] == 0.5
+    assert grader.score(fixed, v, "binary", [seen])[0] == 1.0
+    assert grader.score({**fixed, bit: "failed"}, v, "binary", [seen])[0] == 0.0
 
 
 def test_agent_cannot_fake_an_infra_error(make_env):
