@@ -78,6 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("name")
     a.add_argument("--split", choices=SPLITS)
     a.add_argument("--packages", help="comma-separated packages (default: all)")
+    a.add_argument("--tasks", help="comma-separated task ids (default: every fetched one)")
     a.add_argument("--root", type=Path, help="where the suite was fetched")
     add_sandbox(a)
     a.add_argument(
@@ -86,6 +87,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[],
         choices=["leaks", "reproduction", "sabotage"],
         help="a check to skip",
+    )
+    a.add_argument(
+        "--stability",
+        action="store_true",
+        help="also grade gold and no change under another PYTHONHASHSEED and beside a CPU "
+        "hog: no test's outcome may change (six gradings a task)",
+    )
+    a.add_argument(
+        "--hash-seed",
+        type=int,
+        metavar="N",
+        help="the PYTHONHASHSEED of --stability (default: drawn at random, and printed)",
     )
     h = s.add_parser(
         "add-history",
@@ -349,7 +362,19 @@ def _audit(args: argparse.Namespace) -> int:
     from repogym.scenarios import suites
 
     packages = [p.strip() for p in args.packages.split(",")] if args.packages else None
-    tasks = suites.validated_tasks(args.name, args.root, split=args.split, packages=packages)
+    tasks = suites.validated_tasks(
+        args.name, args.root, split=args.split, packages=packages, withheld=bool(args.tasks)
+    )  # a task named is audited even when it is withheld under the seal floor
+    if args.tasks:
+        wanted = {t.strip() for t in args.tasks.split(",")}
+        if unknown := wanted - {t.id for t in tasks}:
+            print(
+                f"{args.name}: no validated task {', '.join(sorted(unknown))} (of the split "
+                f"and packages asked for). Fix: `repogym suite show {args.name}` lists them",
+                file=sys.stderr,
+            )
+            return 2
+        tasks = [t for t in tasks if t.id in wanted]
     start = time.monotonic()
     problems: list[str] = []
     for task in tasks:
@@ -373,12 +398,20 @@ def _audit(args: argparse.Namespace) -> int:
     if "leaks" not in args.skip:
         for task_id, found in audit.leak_scan(tasks, sandbox=args.sandbox).items():
             problems += [f"{task_id}: {f}" for f in found]
+    checks = [c for c in ("leaks", "reproduction", "sabotage") if c not in args.skip]
+    if args.stability:
+        seed, unstable = audit.stability(tasks, sandbox=args.sandbox, hash_seed=args.hash_seed)
+        problems += [str(u) for u in unstable]
+        print(
+            f"stability: {len({u.task for u in unstable})} of {len(tasks)} tasks changed an "
+            f"outcome under PYTHONHASHSEED={seed} or beside a CPU hog"
+        )
+        checks.append("stability")
     for p in problems:
         print(f"FAIL {p}")
     print(
         f"{args.name}: audited {len(tasks)} tasks in {time.monotonic() - start:.0f}s "
-        f"({', '.join(c for c in ('leaks', 'reproduction', 'sabotage') if c not in args.skip)}"
-        f", compiled files): {len(problems)} problems"
+        f"({', '.join(checks)}, compiled files): {len(problems)} problems"
     )
     return 1 if problems else 0
 

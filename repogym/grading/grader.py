@@ -347,6 +347,7 @@ def run_grading(
     timeout_s: float,
     ini_options: dict[str, str] | None = None,
     extra_files: list[str] = (),
+    hash_seed: int = 0,
 ) -> GradingRun:
     """Run pytest with ``args`` through the launcher in ``sb``, with ``gdir`` as its folder.
 
@@ -364,7 +365,7 @@ def run_grading(
         os.chmod(p, 0o644)
     interp = sb.interpreter
     argv = vr.launcher_argv(interp.executable, interp.sites, args, [*node_ids, *extra_files])
-    line = vr.shell_command(argv, vr.launcher_env(**interp.env))
+    line = vr.shell_command(argv, vr.launcher_env(**interp.env, hash_seed=hash_seed))
     run = sb.run_with_binds(
         line, ro={"grader": gdir}, timeout_s=timeout_s, output_bytes=vr.GRADING_OUTPUT_BYTES
     )
@@ -484,7 +485,15 @@ def _run_pass(
                 # The agent's diff filled or broke the workspace, even one that failed
                 # to apply: git apply stops half-way when it runs out of space.
                 flags.add(HackFlag.TESTS_INSTALL_FAILED)
-            run = run_grading(sb, gdir, v.pytest_args(), tests, v.timeout_s, v.ini_options)
+            run = run_grading(
+                sb,
+                gdir,
+                v.pytest_args(),
+                tests,
+                v.timeout_s,
+                v.ini_options,
+                hash_seed=v.hash_seed,
+            )
         finally:
             sb.close()
     return Pass(masked, run, tests), apply_output
@@ -546,6 +555,10 @@ def gold_values(
     with lock:
         if (found := gd.load(key, code_digest())) is not None:
             return found
+        if task.test_spec.hash_seed:  # gold is recorded under the seed tasks grade under
+            task = dataclasses.replace(
+                task, test_spec=dataclasses.replace(task.test_spec, hash_seed=0)
+            )
         v = task.test_spec
         kept, _ = filter_diff(task.solution_patch.read_text(errors="surrogateescape"), v)
         runs = []

@@ -73,15 +73,16 @@ def launcher_argv(
     ]
 
 
-def launcher_env(path: str, ld_library_path: str = "") -> dict[str, str]:
-    """A grading run's process environment (nothing inherited, nothing the workspace set)."""
+def launcher_env(path: str, ld_library_path: str = "", hash_seed: int = 0) -> dict[str, str]:
+    """A grading run's process environment (nothing inherited, nothing the workspace set;
+    ``hash_seed`` is its ``PYTHONHASHSEED``)."""
     env = {
         "PATH": path,
         "HOME": "/tmp",
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "TERM": "dumb",
-        "PYTHONHASHSEED": "0",
+        "PYTHONHASHSEED": str(hash_seed),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
     }

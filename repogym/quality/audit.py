@@ -16,18 +16,24 @@ reproduction works, and a regression anywhere else is graded.
 - :func:`sabotage` grades the gold patch together with another task's bug (a function
   the other task's failing tests reach): with every passing test listed, that must not
   earn full reward.
+- :func:`stability` grades the gold patch and no change under the usual conditions, under
+  another ``PYTHONHASHSEED`` and beside a CPU hog: no test's outcome may change (a test
+  that asserts an exact ``hash()``, a set's order or a wall-clock threshold does).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import random
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from repogym.quality.sandboxed_tests import run_reproduction
@@ -326,3 +332,87 @@ def sabotage(
                     on_task(out[-1])
                 break
     return out
+
+
+# -- stability -----------------------------------------------------------------------------
+@dataclasses.dataclass
+class Unstable:
+    """A grading whose outcome changed with a condition it must not depend on.
+
+    Attributes:
+        task: The task.
+        patch: ``gold`` or ``noop`` (no change).
+        condition: ``PYTHONHASHSEED=N`` or ``beside a CPU hog``.
+        changed: Listed test -> (its outcome as usual, its outcome under the condition).
+        infra_error: What failed, when a grading could not finish (nothing was compared).
+    """
+
+    task: str
+    patch: str
+    condition: str
+    changed: dict[str, tuple[str, str]]
+    infra_error: str = ""
+
+    def __str__(self) -> str:
+        if self.infra_error:
+            return f"{self.task}: {self.patch} under {self.condition}: {self.infra_error}"
+        tests = ", ".join(f"{t} {a} -> {b}" for t, (a, b) in sorted(self.changed.items()))
+        return f"{self.task}: {self.patch} under {self.condition}: {tests}"
+
+
+@contextlib.contextmanager
+def cpu_hog(processes: int | None = None) -> Iterator[None]:
+    """``processes`` (default: one per CPU) busy loops on the host for the block's duration."""
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(processes or os.cpu_count() or 1)
+    ]
+    try:
+        yield
+    finally:
+        for h in hogs:
+            h.kill()
+        for h in hogs:
+            h.wait()
+
+
+def stability(
+    tasks: Iterable[Task],
+    *,
+    sandbox: str = "bwrap",
+    hash_seed: int | None = None,
+    hog: bool = True,
+    on_task: Callable[[str, list[Unstable]], None] | None = None,
+) -> tuple[int, list[Unstable]]:
+    """Grade each task's gold patch and no change as usual (``PYTHONHASHSEED=0``), under
+    ``hash_seed`` (default: one drawn at random) and, with ``hog``, beside a CPU hog; every
+    test whose outcome changed is an :class:`Unstable`. Returns the seed and the findings.
+
+    The usual grading runs first, so the gold values a task's checks are compared with are
+    recorded under the usual seed."""
+    seed = hash_seed or random.Random().randrange(1, 2**32)
+    out: list[Unstable] = []
+    with PatchGrader(sandbox) as grader:
+        for task in tasks:
+            found: list[Unstable] = []
+            for name, diff in (("gold", task.solution_patch.read_text()), ("noop", "")):
+                usual = grader.grade(task, diff)
+                runs = [(f"PYTHONHASHSEED={seed}", grader.grade(task, diff, hash_seed=seed))]
+                if hog:
+                    with cpu_hog():
+                        runs.append(("beside a CPU hog", grader.grade(task, diff)))
+                for condition, res in runs:
+                    if error := usual.infra_error or res.infra_error:
+                        found.append(Unstable(task.id, name, condition, {}, error))
+                        continue
+                    changed = {
+                        t: (usual.tests.get(t, "missing"), res.tests.get(t, "missing"))
+                        for t in task.test_spec.all_tests
+                        if usual.tests.get(t) != res.tests.get(t)
+                    }
+                    if changed:
+                        found.append(Unstable(task.id, name, condition, changed))
+            out += found
+            if on_task:
+                on_task(task.id, found)
+    return seed, out

@@ -340,13 +340,24 @@ class PatchGrader:
             return self._leaks[task.path]
 
     def grade(
-        self, task: Task, diff: str, *, mode: RewardMode = "binary", timeout_s: float | None = None
+        self,
+        task: Task,
+        diff: str,
+        *,
+        mode: RewardMode = "binary",
+        timeout_s: float | None = None,
+        hash_seed: int = 0,
     ) -> GradeResult:
         """Grading of ``diff`` against ``task``'s repo/ (``timeout_s`` shortens the
-        test spec's timeout, for checks that expect a hang)."""
+        test spec's timeout, for checks that expect a hang; ``hash_seed`` is the tests'
+        ``PYTHONHASHSEED``)."""
         if timeout_s is not None and timeout_s < task.test_spec.timeout_s:
             task = dataclasses.replace(
                 task, test_spec=dataclasses.replace(task.test_spec, timeout_s=timeout_s)
+            )
+        if hash_seed != task.test_spec.hash_seed:
+            task = dataclasses.replace(
+                task, test_spec=dataclasses.replace(task.test_spec, hash_seed=hash_seed)
             )
         template = self._templates.get(task.repo_dir, task.sandbox_dependencies())
         return grade(

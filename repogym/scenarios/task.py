@@ -226,6 +226,9 @@ class TestSpec:
         p2p_scope: Which passing tests pass_to_pass lists: ``all`` (every test that passes
             with the fix) or ``module`` (the test files that reach the changed code, and a
             sample of the rest: for a suite too slow to run whole in every grading).
+        hash_seed: The ``PYTHONHASHSEED`` the tests run under (0; not a task.toml key:
+            ``repogym suite audit --stability`` grades under another one to find tests
+            whose outcome depends on it).
     """
 
     command: str
@@ -238,6 +241,7 @@ class TestSpec:
     ini_options: dict[str, str] = dataclasses.field(default_factory=dict)
     rename_tests: bool = True
     p2p_scope: str = "all"
+    hash_seed: int = 0
 
     __test__ = False  # a name pytest would otherwise collect as a test class
 

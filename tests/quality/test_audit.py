@@ -169,3 +169,36 @@ def test_gold_plus_another_functions_bug_does_not_earn_full_reward(tasks):
     assert all(s.broken for s in results)
     diff = audit.sabotaged_diff(tasks["scale"], tasks["clip"])
     assert "+        out.append(v * factor)" in diff and "+    if x > low:" in diff
+
+
+def test_stability_finds_a_test_that_holds_only_under_one_hash_seed(tmp_path):
+    """A pass_to_pass test that asserts an exact ``hash()`` (as semver's and toolz's do)
+    changes outcome under another PYTHONHASHSEED, for gold and for no change; nothing
+    changes beside a CPU hog."""
+    import subprocess
+    import sys
+
+    from tests.scenarios._tasks import TESTS
+    from tests.scenarios._tasks import write_task as write_clamp_task
+
+    h0 = subprocess.run(
+        [sys.executable, "-c", "print(hash('repogym'))"],
+        env={"PYTHONHASHSEED": "0"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    tests = TESTS + f'\n\ndef test_hash():\n    assert hash("repogym") == {h0}\n'
+    task = load_task(
+        write_clamp_task(
+            tmp_path / "hashed",
+            tests=tests,
+            p2p=("tests/test_mod.py::test_inside", "tests/test_mod.py::test_hash"),
+        )
+    )
+    seed, found = audit.stability([task], hash_seed=12345)
+    assert seed == 12345
+    assert [(u.patch, u.condition, u.changed) for u in found] == [
+        (p, "PYTHONHASHSEED=12345", {"tests/test_mod.py::test_hash": ("passed", "failed")})
+        for p in ("gold", "noop")
+    ], [str(u) for u in found]
