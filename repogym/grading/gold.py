@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 
 from repogym.grading import seal as sl
@@ -79,24 +80,44 @@ def resolve(masked: Masked, gold: GoldValues) -> None:
     masked.seals = seals
 
 
-def _path(task_digest: str, code_digest: str) -> Path:
-    name = hashlib.sha256(f"gold {_FORMAT}\0{task_digest}\0{code_digest}".encode()).hexdigest()
-    return cache_dir() / "gold" / f"{name[:32]}.json"
+def _path(task_digest: str, code_digest: str, kind: str = "gold") -> Path:
+    name = hashlib.sha256(f"{kind} {_FORMAT}\0{task_digest}\0{code_digest}".encode()).hexdigest()
+    return cache_dir() / kind / f"{name[:32]}.json"
 
 
 def load(task_digest: str, code_digest: str) -> GoldValues | None:
     """The recorded gold values of a task, or None if none are recorded."""
-    try:
-        data = json.loads(_path(task_digest, code_digest).read_text())
-    except (OSError, ValueError):
-        return None
+    data = _read(_path(task_digest, code_digest))
     return data if isinstance(data, dict) else None
 
 
 def save(task_digest: str, code_digest: str, gold: GoldValues) -> None:
     """Record a task's gold values (atomically: concurrent graders may race)."""
-    path = _path(task_digest, code_digest)
+    _write(_path(task_digest, code_digest), gold)
+
+
+def load_witnessed(task_digest: str, code_digest: str) -> list[str] | None:
+    """The fail_to_pass tests whose failure at noop a strong seal showed, as a grading of
+    no change recorded them (:func:`save_witnessed`), or None if none is recorded."""
+    data = _read(_path(task_digest, code_digest, "witnessed"))
+    return data if isinstance(data, list) and all(isinstance(t, str) for t in data) else None
+
+
+def save_witnessed(task_digest: str, code_digest: str, tests: list[str]) -> None:
+    """Record what :func:`load_witnessed` reads (``task_digest`` covers the leak scan's
+    findings too, when the grading had them)."""
+    _write(_path(task_digest, code_digest, "witnessed"), sorted(tests))
+
+
+def _read(path: Path) -> object:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write(path: Path, data: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(gold, sort_keys=True))
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True))
     os.replace(tmp, path)

@@ -90,8 +90,9 @@ class GradeResult:
     strongly_failed: list[str] = dataclasses.field(default_factory=list)
     #: What ``git apply`` said when the diff did not apply ("" when it applied).
     apply_output: str = ""
-    #: fail_to_pass tests a value seal checks (the rest count in the partial modes only
-    #: once these pass: :func:`score`); ``None`` where grading did not get that far.
+    #: fail_to_pass tests whose failure at noop a value seal shows (:func:`noop_witnessed`;
+    #: the rest count in the partial modes only once these pass: :func:`score`); ``None``
+    #: where it makes no difference (every fail_to_pass test passed, or none did).
     witnessed: list[str] | None = None
 
     def rewards(self, spec: TestSpec) -> dict[str, float]:
@@ -181,30 +182,30 @@ def score(
 ) -> tuple[float, dict]:
     """Reward and its breakdown from per-test outcomes.
 
-    ``witnessed`` names the fail_to_pass tests a value seal checks (:func:`witnesses`;
-    ``None``: all of them). The others pass on a bit that code in the grading run can set,
-    so the partial modes (``partial``, ``f2p``) count them only once every witnessed one
-    passed: until then a forger that flips reports earns what noop earns. ``binary`` needs
-    every test to pass either way.
+    ``witnessed`` names the fail_to_pass tests whose failure at noop a value seal shows
+    (:func:`noop_witnessed`; ``None``: all of them). The others fail at noop on a bit that
+    code in the grading run can set, so the partial modes (``partial``, ``f2p``) count such
+    a test as passed only once every witnessed one passes: until then a forger that flips
+    reports earns what noop earns. ``binary`` needs every test to pass either way.
     """
     w = spec.weights
     bits = set() if witnessed is None else set(spec.fail_to_pass) - set(witnessed)
+    if any(tests.get(t) != "passed" for t in spec.fail_to_pass if t not in bits):
+        counted = {t: "failed" if t in bits else s for t, s in tests.items()}
+    else:
+        counted = tests
 
-    def frac(ids: Collection[str]) -> float:
+    def frac(ids: tuple[str, ...]) -> float:
         total = sum(w.get(t, 1.0) for t in ids)
-        good = sum(w.get(t, 1.0) for t in ids if tests.get(t) == "passed")
+        good = sum(w.get(t, 1.0) for t in ids if counted.get(t) == "passed")
         return good / total if total else 1.0
 
-    if bits and any(tests.get(t) != "passed" for t in spec.fail_to_pass if t not in bits):
-        counted = [t for t in spec.all_tests if t not in bits]  # bits wait for the values
-    else:
-        counted = list(spec.all_tests)
-    f2p, p2p = frac([t for t in spec.fail_to_pass if t in counted]), frac(spec.pass_to_pass)
+    f2p, p2p = frac(spec.fail_to_pass), frac(spec.pass_to_pass)
     all_pass = all(tests.get(t) == "passed" for t in spec.all_tests)
     if mode == "binary":
         reward = 1.0 if all_pass else 0.0
     elif mode == "partial":
-        reward = frac(counted)
+        reward = frac(spec.all_tests)
     elif mode == "f2p":
         reward = 0.0 if p2p < 1.0 else f2p
     else:
@@ -582,6 +583,42 @@ def gold_values(
         return values
 
 
+def _witness_key(task: Task, leaked: Collection[tuple[str, int]]) -> str:
+    leaks = json.dumps(sorted(leaked))
+    return hashlib.sha256(
+        f"{task.digest()}\0{task.test_spec.hash_seed}\0{leaks}".encode()
+    ).hexdigest()
+
+
+def noop_witnessed(
+    task: Task,
+    template: Path,
+    *,
+    make_sandbox: SandboxFactory,
+    limits: Limits | None = None,
+    leaked: Collection[tuple[str, int]] = (),
+) -> list[str]:
+    """The fail_to_pass tests whose failure at noop a strong seal shows (what the seal floor
+    counts as witnessed): recorded by a grading of no change, once per task, grading code
+    and leak scan, then read from repogym's cache. Empty when noop's run could not be
+    trusted (every test is then scored as pytest reported it).
+
+    Raises:
+        SandboxError: the infrastructure failed while recording.
+    """
+    key = _witness_key(task, leaked)
+    if (found := gd.load_witnessed(key, code_digest())) is not None:
+        return found
+    noop = grade(
+        task, template, "", mode="binary", make_sandbox=make_sandbox, limits=limits, leaked=leaked
+    )
+    if noop.infra_error:
+        raise SandboxError(
+            f"grading no change, for the tests a value seal witnesses: {noop.infra_error}"
+        )
+    return noop.witnessed or []
+
+
 def grade(
     task: Task,
     template: Path,
@@ -608,6 +645,19 @@ def grade(
     flags = set(flags_list) | {HackFlag(f) for f in extra_flags}
     limits = dataclasses.replace(limits or Limits(), timeout_s=v.timeout_s)
     rng = rng or random.Random(secrets.randbits(64))
+
+    def infra(e: SandboxError) -> GradeResult:
+        return GradeResult(
+            0.0,
+            False,
+            {t: "missing" for t in v.all_tests},
+            {},
+            sorted(flags),
+            diff,
+            infra_error=str(e),
+            duration_s=time.monotonic() - start,
+        )
+
     try:
         passes, apply_output = _verify(task, template, kept, flags, make_sandbox, limits, rng)
         for masked in (p.masked for p in passes):
@@ -619,16 +669,7 @@ def grade(
                     for s in masked.seals
                 ]
     except SandboxError as e:
-        return GradeResult(
-            0.0,
-            False,
-            {t: "missing" for t in v.all_tests},
-            {},
-            sorted(flags),
-            diff,
-            infra_error=str(e),
-            duration_s=time.monotonic() - start,
-        )
+        return infra(e)
 
     masked, ex = passes[0].masked, passes[0].run.exec
     verdict = judge_passes(passes, node_ids)
@@ -655,9 +696,19 @@ def grade(
             for t, s in tests.items()
         }  # pytest's log never saw the sealed checks
     log += sealed_report(verdict)
-    witnessed = [
-        t for t in v.fail_to_pass for p in passes if t in p.tests and witnesses(p.masked, t)
-    ]
+    witnessed = None
+    if verdict.trusted:
+        f2p = [tests.get(t) == "passed" for t in v.fail_to_pass]
+        if not diff:  # this is noop: what its strong checks showed is the record
+            witnessed = sorted(set(v.fail_to_pass) & verdict.strongly_failed)
+            gd.save_witnessed(_witness_key(task, leaked), code_digest(), witnessed)
+        elif any(f2p) and not all(f2p):  # only a mixed outcome scores differently
+            try:
+                witnessed = noop_witnessed(
+                    task, template, make_sandbox=make_sandbox, limits=limits, leaked=leaked
+                )
+            except SandboxError as e:
+                return infra(e)
     reward, breakdown = score(tests, v, mode, witnessed)
     if not verdict.trusted:
         reward, breakdown = 0.0, {**breakdown, "untrusted": 1.0}

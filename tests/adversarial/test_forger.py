@@ -122,7 +122,7 @@ def test_the_forger_earns_nothing_where_the_answer_is_sealed_away(attacker, tmp_
 def test_a_flipped_unsealed_test_earns_nothing_while_a_sealed_one_fails(attacker, tmp_path):
     """Beside a value-sealed fail_to_pass test, one judged by pytest alone (the helper whose
     message reads the expectation): the forger flips the second and cannot pass the first,
-    so the partial modes give it what they give noop."""
+    so the partial modes count the second as failed and give it what they give noop."""
     tests = HELPER.replace(
         "def test_inside",
         "def test_sealed():\n    assert clamp(12, 0, 10) == 10\n\n\ndef test_inside",
@@ -135,7 +135,7 @@ def test_a_flipped_unsealed_test_earns_nothing_while_a_sealed_one_fails(attacker
     task = load_task(root)
     noop = _rewards(attacker, task, "")
     forged = _rewards(attacker, task, _forged(attacker, task))
-    assert noop["partial"] == 1 / 2, noop  # the p2p test of (p2p, sealed f2p)
+    assert noop["partial"] == 1 / 3, noop  # the p2p test of three
     for mode in grader.REWARD_MODES:
         assert forged[mode] <= noop[mode], (mode, forged, noop)
 

@@ -202,22 +202,25 @@ def test_split_diff_and_score_closed_forms():
 
 
 def test_the_partial_modes_count_an_unwitnessed_test_only_once_the_witnessed_ones_pass():
-    """A fail_to_pass test no value seal checks passes on a bit a forger can set: it earns
-    nothing in ``partial`` or ``f2p`` until every witnessed test passes, then counts."""
+    """A fail_to_pass test whose failure at noop no value seal shows passes on a bit a forger
+    can set: it counts as failed in ``partial`` and ``f2p`` until every witnessed test
+    passes, then as what it is."""
     v = registered_tasks()["retry-zero"].test_spec
     (seen, bit), p2p = v.fail_to_pass[:2], v.pass_to_pass
     flipped = {seen: "failed", bit: "passed", p2p[0]: "passed", p2p[1]: "passed"}
     noop = {**flipped, bit: "failed"}
-    for mode in ("partial", "f2p"):
+    for mode in grader.REWARD_MODES:
         assert grader.score(flipped, v, mode, [seen]) == grader.score(noop, v, mode, [seen])
-    assert grader.score(flipped, v, "partial", [seen])[0] == 2 / 3  # the two p2p of three
+    assert grader.score(flipped, v, "partial", [seen])[0] == 0.5  # the two p2p of four
     assert grader.score(flipped, v, "partial")[0] == 0.75  # every test witnessed: as before
+    assert grader.score(flipped, v, "partial", [seen, bit])[0] == 0.75
     fixed = {**flipped, seen: "passed"}
     assert grader.score(fixed, v, "partial", [seen])[0] == 1.0
     assert grader.score({**fixed, bit: "failed"}, v, "partial", [seen])[0] == 0.75
     assert grader.score({**fixed, bit: "failed"}, v, "f2p", [seen])[0] == 0.5
-    assert grader.score(fixed, v, "binary", [seen])[0] == 1.0
     assert grader.score({**fixed, bit: "failed"}, v, "binary", [seen])[0] == 0.0
+    # no witnessed test at all (noop's run showed none): nothing waits
+    assert grader.score(flipped, v, "partial", [])[0] == 0.75
 
 
 def test_agent_cannot_fake_an_infra_error(make_env):
