@@ -89,6 +89,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a check to skip",
     )
     a.add_argument(
+        "--scope",
+        action="store_true",
+        help="also run each package's suite once, traced, on the fixed code: the test files "
+        "no graded test comes from, and each task's pass_to_pass tests that reach its fix",
+    )
+    a.add_argument(
         "--stability",
         action="store_true",
         help="also grade gold and no change under another PYTHONHASHSEED and beside a CPU "
@@ -399,6 +405,9 @@ def _audit(args: argparse.Namespace) -> int:
         for task_id, found in audit.leak_scan(tasks, sandbox=args.sandbox).items():
             problems += [f"{task_id}: {f}" for f in found]
     checks = [c for c in ("leaks", "reproduction", "sabotage") if c not in args.skip]
+    if args.scope:
+        problems += _scope(tasks, args.sandbox)
+        checks.append("scope")
     if args.stability:
         seed, unstable = audit.stability(tasks, sandbox=args.sandbox, hash_seed=args.hash_seed)
         problems += [str(u) for u in unstable]
@@ -414,6 +423,32 @@ def _audit(args: argparse.Namespace) -> int:
         f"({', '.join(checks)}, compiled files): {len(problems)} problems"
     )
     return 1 if problems else 0
+
+
+def _scope(tasks: list, sandbox: str) -> list[str]:
+    """Print ``suite audit --scope``'s findings; the problems are the packages whose suite
+    could not be run."""
+    from repogym.quality import audit
+
+    problems, reached, alone = [], 0, []
+    for found in audit.scope(tasks, sandbox=sandbox):
+        if found.error:
+            problems.append(f"{found.package}: its suite could not be run: {found.error}")
+            continue
+        for rel, why in sorted(found.ungraded.items()):
+            print(f"UNGRADED {found.package}: {rel}: {why}")
+        for task_id, reach in sorted(found.reach.items()):
+            if reach == []:
+                alone.append(task_id)
+            else:
+                reached += 1
+    print(
+        f"scope: {reached} of {reached + len(alone)} tasks have listed pass_to_pass tests that "
+        f"reach the code their bug changes (or it is outside every function); "
+        f"only fail_to_pass tests reach it in {len(alone)}: "
+        + (", ".join(alone) if alone else "none")
+    )
+    return problems
 
 
 def _restate(args: argparse.Namespace) -> int:

@@ -16,6 +16,10 @@ reproduction works, and a regression anywhere else is graded.
 - :func:`sabotage` grades the gold patch together with another task's bug (a function
   the other task's failing tests reach): with every passing test listed, that must not
   earn full reward.
+- :func:`scope` runs each package's whole test suite once, traced, on the fixed code: the
+  test files no graded test comes from (with why), and for each task the listed
+  pass_to_pass tests that reach the code its bug changed (coverage at gold: a regression
+  beside the fix is graded only where such tests exist).
 - :func:`stability` grades the gold patch and no change under the usual conditions, under
   another ``PYTHONHASHSEED`` and beside a CPU hog: no test's outcome may change (a test
   that asserts an exact ``hash()``, a set's order or a wall-clock threshold does).
@@ -36,7 +40,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from repogym.quality.sandboxed_tests import run_reproduction
+from repogym.quality.sandboxed_tests import SandboxRunner, run_reproduction, test_files
 from repogym.quality.validate import PatchGrader
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.base import WORKSPACE, SandboxError
@@ -416,3 +420,109 @@ def stability(
             if on_task:
                 on_task(task.id, found)
     return seed, out
+
+
+# -- scope: what is graded, and what reaches each fix --------------------------------------
+@dataclasses.dataclass
+class PackageScope:
+    """What a package's graded tests leave out, and reach.
+
+    Attributes:
+        package: The package folder's name (one package at one release).
+        ungraded: Test file -> why no test of it is listed (the tests that ran there, by
+            reason, or that it collects none).
+        reach: Task id -> its listed pass_to_pass tests that called a function its bug
+            changes, on the fixed code (``None``: the bug changes code outside any
+            function, which every test may reach).
+        error: Why the package's suite could not be run ("" when it ran).
+    """
+
+    package: str
+    ungraded: dict[str, str] = dataclasses.field(default_factory=dict)
+    reach: dict[str, list[str] | None] = dataclasses.field(default_factory=dict)
+    error: str = ""
+
+
+def pristine(task: Task, dest: Path) -> Path:
+    """The package as released, in ``dest``: the task's repo/ with the gold patch applied and
+    the hidden test files back where the package keeps them."""
+    shutil.copytree(task.repo_dir, dest, symlinks=False)
+    if not _git_apply(dest, task.solution_patch.read_text()):
+        raise ValueError(f"{task.id}: the gold patch does not apply to repo/")
+    base = dest if task.test_spec.tests_dest == "." else dest / task.test_spec.tests_dest
+    shutil.copytree(task.tests_dir, base, dirs_exist_ok=True)
+    return dest
+
+
+def _plugins(args: list[str]) -> list[str]:
+    """The ``-p NAME`` plugins of a pytest command line, less the ``no:`` ones."""
+    return [
+        b for a, b in zip(args, args[1:], strict=False) if a == "-p" and not b.startswith("no:")
+    ]
+
+
+def _ungraded(files: list[str], listed: set[str], dropped: dict[str, str]) -> dict[str, str]:
+    out = {}
+    for rel in files:
+        if any(t.split("::", 1)[0] == rel for t in listed):
+            continue
+        why: dict[str, int] = {}
+        for t, reason in dropped.items():
+            if t.split("::", 1)[0] == rel:
+                why[reason] = why.get(reason, 0) + 1
+        out[rel] = (
+            "; ".join(f"{n} {r}" for r, n in sorted(why.items(), key=lambda x: -x[1]))
+            if why
+            else "collects no test"
+        )
+    return out
+
+
+def scope(
+    tasks: Iterable[Task],
+    *,
+    sandbox: str = "bwrap",
+    on_package: Callable[[PackageScope], None] | None = None,
+) -> list[PackageScope]:
+    """For each package of ``tasks`` (tasks of one folder share a package at one release):
+    its test suite run once on the fixed code, traced (as synthesis runs it), giving the
+    test files that no listed test comes from, and each task's listed pass_to_pass tests
+    that called a function its bug changes (:meth:`SandboxRunner.selected`)."""
+    by_package: dict[Path, list[Task]] = {}
+    for t in tasks:
+        by_package.setdefault(t.path.parent, []).append(t)
+    out = []
+    for folder, group in by_package.items():
+        first = group[0]
+        spec = first.test_spec
+        found = PackageScope(folder.name)
+        with tempfile.TemporaryDirectory(prefix="repogym-scope-") as tmp:
+            try:
+                pkg = pristine(first, Path(tmp) / "pkg")
+                with SandboxRunner(
+                    first.sandbox_dependencies(),
+                    spec.ini_options,
+                    sandbox=sandbox,
+                    plugins=_plugins(spec.pytest_args()),
+                ) as runner:
+                    runner.collect(pkg, spec.timeout_s)
+                    listed = {n for t in group for n in t.test_spec.all_tests}
+                    found.ungraded = _ungraded(test_files(pkg), listed, runner.dropped)
+                    for t in group:
+                        changes = {
+                            p.new: (t.repo_dir / p.new).read_text()
+                            for p in split_diff(t.solution_patch.read_text())
+                            if (t.repo_dir / p.new).is_file()
+                        }
+                        reached = runner.selected(changes)
+                        f2p = set(t.test_spec.fail_to_pass)
+                        p2p = set(t.test_spec.pass_to_pass)
+                        found.reach[t.id] = (
+                            None if reached is None else sorted((reached - f2p) & p2p)
+                        )
+            except Exception as e:  # an audit reports, never crashes
+                found.error = f"{type(e).__name__}: {e}"
+        out.append(found)
+        if on_package:
+            on_package(found)
+    return out

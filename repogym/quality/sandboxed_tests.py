@@ -255,6 +255,9 @@ class SandboxRunner:
         self.collected: list[str] = []
         #: Wall time of one run of every collected test (set by :meth:`collect`).
         self.suite_seconds = 0.0
+        #: The tests that ran on the pristine package and are not collected, with why (set
+        #: by :meth:`collect`).
+        self.dropped: dict[str, str] = {}
         self._calls: dict[str, list[tuple[str, int, int]]] = {}
         self._defined: dict[str, str] = {}
         self._spawning: set[str] = set()
@@ -288,6 +291,16 @@ class SandboxRunner:
         )
         steady = stable_ids([set(found), masked_ids, set(only)])
         self.collected = sorted(passing & still & steady)
+        self.dropped = {}
+        for t, status in found.items():
+            if status != "passed":
+                self.dropped[t] = f"{status} on the pristine package"
+            elif t not in named:
+                self.dropped[t] = "the grader cannot follow it under a fresh name"
+            elif t not in still:
+                self.dropped[t] = "fails once its file is masked and its checks sealed"
+            elif t not in steady:
+                self.dropped[t] = "its parametrize ids change from run to run"
         self._calls = {
             r["trace"]: [tuple(x) for x in r.get("spans", [])]
             for r in records

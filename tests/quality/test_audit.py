@@ -73,22 +73,27 @@ def _task(
     function: str,
     environment: DependencySpec,
     extra: dict[str, str],
+    tests: str = TESTS,
+    more_tests: dict[str, str] | None = None,
 ) -> Path:
     repo = base / f"src-{function}"
     (repo / "tests").mkdir(parents=True)
     (repo / "calc.py").write_text(CODE)
-    (repo / "tests" / "test_calc.py").write_text(TESTS)
+    (repo / "tests" / "test_calc.py").write_text(tests)
+    for rel, text in (more_tests or {}).items():
+        (repo / rel).write_text(text)
     for rel, text in extra.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(text)
     old, new = BUGS[function]
     failing = [f"tests/test_calc.py::test_{function}"]
     others = [f"tests/test_calc.py::test_{f}" for f in BUGS if f != function]
+    others += [f"tests/test_calc.py::{n}" for n in ("test_scale_empty",) if n in tests]
     return write_task(
         TaskFiles(
             id=f"audit-{function}",
             repo=repo,
-            hidden=["tests/test_calc.py"],
+            hidden=["tests/test_calc.py", *(more_tests or {})],
             tests_dest="tests",
             buggy={"calc.py": CODE.replace(old, new)},
             fail_to_pass=failing,
@@ -202,3 +207,28 @@ def test_stability_finds_a_test_that_holds_only_under_one_hash_seed(tmp_path):
         (p, "PYTHONHASHSEED=12345", {"tests/test_mod.py::test_hash": ("passed", "failed")})
         for p in ("gold", "noop")
     ], [str(u) for u in found]
+
+
+def test_scope_names_what_is_not_graded_and_what_reaches_each_fix(tmp_path):
+    """The package's suite, run once traced on the fixed code: a file whose only test is
+    skipped is not graded, and says so; the scale task's empty-list test (it calls
+    ``scale`` and passes with the bug) reaches its fix, nothing reaches label's."""
+    from repogym.scenarios.dependencies import build
+
+    env = DependencySpec(requirements=(), setup=())
+    build(env)
+    tests = TESTS + "\n\ndef test_scale_empty():\n    assert scale([], 3) == []\n"
+    skipped = "import pytest\n\n\n@pytest.mark.skip\ndef test_later():\n    pass\n"
+    more = {"tests/test_later.py": skipped}
+    tasks = [
+        load_task(_task(tmp_path, f, env, {}, tests=tests, more_tests=more))
+        for f in ("scale", "label")
+    ]
+    assert {t.path.parent for t in tasks} == {tmp_path / "tasks"}  # one package
+    (found,) = audit.scope(tasks)
+    assert found.error == ""
+    assert found.ungraded == {"tests/test_later.py": "1 skipped on the pristine package"}
+    assert found.reach == {
+        "audit-scale": ["tests/test_calc.py::test_scale_empty"],
+        "audit-label": [],
+    }

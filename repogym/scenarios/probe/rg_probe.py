@@ -130,8 +130,14 @@ def pytest_collectreport(report) -> None:
 _loaded: set = set()
 
 
+#: A code object's flag for a function's own namespace: a module's or class body's code,
+#: which runs at import too, has none (its span is its whole file or class, and the lines it
+#: runs, outside every function, are changes no test selection can narrow anyway).
+_NEWLOCALS = 0x2
+
+
 def _loading(frame, event, arg) -> None:
-    if event == "call":
+    if event == "call" and frame.f_code.co_flags & _NEWLOCALS:
         _loaded.add(frame.f_code)
 
 
