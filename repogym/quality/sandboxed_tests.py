@@ -220,6 +220,9 @@ class SandboxRunner:
         stop_after: A run with changed files (a mutant) stops once more than this many
             tests failed (counted as :meth:`same_test` counts them): synthesis drops such a
             mutant whatever the rest do, so the rest need not run. None: every run is whole.
+        select: Run for a change only the tests that called a function it touches
+            (:meth:`selected`); False runs every test for every change (the baseline of
+            ``bench/synthesis.py``).
     """
 
     def __init__(
@@ -232,9 +235,11 @@ class SandboxRunner:
         limits: Limits | None = None,
         plugins: Iterable[str] = (),
         stop_after: int | None = None,
+        select: bool = True,
     ) -> None:
         self.dependencies = dependencies
         self.stop_after = stop_after
+        self.select = select
         self.backend, self.options = sandbox, dict(sandbox_options or {})
         self.limits = limits or Limits()
         self.plugins = tuple(plugins)
@@ -400,7 +405,7 @@ class SandboxRunner:
         self, root: Path, node_ids: list[str], timeout_s: float
     ) -> tuple[dict[str, str], dict[str, str]]:
         changes = self._ready(root)
-        selected = self.selected(changes) if changes else None
+        selected = self.selected(changes) if changes and self.select else None
         found = dict.fromkeys(self.collected, "passed")
         messages: dict[str, str] = {}
         if changes and selected is not None and not selected:
