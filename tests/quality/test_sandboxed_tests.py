@@ -275,6 +275,31 @@ def test_a_function_run_at_import_reaches_every_test(tmp_path: Path) -> None:
     assert status == {"tests/test_calc.py::test_table": "failed"}
 
 
+def test_a_mutants_run_reruns_only_the_tests_that_reach_it(tmp_path: Path) -> None:
+    """The module's own code runs at import too, and spans the whole file: counted as a
+    function run at import, it made every mutant rerun every test (selection narrowed
+    nothing). A mutant of ``add`` reruns the one test that calls it."""
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text(
+        "class Calc:\n    def add(self, a, b):\n        return a + b\n\n"
+        "    def sub(self, a, b):\n        return a - b\n"
+    )
+    (root / "tests" / "test_calc.py").write_text(
+        "from calc import Calc\n\n\ndef test_add():\n    assert Calc().add(2, 3) == 5\n\n\n"
+        "def test_sub():\n    assert Calc().sub(2, 3) == -1\n"
+    )
+    with SandboxRunner(None, {"pythonpath": "."}) as runner:
+        ids = runner.collect(root, timeout_s=60)
+        (root / "calc.py").write_text((root / "calc.py").read_text().replace("a + b", "a * b"))
+        status, _ = runner.run(root, ids, timeout_s=60)
+        assert runner.stats["tests run"] == 1
+    assert status == {
+        "tests/test_calc.py::test_add": "failed",
+        "tests/test_calc.py::test_sub": "passed",
+    }
+
+
 def test_tests_failing_on_the_pristine_package_do_not_stop_a_mutants_run(tmp_path: Path) -> None:
     """humanize's benchmark tests fail in the sandbox (so are not listed) and come first
     in a run of whole files: counted, they stopped a mutant's run before the listed tests
