@@ -31,9 +31,8 @@ import tomllib
 from pathlib import Path
 
 from repogym.quality.sandboxed_tests import SandboxRunner
-from repogym.quality.synthesis import fetch
-from repogym.scenarios import pypi
-from repogym.scenarios.synth import MAX_FAIL_TO_PASS, synthesize
+from repogym.quality.synthesis import fetch, mutate_fetched
+from repogym.scenarios.synth import MAX_FAIL_TO_PASS
 
 
 def tasks_written(out: Path) -> dict[str, dict]:
@@ -50,24 +49,18 @@ def tasks_written(out: Path) -> dict[str, dict]:
 
 
 def one(args, fetched, select: bool, out: Path) -> dict:
-    sdist, repo, spec, built, ini, plugins = fetched
+    _, _, _, built, ini, plugins = fetched
     start = time.monotonic()
     with SandboxRunner(
         built.sandbox, ini, plugins=plugins, stop_after=MAX_FAIL_TO_PASS, select=select
     ) as runner:
-        synthesize(
-            repo,
+        mutate_fetched(
+            fetched,
             out,
+            runner,
             max_tasks=args.tasks,
             seed=args.seed,
             max_trials=args.max_trials,
-            runner=runner,
-            name=sdist.name,
-            only=pypi.code_paths(repo, sdist.name, pypi.archive_top_level(sdist)),
-            environment=spec,
-            ini_options=ini,
-            plugins=plugins,
-            note=pypi.path_hint(ini),
             say=lambda m: None,
         )
         stats = dict(runner.stats)

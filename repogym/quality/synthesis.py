@@ -137,23 +137,17 @@ def from_pypi(
             built.sandbox, ini, sandbox=sandbox, plugins=plugins, stop_after=MAX_FAIL_TO_PASS
         ) as runner:
             try:
-                folders = mutate_and_write(
-                    repo,
+                folders = mutate_fetched(
+                    (sdist, repo, spec, built, ini, plugins),
                     work / "tasks",
+                    runner,
                     max_tasks=max_tasks,
                     seed=seed,
                     combined=combined,
                     p2p_sample=p2p_sample,
                     max_trials=max_trials,
                     timeout_s=timeout_s,
-                    runner=runner,
-                    name=sdist.name,
-                    only=pypi.code_paths(repo, sdist.name, pypi.archive_top_level(sdist)),
-                    environment=spec,
-                    ini_options=ini,
-                    plugins=plugins,
                     split=split,
-                    note=pypi.path_hint(ini),
                     say=say,
                 )
             except SynthError as e:
@@ -209,6 +203,26 @@ def fetch(
     sdist, repo, spec, built, ini = prepare(project, work, extra=extra, drop=drop, say=say)
     plugins = plugins_of(repo, sdist.name, built, extra=extra, drop=drop)
     return sdist, repo, spec, built, ini, plugins
+
+
+def mutate_fetched(fetched: tuple, out: Path, runner: SandboxRunner, **options) -> list[Path]:
+    """Stage 2 of :func:`from_pypi` for what :func:`fetch` returned: the package's mutants
+    tried with ``runner`` and the real bugs written as task folders under ``out``
+    (``options`` are :func:`repogym.scenarios.synth.synthesize`'s, less those the package
+    gives)."""
+    sdist, repo, spec, _, ini, plugins = fetched
+    return mutate_and_write(
+        repo,
+        out,
+        runner=runner,
+        name=sdist.name,
+        only=pypi.code_paths(repo, sdist.name, pypi.archive_top_level(sdist)),
+        environment=spec,
+        ini_options=ini,
+        plugins=plugins,
+        note=pypi.path_hint(ini),
+        **options,
+    )
 
 
 def mutate_and_write(package_dir: str | Path, out: str | Path, **options) -> list[Path]:
