@@ -473,7 +473,7 @@ def _ungraded(files: list[str], listed: set[str], dropped: dict[str, str]) -> di
         out[rel] = (
             "; ".join(f"{n} {r}" for r, n in sorted(why.items(), key=lambda x: -x[1]))
             if why
-            else "collects no test"
+            else "no test of it ran on the pristine package (none collected, or its import failed)"
         )
     return out
 
