@@ -1,4 +1,4 @@
-"""Mutation synthesis with and without test selection: tasks per CPU-hour, side by side.
+"""Mutation synthesis with and without test selection: tasks per hour, side by side.
 
 Usage: python bench/synthesis.py [--package inflection==0.5.1] [--tasks 5] [--seed 0]
        [--max-trials N] [--json FILE]

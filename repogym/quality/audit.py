@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -390,10 +391,8 @@ def stability(
 ) -> tuple[int, list[Unstable]]:
     """Grade each task's gold patch and no change as usual (``PYTHONHASHSEED=0``), under
     ``hash_seed`` (default: one drawn at random) and, with ``hog``, beside a CPU hog; every
-    test whose outcome changed is an :class:`Unstable`. Returns the seed and the findings.
-
-    The usual grading runs first, so the gold values a task's checks are compared with are
-    recorded under the usual seed."""
+    test whose outcome changed is an :class:`Unstable`. Returns the seed and the findings
+    (gold values are recorded under the usual seed whichever grading records them)."""
     seed = hash_seed or random.Random().randrange(1, 2**32)
     out: list[Unstable] = []
     with PatchGrader(sandbox) as grader:
@@ -454,28 +453,19 @@ def pristine(task: Task, dest: Path) -> Path:
     return dest
 
 
-def _plugins(args: list[str]) -> list[str]:
-    """The ``-p NAME`` plugins of a pytest command line, less the ``no:`` ones."""
-    return [
-        b for a, b in zip(args, args[1:], strict=False) if a == "-p" and not b.startswith("no:")
-    ]
-
-
 def _ungraded(files: list[str], listed: set[str], dropped: dict[str, str]) -> dict[str, str]:
-    out = {}
-    for rel in files:
-        if any(t.split("::", 1)[0] == rel for t in listed):
-            continue
-        why: dict[str, int] = {}
-        for t, reason in dropped.items():
-            if t.split("::", 1)[0] == rel:
-                why[reason] = why.get(reason, 0) + 1
-        out[rel] = (
-            "; ".join(f"{n} {r}" for r, n in sorted(why.items(), key=lambda x: -x[1]))
-            if why
-            else "no test of it ran on the pristine package (none collected, or its import failed)"
-        )
-    return out
+    """Test file -> why none of its tests is listed (its dropped tests counted by reason)."""
+    graded = {t.split("::", 1)[0] for t in listed}
+    why: dict[str, Counter[str]] = {}
+    for t, reason in dropped.items():
+        why.setdefault(t.split("::", 1)[0], Counter())[reason] += 1
+    return {
+        rel: "; ".join(f"{n} {r}" for r, n in why[rel].most_common())
+        if rel in why
+        else "no test of it ran on the pristine package (none collected, or its import failed)"
+        for rel in files
+        if rel not in graded
+    }
 
 
 def scope(
@@ -503,7 +493,7 @@ def scope(
                     first.sandbox_dependencies(),
                     spec.ini_options,
                     sandbox=sandbox,
-                    plugins=_plugins(spec.pytest_args()),
+                    plugins=spec.plugins(),
                 ) as runner:
                     runner.collect(pkg, spec.timeout_s)
                     listed = {n for t in group for n in t.test_spec.all_tests}

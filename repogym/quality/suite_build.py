@@ -455,12 +455,6 @@ def _release_entry(
     )
     if v.tests_dest != ".":
         hidden = [f"{v.tests_dest}/{h}" for h in hidden]
-    words = v.command.split()
-    plugins = tuple(
-        words[i + 1]
-        for i, w in enumerate(words[:-1])
-        if w == "-p" and words[i + 1] != "no:cacheprovider"
-    )
     return suites.PackageEntry(
         name=f"{name}-{version}",
         pypi=name,
@@ -475,7 +469,7 @@ def _release_entry(
         hidden=tuple(hidden),
         tasks=(),
         tests=tuple(sorted({*v.fail_to_pass, *v.pass_to_pass})),
-        plugins=plugins,
+        plugins=v.plugins(),
         timeout_s=int(v.timeout_s),
     )
 

@@ -351,14 +351,13 @@ class PatchGrader:
         """Grading of ``diff`` against ``task``'s repo/ (``timeout_s`` shortens the
         test spec's timeout, for checks that expect a hang; ``hash_seed`` is the tests'
         ``PYTHONHASHSEED``)."""
-        if timeout_s is not None and timeout_s < task.test_spec.timeout_s:
-            task = dataclasses.replace(
-                task, test_spec=dataclasses.replace(task.test_spec, timeout_s=timeout_s)
-            )
-        if hash_seed != task.test_spec.hash_seed:
-            task = dataclasses.replace(
-                task, test_spec=dataclasses.replace(task.test_spec, hash_seed=hash_seed)
-            )
+        spec = task.test_spec
+        if timeout_s is not None and timeout_s < spec.timeout_s:
+            spec = dataclasses.replace(spec, timeout_s=timeout_s)
+        if hash_seed != spec.hash_seed:
+            spec = dataclasses.replace(spec, hash_seed=hash_seed)
+        if spec is not task.test_spec:
+            task = dataclasses.replace(task, test_spec=spec)
         template = self._templates.get(task.repo_dir, task.sandbox_dependencies())
         return grade(
             task,

@@ -249,6 +249,16 @@ class TestSpec:
         """The command's pytest arguments (checked when the task was loaded)."""
         return pytest_args(self.command)
 
+    def plugins(self) -> tuple[str, ...]:
+        """The plugins the command loads by name (``-p NAME``; :func:`pytest_command`'s
+        ``plugins``), less the ``no:cacheprovider`` every command has."""
+        words = self.command.split()
+        return tuple(
+            words[i + 1]
+            for i, w in enumerate(words[:-1])
+            if w == "-p" and words[i + 1] != "no:cacheprovider"
+        )
+
     @property
     def all_tests(self) -> tuple[str, ...]:
         """Every listed node id, fail_to_pass first."""
