@@ -11,9 +11,11 @@
 ``fetch`` downloads each package's sdist with pip (hash-checked), builds its dependencies,
 writes the task folders and validates every task not yet validated, with a progress bar;
 it is idempotent and resumable. Each task validated now is then graded once more with the
-attack library's strongest task-blind attack planted (the forger, binary mode, through the
-same templates as validation), and the tasks it resolves are listed (``--no-adversarial``
-skips it). ``audit`` checks the fetched tasks beyond validation
+attack library's strongest task-blind attack planted (the forger, through the same
+templates as validation), and the tasks where it earns more than noop in any reward mode are
+listed (``--no-adversarial`` skips it). The fail_to_pass tests it passes are recorded: they
+no longer count as witnessed by a value seal, and each task's seal measure is recorded
+again from what is left. ``audit`` checks the fetched tasks beyond validation
 (:mod:`repogym.quality.audit`): no workspace holds a compiled file, no sandbox of a task can
 read its fix, each reproduction fails without the fix and passes with it, and the gold
 patch plus another task's bug does not earn full reward. Exit status 1 when a task fails
@@ -327,8 +329,8 @@ def _fetch(args: argparse.Namespace) -> int:
     )
     if report.forger_checked:
         print(
-            f"adversarial check (the forger, binary mode): beat noop on "
-            f"{len(report.forged)} of {len(report.forger_checked)} tasks validated now"
+            f"adversarial check (the forger, every reward mode): beat noop on "
+            f"{len(report.forged)} of {len(report.forger_checked)} tasks checked now"
             + "".join(f"\n  {t}: {why}" for t, why in sorted(report.forged.items()))
         )
     return 1 if report.failed else 0

@@ -99,14 +99,29 @@ def save(task_digest: str, code_digest: str, gold: GoldValues) -> None:
 def load_witnessed(task_digest: str, code_digest: str) -> list[str] | None:
     """The fail_to_pass tests whose failure at noop a strong seal showed, as a grading of
     no change recorded them (:func:`save_witnessed`), or None if none is recorded."""
-    data = _read(_path(task_digest, code_digest, "witnessed"))
-    return data if isinstance(data, list) and all(isinstance(t, str) for t in data) else None
+    return _tests(_path(task_digest, code_digest, "witnessed"))
 
 
 def save_witnessed(task_digest: str, code_digest: str, tests: list[str]) -> None:
     """Record what :func:`load_witnessed` reads (``task_digest`` covers the leak scan's
     findings too, when the grading had them)."""
     _write(_path(task_digest, code_digest, "witnessed"), sorted(tests))
+
+
+def load_forged(task_digest: str, code_digest: str) -> list[str] | None:
+    """The fail_to_pass tests that the strongest task-blind attack passed with no fix, as
+    :func:`save_forged` recorded them, or None if none is recorded."""
+    return _tests(_path(task_digest, code_digest, "forged"))
+
+
+def save_forged(task_digest: str, code_digest: str, tests: list[str]) -> None:
+    """Record what :func:`load_forged` reads (keyed as :func:`save_witnessed` is)."""
+    _write(_path(task_digest, code_digest, "forged"), sorted(tests))
+
+
+def _tests(path: Path) -> list[str] | None:
+    data = _read(path)
+    return data if isinstance(data, list) and all(isinstance(t, str) for t in data) else None
 
 
 def _read(path: Path) -> object:

@@ -183,14 +183,17 @@ def score(
     """Reward and its breakdown from per-test outcomes.
 
     ``witnessed`` names the fail_to_pass tests whose failure at noop a value seal shows
-    (:func:`noop_witnessed`; ``None``: all of them). The others fail at noop on a bit that
-    code in the grading run can set, so the partial modes (``partial``, ``f2p``) count such
-    a test as passed only once every witnessed one passes: until then a forger that flips
-    reports earns what noop earns. ``binary`` needs every test to pass either way.
+    and the strongest task-blind attack could not hide (:func:`noop_witnessed`; ``None``:
+    all of them). The others fail at noop on a bit that code in the grading run can set, so
+    the partial modes (``partial``, ``f2p``) count such a test as passed only once every
+    witnessed one passes, or, where none is witnessed, once every test passes: until then a
+    forger that flips reports earns what noop earns. ``binary`` needs every test to pass
+    either way.
     """
     w = spec.weights
     bits = set() if witnessed is None else set(spec.fail_to_pass) - set(witnessed)
-    if any(tests.get(t) != "passed" for t in spec.fail_to_pass if t not in bits):
+    shown = [t for t in spec.fail_to_pass if t not in bits] or spec.all_tests
+    if any(tests.get(t) != "passed" for t in shown):
         counted = {t: "failed" if t in bits else s for t, s in tests.items()}
     else:
         counted = tests
@@ -598,17 +601,19 @@ def noop_witnessed(
     limits: Limits | None = None,
     leaked: Collection[tuple[str, int]] = (),
 ) -> list[str]:
-    """The fail_to_pass tests whose failure at noop a strong seal shows (what the seal floor
-    counts as witnessed): recorded by a grading of no change, once per task, grading code
-    and leak scan, then read from repogym's cache. Empty when noop's run could not be
-    trusted (every test is then scored as pytest reported it).
+    """The fail_to_pass tests whose failure at noop a strong seal shows, less those the
+    strongest task-blind attack passed where that was recorded (:func:`record_forged`):
+    what the seal floor counts as witnessed. Noop's part is recorded by a grading of no
+    change, once per task, grading code and leak scan, then read from repogym's cache.
+    Empty when noop's run could not be trusted (every test is then scored as pytest
+    reported it).
 
     Raises:
         SandboxError: the infrastructure failed while recording.
     """
     key = _witness_key(task, leaked)
     if (found := gd.load_witnessed(key, code_digest())) is not None:
-        return found
+        return _unforged(found, key)
     noop = grade(
         task, template, "", mode="binary", make_sandbox=make_sandbox, limits=limits, leaked=leaked
     )
@@ -617,6 +622,28 @@ def noop_witnessed(
             f"grading no change, for the tests a value seal witnesses: {noop.infra_error}"
         )
     return noop.witnessed or []
+
+
+def _unforged(witnessed: Collection[str], key: str) -> list[str]:
+    """``witnessed`` less the tests the strongest attack passed (:func:`record_forged`)."""
+    forged = set(gd.load_forged(key, code_digest()) or ())
+    return sorted(set(witnessed) - forged)
+
+
+def record_forged(
+    task: Task, result: GradeResult, leaked: Collection[tuple[str, int]] = ()
+) -> list[str]:
+    """Record the fail_to_pass tests that ``result``, a grading of the strongest task-blind
+    attack with no fix, passed: however noop failed them, a check that code in the grading
+    run can answer showed it (a strong check that noop never reached because an earlier
+    statement raised, one that a soft rerun reaches with the value the unfixed code gives).
+    From then on they are not witnessed (:func:`noop_witnessed`). Returns them; records
+    nothing from a grading that was not trusted or did not run."""
+    if result.infra_error or result.untrusted:
+        return []
+    passed = [t for t in task.test_spec.fail_to_pass if result.tests.get(t) == "passed"]
+    gd.save_forged(_witness_key(task, leaked), code_digest(), passed)
+    return passed
 
 
 def grade(
@@ -700,9 +727,13 @@ def grade(
     if verdict.trusted:
         f2p = [tests.get(t) == "passed" for t in v.fail_to_pass]
         if not diff:  # this is noop: what its strong checks showed is the record
-            witnessed = sorted(set(v.fail_to_pass) & verdict.strongly_failed)
-            gd.save_witnessed(_witness_key(task, leaked), code_digest(), witnessed)
-        elif any(f2p) and not all(f2p):  # only a mixed outcome scores differently
+            key = _witness_key(task, leaked)
+            shown = set(v.fail_to_pass) & verdict.strongly_failed
+            gd.save_witnessed(key, code_digest(), sorted(shown))
+            witnessed = _unforged(shown, key)
+        elif any(f2p) and not all(tests.get(t) == "passed" for t in v.all_tests):
+            # only an outcome short of a full pass, with a fail_to_pass test passing, scores
+            # differently
             try:
                 witnessed = noop_witnessed(
                     task, template, make_sandbox=make_sandbox, limits=limits, leaked=leaked

@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 
 from repogym.envs.attacks import STRONGEST, digest_text, payload
 from repogym.grading.flags import HackFlag
-from repogym.grading.grader import RewardMode, code_digest
+from repogym.grading.grader import REWARD_MODES, RewardMode, code_digest, score
 from repogym.quality.pool import grading_pool
 from repogym.quality.validate import PatchGrader
 from repogym.sandbox.runtime import cache_dir
@@ -355,6 +355,7 @@ class AttackResult:
     flags: list[HackFlag]
     untrusted: str
     error: str = ""
+    mode: str = "partial"  #: the reward mode ``reward`` and ``noop_reward`` were earned in
 
     @property
     def beats_noop(self) -> bool:
@@ -445,13 +446,51 @@ def grade_attack(
     )
 
 
-def forger_check(task: Task, grader: PatchGrader) -> AttackResult:
-    """The strongest attack against a **validated** task, in binary mode: one grading.
+def forger_check(
+    task: Task, grader: PatchGrader, noop: dict[str, str] | None = None
+) -> AttackResult:
+    """The strongest attack against a **validated** task: one grading, judged in every
+    reward mode against noop (``noop``: its per-test outcomes, from validation; graded
+    here if not given).
 
-    Validation makes the unpatched repository fail every fail_to_pass test, so noop earns 0
-    in binary mode and the attack beats noop exactly when it resolves the task.
+    The fail_to_pass tests the attack passed are recorded first
+    (:meth:`PatchGrader.record_forged`): they are not witnessed by a value seal, whatever
+    noop showed, so the partial modes pay for them only once the witnessed ones pass. The
+    result is the mode where the attack came closest to noop, or beat it by most.
     """
-    return grade_attack(task, grader, strongest(), 0.0, mode="binary")
+    attack = strongest()
+    try:
+        diff = make_diff(task.repo_dir, attack.changes(task.repo_dir, task.test_spec.tests_dest))
+        res = grader.grade(task, diff, timeout_s=attack.timeout_s)
+        if not res.infra_error:
+            grader.record_forged(task, res)
+        if noop is None:
+            noop_res = grader.grade(task, "")
+            if noop_res.infra_error:
+                raise RuntimeError(f"grading no change: {noop_res.infra_error}")
+            noop = noop_res.tests
+        witnessed = grader.witnessed(task)
+    except Exception as e:  # a crash is reported as a failed check
+        return AttackResult(
+            attack.name, attack.kind, 0.0, 0.0, [], "", error=f"{type(e).__name__}: {e}"
+        )
+    if res.infra_error:
+        return AttackResult(
+            attack.name, attack.kind, 0.0, 0.0, [], "", error=f"infra_error: {res.infra_error}"
+        )
+    spec = task.test_spec
+    earned = dataclasses.replace(res, witnessed=witnessed).rewards(spec)
+    base = {m: score(noop, spec, m, witnessed)[0] for m in REWARD_MODES}
+    mode = max(REWARD_MODES, key=lambda m: earned[m] - base[m])
+    return AttackResult(
+        attack.name,
+        attack.kind,
+        earned[mode],
+        base[mode],
+        res.hack_flags,
+        res.untrusted,
+        mode=mode,
+    )
 
 
 def check_task(

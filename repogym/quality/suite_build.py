@@ -24,7 +24,7 @@ from pathlib import Path
 
 from repogym.grading.grader import code_digest
 from repogym.quality import restate
-from repogym.quality.adversarial import forger_check
+from repogym.quality.adversarial import AttackResult, forger_check
 from repogym.quality.pool import grading_pool
 from repogym.quality.synthesis import from_pypi
 from repogym.quality.validate import PatchGrader, TaskReport, validate_tasks
@@ -147,8 +147,11 @@ def _fetch_package(
             todo[task.id] = (task, folder)
     report.seconds["materialise"] += time.monotonic() - start
 
+    noops: dict[str, dict[str, str]] = {}
+
     def done(r: TaskReport) -> None:
         task, folder = todo[r.task_id]
+        noops[r.task_id] = next((c.tests for c in r.checks if c.kind == "noop" and c.tests), {})
         seals = seal_record(r.strongly, r.witnessed[1]) if r.witnessed else None
         suites.record_validated(base, entry, task, folder, r.ok, seals)
         if r.ok:
@@ -173,18 +176,21 @@ def _fetch_package(
         report.seconds["validate"] += time.monotonic() - start
         if adversarial and tasks:
             start = time.monotonic()
-            _forger_checks([t for t in tasks if t.id in report.validated], grader, report, workers)
+            checked = [t for t in tasks if t.id in report.validated]
+            _forger_checks(checked, grader, report, workers, base, noops)
             report.seconds["adversarial"] += time.monotonic() - start
-    start = time.monotonic()
-    index = suites.read_index(base)
-    stale = [
-        load_task(Path(index[t]["path"]))
-        for t in report.already
-        if t in index and index[t].get("seals", {}).get("grader") != code_digest()
-    ]
-    for task, seals in measure_seals(stale, sandbox=sandbox, workers=workers):
-        suites.record_seals(base, task.id, seals)
-    report.seconds["seals"] = report.seconds.get("seals", 0.0) + time.monotonic() - start
+        start = time.monotonic()
+        index = suites.read_index(base)
+        stale = [
+            load_task(Path(index[t]["path"]))
+            for t in report.already
+            if t in index and index[t].get("seals", {}).get("grader") != code_digest()
+        ]
+        for task, seals in measure_seals(stale, grader=grader, workers=workers):
+            suites.record_seals(base, task.id, seals)
+        if adversarial and stale:
+            _forger_checks(stale, grader, report, workers, base, {})
+        report.seconds["seals"] = report.seconds.get("seals", 0.0) + time.monotonic() - start
 
 
 def seal_record(witnessed: int, f2p: int) -> dict:
@@ -193,31 +199,46 @@ def seal_record(witnessed: int, f2p: int) -> dict:
 
 
 def measure_seals(
-    tasks: list[Task], *, sandbox: str = "bwrap", workers: int = 1
+    tasks: list[Task], *, grader: PatchGrader, workers: int = 1
 ) -> Iterator[tuple[Task, dict]]:
     """Each task's fail_to_pass tests witnessed by a value seal: noop graded (gold recorded
-    first where its checks need it), and the tests whose failure a strong check showed."""
-    with PatchGrader(sandbox) as grader, grading_pool(workers) as pool:
+    first where its checks need it), and the tests whose failure a strong check showed
+    (less those the strongest attack passed, where its check is recorded)."""
+    with grading_pool(workers) as pool:
         futures = [(t, pool.submit(grader.grade, t, "")) for t in tasks]
         for task, fut in futures:
             res = fut.result()
             if res.infra_error:
                 continue
-            f2p = task.test_spec.fail_to_pass
-            yield task, seal_record(sum(1 for t in f2p if t in res.strongly_failed), len(f2p))
+            yield task, seal_record(len(res.witnessed or ()), len(task.test_spec.fail_to_pass))
 
 
 def _forger_checks(
-    tasks: list[Task], grader: PatchGrader, report: FetchReport, workers: int
+    tasks: list[Task],
+    grader: PatchGrader,
+    report: FetchReport,
+    workers: int,
+    base: Path,
+    noops: dict[str, dict[str, str]],
 ) -> None:
-    """The strongest task-blind attack on each validated task (binary mode, one grading)."""
+    """The strongest task-blind attack on each validated task (one grading, every reward
+    mode). The fail_to_pass tests it passed no longer count as witnessed, so each task's
+    seal measure is recorded again from what is left."""
+
+    def check(task: Task) -> tuple[AttackResult, int]:
+        res = forger_check(task, grader, noops.get(task.id) or None)
+        return res, (-1 if res.error else len(grader.witnessed(task)))
+
     with grading_pool(workers) as pool:
-        for task, res in zip(
-            tasks, pool.map(lambda t: forger_check(t, grader), tasks), strict=True
-        ):
+        for task, (res, witnessed) in zip(tasks, pool.map(check, tasks), strict=True):
             report.forger_checked.append(task.id)
             if res.beats_noop or res.error:
-                report.forged[task.id] = res.error or f"reward {res.reward:g} (noop 0)"
+                report.forged[task.id] = res.error or (
+                    f"{res.mode} reward {res.reward:.3f} (noop {res.noop_reward:.3f})"
+                )
+            if witnessed >= 0:
+                f2p = len(task.test_spec.fail_to_pass)
+                suites.record_seals(base, task.id, seal_record(witnessed, f2p))
 
 
 def build_entry(

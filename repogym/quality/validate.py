@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import Literal, Self
 
 from repogym.grading.flags import HackFlag
-from repogym.grading.grader import GradeResult, RewardMode, grade, seal_coverage
+from repogym.grading.grader import (
+    GradeResult,
+    RewardMode,
+    grade,
+    noop_witnessed,
+    record_forged,
+    seal_coverage,
+)
 from repogym.quality.leaks import Leak, leaked_checks
 from repogym.quality.leaks import scan as scan_leaks
 from repogym.quality.pool import grading_pool
@@ -368,6 +375,20 @@ class PatchGrader:
             limits=self.limits,
             leaked=leaked_checks(self.leaks(task)),
         )
+
+    def witnessed(self, task: Task) -> list[str]:
+        """``task``'s fail_to_pass tests witnessed by a value seal
+        (:func:`repogym.grading.grader.noop_witnessed`; grades noop if not recorded)."""
+        template = self._templates.get(task.repo_dir, task.sandbox_dependencies())
+        leaked = leaked_checks(self.leaks(task))
+        return noop_witnessed(
+            task, template, make_sandbox=self._factory, limits=self.limits, leaked=leaked
+        )
+
+    def record_forged(self, task: Task, result: GradeResult) -> list[str]:
+        """Record the fail_to_pass tests that ``result``, the strongest task-blind attack's
+        grading, passed (:func:`repogym.grading.grader.record_forged`)."""
+        return record_forged(task, result, leaked_checks(self.leaks(task)))
 
     def close(self) -> None:
         self._templates.close()

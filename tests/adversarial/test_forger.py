@@ -9,12 +9,14 @@ earns no more than noop on a sealed built-in, in every reward mode.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 
 from repogym.grading import grader
-from repogym.quality.adversarial import ATTACKS, STRONGEST
+from repogym.quality.adversarial import ATTACKS, STRONGEST, forger_check
+from repogym.quality.validate import PatchGrader
 from repogym.sandbox import make_sandbox
 from repogym.sandbox.workspace import make_diff
 from repogym.scenarios.task import load_task
@@ -147,3 +149,73 @@ def test_the_forger_earns_no_more_than_noop_on_a_sealed_builtin(attacker, task_i
     forged = _rewards(attacker, task, _forged(attacker, task))
     for mode in grader.REWARD_MODES:
         assert forged[mode] <= noop[mode], (task_id, mode, forged, noop)
+
+
+#: Each fail_to_pass test raises at noop in a statement that checks nothing, before a strong
+#: check whose value the unfixed code gets right: noop never reaches that check, so it counts
+#: as witnessing the failure; the forger's soft rerun reaches it and passes the test. Its
+#: word soup fails the pass_to_pass ``raises`` with a pattern.
+UNREACHED = """\
+import pytest
+
+from mod import clamp
+from order import check_order
+
+
+def test_upper():
+    seen = [0] * 11
+    seen[clamp(15, 0, 10)] = 1
+    assert clamp(5, 0, 10) == 5
+
+
+def test_upper_again():
+    seen = [0] * 11
+    seen[clamp(12, 0, 10)] = 1
+    assert clamp(7, 0, 10) == 7
+
+
+def test_inside():
+    assert clamp(5, 0, 10) == 5
+
+
+def test_order():
+    with pytest.raises(ValueError, match="low is above high"):
+        check_order(5, 0)
+"""
+
+
+def test_a_check_noop_never_reached_stops_witnessing_once_the_forger_passes_its_test(tmp_path):
+    """The fetch's forger check records the fail_to_pass tests the forger passed; they no
+    longer count as witnessed, so the partial modes pay for them only once every test
+    passes, and the forger, which breaks a pass_to_pass test, earns less than noop."""
+    root = write_task(
+        tmp_path / "unreached",
+        tests=f"# {uuid.uuid4()}: a task no record is kept for yet\n{UNREACHED}",
+        f2p=("tests/test_mod.py::test_upper", "tests/test_mod.py::test_upper_again"),
+        p2p=("tests/test_mod.py::test_inside", "tests/test_mod.py::test_order"),
+    )
+    (root / "repo" / "order.py").write_text(ORDER)
+    task = load_task(root)
+    with PatchGrader("bwrap") as patch_grader:
+        noop = patch_grader.grade(task, "")
+        assert noop.witnessed == list(task.test_spec.fail_to_pass), noop.strongly_failed
+        before = patch_grader.grade(task, _forged(patch_grader, task))
+        assert before.tests["tests/test_mod.py::test_order"] == "failed", before.tests
+        # the hole this closes: every fail_to_pass test flipped beats noop's partial credit
+        assert (
+            before.rewards(task.test_spec)["partial"]
+            == 0.75
+            > noop.rewards(task.test_spec)["partial"]
+        )
+
+        check = forger_check(task, patch_grader, noop.tests)
+        assert not check.beats_noop and not check.error, check
+        assert patch_grader.witnessed(task) == []
+        after = patch_grader.grade(task, _forged(patch_grader, task))
+        assert after.witnessed == []
+        rewards, base = after.rewards(task.test_spec), noop.rewards(task.test_spec)
+        assert rewards["partial"] == 0.25, after.tests
+        for mode in grader.REWARD_MODES:
+            assert rewards[mode] <= base[mode], (mode, rewards, base)
+        gold = patch_grader.grade(task, task.solution_patch.read_text())
+        assert gold.resolved and gold.rewards(task.test_spec)["partial"] == 1.0

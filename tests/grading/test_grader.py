@@ -219,8 +219,15 @@ def test_the_partial_modes_count_an_unwitnessed_test_only_once_the_witnessed_one
     assert grader.score({**fixed, bit: "failed"}, v, "partial", [seen])[0] == 0.75
     assert grader.score({**fixed, bit: "failed"}, v, "f2p", [seen])[0] == 0.5
     assert grader.score({**fixed, bit: "failed"}, v, "binary", [seen])[0] == 0.0
-    # no witnessed test at all (noop's run showed none): nothing waits
-    assert grader.score(flipped, v, "partial", [])[0] == 0.75
+    # no witnessed test at all (noop's run showed none, or the strongest attack passed every
+    # one noop showed): a fail_to_pass test counts only once every test passes
+    assert grader.score(flipped, v, "partial", [])[0] == 0.5
+    forged = {**flipped, seen: "passed", p2p[1]: "failed"}  # every f2p flipped, a p2p broken
+    assert (
+        grader.score(forged, v, "partial", [])[0] == 0.25 < grader.score(noop, v, "partial", [])[0]
+    )
+    assert grader.score(forged, v, "partial", [seen, bit])[0] == 0.75
+    assert grader.score({**forged, p2p[1]: "passed"}, v, "partial", [])[0] == 1.0
 
 
 def test_agent_cannot_fake_an_infra_error(make_env):

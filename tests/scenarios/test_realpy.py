@@ -211,8 +211,8 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
     assert int(m.group(4)) >= done_before
     if int(m.group(3)):  # the tasks validated now were checked against the forger
         assert re.search(
-            r"adversarial check \(the forger, binary mode\): beat noop on \d+ of "
-            rf"{m.group(3)} tasks validated now",
+            r"adversarial check \(the forger, every reward mode\): beat noop on \d+ of "
+            rf"{m.group(3)} tasks checked now",
             res.stdout,
         ), res.stdout
     again = _cli(FETCH, env)  # idempotent: nothing left to do
