@@ -67,6 +67,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     f.add_argument("--reruns", type=int, default=2, help="gold runs per task (default 2)")
     f.add_argument(
+        "--ray",
+        metavar="local|ADDRESS",
+        help="fetch the packages in parallel as Ray tasks ('local' starts Ray here, else a "
+        "cluster address; --root must then be a folder every node sees), each with "
+        "--workers grading runs",
+    )
+    f.add_argument(
         "--no-adversarial",
         dest="adversarial",
         action="store_false",
@@ -140,9 +147,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--manifests", type=Path, help="manifest folder (default: the suite's folder in repogym)"
     )
     add_sandbox(r)
-    b = s.add_parser("build", help="(maintainers) add a package to a suite's manifest")
+    b = s.add_parser("build", help="(maintainers) add packages to a suite's manifest")
     b.add_argument("name")
-    b.add_argument("--package", required=True, metavar="NAME==VERSION")
+    b.add_argument(
+        "--package",
+        required=True,
+        action="append",
+        metavar="NAME==VERSION",
+        help="a package to synthesise tasks from (repeat for several)",
+    )
     b.add_argument("--split", required=True, choices=SPLITS)
     b.add_argument("--kind", required=True, help="e.g. parsing, dates, functional")
     b.add_argument("--tasks", type=int, default=30, help="tasks to synthesise (default 30)")
@@ -160,11 +173,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--manifests", type=Path, help="manifest folder (default: the suite's folder in repogym)"
     )
     b.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    b.add_argument(
+        "--ray",
+        metavar="local|ADDRESS",
+        help="build the packages in parallel as Ray tasks ('local' starts Ray here, else a "
+        "cluster address), each with --workers grading runs; manifests are written here",
+    )
     add_sandbox(b)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from repogym.quality.ray_map import RayMapError
     from repogym.scenarios.dependencies import DependenciesUnavailable
     from repogym.scenarios.pypi import PypiError
     from repogym.scenarios.suites import SuiteError
@@ -181,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
     }
     try:
         return action[args.suite_command](args)
-    except (SuiteError, PypiError, DependenciesUnavailable, SynthError) as e:
+    except (SuiteError, PypiError, DependenciesUnavailable, SynthError, RayMapError) as e:
         print(e, file=sys.stderr)
         return 2
 
@@ -310,6 +330,7 @@ def _fetch(args: argparse.Namespace) -> int:
             reruns=args.reruns,
             adversarial=args.adversarial,
             on_event=event,
+            ray=args.ray,
         )
     wall = time.monotonic() - start
     phases = ", ".join(f"{k} {v:.0f}s" for k, v in report.seconds.items())
@@ -337,15 +358,19 @@ def _fetch(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from repogym.quality.suite_build import build_entry, write_entry
+    from repogym.quality.suite_build import build_entries, write_entry
     from repogym.scenarios import suites
 
     try:
         meta = suites.suite_meta(args.name)
     except suites.SuiteError:
         meta = {"name": args.name, "env_id": f"repogym/{args.name}-v0", "description": ""}
-    entry = build_entry(
+    folder = args.manifests or suites.MANIFESTS / args.name.lower()
+    failed = 0
+    for project, entry in build_entries(
         args.package,
+        ray=args.ray,
+        say=lambda m: print(m, file=sys.stderr),
         split=args.split,
         kind=args.kind,
         max_tasks=args.tasks,
@@ -355,14 +380,20 @@ def _build(args: argparse.Namespace) -> int:
         drop=args.no_requirement,
         sandbox=args.sandbox,
         workers=args.workers,
-        say=lambda m: print(m, file=sys.stderr),
-    )
-    folder = args.manifests or suites.MANIFESTS / args.name.lower()
-    path = write_entry(
-        entry, folder, suite=meta["name"], env_id=meta["env_id"], description=meta["description"]
-    )
-    print(f"wrote {path}: {len(entry.tasks)} tasks of {entry.name} {entry.version}")
-    return 0
+    ):
+        if isinstance(entry, str):
+            print(entry if entry.startswith(project) else f"{project}: {entry}", file=sys.stderr)
+            failed += 1
+            continue
+        path = write_entry(
+            entry,
+            folder,
+            suite=meta["name"],
+            env_id=meta["env_id"],
+            description=meta["description"],
+        )
+        print(f"wrote {path}: {len(entry.tasks)} tasks of {entry.name} {entry.version}")
+    return 1 if failed else 0
 
 
 def _audit(args: argparse.Namespace) -> int:

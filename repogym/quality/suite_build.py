@@ -26,6 +26,7 @@ from repogym.grading.grader import code_digest
 from repogym.quality import restate
 from repogym.quality.adversarial import AttackResult, forger_check
 from repogym.quality.pool import grading_pool
+from repogym.quality.ray_map import ray_map
 from repogym.quality.synthesis import from_pypi
 from repogym.quality.validate import PatchGrader, TaskReport, validate_tasks
 from repogym.scenarios import dependencies as deps
@@ -75,6 +76,7 @@ def fetch(
     reruns: int = 2,
     adversarial: bool = True,
     on_event: Events = lambda kind, text: None,
+    ray: str | None = None,
 ) -> FetchReport:
     """Materialise and validate a suite (see the module docstring).
 
@@ -90,6 +92,9 @@ def fetch(
             task validated now, through the same grader (templates) as validation.
         on_event: Called with ``(kind, text)``: ``package``, ``env``, ``task`` (a task is
             done; text is its id), ``fail``.
+        ray: ``local`` or a Ray cluster's address: each package is fetched by a Ray task
+            that reserves ``workers`` CPUs (:mod:`repogym.quality.ray_map`); ``root`` must
+            then be a folder every node sees. Events come as each package finishes.
 
     Raises:
         SuiteError: unknown suite or package, or a manifest patch that does not apply.
@@ -99,9 +104,20 @@ def fetch(
     suite = suites.load_suite(name)
     base = suites.suite_root(name, root)
     chosen = suite.select(packages)
-    report = FetchReport(
-        seconds={"materialise": 0.0, "environments": 0.0, "validate": 0.0, "adversarial": 0.0}
-    )
+    report = _new_report()
+    if ray:
+        jobs = [
+            _PackageJob(name, str(base), e.name, per_package, sandbox, workers, reruns, adversarial)
+            for e in chosen
+        ]
+        for job, part in ray_map(_fetch_job, jobs, address=ray, cpus_each=workers):
+            on_event("package", job.package)
+            merge_report(report, part, base, job.package)
+            for tid in [*part.validated, *part.already, *part.failed]:
+                if tid in part.failed:
+                    on_event("fail", f"{tid}: {part.failed[tid]}")
+                on_event("task", tid)
+        return report
     for entry in chosen:
         on_event("package", f"{entry.name} {entry.version} ({entry.split}, {entry.kind})")
         _fetch_package(
@@ -116,6 +132,70 @@ def fetch(
             on_event=on_event,
         )
     return report
+
+
+def _new_report() -> FetchReport:
+    return FetchReport(
+        seconds={"materialise": 0.0, "environments": 0.0, "validate": 0.0, "adversarial": 0.0}
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _PackageJob:
+    """One package of a fetch, as a Ray task gets it (:func:`_fetch_job`)."""
+
+    suite: str
+    root: str
+    package: str
+    per_package: int | None
+    sandbox: str
+    workers: int
+    reruns: int
+    adversarial: bool
+
+
+def _fetch_job(job: _PackageJob) -> FetchReport:
+    """Fetch one package of a suite (run as a Ray task)."""
+    entry = suites.load_suite(job.suite).select([job.package])[0]
+    report = _new_report()
+    _fetch_package(
+        entry,
+        Path(job.root),
+        report,
+        per_package=job.per_package,
+        sandbox=job.sandbox,
+        workers=job.workers,
+        reruns=job.reruns,
+        adversarial=job.adversarial,
+        on_event=lambda kind, text: None,
+    )
+    return report
+
+
+def merge_report(report: FetchReport, part: FetchReport, base: Path, package: str) -> None:
+    """Add ``part``, what fetching ``package`` did, to ``report``, once its tasks are in
+    the index at ``base`` (a Ray task on a node that does not see ``base`` wrote them
+    elsewhere).
+
+    Raises:
+        SuiteError: a task ``part`` validated is not in the index, with the fix.
+    """
+    index = suites.read_index(base)
+    lost = [t for t in [*part.validated, *part.already] if t not in index]
+    if lost:
+        raise suites.SuiteError(
+            f"{package}: the Ray task that fetched it recorded {len(lost)} tasks "
+            f"({', '.join(lost[:3])}) that the index at {base} does not hold: it ran on a "
+            "node that does not see this folder. Fix: --root on a file system every node "
+            "mounts at the same path (e.g. NFS), or --ray local"
+        )
+    report.validated += part.validated
+    report.already += part.already
+    report.failed.update(part.failed)
+    report.forger_checked += part.forger_checked
+    report.forged.update(part.forged)
+    for phase, seconds in part.seconds.items():
+        report.seconds[phase] = report.seconds.get(phase, 0.0) + seconds
 
 
 def _fetch_package(
@@ -239,6 +319,46 @@ def _forger_checks(
             if witnessed >= 0:
                 f2p = len(task.test_spec.fail_to_pass)
                 suites.record_seals(base, task.id, seal_record(witnessed, f2p))
+
+
+@dataclasses.dataclass(frozen=True)
+class _BuildJob:
+    """One package of a build, as a Ray task gets it (:func:`_build_job`)."""
+
+    project: str
+    options: tuple[tuple[str, object], ...]
+
+
+def _build_job(
+    job: _BuildJob, say: Callable[[str], None] = lambda m: None
+) -> suites.PackageEntry | str:
+    """:func:`build_entry` for one package (run as a Ray task, where nothing is said); a
+    failure comes back as its message, so the other packages go on."""
+    from repogym.scenarios.dependencies import DependenciesUnavailable
+    from repogym.scenarios.pypi import PypiError
+    from repogym.scenarios.synth import SynthError
+
+    try:
+        return build_entry(job.project, say=say, **dict(job.options))
+    except (suites.SuiteError, PypiError, DependenciesUnavailable, SynthError) as e:
+        return str(e)
+
+
+def build_entries(
+    projects: list[str], *, ray: str | None = None, say: Callable[[str], None] = print, **options
+) -> Iterator[tuple[str, suites.PackageEntry | str]]:
+    """:func:`build_entry` for each of ``projects`` (``options`` are its keyword
+    arguments), as each one finishes: the entry, or why it failed. With ``ray`` (``local``
+    or a cluster's address) each package is a Ray task that reserves ``workers`` CPUs;
+    without it they are built one after another."""
+    jobs = [_BuildJob(p, tuple(sorted(options.items()))) for p in projects]
+    if ray:
+        workers = int(options.get("workers", 1))
+        for job, entry in ray_map(_build_job, jobs, address=ray, cpus_each=workers):
+            yield job.project, entry
+        return
+    for job in jobs:
+        yield job.project, _build_job(job, say)
 
 
 def build_entry(
