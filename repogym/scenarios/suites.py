@@ -22,13 +22,16 @@ the tasks :func:`validated_tasks` returns and the registry registers.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 
@@ -473,10 +476,23 @@ def read_index(root: Path) -> dict[str, dict]:
 
 
 def _write_index(root: Path, index: dict[str, dict]) -> None:
-    tmp = _index_path(root).with_suffix(".tmp")
+    tmp = _index_path(root).with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     root.mkdir(parents=True, exist_ok=True)
     tmp.write_text(json.dumps({"tasks": dict(sorted(index.items()))}, indent=1) + "\n")
     os.replace(tmp, _index_path(root))
+
+
+@contextlib.contextmanager
+def _index_lock(root: Path) -> Iterator[None]:
+    """Held while the index is read, changed and written: fetches of several packages at
+    once (threads, or processes such as Ray tasks) must not lose each other's records."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".index.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def record_validated(
@@ -489,19 +505,20 @@ def record_validated(
 ) -> None:
     """Add (``ok``) or remove a task from the index of validated tasks; ``seals`` is its
     seal measure (:func:`record_seals`)."""
-    index = read_index(root)
-    if ok:
-        index[task.id] = {
-            "package": entry.distribution,
-            "split": entry.split,
-            "path": str(folder),
-            "digest": task.digest,
-        }
-        if seals is not None:
-            index[task.id]["seals"] = seals
-    else:
-        index.pop(task.id, None)
-    _write_index(root, index)
+    with _index_lock(root):
+        index = read_index(root)
+        if ok:
+            index[task.id] = {
+                "package": entry.distribution,
+                "split": entry.split,
+                "path": str(folder),
+                "digest": task.digest,
+            }
+            if seals is not None:
+                index[task.id]["seals"] = seals
+        else:
+            index.pop(task.id, None)
+        _write_index(root, index)
 
 
 #: The share of a task's fail_to_pass tests that a value seal must witness (their failure
@@ -513,10 +530,11 @@ SEAL_FLOOR = 0.9
 def record_seals(root: Path, task_id: str, seals: dict) -> None:
     """Store a validated task's seal measure: ``{"grader": <grading code digest>,
     "witnessed": <fail_to_pass tests a value seal witnesses>, "f2p": <their number>}``."""
-    index = read_index(root)
-    if task_id in index:
-        index[task_id]["seals"] = seals
-        _write_index(root, index)
+    with _index_lock(root):
+        index = read_index(root)
+        if task_id in index:
+            index[task_id]["seals"] = seals
+            _write_index(root, index)
 
 
 def withheld_reason(info: dict, grader: str | None = None) -> str | None:

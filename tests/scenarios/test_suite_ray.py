@@ -9,6 +9,9 @@ names the fix.
 
 from __future__ import annotations
 
+import multiprocessing
+from pathlib import Path
+
 import pytest
 
 from repogym.quality.suite_build import FetchReport, merge_report
@@ -97,3 +100,28 @@ def test_a_package_fetched_where_the_suite_folder_is_not_seen_is_an_error(tmp_pa
         merge_report(report, part, tmp_path, "schema")
     assert "schema-1" in str(info.value) and str(tmp_path) in str(info.value)
     assert report.validated == []  # nothing merged from a package whose tasks are lost
+
+
+def _record(root: str, package: str, ids: list[str]) -> None:
+    from repogym.scenarios import suites
+
+    entry = suites.load_suite("realpy").select([package])[0]
+    for task in entry.tasks:
+        if task.id in ids:
+            suites.record_validated(Path(root), entry, task, Path(root) / task.id, True)
+
+
+def test_packages_recorded_at_once_by_several_processes_lose_no_task(tmp_path):
+    """Ray tasks of one fetch record into one index at the same time."""
+    from repogym.scenarios import suites
+
+    entries = suites.load_suite("realpy").select(list(SAMPLE))
+    jobs = [(str(tmp_path), e.name, [t.id for t in e.tasks]) for e in entries]
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_record, args=job) for job in jobs]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    assert set(read_index(tmp_path)) == {t.id for e in entries for t in e.tasks}
