@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from repogym.grading.grader import code_digest
-from repogym.quality import restate
+from repogym.quality import audit, restate
 from repogym.quality.adversarial import AttackResult, forger_check
 from repogym.quality.pool import grading_pool
 from repogym.quality.ray_map import ray_map
@@ -271,6 +271,24 @@ def _fetch_package(
         if adversarial and stale:
             _forger_checks(stale, grader, report, workers, base, {})
         report.seconds["seals"] = report.seconds.get("seals", 0.0) + time.monotonic() - start
+    start = time.monotonic()
+    _record_scope(base, sandbox, entry.distribution)
+    report.seconds["scope"] = report.seconds.get("scope", 0.0) + time.monotonic() - start
+
+
+def _record_scope(base: Path, sandbox: str, package: str) -> None:
+    """Record, for each validated task of ``package`` that has none yet, how many of its
+    pass_to_pass tests reach the code its fix changes (:func:`audit.scope`: the package's
+    suite run once, traced, on the fixed code)."""
+    index = suites.read_index(base)
+    todo = [
+        load_task(Path(info["path"]))
+        for info in index.values()
+        if info.get("package") == package and "scope" not in info
+    ]
+    for found in audit.scope(todo, sandbox=sandbox):
+        for task_id, reach in found.reach.items():
+            suites.record_scope(base, task_id, None if reach is None else len(reach))
 
 
 def seal_record(witnessed: int, f2p: int) -> dict:

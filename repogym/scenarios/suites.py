@@ -537,10 +537,29 @@ def record_seals(root: Path, task_id: str, seals: dict) -> None:
             _write_index(root, index)
 
 
+def record_scope(root: Path, task_id: str, reaching: int | None) -> None:
+    """Store how many of a validated task's pass_to_pass tests reach the code its fix
+    changes, on the fixed code (``None``: the fix changes code outside every function,
+    which every test may reach): ``repogym.quality.audit.scope``."""
+    with _index_lock(root):
+        index = read_index(root)
+        if task_id in index:
+            index[task_id]["scope"] = {"p2p_reaching": reaching}
+            _write_index(root, index)
+
+
 def withheld_reason(info: dict, grader: str | None = None) -> str | None:
     """Why an index entry is not served by default (None: it is): its fail_to_pass tests
     witnessed by a value seal are under :data:`SEAL_FLOOR`, or were never measured (or
-    measured by other grading code than ``grader``, when given)."""
+    measured by other grading code than ``grader``, when given); or no pass_to_pass test
+    reaches the code its fix changes (:func:`record_scope`), so gold with a regression
+    elsewhere in that code would earn full reward."""
+    scope = info.get("scope")
+    if isinstance(scope, dict) and scope.get("p2p_reaching") == 0:
+        return (
+            "no pass_to_pass test reaches the code its fix changes: a fix that breaks "
+            "something else there would still earn full reward (`repogym suite audit --scope`)"
+        )
     seals = info.get("seals")
     if not isinstance(seals, dict) or not seals.get("f2p"):
         return "seal floor not measured (run `repogym suite fetch` again)"
@@ -611,7 +630,8 @@ def validated_tasks(
             else ""
         )
         held = (
-            f" ({len(fresh)} withheld under the seal floor: `repogym suite show "
+            f" ({len(fresh)} withheld, under the seal floor or unreached by pass_to_pass "
+            f"tests: `repogym suite show "
             f"{suite.name}` says why)"
             if fresh
             else ""

@@ -179,7 +179,7 @@ def test_a_task_under_the_seal_floor_is_withheld_but_runs_by_name(src, tmp_path,
         ({"grader": "g", "witnessed": 8, "f2p": 10}, "8 of 10"),
     ):
         suites.record_validated(tmp_path, entry, task, folder, True, seals)
-        with pytest.raises(suites.SuiteError, match="1 withheld under the seal floor"):
+        with pytest.raises(suites.SuiteError, match="1 withheld, under the seal floor"):
             suites.validated_tasks("munchy", tmp_path)
         [asked] = suites.validated_tasks("munchy", tmp_path, withheld=True)
         assert asked.id == "munch-1"
@@ -187,3 +187,10 @@ def test_a_task_under_the_seal_floor_is_withheld_but_runs_by_name(src, tmp_path,
     suites.record_seals(tmp_path, "munch-1", {"grader": "g", "witnessed": 9, "f2p": 10})
     assert [t.id for t in suites.validated_tasks("munchy", tmp_path)] == ["munch-1"]
     assert suites.withheld_tasks("munchy", tmp_path) == {}
+    # sealed, but no pass_to_pass test reaches the code its fix changes: withheld too
+    suites.record_scope(tmp_path, "munch-1", 0)
+    assert "no pass_to_pass test reaches" in suites.withheld_tasks("munchy", tmp_path)["munch-1"]
+    [asked] = suites.validated_tasks("munchy", tmp_path, withheld=True)
+    for reaching in (3, None):  # reached, or a fix outside every function (any test may reach)
+        suites.record_scope(tmp_path, "munch-1", reaching)
+        assert suites.withheld_tasks("munchy", tmp_path) == {}
