@@ -358,7 +358,7 @@ def _fetch(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from repogym.quality.suite_build import build_entries, write_entry
+    from repogym.quality.suite_build import build_entries
     from repogym.scenarios import suites
 
     try:
@@ -385,15 +385,18 @@ def _build(args: argparse.Namespace) -> int:
             print(entry if entry.startswith(project) else f"{project}: {entry}", file=sys.stderr)
             failed += 1
             continue
-        path = write_entry(
-            entry,
-            folder,
-            suite=meta["name"],
-            env_id=meta["env_id"],
-            description=meta["description"],
-        )
-        print(f"wrote {path}: {len(entry.tasks)} tasks of {entry.name} {entry.version}")
+        _write_entry(entry, folder, meta)
     return 1 if failed else 0
+
+
+def _write_entry(entry, folder: Path, meta: dict) -> None:
+    """Write a package's manifest entry into ``folder`` and say so."""
+    from repogym.quality.suite_build import write_entry
+
+    path = write_entry(
+        entry, folder, suite=meta["name"], env_id=meta["env_id"], description=meta["description"]
+    )
+    print(f"wrote {path}: {len(entry.tasks)} tasks of {entry.name} {entry.version}")
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -530,7 +533,7 @@ def _released_since(entries: list, since: str) -> list:
 
 
 def _add_history(args: argparse.Namespace) -> int:
-    from repogym.quality.suite_build import history_entries, write_entry
+    from repogym.quality.suite_build import history_entries
     from repogym.scenarios import suites
     from repogym.scenarios.task import find_task_dirs
 
@@ -540,12 +543,5 @@ def _add_history(args: argparse.Namespace) -> int:
     for entry in history_entries(
         dirs, folder, split=args.split, kind=args.kind, say=lambda m: print(m, file=sys.stderr)
     ):
-        path = write_entry(
-            entry,
-            folder,
-            suite=meta["name"],
-            env_id=meta["env_id"],
-            description=meta["description"],
-        )
-        print(f"wrote {path}: {len(entry.tasks)} tasks of {entry.name} {entry.version}")
+        _write_entry(entry, folder, meta)
     return 0

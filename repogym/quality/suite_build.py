@@ -105,32 +105,22 @@ def fetch(
     base = suites.suite_root(name, root)
     chosen = suite.select(packages)
     report = _new_report()
-    if ray:
-        jobs = [
-            _PackageJob(name, str(base), e.name, per_package, sandbox, workers, reruns, adversarial)
-            for e in chosen
-        ]
-        for job, part in ray_map(_fetch_job, jobs, address=ray, cpus_each=workers):
-            on_event("package", job.package)
-            merge_report(report, part, base, job.package)
-            for tid in [*part.validated, *part.already, *part.failed]:
-                if tid in part.failed:
-                    on_event("fail", f"{tid}: {part.failed[tid]}")
-                on_event("task", tid)
+    jobs = [
+        _PackageJob(name, str(base), e.name, per_package, sandbox, workers, reruns, adversarial)
+        for e in chosen
+    ]
+    if not ray:  # one package after another, with live events
+        for job, entry in zip(jobs, chosen, strict=True):
+            on_event("package", f"{entry.name} {entry.version} ({entry.split}, {entry.kind})")
+            merge_report(report, _fetch_job(job, on_event), base, job.package)
         return report
-    for entry in chosen:
-        on_event("package", f"{entry.name} {entry.version} ({entry.split}, {entry.kind})")
-        _fetch_package(
-            entry,
-            base,
-            report,
-            per_package=per_package,
-            sandbox=sandbox,
-            workers=workers,
-            reruns=reruns,
-            adversarial=adversarial,
-            on_event=on_event,
-        )
+    for job, part in ray_map(_fetch_job, jobs, address=ray, cpus_each=workers):
+        on_event("package", job.package)
+        merge_report(report, part, base, job.package)
+        for tid in [*part.validated, *part.already, *part.failed]:
+            if tid in part.failed:
+                on_event("fail", f"{tid}: {part.failed[tid]}")
+            on_event("task", tid)
     return report
 
 
@@ -154,21 +144,11 @@ class _PackageJob:
     adversarial: bool
 
 
-def _fetch_job(job: _PackageJob) -> FetchReport:
-    """Fetch one package of a suite (run as a Ray task)."""
-    entry = suites.load_suite(job.suite).select([job.package])[0]
+def _fetch_job(job: _PackageJob, on_event: Events = lambda kind, text: None) -> FetchReport:
+    """Fetch one package of a suite (in this process, or as a Ray task)."""
+    entry = next(e for e in suites.load_suite(job.suite).packages if e.name == job.package)
     report = _new_report()
-    _fetch_package(
-        entry,
-        Path(job.root),
-        report,
-        per_package=job.per_package,
-        sandbox=job.sandbox,
-        workers=job.workers,
-        reruns=job.reruns,
-        adversarial=job.adversarial,
-        on_event=lambda kind, text: None,
-    )
+    _fetch_package(entry, job, report, on_event)
     return report
 
 
@@ -199,17 +179,10 @@ def merge_report(report: FetchReport, part: FetchReport, base: Path, package: st
 
 
 def _fetch_package(
-    entry: suites.PackageEntry,
-    base: Path,
-    report: FetchReport,
-    *,
-    per_package: int | None,
-    sandbox: str,
-    workers: int,
-    reruns: int,
-    adversarial: bool,
-    on_event: Events,
+    entry: suites.PackageEntry, job: _PackageJob, report: FetchReport, on_event: Events
 ) -> None:
+    base, per_package, workers = Path(job.root), job.per_package, job.workers
+    sandbox, reruns, adversarial = job.sandbox, job.reruns, job.adversarial
     start = time.monotonic()
     deps.build(
         entry.environment,

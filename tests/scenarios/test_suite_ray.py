@@ -20,22 +20,10 @@ from tests.scenarios.test_realpy import SAMPLE, _cache, _cli
 
 pytest.importorskip("ray")  # the `ray` extra; CI installs it
 
-RAY_FETCH = [
-    "suite",
-    "fetch",
-    "realpy",
-    "--packages",
-    ",".join(SAMPLE),
-    "--per-package",
-    "1",
-    "--workers",
-    "1",
-    "--reruns",
-    "1",
-    "--no-adversarial",
-    "--ray",
-    "local",
-]
+RAY_FETCH = (
+    f"suite fetch realpy --packages {','.join(SAMPLE)} --per-package 1 --workers 1 --reruns 1 "
+    "--no-adversarial --ray local"
+).split()
 
 
 def test_a_fetch_on_ray_records_every_package_as_a_plain_fetch_does(tmp_path):
