@@ -96,6 +96,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="with --pypi: skip the scan of each task's sandbox for its fix",
     )
+    p.add_argument(
+        "--served",
+        action="store_true",
+        help="with --pypi: keep only the tasks a suite would serve (value seals witness 90 "
+        "%% of the fail_to_pass tests after the forger's check, and a pass_to_pass test "
+        "reaches the fix; `repogym suite build` always does)",
+    )
     add_mutation_options(p, gate=True)
     p.set_defaults(func=run)
 
@@ -168,6 +175,7 @@ def _run_pypi(args: argparse.Namespace) -> int:
             adversarial=args.adversarial,
             split=args.split,
             leak_scan=not args.no_leak_scan,
+            served=args.served,
             say=say,
         )
     except (PypiError, DependenciesUnavailable, SynthError, SandboxError, OSError) as e:

@@ -204,7 +204,7 @@ def _fetch_package(
 
     def done(r: TaskReport) -> None:
         task, folder = todo[r.task_id]
-        noops[r.task_id] = next((c.tests for c in r.checks if c.kind == "noop" and c.tests), {})
+        noops[r.task_id] = r.noop_tests
         seals = seal_record(r.strongly, r.witnessed[1]) if r.witnessed else None
         suites.record_validated(base, entry, task, folder, r.ok, seals)
         if r.ok:
@@ -366,8 +366,10 @@ def build_entry(
     workers: int = 1,
     say: Callable[[str], None] = print,
 ) -> suites.PackageEntry:
-    """A package's manifest entry from its validated synthesised tasks (``combined``: the
-    share of tasks with several bugs).
+    """A package's manifest entry from its validated synthesised tasks that a suite would
+    serve (the seal floor after the forger's check, and a pass_to_pass test reaching each
+    fix; :func:`repogym.quality.synthesis.screen`) (``combined``: the share of tasks with
+    several bugs).
 
     Raises:
         SuiteError: no task validated.
@@ -384,6 +386,7 @@ def build_entry(
             sandbox=sandbox,
             workers=workers,
             split=split,
+            served=True,
             say=say,
         )
         for task_id, failures in res.dropped.items():

@@ -22,7 +22,11 @@ From a PyPI project (:func:`from_pypi`, untrusted code: its tests run in the san
 3. :func:`validate`: grade every task written (noop, gold, reruns, decoys;
    :func:`repogym.quality.validate.validate_tasks`);
 4. :func:`screen`: optionally attack the valid ones (:mod:`repogym.quality.adversarial`),
-   and scan their sandboxes for the fix (:func:`repogym.quality.audit.leak_scan`);
+   scan their sandboxes for the fix (:func:`repogym.quality.audit.leak_scan`), and, with
+   ``served``, keep only the tasks a suite would serve by default: value seals witness 90 %
+   of the fail_to_pass tests once the strongest attack has been graded, and a pass_to_pass
+   test reaches the code the fix changes (:func:`repogym.scenarios.suites.withheld_reason`,
+   the rule a fetched suite applies);
 5. :func:`keep`: move the tasks that passed 3 and 4 to ``out``; the others are dropped
    with the reasons.
 
@@ -46,7 +50,7 @@ from repogym.quality import audit
 from repogym.quality.sandboxed_tests import SandboxRunner
 from repogym.quality.synth_pypi import PypiSynthesis, plugins_of, prepare
 from repogym.quality.validate import TaskReport, validate_tasks
-from repogym.scenarios import pypi
+from repogym.scenarios import pypi, suites
 from repogym.scenarios.synth import MAX_FAIL_TO_PASS, SynthError, synthesize
 from repogym.scenarios.task import Task, load_task
 
@@ -98,6 +102,7 @@ def from_pypi(
     adversarial: bool = False,
     split: str = "train",
     leak_scan: bool = True,
+    served: bool = False,
     say: Say = print,
     on_report: Callable[[TaskReport], None] | None = None,
 ) -> PypiSynthesis:
@@ -114,6 +119,8 @@ def from_pypi(
         split: The tasks' split (``test`` lists every passing test whatever the suite's
             speed).
         leak_scan: Drop a task whose fix a sandbox of it can read.
+        served: Drop a task that a suite would withhold (under the seal floor, or no
+            pass_to_pass test reaching its fix; :func:`screen`).
         say: Told each stage's progress and time.
         on_report: Called with each task's validation report as it finishes.
         max_tasks, seed, p2p_sample, max_trials, sandbox, workers, timeout_s: As
@@ -175,9 +182,22 @@ def from_pypi(
             workers=workers,
             adversarial=adversarial,
             leak_scan=leak_scan,
+            served=served,
         )
-        if leak_scan or adversarial:
-            lap("leak scan" + (" and attacks" if adversarial else ""))
+        if leak_scan or adversarial or served:
+            lap(
+                "screen ("
+                + ", ".join(
+                    n
+                    for n, on in (
+                        ("leak scan", leak_scan),
+                        ("attacks", adversarial),
+                        ("seal floor and scope", served),
+                    )
+                    if on
+                )
+                + ")"
+            )
         written, dropped = keep(folders, reports, holes, out)
         return PypiSynthesis(sdist, spec, written, dropped, passing, tests, plugins, seconds)
     finally:
@@ -278,14 +298,21 @@ def screen(
     workers: int,
     adversarial: bool,
     leak_scan: bool,
+    served: bool = False,
 ) -> dict[str, list[str]]:
-    """Task id -> why a valid task is dropped: an attack beats noop, or its fix leaks."""
+    """Task id -> why a valid task is dropped: an attack beats noop, its fix leaks, or
+    (``served``) a suite would withhold it."""
     valid = [load_task(f) for f, r in zip(folders, reports, strict=True) if r.ok]
     holes = _attacked(valid, sandbox, workers) if adversarial else {}
     if leak_scan:
         clean = [t for t in valid if t.id not in holes]
         for task_id, found in audit.leak_scan(clean, sandbox=sandbox).items():
             holes[task_id] = [f"{task_id}: a sandbox of it can read the fix: {found[0]}"]
+    if served:
+        noops = {r.task_id: r.noop_tests for r in reports}
+        clean = [t for t in valid if t.id not in holes]
+        for task_id, why in _withheld(clean, noops, sandbox, workers).items():
+            holes[task_id] = [f"{task_id}: a suite would withhold it: {why}"]
     return holes
 
 
@@ -336,6 +363,29 @@ def _say_runs(runner: SandboxRunner, say: Say) -> None:
         f"{st['seconds']:.0f}s), {st['no test reaches the change']} not run (no "
         "test reaches the change)"
     )
+
+
+def _withheld(
+    tasks: list[Task], noops: dict[str, dict[str, str]], sandbox: str, workers: int
+) -> dict[str, str]:
+    """Task id -> why a suite would not serve it (:func:`suites.withheld_reason` of what a
+    fetch records: the seal floor after the strongest attack's check, and how many
+    pass_to_pass tests reach the fix)."""
+    from repogym.quality.adversarial import forger_check
+    from repogym.quality.pool import grading_pool
+    from repogym.quality.validate import PatchGrader
+
+    def seals(task: Task) -> dict:
+        forger_check(task, grader, noops.get(task.id) or None)  # records what it passed
+        witnessed = len(grader.witnessed(task))
+        return {"witnessed": witnessed, "f2p": len(task.test_spec.fail_to_pass)}
+
+    with PatchGrader(sandbox) as grader, grading_pool(workers) as pool:
+        info = {t.id: {"seals": m} for t, m in zip(tasks, pool.map(seals, tasks), strict=True)}
+    for found in audit.scope(tasks, sandbox=sandbox):
+        for task_id, reach in found.reach.items():
+            info[task_id]["scope"] = {"p2p_reaching": None if reach is None else len(reach)}
+    return {t: why for t, i in info.items() if (why := suites.withheld_reason(i)) is not None}
 
 
 def _attacked(tasks: list[Task], sandbox: str, workers: int) -> dict[str, list[str]]:

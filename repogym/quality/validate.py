@@ -111,6 +111,11 @@ class TaskReport:
     def ok(self) -> bool:
         return not self.failures
 
+    @property
+    def noop_tests(self) -> dict[str, str]:
+        """Per-test outcomes of the unpatched repository's grading ({} if it did not run)."""
+        return next((c.tests for c in self.checks if c.kind == "noop" and c.tests), {})
+
     def seal_summary(self) -> str:
         """``sealed 9/9 tests, fail_to_pass witnessed 4/4 (3 by a value)``."""
         return (
