@@ -369,7 +369,8 @@ def failure_description(task: history.HistoryTask, messages: dict[str, str]) -> 
         return None
     items = "\n".join(f"- {m}" for m in shown[:2])
     return (
-        f"A bug report against `{task.name}`: code that uses it fails with\n\n{items}\n\n"
+        f"{reports.failures_title(task.name, shown[:2])}\n"
+        f"Code that uses `{task.name}` fails with\n\n{items}\n\n"
         "Fix the library code; the hidden tests check this behaviour, and every other "
         "test of the package must keep passing.\n"
     )

@@ -14,6 +14,9 @@ the tests and checks the scripts in the sandbox):
 - :func:`inline_check` is the fallback for a test whose calls cannot be replayed (a
   lambda argument, a test-made object): the test's own body, with what it uses from its
   module, as a script (only for a test without fixtures or parameters);
+- :func:`title` writes the report's first line from what the bug does (a crash and its
+  exception's class, a wrong exception, a value off by one, items missing or out of order,
+  ...), naming the function but nothing a check expects;
 - :func:`script` turns checks into a self-contained ``reproduction.py`` (run from the
   workspace root as ``python reproduction.py``: exits 0 once the bug is fixed, otherwise an
   uncaught AssertionError that says expected vs actual); :func:`statement` writes the
@@ -768,6 +771,574 @@ def _sentence(c: Check, observed: str) -> str:
     return f"`{_shown(c.call)}` {got}; it should {what}."
 
 
+# -- the first line: a title from what the bug does ---------------------------------------
+#: What a crash's exception class says of the bug (exception name -> verb phrase; ``{e}``
+#: is the class). A subclass of ``LookupError``/``ArithmeticError`` not named here falls to
+#: its base's phrase; any other class to :data:`_CRASH_OTHER`.
+_CRASH = {
+    "TypeError": "fails with a {e}",
+    "AttributeError": "looks up an attribute that does not exist ({e})",
+    "KeyError": "looks up a key that is not there ({e})",
+    "IndexError": "indexes past the end of a sequence ({e})",
+    "ValueError": "rejects a valid value ({e})",
+    "ZeroDivisionError": "divides by zero ({e})",
+    "RecursionError": "recurses without end ({e})",
+    "UnboundLocalError": "reads a variable before setting it ({e})",
+    "NameError": "uses a name that is not defined ({e})",
+    "OverflowError": "overflows ({e})",
+    "NotImplementedError": "says a supported case is not implemented ({e})",
+    "StopIteration": "runs out of items too early ({e})",
+    "AssertionError": "trips an internal assertion ({e})",
+}
+_CRASH_OTHER = "fails with {e} on valid input"
+#: A crash by a class named in lower case (``re.error``).
+_CRASH_LOWER = "fails with an exception ({e})"
+#: A TypeError's message pattern -> what it says of the bug.
+_TYPE_ERRORS = (
+    (r"'NoneType' object is not callable", "calls a missing function ({e})"),
+    (r"'NoneType' object", "crashes on a missing value ({e})"),
+    (r"unsupported operand|can only concatenate|must be str, not", "mixes up types ({e})"),
+    (
+        r"expected string or bytes-like|must be a type|must be (an? )?\w+, not",
+        "passes a wrong argument type ({e})",
+    ),
+    (
+        r"positional argument|keyword argument|takes no arguments|required argument",
+        "calls a function with the wrong arguments ({e})",
+    ),
+    (r"not callable", "calls something that is not callable ({e})"),
+    (r"not iterable|not subscriptable|unhashable", "uses a value the wrong way ({e})"),
+)
+#: Verb phrases of the other kinds (``{t}``: the type or container of the result).
+_PHRASES = {
+    "wrong-exception": "raises the wrong exception ({e})",
+    "wrong-message": "raises its error with the wrong message",
+    "no-message": "raises its error without a message",
+    "no-exception": "returns a result instead of raising an error",
+    "no-exception-none": "returns nothing instead of raising an error",
+    "none": "returns nothing instead of a result",
+    "not-none": "returns a result where there should be none",
+    "flipped": "gives the opposite yes/no answer",
+    "off-by-one": "is off by one",
+    "too-big": "returns too large a number",
+    "too-small": "returns too small a number",
+    "sign": "gets the sign of a number wrong",
+    "too-many": "returns too many items",
+    "too-few": "returns too few items",
+    "case": "gets the letter case wrong",
+    "whitespace": "gets the whitespace wrong",
+    "missing-chars": "drops characters from the text",
+    "extra-chars": "adds stray characters to the text",
+    "reordered-chars": "puts characters in the wrong order",
+    "wrong-chars": "gets some characters of the text wrong",
+    "empty-text": "returns an empty string",
+    "text": "returns the wrong text",
+    "empty": "returns an empty {t}",
+    "missing-items": "leaves items out of the {t}",
+    "extra-items": "puts extra items in the {t}",
+    "order": "returns the items in the wrong order",
+    "wrong-items": "returns a {t} with the wrong items",
+    "missing-keys": "leaves keys out of the dict",
+    "extra-keys": "returns a dict with extra keys",
+    "wrong-values": "returns a dict with wrong values",
+    "wrong-keys": "returns a dict with the wrong keys",
+    "wrong-type": "returns the wrong type of object (`{t}`)",
+    "missing-fields": "leaves part of the `{t}` out",
+    "fields": "returns {a} `{t}` with wrong fields",
+    "value": "returns a wrong {t}",
+    "unknown": "gives a wrong result",
+}
+#: The same kinds as noun phrases, for a report of several problems.
+_NOUNS = {
+    "crash": "{a} {e}",
+    "wrong-exception": "the wrong exception",
+    "wrong-message": "a wrong error message",
+    "no-message": "an error without its message",
+    "no-exception": "a missing error",
+    "no-exception-none": "a missing error",
+    "none": "a missing result",
+    "not-none": "an unexpected result",
+    "flipped": "a flipped yes/no answer",
+    "off-by-one": "an off-by-one number",
+    "too-big": "a number too large",
+    "too-small": "a number too small",
+    "sign": "a wrong sign",
+    "too-many": "too many items",
+    "too-few": "too few items",
+    "case": "wrong letter case",
+    "whitespace": "wrong whitespace",
+    "missing-chars": "missing characters",
+    "extra-chars": "stray characters",
+    "reordered-chars": "scrambled characters",
+    "wrong-chars": "wrong characters",
+    "empty-text": "an empty string",
+    "text": "wrong text",
+    "empty": "an empty result",
+    "missing-items": "missing items",
+    "extra-items": "extra items",
+    "order": "items out of order",
+    "wrong-items": "wrong items",
+    "missing-keys": "missing keys",
+    "extra-keys": "extra keys",
+    "wrong-values": "wrong values",
+    "wrong-keys": "wrong keys",
+    "wrong-type": "an object of the wrong type",
+    "missing-fields": "an incomplete result",
+    "fields": "a result with wrong fields",
+    "value": "a wrong value",
+    "unknown": "a wrong result",
+}
+#: Special methods -> how a user names their use (``{c}``: the class, ``{a}``: its article).
+_DUNDERS = {
+    "__repr__": "`repr()` of {a} `{c}`",
+    "__str__": "`str()` of {a} `{c}`",
+    "__format__": "Formatting {a} `{c}`",
+    "__eq__": "`==` between `{c}` objects",
+    "__ne__": "`!=` between `{c}` objects",
+    "__lt__": "`<` between `{c}` objects",
+    "__le__": "`<=` between `{c}` objects",
+    "__gt__": "`>` between `{c}` objects",
+    "__ge__": "`>=` between `{c}` objects",
+    "__hash__": "Hashing {a} `{c}`",
+    "__bool__": "`bool()` of {a} `{c}`",
+    "__len__": "`len()` of {a} `{c}`",
+    "__iter__": "Iterating over {a} `{c}`",
+    "__next__": "Iterating over {a} `{c}`",
+    "__contains__": "`in` on {a} `{c}`",
+    "__getitem__": "Indexing {a} `{c}`",
+    "__setitem__": "Setting an item of {a} `{c}`",
+    "__delitem__": "Deleting an item of {a} `{c}`",
+    "__getattr__": "Reading an attribute of {a} `{c}`",
+    "__call__": "Calling {a} `{c}`",
+    "__neg__": "Negating {a} `{c}`",
+    "__abs__": "`abs()` of {a} `{c}`",
+    "__add__": "Adding to {a} `{c}`",
+    "__radd__": "Adding {a} `{c}` to something",
+    "__sub__": "Subtracting from {a} `{c}`",
+    "__rsub__": "Subtracting {a} `{c}` from something",
+    "__mul__": "Multiplying {a} `{c}`",
+    "__rmul__": "Multiplying by {a} `{c}`",
+    "__truediv__": "Dividing {a} `{c}`",
+    "__copy__": "Copying {a} `{c}`",
+    "__deepcopy__": "Deep-copying {a} `{c}`",
+    "__reduce__": "Pickling {a} `{c}`",
+    "__reduce_ex__": "Pickling {a} `{c}`",
+    "__getstate__": "Pickling {a} `{c}`",
+    "__setstate__": "Unpickling {a} `{c}`",
+    "__enter__": "Using {a} `{c}` in a `with` block",
+    "__exit__": "Leaving a `with` block of {a} `{c}`",
+    "__new__": "Creating {a} `{c}`",
+}
+_NUMBER_WORDS = ("", "One", "Two", "Three", "Four", "Five", "Six")
+#: Modules whose functions a check calls around the package's (``list(islice(f(x)))``).
+_AROUND = {"itertools", "functools", "operator", "collections", "copy", "pickle", "json", "re"}
+#: A result whose value is unknown beyond its type -> its kind.
+_SAME_TYPE = {"str": "text", "list": "wrong-items", "tuple": "wrong-items", "dict": "wrong-values"}
+_EXC_NAME = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception|Warning|Exit|Interrupt|Iteration)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """What a bug does, as a title says it.
+
+    Attributes:
+        name: A key of :data:`_PHRASES`, or ``crash``.
+        exc: The exception class the bug raises (a crash, a wrong exception).
+        what: The result's type or container word (``list``, ``Duration``).
+        message: A crash's message (what a TypeError is about).
+    """
+
+    name: str
+    exc: str = ""
+    what: str = ""
+    message: str = ""
+
+    def phrase(self) -> str:
+        """The verb phrase after the subject (``crashes on a missing value (TypeError)``)."""
+        if self.name == "crash":
+            return _crash_phrase(self.exc, self.message)
+        what = self.what or "result"
+        if self.name == "value" and self.what:
+            what = f"`{self.what}`"
+        return _PHRASES[self.name].format(e=self.exc, t=what, a=_article(what))
+
+    def noun(self) -> str:
+        """The kind as a noun phrase (``missing items``)."""
+        exc = self.exc.rsplit(".", 1)[-1]
+        return _NOUNS[self.name].format(e=exc, a=_article(exc))
+
+
+def _crash_phrase(exc: str, message: str) -> str:
+    short = exc.rsplit(".", 1)[-1]
+    if short == "TypeError":
+        for pattern, phrase in _TYPE_ERRORS:
+            if re.search(pattern, message):
+                return phrase.format(e=short)
+    base = getattr(builtins, short, None)
+    if short not in _CRASH and isinstance(base, type) and issubclass(base, BaseException):
+        short = next((b.__name__ for b in base.__mro__ if b.__name__ in _CRASH), short)
+    if not short[:1].isupper():
+        return _CRASH_LOWER.format(e=exc)
+    return _CRASH.get(short, _CRASH_OTHER).format(e=exc.rsplit(".", 1)[-1])
+
+
+@dataclasses.dataclass(frozen=True)
+class _Value:
+    """A shown value, read back: ``kind`` is ``lit`` (a scalar literal: ``value`` holds
+    it), ``items`` (a list, tuple or set display: ``value`` lists its items' source),
+    ``map`` (a dict display: ``value`` maps key source to value source), ``obj`` (a repr
+    ``Name(...)`` or ``<Name ...>``), ``cut`` (shortened with ``...``) or ``?``; ``type``
+    names its type."""
+
+    kind: str
+    type: str
+    value: object = None
+    text: str = ""
+
+
+_DISPLAYS = {ast.List: "list", ast.Tuple: "tuple", ast.Set: "set"}
+
+
+def _read_value(text: str) -> _Value:
+    text = text.strip()
+    try:
+        node = ast.parse(text, mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        node = None
+    if type(node) in _DISPLAYS:
+        return _Value("items", _DISPLAYS[type(node)], [ast.unparse(e) for e in node.elts], text)
+    if isinstance(node, ast.Dict):
+        pairs = {
+            ast.unparse(k): ast.unparse(v) for k, v in zip(node.keys, node.values, strict=True) if k
+        }
+        return _Value("map", "dict", pairs, text)
+    if node is not None and not isinstance(node, ast.Call):
+        try:
+            value = ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            pass
+        else:
+            return _Value("lit", type(value).__name__, value, text)
+    if m := re.match(r"<([A-Za-z_][\w.]*)", text) or re.match(r"([A-Za-z_][\w.]*)\(", text):
+        name = m.group(1).rsplit(".", 1)[-1] if "(" in m.group(0) else m.group(1)
+        return _Value("obj", name, text=text)
+    kinds = {"'": "str", '"': "str", "[": "list", "(": "tuple", "{": "dict"}
+    return _Value("cut" if text[:1] in kinds else "?", kinds.get(text[:1], ""), text=text)
+
+
+def _subsequence(short: str, long: str) -> bool:
+    it = iter(long)
+    return all(ch in it for ch in short)
+
+
+def _text_kind(a: str, e: str) -> str:
+    if not a:
+        return "empty-text"
+    if a.lower() == e.lower():
+        return "case"
+    if a.split() == e.split() or "".join(a.split()) == "".join(e.split()):
+        return "whitespace"
+    if len(a) < len(e) and _subsequence(a, e):
+        return "missing-chars"
+    if len(a) > len(e) and _subsequence(e, a):
+        return "extra-chars"
+    if sorted(a) == sorted(e):
+        return "reordered-chars"
+    if len(a) == len(e) and sum(x != y for x, y in zip(a, e, strict=True)) <= max(2, len(a) // 4):
+        return "wrong-chars"
+    return "text"
+
+
+def _number_kind(a: float, e: float) -> str:
+    if a == -e:
+        return "sign"
+    if isinstance(a, int) and isinstance(e, int) and abs(a - e) == 1:
+        return "off-by-one"
+    return "too-big" if a > e else "too-small"
+
+
+def _items_kind(a: list[str], e: list[str], ordered: bool) -> str:
+    """How a sequence or set of items (their source) differs from the one expected."""
+    if not a:
+        return "empty"
+    if sorted(a) == sorted(e):
+        return "order" if ordered else "wrong-items"
+    missing = [x for x in e if x not in a]
+    extra = [x for x in a if x not in e]
+    if missing and not extra and len(a) < len(e):
+        return "missing-items"
+    if extra and not missing and len(a) > len(e):
+        return "extra-items"
+    return "wrong-items"
+
+
+def _lit_kind(a: object, e: object) -> Kind:
+    """The kind of two scalar literals that differ."""
+    if isinstance(a, bool) or isinstance(e, bool):
+        flipped = isinstance(a, bool) and isinstance(e, bool)
+        return Kind("flipped" if flipped else "wrong-type", what=type(a).__name__)
+    if isinstance(a, int | float) and isinstance(e, int | float):
+        return Kind(_number_kind(a, e))
+    if isinstance(a, str | bytes) and type(a) is type(e):
+        return Kind(_text_kind(str(a), str(e)))
+    return Kind("wrong-type", what=type(a).__name__)
+
+
+def _dict_kind(a: dict[str, str], e: dict[str, str]) -> Kind:
+    if not a:
+        return Kind("empty", what="dict")
+    if set(a) == set(e):
+        differ = [k for k in a if a[k] != e[k]]
+        if len(differ) == 1:  # one entry differs: what is wrong with it
+            inner = _compare(_read_value(a[differ[0]]), _read_value(e[differ[0]]))
+            if inner.name not in ("wrong-type", "value", "unknown"):
+                return inner
+        return Kind("wrong-values")
+    if set(a) < set(e):
+        return Kind("missing-keys")
+    return Kind("extra-keys" if set(a) > set(e) else "wrong-keys")
+
+
+def _call_parts(text: str) -> tuple[str, list[str], dict[str, str]] | None:
+    """(callee, positional, keyword arguments as source) of a repr ``Name(...)``."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Call):
+        return None
+    return (
+        ast.unparse(node.func),
+        [ast.unparse(a) for a in node.args],
+        {k.arg or "**": ast.unparse(k.value) for k in node.keywords},
+    )
+
+
+def _objects_kind(a: _Value, e: _Value) -> Kind | None:
+    """The kind of two reprs ``Name(...)`` of one class (None: not such reprs)."""
+    pa, pe = _call_parts(a.text), _call_parts(e.text)
+    if not (pa and pe and pa[0] == pe[0]):
+        return None
+    if len(pa[1]) + len(pa[2]) < len(pe[1]) + len(pe[2]) and set(pa[2]) <= set(pe[2]):
+        return Kind("missing-fields", what=a.type)
+    return Kind("fields", what=a.type)
+
+
+def _compare(a: _Value, e: _Value) -> Kind:
+    """The kind of a returned value ``a`` where ``e`` was expected."""
+    if a.kind == "lit" and a.value is None and not (e.kind == "lit" and e.value is None):
+        return Kind("none")
+    if e.kind == "lit" and e.value is None:
+        return Kind("not-none")
+    if a.kind in ("items", "map") and not a.value and e.type in ("", a.type):
+        return Kind("empty", what=a.type)
+    numeric = {"int", "float"}
+    if a.type and e.type and a.type != e.type and not {a.type, e.type} <= numeric:
+        return Kind("wrong-type", what=a.type)
+    if a.kind == e.kind == "lit":
+        return _lit_kind(a.value, e.value)
+    if a.kind == e.kind == "items":
+        return Kind(_items_kind(a.value, e.value, a.type != "set"), what=a.type)
+    if a.kind == e.kind == "map":
+        return _dict_kind(a.value, e.value)
+    if a.kind == e.kind == "obj" and (kind := _objects_kind(a, e)):
+        return kind
+    if a.type in _SAME_TYPE and a.type == e.type:
+        return Kind(_SAME_TYPE[a.type], what=a.type)
+    return Kind("value", what=a.type if a.kind == "obj" else "")
+
+
+def _shortened(a: _Value, e: _Value) -> Kind:
+    """The kind of values shortened with ``...`` (by pytest or the report): no more than
+    their types are sure."""
+    if a.kind == "lit" and a.value is None:
+        return Kind("none")
+    if e.kind == "lit" and e.value is None:
+        return Kind("not-none")
+    if a.type and e.type and a.type != e.type:
+        return Kind("wrong-type", what=a.type)
+    return Kind(_SAME_TYPE.get(a.type, "value"), what=a.type)
+
+
+def kind_of(actual: str, expected: str) -> Kind:
+    """What a bug does, from a check's ``actual`` (``returns X`` / ``raises E: msg``) and
+    ``expected`` (``return X`` / ``raise E`` / ``raise E: msg``; empty: not known)."""
+    verb, _, got = actual.partition(" ")
+    want_verb, _, want = expected.partition(" ")
+    if verb == "raises":
+        exc, _, message = got.partition(": ")
+        if want_verb != "raise":
+            return Kind("crash", exc, message=message)
+        if want.partition(": ")[0] != exc:
+            return Kind("wrong-exception", exc.rsplit(".", 1)[-1])
+        return Kind("wrong-message" if message else "no-message", exc.rsplit(".", 1)[-1])
+    if verb != "returns":
+        return Kind("unknown")
+    if want_verb == "raise":
+        return Kind("no-exception-none" if got.strip() == "None" else "no-exception")
+    a = _read_value(got)
+    if want_verb != "return":
+        return Kind("none" if a.kind == "lit" and a.value is None else "unknown")
+    e = _read_value(want)
+    if "..." in got + want and "obj" not in (a.kind, e.kind):
+        return _shortened(a, e)
+    return _compare(a, e)
+
+
+def _expression(text: str, start: int) -> tuple[str, int] | None:
+    """The shortest Python expression (or ``<repr>``) in ``text`` from ``start`` that ends
+    at a space or at the end, and where it ends."""
+    ends = [m.start() for m in re.finditer(" ", text[start:])] + [len(text) - start]
+    for end in ends:
+        piece = text[start : start + end]
+        if piece.strip() and _is_value(piece):
+            return piece, start + end
+    return None
+
+
+def _is_value(text: str) -> bool:
+    if re.fullmatch(r"<[\w.]+[^<>]*>", text):
+        return True
+    try:
+        ast.parse(text, mode="eval")
+    except SyntaxError:
+        return False
+    return True
+
+
+def _repr_text(text: str) -> str:
+    """What a ``repr(x)`` check compares: the repr a shown string literal holds."""
+    value = _read_value(text)
+    return value.value if value.kind == "lit" and isinstance(value.value, str) else text
+
+
+def _pytest_kind(msg: str) -> Kind:
+    """The kind of pytest's ``assert A == B ...`` (``where A = len(...)``: a count)."""
+    for m in re.finditer(" == ", msg):
+        left = msg[len("assert ") : m.start()]
+        right = _expression(msg, m.end()) if _is_value(left) else None
+        if right is None:
+            continue
+        if re.match(rf"\s*\+\s*where {re.escape(left)} = len\(", msg[right[1] :]):
+            a, e = _read_value(left).value, _read_value(right[0]).value
+            if isinstance(a, int) and isinstance(e, int) and a != e:
+                return Kind("too-many" if a > e else "too-few")
+        return kind_of(f"returns {left}", f"return {right[0]}")
+    return Kind("unknown")
+
+
+def observed_kind(message: str) -> tuple[str, Kind]:
+    """(the expression it names, the kind of bug) of a failure message: a script's ``X
+    gave A, expected B`` / ``X raised E: m, expected B``, unittest's ``A != B``, pytest's
+    ``assert A == B`` or ``DID NOT RAISE E``, an uncaught ``E: m``."""
+    msg = message.strip().removeprefix("AssertionError: ")
+    if re.match(r"(?:Failed: )?DID NOT RAISE \S+", msg):
+        return "", Kind("no-exception")
+    if m := re.match(r"(.+?) (gave|returned|raised) (.*)", msg):
+        expr, verb, rest = m.groups()
+        got, sep, want = rest.rpartition(", expected ")
+        got, want = (got, want) if sep else (rest, "")
+        want_verb = "raise" if _EXC_NAME.fullmatch(want) else "return"
+        if expr.startswith("repr(") and verb != "raised":
+            got, want = _repr_text(got), _repr_text(want)
+        actual = f"{'raises' if verb == 'raised' else 'returns'} {got}"
+        return expr, kind_of(actual, f"{want_verb} {want}" if want else "")
+    if msg.startswith("assert "):
+        return "", _pytest_kind(msg)
+    if m := re.fullmatch(r"(.+) != (.+)", msg):
+        return "", kind_of(f"returns {m.group(1)}", f"return {m.group(2)}")
+    m = re.match(rf"({_EXC_NAME.pattern})(?:: (.*))?$", msg)
+    if m and not m.group(1).endswith("AssertionError"):
+        return "", Kind("crash", m.group(1), message=m.group(2) or "")
+    return "", Kind("unknown")
+
+
+def _callee(expr: str) -> str:
+    """The package function an expression calls (``max_ver`` of
+    ``list(max_ver("1", "2"))``): the first call of a name that is neither a builtin nor
+    of a module a check wraps the package's calls in; "" when there is none."""
+    for m in re.finditer(r"([A-Za-z_][\w.]*)\(", expr):
+        name = m.group(1)
+        if hasattr(builtins, name) or name.split(".")[0] in _AROUND:
+            continue
+        return name.rsplit(".", 1)[-1]
+    return ""
+
+
+def _article(word: str) -> str:
+    """``a`` or ``an`` before ``word`` (by its spelling: ``an Optional``, ``a Use``)."""
+    word = word.strip("`").lower()
+    if word.startswith(("uni", "use", "usa", "usu", "uti", "eu", "one")):
+        return "a"
+    return "an" if word[:1] in "aeiou" else "a"
+
+
+def subject(function: str, call: str, package: str) -> str:
+    """How a title names what misbehaves: the function in backticks (a method as
+    ``Class.method``), a special method by its use (``repr()`` of a ``Node``), a class
+    called by ``Creating a ...``; the function the call makes where ``function`` is empty
+    or local (``deprecated.<locals>.wrapper``), else the package."""
+    if not function or "<" in function:
+        function = _callee(call)
+        if not function:
+            return f"`{package}`"
+    *owner, last = function.split(".")
+    if last in _DUNDERS and owner:
+        return _DUNDERS[last].format(a=_article(owner[-1]), c=owner[-1])
+    if last[:1].isupper() and re.match(rf"(?:[\w.]+\.)?{re.escape(last)}\(", call):
+        return f"Creating {_article(last)} `{last}`"
+    return f"`{function}`"
+
+
+def _check_kind(c: Check, observed: str) -> tuple[str, Kind]:
+    """(the call or expression, the kind) of one check, from what its report shows."""
+    if c.source == "test":
+        expr, kind = observed_kind(_shown(observed))
+        return expr, kind
+
+    def shown(text: str) -> str:
+        verb, _, rest = text.partition(" ")
+        return f"{verb} {_shown(rest)}" if rest else text
+
+    return _shown(c.call), kind_of(shown(c.actual), shown(c.expected))
+
+
+def _number(n: int) -> str:
+    return _NUMBER_WORDS[n] if n < len(_NUMBER_WORDS) else str(n)
+
+
+def _joined(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def title(checks: Sequence[Check], package: str, observed: Sequence[str] = ()) -> str:
+    """A statement's first line, written from what the bug does as a user would title an
+    issue: the function in backticks and what goes wrong (``find_by_attr`` crashes on a
+    missing value (TypeError), ``Parser.parse`` returns the items in the wrong order);
+    several checks: how many problems, where, and of which kinds. Nothing the checks
+    expect is in it (the body says what was returned and expected), and the wording comes
+    from the bug alone: the same checks always get the same title."""
+    observed = [*observed, *[""] * len(checks)]
+    kinds = [_check_kind(c, o) for c, o in zip(checks, observed, strict=False)]
+    if len(checks) == 1:
+        [(expr, kind)] = kinds
+        head = subject(checks[0].function, expr, package)
+        return head[:1].upper() + head[1:] + " " + kind.phrase()
+    functions = sorted({c.function for c in checks if c.function})
+    where = f" ({', '.join(f'`{f}`' for f in functions)})" if functions else ""
+    nouns = list(dict.fromkeys(k.noun() for _, k in kinds))
+    return f"{_number(len(checks))} bugs in `{package}`{where}: {_joined(nouns)}"
+
+
+def failures_title(package: str, messages: Sequence[str]) -> str:
+    """The first line of a report made of failure messages (no function named: a history
+    task names none): the package and what the first informative message says the bug
+    does."""
+    kinds = [observed_kind(m)[1] for m in messages]
+    kind = next((k for k in kinds if k.name != "unknown"), Kind("unknown"))
+    return f"`{package}` {kind.phrase()}"
+
+
 def statement(
     package: str,
     checks: Sequence[Check],
@@ -775,25 +1346,18 @@ def statement(
     observed: Sequence[str] = (),
     note: str = "",
 ) -> str:
-    """The bug report: what misbehaves (one paragraph per check), the reproduction under
+    """The bug report: a title from what the bug does (:func:`title`), what misbehaves
+    (one paragraph per check), the reproduction under
     :data:`HEADING` in a fenced block, how to use it. ``observed``: the script's failure
     message per check with the bug (shown for a check made from a test's body)."""
-    functions = sorted({c.function for c in checks if c.function})
-    if len(checks) == 1:
-        title = (
-            f"`{functions[0]}` misbehaves" if functions else "Something misbehaves"
-        ) + f" in `{package}`."
-    else:
-        title = f"{len(checks)} problems in `{package}`" + (
-            f" ({', '.join(f'`{f}`' for f in functions)})." if functions else "."
-        )
+    head = title(checks, package, observed)
     paras = [
         f"- {_sentence(c, o)}" if len(checks) > 1 else _sentence(c, o)
         for c, o in zip(checks, [*observed, *[""] * len(checks)], strict=False)
     ]
     body = "\n".join(paras) if len(checks) > 1 else paras[0]
     return (
-        f"{title}\n\n{body}\n\n{HEADING}\n\n```python\n{reproduction.rstrip()}\n```\n\n"
+        f"{head}\n\n{body}\n\n{HEADING}\n\n```python\n{reproduction.rstrip()}\n```\n\n"
         "`python reproduction.py`, run from the repository root, fails while the bug is "
         "there and exits 0 once it is fixed. Fix the library code, not the tests: the "
         f"package's own test suite must keep passing.\n{note}"

@@ -1033,11 +1033,69 @@ def full_statement(description: str, reproduction: str | None) -> str:
     return text
 
 
-def changelog_description(name: str, version: str, entry: str) -> str:
-    """A statement from a changelog entry of ``version``."""
+#: Longest title made from a changelog entry.
+TITLE_CHARS = 90
+#: Abbreviations whose period ends no sentence.
+_ABBREVIATIONS = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf)|\.\.)\.$")
+#: A reference a changelog entry ends a sentence with: ``(#374)``, ``(issue745, pr746 by
+#: someone)``, ``(CVE-2024-1)``.
+_REFERENCE = re.compile(
+    r"\s*\((?:[^()]*?(?:#\d|\bissues?\s*#?\d|\bissue\d|\bpr\s*#?\d|\bgh-\d|\bby\s|CVE-)[^()]*)\)"
+)
+
+
+def _first_sentence(text: str) -> str:
+    for m in re.finditer(r"[.!?](?=\s+[A-Z`(\"'])", text):
+        if not _ABBREVIATIONS.search(text[: m.end()]):
+            return text[: m.start()]
+    return text.rstrip().rstrip(".")
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters: at a clause's end if one is near
+    enough, else at a word, with ``...``; never inside a code span."""
+    if len(text) <= limit:
+        return text
+    for seps in (("; ", " \u2014 ", " - ", ": "), (", ", " ("), (" by ", " when ", " instead of ")):
+        ends = sorted(
+            (m.start() for sep in seps for m in re.finditer(re.escape(sep), text[:limit])),
+            reverse=True,
+        )
+        for i in ends:
+            if (
+                i >= limit // 3
+                and text[:i].count("`") % 2 == 0
+                and text[:i].count("(") == text[:i].count(")")
+            ):
+                return text[:i]
+    cut = text[: limit - 3].rsplit(" ", 1)[0]
+    if cut.count("`") % 2:
+        cut = cut[: cut.rfind("`")].rstrip()
+    return cut.rstrip(",;:") + "..."
+
+
+def changelog_title(entry: str, limit: int = TITLE_CHARS) -> str:
+    """The first line of a report made from a changelog entry: the maintainers' own words,
+    as an issue's title (the entry's first sentence, without its references, a leading
+    ``Fix`` or ``IMPORTANT:``, reST's double backticks; at most ``limit`` characters)."""
+    text = " ".join(entry.replace("``", "`").split())
+    text = re.sub(r"^[A-Z]{3,}:\s*", "", text)
+    text = _REFERENCE.sub("", _first_sentence(text)).strip().rstrip(".")
+    head, sep, _ = text.partition("; ")  # what follows says what the fix does
+    if sep and head.count("`") % 2 == 0:
+        text = head
+    if m := re.match(r"(?:Fix|Fixed|Fixes)\s+(?=\S)", text):
+        text = text[m.end() :]
+    text = text[:1].upper() + text[1:]
+    return _cut(text, limit) or "A fix from the changelog"
+
+
+def changelog_description(name: str, version: str, entry: str, limit: int = TITLE_CHARS) -> str:
+    """A statement from a changelog entry of ``version``: a title from the entry
+    (:func:`changelog_title`, at most ``limit`` characters), then the entry, quoted."""
     return (
-        f"A bug report against `{name}`, written as its maintainers described the fix "
-        f"in the changelog of release {version}:\n\n> {entry}\n\n"
+        f"{changelog_title(entry, limit)}\n"
+        f"The fix, as the changelog of `{name}` {version} describes it:\n\n> {entry}\n\n"
         "This repository still has the bug. Fix the library code; the hidden tests check "
         "the behaviour described, and every other test of the package must keep "
         "passing.\n"

@@ -346,7 +346,7 @@ def test_statement_format_and_the_reproduction_in_it(recorded):
         "'src'))" in script
     )
     text = bug_reports.statement("pkg", [check], script)
-    assert text.startswith("`add` misbehaves in `pkg`.")
+    assert text.startswith("`add` is off by one\n\n")  # titled from what the bug does
     assert "`add(2)` returns `4`; it should return `3`." in text
     assert bug_reports.reproduction_of(text) == script
     assert "\nReproduction:\n\n```python\n" in text and len(text) <= bug_reports.MAX_CHARS
