@@ -30,7 +30,7 @@ from repogym.quality.ray_map import ray_map
 from repogym.quality.synthesis import from_pypi
 from repogym.quality.validate import PatchGrader, TaskReport, validate_tasks
 from repogym.scenarios import dependencies as deps
-from repogym.scenarios import suites
+from repogym.scenarios import history, suites
 from repogym.scenarios.task import Task, load_task
 
 
@@ -479,6 +479,7 @@ def task_entry(task: Task, task_id: str, origin: str | None = None) -> suites.Ta
         p2p_scope=task.test_spec.p2p_scope,
         origin=origin,
         mutants=mutants,
+        change=history.change_of(task.statement) if origin == "history" else "bug",
     )
 
 

@@ -1102,6 +1102,48 @@ def changelog_description(name: str, version: str, entry: str, limit: int = TITL
     )
 
 
+#: What a reverted change is, when its changelog entry says (:func:`classify_change`).
+CHANGES = ("bug", "performance", "feature", "deprecation")
+_PERFORMANCE = re.compile(
+    r"\b(speed(s|ed|ing)?[ -]up|faster|quicker|performance|optimi[sz]|slowness|"
+    r"(in )?linear time|quadratic)\b",
+    re.I,
+)
+_DEPRECATION = re.compile(r"\b(deprecat\w*|(drop|remove)[sd]? support)\b", re.I)
+_FEATURE = re.compile(
+    r"^(add(s|ed)?|support(s|ed)?|allow(s|ed)?|introduc\w*|implement(s|ed)?|expose[sd]?|"
+    r"new|update[sd]? \S+ to support)\b|\bnow (allows?|supports?|accepts?)\b",
+    re.I,
+)
+
+
+def classify_change(entry: str) -> str:
+    """What a changelog entry says its change is: ``performance`` (speeds something up),
+    ``deprecation``, ``feature`` (adds, supports or allows something new), or ``bug``
+    (anything else: a fix of wrong behaviour, the kind of change a bug task reverts).
+    Read from the entry's words alone, the title :func:`changelog_title` writes first: a
+    maintainer who writes "Speed up membership tests" describes a performance change even
+    when its tests also check behaviour."""
+    title = changelog_title(entry, limit=10_000)
+    if _PERFORMANCE.search(title):
+        return "performance"
+    if _DEPRECATION.search(title):
+        return "deprecation"
+    if _FEATURE.search(title):
+        return "feature"
+    return "bug"
+
+
+def change_of(statement: str) -> str:
+    """:func:`classify_change` of the changelog entry a history task's statement quotes
+    (:func:`changelog_description`); ``bug`` for a statement that quotes none (one written
+    from the failing tests says nothing of the change's purpose)."""
+    m = re.search(r"^The fix, as the changelog of .*:\n\n((?:> .*\n?)+)", statement, re.M)
+    if m is None:
+        return "bug"
+    return classify_change(" ".join(line[2:] for line in m.group(1).splitlines()))
+
+
 def write_task(
     task: HistoryTask, out: Path, decoys: Callable[[Path, list[str]], dict[str, str]] | None = None
 ) -> Path:

@@ -37,6 +37,7 @@ from pathlib import Path, PurePosixPath
 
 from repogym.sandbox.runtime import cache_dir
 from repogym.scenarios.dependencies import DependencySpec, parse_spec
+from repogym.scenarios.history import CHANGES
 from repogym.scenarios.task import P2P_SCOPES, SPLITS, Task, load_task, pytest_command
 
 MANIFESTS = Path(__file__).parent / "suites"
@@ -77,11 +78,19 @@ class TaskEntry:
     origin: str = "mutation"
     #: The mutants of a synthesised bug (``file::function::operator(variant)@line:col``).
     mutants: tuple[str, ...] = ()
+    #: What the change a history task reverts is, as its changelog entry says
+    #: (:data:`CHANGES`): a task that reverts anything but a ``bug`` fix is withheld.
+    change: str = "bug"
 
     @property
     def digest(self) -> str:
-        """Changes whenever the entry does (a materialised folder is then rewritten)."""
-        data = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        """Changes whenever the entry does (a materialised folder is then rewritten); a
+        ``change`` left at ``bug`` is not part of it (entries written before it existed
+        keep their digest)."""
+        fields = dataclasses.asdict(self)
+        if fields["change"] == "bug":
+            del fields["change"]
+        data = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(data.encode()).hexdigest()[:16]
 
 
@@ -139,6 +148,7 @@ class PackageEntry:
         out: dict = {
             "id": t.id,
             "origin": t.origin,
+            **({"change": t.change} if t.change != "bug" else {}),
             **({"mutants": list(t.mutants)} if t.mutants else {}),
             "gold": t.gold,
             "fail_to_pass": list(t.fail_to_pass),
@@ -229,6 +239,7 @@ def _package(data: dict, where: Path) -> PackageEntry:
                 p2p_scope=t.get("p2p_scope", "all"),
                 origin=t.get("origin", "mutation"),
                 mutants=tuple(t.get("mutants", ())),
+                change=t.get("change", "bug"),
             )
             for t in data["tasks"]
         )
@@ -257,10 +268,11 @@ def _package(data: dict, where: Path) -> PackageEntry:
     if entry.split not in SPLITS:
         raise SuiteError(f"{where}: split {entry.split!r}. Fix: use one of {SPLITS}")
     for t in entry.tasks:
-        if t.origin not in ORIGINS or t.p2p_scope not in P2P_SCOPES:
+        if t.origin not in ORIGINS or t.p2p_scope not in P2P_SCOPES or t.change not in CHANGES:
             raise SuiteError(
                 f"{where}: task {t.id}: origin {t.origin!r} / p2p_scope "
-                f"{t.p2p_scope!r}. Fix: use one of {ORIGINS} / {P2P_SCOPES}"
+                f"{t.p2p_scope!r} / change {t.change!r}. Fix: use one of {ORIGINS} / "
+                f"{P2P_SCOPES} / {CHANGES}"
             )
         if not t.pass_to_pass and not entry.tests:
             raise SuiteError(
@@ -513,6 +525,7 @@ def record_validated(
                 "split": entry.split,
                 "path": str(folder),
                 "digest": task.digest,
+                **({"change": task.change} if task.change != "bug" else {}),
             }
             if seals is not None:
                 index[task.id]["seals"] = seals
@@ -554,6 +567,11 @@ def withheld_reason(info: dict, grader: str | None = None) -> str | None:
     measured by other grading code than ``grader``, when given); or no pass_to_pass test
     reaches the code its fix changes (:func:`record_scope`), so gold with a regression
     elsewhere in that code would earn full reward."""
+    if (change := info.get("change", "bug")) != "bug":
+        return (
+            f"it reverts a {change} change, not a bug fix (its changelog entry says so): "
+            "the task asks for the change, not for a fix"
+        )
     scope = info.get("scope")
     if isinstance(scope, dict) and scope.get("p2p_reaching") == 0:
         return (

@@ -202,3 +202,25 @@ def test_a_time_split_fetches_only_the_releases_since_a_day(tmp_path, monkeypatc
     )
     assert cli.main(["suite", "fetch", "realpy", "--since", "soon"]) == 2
     assert "Fix: YYYY-MM-DD" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("entry", "change"),
+    [
+        ("Speed up membership tests (``key in ...``) on ``Container`` (#512).", "performance"),
+        ("Use ``OrderedDict`` for defined and faster ``LFUCache`` eviction.", "performance"),
+        ("Add a ``fold`` argument to ``DateTime`` and ``Time``, mirroring the stdlib.", "feature"),
+        ("Support TypedLiterals in get_parameters (pr100, by Ilya Bezdetnyy).", "feature"),
+        ("Splitting statements now allows to remove the semicolon at the end.", "feature"),
+        ("Allow ``DateTime.astimezone()`` to use the local timezone.", "feature"),
+        ("Deprecate the ``recursive`` argument of ``walk``.", "deprecation"),
+        ("Properly support shallow copies of caches.", "bug"),
+        ("Fix ``date()`` so that it now raises ``ValueError`` on a bad day.", "bug"),
+        ("Two ``Bool`` items never comparing equal to each other.", "bug"),
+    ],
+)
+def test_a_changelog_entry_says_what_kind_of_change_it_reverts(entry, change):
+    assert history.classify_change(entry) == change
+    statement = history.changelog_description("pkg", "1.0", entry)
+    assert history.change_of(statement) == change
+    assert history.change_of("`f` returns nothing instead of a result\n\nbody") == "bug"

@@ -3,6 +3,8 @@ release-history tasks added per release (munch's real sdists; nothing is graded 
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 from pathlib import Path
 
@@ -194,3 +196,28 @@ def test_a_task_under_the_seal_floor_is_withheld_but_runs_by_name(src, tmp_path,
     for reaching in (3, None):  # reached, or a fix outside every function (any test may reach)
         suites.record_scope(tmp_path, "munch-1", reaching)
         assert suites.withheld_tasks("munchy", tmp_path) == {}
+    # a history task that reverts a performance change (its changelog says so): withheld
+    perf = dataclasses.replace(task, change="performance")
+    suites.record_validated(tmp_path, entry, perf, folder, True, {"witnessed": 1, "f2p": 1})
+    assert "reverts a performance change" in suites.withheld_tasks("munchy", tmp_path)["munch-1"]
+
+
+def test_a_change_left_at_bug_is_not_written_and_does_not_move_the_digest(src):
+    """Entries written before tasks had a ``change`` keep their digest (a fetched suite is
+    not validated again for it); a classified one is written and read back."""
+    entry = _entry(src)
+    task = entry.tasks[0]
+    assert "change" not in entry._task_json(task)
+    fields = dataclasses.asdict(task)
+    del fields["change"]
+    old = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+    assert task.digest == old
+    feature = dataclasses.replace(task, change="feature")
+    assert feature.digest != old and entry._task_json(feature)["change"] == "feature"
+    back = suites.package_from_json(
+        dataclasses.replace(entry, tasks=(feature,)).to_json(), src / "munch.json"
+    )
+    assert back.tasks[0].change == "feature"
+    bad = dataclasses.replace(entry, tasks=(dataclasses.replace(task, change="refactor"),))
+    with pytest.raises(suites.SuiteError, match="change 'refactor'"):
+        suites.package_from_json(bad.to_json(), src / "munch.json")
