@@ -605,8 +605,8 @@ def noop_witnessed(
     strongest task-blind attack passed where that was recorded (:func:`record_forged`):
     what the seal floor counts as witnessed. Noop's part is recorded by a grading of no
     change, once per task, grading code and leak scan, then read from repogym's cache.
-    Empty when noop's run could not be trusted (every test is then scored as pytest
-    reported it).
+    Empty when noop's run could not be trusted: nothing is witnessed then, and the partial
+    modes pay for a fail_to_pass test only once every test passes (:func:`score`).
 
     Raises:
         SandboxError: the infrastructure failed while recording.
