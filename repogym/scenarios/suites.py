@@ -382,6 +382,15 @@ def _patched_files(patch: str) -> list[str]:
     ]
 
 
+def _tags(entry: PackageEntry, task: TaskEntry) -> list[str]:
+    """A materialised task's tags: the suite, its package, where its bug comes from
+    (``mutation``, ``combined``, ``history``) and, for a history task that reverts
+    anything but a bug fix, that change's kind."""
+    return ["realpy", entry.distribution, task.origin] + (
+        [task.change] if task.change != "bug" else []
+    )
+
+
 def _task_toml(entry: PackageEntry, task: TaskEntry) -> str:
     q = json.dumps
     ini = "".join(f"{k} = {q(v)}\n" for k, v in sorted(entry.ini_options.items()))
@@ -390,7 +399,7 @@ def _task_toml(entry: PackageEntry, task: TaskEntry) -> str:
         f"# Materialised from repogym's suite manifest ({entry.name} {entry.version}; "
         f"bug: {task.origin}).\n"
         f'id = {q(task.id)}\nversion = 0\nstatement_file = "STATEMENT.md"\n'
-        f"split = {q(entry.split)}\ntags = {json.dumps(['realpy', entry.distribution])}\n"
+        f"split = {q(entry.split)}\ntags = {json.dumps(_tags(entry, task))}\n"
         f"max_steps = {MAX_STEPS}\n\n[verifier]\ntests_dest = {q(entry.tests_dest)}\n"
         f"command = {q(command)}\ntimeout_s = {entry.timeout_s}\n"
         f"p2p_scope = {q(task.p2p_scope)}\n"

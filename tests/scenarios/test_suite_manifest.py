@@ -83,7 +83,7 @@ def test_materialised_tasks_have_every_test_no_metadata_and_the_reproduction(src
     t = load_task(folder)
     assert t.test_spec.pass_to_pass == TESTS[:2] and t.test_spec.p2p_scope == "all"
     assert t.test_spec.command.endswith("-p no:cacheprovider -p pytest_mock")
-    assert t.test_spec.timeout_s == 300 and t.tags == ("realpy", "munch")
+    assert t.test_spec.timeout_s == 300 and t.tags == ("realpy", "munch", "mutation")
     assert (folder / "reproduction.py").read_text() == "assert True\n"
     assert TESTS[2] in (folder / "HINTS.md").read_text()
     left = {str(p.relative_to(folder / "repo")) for p in (folder / "repo").rglob("*")}
