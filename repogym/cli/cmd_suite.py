@@ -78,7 +78,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="adversarial",
         action="store_false",
         help="skip the adversarial check (the strongest task-blind attack graded "
-        "once per task validated now, binary mode)",
+        "once per task validated now, every reward mode); the seal floor is then measured "
+        "without it, from noop alone",
     )
     add_sandbox(f)
     a = s.add_parser(
