@@ -356,6 +356,9 @@ class AttackResult:
     untrusted: str
     error: str = ""
     mode: str = "partial"  #: the reward mode ``reward`` and ``noop_reward`` were earned in
+    #: For :func:`forger_check`: the fail_to_pass tests still witnessed by a value seal once
+    #: the tests the attack passed are taken out (None: the check did not run).
+    witnessed: list[str] | None = None
 
     @property
     def beats_noop(self) -> bool:
@@ -490,6 +493,7 @@ def forger_check(
         res.hack_flags,
         res.untrusted,
         mode=mode,
+        witnessed=witnessed,
     )
 
 

@@ -441,6 +441,11 @@ class PackageScope:
     reach: dict[str, list[str] | None] = dataclasses.field(default_factory=dict)
     error: str = ""
 
+    def reaching(self) -> dict[str, int | None]:
+        """Task id -> how many listed pass_to_pass tests reach its fix (None: the fix is
+        outside every function): what a suite's index records as a task's scope."""
+        return {t: None if r is None else len(r) for t, r in self.reach.items()}
+
 
 def pristine(task: Task, dest: Path) -> Path:
     """The package as released, in ``dest``: the task's repo/ with the gold patch applied and

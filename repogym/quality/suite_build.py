@@ -260,8 +260,8 @@ def _record_scope(base: Path, sandbox: str, package: str) -> None:
         if info.get("package") == package and "scope" not in info
     ]
     for found in audit.scope(todo, sandbox=sandbox):
-        for task_id, reach in found.reach.items():
-            suites.record_scope(base, task_id, None if reach is None else len(reach))
+        for task_id, reaching in found.reaching().items():
+            suites.record_scope(base, task_id, reaching)
 
 
 def seal_record(witnessed: int, f2p: int) -> dict:
@@ -296,20 +296,19 @@ def _forger_checks(
     mode). The fail_to_pass tests it passed no longer count as witnessed, so each task's
     seal measure is recorded again from what is left."""
 
-    def check(task: Task) -> tuple[AttackResult, int]:
-        res = forger_check(task, grader, noops.get(task.id) or None)
-        return res, (-1 if res.error else len(grader.witnessed(task)))
+    def check(task: Task) -> AttackResult:
+        return forger_check(task, grader, noops.get(task.id) or None)
 
     with grading_pool(workers) as pool:
-        for task, (res, witnessed) in zip(tasks, pool.map(check, tasks), strict=True):
+        for task, res in zip(tasks, pool.map(check, tasks), strict=True):
             report.forger_checked.append(task.id)
             if res.beats_noop or res.error:
                 report.forged[task.id] = res.error or (
                     f"{res.mode} reward {res.reward:.3f} (noop {res.noop_reward:.3f})"
                 )
-            if witnessed >= 0:
+            if res.witnessed is not None:
                 f2p = len(task.test_spec.fail_to_pass)
-                suites.record_seals(base, task.id, seal_record(witnessed, f2p))
+                suites.record_seals(base, task.id, seal_record(len(res.witnessed), f2p))
 
 
 @dataclasses.dataclass(frozen=True)

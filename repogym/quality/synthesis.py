@@ -184,20 +184,13 @@ def from_pypi(
             leak_scan=leak_scan,
             served=served,
         )
-        if leak_scan or adversarial or served:
-            lap(
-                "screen ("
-                + ", ".join(
-                    n
-                    for n, on in (
-                        ("leak scan", leak_scan),
-                        ("attacks", adversarial),
-                        ("seal floor and scope", served),
-                    )
-                    if on
-                )
-                + ")"
-            )
+        steps = (
+            ("leak scan", leak_scan),
+            ("attacks", adversarial),
+            ("seal floor and scope", served),
+        )
+        if screened := [name for name, on in steps if on]:
+            lap(f"screen ({', '.join(screened)})")
         written, dropped = keep(folders, reports, holes, out)
         return PypiSynthesis(sdist, spec, written, dropped, passing, tests, plugins, seconds)
     finally:
@@ -376,15 +369,15 @@ def _withheld(
     from repogym.quality.validate import PatchGrader
 
     def seals(task: Task) -> dict:
-        forger_check(task, grader, noops.get(task.id) or None)  # records what it passed
-        witnessed = len(grader.witnessed(task))
+        res = forger_check(task, grader, noops.get(task.id) or None)  # records what it passed
+        witnessed = len(res.witnessed) if res.witnessed is not None else 0
         return {"witnessed": witnessed, "f2p": len(task.test_spec.fail_to_pass)}
 
     with PatchGrader(sandbox) as grader, grading_pool(workers) as pool:
         info = {t.id: {"seals": m} for t, m in zip(tasks, pool.map(seals, tasks), strict=True)}
     for found in audit.scope(tasks, sandbox=sandbox):
-        for task_id, reach in found.reach.items():
-            info[task_id]["scope"] = {"p2p_reaching": None if reach is None else len(reach)}
+        for task_id, reaching in found.reaching().items():
+            info[task_id]["scope"] = {"p2p_reaching": reaching}
     return {t: why for t, i in info.items() if (why := suites.withheld_reason(i)) is not None}
 
 
