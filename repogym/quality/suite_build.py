@@ -193,7 +193,7 @@ def _fetch_package(
     todo: dict[str, tuple[suites.TaskEntry, Path]] = {}
     ids = [t.id for t in entry.tasks][:per_package]
     for task, folder, _written in suites.materialise(entry, base, ids):
-        if suites.is_validated(base, task):
+        if suites.is_validated(base, entry, task):
             report.already.append(task.id)
             on_event("task", task.id)
         else:

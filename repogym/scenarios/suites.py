@@ -2,8 +2,9 @@
 
 A suite (docs/suites.md) is a folder ``suites/<name>/`` of package data holding
 ``suite.json`` (id, description) and one ``<package>.json`` per package: name, version,
-the sdist's file name and sha256, its split (``train``/``test``: a package's tasks are all in
-one split, so evaluation on ``test`` is on packages never seen in training), its kind, the
+the sdist's file name and sha256, its split (``train``, or a held-out one: ``test`` or
+``test_synthetic``; a package is never in ``train`` and a held-out split both, so
+evaluation is on packages never seen in training), its kind, the
 pinned dependencies, its pytest plugins and settings, the hidden test files, every test
 that passes on the sdist, and per task the gold patch (the reverse of the bug), the
 failing tests, the pass_to_pass scope (``all``: every other passing test, not repeated per
@@ -38,7 +39,14 @@ from pathlib import Path, PurePosixPath
 from repogym.sandbox.runtime import cache_dir
 from repogym.scenarios.dependencies import DependencySpec, parse_spec
 from repogym.scenarios.history import CHANGES
-from repogym.scenarios.task import P2P_SCOPES, SPLITS, Task, load_task, pytest_command
+from repogym.scenarios.task import (
+    HELD_OUT,
+    P2P_SCOPES,
+    SPLITS,
+    Task,
+    load_task,
+    pytest_command,
+)
 
 MANIFESTS = Path(__file__).parent / "suites"
 MAX_STEPS = 40
@@ -309,10 +317,10 @@ def load_suite(name: str) -> Suite:
     splits: dict[str, set[str]] = {}
     for p in packages:
         splits.setdefault(p.distribution, set()).add(p.split)
-    if mixed := sorted(d for d, s in splits.items() if len(s) > 1):
+    if mixed := sorted(d for d, s in splits.items() if "train" in s and len(s) > 1):
         raise SuiteError(
-            f"{folder}: {mixed[0]} has releases in both splits. Fix: put every "
-            "entry of a package in one split"
+            f"{folder}: {mixed[0]} has entries in train and in {sorted(splits[mixed[0]] - {'train'})}. "
+            f"Fix: put every entry of a package in train or every one in the held-out splits {HELD_OUT}"
         )
     return Suite(meta["name"], meta["env_id"], meta["description"], packages)
 
@@ -446,13 +454,19 @@ def _write_task(entry: PackageEntry, task: TaskEntry, src: Path, dest: Path) -> 
             + "".join(f"- `{t}`\n" for t in task.fail_to_pass)
         )
         (tmp / "task.toml").write_text(_task_toml(entry, task))
-        (tmp / ".manifest").write_text(task.digest + "\n")
+        (tmp / ".manifest").write_text(_stamp(entry, task) + "\n")
         if dest.exists():
             shutil.rmtree(dest)
         os.rename(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _stamp(entry: PackageEntry, task: TaskEntry) -> str:
+    """What a materialised folder was written from: the task's digest and its package's
+    split (which task.toml records, and which does not change how the task grades)."""
+    return f"{task.digest} {entry.split}"
 
 
 def materialise(
@@ -475,7 +489,7 @@ def materialise(
             continue
         dest = folder / task.id
         stamp = dest / ".manifest"
-        if stamp.is_file() and stamp.read_text().strip() == task.digest:
+        if stamp.is_file() and stamp.read_text().strip() == _stamp(entry, task):
             yield task, dest, False
             continue
         src = src or _source(entry, folder)
@@ -602,9 +616,19 @@ def withheld_reason(info: dict, grader: str | None = None) -> str | None:
     return None
 
 
-def is_validated(root: Path, task: TaskEntry) -> bool:
-    """True when the index holds this exact version of the task."""
-    return read_index(root).get(task.id, {}).get("digest") == task.digest
+def is_validated(root: Path, entry: PackageEntry, task: TaskEntry) -> bool:
+    """True when the index holds this exact version of the task. A task validated while
+    its package was in another split is still validated (the split does not change how it
+    grades): the index is told the split it is in now."""
+    with _index_lock(root):
+        index = read_index(root)
+        info = index.get(task.id, {})
+        if info.get("digest") != task.digest:
+            return False
+        if info.get("split") != entry.split:
+            info["split"] = entry.split
+            _write_index(root, index)
+    return True
 
 
 def withheld_tasks(name: str, root: Path | None = None) -> dict[str, str]:
@@ -638,7 +662,7 @@ def validated_tasks(
     suite = load_suite(name)
     base = suite_root(name, root)
     index = read_index(base)
-    current = {t.id: t.digest for p in suite.packages for t in p.tasks}
+    current = {t.id: (t.digest, p.split) for p in suite.packages for t in p.tasks}
     keep = None if packages is None else set(packages)
     chosen = {
         tid: info
@@ -647,7 +671,11 @@ def validated_tasks(
         and (keep is None or info["package"] in keep)
         and Path(info["path"]).is_dir()
     }
-    fresh = {tid: info for tid, info in chosen.items() if current.get(tid) == info.get("digest")}
+    fresh = {
+        tid: info
+        for tid, info in chosen.items()
+        if current.get(tid) == (info.get("digest"), info.get("split"))
+    }
     served = {tid: info for tid, info in fresh.items() if withheld or withheld_reason(info) is None}
     out = [load_task(Path(info["path"])) for info in served.values()]
     if not out:

@@ -38,7 +38,13 @@ from repogym.scenarios.dependencies import (
 )
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-SPLITS = ("train", "test")
+#: The splits a task can be in: ``train``, what a policy learns from; ``test``, held out
+#: (a suite's evaluation split: for RealPy, bugs shipped in releases of packages that
+#: ``train`` never holds); ``test_synthetic``, held out too, with bugs that were made
+#: (mutations) rather than shipped.
+SPLITS = ("train", "test", "test_synthetic")
+#: The splits held out from training: a suite's package is in ``train`` or in these.
+HELD_OUT = ("test", "test_synthetic")
 #: What a task's pass_to_pass lists (``[verifier] p2p_scope``).
 P2P_SCOPES = ("all", "module")
 
@@ -592,9 +598,9 @@ def load_task(path: str | Path) -> Task:
             "missing or empty",
             'add statement = "..." or statement_file = "STATEMENT.md"',
         )
-    split = _get(data, file, "split", str, default="train", fix='"train" or "test"')
+    split = _get(data, file, "split", str, default="train", fix=f"one of {SPLITS}")
     if split not in SPLITS:
-        raise _err(file, "split", f"{split!r} is not a split", 'use "train" or "test"')
+        raise _err(file, "split", f"{split!r} is not a split", f"use one of {SPLITS}")
     tags = _get(data, file, "tags", list, default=[], fix='e.g. tags = ["bugfix"]')
     max_steps = _get(data, file, "max_steps", int, default=30, fix="a positive integer")
     if max_steps < 1:
@@ -701,7 +707,7 @@ def select_tasks(
 
     Args:
         tasks: The pool to choose from.
-        split: Keep only tasks of this split (``train``/``test``); None keeps every split.
+        split: Keep only tasks of this split (one of :data:`SPLITS`); None keeps every split.
         tags: Keep tasks that have any of these tags; None or empty keeps every task.
         task_ids: Keep exactly these ids; each must be in the pool (after ``split``/``tags``).
 

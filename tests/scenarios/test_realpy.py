@@ -26,6 +26,7 @@ from repogym.scenarios.suites import load_suite, read_index
 # A train package and a test package, both quick to validate (webcolors: 15 s for two tasks
 # on 2 cores; inflection, graded in three passes, took 85 s).
 SAMPLE = ("schema", "webcolors")
+HELD_OUT = "test_synthetic"  # webcolors' split: its tasks are mutations, held out from training
 HISTORY_PACKAGES = 5  # packages the release-history tasks come from (docs/suites.md)
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*-\d+$")
 
@@ -46,7 +47,18 @@ def test_manifest_is_packages_of_many_kinds_split_by_package(suite):
     assert len(packages) >= 8 and suite.tasks >= 150, (len(packages), suite.tasks)
     assert len({p.kind for p in packages}) >= 5
     splits = {p.split for p in packages}
-    assert splits == {"train", "test"}  # and each package sits in exactly one of them
+    assert "train" in splits and splits - {"train"} and splits <= {"train", "test", "test_synthetic"}
+    # no package is both trained on and held out
+    by_package: dict[str, set[str]] = {}
+    for p in packages:
+        by_package.setdefault(p.distribution, set()).add(p.split)
+    assert not [d for d, s in by_package.items() if "train" in s and len(s) > 1]
+    # the evaluation split is bugs that shipped: release history only
+    assert {t.origin for p in packages if p.split == "test" for t in p.tasks} <= {"history"}
+    assert {t.origin for p in packages if p.split == "test_synthetic" for t in p.tasks} <= {
+        "mutation",
+        "combined",
+    }
     ids = [t.id for p in packages for t in p.tasks]
     assert len(ids) == len(set(ids)) and all(_ID.match(i) for i in ids)
     for p in packages:
@@ -219,14 +231,14 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
     assert "4/4 tasks validated (0 now, 4 before, 0 failed)" in again.stdout, again.stdout
     index = read_index(root)
     assert {i["package"] for i in index.values()} == set(SAMPLE)
-    test_ids = sorted(t for t, i in index.items() if i["split"] == "test")
+    test_ids = sorted(t for t, i in index.items() if i["split"] == HELD_OUT)
     assert test_ids and all(t.startswith("webcolors-") for t in test_ids)
 
     # The fetched tasks are registered with Gymnasium, and the suite id draws from them.
     probe = (
         "import gymnasium as gym, repogym\n"
         f"assert 'repogym/{test_ids[0]}-v0' in gym.registry\n"
-        "env = gym.make('repogym/RealPy-v0', split='test')\n"
+        f"env = gym.make('repogym/RealPy-v0', split='{HELD_OUT}')\n"
         "obs, info = env.reset(seed=0)\n"
         "print(info['task'], info['split'])\nenv.close()\n"
     )
@@ -238,7 +250,7 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
         check=False,
         timeout=300,
     )
-    assert res.returncode == 0 and res.stdout.split()[1:] == ["test"], res.stdout + res.stderr
+    assert res.returncode == 0 and res.stdout.split()[1:] == [HELD_OUT], res.stdout + res.stderr
 
     res = _cli(
         [
@@ -246,7 +258,7 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
             "--suite",
             "realpy",
             "--split",
-            "test",
+            HELD_OUT,
             "--reruns",
             "1",
             "--workers",
@@ -266,7 +278,7 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
                 "--suite",
                 "realpy",
                 "--split",
-                "test",
+                HELD_OUT,
                 "--workers",
                 "2",
                 "--out",
@@ -283,7 +295,7 @@ def test_sample_fetch_resumes_validates_registers_and_runs(tmp_path, suite):
     # Every test task: no compiled file or packaging file list in its workspace, its fix
     # readable nowhere in its sandbox, its reproduction failing without the fix and passing
     # with it, and its gold patch plus another covered function's bug scoring below 1.
-    res = _cli(["suite", "audit", "realpy", "--split", "test"], env)
+    res = _cli(["suite", "audit", "realpy", "--split", HELD_OUT], env)
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"audited {len(test_ids)} tasks" in res.stdout and ": 0 problems" in res.stdout, (
         res.stdout

@@ -221,3 +221,52 @@ def test_a_change_left_at_bug_is_not_written_and_does_not_move_the_digest(src):
     bad = dataclasses.replace(entry, tasks=(dataclasses.replace(task, change="refactor"),))
     with pytest.raises(suites.SuiteError, match="change 'refactor'"):
         suites.package_from_json(bad.to_json(), src / "munch.json")
+
+
+def test_a_package_moved_to_another_split_is_rewritten_and_served_there_not_regraded(
+    src, tmp_path, monkeypatch
+):
+    """A package moved between splits (RealPy's mutation packages went from ``test`` to
+    ``test_synthetic``): its validated tasks are not served under the old split's name; the
+    next fetch rewrites each folder's task.toml and tells the index, without grading again
+    (the split does not change how a task grades)."""
+    entry = _entry(src)
+    root = tmp_path / "suite"
+    [(task, folder, _)] = list(suites.materialise(entry, root))
+    suites.record_validated(
+        root, entry, task, folder, True, {"grader": "g", "witnessed": 1, "f2p": 1}
+    )
+    moved = dataclasses.replace(entry, split="test_synthetic")
+    monkeypatch.setattr(
+        suites, "load_suite", lambda name: suites.Suite("munchy", "repogym/M-v0", "", (moved,))
+    )
+    with pytest.raises(suites.SuiteError, match="1 validated from another version"):
+        suites.validated_tasks("munchy", root)
+    # the fetch's two steps: the folder is written again, the index keeps the validation
+    [(_, again, written)] = list(suites.materialise(moved, root))
+    assert written and again == folder and load_task(folder).split == "test_synthetic"
+    assert suites.is_validated(root, moved, task)
+    assert suites.read_index(root)["munch-1"]["split"] == "test_synthetic"
+    [served] = suites.validated_tasks("munchy", root, split="test_synthetic")
+    assert served.id == "munch-1" and served.split == "test_synthetic"
+    [(_, _, written)] = list(suites.materialise(moved, root))
+    assert not written  # nothing changed since
+
+
+def test_a_package_is_never_in_train_and_held_out_both(tmp_path, monkeypatch):
+    folder = tmp_path / "s"
+    folder.mkdir()
+    base = {"name": "p", "env_id": "repogym/P-v0", "description": ""}
+    (folder / "suite.json").write_text(json.dumps({**base, "packages": ["a", "a-2"]}))
+    src_entry = json.loads((suites.MANIFESTS / "realpy" / "humanize-4.15.0.json").read_text())
+    for name, split in (("a", "train"), ("a-2", "test")):
+        (folder / f"{name}.json").write_text(
+            json.dumps({**src_entry, "name": name, "pypi": "a", "split": split, "tasks": []})
+        )
+    monkeypatch.setattr(suites, "MANIFESTS", tmp_path)
+    with pytest.raises(suites.SuiteError, match="a has entries in train and in \\['test'\\]"):
+        suites.load_suite("s")
+    (folder / "a.json").write_text(
+        json.dumps({**src_entry, "name": "a", "pypi": "a", "split": "test_synthetic", "tasks": []})
+    )
+    assert {p.split for p in suites.load_suite("s").packages} == {"test", "test_synthetic"}
