@@ -318,9 +318,10 @@ def load_suite(name: str) -> Suite:
     for p in packages:
         splits.setdefault(p.distribution, set()).add(p.split)
     if mixed := sorted(d for d, s in splits.items() if "train" in s and len(s) > 1):
+        held = sorted(splits[mixed[0]] - {"train"})
         raise SuiteError(
-            f"{folder}: {mixed[0]} has entries in train and in {sorted(splits[mixed[0]] - {'train'})}. "
-            f"Fix: put every entry of a package in train or every one in the held-out splits {HELD_OUT}"
+            f"{folder}: {mixed[0]} has entries in train and in {held}. Fix: put every "
+            f"entry of a package in train, or every one in the held-out splits {HELD_OUT}"
         )
     return Suite(meta["name"], meta["env_id"], meta["description"], packages)
 

@@ -47,7 +47,9 @@ def test_manifest_is_packages_of_many_kinds_split_by_package(suite):
     assert len(packages) >= 8 and suite.tasks >= 150, (len(packages), suite.tasks)
     assert len({p.kind for p in packages}) >= 5
     splits = {p.split for p in packages}
-    assert "train" in splits and splits - {"train"} and splits <= {"train", "test", "test_synthetic"}
+    assert (
+        "train" in splits and splits - {"train"} and splits <= {"train", "test", "test_synthetic"}
+    )
     # no package is both trained on and held out
     by_package: dict[str, set[str]] = {}
     for p in packages:
