@@ -527,9 +527,10 @@ def history_entries(
 ) -> list[suites.PackageEntry]:
     """Manifest entries with the validated release-history tasks in ``folders`` (task
     folders with a ``[history]`` table, from ``repogym history``): the tasks of a release
-    an entry of ``manifests`` already holds are added to it (same sdist, dependencies and
-    tests; numbered after its tasks), the others go to an entry per release
-    (``<package>-<version>``). A task without a reproduction is left out (a suite's
+    an entry of ``manifests`` already holds in the same ``split`` are added to it (same
+    sdist, dependencies and tests; numbered after its tasks), the others go to an entry per
+    release (``<package>-<version>``): a package's mutation tasks may be held out as
+    ``test_synthetic`` while the bugs its releases shipped make up ``test``. A task without a reproduction is left out (a suite's
     statements are bug reports with one).
 
     Raises:
@@ -553,8 +554,19 @@ def history_entries(
     changed: list[suites.PackageEntry] = []
     for (name, version), tasks in sorted(groups.items()):
         entry = next(
-            (e for e in existing.values() if e.distribution == name and e.version == version), None
+            (
+                e
+                for e in existing.values()
+                if e.distribution == name and e.version == version and e.split == split
+            ),
+            None,
         )
+        if entry is None and f"{name}-{version}" in existing:
+            raise suites.SuiteError(
+                f"{manifests}: {name}-{version} is already an entry, in the "
+                f"{existing[f'{name}-{version}'].split} split. Fix: add these tasks to that "
+                "split, or move that entry"
+            )
         if entry is None:
             entry = _release_entry(name, version, tasks[0], split=split, kind=kind)
         elif tasks[0].dependencies != entry.environment:

@@ -136,6 +136,22 @@ def test_history_tasks_join_their_release_or_get_an_entry_of_their_own(src, tmp_
         write_entry(entry, manifests, suite="demo", env_id="repogym/Demo-v0", description="")
     meta = json.loads((manifests / "suite.json").read_text())
     assert meta["packages"] == ["munch", "munch-2.5.0"]
+    # held out: a release's history tasks do not join the entry of its mutation tasks when
+    # that entry is in another split; they get an entry of their own in theirs
+    fresh = tmp_path / "held"
+    write_entry(
+        dataclasses.replace(_entry(src), split="test_synthetic"),
+        fresh,
+        suite="demo",
+        env_id="repogym/Demo-v0",
+        description="",
+    )
+    [held] = history_entries([same], fresh, split="test", kind="data-structures", say=print)
+    assert (held.name, held.split, [t.id for t in held.tasks]) == (
+        "munch-4.0.0",
+        "test",
+        ["munch-4.0.0-1"],
+    )
 
 
 def test_only_tasks_the_manifest_holds_now_are_served(src, tmp_path, monkeypatch):
