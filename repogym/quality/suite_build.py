@@ -530,8 +530,8 @@ def history_entries(
     an entry of ``manifests`` already holds in the same ``split`` are added to it (same
     sdist, dependencies and tests; numbered after its tasks), the others go to an entry per
     release (``<package>-<version>``): a package's mutation tasks may be held out as
-    ``test_synthetic`` while the bugs its releases shipped make up ``test``. A task without a reproduction is left out (a suite's
-    statements are bug reports with one).
+    ``test_synthetic`` while the bugs its releases shipped make up ``test``. A task
+    without a reproduction is left out (a suite's statements are bug reports with one).
 
     Raises:
         SuiteError: a folder that is not a history task, or dependencies that differ
