@@ -518,7 +518,8 @@ def _restate(args: argparse.Namespace) -> int:
 
 
 def _released_since(entries: list, since: str) -> list:
-    """The manifest entries whose release reached the package index on ``since`` or later.
+    """The manifest entries whose release reached the package index on ``since`` or later
+    (the day the manifest records, else the index's).
 
     Raises:
         SuiteError: ``since`` is not a date, or a release date cannot be read.
@@ -528,7 +529,9 @@ def _released_since(entries: list, since: str) -> list:
 
     try:
         day = parse_day(since)
-        return [e for e in entries if release_date(e.distribution, e.version) >= day]
+        return [
+            e for e in entries if (e.released or release_date(e.distribution, e.version)) >= day
+        ]
     except (ValueError, HistoryError) as e:
         raise SuiteError(str(e)) from e
 

@@ -424,7 +424,20 @@ def build_entry(
             tests=tuple(res.tests),
             plugins=tuple(res.plugins),
             timeout_s=int(first.test_spec.timeout_s),
+            released=released_day(name, res.sdist.version, say),
         )
+
+
+def released_day(name: str, version: str, say: Callable[[str], None] = print) -> str:
+    """The day ``name`` ``version`` reached the package index (``YYYY-MM-DD``), for a
+    manifest entry; "" (said why) where the index cannot tell."""
+    from repogym.scenarios.history import HistoryError, release_date
+
+    try:
+        return release_date(name, version)
+    except HistoryError as e:
+        say(f"{name} {version}: no release day recorded ({e})")
+        return ""
 
 
 def restated(
@@ -568,7 +581,7 @@ def history_entries(
                 "split, or move that entry"
             )
         if entry is None:
-            entry = _release_entry(name, version, tasks[0], split=split, kind=kind)
+            entry = _release_entry(name, version, tasks[0], split=split, kind=kind, say=say)
         elif tasks[0].dependencies != entry.environment:
             raise suites.SuiteError(
                 f"{tasks[0].path}: its dependencies differ from those of "
@@ -590,7 +603,7 @@ def history_entries(
 
 
 def _release_entry(
-    name: str, version: str, task: Task, *, split: str, kind: str
+    name: str, version: str, task: Task, *, split: str, kind: str, say: Callable[[str], None]
 ) -> suites.PackageEntry:
     """An entry for another release of ``name``, from one of its history tasks."""
     from repogym.scenarios import pypi
@@ -618,6 +631,7 @@ def _release_entry(
         tests=tuple(sorted({*v.fail_to_pass, *v.pass_to_pass})),
         plugins=v.plugins(),
         timeout_s=int(v.timeout_s),
+        released=released_day(name, version, say),
     )
 
 

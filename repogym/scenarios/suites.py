@@ -29,6 +29,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -121,6 +122,9 @@ class PackageEntry:
     plugins: tuple[str, ...] = ()
     timeout_s: int = 120
     pypi: str = ""
+    #: The day (``YYYY-MM-DD``) the release reached the package index: what a time split
+    #: (``suite fetch --since``) compares; "" where not recorded (then looked up).
+    released: str = ""
 
     @property
     def distribution(self) -> str:
@@ -138,6 +142,7 @@ class PackageEntry:
             "name": self.name,
             **head,
             "version": self.version,
+            **({"released": self.released} if self.released else {}),
             "sdist": self.sdist,
             "sha256": self.sha256,
             "split": self.split,
@@ -267,6 +272,7 @@ def _package(data: dict, where: Path) -> PackageEntry:
             plugins=tuple(data.get("plugins", ())),
             timeout_s=int(data.get("timeout_s", 120)),
             pypi=data.get("pypi", ""),
+            released=str(data.get("released", "")),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise SuiteError(
@@ -275,6 +281,10 @@ def _package(data: dict, where: Path) -> PackageEntry:
         ) from e
     if entry.split not in SPLITS:
         raise SuiteError(f"{where}: split {entry.split!r}. Fix: use one of {SPLITS}")
+    if entry.released and not re.fullmatch(r"\d{4}-\d\d-\d\d", entry.released):
+        raise SuiteError(
+            f"{where}: released {entry.released!r} is not a day. Fix: write it as YYYY-MM-DD"
+        )
     for t in entry.tasks:
         if t.origin not in ORIGINS or t.p2p_scope not in P2P_SCOPES or t.change not in CHANGES:
             raise SuiteError(
@@ -393,10 +403,13 @@ def _patched_files(patch: str) -> list[str]:
 
 def _tags(entry: PackageEntry, task: TaskEntry) -> list[str]:
     """A materialised task's tags: the suite, its package, where its bug comes from
-    (``mutation``, ``combined``, ``history``) and, for a history task that reverts
-    anything but a bug fix, that change's kind."""
-    return ["realpy", entry.distribution, task.origin] + (
-        [task.change] if task.change != "bug" else []
+    (``mutation``, ``combined``, ``history``), ``released:YYYY-MM-DD`` (the day its
+    release reached the package index) where the manifest records it and, for a history
+    task that reverts anything but a bug fix, that change's kind."""
+    return (
+        ["realpy", entry.distribution, task.origin]
+        + ([f"released:{entry.released}"] if entry.released else [])
+        + ([task.change] if task.change != "bug" else [])
     )
 
 
@@ -465,9 +478,10 @@ def _write_task(entry: PackageEntry, task: TaskEntry, src: Path, dest: Path) -> 
 
 
 def _stamp(entry: PackageEntry, task: TaskEntry) -> str:
-    """What a materialised folder was written from: the task's digest and its package's
-    split (which task.toml records, and which does not change how the task grades)."""
-    return f"{task.digest} {entry.split}"
+    """What a materialised folder was written from: the task's digest, and its package's
+    split and release day (which task.toml records, and which do not change how the task
+    grades)."""
+    return f"{task.digest} {entry.split} {entry.released}".rstrip()
 
 
 def materialise(

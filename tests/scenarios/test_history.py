@@ -4,6 +4,7 @@ miner on a two-release package built here is tested in tests/quality/test_synth_
 from __future__ import annotations
 
 import ast
+import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -194,7 +195,15 @@ def test_a_time_split_fetches_only_the_releases_since_a_day(tmp_path, monkeypatc
         }
 
     monkeypatch.setattr(history, "_project_page", page)
-    chosen = cmd_suite._released_since(realpy.select(["tomlkit"]), "2026-02-01")
+    # the manifest records each release's day: read offline, the index is not asked
+    tomlkit = realpy.select(["tomlkit"])
+    by_day = {e.name: e.released for e in tomlkit}
+    assert by_day["tomlkit-0.15.2"] == "2026-10-16" and all(by_day.values())
+    chosen = cmd_suite._released_since(tomlkit, "2026-07-17")
+    assert [e.name for e in chosen] == ["tomlkit-0.15.1", "tomlkit-0.15.2", "tomlkit-0.15.3"]
+    # an entry that records no day is dated by the index
+    undated = [dataclasses.replace(e, released="") for e in tomlkit]
+    chosen = cmd_suite._released_since(undated, "2026-02-01")
     assert [e.name for e in chosen] == ["tomlkit-0.15.2"]
     assert cli.main(["suite", "fetch", "realpy", "--since", "2027-01-01"]) == 2
     assert "no release of its packages reached the package index on 2027-01-01" in (

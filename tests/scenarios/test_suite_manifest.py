@@ -286,3 +286,16 @@ def test_a_package_is_never_in_train_and_held_out_both(tmp_path, monkeypatch):
         json.dumps({**src_entry, "name": "a", "pypi": "a", "split": "test_synthetic", "tasks": []})
     )
     assert {p.split for p in suites.load_suite("s").packages} == {"test", "test_synthetic"}
+
+
+def test_a_task_records_the_day_its_release_shipped(src, tmp_path):
+    """The manifest's ``released`` day becomes a ``released:YYYY-MM-DD`` tag (and is what
+    ``suite fetch --since`` compares); a day that is not one is refused, named."""
+    entry = dataclasses.replace(_entry(src), released="2023-10-01")
+    data = entry.to_json()
+    assert data["released"] == "2023-10-01"
+    assert suites.package_from_json(json.loads(json.dumps(data)), tmp_path / "m.json") == entry
+    [(_task, folder, _)] = list(suites.materialise(entry, tmp_path / "suite"))
+    assert load_task(folder).tags == ("realpy", "munch", "mutation", "released:2023-10-01")
+    with pytest.raises(suites.SuiteError, match="'last spring' is not a day. Fix: .*YYYY-MM-DD"):
+        suites.package_from_json({**data, "released": "last spring"}, tmp_path / "m.json")
