@@ -40,6 +40,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from repogym.scenarios import pypi
 from repogym.scenarios.dependencies import DependencySpec
 from repogym.scenarios.mutation import file_diff
 from repogym.scenarios.patches import is_test_file
@@ -196,9 +197,6 @@ def consecutive_pairs(versions: list[str], last: int | None = None) -> list[tupl
 
 
 # -- release dates (a time split) -------------------------------------------------------------
-#: The package index's simple API, in its JSON form (PEP 691), which gives each file's upload
-#: time (PEP 700). ``$REPOGYM_SIMPLE_INDEX`` points elsewhere (a mirror that keeps the times).
-SIMPLE_INDEX = "https://pypi.org/simple/"
 
 
 def index_release_dates(document: dict) -> dict[str, str]:
@@ -268,23 +266,10 @@ def release_date(name: str, version: str, fetch: Callable[[str], dict] | None = 
 
 def _project_page(name: str) -> dict:
     """The project's page of the simple index, as PEP 691 JSON."""
-    import urllib.error
-    import urllib.request
-
-    from packaging.utils import canonicalize_name
-
-    base = os.environ.get("REPOGYM_SIMPLE_INDEX", SIMPLE_INDEX).rstrip("/") + "/"
-    url = f"{base}{canonicalize_name(name)}/"
-    request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     try:
-        with urllib.request.urlopen(request, timeout=60) as r:
-            return json.loads(r.read())
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        raise HistoryError(
-            f"{name}: cannot read release dates from {url} ({e}). Fix: check the network, "
-            "or set $REPOGYM_SIMPLE_INDEX to an index that serves PEP 691 JSON with upload "
-            "times"
-        ) from e
+        return pypi.project_page(name)
+    except pypi.PypiError as e:
+        raise HistoryError(str(e)) from e
 
 
 def parse_day(text: str) -> str:

@@ -246,6 +246,11 @@ def download(project: str, *, sha256: str | None = None) -> Sdist:
             env={**os.environ, "PYTHONNOUSERSITE": "1"},
         )
         got = sorted((Path(tmp) / "out").glob("*")) if res.returncode == 0 else []
+        if not got and version and "metadata-generation-failed" in res.stdout + res.stderr:
+            # pip builds an sdist's metadata to check it; a release whose build backend
+            # no longer reads it is fetched from the index's file list instead
+            (Path(tmp) / "out").mkdir(exist_ok=True)
+            got = [_sdist_from_index(name, version, Path(tmp) / "out")]
         if not got:
             raise PypiError(_download_failure(line, res.stdout + res.stderr, sha256))
         archive = got[0]
@@ -260,6 +265,79 @@ def download(project: str, *, sha256: str | None = None) -> Sdist:
         dest.mkdir(parents=True, exist_ok=True)
         shutil.move(archive, dest / archive.name)
     return Sdist(name, str(sd_version), dest / archive.name, digest)
+
+
+#: The package index's simple API, in its JSON form (PEP 691), which gives each file's URL,
+#: hash and upload time (PEP 700). ``$REPOGYM_SIMPLE_INDEX`` points elsewhere (a mirror
+#: that serves the JSON form).
+SIMPLE_INDEX = "https://pypi.org/simple/"
+
+
+def project_page(name: str) -> dict:
+    """The project's page of the simple index, as PEP 691 JSON (with ``url``: where it was
+    read, which a file's relative URL is resolved against).
+
+    Raises:
+        PypiError: the index cannot be read.
+    """
+    import json
+    import urllib.error
+    import urllib.request
+
+    base = os.environ.get("REPOGYM_SIMPLE_INDEX", SIMPLE_INDEX).rstrip("/") + "/"
+    url = f"{base}{canonicalize_name(name)}/"
+    request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            return {**json.loads(r.read()), "url": url}
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        raise PypiError(
+            f"{name}: cannot read {url} ({e}). Fix: check the network, or set "
+            "$REPOGYM_SIMPLE_INDEX to an index that serves PEP 691 JSON"
+        ) from e
+
+
+def _sdist_from_index(name: str, version: str, dest: Path) -> Path:
+    """Fetch ``name`` ``version``'s sdist straight from the index's file list, checked
+    against the hash the index gives: no build, so an old release whose build backend no
+    longer reads its metadata (anytree 2.9's pyproject under today's poetry-core) still
+    downloads.
+
+    Raises:
+        PypiError: the index lists no sdist of that release, or the file's hash differs.
+    """
+    import urllib.parse
+    import urllib.request
+
+    from packaging.version import InvalidVersion, Version
+
+    page = project_page(name)
+    for f in page.get("files", ()):
+        fn = str(f.get("filename", ""))
+        try:
+            sd_name, sd_version = parse_sdist_filename(fn)
+            found = sd_name == canonicalize_name(name) and sd_version == Version(version)
+        except (ValueError, InvalidVersion):
+            continue
+        if not found or f.get("yanked") not in (None, False):
+            continue
+        out = dest / fn
+        url = urllib.parse.urljoin(page["url"], str(f["url"]))
+        try:
+            with urllib.request.urlopen(url, timeout=120) as r, open(out, "wb") as w:
+                shutil.copyfileobj(r, w)
+        except OSError as e:
+            raise PypiError(
+                f"{name}=={version}: cannot download {url} ({e}). Fix: check the network"
+            ) from e
+        want = (f.get("hashes") or {}).get("sha256")
+        if want and file_sha256(out) != want:
+            raise PypiError(
+                f"{name}=={version}: {fn} does not have the sha256 the index gives. Fix: "
+                "download again (a proxy may have changed it)"
+            )
+        return out
+    raise PypiError(f"{name}=={version}: the package index lists no sdist of this release")
 
 
 def _download_failure(line: str, output: str, sha256: str | None) -> str:

@@ -178,6 +178,22 @@ def test_download_takes_build_requirements_as_wheels():
     assert sdist.path.name == "bidict-0.24.1.tar.gz" and sdist.path.is_file()
 
 
+def test_an_old_release_whose_backend_no_longer_builds_its_metadata_still_downloads(
+    tmp_path, monkeypatch
+):
+    """anytree 2.9.2's pyproject fails today's poetry-core (pip's metadata step): the sdist
+    comes from the index's file list, checked against the index's hash and the one asked."""
+    monkeypatch.setenv("REPOGYM_CACHE", str(tmp_path / "cache"))  # no cached copy
+    want = "e02af617d41ede47f922e5deea0e4efc3201c6e7330cfc1265409762e5381283"
+    sdist = pypi.download("anytree==2.9.2", sha256=want)
+    assert sdist.path.name == "anytree-2.9.2.tar.gz" and sdist.version == "2.9.2"
+    assert sdist.sha256 == want == pypi.file_sha256(sdist.path)
+    src = pypi.unpack(sdist, tmp_path / "src")
+    assert (src / "anytree" / "node" / "node.py").is_file()
+    with pytest.raises(pypi.PypiError, match="sha256"):
+        pypi.download("anytree==2.9.1", sha256="0" * 64)
+
+
 def test_test_requirements_from_tox_setup_cfg_poetry_hatch_and_test_folders(tmp_path):
     """natsort declares hypothesis and pytest-mock only in tox.ini; others use setup.cfg's
     tests_require, Poetry groups, Hatch environments or tests/requirements.txt."""
