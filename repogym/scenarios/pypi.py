@@ -246,13 +246,18 @@ def download(project: str, *, sha256: str | None = None) -> Sdist:
             env={**os.environ, "PYTHONNOUSERSITE": "1"},
         )
         got = sorted((Path(tmp) / "out").glob("*")) if res.returncode == 0 else []
-        if not got and version and "metadata-generation-failed" in res.stdout + res.stderr:
+        output = res.stdout + res.stderr
+        if not got and version and "DO NOT MATCH THE HASHES" not in output:
             # pip builds an sdist's metadata to check it; a release whose build backend
-            # no longer reads it is fetched from the index's file list instead
+            # no longer reads it (an old setup.py, a pyproject today's poetry-core refuses)
+            # is fetched from the index's file list instead
             (Path(tmp) / "out").mkdir(exist_ok=True)
-            got = [_sdist_from_index(name, version, Path(tmp) / "out")]
+            try:
+                got = [_sdist_from_index(name, version, Path(tmp) / "out")]
+            except PypiError as e:
+                raise PypiError(f"{_download_failure(line, output, sha256)}; and {e}") from e
         if not got:
-            raise PypiError(_download_failure(line, res.stdout + res.stderr, sha256))
+            raise PypiError(_download_failure(line, output, sha256))
         archive = got[0]
         sd_name, sd_version = parse_sdist_filename(archive.name)
         digest = file_sha256(archive)
