@@ -336,13 +336,17 @@ def _candidate(
 def _description(
     task: history.HistoryTask, messages: dict[str, str], describe: Describe | None
 ) -> tuple[str | None, str]:
-    entries = history.changelog_section(task.repo, task.fixed) or []
+    # entries of housekeeping (tests, docs, refactoring, CI) never describe the change
+    entries = [
+        e for e in history.changelog_entries(task.repo, task.fixed) or [] if history.quotable(e)
+    ]
     fn = task.function
     names = fn.qualname.split(".")
     hints = [*names, *(t.split("::")[-1].split("[")[0] for t in task.fail_to_pass)]
-    entry = history.pick_entry(entries, hints, names)
+    entry = history.pick_entry([e.text for e in entries], hints, names)
     if entry is not None:
-        text = history.changelog_description(task.name, task.fixed, entry)
+        heading = next(e.heading for e in entries if e.text == entry)
+        text = history.changelog_description(task.name, task.fixed, entry, heading=heading)
         if not history.statement_leaks(text, task.gold, task.fail_to_pass):
             return text, "changelog"
     text = (describe or failure_description)(task, messages)

@@ -11,10 +11,12 @@ the parts that run nothing:
 - :func:`changed_functions` finds the functions (module functions and methods, outermost
   definitions) whose code differs between two trees, docstrings and layout ignored;
 - :func:`revert` puts one function back as it was;
-- :func:`changelog_section` finds the release's section in the sdist's changelog
-  (``CHANGES``/``CHANGELOG``/``HISTORY``/``NEWS``) and :func:`pick_entry` the entry that
-  describes the change, by the words it shares with the changed function and its failing
-  tests; :func:`statement_leaks` refuses a statement that holds the fix or a test id;
+- :func:`changelog_entries` finds the release's section in the sdist's changelog
+  (``CHANGES``/``CHANGELOG``/``HISTORY``/``NEWS``) and its entries with their
+  sub-headings, :func:`quotable` leaves out those of housekeeping (tests, docs, CI) and
+  :func:`pick_entry` picks the entry that describes the change, by the words it shares
+  with the changed function and its failing tests; :func:`statement_leaks` refuses a
+  statement that holds the fix or a test id;
 - :func:`write_task` writes the task folder (``[history]`` in task.toml records the
   releases, the file and the function, so the task can be rebuilt from the two sdists).
 
@@ -511,9 +513,37 @@ def _is_header(lines: list[str], i: int) -> bool:
     return bool(re.match(r"^(?:version\s+|release\s+|v|\[)?\d+\.\d+", line, re.IGNORECASE))
 
 
+@dataclasses.dataclass(frozen=True)
+class ChangelogEntry:
+    """One entry (a bullet, or a paragraph) of a release's section in a changelog.
+
+    Attributes:
+        text: The entry, its lines joined by spaces, Markdown links reduced to their text.
+        heading: The sub-heading it sits under in the release's section (``Bug Fixes``,
+            ``Fixed``, ``Trivial Changes``...) without its markup; ``""`` when none.
+    """
+
+    text: str
+    heading: str = ""
+
+
 def changelog_section(root: Path, version: str) -> list[str] | None:
     """The entries (bullets, or paragraphs) of ``version``'s section in the sdist's
-    changelog, or None when no changelog has a section for it."""
+    changelog, or None when no changelog has a section for it (the texts of
+    :func:`changelog_entries`)."""
+    entries = changelog_entries(root, version)
+    return None if entries is None else [e.text for e in entries]
+
+
+def changelog_entries(root: Path, version: str) -> list[ChangelogEntry] | None:
+    """The entries of ``version``'s section in the sdist's changelog, each with the
+    sub-heading it sits under, or None when no changelog has a section for it.
+
+    A sub-heading is a heading inside the section, or a line of its own such as ``Bug
+    fixes:`` or ``**Added**`` that :func:`heading_kind` knows. An entry never runs across
+    one. In a section with bullets the entries are the bullets (lines indented under a
+    bullet, or following it without a blank line, are joined to it; a paragraph after a
+    blank line that is not indented is not); in one without, the paragraphs."""
     token = re.compile(_VERSION_TOKEN.format(re.escape(version)))
     for path in changelog_files(root):
         try:
@@ -525,27 +555,75 @@ def changelog_section(root: Path, version: str) -> list[str] | None:
         for n, i in enumerate(versioned):
             if token.search(lines[i]):
                 end = versioned[n + 1] if n + 1 < len(versioned) else len(lines)
-                body = [
-                    ln
-                    for k, ln in enumerate(lines[i + 1 : end], i + 1)
-                    if k not in heads and not _UNDERLINE.match(ln)
-                ]
-                return _entries(body)
+                return _section_entries(lines[i + 1 : end], set(heads) - {i}, i + 1)
     return None
 
 
-def _entries(lines: list[str]) -> list[str]:
-    """Bullets (continuation lines joined), or paragraphs when there are none."""
+def _section_entries(lines: list[str], heads: set[int], first: int) -> list[ChangelogEntry]:
+    """The entries of a release's section (``lines``, the first of which is line
+    ``first`` of the file, whose headings are at ``heads``), split at its sub-headings."""
+    chunks: list[tuple[str, list[str]]] = [("", [])]
+    for k, ln in enumerate(lines, first):
+        if k in heads or _label(ln):
+            chunks.append((_heading_text(ln), []))
+        elif not _UNDERLINE.match(ln):
+            chunks[-1][1].append(ln)
+    bulleted = any(_BULLET.match(ln) for _, chunk in chunks for ln in chunk)
+    return [
+        ChangelogEntry(text, heading)
+        for heading, chunk in chunks
+        for text in _entries(chunk, bulleted)
+    ]
+
+
+def _heading_text(line: str) -> str:
+    """A heading's words without its markup (``#``, ``**``, a closing colon)."""
+    text = line.strip().lstrip("#").strip()
+    text = re.sub(r"^(\*\*|__|\*|_)(.*)\1$", r"\2", text).strip()
+    return text.rstrip(":").strip()
+
+
+def _label(line: str) -> bool:
+    """Whether ``line`` is a sub-heading written as a line of its own (``Bug fixes:``,
+    ``**Added**``): at most four words, not a bullet nor indented, that
+    :func:`heading_kind` knows."""
+    text = line.rstrip()
+    if not text or len(text) - len(text.lstrip()) > 1 or _BULLET.match(text):
+        return False
+    text = text.strip()
+    if m := re.fullmatch(r"(\*\*|__)(.+)\1:?", text):
+        text = m.group(2)
+    elif text.endswith(":"):
+        text = text[:-1]
+    else:
+        return False
+    return (
+        re.fullmatch(r"[A-Za-z][A-Za-z &/,-]*", text.strip()) is not None
+        and len(text.split()) <= 4
+        and heading_kind(text) is not None
+    )
+
+
+def _entries(lines: list[str], bulleted: bool | None = None) -> list[str]:
+    """Bullets (continuation lines joined), or paragraphs when there are none (in the
+    section: ``bulleted``, by default whether ``lines`` have a bullet)."""
     out: list[str] = []
     current: list[str] | None = None
-    bulleted = any(_BULLET.match(ln) for ln in lines)
+    if bulleted is None:
+        bulleted = any(_BULLET.match(ln) for ln in lines)
+    indent, blank = 0, False
     for ln in lines:
-        if bulleted and (m := _BULLET.match(ln)) and len(m.group(1)) <= 2:
-            current = [ln[m.end() :].strip()]
-            out.append("")
-        elif not ln.strip():
+        if not ln.strip():
             if not bulleted:
                 current = None
+            blank = True
+            continue
+        after_blank, blank = blank, False
+        if bulleted and (m := _BULLET.match(ln)) and len(m.group(1)) <= 2:
+            current, indent = [ln[m.end() :].strip()], len(m.group(1))
+            out.append("")
+        elif bulleted and after_blank and len(ln) - len(ln.lstrip()) <= indent:
+            current = None  # a paragraph of its own, not the bullet's: left out
             continue
         elif current is None:
             if bulleted:
@@ -574,17 +652,119 @@ def words(text: str) -> set[str]:
     return out
 
 
+#: The words of a changelog's sub-headings, by the kind of change they hold
+#: (:func:`heading_kind`).
+_HEADING_WORDS = {
+    "bug": {"bug", "bugs", "bugfix", "bugfixes", "fix", "fixes", "fixed", "security"},
+    "feature": {"feature", "features", "added", "enhancement", "enhancements"},
+    "deprecation": {"deprecation", "deprecations", "deprecated", "removed", "removal", "removals"},
+    "performance": {"performance"},
+    "internal": {
+        "trivial",
+        "internal",
+        "internals",
+        "misc",
+        "miscellaneous",
+        "documentation",
+        "docs",
+        "doc",
+        "test",
+        "tests",
+        "testing",
+        "maintenance",
+        "chore",
+        "chores",
+        "refactor",
+        "refactoring",
+        "refactorings",
+        "build",
+        "ci",
+        "packaging",
+        "development",
+        "dependencies",
+        "dependency",
+        "deps",
+        "tooling",
+        "infrastructure",
+    },
+}
+
+
+def heading_kind(heading: str) -> str | None:
+    """The kind of change a changelog sub-heading holds: ``bug`` (``Bug Fixes``,
+    ``Fixed``, ``Security``), ``feature`` (``Features``, ``Added``, ``Enhancements``),
+    ``deprecation`` (``Deprecations``, ``Removed``), ``performance``, or ``internal``
+    (``Trivial Changes``, ``Internal Changes``, ``Misc``, documentation, tests, build, CI,
+    dependencies); None for a heading that says none of them (``Changed``) or more than
+    one. Read from its words, whatever their case, markup or emoji."""
+    found = {
+        kind
+        for word in re.findall(r"[a-z]+", heading.lower())
+        for kind, known in _HEADING_WORDS.items()
+        if word in known
+    }
+    return found.pop() if len(found) == 1 else None
+
+
+#: References a changelog entry may open with: ``:gh:`463`:``, ``#12:``, ``[#12]``,
+#: ``(gh-12)``, ``Issue #12:``, a reST link ```#12 <url>`_``.
+_LEADING_REFERENCE = re.compile(
+    r"^(?:\s*(?::[\w-]+:`[^`]*`|`[^`]*`_{1,2}|#\d+|gh-\d+|\[[^\]]*\]|\((?:#|gh-)?\d+\)"
+    r"|(?:issue|pr|bug)\s*#?\d+)\s*[,:;-]?)+\s*",
+    re.I,
+)
+#: The opening of an entry about tests, documentation, refactoring or CI and dependencies
+#: (:func:`quotable`).
+_HOUSEKEEPING = re.compile(
+    r"(?:add(?:s|ed)?|write|wrote)\s+(?:(?:a|an|the|more|missing|new|some|additional|extra"
+    r"|unit|regression|integration|basic)\s+)*tests?\b"
+    r"|(?:improve|increase|extend|expand|enhance)[sd]?\s+(?:the\s+)?(?:unit\s+)?"
+    r"(?:tests?|testing|test\s+(?:coverage|suite)|(?:code\s+)?coverage)\b"
+    r"|(?:more|additional|missing)\s+tests\b|tests?(?:\s+suite)?\s*:"
+    r"|refactor(?:s|ed|ing)?\b"
+    r"|(?:remove[sd]?|delete[sd]?|drop(?:s|ped)?)\s+(?:the\s+|some\s+)?"
+    r"(?:double|duplicated?|dead|unused|redundant)\s+code\b"
+    r"|(?:fix(?:e[sd])?\s+)?(?:a\s+|some\s+|several\s+)?typos?\b"
+    r"|(?:update[sd]?|improve[sd]?|fix(?:e[sd])?|add(?:s|ed)?|clarif(?:y|ies|ied)"
+    r"|correct(?:s|ed)?|expand(?:s|ed)?|rewrite|rewrote|reword(?:s|ed)?)\s+"
+    r"(?:the\s+|some\s+|more\s+|missing\s+)?(?:docs?|documentation|docstrings?|readme"
+    r"|changelog)\b"
+    r"|document(?:ed)?\s+(?:(?:the|how|that|what|why|when|which|a|an)\b|`)|docs?\b"
+    r"|(?:ci|tox|nox|github\s+actions?|pre-commit|travis|appveyor)\b"
+    r"|(?:update[sd]?|bump(?:s|ed)?|upgrade[sd]?|pin(?:s|ned)?|unpin(?:s|ned)?)\s+(?:the\s+)?"
+    r"(?:(?:dev(?:elopment)?|test|ci|build)\s+)?(?:dependenc\w+|requirements|deps"
+    r"|github\s+actions?|ci|workflows?|pre-commit|tox)\b"
+    r"|bump(?:s|ed)?\s+\S+\s+from\s+\S+\s+to\b"
+    r"|(?:suppress|silence|ignore|filter)(?:e[sd]|s|ed)?\s+(?:\w+\s+)?warnings?\s+in\s+"
+    r"(?:the\s+)?tests?",
+    re.I,
+)
+
+
+def quotable(entry: ChangelogEntry) -> bool:
+    """Whether a changelog entry may describe a task's change: not one under a heading of
+    housekeeping (:func:`heading_kind` ``internal``), nor one whose own words open by
+    saying it is about tests, documentation, refactoring, typos or CI and dependencies
+    (``Add tests for ...``, ``Improve test coverage``, ``Remove double code in ...``,
+    ``Update docs``, ``Update GitHub Actions``), its leading references aside."""
+    if heading_kind(entry.heading) == "internal":
+        return False
+    text = _LEADING_REFERENCE.sub("", " ".join(entry.text.replace("``", "`").split()))
+    return _HOUSEKEEPING.match(text) is None
+
+
 def pick_entry(entries: list[str], hints: Iterable[str], names: Iterable[str] = ()) -> str | None:
     """The changelog entry that describes a change: the one that shares the most words
     with ``hints`` (e.g. the failing tests' names), a mention of one of ``names`` (the
-    changed function and its class, as identifiers) counting two, with a score of at least
-    two and strictly above every other entry's; an entry alone in its section needs one.
-    None when no entry qualifies."""
+    changed function and its class, as identifiers, alone or after a dotted prefix such
+    as ``pkg.module.Class.``) counting two, with a score of at least two and strictly
+    above every other entry's; an entry alone in its section needs one. None when no entry
+    qualifies. The entries are the quotable ones (:func:`quotable`) of the section."""
     want = set().union(*(words(h) for h in hints)) if hints else set()
     names = [n for n in names if len(n.strip("_")) >= 4]
 
     def score(entry: str) -> int:
-        named = any(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", entry) for n in names)
+        named = any(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", entry) for n in names)
         return len(words(entry) & want) + 2 * named
 
     scored = sorted(((score(e), e) for e in entries), key=lambda x: -x[0])
@@ -1075,12 +1255,18 @@ def changelog_title(entry: str, limit: int = TITLE_CHARS) -> str:
     return _cut(text, limit) or "A fix from the changelog"
 
 
-def changelog_description(name: str, version: str, entry: str, limit: int = TITLE_CHARS) -> str:
+def changelog_description(
+    name: str, version: str, entry: str, limit: int = TITLE_CHARS, heading: str = ""
+) -> str:
     """A statement from a changelog entry of ``version``: a title from the entry
-    (:func:`changelog_title`, at most ``limit`` characters), then the entry, quoted."""
+    (:func:`changelog_title`, at most ``limit`` characters), then the entry, quoted, after a
+    line that names the release and, when given, the sub-heading the entry sits under
+    (which :func:`change_of` reads back)."""
+    heading = " ".join(heading.replace('"', "'").split())
+    under = f' (under "{heading}")' if heading else ""
     return (
         f"{changelog_title(entry, limit)}\n"
-        f"The fix, as the changelog of `{name}` {version} describes it:\n\n> {entry}\n\n"
+        f"The fix, as the changelog of `{name}` {version} describes it{under}:\n\n> {entry}\n\n"
         "This repository still has the bug. Fix the library code; the hidden tests check "
         "the behaviour described, and every other test of the package must keep "
         "passing.\n"
@@ -1102,13 +1288,18 @@ _FEATURE = re.compile(
 )
 
 
-def classify_change(entry: str) -> str:
+def classify_change(entry: str, heading: str = "") -> str:
     """What a changelog entry says its change is: ``performance`` (speeds something up),
     ``deprecation``, ``feature`` (adds, supports or allows something new), or ``bug``
     (anything else: a fix of wrong behaviour, the kind of change a bug task reverts).
-    Read from the entry's words alone, the title :func:`changelog_title` writes first: a
-    maintainer who writes "Speed up membership tests" describes a performance change even
-    when its tests also check behaviour."""
+    The sub-heading the entry sits under decides when :func:`heading_kind` reads one of
+    these from it (an entry under ``Features`` is a feature, one under ``Bug Fixes`` a
+    bug, whatever their words). Else it is read from the entry's words alone, the title
+    :func:`changelog_title` writes first: a maintainer who writes "Speed up membership
+    tests" describes a performance change even when its tests also check behaviour."""
+    kind = heading_kind(heading)
+    if kind is not None and kind in CHANGES:
+        return kind
     title = changelog_title(entry, limit=10_000)
     if _PERFORMANCE.search(title):
         return "performance"
@@ -1119,14 +1310,24 @@ def classify_change(entry: str) -> str:
     return "bug"
 
 
+#: The line before the quoted entry in :func:`changelog_description`, and the quote.
+_QUOTED = re.compile(
+    r'^The fix, as the changelog of (?:.*? \(under "(?P<heading>[^"\n]*)"\)|.*):\n\n'
+    r"(?P<quote>(?:> .*\n?)+)",
+    re.M,
+)
+
+
 def change_of(statement: str) -> str:
     """:func:`classify_change` of the changelog entry a history task's statement quotes
-    (:func:`changelog_description`); ``bug`` for a statement that quotes none (one written
-    from the failing tests says nothing of the change's purpose)."""
-    m = re.search(r"^The fix, as the changelog of .*:\n\n((?:> .*\n?)+)", statement, re.M)
+    (:func:`changelog_description`), with the sub-heading its statement names, if any;
+    ``bug`` for a statement that quotes none (one written from the failing tests says
+    nothing of the change's purpose)."""
+    m = _QUOTED.search(statement)
     if m is None:
         return "bug"
-    return classify_change(" ".join(line[2:] for line in m.group(1).splitlines()))
+    entry = " ".join(line[2:] for line in m["quote"].splitlines())
+    return classify_change(entry, m["heading"] or "")
 
 
 def write_task(

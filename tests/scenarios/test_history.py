@@ -233,3 +233,258 @@ def test_a_changelog_entry_says_what_kind_of_change_it_reverts(entry, change):
     statement = history.changelog_description("pkg", "1.0", entry)
     assert history.change_of(statement) == change
     assert history.change_of("`f` returns nothing instead of a result\n\nbody") == "bug"
+
+
+#: The top of semver 3.1.0's CHANGELOG.rst (towncrier's layout), as in its sdist: 3.1.0's
+#: section with its sub-sections and the start of 3.0.4's (lines too long for this file
+#: are cut with a backslash, which joins them again; trailing spaces dropped).
+SEMVER_CHANGELOG = """\
+##########
+Change Log
+##########
+
+.. towncrier release notes start
+
+Version 3.1.0
+=============
+
+:Released: 2026-09-12
+:Maintainer: Tom Schraitle
+
+
+Bug Fixes
+---------
+
+* :pr:`478`: ``Version.parse()`` and ``Version.is_valid()`` now reject non-ASCII digits \
+and
+  trailing newlines, in accordance with the SemVer grammar. Optional minor and
+  patch parsing applies the same character restrictions.
+
+* :pr:`479`: Comparing a :class:`~semver.Version` with a ``dict``, ``tuple``, or \
+``list`` that cannot construct a valid version (for example, an empty collection, wrong \
+number of parts, non-numeric parts, or unknown keys) no longer raises internal errors \
+from ``Version.__init__``. The comparison operators now return \
+:py:const:`NotImplemented` for such operands, following the general rule for invalid \
+comparison operand types: equality evaluates to ``False`` and ordering raises Python's \
+standard :py:exc:`TypeError` (for example, ``'>' not supported between instances of \
+'Version' and 'dict'``).
+
+* :pr:`480`: (:meth:`~semver.version.Version.bump_build`) will now add ``.0`` to an \
+existing build when the last segment of the current build metadata, split by dots \
+(``.``), is not numeric. This is to ensure the bumped version contains a raised build \
+instead of silently returning an unchanged version. For example, ``1.2.3+alpha`` is \
+bumped to ``1.2.3+alpha.0``. This mirrors the corresponding fix for the prerelease part \
+(:gh:`460`). Related to :gh:`466`.
+
+* :gh:`460`: :meth:`~semver.version.Version.bump_prerelease` will now add `.0` to an
+  existing prerelease when the last segment of the current prerelease, split by
+  dots (`.`), is not numeric. This is to ensure the new prerelease is considered
+  higher than the previous one.
+
+  :meth:`~semver.version.Version.bump_prerelease` now also support an argument
+  `bump_when_empty` which will bump the patch version if there is no existing
+  prerelease, to ensure the resulting version is considered a higher version than
+  the previous one.
+
+
+
+Features
+--------
+
+* :pr:`476`: Added optional ``[native]`` extra to accelerate parsing on CPython via the
+  ``fast-semver-rs-backend`` package. The pure-Python parser remains the default;
+  the native backend is opt-in and only available on CPython.
+
+
+
+Internal Changes
+----------------
+
+: Update GitHub Actions for astral-sh/setup-uv (version 0.10.1), github/codeql-action \
+(version 4)
+
+
+
+Trivial Changes
+---------------
+
+* :gh:`463`: Remove double code in :meth:`Version.bump_build`
+
+: Improve test coverage to 100% by ignoring the optional Rust backend fallback.
+
+: Improve test suite for comparisons and fix test coverage.
+
+: Suppress deprecation warnings in test suite.
+
+
+
+Version 3.0.4
+=============
+
+:Released: 2025-01-24
+:Maintainer: Tom Schraitle
+
+
+Bug Fixes
+---------
+
+* :gh:`459`: Fix 3.0.3:
+
+  * :pr:`457`: Re-enable Trove license identifier
+  * :pr:`456`: Fix source dist file
+"""
+#: Release 3.1.0's failing tests of the reverted ``Version.bump_build``, by name.
+BUMP_BUILD_HINTS = ["Version", "bump_build", "test_bump_build_digitless_metadata_should_append_0"]
+
+
+def test_changelog_entries_keep_their_sub_heading_and_end_at_it(tmp_path):
+    (tmp_path / "CHANGELOG.rst").write_text(SEMVER_CHANGELOG)
+    entries = history.changelog_entries(tmp_path, "3.1.0")
+    assert [(e.heading, e.text.split(":", 3)[2].strip("`")) for e in entries] == [
+        ("Bug Fixes", "478"),
+        ("Bug Fixes", "479"),
+        ("Bug Fixes", "480"),
+        ("Bug Fixes", "460"),
+        ("Features", "476"),
+        ("Trivial Changes", "463"),
+    ]
+    assert history.changelog_section(tmp_path, "3.1.0") == [e.text for e in entries]
+    trivial = entries[-1]
+    assert trivial.text == ":gh:`463`: Remove double code in :meth:`Version.bump_build`"
+    assert "the previous one. :meth:`~semver.version.Version.bump_prerelease` now also" in (
+        entries[3].text  # an indented paragraph after a blank line stays the bullet's
+    )
+    assert entries[2].text.endswith("Related to :gh:`466`.")  # the backslashes joined it
+    assert [history.heading_kind(e.heading) for e in entries] == [
+        *["bug"] * 4,
+        "feature",
+        "internal",
+    ]
+    assert [history.quotable(e) for e in entries] == [True] * 5 + [False]
+    assert history.changelog_entries(tmp_path, "3.0.4")[0] == history.ChangelogEntry(
+        ":gh:`459`: Fix 3.0.3:", "Bug Fixes"
+    )
+    quotable = [e.text for e in entries if history.quotable(e)]
+    picked = history.pick_entry(quotable, BUMP_BUILD_HINTS, ["Version", "bump_build"])
+    assert picked is not None and picked.startswith(":pr:`480`: (:meth:`~semver.version.")
+    # a dotted prefix names the function: ``~semver.version.Version.bump_build``
+    assert history.pick_entry(
+        [entries[2].text, "Speed up the docs build."], ["other"], ["bump_build"]
+    ) == (entries[2].text)
+
+
+def test_history_quotes_the_bug_fix_entry_with_its_heading(tmp_path):
+    from types import SimpleNamespace
+
+    from repogym.quality.synth_history import _description
+
+    (tmp_path / "CHANGELOG.rst").write_text(SEMVER_CHANGELOG)
+    task = SimpleNamespace(
+        name="semver",
+        fixed="3.1.0",
+        repo=tmp_path,
+        function=SimpleNamespace(qualname="Version.bump_build"),
+        fail_to_pass=["tests/test_bump.py::test_bump_build_digitless_metadata_should_append_0"],
+        gold="",
+    )
+    text, source = _description(task, {}, lambda task, messages: "from the tests")
+    assert source == "changelog" and "Remove double code" not in text
+    assert 'The fix, as the changelog of `semver` 3.1.0 describes it (under "Bug Fixes"):' in text
+    assert "> :pr:`480`: (:meth:`~semver.version.Version.bump_build`) will now add" in text
+    assert history.change_of(text) == "bug"
+
+
+def test_sub_headings_are_read_by_their_words_and_lines_of_their_own_are_headings(tmp_path):
+    kinds = {
+        "Bug Fixes": "bug",
+        "Fixed": "bug",
+        "\N{LADY BEETLE} Bug fixes:": "bug",
+        "Security": "bug",
+        "New Features": "feature",
+        "Added": "feature",
+        "Enhancements": "feature",
+        "Deprecations and Removals": "deprecation",
+        "Removed": "deprecation",
+        "Performance": "performance",
+        "Improved Documentation": "internal",
+        "Internal Changes": "internal",
+        "Trivial Changes": "internal",
+        "Misc": "internal",
+        "Changed": None,
+        "Features and Bug Fixes": None,
+        "": None,
+    }
+    assert {h: history.heading_kind(h) for h in kinds} == kinds
+    (tmp_path / "CHANGES.md").write_text(
+        "# Changes\n\n## 2.0\n\nBug fixes:\n\n- Fix `walk` on empty folders.\n"
+        "Docs:\n- Explain `walk`.\n\nThis paragraph is no one's.\n\n"
+        "**Added**\n\n- A `depth` argument to `walk`.\n\n## 1.0\n\n- First.\n"
+    )
+    assert history.changelog_entries(tmp_path, "2.0") == [
+        history.ChangelogEntry("Fix `walk` on empty folders.", "Bug fixes"),
+        history.ChangelogEntry("Explain `walk`.", "Docs"),
+        history.ChangelogEntry("A `depth` argument to `walk`.", "Added"),
+    ]
+
+
+def test_the_sub_heading_decides_the_kind_of_change():
+    assert history.classify_change("Fix parsing of empty input.") == "bug"
+    assert history.classify_change("Fix parsing of empty input.", "Features") == "feature"
+    assert history.classify_change("``parse`` now accepts a trailing newline.") == "feature"
+    assert history.classify_change("``parse`` now accepts a trailing newline.", "Bug Fixes") == (
+        "bug"
+    )
+    assert history.classify_change("Deprecate ``walk``.", "Changed") == "deprecation"  # no say
+    assert history.classify_change("Deprecate ``walk``.", "Misc") == "deprecation"
+
+
+@pytest.mark.parametrize(
+    ("heading", "change"),
+    [("Features", "feature"), ("Bug Fixes", "bug"), ("Performance", "performance"), ("", "bug")],
+)
+def test_a_statement_names_the_heading_and_change_of_reads_it_back(heading, change):
+    from repogym.scenarios import retitle
+
+    entry = "Fix ``walk`` returning folders twice (#12)."
+    statement = history.changelog_description("pkg", "1.0", entry, heading=heading)
+    under = f' (under "{heading}")' if heading else ""
+    assert f"The fix, as the changelog of `pkg` 1.0 describes it{under}:\n\n> Fix" in statement
+    assert statement == history.changelog_description("pkg", "1.0", entry, heading=heading)
+    assert history.change_of(statement) == change
+    assert retitle.retitle(statement) == statement  # a current statement stays as it is
+
+
+@pytest.mark.parametrize(
+    ("text", "heading"),
+    [
+        ("Add tests for six behaviours that mutation testing showed were not covered", ""),
+        ("Remove double code in X", "Trivial Changes"),
+        ("Remove double code in :meth:`Version.bump_build`", ""),
+        (":pr:`12`: Improve test coverage to 100%.", "Bug Fixes"),
+        ("#12: Refactor the parser into smaller functions.", ""),
+        ("Fix typo in the README.", "Fixed"),
+        ("Update docs for ``walk``.", ""),
+        ("Document the ``depth`` argument.", ""),
+        ("Update GitHub Actions for astral-sh/setup-uv (version 0.10.1)", ""),
+        ("Bump pytest from 8.0 to 8.1.", ""),
+        ("Fix ``walk`` returning folders twice.", "Improved Documentation"),
+        ("Fix ``walk`` returning folders twice.", "Internal Changes"),
+    ],
+)
+def test_housekeeping_entries_are_not_quoted(text, heading):
+    assert not history.quotable(history.ChangelogEntry(text, heading))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Fix ``walk`` returning folders twice.",
+        ":pr:`480`: (:meth:`~semver.version.Version.bump_build`) will now add ``.0``.",
+        "Documents with a BOM are read again.",
+        "Test for membership no longer copies the container.",
+        "Added a ``depth`` argument to ``walk``.",
+    ],
+)
+def test_entries_about_the_library_are_quoted(text):
+    assert history.quotable(history.ChangelogEntry(text, "Bug Fixes"))
+    assert history.quotable(history.ChangelogEntry(text))
