@@ -83,6 +83,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="do not make reproduction scripts from the failing tests",
     )
+    p.add_argument(
+        "--for-suite",
+        action="store_true",
+        help="validate and write only candidates a suite serves: with a verified "
+        "reproduction, reverting a bug fix (not a feature, speed-up or deprecation); the "
+        "others are skipped before validation, with the reason in --report",
+    )
     p.add_argument("--report", metavar="FILE", help="write the per-pair summary as JSON")
     p.set_defaults(func=run)
 
@@ -99,6 +106,12 @@ def run(args: argparse.Namespace) -> int:
         console.print(message, markup=False, highlight=False)
 
     versions = [v.strip() for v in args.versions.split(",") if v.strip()] if args.versions else None
+    if args.for_suite and args.no_reproduction:
+        print(
+            "--for-suite keeps only tasks with a reproduction. Fix: drop --no-reproduction",
+            file=sys.stderr,
+        )
+        return 2
     try:
         since = parse_day(args.since) if args.since else None
     except ValueError as e:
@@ -121,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
             reproduce=False if args.no_reproduction else None,
             say=say,
             since=since,
+            for_suite=args.for_suite,
         )
     except (HistoryError, OSError) as e:
         print(e, file=sys.stderr)

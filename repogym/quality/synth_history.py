@@ -98,6 +98,7 @@ def mine_history(
     say: Callable[[str], None] = print,
     on_report: Callable[[TaskReport], None] | None = None,
     since: str | None = None,
+    for_suite: bool = False,
 ) -> HistoryMining:
     """Mine validated tasks from the release history of ``name``.
 
@@ -126,6 +127,11 @@ def mine_history(
         since: ``YYYY-MM-DD``: only the pairs whose newer release reached the package index
             on that day or later (:func:`repogym.scenarios.history.release_date`), after
             ``last`` picked them.
+        for_suite: Validate and write only the candidates a suite serves: with a verified
+            reproduction (``suite add-history`` takes no other) and reverting a bug fix
+            (:func:`repogym.scenarios.history.change_of`; a feature, performance change or
+            deprecation is withheld). The others are skipped before their validation,
+            the costliest step, with the reason in the pair's report.
 
     Raises:
         HistoryError: the releases cannot be listed, or fewer than two are given.
@@ -171,6 +177,7 @@ def mine_history(
                     describe=describe,
                     reproduce=reproduce,
                     say=say,
+                    for_suite=for_suite,
                 )
             except Exception as e:  # one pair's failure must not end the run
                 report.error = f"{type(e).__name__}: {e}"
@@ -201,6 +208,7 @@ def _mine_pair(
     describe: Describe | None,
     reproduce: Reproduce | bool | None,
     say: Callable[[str], None],
+    for_suite: bool = False,
 ) -> list[Path]:
     work.mkdir(parents=True)
     sdist, new_repo, spec, built, ini = prepare(
@@ -262,6 +270,11 @@ def _mine_pair(
             ):
                 task.reproduction = script
                 folder = history.write_task(task, staging, decoys=deletion_decoys)
+            if for_suite and (why := _not_for_suite(task)):
+                report.skipped[where] = why
+                shutil.rmtree(folder, ignore_errors=True)
+                say(f"  {task.id}: {where}: skipped, {why}")
+                continue
             out.append(folder)
             report.candidates.append(task.id)
             say(
@@ -271,6 +284,15 @@ def _mine_pair(
     if isinstance(scripts, ScriptReproducer):
         scripts.close()
     return out
+
+
+def _not_for_suite(task: history.HistoryTask) -> str:
+    """Why a suite would not serve ``task`` (``""``: it would, as far as mining can tell)."""
+    if not task.reproduction:
+        return "no verified reproduction (a suite's statements carry one)"
+    if (change := history.change_of(task.statement)) != "bug":
+        return f"its changelog entry describes a {change} change, not a bug fix"
+    return ""
 
 
 def _candidate(

@@ -96,6 +96,38 @@ def test_history_mines_a_validated_task_with_the_changelog_entry_and_a_reproduct
     assert after == 0
 
 
+def test_mining_for_a_suite_skips_before_validation_what_a_suite_would_not_serve(
+    tmp_path, monkeypatch
+):
+    """``--for-suite``: a candidate without a verified reproduction is not validated nor
+    written (a suite takes none), and the pair's report says why."""
+    sdists = tmp_path / "sdists"
+    _sdist(sdists, "1.0", OLD)
+    _sdist(sdists, "1.1", NEW)
+    monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
+    from repogym.quality import synth_history
+
+    validated = []
+    real = synth_history._validate
+    monkeypatch.setattr(
+        synth_history,
+        "_validate",
+        lambda folders, *a: validated.extend(folders) or real(folders, *a),
+    )
+    res = synth_history.mine_history(
+        "rgdemo",
+        tmp_path / "out",
+        versions=["1.0", "1.1"],
+        reruns=1,
+        reproduce=lambda task, folder: None,
+        for_suite=True,
+        say=lambda m: None,
+    )
+    [pair] = res.pairs
+    assert pair.skipped["rgdemo/__init__.py::clamp"].startswith("no verified reproduction")
+    assert res.written == [] and validated == [] and pair.candidates == []
+
+
 RAISING = NEW.replace(
     '''    """Limit value to [low, high]."""
 ''',
