@@ -1239,12 +1239,24 @@ def _cut(text: str, limit: int) -> str:
     return cut.rstrip(",;:") + "..."
 
 
+#: A Sphinx cross-reference: ``:meth:`~semver.version.Version.bump_build```.
+_SPHINX_ROLE = re.compile(r":(?:py:)?[a-z]+:`(~?)([^`<]*?)(?:\s*<[^`>]*>)?`")
+
+
+def _role_text(m: re.Match) -> str:
+    """A cross-reference as the rendered page shows it: ``~`` keeps the last name."""
+    target = m.group(2).strip()
+    return f"`{target.rsplit('.', 1)[-1] if m.group(1) else target}`"
+
+
 def changelog_title(entry: str, limit: int = TITLE_CHARS) -> str:
     """The first line of a report made from a changelog entry: the maintainers' own words,
-    as an issue's title (the entry's first sentence, without its references, a leading
-    ``Fix`` or ``IMPORTANT:``, reST's double backticks; at most ``limit`` characters)."""
-    text = " ".join(entry.replace("``", "`").split())
-    text = re.sub(r"^[A-Z]{3,}:\s*", "", text)
+    as an issue's title (the entry's first sentence, without its references, leading
+    ones such as ``:gh:`463`:`` too, a leading ``Fix`` or ``IMPORTANT:``, reST's double
+    backticks and Sphinx roles (``:meth:`~a.B.c``` reads `` `c` ``); at most ``limit``
+    characters)."""
+    text = _LEADING_REFERENCE.sub("", " ".join(entry.replace("``", "`").split()))
+    text = _SPHINX_ROLE.sub(_role_text, re.sub(r"^[A-Z]{3,}:\s*", "", text))
     text = _REFERENCE.sub("", _first_sentence(text)).strip().rstrip(".")
     head, sep, _ = text.partition("; ")  # what follows says what the fix does
     if sep and head.count("`") % 2 == 0:

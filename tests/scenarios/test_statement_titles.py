@@ -150,6 +150,19 @@ def test_history_titles_come_from_the_failure_and_the_changelog():
         "Parsing of nested `ORDER` clauses\n"
         "The fix, as the changelog of `sqlparse` 0.5.0 describes it:\n\n> Fix parsing"
     )
+    # reST references and Sphinx roles read as the rendered changelog shows them
+    for entry, title in (
+        (
+            ":pr:`426`: Fix :meth:`~semver.version.Version.replace` method to use the "
+            "derived class. More.",
+            "`replace` method to use the derived class",
+        ),
+        (
+            ":gh:`521`: The :attr:`semver.MAX_LENGTH` limit was set too low.",
+            "The `semver.MAX_LENGTH` limit was set too low",
+        ),
+    ):
+        assert history.changelog_title(entry) == title
 
 
 def test_generators_and_the_rewrite_write_the_same_first_line():
