@@ -151,7 +151,7 @@ def test_history_titles_come_from_the_failure_and_the_changelog():
         "The fix, as the changelog of `sqlparse` 0.5.0 describes it:\n\n> Fix parsing"
     )
     # reST references and Sphinx roles read as the rendered changelog shows them
-    for entry, title in (
+    for entry, want in (
         (
             ":pr:`426`: Fix :meth:`~semver.version.Version.replace` method to use the "
             "derived class. More.",
@@ -162,7 +162,7 @@ def test_history_titles_come_from_the_failure_and_the_changelog():
             "The `semver.MAX_LENGTH` limit was set too low",
         ),
     ):
-        assert history.changelog_title(entry) == title
+        assert history.changelog_title(entry) == want
 
 
 def test_generators_and_the_rewrite_write_the_same_first_line():
