@@ -239,13 +239,13 @@ def _mine_pair(
             raise SynthError(f"{e}\nlast test run (in the sandbox):\n{runner.log[-800:]}") from e
         report.passing_tests = len(collected)
         say(f"  {len(collected)} of its tests pass in the sandbox")
-        for fn in changed:
-            where = f"{fn.file}::{fn.qualname}"
-            task, why = _candidate(
+
+        def candidate(fns: list[history.ChangedFunction]):
+            return _candidate(
                 name,
                 base,
                 fixed,
-                fn,
+                fns,
                 new_repo,
                 pkg,
                 runner,
@@ -257,9 +257,16 @@ def _mine_pair(
                 timeout_s,
                 describe,
             )
+
+        found: list[history.HistoryTask] = []
+        for fn in changed:
+            task, why = candidate([fn])
             if task is None:
-                report.skipped[where] = why
-                continue
+                report.skipped[_where(fn)] = why
+            else:
+                found.append(task)
+        for task in _coherent(found, candidate, report, say):
+            where = " + ".join(_where(f) for f in task.functions)
             folder = history.write_task(task, staging, decoys=deletion_decoys)
             if (
                 scripts is not None
@@ -286,6 +293,43 @@ def _mine_pair(
     return out
 
 
+def _where(fn: history.ChangedFunction) -> str:
+    return f"{fn.file}::{fn.qualname}"
+
+
+def _coherent(
+    found: list[history.HistoryTask],
+    candidate: Callable[[list[history.ChangedFunction]], tuple[history.HistoryTask | None, str]],
+    report: PairReport,
+    say: Callable[[str], None],
+) -> list[history.HistoryTask]:
+    """The tasks of one release pair, with those whose statements quote the same changelog
+    entry made one: the functions N+1 changed for one fix are reverted together, so the
+    buggy state is the one release N shipped (reverting one of them alone can leave a
+    state no release had, such as a caller of a helper whose signature only N+1 has).
+    Where the functions reverted together make no task (more than
+    :data:`~repogym.scenarios.history.MAX_F2P` tests fail, say), none of them does."""
+    groups: dict[str, list[history.HistoryTask]] = {}
+    for task in found:
+        key = task.description if task.statement_source == "changelog" else task.id
+        groups.setdefault(key, []).append(task)
+    out = []
+    for tasks in groups.values():
+        if len(tasks) == 1:
+            out.append(tasks[0])
+            continue
+        fns = [t.function for t in tasks]
+        task, why = candidate(fns)
+        names = ", ".join(_where(f) for f in fns)
+        if task is None:
+            for f in fns:
+                report.skipped[_where(f)] = f"one change with {names}, reverted together: {why}"
+            say(f"  {names}: one change, reverted together: {why}")
+            continue
+        out.append(task)
+    return out
+
+
 def _not_for_suite(task: history.HistoryTask) -> str:
     """Why a suite would not serve ``task`` (``""``: it would, as far as mining can tell)."""
     if not task.reproduction:
@@ -299,7 +343,7 @@ def _candidate(
     name: str,
     base: str,
     fixed: str,
-    fn: history.ChangedFunction,
+    fns: list[history.ChangedFunction],
     new_repo: Path,
     pkg: Path,
     runner: SandboxRunner,
@@ -311,18 +355,22 @@ def _candidate(
     timeout_s: float,
     describe: Describe | None,
 ) -> tuple[history.HistoryTask | None, str]:
-    """The task that reverting ``fn`` gives, or (None, why not)."""
-    path = pkg / fn.file
-    original = path.read_text(encoding="utf-8")
+    """The task that reverting ``fns`` (the first is the one it is named after) gives,
+    or (None, why not)."""
+    files = {f.file for f in fns}
+    original = {rel: (pkg / rel).read_text(encoding="utf-8") for rel in files}
     try:
-        buggy = history.revert(original, fn)
+        reverted = history.revert_all(original, fns)
     except history.HistoryError as e:
         return None, str(e)
-    path.write_text(buggy, encoding="utf-8")
     try:
+        for rel, text in reverted.items():
+            (pkg / rel).write_text(text, encoding="utf-8")
         result, messages = runner.run(pkg, collected, timeout_s)
     finally:
-        path.write_text(original, encoding="utf-8")
+        for rel, text in original.items():
+            (pkg / rel).write_text(text, encoding="utf-8")
+    fn = fns[0]
     failing = sorted(t for t, s in result.items() if s != "passed")
     if not failing:
         return None, "no test fails with N's version"
@@ -340,7 +388,9 @@ def _candidate(
         tests_dest=dest,
         fail_to_pass=failing,
         pass_to_pass=sorted(t for t in collected if t not in set(failing)),
-        buggy=buggy,
+        buggy=reverted[fn.file],
+        also=tuple(fns[1:]),
+        also_buggy={rel: text for rel, text in reverted.items() if rel != fn.file},
         description="",
         statement_source="",
         environment=spec,
@@ -362,8 +412,7 @@ def _description(
     entries = [
         e for e in history.changelog_entries(task.repo, task.fixed) or [] if history.quotable(e)
     ]
-    fn = task.function
-    names = fn.qualname.split(".")
+    names = list(dict.fromkeys(n for f in task.functions for n in f.qualname.split(".")))
     hints = [*names, *(t.split("::")[-1].split("[")[0] for t in task.fail_to_pass)]
     entry = history.pick_entry([e.text for e in entries], hints, names)
     if entry is not None:
@@ -443,7 +492,7 @@ class ScriptReproducer:
         if not scripts:
             return None
         template = self._templates.get(folder / "repo", self.dependencies)
-        fixed = (task.repo / task.function.file).read_text(encoding="utf-8")
+        fixed = [(rel, (task.repo / rel).read_text(encoding="utf-8")) for rel in task.reverted]
         for script in scripts:
             code, output = self._run(template, script, None)
             if code in (0, None):
@@ -458,7 +507,7 @@ class ScriptReproducer:
                     or not reports.fails_itself(self._run(template, script, None)[1])
                 ):
                     continue
-            if self._run(template, script, (task.function.file, fixed))[0] == 0:
+            if self._run(template, script, fixed)[0] == 0:
                 return script
         return None
 
@@ -487,14 +536,14 @@ class ScriptReproducer:
         return script if len(script) <= history.MAX_REPRODUCTION_CHARS else None
 
     def _run(
-        self, template: Path, script: str, change: tuple[str, str] | None
+        self, template: Path, script: str, change: list[tuple[str, str]] | None
     ) -> tuple[int | None, str]:
         """The script's exit code (None: it timed out or crashed) and the tail of its
         output, in a fresh sandbox."""
         sb = make_sandbox(self.backend, SandboxSpec(template, Limits(timeout_s=60)))
         try:
-            if change is not None:
-                sb.write_file(*change)
+            for rel, text in change or ():
+                sb.write_file(rel, text)
             res = run_reproduction(sb, script, 60)
         except SandboxError:
             return None, ""

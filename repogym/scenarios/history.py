@@ -462,6 +462,20 @@ def revert(new_source: str, fn: ChangedFunction) -> str:
     return out
 
 
+def revert_all(sources: dict[str, str], fns: Iterable[ChangedFunction]) -> dict[str, str]:
+    """Each module of ``sources`` (path -> N+1's text) with every one of ``fns`` in it put
+    back as it was in N (:func:`revert`, one after another: each finds its function by
+    name); the modules no function is in are left out.
+
+    Raises:
+        HistoryError: a function is not in its module, or a result does not parse.
+    """
+    out: dict[str, str] = {}
+    for fn in fns:
+        out[fn.file] = revert(out.get(fn.file, sources[fn.file]), fn)
+    return out
+
+
 def hidden_test_files(root: Path) -> tuple[list[str], str]:
     """(the files hidden from the agent, the folder they go to at grading): with the tests
     in a folder of their own (``tests_dest``), every file under it, data files included;
@@ -1133,6 +1147,10 @@ class HistoryTask:
         reproduction: A reproduction script (``reproduction.py`` and in the statement), or
             None.
         tags: Extra tags.
+        also: Functions reverted with ``function``: the rest of one coherent change (the
+            functions N+1 changed for the changelog entry the statement quotes), so the
+            buggy state is the one release N shipped, not half of it.
+        also_buggy: The reverted text of each other module ``also`` has functions in.
     """
 
     name: str
@@ -1151,11 +1169,25 @@ class HistoryTask:
     ini_options: dict[str, str] = dataclasses.field(default_factory=dict)
     reproduction: str | None = None
     tags: tuple[str, ...] = ()
+    also: tuple[ChangedFunction, ...] = ()
+    also_buggy: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def functions(self) -> tuple[ChangedFunction, ...]:
+        """Every function the task reverts, ``function`` first."""
+        return (self.function, *self.also)
+
+    @property
+    def reverted(self) -> dict[str, str]:
+        """Module -> its reverted text, for every module the task changes."""
+        return {self.function.file: self.buggy, **self.also_buggy}
 
     @property
     def id(self) -> str:
-        """``<package>-h<hash of release, file and function>`` (names no function)."""
-        key = f"{self.name}=={self.fixed}:{self.function.file}:{self.function.qualname}"
+        """``<package>-h<hash of release, files and functions>`` (names no function)."""
+        key = f"{self.name}=={self.fixed}:" + ":".join(
+            f"{f.file}:{f.qualname}" for f in self.functions
+        )
         digest = hashlib.sha1(key.encode()).hexdigest()[:8]
         return re.sub(r"[^a-z0-9._-]", "-", f"{self.name}-h{digest}".lower()).strip("-")
 
@@ -1167,9 +1199,11 @@ class HistoryTask:
 
     @property
     def gold(self) -> str:
-        """The fix: the reverted module back to N+1's text."""
-        original = (self.repo / self.function.file).read_text(encoding="utf-8")
-        return file_diff(self.function.file, self.buggy, original)
+        """The fix: the reverted modules back to N+1's text."""
+        return "".join(
+            file_diff(rel, text, (self.repo / rel).read_text(encoding="utf-8"))
+            for rel, text in sorted(self.reverted.items())
+        )
 
 
 #: Never copied into a task's repo/: compiled files, build output, packaging metadata.
@@ -1363,7 +1397,8 @@ def write_task(
         return set(_DROP(folder, names)) | {n for n in names if str(rel / n) in hidden}
 
     shutil.copytree(task.repo, root / "repo", ignore=ignore)
-    (root / "repo" / task.function.file).write_text(task.buggy, encoding="utf-8")
+    for rel, text in task.reverted.items():
+        (root / "repo" / rel).write_text(text, encoding="utf-8")
     for rel in task.test_files:
         dest = (
             root
@@ -1392,6 +1427,11 @@ def _toml(task: HistoryTask) -> str:
     env = "\n" + task.environment.to_toml() if task.environment else ""
     tags = json.dumps(["history", *task.tags])
     fn = task.function
+    also = (
+        f"also = {json.dumps([f'{f.file}::{f.qualname}' for f in task.also])}\n"
+        if task.also
+        else ""
+    )
     return f"""# Made by `repogym history`: {task.name} {task.fixed} with {fn.file}::{fn.qualname}
 # as it was in {task.base} (the id and tags are shown to agents: they name no function).
 id = "{task.id}"
@@ -1414,5 +1454,5 @@ base = {json.dumps(task.base)}
 fixed = {json.dumps(task.fixed)}
 file = {json.dumps(fn.file)}
 function = {json.dumps(fn.qualname)}
-statement_source = {json.dumps(task.statement_source)}
+{also}statement_source = {json.dumps(task.statement_source)}
 {env}"""

@@ -80,7 +80,7 @@ TASK_KEYS: dict[str, tuple[str, ...] | None] = {
         "oracle_reward",
     ),
     # provenance of release-history tasks (repogym.scenarios.history)
-    "history": ("package", "base", "fixed", "file", "function", "statement_source"),
+    "history": ("package", "base", "fixed", "file", "function", "also", "statement_source"),
 }
 CandidateKind = Literal["gold", "alternative", "decoy"]
 #: Options a test spec's command may not carry: they would select or stop the tests the grader

@@ -19,11 +19,11 @@ def _sdist(
 ) -> Path:
     """An sdist of rgdemo ``version`` (the package, its tests, a changelog) in ``folder``."""
     files = {
-        **(extra or {}),
         "rgdemo/__init__.py": module,
         "tests/test_rgdemo.py": tests,
         "CHANGES.rst": CHANGES,
         "PKG-INFO": f"Metadata-Version: 2.1\nName: rgdemo\nVersion: {version}\n",
+        **(extra or {}),
     }
     dest = folder / f"rgdemo-{version}"
     dest.mkdir(parents=True)
@@ -126,6 +126,74 @@ def test_mining_for_a_suite_skips_before_validation_what_a_suite_would_not_serve
     [pair] = res.pairs
     assert pair.skipped["rgdemo/__init__.py::clamp"].startswith("no verified reproduction")
     assert res.written == [] and validated == [] and pair.candidates == []
+
+
+# One fix that changed two functions: clamp passes a new argument to a helper that takes it.
+OLD_PAIR = '''\
+"""A demo package."""
+
+
+def _cap_high(value, high):
+    return value
+
+
+def clamp(value, low, high):
+    """Limit value to [low, high]."""
+    if value < low:
+        return low
+    return _cap_high(value, high)
+'''
+NEW_PAIR = '''\
+"""A demo package."""
+
+
+def _cap_high(value, high, strict=False):
+    if strict and value > high:
+        return high
+    return value
+
+
+def clamp(value, low, high):
+    """Limit value to [low, high]."""
+    if value < low:
+        return low
+    return _cap_high(value, high, strict=True)
+'''
+TESTS_PAIR = TESTS.replace("from rgdemo import clamp, describe", "from rgdemo import clamp").split(
+    "\n\ndef test_describe"
+)[0]
+CHANGES_PAIR = CHANGES.replace(
+    "Fix ``clamp`` ignoring its upper bound (#12).",
+    "Fix ``clamp`` ignoring its upper bound: ``_cap_high`` caps at ``high`` (#12).",
+)
+
+
+def test_the_functions_one_fix_changed_are_reverted_together(tmp_path, monkeypatch):
+    """Both functions the changelog entry's fix changed are one task: reverting the helper
+    alone would leave ``clamp`` calling it with an argument no release's helper took (a
+    TypeError no release had); the task puts release 1.0's code back in both."""
+    sdists = tmp_path / "sdists"
+    _sdist(sdists, "1.0", OLD_PAIR, TESTS_PAIR, {"CHANGES.rst": CHANGES_PAIR})
+    _sdist(sdists, "1.1", NEW_PAIR, TESTS_PAIR, {"CHANGES.rst": CHANGES_PAIR})
+    monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
+    from repogym.quality.synth_history import mine_history
+
+    res = mine_history(
+        "rgdemo", tmp_path / "out", versions=["1.0", "1.1"], reruns=1, say=lambda m: None
+    )
+    [pair] = res.pairs
+    assert (pair.changed, pair.error, pair.skipped) == (2, None, {})
+    [folder] = res.written
+    task = load_task(folder)
+    toml = (folder / "task.toml").read_text()
+    assert 'function = "_cap_high"\nalso = ["rgdemo/__init__.py::clamp"]' in toml
+    assert task.test_spec.fail_to_pass == ("tests/test_rgdemo.py::test_clamp_caps_at_high",)
+    assert "ignoring its upper bound" in task.statement
+    buggy = (task.repo_dir / "rgdemo" / "__init__.py").read_text()
+    assert buggy == OLD_PAIR  # release 1.0's code, both functions
+    gold = (folder / "solution.patch").read_text()
+    assert "+    return _cap_high(value, high, strict=True)" in gold
+    assert "+def _cap_high(value, high, strict=False):" in gold
 
 
 RAISING = NEW.replace(

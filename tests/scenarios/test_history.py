@@ -383,7 +383,7 @@ def test_history_quotes_the_bug_fix_entry_with_its_heading(tmp_path):
         name="semver",
         fixed="3.1.0",
         repo=tmp_path,
-        function=SimpleNamespace(qualname="Version.bump_build"),
+        functions=(SimpleNamespace(qualname="Version.bump_build"),),
         fail_to_pass=["tests/test_bump.py::test_bump_build_digitless_metadata_should_append_0"],
         gold="",
     )
