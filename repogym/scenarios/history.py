@@ -1273,6 +1273,13 @@ def _cut(text: str, limit: int) -> str:
     return cut.rstrip(",;:") + "..."
 
 
+#: References to issues, pull requests and people as Sphinx roles, in parentheses or not:
+#: ``(:issue:`2891`)``, ``:pr:`3082` by :user:`someone```.
+_SPHINX_REF = re.compile(
+    r"\s*\((?:\s*(?::(?:issue|pr|gh|ghissue|ghpull|bug|user|commit|cve):`[^`]*`|by|and|thanks"
+    r"|to)[\s,;]*)+\)|\s*:(?:issue|pr|gh|ghissue|ghpull|bug|commit|cve):`[^`]*`",
+    re.I,
+)
 #: A Sphinx cross-reference: ``:meth:`~semver.version.Version.bump_build```.
 _SPHINX_ROLE = re.compile(r":(?:py:)?[a-z]+:`(~?)([^`<]*?)(?:\s*<[^`>]*>)?`")
 
@@ -1290,7 +1297,8 @@ def changelog_title(entry: str, limit: int = TITLE_CHARS) -> str:
     backticks and Sphinx roles (``:meth:`~a.B.c``` reads `` `c` ``); at most ``limit``
     characters)."""
     text = _LEADING_REFERENCE.sub("", " ".join(entry.replace("``", "`").split()))
-    text = _SPHINX_ROLE.sub(_role_text, re.sub(r"^[A-Z]{3,}:\s*", "", text))
+    text = _SPHINX_REF.sub("", re.sub(r"^[A-Z]{3,}:\s*", "", text))
+    text = _SPHINX_ROLE.sub(_role_text, text)
     text = _REFERENCE.sub("", _first_sentence(text)).strip().rstrip(".")
     head, sep, _ = text.partition("; ")  # what follows says what the fix does
     if sep and head.count("`") % 2 == 0:
