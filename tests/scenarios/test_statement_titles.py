@@ -158,6 +158,10 @@ def test_history_titles_come_from_the_failure_and_the_changelog():
             "`replace` method to use the derived class",
         ),
         (
+            "Fix `Pluck` handling of empty data_key (:pr:`3082` by :user:`someone`). Other",
+            "`Pluck` handling of empty data_key",
+        ),
+        (
             ":gh:`521`: The :attr:`semver.MAX_LENGTH` limit was set too low.",
             "The `semver.MAX_LENGTH` limit was set too low",
         ),
