@@ -252,8 +252,15 @@ def _show(args: argparse.Namespace) -> int:
     ):
         table.add_column(col)
     withheld = suites.withheld_tasks(args.name)
+    # validated here as the manifest has the task now (another version of it is stale)
+    fresh = {
+        t.id: p.split
+        for p in suite.packages
+        for t in p.tasks
+        if index.get(t.id, {}).get("digest") == t.digest and index[t.id].get("split") == p.split
+    }
     for p in suite.packages:
-        ids = [t.id for t in p.tasks if t.id in index]
+        ids = [t.id for t in p.tasks if t.id in fresh]
         seals = [index[t].get("seals") or {} for t in ids]
         witnessed, f2p = (sum(s.get(k, 0) for s in seals) for k in ("witnessed", "f2p"))
         share = f"{witnessed}/{f2p}" if any(s.get("f2p") for s in seals) else "-"
@@ -269,14 +276,31 @@ def _show(args: argparse.Namespace) -> int:
         )
     console = Console()
     console.print(table)
-    served = sum(1 for t in index if t not in withheld)
+    served = sum(1 for t in fresh if t not in withheld)
     console.print(
-        f"{served} of {len(index)} validated tasks served; {len(withheld)} withheld "
+        f"{served} of {len(fresh)} validated tasks served; "
+        f"{sum(1 for t in fresh if t in withheld)} withheld "
         f'(ask for one by name: `repogym run --tasks ID`, `gym.make("repogym/ID-v0")`)',
         highlight=False,
         markup=False,
     )
-    for tid, why in withheld.items():
+    for split in dict.fromkeys(p.split for p in suite.packages):
+        here = [t for t, s in fresh.items() if s == split]
+        total = sum(len(p.tasks) for p in suite.packages if p.split == split)
+        console.print(
+            f"  {split}: {sum(1 for t in here if t not in withheld)} served of {len(here)} "
+            f"validated here ({total} in the manifest)",
+            highlight=False,
+            markup=False,
+        )
+    if stale := len([t for t in index if t not in fresh]):
+        console.print(
+            f"{stale} validated from another version of the manifest: `repogym suite fetch "
+            f"{suite.name}` validates them again",
+            highlight=False,
+            markup=False,
+        )
+    for tid, why in ((t, w) for t, w in withheld.items() if t in fresh):
         console.print(f"withheld {tid}: {why}", highlight=False, markup=False, soft_wrap=True)
     return 0
 

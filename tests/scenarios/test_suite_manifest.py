@@ -299,3 +299,32 @@ def test_a_task_records_the_day_its_release_shipped(src, tmp_path):
     assert load_task(folder).tags == ("realpy", "munch", "mutation", "released:2023-10-01")
     with pytest.raises(suites.SuiteError, match="'last spring' is not a day. Fix: .*YYYY-MM-DD"):
         suites.package_from_json({**data, "released": "last spring"}, tmp_path / "m.json")
+
+
+def test_suite_show_counts_only_tasks_validated_as_the_manifest_has_them(
+    src, tmp_path, monkeypatch, capsys
+):
+    """``suite show``: per split, the tasks served of those validated here as the manifest
+    has them now; a task validated from another version of it is counted apart, with the
+    fix."""
+    from repogym import cli
+
+    entry = _entry(src)
+    monkeypatch.setenv("REPOGYM_CACHE", str(tmp_path / "cache"))
+    root = suites.suite_root("munchy")
+    [(task, folder, _)] = list(suites.materialise(entry, root))
+    suites.record_validated(
+        root, entry, task, folder, True, {"grader": "g", "witnessed": 1, "f2p": 1}
+    )
+    suites.record_scope(root, task.id, 1)
+    changed = dataclasses.replace(entry, tasks=(dataclasses.replace(task, statement="New."),))
+    for now, served, stale in (
+        (entry, "train: 1 served of 1", False),
+        (changed, "train: 0 served of 0", True),
+    ):
+        suite = suites.Suite("munchy", "repogym/Munchy-v0", "", (now,))
+        monkeypatch.setattr(suites, "load_suite", lambda name, suite=suite: suite)
+        assert cli.main(["suite", "show", "munchy"]) == 0
+        out = capsys.readouterr().out
+        assert f"{served} validated here (1 in the manifest)" in out, out
+        assert ("1 validated from another version of the manifest" in out) == stale, out
