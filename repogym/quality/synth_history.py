@@ -277,7 +277,8 @@ def _mine_pair(
             ):
                 task.reproduction = script
                 folder = history.write_task(task, staging, decoys=deletion_decoys)
-            if for_suite and (why := _not_for_suite(task)):
+            no_script = getattr(scripts, "why", {}).get(task.id, "")
+            if for_suite and (why := _not_for_suite(task, no_script)):
                 report.skipped[where] = why
                 shutil.rmtree(folder, ignore_errors=True)
                 say(f"  {task.id}: {where}: skipped, {why}")
@@ -330,10 +331,12 @@ def _coherent(
     return out
 
 
-def _not_for_suite(task: history.HistoryTask) -> str:
-    """Why a suite would not serve ``task`` (``""``: it would, as far as mining can tell)."""
+def _not_for_suite(task: history.HistoryTask, no_script: str = "") -> str:
+    """Why a suite would not serve ``task`` (``""``: it would, as far as mining can tell);
+    ``no_script``: why it has no reproduction, where known."""
     if not task.reproduction:
-        return "no verified reproduction (a suite's statements carry one)"
+        why = f": {no_script}" if no_script else ""
+        return f"no verified reproduction (a suite's statements carry one){why}"
     if (change := history.change_of(task.statement)) != "bug":
         return f"its changelog entry describes a {change} change, not a bug fix"
     return ""
@@ -479,23 +482,31 @@ class ScriptReproducer:
             if p.startswith(WORKSPACE + "/")
         ]
         self._templates = TemplateCache()
+        #: Task id -> why it got no reproduction (the last call for it).
+        self.why: dict[str, str] = {}
 
     def __call__(self, task: history.HistoryTask, folder: Path) -> str | None:
         local = {Path(f).parts[0].removesuffix(".py") for f in task.test_files} | {
             Path(f).stem for f in task.test_files if f.endswith(".py")
         }
         room = history.MAX_STATEMENT_CHARS - len(history.full_statement(task.description, "x"))
-        scripts = sorted(
-            {s for t in task.fail_to_pass if (s := self._script(task, t, local)) and len(s) < room},
-            key=len,
-        )
+        made = [s for t in task.fail_to_pass if (s := self._script(task, t, local))]
+        scripts = sorted({s for s in made if len(s) < room}, key=len)
         if not scripts:
+            self.why[task.id] = (
+                "every script made from a failing test is too long for the statement"
+                if made
+                else "no failing test stands alone as a script (it needs fixtures, the "
+                "test suite's own modules or parameters that cannot be resolved)"
+            )
             return None
         template = self._templates.get(folder / "repo", self.dependencies)
         fixed = [(rel, (task.repo / rel).read_text(encoding="utf-8")) for rel in task.reverted]
+        seen: dict[str, int] = {}
         for script in scripts:
             code, output = self._run(template, script, None)
             if code in (0, None):
+                seen["passes (or times out) without the fix"] = 1
                 continue
             if not reports.fails_itself(output):
                 # The test expected an exception, or the bug raises one: state it as the
@@ -506,9 +517,12 @@ class ScriptReproducer:
                     or len(script) >= room
                     or not reports.fails_itself(self._run(template, script, None)[1])
                 ):
+                    seen["fails by an error that cannot be stated as its own assertion"] = 1
                     continue
             if self._run(template, script, fixed)[0] == 0:
                 return script
+            seen["still fails with the gold fix"] = 1
+        self.why[task.id] = f"each of its {len(scripts)} scripts " + " or ".join(seen)
         return None
 
     def _script(self, task: history.HistoryTask, node_id: str, local: set[str]) -> str | None:
