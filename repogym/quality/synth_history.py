@@ -28,7 +28,7 @@ from repogym.sandbox.base import WORKSPACE, PackageSite, SandboxError
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios import history, pypi, reports
 from repogym.scenarios.dependencies import DependencySpec
-from repogym.scenarios.synth import SynthError, deletion_decoys
+from repogym.scenarios.synth import Reporter, SynthError, deletion_decoys
 from repogym.scenarios.task import load_task
 
 #: Characters of one failure message in a statement made from the failures.
@@ -258,6 +258,15 @@ def _mine_pair(
                 describe,
             )
 
+        reporter = Reporter(
+            runner,
+            pkg,
+            hidden,
+            collected,
+            name=name,
+            paths=getattr(scripts, "pythonpath", []),
+            timeout_s=timeout_s,
+        )
         found: list[history.HistoryTask] = []
         for fn in changed:
             task, why = candidate([fn])
@@ -277,6 +286,8 @@ def _mine_pair(
             ):
                 task.reproduction = script
                 folder = history.write_task(task, staging, decoys=deletion_decoys)
+            if scripts is not None and not task.reproduction and _replayed(task, reporter, ini):
+                folder = history.write_task(task, staging, decoys=deletion_decoys)
             no_script = getattr(scripts, "why", {}).get(task.id, "")
             if for_suite and (why := _not_for_suite(task, no_script)):
                 report.skipped[where] = why
@@ -292,6 +303,34 @@ def _mine_pair(
     if isinstance(scripts, ScriptReproducer):
         scripts.close()
     return out
+
+
+def _replayed(task: history.HistoryTask, reporter: Reporter, ini: dict[str, str]) -> bool:
+    """Give ``task`` the bug report synthesised bugs get where no failing test made a
+    reproduction: a call into the package that the reverted code answers differently
+    (recorded while the failing tests ran), or a test body inlined, as a script verified
+    to fail by its own assertion and pass with the fix. A statement quoting the changelog
+    keeps its quote and gains the script; one written from the failures becomes the
+    report (the call, what it returns, what it should). True when the task got one."""
+    made = reporter.report(task.reverted, [(task.reverted, task.fail_to_pass)])
+    if made is None:
+        return False
+    stmt, script = made
+    description = task.description
+    if task.statement_source != "changelog":
+        description = (
+            stmt.split(f"\n\n{reports.HEADING}", 1)[0].rstrip()
+            + "\n\nFix the library code; the hidden tests check this behaviour, and every "
+            "other test of the package must keep passing.\n" + pypi.path_hint(ini)
+        )
+    if history.statement_leaks(
+        history.full_statement(description, script), task.gold, task.fail_to_pass
+    ):
+        return False
+    if task.statement_source != "changelog":
+        task.description, task.statement_source = description, "report"
+    task.reproduction = script
+    return True
 
 
 def _where(fn: history.ChangedFunction) -> str:

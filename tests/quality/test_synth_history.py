@@ -128,6 +128,44 @@ def test_mining_for_a_suite_skips_before_validation_what_a_suite_would_not_serve
     assert res.written == [] and validated == [] and pair.candidates == []
 
 
+def test_a_failing_test_that_needs_a_fixture_gets_a_report_of_the_call_that_misbehaves(
+    tmp_path, monkeypatch
+):
+    """No failing test stands alone as a script (it takes a fixture of the suite's own), so
+    the reproduction is the call the reverted code answers differently, recorded while the
+    test ran, as synthesised bugs' reports are; the changelog quote stays."""
+    tests = TESTS.replace(
+        "def test_clamp_caps_at_high():\n"
+        '    """The upper bound holds."""\n'
+        "    assert clamp(15, 0, 10) == 10\n",
+        "@pytest.fixture\ndef high():\n    return 10\n\n\n"
+        "def test_clamp_caps_at_high(high):\n    assert clamp(15, 0, high) == high\n",
+    )
+    assert "def high" in tests
+    sdists = tmp_path / "sdists"
+    _sdist(sdists, "1.0", OLD, tests)
+    _sdist(sdists, "1.1", NEW, tests)
+    monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
+    from repogym.quality.synth_history import mine_history
+
+    res = mine_history(
+        "rgdemo",
+        tmp_path / "out",
+        versions=["1.0", "1.1"],
+        reruns=1,
+        for_suite=True,
+        say=lambda m: None,
+    )
+    [folder] = res.written
+    task = load_task(folder)
+    script = (folder / "reproduction.py").read_text()
+    assert "clamp(15, 0, 10)" in script and "def high" not in script
+    assert "Fix ``clamp`` ignoring its upper bound (#12)." in task.statement
+    assert f"```python\n{script}```" in task.statement
+    before, after = _reproduce(task, folder, script, tmp_path)
+    assert before.returncode != 0 and "AssertionError" in before.stderr and after == 0
+
+
 # One fix that changed two functions: clamp passes a new argument to a helper that takes it.
 OLD_PAIR = '''\
 """A demo package."""
