@@ -286,7 +286,11 @@ def _mine_pair(
             ):
                 task.reproduction = script
                 folder = history.write_task(task, staging, decoys=deletion_decoys)
-            if scripts is not None and not task.reproduction and _replayed(task, reporter, ini):
+            if (
+                isinstance(scripts, ScriptReproducer)
+                and not task.reproduction
+                and _replayed(task, reporter, ini)
+            ):
                 folder = history.write_task(task, staging, decoys=deletion_decoys)
             no_script = getattr(scripts, "why", {}).get(task.id, "")
             if for_suite and (why := _not_for_suite(task, no_script)):
