@@ -120,7 +120,9 @@ def mine_history(
             no entry for the change (default: :func:`failure_description`).
         reproduce: ``(task, folder) -> reproduction script`` (default: the first of the
             failing tests made a script (:func:`repogym.scenarios.history.test_script`)
-            that fails in the sandbox on the task's repo/ and passes with the gold fix);
+            that fails in the sandbox on the task's repo/ and passes with the gold fix, else
+            the report of a call the reverted code answers differently, as synthesised bugs
+            get);
             False: no reproductions.
         say: Progress messages.
         on_report: Called with each task's validation report.
