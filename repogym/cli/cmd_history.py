@@ -90,6 +90,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "reproduction, reverting a bug fix (not a feature, speed-up or deprecation); the "
         "others are skipped before validation, with the reason in --report",
     )
+    p.add_argument(
+        "--no-old-tests",
+        action="store_true",
+        help="do not check each task against the older release's own tests (by default a "
+        "task whose reverted code fails a test of that release which the newer code passes "
+        "is skipped: a state no release shipped)",
+    )
     p.add_argument("--report", metavar="FILE", help="write the per-pair summary as JSON")
     p.set_defaults(func=run)
 
@@ -135,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
             say=say,
             since=since,
             for_suite=args.for_suite,
+            old_tests=not args.no_old_tests,
         )
     except (HistoryError, OSError) as e:
         print(e, file=sys.stderr)

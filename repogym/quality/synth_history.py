@@ -14,6 +14,7 @@ the tests away), else a description of what fails. Every task is then graded by
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import tempfile
@@ -99,6 +100,7 @@ def mine_history(
     on_report: Callable[[TaskReport], None] | None = None,
     since: str | None = None,
     for_suite: bool = False,
+    old_tests: bool = True,
 ) -> HistoryMining:
     """Mine validated tasks from the release history of ``name``.
 
@@ -134,6 +136,9 @@ def mine_history(
             (:func:`repogym.scenarios.history.change_of`; a feature, performance change or
             deprecation is withheld). The others are skipped before their validation,
             the costliest step, with the reason in the pair's report.
+        old_tests: Check each task against release N's own tests: those that pass on N+1's
+            code must pass with the task's functions reverted (:class:`OldTests`); a task
+            that fails one is a state no release shipped, and is skipped.
 
     Raises:
         HistoryError: the releases cannot be listed, or fewer than two are given.
@@ -180,6 +185,7 @@ def mine_history(
                     reproduce=reproduce,
                     say=say,
                     for_suite=for_suite,
+                    old_tests=old_tests,
                 )
             except Exception as e:  # one pair's failure must not end the run
                 report.error = f"{type(e).__name__}: {e}"
@@ -211,6 +217,7 @@ def _mine_pair(
     reproduce: Reproduce | bool | None,
     say: Callable[[str], None],
     for_suite: bool = False,
+    old_tests: bool = True,
 ) -> list[Path]:
     work.mkdir(parents=True)
     sdist, new_repo, spec, built, ini = prepare(
@@ -234,7 +241,17 @@ def _mine_pair(
         if callable(reproduce)
         else (ScriptReproducer(built.sandbox, sandbox, ini) if reproduce is not False else None)
     )
-    with SandboxRunner(built.sandbox, ini, sandbox=sandbox) as runner:
+    old = (
+        OldTests(
+            old_repo, new_repo, hidden, work / "old-tests", built.sandbox, ini, sandbox, timeout_s
+        )
+        if old_tests
+        else None
+    )
+    with (
+        SandboxRunner(built.sandbox, ini, sandbox=sandbox) as runner,
+        old or contextlib.nullcontext(),
+    ):
         try:
             collected = runner.collect(pkg, timeout_s)
         except SynthError as e:
@@ -276,8 +293,17 @@ def _mine_pair(
                 report.skipped[_where(fn)] = why
             else:
                 found.append(task)
+        if old is not None and found:
+            say(f"  {old.start()}")
         for task in _coherent(found, candidate, report, say):
             where = " + ".join(_where(f) for f in task.functions)
+            if old is not None and (broken := old.broken(task)):
+                report.skipped[where] = (
+                    f"reverted, it fails {len(broken)} of release {base}'s own tests that "
+                    f"{fixed}'s code passes ({broken[0]}): a state no release shipped"
+                )
+                say(f"  {where}: skipped, {report.skipped[where]}")
+                continue
             folder = history.write_task(task, staging, decoys=deletion_decoys)
             if (
                 scripts is not None
@@ -337,6 +363,100 @@ def _replayed(task: history.HistoryTask, reporter: Reporter, ini: dict[str, str]
         task.description, task.statement_source = description, "report"
     task.reproduction = script
     return True
+
+
+class OldTests:
+    """Release N's own tests, run on N+1's code: the check that a history task's buggy
+    state is one N shipped. A test of N that passes on N+1's code and fails once the task's
+    functions are put back as N had them fails on a mix no release had (N's function beside
+    N+1's code that it no longer fits), so the task is not N's bug; N's tests that fail on
+    N+1 (behaviour N+1 changed on purpose) say nothing and are not run.
+
+    Args:
+        old_repo: N's unpacked sdist (its test files are taken from it).
+        new_repo: N+1's (its code, without its own test files).
+        new_tests: N+1's test files (repository paths), left out.
+        root: Where the mix is written.
+        site, ini, sandbox, timeout_s: N+1's built dependencies, pytest settings, sandbox
+            backend and limit of one run, as its own tests have them.
+    """
+
+    def __init__(
+        self,
+        old_repo: Path,
+        new_repo: Path,
+        new_tests: list[str],
+        root: Path,
+        site: PackageSite | None,
+        ini: dict[str, str],
+        sandbox: str,
+        timeout_s: float,
+    ) -> None:
+        self.old_repo, self.new_repo, self.new_tests = old_repo, new_repo, set(new_tests)
+        self.root, self.timeout_s = root, timeout_s
+        self.runner = SandboxRunner(site, ini, sandbox=sandbox)
+        self.passing: list[str] = []
+        self.ready = False
+
+    def __enter__(self) -> OldTests:
+        self.runner.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.runner.__exit__(*exc)
+
+    def start(self) -> str:
+        """Write the mix and list N's tests that pass on N+1's code; what was found."""
+        old_files, _ = history.hidden_test_files(self.old_repo)
+        if not old_files:
+            return f"release N ({self.old_repo.name}) has no tests of its own to check against"
+        shutil.copytree(
+            self.new_repo,
+            self.root,
+            ignore=lambda d, names: {
+                n
+                for n in names
+                if n in ("__pycache__",)
+                or str((Path(d) / n).relative_to(self.new_repo)) in self.new_tests
+            },
+        )
+        for rel in old_files:
+            (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(self.old_repo / rel, self.root / rel)
+        try:
+            self.passing = self.runner.collect(self.root, self.timeout_s)
+        except SynthError as e:
+            return f"release N's tests do not run on N+1's code, not checked ({str(e)[:120]})"
+        self.ready = True
+        return f"{len(self.passing)} of release N's own tests pass on N+1's code"
+
+    def broken(self, task: history.HistoryTask) -> list[str]:
+        """N's tests that pass on N+1's code and fail with ``task``'s functions reverted."""
+        if not self.ready or not self.passing:
+            return []
+        before = {rel: (self.root / rel).read_text(encoding="utf-8") for rel in task.reverted}
+        try:
+            for rel, text in task.reverted.items():
+                (self.root / rel).write_text(text, encoding="utf-8")
+            result, _ = self.runner.run(self.root, self.passing, self.timeout_s)
+        finally:
+            for rel, text in before.items():
+                (self.root / rel).write_text(text, encoding="utf-8")
+        failing = {t for t, status in result.items() if status != "passed"}
+        return sorted(failing - self._failing_at_n(failing)) if failing else []
+
+    def _failing_at_n(self, ids: set[str]) -> set[str]:
+        """Those of ``ids`` that fail on release N's own code too (a test N shipped failing
+        says nothing of the mix)."""
+        at_n = self.root.parent / f"{self.root.name}-at-n"
+        if not at_n.is_dir():
+            shutil.copytree(self.root, at_n)
+            for path in self.old_repo.rglob("*.py"):
+                rel = path.relative_to(self.old_repo)
+                if (at_n / rel).is_file() and str(rel) not in self.new_tests:
+                    shutil.copy2(path, at_n / rel)
+        result, _ = self.runner.run(at_n, sorted(ids), self.timeout_s)
+        return {t for t, status in result.items() if status != "passed"}
 
 
 def _where(fn: history.ChangedFunction) -> str:

@@ -357,3 +357,37 @@ def test_a_failing_test_a_unittest_mixin_defines_gets_a_reproduction(tmp_path, m
     assert before.returncode != 0 and reports.fails_itself(before.stderr), before.stderr
     assert "AssertionError: 15 != 10" in before.stderr
     assert after == 0
+
+
+def test_a_revert_that_fails_the_older_releases_own_tests_is_no_task(tmp_path, monkeypatch):
+    """With no changelog entry tying them, the helper and its caller are candidates of their
+    own. The helper put back alone leaves clamp passing it an argument it does not take:
+    release 1.0's own tests, which 1.1's code passes, fail there, so it is a state no
+    release shipped and no task. The caller put back alone fails only the test 1.0 itself
+    failed (its bug): a task."""
+    sdists = tmp_path / "sdists"
+    _sdist(sdists, "1.0", OLD_PAIR, TESTS_PAIR)
+    _sdist(sdists, "1.1", NEW_PAIR, TESTS_PAIR)
+    monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
+    from repogym.quality.synth_history import mine_history
+
+    res = mine_history(
+        "rgdemo", tmp_path / "out", versions=["1.0", "1.1"], reruns=1, say=lambda m: None
+    )
+    [pair] = res.pairs
+    why = pair.skipped["rgdemo/__init__.py::_cap_high"]
+    assert why.startswith("reverted, it fails 2 of release 1.0's own tests that 1.1's code")
+    assert "tests/test_rgdemo.py::test_inside[3]" in why and why.endswith("no release shipped")
+    [folder] = res.written
+    toml = (folder / "task.toml").read_text()
+    assert 'function = "clamp"' in toml and "also" not in toml
+    # without the check, the helper's revert is a task of its own
+    res = mine_history(
+        "rgdemo",
+        tmp_path / "unchecked",
+        versions=["1.0", "1.1"],
+        reruns=1,
+        old_tests=False,
+        say=lambda m: None,
+    )
+    assert len(res.written) == 2
