@@ -23,7 +23,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="make tasks from a PyPI package's release history "
         "(real fixes between consecutive sdists, reverted)",
     )
-    p.add_argument("name", metavar="NAME", help="the PyPI project")
+    p.add_argument(
+        "names",
+        metavar="NAME",
+        nargs="+",
+        help="the PyPI project (several: each is mined in turn, or at once with --ray)",
+    )
     p.add_argument("--out", required=True, help="folder to write the valid task folders into")
     p.add_argument(
         "--versions",
@@ -97,6 +102,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "task whose reverted code fails a test of that release which the newer code passes "
         "is skipped: a state no release shipped)",
     )
+    p.add_argument(
+        "--ray",
+        metavar="local|ADDRESS",
+        help="mine the packages in parallel as Ray tasks ('local' starts Ray here, else a "
+        "cluster address; --out must then be a folder every node sees), each with --workers "
+        "grading runs",
+    )
     p.add_argument("--report", metavar="FILE", help="write the per-pair summary as JSON")
     p.set_defaults(func=run)
 
@@ -104,7 +116,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from repogym.quality.synth_history import mine_history
+    from repogym.quality.ray_map import RayMapError, ray_map
+    from repogym.quality.synth_history import HistoryJob, mine_history, mine_job
     from repogym.scenarios.history import HistoryError, parse_day
 
     console = Console(stderr=True)
@@ -119,55 +132,92 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if versions and len(args.names) > 1:
+        print(
+            "--versions names one package's releases. Fix: give one NAME, or drop --versions",
+            file=sys.stderr,
+        )
+        return 2
     try:
         since = parse_day(args.since) if args.since else None
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
-    try:
-        res = mine_history(
-            args.name,
-            Path(args.out),
-            versions=versions,
-            last=args.last or None,
-            max_tasks=args.max_tasks,
-            extra=args.requirement,
-            drop=args.no_requirement,
-            skip_tests=args.skip_tests,
-            sandbox=args.sandbox,
-            workers=args.workers,
-            reruns=args.reruns,
-            timeout_s=args.timeout,
-            reproduce=False if args.no_reproduction else None,
-            say=say,
-            since=since,
-            for_suite=args.for_suite,
-            old_tests=not args.no_old_tests,
-        )
-    except (HistoryError, OSError) as e:
-        print(e, file=sys.stderr)
+    options = {
+        "versions": versions,
+        "last": args.last or None,
+        "max_tasks": args.max_tasks,
+        "extra": list(args.requirement),
+        "drop": list(args.no_requirement),
+        "skip_tests": list(args.skip_tests),
+        "sandbox": args.sandbox,
+        "workers": args.workers,
+        "reruns": args.reruns,
+        "timeout_s": args.timeout,
+        "reproduce": False if args.no_reproduction else None,
+        "since": since,
+        "for_suite": args.for_suite,
+        "old_tests": not args.no_old_tests,
+    }
+    jobs = [HistoryJob(name, str(Path(args.out).resolve()), options) for name in args.names]
+    results: list = []
+    if args.ray:
+        try:
+            for _job, res in ray_map(mine_job, jobs, address=args.ray, cpus_each=args.workers):
+                results.append(res)
+                _summary(res, say=say)
+        except RayMapError as e:
+            print(e, file=sys.stderr)
+            return 2
+    else:
+        for job in jobs:
+            try:
+                res = mine_history(job.name, Path(job.out), say=say, **options)
+            except (HistoryError, OSError) as e:
+                res = f"{job.name}: {e}"
+            results.append(res)
+            _summary(res, say=say)
+    mined = [r for r in results if not isinstance(r, str)]
+    for r in mined:
+        print_written(r.written, r.dropped)
+    if args.report:
+        reports = [_report(r) for r in mined]
+        data = reports[0] if len(args.names) == 1 and reports else {"packages": reports}
+        Path(args.report).write_text(json.dumps(data, indent=1))
+    if len(args.names) == 1 and isinstance(results[0], str):
+        print(results[0], file=sys.stderr)
         return 2
-    print_written(res.written, res.dropped)
+    return 0 if any(r.written for r in mined) else 1
+
+
+def _summary(res, say) -> None:
+    """The per-pair lines and the total of one package's mining (or why it could not)."""
+    if isinstance(res, str):
+        say(res)
+        return
     for p in res.pairs:
         what = p.error or (
             f"{p.changed} functions changed, {len(p.candidates)} candidates, "
             f"{p.passing_tests} tests pass"
         )
         print(f"{res.name} {p.base} -> {p.fixed}: {what}")
-    if args.report:
-        Path(args.report).write_text(
-            json.dumps(
-                {
-                    "name": res.name,
-                    "written": [str(w) for w in res.written],
-                    "dropped": res.dropped,
-                    "pairs": [dataclasses.asdict(p) for p in res.pairs],
-                },
-                indent=1,
-            )
-        )
+    missing = [w for w in res.written if not Path(w).is_dir()]
     print(
         f"{len(res.written)} validated tasks from {len(res.pairs)} release pairs of "
         f"{res.name} ({len(res.dropped)} dropped)"
+        + (
+            f"; {len(missing)} written where this machine does not see them: give --out a "
+            "folder every node sees"
+            if missing
+            else ""
+        )
     )
-    return 0 if res.written else 1
+
+
+def _report(res) -> dict:
+    return {
+        "name": res.name,
+        "written": [str(w) for w in res.written],
+        "dropped": res.dropped,
+        "pairs": [dataclasses.asdict(p) for p in res.pairs],
+    }

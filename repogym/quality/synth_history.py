@@ -80,6 +80,25 @@ class HistoryMining:
     dropped: dict[str, list[str]]
 
 
+@dataclasses.dataclass(frozen=True)
+class HistoryJob:
+    """One package's mining (:func:`mine_history`'s arguments as plain data, so that a Ray
+    task can carry it): ``options`` are its keyword arguments other than ``say``."""
+
+    name: str
+    out: str
+    options: dict
+
+
+def mine_job(job: HistoryJob) -> HistoryMining | str:
+    """:func:`mine_history` for ``job`` (quietly: a remote call has no console); a
+    :class:`~repogym.scenarios.history.HistoryError` comes back as its message."""
+    try:
+        return mine_history(job.name, Path(job.out), say=lambda m: None, **job.options)
+    except history.HistoryError as e:
+        return f"{job.name}: {e}"
+
+
 def mine_history(
     name: str,
     out: Path,

@@ -9,6 +9,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from repogym.scenarios import pypi
 from repogym.scenarios.task import load_task
 from tests.scenarios._history import CHANGES, NEW, OLD, TESTS
@@ -391,3 +393,75 @@ def test_a_revert_that_fails_the_older_releases_own_tests_is_no_task(tmp_path, m
         say=lambda m: None,
     )
     assert len(res.written) == 2
+
+
+def _cli_cache(tmp_path: Path) -> dict[str, str]:
+    """A cache whose sdists are rgdemo's (written here), with environments, the sandbox's
+    root file system and interpreter shared (built once by `make setup`)."""
+    import os
+
+    from repogym.sandbox.runtime import cache_dir
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for shared in ("envs", "rootfs", "python"):
+        (cache_dir() / shared).mkdir(parents=True, exist_ok=True)
+        (cache / shared).symlink_to(cache_dir() / shared)
+    _sdist(cache / "sdists", "1.0", OLD)
+    _sdist(cache / "sdists", "1.1", NEW)
+    return {**os.environ, "REPOGYM_CACHE": str(cache), "COLUMNS": "200"}
+
+
+def test_history_mines_several_packages_one_failing_without_stopping_the_others(
+    tmp_path, monkeypatch, capsys
+):
+    """``repogym history A B``: each package in turn; one that cannot be mined says why and
+    the others go on; ``--report`` lists every package mined."""
+    import json
+
+    from repogym import cli
+    from repogym.scenarios import history
+
+    sdists = tmp_path / "sdists"
+    _sdist(sdists, "1.0", OLD)
+    _sdist(sdists, "1.1", NEW)
+    monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
+
+    def versions(name: str) -> list[str]:
+        if name != "rgdemo":
+            raise history.HistoryError(f"{name}: not on the package index")
+        return ["1.0", "1.1"]
+
+    monkeypatch.setattr(history, "release_versions", versions)
+    report = tmp_path / "report.json"
+    args = ["history", "rgnothing", "rgdemo", "--out", str(tmp_path / "out"), "--reruns", "1"]
+    assert cli.main([*args, "--report", str(report)]) == 0
+    captured = capsys.readouterr()
+    assert "rgnothing: not on the package index" in captured.err
+    assert "1 validated tasks from 1 release pairs of rgdemo" in captured.out
+    data = json.loads(report.read_text())
+    assert [p["name"] for p in data["packages"]] == ["rgdemo"]
+    assert cli.main(["history", "a", "b", "--versions", "1.0,1.1", "--out", "x"]) == 2
+    assert "--versions names one package's releases" in capsys.readouterr().err
+
+
+def test_history_on_ray_writes_what_a_plain_run_writes(tmp_path):
+    """``--ray local``: the package is mined as a Ray task (real Ray, real sandbox), its
+    tasks written under --out as a plain run writes them."""
+    pytest.importorskip("ray")
+    out = tmp_path / "out"
+    res = subprocess.run(
+        [sys.executable, "-m", "repogym.cli", "history", "rgdemo", "--versions", "1.0,1.1"]
+        + ["--out", str(out), "--reruns", "1", "--workers", "1", "--ray", "local"],
+        env=_cli_cache(tmp_path),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+    assert "1 validated tasks from 1 release pairs of rgdemo (0 dropped)" in res.stdout
+    [folder] = [p for p in out.iterdir() if p.is_dir()]
+    assert load_task(folder).test_spec.fail_to_pass == (
+        "tests/test_rgdemo.py::test_clamp_caps_at_high",
+    )
