@@ -285,6 +285,7 @@ def _mine_pair(
                 fixed,
                 fns,
                 new_repo,
+                old_repo,
                 pkg,
                 runner,
                 collected,
@@ -532,6 +533,7 @@ def _candidate(
     fixed: str,
     fns: list[history.ChangedFunction],
     new_repo: Path,
+    old_repo: Path,
     pkg: Path,
     runner: SandboxRunner,
     collected: list[str],
@@ -543,11 +545,17 @@ def _candidate(
     describe: Describe | None,
 ) -> tuple[history.HistoryTask | None, str]:
     """The task that reverting ``fns`` (the first is the one it is named after) gives,
-    or (None, why not)."""
+    or (None, why not); what they read from their modules that N had and N+1 dropped comes
+    back with them."""
     files = {f.file for f in fns}
     original = {rel: (pkg / rel).read_text(encoding="utf-8") for rel in files}
+    old = {
+        rel: (old_repo / rel).read_text(encoding="utf-8")
+        for rel in files
+        if (old_repo / rel).is_file()
+    }
     try:
-        reverted = history.revert_all(original, fns)
+        reverted = history.revert_all(original, fns, old)
     except history.HistoryError as e:
         return None, str(e)
     try:

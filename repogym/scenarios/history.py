@@ -37,6 +37,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -462,17 +463,147 @@ def revert(new_source: str, fn: ChangedFunction) -> str:
     return out
 
 
-def revert_all(sources: dict[str, str], fns: Iterable[ChangedFunction]) -> dict[str, str]:
+def revert_all(
+    sources: dict[str, str],
+    fns: Iterable[ChangedFunction],
+    old_sources: dict[str, str] | None = None,
+) -> dict[str, str]:
     """Each module of ``sources`` (path -> N+1's text) with every one of ``fns`` in it put
     back as it was in N (:func:`revert`, one after another: each finds its function by
-    name); the modules no function is in are left out.
+    name); the modules no function is in are left out. With ``old_sources`` (path -> N's
+    text of the module), what N's functions use from their module and N+1 dropped comes
+    back with them (:func:`with_needed_names`).
 
     Raises:
         HistoryError: a function is not in its module, or a result does not parse.
     """
+    fns = list(fns)
     out: dict[str, str] = {}
     for fn in fns:
         out[fn.file] = revert(out.get(fn.file, sources[fn.file]), fn)
+    for rel in out if old_sources else ():
+        if rel in old_sources:
+            out[rel] = with_needed_names(
+                out[rel], old_sources[rel], [f for f in fns if f.file == rel]
+            )
+    return out
+
+
+def _free_names(source: str) -> set[str]:
+    """The names a function's code reads that it does not bind itself (its parameters,
+    assignments, imports, nested definitions and comprehension variables)."""
+    tree = ast.parse(textwrap.dedent(source))
+    loads, bound = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loads if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    for node in ast.walk(tree):  # the outermost function's own name is the module's
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            bound.discard(node.name)
+            break
+    return loads - bound
+
+
+def _top_names(stmt: ast.stmt) -> set[str]:
+    """The module-level names a top-level statement binds."""
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in stmt.names}
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    if isinstance(stmt, (ast.If, ast.Try)):  # ``try: import x`` / ``if TYPE_CHECKING:``
+        return {
+            n for s in ast.iter_child_nodes(stmt) if isinstance(s, ast.stmt) for n in _top_names(s)
+        }
+    return set()
+
+
+def with_needed_names(reverted: str, old_module: str, fns: Iterable[ChangedFunction]) -> str:
+    """``reverted`` (N+1's module with ``fns`` put back as N had them) with what those
+    functions read from their module that N had and N+1 dropped: an import (only the names
+    needed: ``from itertools import zip_longest``), a helper function or class, a constant.
+    Reverting a function alone would otherwise leave it reading a name no longer there, a
+    ``NameError`` no release raised. Imports go after the module's last top-level import,
+    the rest before the first top-level statement that holds one of ``fns``."""
+    import builtins
+
+    tree = ast.parse(reverted)
+    have = set().union(*(_top_names(s) for s in tree.body)) | set(dir(builtins))
+    have |= {"__name__", "__file__", "__doc__", "__spec__", "__package__", "__class__"}
+    wanted = set().union(*(_free_names(f.old) for f in fns)) - have
+    if not wanted:
+        return reverted
+    old_tree = ast.parse(old_module)
+    # what the functions need, then what that needs (a dropped helper's own imports)
+    picked: dict[int, set[str]] = {}
+    found: set[str] = set()
+    while wanted:
+        more: set[str] = set()
+        for i, stmt in enumerate(old_tree.body):
+            names = _top_names(stmt) & wanted
+            if not names:
+                continue
+            if i not in picked and not isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                text = ast.get_source_segment(old_module, stmt) or ast.unparse(stmt)
+                more |= _free_names(text)
+            picked.setdefault(i, set()).update(names)
+        found |= wanted
+        wanted = more - have - found
+    imports, others = [], []
+    for i, names in sorted(picked.items()):
+        stmt = old_tree.body[i]
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            keep = [a for a in stmt.names if (a.asname or a.name).split(".")[0] in names]
+            part = (
+                ast.ImportFrom(module=stmt.module, names=keep, level=stmt.level)
+                if isinstance(stmt, ast.ImportFrom)
+                else ast.Import(names=keep)
+            )
+            imports.append(ast.unparse(part))
+        else:
+            others.append(ast.get_source_segment(old_module, stmt) or ast.unparse(stmt))
+    if not imports and not others:
+        return reverted
+    lines = source_lines(reverted)
+    last_import = max(
+        (
+            s.end_lineno or s.lineno
+            for s in tree.body
+            if isinstance(s, (ast.Import, ast.ImportFrom))
+        ),
+        default=0,
+    )
+    if not last_import and tree.body and isinstance(tree.body[0], ast.Expr):
+        last_import = tree.body[0].end_lineno or 0  # after the module's docstring
+    holders = {f.qualname.split(".")[0] for f in fns}
+    first_use = next(
+        (
+            min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", []))])
+            for s in tree.body
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and s.name in holders
+        ),
+        len(lines) + 1,
+    )
+    cut = max(first_use - 1, last_import)
+    head = "".join(lines[:last_import]) + "".join(f"{i}\n" for i in imports)
+    middle = "".join(lines[last_import:cut])
+    block = "".join(f"{o.rstrip()}\n\n\n" for o in others)
+    out = head + middle + block + "".join(lines[cut:])
+    try:
+        ast.parse(out)
+    except SyntaxError:
+        return reverted
     return out
 
 

@@ -488,3 +488,40 @@ def test_housekeeping_entries_are_not_quoted(text, heading):
 def test_entries_about_the_library_are_quoted(text):
     assert history.quotable(history.ChangelogEntry(text, "Bug Fixes"))
     assert history.quotable(history.ChangelogEntry(text))
+
+
+def test_a_reverted_function_gets_back_what_it_reads_that_the_newer_release_dropped(tmp_path):
+    """marshmallow 4.2.3 rewrote ``OneOf.options`` without ``zip_longest`` and dropped the
+    import: 4.2.2's method put back alone would raise a NameError no release raised. The
+    import comes back (only the name needed), as do a dropped helper and constant; what
+    the newer module still has is not repeated."""
+    old = (
+        '"""Mod."""\n\nimport re\nfrom itertools import chain, zip_longest\n\nPAD = ""\n\n\n'
+        "def _pairs(a, b):\n    return zip_longest(a, b, fillvalue=PAD)\n\n\n"
+        "class OneOf:\n    def options(self):\n"
+        "        return [(str(c), l) for c, l in _pairs(self.choices, self.labels)]\n\n"
+        "    def other(self):\n        return re.escape(PAD)\n"
+    )
+    new = (
+        '"""Mod."""\n\nimport re\n\n\nclass OneOf:\n    def options(self):\n'
+        "        return list(zip(self.choices, self.labels, strict=True))\n\n"
+        "    def other(self):\n        return re.escape('')\n"
+    )
+    for version, text in (("old", old), ("new", new)):
+        (tmp_path / version).mkdir()
+        (tmp_path / version / "mod.py").write_text(text)
+    changed = history.changed_functions(tmp_path / "old", tmp_path / "new", ["mod.py"])
+    [fn] = [f for f in changed if f.qualname == "OneOf.options"]
+    out = history.revert_all({"mod.py": new}, [fn], {"mod.py": old})["mod.py"]
+    assert out.startswith('"""Mod."""\n\nimport re\nfrom itertools import zip_longest\n')
+    assert "chain" not in out
+    assert 'PAD = ""\n\n\ndef _pairs(a, b):\n    return zip_longest(a, b, fillvalue=PAD)' in out
+    assert out.index("def _pairs") < out.index("class OneOf")
+    namespace: dict = {}
+    exec(compile(out, "mod.py", "exec"), namespace)
+    one = namespace["OneOf"]()
+    one.choices, one.labels = [1, 2], ["a"]
+    assert one.options() == [("1", "a"), ("2", "")]
+    # without the old module, or with nothing dropped, the revert is as before
+    assert history.revert_all({"mod.py": new}, [fn])["mod.py"] == history.revert(new, fn)
+    assert history.with_needed_names(old, old, [fn]) == old
