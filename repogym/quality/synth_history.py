@@ -303,7 +303,7 @@ def _mine_pair(
             hidden,
             collected,
             name=name,
-            paths=getattr(scripts, "pythonpath", []),
+            paths=scripts.pythonpath if isinstance(scripts, ScriptReproducer) else [],
             timeout_s=timeout_s,
         )
         found: list[history.HistoryTask] = []
@@ -340,7 +340,9 @@ def _mine_pair(
                 and _replayed(task, reporter, ini)
             ):
                 folder = history.write_task(task, staging, decoys=deletion_decoys)
-            no_script = getattr(scripts, "why", {}).get(task.id, "")
+            no_script = (
+                scripts.why.get(task.id, "") if isinstance(scripts, ScriptReproducer) else ""
+            )
             if for_suite and (why := _not_for_suite(task, no_script)):
                 report.skipped[where] = why
                 shutil.rmtree(folder, ignore_errors=True)
