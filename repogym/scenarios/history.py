@@ -37,7 +37,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -489,10 +488,28 @@ def revert_all(
     return out
 
 
-def _free_names(source: str) -> set[str]:
-    """The names a function's code reads that it does not bind itself (its parameters,
+def _find_def(tree: ast.Module, qualname: str) -> ast.AST | None:
+    """The outermost function ``qualname`` (``Class.method``) of a parsed module."""
+    body: list[ast.stmt] = tree.body
+    *outer, last = qualname.split(".")
+    for part in outer:
+        cls = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == part), None)
+        if cls is None:
+            return None
+        body = cls.body
+    return next(
+        (
+            n
+            for n in body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == last
+        ),
+        None,
+    )
+
+
+def _free_names(tree: ast.AST) -> set[str]:
+    """The names a definition's code reads that it does not bind itself (its parameters,
     assignments, imports, nested definitions and comprehension variables)."""
-    tree = ast.parse(textwrap.dedent(source))
     loads, bound = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
@@ -505,10 +522,8 @@ def _free_names(source: str) -> set[str]:
             bound.add(node.name)
         elif isinstance(node, ast.ExceptHandler) and node.name:
             bound.add(node.name)
-    for node in ast.walk(tree):  # the outermost function's own name is the module's
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            bound.discard(node.name)
-            break
+    if isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        bound.discard(tree.name)  # its own name is the module's
     return loads - bound
 
 
@@ -540,10 +555,11 @@ def with_needed_names(reverted: str, old_module: str, fns: Iterable[ChangedFunct
     tree = ast.parse(reverted)
     have = set().union(*(_top_names(s) for s in tree.body)) | set(dir(builtins))
     have |= {"__name__", "__file__", "__doc__", "__spec__", "__package__", "__class__"}
-    wanted = set().union(*(_free_names(f.old) for f in fns)) - have
+    old_tree = ast.parse(old_module)
+    nodes = [node for f in fns if (node := _find_def(old_tree, f.qualname)) is not None]
+    wanted = set().union(*(_free_names(node) for node in nodes)) - have
     if not wanted:
         return reverted
-    old_tree = ast.parse(old_module)
     # what the functions need, then what that needs (a dropped helper's own imports)
     picked: dict[int, set[str]] = {}
     found: set[str] = set()
@@ -554,8 +570,7 @@ def with_needed_names(reverted: str, old_module: str, fns: Iterable[ChangedFunct
             if not names:
                 continue
             if i not in picked and not isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                text = ast.get_source_segment(old_module, stmt) or ast.unparse(stmt)
-                more |= _free_names(text)
+                more |= _free_names(stmt)
             picked.setdefault(i, set()).update(names)
         found |= wanted
         wanted = more - have - found

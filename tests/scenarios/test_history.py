@@ -522,6 +522,16 @@ def test_a_reverted_function_gets_back_what_it_reads_that_the_newer_release_drop
     one = namespace["OneOf"]()
     one.choices, one.labels = [1, 2], ["a"]
     assert one.options() == [("1", "a"), ("2", "")]
+    # a method whose docstring has a line at the first column (semver's): read from N's
+    # module, not from the method's text alone, which does not parse dedented
+    odd = old.replace(
+        "    def options(self):\n", '    def options(self):\n        """Pairs.\n\nDone."""\n'
+    )
+    (tmp_path / "old" / "mod.py").write_text(odd)
+    changed = history.changed_functions(tmp_path / "old", tmp_path / "new", ["mod.py"])
+    [fn_odd] = [f for f in changed if f.qualname == "OneOf.options"]
+    got = history.revert_all({"mod.py": new}, [fn_odd], {"mod.py": odd})["mod.py"]
+    assert "from itertools import zip_longest" in got and "def _pairs" in got
     # without the old module, or with nothing dropped, the revert is as before
     assert history.revert_all({"mod.py": new}, [fn])["mod.py"] == history.revert(new, fn)
     assert history.with_needed_names(old, old, [fn]) == old
