@@ -57,6 +57,20 @@ def _reproduce(
     ).returncode
 
 
+def _mine(tmp_path, monkeypatch, releases, tests=TESTS, extra=None, out="out", **options):
+    """``mine_history`` of rgdemo over ``releases`` (version -> module text), its sdists
+    placed in the download cache (built with ``tests`` and ``extra`` files)."""
+    from repogym.quality.synth_history import mine_history
+
+    sdists = tmp_path / "sdists"
+    for version, module in releases.items():
+        if not (sdists / f"rgdemo-{version}").exists():
+            _sdist(sdists, version, module, tests, extra)
+    monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
+    options.setdefault("say", lambda m: None)
+    return mine_history("rgdemo", tmp_path / out, versions=list(releases), reruns=1, **options)
+
+
 # -- the miner, in the sandbox --------------------------------------------------------------
 def test_history_mines_a_validated_task_with_the_changelog_entry_and_a_reproduction(
     tmp_path, monkeypatch
@@ -103,10 +117,6 @@ def test_mining_for_a_suite_skips_before_validation_what_a_suite_would_not_serve
 ):
     """``--for-suite``: a candidate without a verified reproduction is not validated nor
     written (a suite takes none), and the pair's report says why."""
-    sdists = tmp_path / "sdists"
-    _sdist(sdists, "1.0", OLD)
-    _sdist(sdists, "1.1", NEW)
-    monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
     from repogym.quality import synth_history
 
     validated = []
@@ -116,14 +126,12 @@ def test_mining_for_a_suite_skips_before_validation_what_a_suite_would_not_serve
         "_validate",
         lambda folders, *a: validated.extend(folders) or real(folders, *a),
     )
-    res = synth_history.mine_history(
-        "rgdemo",
-        tmp_path / "out",
-        versions=["1.0", "1.1"],
-        reruns=1,
+    res = _mine(
+        tmp_path,
+        monkeypatch,
+        {"1.0": OLD, "1.1": NEW},
         reproduce=lambda task, folder: None,
         for_suite=True,
-        say=lambda m: None,
     )
     [pair] = res.pairs
     assert pair.skipped["rgdemo/__init__.py::clamp"].startswith("no verified reproduction")
@@ -144,20 +152,7 @@ def test_a_failing_test_that_needs_a_fixture_gets_a_report_of_the_call_that_misb
         "def test_clamp_caps_at_high(high):\n    assert clamp(15, 0, high) == high\n",
     )
     assert "def high" in tests
-    sdists = tmp_path / "sdists"
-    _sdist(sdists, "1.0", OLD, tests)
-    _sdist(sdists, "1.1", NEW, tests)
-    monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
-    from repogym.quality.synth_history import mine_history
-
-    res = mine_history(
-        "rgdemo",
-        tmp_path / "out",
-        versions=["1.0", "1.1"],
-        reruns=1,
-        for_suite=True,
-        say=lambda m: None,
-    )
+    res = _mine(tmp_path, monkeypatch, {"1.0": OLD, "1.1": NEW}, tests, for_suite=True)
     [folder] = res.written
     task = load_task(folder)
     script = (folder / "reproduction.py").read_text()
@@ -212,15 +207,8 @@ def test_the_functions_one_fix_changed_are_reverted_together(tmp_path, monkeypat
     """Both functions the changelog entry's fix changed are one task: reverting the helper
     alone would leave ``clamp`` calling it with an argument no release's helper took (a
     TypeError no release had); the task puts release 1.0's code back in both."""
-    sdists = tmp_path / "sdists"
-    _sdist(sdists, "1.0", OLD_PAIR, TESTS_PAIR, {"CHANGES.rst": CHANGES_PAIR})
-    _sdist(sdists, "1.1", NEW_PAIR, TESTS_PAIR, {"CHANGES.rst": CHANGES_PAIR})
-    monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
-    from repogym.quality.synth_history import mine_history
-
-    res = mine_history(
-        "rgdemo", tmp_path / "out", versions=["1.0", "1.1"], reruns=1, say=lambda m: None
-    )
+    releases = {"1.0": OLD_PAIR, "1.1": NEW_PAIR}
+    res = _mine(tmp_path, monkeypatch, releases, TESTS_PAIR, {"CHANGES.rst": CHANGES_PAIR})
     [pair] = res.pairs
     assert (pair.changed, pair.error, pair.skipped) == (2, None, {})
     [folder] = res.written
@@ -367,15 +355,8 @@ def test_a_revert_that_fails_the_older_releases_own_tests_is_no_task(tmp_path, m
     release 1.0's own tests, which 1.1's code passes, fail there, so it is a state no
     release shipped and no task. The caller put back alone fails only the test 1.0 itself
     failed (its bug): a task."""
-    sdists = tmp_path / "sdists"
-    _sdist(sdists, "1.0", OLD_PAIR, TESTS_PAIR)
-    _sdist(sdists, "1.1", NEW_PAIR, TESTS_PAIR)
-    monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
-    from repogym.quality.synth_history import mine_history
-
-    res = mine_history(
-        "rgdemo", tmp_path / "out", versions=["1.0", "1.1"], reruns=1, say=lambda m: None
-    )
+    releases = {"1.0": OLD_PAIR, "1.1": NEW_PAIR}
+    res = _mine(tmp_path, monkeypatch, releases, TESTS_PAIR)
     [pair] = res.pairs
     why = pair.skipped["rgdemo/__init__.py::_cap_high"]
     assert why.startswith("reverted, it fails 2 of release 1.0's own tests that 1.1's code")
@@ -384,14 +365,7 @@ def test_a_revert_that_fails_the_older_releases_own_tests_is_no_task(tmp_path, m
     toml = (folder / "task.toml").read_text()
     assert 'function = "clamp"' in toml and "also" not in toml
     # without the check, the helper's revert is a task of its own
-    res = mine_history(
-        "rgdemo",
-        tmp_path / "unchecked",
-        versions=["1.0", "1.1"],
-        reruns=1,
-        old_tests=False,
-        say=lambda m: None,
-    )
+    res = _mine(tmp_path, monkeypatch, releases, TESTS_PAIR, out="unchecked", old_tests=False)
     assert len(res.written) == 2
 
 
