@@ -29,7 +29,7 @@ from repogym.sandbox.base import WORKSPACE, PackageSite, SandboxError
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios import history, pypi, reports
 from repogym.scenarios.dependencies import DependencySpec
-from repogym.scenarios.synth import Reporter, SynthError, deletion_decoys
+from repogym.scenarios.synth import Reporter, SynthError, applied, deletion_decoys
 from repogym.scenarios.task import load_task
 
 #: Characters of one failure message in a statement made from the failures.
@@ -456,14 +456,8 @@ class OldTests:
         """N's tests that pass on N+1's code and fail with ``task``'s functions reverted."""
         if not self.ready or not self.passing:
             return []
-        before = {rel: (self.root / rel).read_text(encoding="utf-8") for rel in task.reverted}
-        try:
-            for rel, text in task.reverted.items():
-                (self.root / rel).write_text(text, encoding="utf-8")
+        with applied(self.root, task.reverted):
             result, _ = self.runner.run(self.root, self.passing, self.timeout_s)
-        finally:
-            for rel, text in before.items():
-                (self.root / rel).write_text(text, encoding="utf-8")
         failing = {t for t, status in result.items() if status != "passed"}
         return sorted(failing - self._failing_at_n(failing)) if failing else []
 
@@ -560,13 +554,8 @@ def _candidate(
         reverted = history.revert_all(original, fns, old)
     except history.HistoryError as e:
         return None, str(e)
-    try:
-        for rel, text in reverted.items():
-            (pkg / rel).write_text(text, encoding="utf-8")
+    with applied(pkg, reverted):
         result, messages = runner.run(pkg, collected, timeout_s)
-    finally:
-        for rel, text in original.items():
-            (pkg / rel).write_text(text, encoding="utf-8")
     fn = fns[0]
     failing = sorted(t for t, s in result.items() if s != "passed")
     if not failing:

@@ -629,6 +629,20 @@ def synthesize(
         shutil.rmtree(work, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def applied(root: Path, changes: dict[str, str]) -> Iterator[None]:
+    """``changes`` (path -> text) written into the tree at ``root`` for the block's
+    duration, then each file put back as it was."""
+    before = {rel: (root / rel).read_text(encoding="utf-8") for rel in changes}
+    for rel, text in changes.items():
+        (root / rel).write_text(text, encoding="utf-8")
+    try:
+        yield
+    finally:
+        for rel, text in before.items():
+            (root / rel).write_text(text, encoding="utf-8")
+
+
 # -- bug reports ----------------------------------------------------------------------------
 class Reporter:
     """Writes verified bug reports for bugs in one package (see :mod:`bug_reports`).
@@ -669,17 +683,9 @@ class Reporter:
     def _refuse(self, why: str) -> None:
         self.refusals[why] = self.refusals.get(why, 0) + 1
 
-    @contextlib.contextmanager
-    def applied(self, changes: dict[str, str]) -> Iterator[None]:
+    def applied(self, changes: dict[str, str]) -> contextlib.AbstractContextManager[None]:
         """``changes`` (path -> text) written into ``root`` for the block's duration."""
-        before = {rel: (self.root / rel).read_text(encoding="utf-8") for rel in changes}
-        for rel, text in changes.items():
-            (self.root / rel).write_text(text, encoding="utf-8")
-        try:
-            yield
-        finally:
-            for rel, text in before.items():
-                (self.root / rel).write_text(text, encoding="utf-8")
+        return applied(self.root, changes)
 
     def report(
         self, changes: dict[str, str], parts: Sequence[tuple[dict[str, str], Sequence[str]]]
