@@ -11,10 +11,15 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repogym.cli.options import add_sandbox
 from repogym.cli.printing import print_written
+
+if TYPE_CHECKING:
+    from repogym.quality.synth_history import HistoryMining
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -117,8 +122,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from repogym.quality.ray_map import RayMapError, ray_map
-    from repogym.quality.synth_history import HistoryJob, mine_history, mine_job
-    from repogym.scenarios.history import HistoryError, parse_day
+    from repogym.quality.synth_history import HistoryJob, mine_job
+    from repogym.scenarios.history import parse_day
 
     console = Console(stderr=True)
 
@@ -171,12 +176,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
     else:
         for job in jobs:
-            try:
-                res = mine_history(job.name, Path(job.out), say=say, **options)
-            except (HistoryError, OSError) as e:
-                res = f"{job.name}: {e}"
-            results.append(res)
-            _summary(res, say=say)
+            results.append(mine_job(job, say))
+            _summary(results[-1], say=say)
     mined = [r for r in results if not isinstance(r, str)]
     for r in mined:
         print_written(r.written, r.dropped)
@@ -185,12 +186,11 @@ def run(args: argparse.Namespace) -> int:
         data = reports[0] if len(args.names) == 1 and reports else {"packages": reports}
         Path(args.report).write_text(json.dumps(data, indent=1))
     if len(args.names) == 1 and isinstance(results[0], str):
-        print(results[0], file=sys.stderr)
-        return 2
+        return 2  # _summary said why
     return 0 if any(r.written for r in mined) else 1
 
 
-def _summary(res, say) -> None:
+def _summary(res: HistoryMining | str, say: Callable[[str], None]) -> None:
     """The per-pair lines and the total of one package's mining (or why it could not)."""
     if isinstance(res, str):
         say(res)
@@ -214,7 +214,7 @@ def _summary(res, say) -> None:
     )
 
 
-def _report(res) -> dict:
+def _report(res: HistoryMining) -> dict:
     return {
         "name": res.name,
         "written": [str(w) for w in res.written],

@@ -90,12 +90,14 @@ class HistoryJob:
     options: dict
 
 
-def mine_job(job: HistoryJob) -> HistoryMining | str:
-    """:func:`mine_history` for ``job`` (quietly: a remote call has no console); a
-    :class:`~repogym.scenarios.history.HistoryError` comes back as its message."""
+def mine_job(job: HistoryJob, say: Callable[[str], None] | None = None) -> HistoryMining | str:
+    """:func:`mine_history` for ``job`` (quietly without ``say``: a remote call has no
+    console); a package that cannot be mined (a
+    :class:`~repogym.scenarios.history.HistoryError` or an ``OSError``) comes back as the
+    message, so the other packages go on."""
     try:
-        return mine_history(job.name, Path(job.out), say=lambda m: None, **job.options)
-    except history.HistoryError as e:
+        return mine_history(job.name, Path(job.out), say=say or (lambda m: None), **job.options)
+    except (history.HistoryError, OSError) as e:
         return f"{job.name}: {e}"
 
 
