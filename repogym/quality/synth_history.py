@@ -481,29 +481,53 @@ def _where(fn: history.ChangedFunction) -> str:
     return f"{fn.file}::{fn.qualname}"
 
 
+#: Most modules one fix's functions, reverted together, may span.
+MAX_MODULES = 3
+
+
 def _coherent(
     found: list[history.HistoryTask],
     candidate: Callable[[list[history.ChangedFunction]], tuple[history.HistoryTask | None, str]],
     report: PairReport,
     say: Callable[[str], None],
 ) -> list[history.HistoryTask]:
-    """The tasks of one release pair, with those whose statements quote the same changelog
-    entry made one: the functions N+1 changed for one fix are reverted together, so the
-    buggy state is the one release N shipped (reverting one of them alone can leave a
-    state no release had, such as a caller of a helper whose signature only N+1 has).
-    Where the functions reverted together make no task (more than
-    :data:`~repogym.scenarios.history.MAX_F2P` tests fail, say), none of them does."""
-    groups: dict[str, list[history.HistoryTask]] = {}
-    for task in found:
-        key = task.description if task.statement_source == "changelog" else task.id
-        groups.setdefault(key, []).append(task)
+    """The tasks of one release pair, with those of one fix made one: the functions N+1
+    changed for one fix are reverted together, so the buggy state is the one release N
+    shipped (reverting one of them alone can leave a state no release had, such as a caller
+    of a helper whose signature only N+1 has). Two candidates are one fix when their
+    statements are the same (they quote the same changelog entry, or describe the same
+    failure) or when a test fails with either reverted; that is transitive. Where the
+    functions reverted together make no task (they span more than :data:`MAX_MODULES`
+    modules, or more than :data:`~repogym.scenarios.history.MAX_F2P` tests fail), none of
+    them does."""
+    parent = list(range(len(found)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[str, int] = {}  # a statement or a failing test -> the first task with it
+    for i, task in enumerate(found):
+        for key in (f"statement:{task.description}", *(f"test:{t}" for t in task.fail_to_pass)):
+            j = first.setdefault(key, i)
+            parent[root(i)] = root(j)
+    groups: dict[int, list[history.HistoryTask]] = {}
+    for i, task in enumerate(found):
+        groups.setdefault(root(i), []).append(task)
     out = []
     for tasks in groups.values():
         if len(tasks) == 1:
             out.append(tasks[0])
             continue
         fns = [t.function for t in tasks]
-        task, why = candidate(fns)
+        modules = len({f.file for f in fns})
+        task, why = (
+            candidate(fns)
+            if modules <= MAX_MODULES
+            else (None, f"it spans {modules} modules (more than {MAX_MODULES}: not one bug)")
+        )
         names = ", ".join(_where(f) for f in fns)
         if task is None:
             for f in fns:

@@ -949,14 +949,15 @@ def fix_lines(gold: str) -> set[str]:
 
 def statement_leaks(statement: str, gold: str, test_ids: Iterable[str]) -> list[str]:
     """What of the fix or the hidden tests a statement gives away: lines the gold patch
-    adds (10 characters or more), test ids and test function names (empty: none)."""
+    adds or removes (8 characters or more: the line to change points at the fix as much as
+    the line it becomes), test ids and test function names (empty: none)."""
     out = []
-    added = {
+    changed = {
         ln[1:].strip()
         for ln in gold.splitlines()
-        if ln.startswith("+") and not ln.startswith("+++") and len(ln[1:].strip()) >= 10
+        if ln[:1] in "+-" and ln[:3] not in ("+++", "---") and len(ln[1:].strip()) >= 8
     }
-    out += [f"gold line {ln!r}" for ln in sorted(added) if ln in statement]
+    out += [f"gold line {ln!r}" for ln in sorted(changed) if ln in statement]
     for t in test_ids:
         names = {t, t.split("::")[0], *(p.split("[")[0] for p in t.split("::")[1:])}
         out += [

@@ -224,6 +224,21 @@ def test_the_functions_one_fix_changed_are_reverted_together(tmp_path, monkeypat
     assert "+def _cap_high(value, high, strict=False):" in gold
 
 
+def test_functions_whose_reverts_fail_the_same_test_are_one_task(tmp_path, monkeypatch):
+    """The changelog names ``clamp`` only, so the quote does not tie the helper to it; the
+    test both reverts fail does: one task, release 1.0's code in both, not two tasks (one
+    of them a helper reverted under a caller no release had) with the same failure."""
+    releases = {"1.0": OLD_PAIR, "1.1": NEW_PAIR}
+    res = _mine(tmp_path, monkeypatch, releases, TESTS_PAIR)
+    [pair] = res.pairs
+    assert (pair.changed, pair.error, pair.skipped) == (2, None, {})
+    [folder] = res.written
+    task = load_task(folder)
+    assert (task.repo_dir / "rgdemo" / "__init__.py").read_text() == OLD_PAIR
+    assert task.test_spec.fail_to_pass == ("tests/test_rgdemo.py::test_clamp_caps_at_high",)
+    assert "also = [" in (folder / "task.toml").read_text()
+
+
 RAISING = NEW.replace(
     '''    """Limit value to [low, high]."""
 ''',
@@ -349,23 +364,32 @@ def test_a_failing_test_a_unittest_mixin_defines_gets_a_reproduction(tmp_path, m
     assert after == 0
 
 
+# release 1.1 moved a space from describe into a module constant: describe put back alone
+# (the constant is 1.1's) says "value  2", which release 1.0's own test_describe rejects
+OLD_CONST = OLD.replace(
+    '"""A demo package."""\n', '"""A demo package."""\n\nPREFIX = "value"\n'
+).replace('return f"value {value}"', 'return f"{PREFIX} {value}"')
+NEW_CONST = NEW.replace(
+    '"""A demo package."""\n', '"""A demo package."""\n\nPREFIX = "value "\n'
+).replace('return f"value {value}"', 'return f"{PREFIX}{value}"')
+
+
 def test_a_revert_that_fails_the_older_releases_own_tests_is_no_task(tmp_path, monkeypatch):
-    """With no changelog entry tying them, the helper and its caller are candidates of their
-    own. The helper put back alone leaves clamp passing it an argument it does not take:
-    release 1.0's own tests, which 1.1's code passes, fail there, so it is a state no
-    release shipped and no task. The caller put back alone fails only the test 1.0 itself
+    """``describe`` put back alone, beside 1.1's constant, fails release 1.0's own
+    ``test_describe``, which 1.1's code passes: a state no release shipped, and no task,
+    though 1.1's test fails there too. ``clamp`` put back fails only the test 1.0 itself
     failed (its bug): a task."""
-    releases = {"1.0": OLD_PAIR, "1.1": NEW_PAIR}
-    res = _mine(tmp_path, monkeypatch, releases, TESTS_PAIR)
+    releases = {"1.0": OLD_CONST, "1.1": NEW_CONST}
+    res = _mine(tmp_path, monkeypatch, releases)
     [pair] = res.pairs
-    why = pair.skipped["rgdemo/__init__.py::_cap_high"]
-    assert why.startswith("reverted, it fails 2 of release 1.0's own tests that 1.1's code")
-    assert "tests/test_rgdemo.py::test_inside[3]" in why and why.endswith("no release shipped")
+    why = pair.skipped["rgdemo/__init__.py::describe"]
+    assert why.startswith("reverted, it fails 1 of release 1.0's own tests that 1.1's code")
+    assert "tests/test_rgdemo.py::test_describe" in why and why.endswith("no release shipped")
     [folder] = res.written
     toml = (folder / "task.toml").read_text()
     assert 'function = "clamp"' in toml and "also" not in toml
-    # without the check, the helper's revert is a task of its own
-    res = _mine(tmp_path, monkeypatch, releases, TESTS_PAIR, out="unchecked", old_tests=False)
+    # without the check, describe's revert is a task of its own
+    res = _mine(tmp_path, monkeypatch, releases, out="unchecked", old_tests=False)
     assert len(res.written) == 2
 
 

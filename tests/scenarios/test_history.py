@@ -54,6 +54,10 @@ def test_statement_leaks_name_the_fix_lines_and_test_ids():
     assert history.statement_leaks("clamp ignores high", gold, ids) == []
     assert history.statement_leaks("use return min(value, high)", gold, ids)
     assert history.statement_leaks("see test_clamp_caps_at_high", gold, ids)
+    # the line the fix replaces, of 8 characters or more, points at the fix too
+    assert history.statement_leaks("it does `return value` there", gold, ids)
+    short = "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-    x = 1\n+    x = 2\n"
+    assert history.statement_leaks("x = 2 is printed", short, ids) == []
 
 
 def test_test_script_stands_alone_and_names_no_test():
