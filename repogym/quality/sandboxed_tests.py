@@ -57,6 +57,8 @@ _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 _UNKNOWN_MARK = re.compile(r"PytestUnknownMarkWarning: Unknown pytest\.mark\.(\w+)")
 _OUT = "/tmp/rg-probe.jsonl"
 _LOG = "/tmp/rg-probe.log"
+#: Largest probe output read back (a traced run of a large suite writes tens of megabytes).
+_MAX_RECORDS_BYTES = 512 << 20
 #: The first run (profiled) may take this many times the timeout of a plain run.
 TRACE_SLOWDOWN = 4
 #: Past this many selected tests, their files are run instead of their ids (one shell word
@@ -587,7 +589,12 @@ class SandboxRunner:
             if res.timed_out:
                 self.log = f"timed out after {timeout_s}s"
                 return []
-            out = sb.run(f"cat {_OUT} 2>/dev/null; true", timeout_s=60).stdout
+            # read from the host, not through a command's output, which its cap cuts: the
+            # traced run of a suite of 20,000 tests writes more than that
+            try:
+                out = sb.take_tmp_file(_OUT.removeprefix("/tmp/"), limit=_MAX_RECORDS_BYTES)
+            except FileNotFoundError:
+                out = ""
             self.log = sb.run(f"tail -c 3000 {_LOG}", timeout_s=60).stdout
         except SandboxError as e:
             self.log = str(e)

@@ -383,3 +383,32 @@ def test_calls_and_reproductions_run_in_the_sandbox(tmp_path: Path) -> None:
             ][0]["outcome"]["returned"]
             == "-1"
         )
+
+
+BULKY = """\
+import sys
+
+from calc import add
+
+
+def test_a_writes_five_megabytes_of_records():
+    # as a traced run of a suite of 20,000 tests does (packaging's): more than the cap on
+    # what a sandboxed command may print
+    sys.modules["rg_probe"]._out.write(("x" * 1023 + "\\n") * 5 * 1024)
+
+
+def test_add():
+    assert add(2, 3) == 5
+"""
+
+
+def test_the_records_of_a_run_are_read_whole_past_the_output_cap(tmp_path: Path) -> None:
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (root / "tests" / "test_calc.py").write_text(BULKY)
+    runner = SandboxRunner(None, {"pythonpath": "."})
+    assert runner.collect(root, timeout_s=60) == [
+        "tests/test_calc.py::test_a_writes_five_megabytes_of_records",
+        "tests/test_calc.py::test_add",
+    ]
