@@ -1353,23 +1353,6 @@ class HistoryTask:
         )
 
 
-#: Never copied into a task's repo/: compiled files, build output, packaging metadata.
-_DROP = shutil.ignore_patterns(
-    "__pycache__",
-    "*.pyc",
-    "*.pyo",
-    "*.egg-info",
-    ".pytest_cache",
-    ".tox",
-    ".nox",
-    "build",
-    "dist",
-    ".git",
-    ".hg",
-    ".eggs",
-)
-
-
 def full_statement(description: str, reproduction: str | None) -> str:
     """The statement: the description, then the reproduction script under ``Reproduction:``
     in a fenced python block (the format the ``apr`` agent reads)."""
@@ -1549,7 +1532,12 @@ def write_task(
 
     def ignore(folder: str, names: list[str]) -> set[str]:
         rel = Path(folder).relative_to(task.repo)
-        return set(_DROP(folder, names)) | {n for n in names if str(rel / n) in hidden}
+        # what a suite's fetch leaves out of the same sdist (compiled files, build
+        # output, file lists; the project's metadata stays): the task graded here is the
+        # one a suite serves
+        return {
+            n for n in names if str(rel / n) in hidden or pypi.is_artefact((rel / n).as_posix())
+        }
 
     shutil.copytree(task.repo, root / "repo", ignore=ignore)
     for rel, text in task.reverted.items():

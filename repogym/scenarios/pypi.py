@@ -7,7 +7,8 @@
   repository folder, without the artefacts an sdist may carry (:data:`ARTEFACTS`: compiled
   files, caches, build output, an ``*.egg-info``'s ``SOURCES.txt`` list of every file): a
   compiled copy of a hidden test runs that test, a file list names the hidden tests; the
-  project's metadata stays as ``<name>.egg-info/PKG-INFO`` (code reads its own version);
+  project's metadata stays as ``<name>.egg-info/PKG-INFO`` (code reads its own version)
+  with its ``entry_points.txt`` (code finds its own plugins);
 - :func:`derive_environment` reads the project's own declarations (core metadata,
   ``pyproject.toml`` (optional dependencies, dependency groups, Poetry and Hatch test
   environments), ``setup.cfg``, ``setup.py``, ``tox.ini``'s test environments, test
@@ -76,8 +77,13 @@ ARTEFACTS = (
     "htmlcov",
 )
 ROOT_ARTEFACTS = ("build", "dist", "MANIFEST", "SOURCES.txt", "wheelhouse")
-#: The one file of an ``*.egg-info`` folder a workspace keeps (see :func:`keep_metadata`).
+#: The project's core metadata in an ``*.egg-info`` folder (see :func:`keep_metadata`).
 METADATA_FILE = "PKG-INFO"
+#: The files of an ``*.egg-info`` folder a workspace keeps: the core metadata (code reads
+#: its own version) and the entry points (code finds its own plugins by name: markdown's
+#: ``Markdown(extensions=["meta"])``, whose tests fail in a workspace without them). The
+#: rest goes: ``SOURCES.txt`` lists the hidden test files.
+METADATA_FILES = (METADATA_FILE, "entry_points.txt")
 #: Markers of common pytest plugins -> the plugin's requirement. A plugin that is otherwise a
 #: tool (pytest-cov) is kept when the tests use its marker: under ``filterwarnings =
 #: error`` an unregistered marker stops collection.
@@ -403,14 +409,15 @@ def unpack(sdist: Sdist | Path, dest: Path) -> Path:
 
 def is_artefact(rel: str | PurePosixPath) -> bool:
     """True for a repository path that :func:`strip_artefacts` removes (or that lies in one).
-    An ``*.egg-info`` folder is not one, nor its ``PKG-INFO``: only the rest of it."""
+    An ``*.egg-info`` folder is not one, nor its :data:`METADATA_FILES`: only the rest of
+    it."""
     p = PurePosixPath(rel)
     parts = p.parts
     if parts and parts[0] in ROOT_ARTEFACTS:
         return True
     for i, part in enumerate(parts):
         if fnmatch.fnmatch(part, "*.egg-info"):
-            if i == len(parts) - 1 or (i == len(parts) - 2 and parts[-1] == METADATA_FILE):
+            if i == len(parts) - 1 or (i == len(parts) - 2 and parts[-1] in METADATA_FILES):
                 continue
             return True
         if any(fnmatch.fnmatch(part, pattern) for pattern in ARTEFACTS):

@@ -239,6 +239,44 @@ def test_functions_whose_reverts_fail_the_same_test_are_one_task(tmp_path, monke
     assert "also = [" in (folder / "task.toml").read_text()
 
 
+PLUGIN_TESTS = (
+    TESTS
+    + """
+
+import importlib.metadata
+import unittest
+
+
+class TestPlugin(unittest.TestCase):
+    def setUp(self):  # finds its plugin by name, as markdown finds its extensions
+        [ep] = importlib.metadata.entry_points(group="rgdemo.plugins", name="double")
+        self.plugin = ep.load()
+
+    def test_plugin(self):
+        self.assertEqual(self.plugin(2), 4)
+"""
+)
+EGG_INFO = {
+    "rgdemo.egg-info/PKG-INFO": "Metadata-Version: 2.1\nName: rgdemo\nVersion: 1.1\n",
+    "rgdemo.egg-info/entry_points.txt": "[rgdemo.plugins]\ndouble = rgdemo.plugins:double\n",
+    "rgdemo.egg-info/SOURCES.txt": "rgdemo/__init__.py\ntests/test_rgdemo.py\n",
+    "rgdemo/plugins.py": "def double(x):\n    return 2 * x\n",
+}
+
+
+def test_a_package_that_finds_its_own_plugins_by_entry_point_keeps_them(tmp_path, monkeypatch):
+    """The workspace keeps the project's metadata with its entry points (the file list
+    goes): tests that load a plugin by name pass there, graded as mined. Without them
+    every test of such a class failed, and its must-pass canaries with them, so no task of
+    the package validated (markdown: 12 of 12 dropped)."""
+    res = _mine(tmp_path, monkeypatch, {"1.0": OLD, "1.1": NEW}, PLUGIN_TESTS, EGG_INFO)
+    [folder] = res.written
+    task = load_task(folder)
+    assert "tests/test_rgdemo.py::TestPlugin::test_plugin" in task.test_spec.pass_to_pass
+    info = task.repo_dir / "rgdemo.egg-info"
+    assert sorted(p.name for p in info.iterdir()) == ["PKG-INFO", "entry_points.txt"]
+
+
 RAISING = NEW.replace(
     '''    """Limit value to [low, high]."""
 ''',

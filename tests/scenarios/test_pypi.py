@@ -67,11 +67,19 @@ def test_unpack_leaves_out_compiled_files_build_output_and_file_lists(tmp_path):
         "p-1/.tox/x": b"",
     }
     members["p-1/p.egg-info/PKG-INFO"] = b"Metadata-Version: 2.1\nName: p\nVersion: 1\n"
+    members["p-1/p.egg-info/entry_points.txt"] = b"[p.plugins]\nx = p:x\n"
     archive = _tar(tmp_path / "p-1.tar.gz", members)
     repo = pypi.unpack(archive, tmp_path / "repo")
     left = sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file())
-    # the metadata stays (code reads its own version with importlib.metadata), not the lists
-    assert left == ["p.egg-info/PKG-INFO", "p/__init__.py", "p/build.py", "tests/test_calc.py"]
+    # the metadata stays (code reads its own version and finds its own plugins with
+    # importlib.metadata), not the lists
+    assert left == [
+        "p.egg-info/PKG-INFO",
+        "p.egg-info/entry_points.txt",
+        "p/__init__.py",
+        "p/build.py",
+        "tests/test_calc.py",
+    ]
     assert pypi.archive_top_level(archive) == ["p"]  # read from the archive itself
     assert pypi.is_artefact("a/b/__pycache__/c.pyc") and not pypi.is_artefact("p/build.py")
     assert pypi.is_artefact("p.egg-info/SOURCES.txt")
