@@ -8,16 +8,24 @@ tasks with ``repogym validate DIR``.
 ``repogym synth --pypi NAME[==VERSION] --out DIR`` starts from a PyPI project instead
 (:func:`repogym.quality.synthesis.from_pypi`): its sdist, its dependencies, its tests run in
 the sandbox, and only tasks that pass ``repogym validate`` and whose sandbox holds nothing
-of the fix are written.
+of the fix are written. ``--pypi`` given several times synthesises from each package in
+turn, each into ``DIR/<name>``, or at once as Ray tasks with ``--ray local|ADDRESS``
+(:func:`repogym.quality.ray_map.ray_map`); a package that fails says why once and the
+others go on.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repogym.cli.options import SPLITS, add_mutation_options, bad_mutation_args
 from repogym.cli.printing import print_written, run_mutation
+
+if TYPE_CHECKING:
+    from repogym.quality.synth_pypi import PypiSynthesis, SynthJob
 
 #: Mutants graded per task by `synth --pypi` unless --max-mutants says otherwise: a real
 #: function has 50-100 of them, and a package's own test suite takes seconds per grading, so
@@ -36,11 +44,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--pypi",
+        action="append",
         metavar="NAME[==VERSION]",
         help="synthesise from this PyPI project's sdist instead (its tests run in "
         "the sandbox with its dependencies; written tasks are validated; their "
         f"mutation scores come from a fixed sample of {PYPI_MUTANTS} mutants "
-        "per task unless --max-mutants is given)",
+        "per task unless --max-mutants is given); give it again for more packages: each "
+        "is synthesised in turn, or at once with --ray, into --out/<name>",
+    )
+    p.add_argument(
+        "--ray",
+        metavar="local|ADDRESS",
+        help="with --pypi: synthesise from the packages in parallel as Ray tasks ('local' "
+        "starts Ray here, else a cluster address; --out must then be a folder every node "
+        "sees), each with --workers grading runs",
     )
     p.add_argument(
         "--requirement",
@@ -104,7 +121,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "reaches the fix; `repogym suite build` always does)",
     )
     add_mutation_options(p, gate=True)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, usage_error=p.error)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -119,6 +136,11 @@ def run(args: argparse.Namespace) -> int:
     if (args.package is None) == (args.pypi is None):
         print("give PACKAGE_DIR or --pypi NAME[==VERSION] (one of them)", file=sys.stderr)
         return 2
+    if args.ray and not args.pypi:
+        args.usage_error(
+            "--ray spreads --pypi packages over Ray; PACKAGE_DIR is synthesised here. Fix: "
+            "drop --ray, or give --pypi NAME[==VERSION] instead of PACKAGE_DIR"
+        )
     if args.pypi:
         return _run_pypi(args)
     try:
@@ -143,16 +165,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_pypi(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
+    from packaging.utils import canonicalize_name
     from rich.console import Console
 
-    from repogym.quality.synthesis import from_pypi
-    from repogym.sandbox.base import SandboxError
-    from repogym.scenarios.dependencies import DependenciesUnavailable
-    from repogym.scenarios.pypi import PypiError
-    from repogym.scenarios.synth import SynthError
-    from repogym.scenarios.task import load_task
+    from repogym.quality.ray_map import RayMapError, ray_map
+    from repogym.quality.synth_pypi import SynthJob, synth_job
+    from repogym.scenarios.pypi import PypiError, parse_project
 
     console = Console(stderr=True)
 
@@ -160,34 +178,83 @@ def _run_pypi(args: argparse.Namespace) -> int:
         console.print(message, markup=False, highlight=False)
 
     try:
-        res = from_pypi(
-            args.pypi,
-            Path(args.out),
-            max_tasks=args.max_tasks,
-            seed=args.seed,
-            combined=args.combined,
-            p2p_sample=args.p2p_sample,
-            extra=args.requirement,
-            drop=args.no_requirement,
-            sandbox=args.sandbox,
-            workers=args.workers,
-            reruns=args.reruns,
-            adversarial=args.adversarial,
-            split=args.split,
-            leak_scan=not args.no_leak_scan,
-            served=args.served,
-            say=say,
-        )
-    except (PypiError, DependenciesUnavailable, SynthError, SandboxError, OSError) as e:
+        names = [canonicalize_name(parse_project(project)[0]) for project in args.pypi]
+    except PypiError as e:
         print(e, file=sys.stderr)
         return 2
+    if len(set(names)) < len(names):
+        print(
+            "--pypi names a package twice (each is written to --out/<name>). Fix: give each "
+            "package once",
+            file=sys.stderr,
+        )
+        return 2
+    if args.max_mutants is None:
+        args.max_mutants = PYPI_MUTANTS
+    options = {
+        "max_tasks": args.max_tasks,
+        "seed": args.seed,
+        "combined": args.combined,
+        "p2p_sample": args.p2p_sample,
+        "extra": list(args.requirement),
+        "drop": list(args.no_requirement),
+        "sandbox": args.sandbox,
+        "workers": args.workers,
+        "reruns": args.reruns,
+        "adversarial": args.adversarial,
+        "split": args.split,
+        "leak_scan": not args.no_leak_scan,
+        "served": args.served,
+    }
+    # a Ray task runs in a folder of its own: it is given --out as an absolute path
+    out = Path(args.out).resolve() if args.ray else Path(args.out)
+    several = len(args.pypi) > 1
+    jobs = [
+        SynthJob(project, str(out / name if several else out), options)
+        for project, name in zip(args.pypi, names, strict=True)
+    ]
+    results: list[PypiSynthesis | str] = []
+    if args.ray:
+        try:
+            for job, res in ray_map(synth_job, jobs, address=args.ray, cpus_each=args.workers):
+                results.append(res)
+                _summary(job, res, args, several=several)
+        except RayMapError as e:
+            print(e, file=sys.stderr)
+            return 2
+    else:
+        for job in jobs:
+            results.append(synth_job(job, say))
+            _summary(job, results[-1], args, several=several)
+    if not several and isinstance(results[0], str):
+        return 2  # _summary said why
+    return 0 if any(not isinstance(r, str) and r.written for r in results) else 1
+
+
+def _summary(
+    job: SynthJob, res: PypiSynthesis | str, args: argparse.Namespace, *, several: bool
+) -> None:
+    """One package's written and dropped tasks, their mutation scores (unless
+    --no-mutation) and its total line; or why it could not be synthesised from (named by
+    its package when there are several)."""
+    from rich.console import Console
+
+    from repogym.scenarios.task import load_task
+
+    if isinstance(res, str):
+        print(f"{job.project}: {res}" if several else res, file=sys.stderr)
+        return
     print_written(res.written, res.dropped)
-    if res.written and not args.no_mutation:
-        if args.max_mutants is None:
-            args.max_mutants = PYPI_MUTANTS
+    missing = [w for w in res.written if not Path(w).is_dir()]
+    if res.written and not missing and not args.no_mutation:
         run_mutation([load_task(t) for t in res.written], args, Console(), diffs=False)
     print(
         f"{len(res.written)} validated tasks from {res.sdist.name} {res.sdist.version} "
         f"({res.passing_tests} of its tests pass in the sandbox; {len(res.dropped)} dropped)"
+        + (
+            f"; {len(missing)} written where this machine does not see them: give --out a "
+            "folder every node sees"
+            if missing
+            else ""
+        )
     )
-    return 0 if res.written else 1

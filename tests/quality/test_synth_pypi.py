@@ -3,16 +3,20 @@ package's sdist, and the sample of mutants it scores."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
+import tarfile
 from difflib import SequenceMatcher
+from pathlib import Path
 
 import pytest
 
 from repogym.scenarios import pypi
 from repogym.scenarios.patches import split_diff
 from repogym.scenarios.task import load_tasks
+from tests.scenarios._history import NEW, TESTS
 from tests.scenarios._tasks import PROJECT
 
 
@@ -103,3 +107,112 @@ def test_synth_pypi_scores_a_sample_of_mutants_unless_told(
     assert cli.main(["synth", "--pypi", "demo==1.0", "--out", str(tmp_path / "o"), *flags]) == 0
     assert seen == [expected]
     assert "1 validated tasks from demo 1.0" in capsys.readouterr().out
+
+
+# -- several packages, in turn or on Ray ----------------------------------------------------
+#: rgdemo 1.1 (its module and tests, as the history tests build it) and rgempty 1.0, whose
+#: sdist ships no tests: a package nothing can be synthesised from.
+PACKAGES = ["rgempty==1.0", "rgdemo==1.1"]
+#: A small synthesis: one task, one gold run, no mutation score.
+SMALL = ["--max-tasks", "1", "--reruns", "1", "--workers", "1", "--no-mutation"]
+
+
+def _sdist(sdists: Path, name: str, version: str, files: dict[str, str]) -> None:
+    """An sdist of ``name`` ``version`` holding ``files`` (and its PKG-INFO), placed where
+    the download cache keeps it."""
+    files = {**files, "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"}
+    dest = sdists / f"{name}-{version}"
+    dest.mkdir(parents=True)
+    with tarfile.open(dest / f"{name}-{version}.tar.gz", "w:gz") as tar:
+        for path, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{name}-{version}/{path}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def _synth(env: dict[str, str], out: Path, *flags: str) -> subprocess.CompletedProcess:
+    """`repogym synth` of :data:`PACKAGES` into ``out`` (small: :data:`SMALL`)."""
+    argv = [sys.executable, "-m", "repogym.cli", "synth"]
+    for project in PACKAGES:
+        argv += ["--pypi", project]
+    return subprocess.run(
+        [*argv, "--out", str(out), *SMALL, *flags],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def two_packages(tmp_path_factory) -> tuple[dict[str, str], Path, subprocess.CompletedProcess]:
+    """A cache holding the sdists of :data:`PACKAGES` (environments, the sandbox's root file
+    system and interpreter shared with the real cache, built once by `make setup`), and a
+    plain `synth` of both: (its environment, its --out, the run)."""
+    from repogym.sandbox.runtime import cache_dir
+
+    root = tmp_path_factory.mktemp("two-packages")
+    cache = root / "cache"
+    cache.mkdir()
+    for shared in ("envs", "rootfs", "python"):
+        (cache_dir() / shared).mkdir(parents=True, exist_ok=True)
+        (cache / shared).symlink_to(cache_dir() / shared)
+    _sdist(
+        cache / "sdists",
+        "rgdemo",
+        "1.1",
+        {"rgdemo/__init__.py": NEW, "tests/test_rgdemo.py": TESTS},
+    )
+    _sdist(cache / "sdists", "rgempty", "1.0", {"rgempty/__init__.py": NEW})
+    env = {**os.environ, "REPOGYM_CACHE": str(cache), "COLUMNS": "200"}
+    out = root / "out"
+    return env, out, _synth(env, out)
+
+
+def test_synth_pypi_several_packages_one_failing_without_stopping_the_others(two_packages):
+    """`synth --pypi A --pypi B`: each package in turn, its tasks in --out/<name>; one that
+    cannot be synthesised from says why once, named, and the others go on."""
+    _, out, res = two_packages
+    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["rgdemo"]
+    tasks = load_tasks(out / "rgdemo")
+    assert len(tasks) == 1 and tasks[0].id.startswith("rgdemo-")
+    assert f"wrote {out / 'rgdemo' / tasks[0].id}" in res.stdout
+    assert "1 validated tasks from rgdemo 1.1 (4 of its tests pass in the sandbox" in res.stdout
+    failures = [line for line in res.stderr.splitlines() if "no test files" in line]
+    assert len(failures) == 1 and failures[0].startswith("rgempty==1.0: "), res.stderr
+    assert "rgempty" not in res.stdout
+
+
+def test_synth_pypi_on_ray_writes_what_a_plain_run_writes(two_packages, tmp_path):
+    """``--ray local``: each package is a Ray task (real Ray, real sandbox); the tasks are
+    the plain run's, under the same folders, and the failing package is still said once."""
+    pytest.importorskip("ray")
+    env, plain, _ = two_packages
+    out = tmp_path / "out"
+    res = _synth(env, out, "--ray", "local")
+    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+    ids = {p.name: sorted(t.id for t in load_tasks(p)) for p in out.iterdir()}
+    assert ids == {p.name: sorted(t.id for t in load_tasks(p)) for p in plain.iterdir()}
+    assert ids["rgdemo"], ids
+    assert "1 validated tasks from rgdemo 1.1" in res.stdout
+    assert sum("rgempty==1.0: " in line for line in res.stderr.splitlines()) == 1, res.stderr
+
+
+def test_synth_ray_takes_pypi_packages_each_once(tmp_path, capsys):
+    """--ray spreads --pypi packages: with PACKAGE_DIR it is a usage error naming the fix;
+    a package given twice (both would be written to --out/<name>) is refused."""
+    from repogym import cli
+
+    out = str(tmp_path / "out")
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["synth", str(tmp_path), "--out", out, "--ray", "local"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage:" in err and "--ray" in err and "Fix: drop --ray, or give --pypi" in err
+    argv = ["synth", "--pypi", "Demo_Pkg==1.0", "--pypi", "demo-pkg==2.0", "--out", out]
+    assert cli.main(argv) == 2
+    assert "--pypi names a package twice" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
