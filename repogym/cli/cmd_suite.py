@@ -452,14 +452,15 @@ def _audit(args: argparse.Namespace) -> int:
                 problems.append(problem)
     if "sabotage" not in args.skip:
         graded = audit.sabotage(tasks, sandbox=args.sandbox)
-        for s in graded:
-            if s.reward >= 1.0:
-                problems.append(f"{s.task}: gold plus the bug of {s.other} earns full reward")
-        # a task with no other task of its package to borrow a bug from goes unchecked:
-        # say how many were, so a sample that checks nothing cannot pass for one that did
+        problems += [p for s in graded if (p := s.problem)]
+        # a task that neither another task's bug nor a caught mutant checked goes
+        # unchecked: say how many were, so a sample that checks nothing cannot pass for one
+        # that did
+        made = sum(1 for s in graded if s.caught_by)
         print(
-            f"sabotage: {len(graded)} of {len(tasks)} tasks graded with another "
-            f"function's bug, highest reward "
+            f"sabotage: {len(graded)} of {len(tasks)} tasks graded with a regression in "
+            f"another function ({len(graded) - made} with another task's bug, {made} with a "
+            f"mutant the package's tests catch), highest reward "
             f"{max((s.reward for s in graded), default=0.0):.2f}"
         )
     if "leaks" not in args.skip:

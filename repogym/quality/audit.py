@@ -14,8 +14,9 @@ reproduction works, and a regression anywhere else is graded.
 - :func:`check_reproduction` runs ``reproduction.py`` in a sandbox of the task, without
   the fix (it must fail with an AssertionError) and with the gold patch (it must exit 0).
 - :func:`sabotage` grades the gold patch together with another task's bug (a function
-  the other task's failing tests reach): with every passing test listed, that must not
-  earn full reward.
+  the other task's failing tests reach), or, where no task of the package lends one, with
+  a mutant of another function that the package's tests reach and catch: with every
+  passing test listed, that must not earn full reward.
 - :func:`scope` runs each package's whole test suite once, traced, on the fixed code: the
   test files no graded test comes from (with why), and for each task the listed
   pass_to_pass tests that reach the code its bug changed (coverage at gold: a regression
@@ -47,8 +48,15 @@ from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.base import WORKSPACE, SandboxError
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios import bug_reports
-from repogym.scenarios.mutation import file_diff
-from repogym.scenarios.patches import split_diff
+from repogym.scenarios.mutation import (
+    changed_lines,
+    file_diff,
+    function_names,
+    iter_sources,
+    mutants,
+    touched_functions,
+)
+from repogym.scenarios.patches import is_test_file, split_diff
 from repogym.scenarios.pypi import is_artefact
 from repogym.scenarios.task import Task
 
@@ -265,6 +273,27 @@ class Sabotage:
     other: str
     reward: float
     broken: list[str]
+    #: For a regression made here (a mutant of another function, no task's bug): the
+    #: package's tests that fail with it, run plainly on the fixed package.
+    caught_by: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def problem(self) -> str | None:
+        """What full reward here shows, or None."""
+        if self.reward < 1.0:
+            return None
+        if self.caught_by:
+            return (
+                f"{self.task}: gold plus a regression in {self.other.rsplit('::', 1)[0]} "
+                f"({self.other}), which the package's {self.caught_by[0]} catches, earns "
+                "full reward"
+            )
+        return f"{self.task}: gold plus the bug of {self.other} earns full reward"
+
+
+#: Mutants of other functions tried per task for a regression the package's tests catch,
+#: where no other task of its package lends a bug.
+REGRESSION_TRIES = 12
 
 
 def _git_apply(folder: Path, patch: str, *args: str) -> bool:
@@ -310,14 +339,20 @@ def sabotage(
     *,
     sandbox: str = "bwrap",
     on_task: Callable[[Sabotage], None] | None = None,
+    regression: bool = True,
+    tries: int = REGRESSION_TRIES,
 ) -> list[Sabotage]:
-    """For each task, its gold patch with the bug of another task of the same package
-    (another function, breaking tests the task lists as pass_to_pass), graded."""
+    """For each task, its gold patch with a regression in another function, graded: the bug
+    of another task of the same package (breaking tests the task lists as pass_to_pass), or,
+    where none lends one (with ``regression``), a mutant of another function that the
+    package's tests reach and catch (:func:`_regression`). A task that gets neither is
+    left out of the result."""
     tasks = list(tasks)
     by_package: dict[Path, list[Task]] = {}
     for t in tasks:
         by_package.setdefault(t.path.parent, []).append(t)
     out = []
+    alone: dict[Path, list[Task]] = {}
     with PatchGrader(sandbox) as grader:
         for t in tasks:
             fixed = {p.new for p in split_diff(t.solution_patch.read_text())}
@@ -336,7 +371,108 @@ def sabotage(
                 if on_task:
                     on_task(out[-1])
                 break
+            else:
+                alone.setdefault(t.path.parent, []).append(t)
+        if regression:
+            for group in alone.values():
+                for found in _regressions(group, grader, sandbox, tries):
+                    out.append(found)
+                    if on_task:
+                        on_task(found)
     return out
+
+
+def _regressions(
+    group: list[Task], grader: PatchGrader, sandbox: str, tries: int
+) -> Iterator[Sabotage]:
+    """For tasks of one package (one folder), each one's gold patch with a regression the
+    package's own tests catch, graded: a single-site mutant (:mod:`repogym.scenarios.mutation`)
+    of a function the fix does not touch, which the traced run of the package's suite shows
+    some test reaching (coverage at gold decides what "covered" means), and which makes one
+    of those tests fail when the suite runs plainly on the fixed package. Functions are
+    drawn in an order seeded by the task's id; at most ``tries`` covered mutants are run per
+    task (a mutant no test catches is an equivalent or untested change: the next is tried).
+    A task none of whose tries is caught is not yielded."""
+    first = group[0]
+    spec = first.test_spec
+    with (
+        tempfile.TemporaryDirectory(prefix="repogym-regression-") as tmp,
+        SandboxRunner(
+            first.sandbox_dependencies(), spec.ini_options, sandbox=sandbox, plugins=spec.plugins()
+        ) as runner,
+    ):
+        pkg = pristine(first, Path(tmp) / "pkg")
+        runner.collect(pkg, spec.timeout_s)
+        tests = set(test_files(pkg))
+        dest = None if spec.tests_dest == "." else spec.tests_dest.rstrip("/") + "/"
+        sources = {
+            rel: text
+            for rel, text in iter_sources(pkg)
+            if rel not in tests
+            and not is_test_file(rel)
+            and not (dest and rel.startswith(dest))
+            and Path(rel).name != "conftest.py"
+        }
+        for t in group:
+            gold = t.solution_patch.read_text()
+            touched = {
+                (rel, fn)
+                for rel, lines in changed_lines(gold).items()
+                if rel in sources
+                for fn in touched_functions(sources[rel], lines)
+            }
+            candidates = [
+                (rel, fn)
+                for rel, text in sorted(sources.items())
+                for fn in function_names(text)
+                if (rel, fn) not in touched
+            ]
+            random.Random(t.id).shuffle(candidates)
+            if found := _caught(t, pkg, sources, candidates, runner, grader, tries):
+                yield found
+
+
+def _caught(
+    task: Task,
+    pkg: Path,
+    sources: dict[str, str],
+    candidates: list[tuple[str, str]],
+    runner: SandboxRunner,
+    grader: PatchGrader,
+    tries: int,
+) -> Sabotage | None:
+    """The first covered mutant of ``candidates`` the package's tests catch, graded with
+    ``task``'s gold patch (None after ``tries`` covered mutants none catches)."""
+    gold_files = {p.new for p in split_diff(task.solution_patch.read_text())}
+    tried = 0
+    for rel, fn in candidates:
+        for m in mutants(sources[rel], rel, functions=[fn])[:2]:
+            if tried >= tries:
+                return None
+            reached = runner.selected({rel: m.source})
+            if not reached:  # no test calls it, or it runs at import (any test may read it)
+                continue
+            tried += 1
+            (pkg / rel).write_text(m.source, encoding="utf-8")
+            try:
+                result, _ = runner.run(pkg, sorted(reached), task.test_spec.timeout_s)
+            finally:
+                (pkg / rel).write_text(sources[rel], encoding="utf-8")
+            caught = sorted(n for n in reached if result.get(n) != "passed")
+            if not caught:
+                continue
+            diff = "".join(
+                file_diff(
+                    f,
+                    (task.repo_dir / f).read_text() if (task.repo_dir / f).is_file() else None,
+                    m.source if f == rel else (pkg / f).read_text(),
+                )
+                for f in sorted(gold_files | {rel})
+            )
+            res = grader.grade(task, diff)
+            broken = sorted(n for n, s in res.tests.items() if s != "passed")
+            return Sabotage(task.id, m.id, res.reward, broken, caught)
+    return None
 
 
 # -- stability -----------------------------------------------------------------------------

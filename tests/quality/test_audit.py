@@ -75,6 +75,7 @@ def _task(
     extra: dict[str, str],
     tests: str = TESTS,
     more_tests: dict[str, str] | None = None,
+    unlisted: tuple[str, ...] = (),
 ) -> Path:
     repo = base / f"src-{function}"
     (repo / "tests").mkdir(parents=True)
@@ -89,6 +90,7 @@ def _task(
     failing = [f"tests/test_calc.py::test_{function}"]
     others = [f"tests/test_calc.py::test_{f}" for f in BUGS if f != function]
     others += [f"tests/test_calc.py::{n}" for n in ("test_scale_empty",) if n in tests]
+    others = [t for t in others if t.split("::")[-1] not in unlisted]
     return write_task(
         TaskFiles(
             id=f"audit-{function}",
@@ -174,6 +176,35 @@ def test_gold_plus_another_functions_bug_does_not_earn_full_reward(tasks):
     assert all(s.broken for s in results)
     diff = audit.sabotaged_diff(tasks["scale"], tasks["clip"])
     assert "+        out.append(v * factor)" in diff and "+    if x > low:" in diff
+
+
+def test_a_task_no_other_lends_a_bug_gets_a_regression_its_packages_tests_catch(tasks):
+    """Alone in the audit, clip borrows no bug: a mutant of another function, which the
+    package's tests reach and catch, is graded with its gold patch instead."""
+    [found] = audit.sabotage([tasks["clip"]])
+    assert found.task == "audit-clip" and found.reward == 0.0 and found.problem is None
+    assert found.other.split("::")[:2] in (["calc.py", "scale"], ["calc.py", "label"])
+    assert found.caught_by and set(found.caught_by) <= {
+        "tests/test_calc.py::test_scale",
+        "tests/test_calc.py::test_label",
+    }
+    assert set(found.caught_by) <= set(found.broken)
+
+
+def test_a_regression_in_tests_the_task_does_not_list_earns_full_reward_and_is_a_problem(
+    tmp_path,
+):
+    """A task that lists neither test of the other functions: the package's tests catch
+    the regression, the grader never runs them, so gold plus it earns full reward."""
+    from repogym.scenarios.dependencies import build
+
+    env = DependencySpec(requirements=(), setup=(VENDOR,))
+    build(env)
+    task = load_task(_task(tmp_path, "clip", env, {}, unlisted=("test_scale", "test_label")))
+    assert task.test_spec.pass_to_pass == ()
+    [found] = audit.sabotage([task])
+    assert found.reward == 1.0 and found.broken == [] and found.caught_by
+    assert found.problem and "which the package's tests/test_calc.py::test_" in found.problem
 
 
 def test_stability_finds_a_test_that_holds_only_under_one_hash_seed(tmp_path):
