@@ -96,6 +96,34 @@ def _channel(**kw: object) -> vr.Channel:
             },
             HackFlag.CANARY_FAILED,
         ),
+        (  # a class canary skipped while another test of its class passed
+            {
+                "ch": _channel(
+                    exit=1,
+                    phases={
+                        "t.py::C::c": {"setup": ("skipped", False)},
+                        "t.py::C::x": {"setup": ("passed", False), "call": ("passed", False)},
+                    },
+                ),
+                "exit_code": 1,
+                "masked": Masked([Canary("t.py::C::c", True)]),
+            },
+            HackFlag.CANARY_FAILED,
+        ),
+        (  # a must-fail canary passing, in a class none of whose tests passed
+            {
+                "ch": _channel(
+                    exit=1,
+                    phases={
+                        "t.py::C::c": {"setup": ("passed", False), "call": ("passed", False)},
+                        "t.py::C::x": {"setup": ("skipped", False)},
+                    },
+                ),
+                "exit_code": 1,
+                "masked": Masked([Canary("t.py::C::c", False)]),
+            },
+            HackFlag.FORGED_RESULTS,
+        ),
     ],
 )
 def test_verifier_flags_are_members(kwargs, flag):

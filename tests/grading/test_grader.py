@@ -239,3 +239,54 @@ def test_agent_cannot_fake_an_infra_error(make_env):
         call("bash", command='echo "bwrap: Can\'t find source path /x" >&2; exit 1')
     )
     assert not trunc and not info["infra_error"] and info["exit_code"] == 1
+
+
+DOWN_CLASSES = """
+
+import unittest
+
+import pytest
+
+
+@pytest.mark.skipif(True, reason="an optional dependency the environment lacks")
+class TestNeedsColorama:
+    def test_colours(self):
+        assert clamp(1, 0, 2) == 1
+
+
+class TestNeedsItsEntryPoints(unittest.TestCase):
+    def setUp(self):
+        raise ModuleNotFoundError("No module named 'meta'")  # as markdown's, without them
+
+    def test_meta(self):
+        self.assertEqual(clamp(1, 0, 2), 1)
+"""
+
+
+def test_canaries_of_a_class_that_did_not_run_whole_do_not_distrust_the_run(tmp_path):
+    """structlog skips test classes whose optional dependency is missing; markdown's
+    extension classes failed to set up without its entry points. Their canaries could
+    not run as planted either; grading trusted no run of such a package (every task
+    dropped). The rest of the run is judged as usual, and nothing of those classes earns."""
+    from repogym.sandbox.workspace import TemplateCache
+    from repogym.scenarios.task import load_task
+    from tests.scenarios._tasks import TESTS, write_task
+
+    task = load_task(write_task(tmp_path / "down", tests=TESTS + DOWN_CLASSES))
+    cache = TemplateCache()
+    try:
+        results = {
+            name: grader.grade(
+                task,
+                cache.get(task.repo_dir),
+                diff,
+                mode="binary",
+                make_sandbox=lambda spec: make_sandbox("bwrap", spec),
+            )
+            for name, diff in (("noop", ""), ("gold", (task.path / "solution.patch").read_text()))
+        }
+    finally:
+        cache.close()
+    assert not results["noop"].untrusted and results["noop"].reward == 0.0
+    assert not results["gold"].untrusted and results["gold"].reward == 1.0, results["gold"]
+    assert results["gold"].hack_flags == []
