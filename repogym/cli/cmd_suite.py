@@ -456,6 +456,7 @@ def _audit(args: argparse.Namespace) -> int:
         # a task that neither another task's bug nor a caught mutant checked goes
         # unchecked: say how many were, so a sample that checks nothing cannot pass for one
         # that did
+        graded = [s for s in graded if not s.error]
         made = sum(1 for s in graded if s.caught_by)
         print(
             f"sabotage: {len(graded)} of {len(tasks)} tasks graded with a regression in "

@@ -276,10 +276,14 @@ class Sabotage:
     #: For a regression made here (a mutant of another function, no task's bug): the
     #: package's tests that fail with it, run plainly on the fixed package.
     caught_by: list[str] = dataclasses.field(default_factory=list)
+    #: Why no regression could be made for the task (its package's suite did not run).
+    error: str = ""
 
     @property
     def problem(self) -> str | None:
-        """What full reward here shows, or None."""
+        """What full reward here shows (or why nothing was graded), or None."""
+        if self.error:
+            return f"{self.task}: no regression beside the fix could be graded: {self.error}"
         if self.reward < 1.0:
             return None
         if self.caught_by:
@@ -345,8 +349,9 @@ def sabotage(
     """For each task, its gold patch with a regression in another function, graded: the bug
     of another task of the same package (breaking tests the task lists as pass_to_pass), or,
     where none lends one (with ``regression``), a mutant of another function that the
-    package's tests reach and catch (:func:`_regression`). A task that gets neither is
-    left out of the result."""
+    package's tests reach and catch (:func:`_regressions`). A task that gets neither is
+    left out of the result; one whose package's suite could not be run for it comes back
+    with :attr:`Sabotage.error`."""
     tasks = list(tasks)
     by_package: dict[Path, list[Task]] = {}
     for t in tasks:
@@ -375,10 +380,15 @@ def sabotage(
                 alone.setdefault(t.path.parent, []).append(t)
         if regression:
             for group in alone.values():
-                for found in _regressions(group, grader, sandbox, tries):
-                    out.append(found)
+                try:
+                    found = list(_regressions(group, grader, sandbox, tries))
+                except Exception as e:  # an audit reports, never crashes
+                    why = f"{type(e).__name__}: {e}"
+                    found = [Sabotage(t.id, "", 0.0, [], error=why) for t in group]
+                for one in found:
+                    out.append(one)
                     if on_task:
-                        on_task(found)
+                        on_task(one)
     return out
 
 

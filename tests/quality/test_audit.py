@@ -207,6 +207,18 @@ def test_a_regression_in_tests_the_task_does_not_list_earns_full_reward_and_is_a
     assert found.problem and "which the package's tests/test_calc.py::test_" in found.problem
 
 
+def test_a_package_whose_suite_cannot_run_is_a_problem_not_a_crash(tasks, tmp_path):
+    import shutil
+
+    broken = tmp_path / "tasks" / "audit-clip"
+    shutil.copytree(tasks["clip"].path, broken)
+    patch = broken / "solution.patch"
+    patch.write_text(patch.read_text().replace("-    if x > low:", "-    if x >= low:"))
+    [found] = audit.sabotage([load_task(broken)])
+    assert found.error and "gold patch does not apply" in found.error
+    assert found.problem and "no regression beside the fix could be graded" in found.problem
+
+
 def test_stability_finds_a_test_that_holds_only_under_one_hash_seed(tmp_path):
     """A pass_to_pass test that asserts an exact ``hash()`` (as semver's and toolz's do)
     changes outcome under another PYTHONHASHSEED, for gold and for no change; nothing
