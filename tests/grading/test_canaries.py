@@ -162,3 +162,49 @@ def test_a_file_whose_test_names_use_few_words_is_masked_quickly():
     assert time.monotonic() - start < 30
     assert len(set(masked.renamed)) == 100
     ast.parse(masked_text)
+
+
+ORDERED = """\
+import unittest
+
+SHARED = {"prefix": "language-"}
+
+
+class TestFenced(unittest.TestCase):
+    # as markdown's fenced-code tests: one leaves a setting behind, and the tests after it
+    # in name order (unittest's order) expect it; the one before expects the default
+    def test_alt_prefix(self):
+        SHARED["prefix"] = "lang-"
+        self.assertEqual(SHARED["prefix"], "lang-")
+
+    def test_b_keeps_alt(self):
+        self.assertEqual(SHARED["prefix"], "lang-")
+
+    def test_a_default(self):
+        self.assertEqual(SHARED["prefix"], "language-")
+"""
+
+
+def test_renamed_unittest_methods_run_in_their_own_order_under_every_seed(tmp_path: Path):
+    """unittest runs a class's methods in name order, so random names reordered tests
+    that share state: they failed in some gradings and passed in others. The new names
+    sort as the old ones do."""
+    renamed = {}
+    for seed in range(12):
+        text, masked = mask_test_file(ORDERED, f"test_ordered_{seed}.py", random.Random(seed))
+        (tmp_path / f"test_ordered_{seed}.py").write_text(text)
+        renamed[seed] = masked.renamed
+        # the new names sort as the old ones
+        pairs = sorted((new, old) for new, old in masked.renamed.items() if "::TestFenced" in old)
+        assert [old for _, old in pairs] == sorted(old for _, old in pairs), (seed, pairs)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    failed = {ln.split()[1] for ln in out.stdout.splitlines() if ln.startswith("FAILED ")}
+    for seed, back in renamed.items():
+        assert not [back[n] for n in failed if n in back], (seed, out.stdout[-2000:])
