@@ -121,7 +121,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from repogym.quality.ray_map import RayMapError, ray_map
+    from repogym.quality.ray_map import RayMapError, each_job
     from repogym.quality.synth_history import HistoryJob, mine_job
     from repogym.scenarios.history import parse_day
 
@@ -166,18 +166,13 @@ def run(args: argparse.Namespace) -> int:
     }
     jobs = [HistoryJob(name, str(Path(args.out).resolve()), options) for name in args.names]
     results: list = []
-    if args.ray:
-        try:
-            for _job, res in ray_map(mine_job, jobs, address=args.ray, cpus_each=args.workers):
-                results.append(res)
-                _summary(res, say=say)
-        except RayMapError as e:
-            print(e, file=sys.stderr)
-            return 2
-    else:
-        for job in jobs:
-            results.append(mine_job(job, say))
-            _summary(results[-1], say=say)
+    try:
+        for _job, res in each_job(mine_job, jobs, ray=args.ray, cpus_each=args.workers, say=say):
+            results.append(res)
+            _summary(res, say=say)
+    except RayMapError as e:
+        print(e, file=sys.stderr)
+        return 2
     mined = [r for r in results if not isinstance(r, str)]
     for r in mined:
         print_written(r.written, r.dropped)

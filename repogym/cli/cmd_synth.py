@@ -168,7 +168,7 @@ def _run_pypi(args: argparse.Namespace) -> int:
     from packaging.utils import canonicalize_name
     from rich.console import Console
 
-    from repogym.quality.ray_map import RayMapError, ray_map
+    from repogym.quality.ray_map import RayMapError, each_job
     from repogym.quality.synth_pypi import SynthJob, synth_job
     from repogym.scenarios.pypi import PypiError, parse_project
 
@@ -214,18 +214,13 @@ def _run_pypi(args: argparse.Namespace) -> int:
         for project, name in zip(args.pypi, names, strict=True)
     ]
     results: list[PypiSynthesis | str] = []
-    if args.ray:
-        try:
-            for job, res in ray_map(synth_job, jobs, address=args.ray, cpus_each=args.workers):
-                results.append(res)
-                _summary(job, res, args, several=several)
-        except RayMapError as e:
-            print(e, file=sys.stderr)
-            return 2
-    else:
-        for job in jobs:
-            results.append(synth_job(job, say))
-            _summary(job, results[-1], args, several=several)
+    try:
+        for job, res in each_job(synth_job, jobs, ray=args.ray, cpus_each=args.workers, say=say):
+            results.append(res)
+            _summary(job, res, args, several=several)
+    except RayMapError as e:
+        print(e, file=sys.stderr)
+        return 2
     if not several and isinstance(results[0], str):
         return 2  # _summary said why
     return 0 if any(not isinstance(r, str) and r.written for r in results) else 1

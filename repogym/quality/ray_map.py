@@ -1,11 +1,13 @@
 """Packages spread over Ray: one remote call per package, results as each one finishes.
 
-``repogym suite fetch --ray local|ADDRESS`` and ``repogym suite build --ray ...`` hand each
-package to :func:`ray_map`: with ``local`` it starts Ray on this machine, else it joins the
-cluster at ``ADDRESS``. Every call writes where it would without Ray (a suite's root, a
-manifests folder), so on a cluster those paths must be on a file system every node sees
-(the callers check what came back and say so when a node wrote elsewhere). An interrupt
-cancels the calls still running; a Ray this process started is shut down on the way out.
+``repogym suite fetch --ray local|ADDRESS``, ``repogym suite build --ray ...``, ``repogym
+history`` and ``repogym synth --pypi`` hand each package to :func:`ray_map` (the last two
+through :func:`each_job`, which runs them in turn without ``--ray``): with ``local`` it
+starts Ray on this machine, else it joins the cluster at ``ADDRESS``. Every call writes
+where it would without Ray (a suite's root, a manifests folder), so on a cluster those
+paths must be on a file system every node sees (the callers check what came back and say
+so when a node wrote elsewhere). An interrupt cancels the calls still running; a Ray this
+process started is shut down on the way out.
 """
 
 from __future__ import annotations
@@ -73,3 +75,26 @@ def ray_map(
             ray.cancel(ref, force=True)
         if started:
             ray.shutdown()
+
+
+def each_job(
+    fn: Callable[..., Result],
+    jobs: Iterable[Item],
+    *,
+    ray: str | None = None,
+    cpus_each: int = 1,
+    say: Callable[[str], None] | None = None,
+) -> Iterator[tuple[Item, Result]]:
+    """``(job, fn(job, say))`` for each job in turn, or, with ``ray`` (``local`` or a
+    cluster address), ``(job, fn(job))`` as each Ray task finishes (:func:`ray_map`: a job
+    on another machine has no console to speak on). The one loop of the commands that take
+    several packages with or without ``--ray``.
+
+    Raises:
+        RayMapError: as :func:`ray_map`.
+    """
+    if ray:
+        yield from ray_map(fn, jobs, address=ray, cpus_each=cpus_each)
+    else:
+        for job in jobs:
+            yield job, fn(job, say)
