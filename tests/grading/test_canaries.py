@@ -83,19 +83,24 @@ def _plant_seeds(folder: Path, seeds: int = 8) -> dict:
     return planted
 
 
-def test_every_canary_is_collected_where_it_was_planted(tmp_path: Path):
-    """STATEFUL ends with a test class: its canaries and the module's meet at the last line,
-    and the module's, planted first, once swallowed the class's (nested in a function, never
-    collected: the judge then called an honest run forged)."""
-    planted = _plant_seeds(tmp_path)
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "."],
-        cwd=tmp_path,
+def _pytest(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """pytest run over the planted files of ``folder`` (quiet, no cache)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "."],
+        cwd=folder,
         capture_output=True,
         text=True,
         check=False,
         timeout=120,
     )
+
+
+def test_every_canary_is_collected_where_it_was_planted(tmp_path: Path):
+    """STATEFUL ends with a test class: its canaries and the module's meet at the last line,
+    and the module's, planted first, once swallowed the class's (nested in a function, never
+    collected: the judge then called an honest run forged)."""
+    planted = _plant_seeds(tmp_path)
+    out = _pytest(tmp_path, "--collect-only")
     collected = set(out.stdout.split())
     for seed, masked in planted.items():
         assert any("::Test" in c.node_id for c in masked.canaries)
@@ -106,14 +111,7 @@ def test_every_canary_is_collected_where_it_was_planted(tmp_path: Path):
 
 def test_a_wrong_fix_fails_its_state_test_under_every_seed(tmp_path: Path):
     planted = _plant_seeds(tmp_path)
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "."],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    out = _pytest(tmp_path, "-rA")
     lines = {
         ln.split()[1]: ln.split()[0]
         for ln in out.stdout.splitlines()
@@ -197,14 +195,7 @@ def test_renamed_unittest_methods_run_in_their_own_order_under_every_seed(tmp_pa
         # the new names sort as the old ones
         pairs = sorted((new, old) for new, old in masked.renamed.items() if "::TestFenced" in old)
         assert [old for _, old in pairs] == sorted(old for _, old in pairs), (seed, pairs)
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "."],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    out = _pytest(tmp_path, "-rA")
     failed = {ln.split()[1] for ln in out.stdout.splitlines() if ln.startswith("FAILED ")}
     for seed, back in renamed.items():
         assert not [back[n] for n in failed if n in back], (seed, out.stdout[-2000:])
