@@ -25,7 +25,8 @@ from repogym.cli.options import SPLITS, add_mutation_options, bad_mutation_args
 from repogym.cli.printing import print_written, run_mutation
 
 if TYPE_CHECKING:
-    from repogym.quality.synth_pypi import PypiSynthesis, SynthJob
+    from repogym.quality.synth_pypi import PypiSynthesis
+    from repogym.quality.synthesis import SynthJob
 
 #: Mutants graded per task by `synth --pypi` unless --max-mutants says otherwise: a real
 #: function has 50-100 of them, and a package's own test suite takes seconds per grading, so
@@ -169,7 +170,7 @@ def _run_pypi(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from repogym.quality.ray_map import RayMapError, each_job
-    from repogym.quality.synth_pypi import SynthJob, synth_job
+    from repogym.quality.synthesis import SynthJob, synth_job
     from repogym.scenarios.pypi import PypiError, parse_project
 
     console = Console(stderr=True)

@@ -11,10 +11,6 @@ code and writes a bug report per task (:func:`repogym.scenarios.synth.synthesize
 task written is graded by ``repogym validate`` (noop, gold, reruns, decoys) and its
 sandbox is scanned for the fix (:func:`repogym.quality.audit.leak_scan`) before it reaches
 ``out``; the ones that fail are dropped and reported.
-
-:func:`synth_job` runs one package's pipeline from a :class:`SynthJob` (plain data a Ray task
-carries) and returns the package's failure as its message: ``repogym synth`` calls it for
-each ``--pypi`` package, in turn or through :func:`repogym.quality.ray_map.ray_map`.
 """
 
 from __future__ import annotations
@@ -95,32 +91,3 @@ def plugins_of(
     built dependencies (:func:`repogym.scenarios.pypi.pytest_plugins`)."""
     derived = pypi.derive_environment(repo, name, extra=extra, drop=drop)
     return pypi.pytest_plugins(built.site, [Requirement(r).name for r in derived.requirements])
-
-
-@dataclasses.dataclass
-class SynthJob:
-    """One package's synthesis (:func:`repogym.quality.synthesis.from_pypi`'s arguments as
-    plain data, so that a Ray task can carry it): ``options`` are its keyword arguments
-    other than ``say``."""
-
-    project: str
-    out: str
-    options: dict
-
-
-def synth_job(job: SynthJob, say: Callable[[str], None] | None = None) -> PypiSynthesis | str:
-    """:func:`~repogym.quality.synthesis.from_pypi` for ``job`` (quietly without ``say``: a
-    remote call has no console); a package that cannot be synthesised from (its sdist or
-    dependencies unavailable, no test passing in the sandbox, an ``OSError``) comes back as
-    the exception's message (the caller names the package when there are several), so the
-    other packages go on."""
-    from repogym.quality import synthesis
-    from repogym.sandbox.base import SandboxError
-    from repogym.scenarios.synth import SynthError
-
-    try:
-        return synthesis.from_pypi(
-            job.project, Path(job.out), say=say or (lambda m: None), **job.options
-        )
-    except (pypi.PypiError, deps.DependenciesUnavailable, SynthError, SandboxError, OSError) as e:
-        return str(e)

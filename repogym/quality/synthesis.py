@@ -34,11 +34,15 @@ Last, ``repogym synth`` scores each task written against mutants of its gold fix
 (:func:`repogym.quality.validate_mutation.mutation_check`, printed as it runs by
 :func:`repogym.cli.printing.run_mutation`) unless ``--no-mutation`` is given. Both
 pipelines raise :class:`repogym.scenarios.synth.SynthError` when the package's tests do not
-pass unmutated.
+pass unmutated. :func:`synth_job` runs :func:`from_pypi` from a :class:`SynthJob` (plain
+data a Ray task carries) and returns a package's failure as its message: ``repogym synth``
+calls it for each ``--pypi`` package, in turn or on Ray
+(:func:`repogym.quality.ray_map.each_job`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import statistics
 import tempfile
@@ -50,7 +54,9 @@ from repogym.quality import audit
 from repogym.quality.sandboxed_tests import SandboxRunner
 from repogym.quality.synth_pypi import PypiSynthesis, plugins_of, prepare
 from repogym.quality.validate import TaskReport, validate_tasks
+from repogym.sandbox.base import SandboxError
 from repogym.scenarios import pypi, suites
+from repogym.scenarios.dependencies import DependenciesUnavailable
 from repogym.scenarios.synth import MAX_FAIL_TO_PASS, SynthError, synthesize
 from repogym.scenarios.task import Task, load_task
 
@@ -397,3 +403,26 @@ def _attacked(tasks: list[Task], sandbox: str, workers: int) -> dict[str, list[s
                     for r in report.holes
                 ]
     return holes
+
+
+@dataclasses.dataclass
+class SynthJob:
+    """One package's synthesis (:func:`from_pypi`'s arguments as
+    plain data, so that a Ray task can carry it): ``options`` are its keyword arguments
+    other than ``say``."""
+
+    project: str
+    out: str
+    options: dict
+
+
+def synth_job(job: SynthJob, say: Callable[[str], None] | None = None) -> PypiSynthesis | str:
+    """:func:`from_pypi` for ``job`` (quietly without ``say``: a
+    remote call has no console); a package that cannot be synthesised from (its sdist or
+    dependencies unavailable, no test passing in the sandbox, an ``OSError``) comes back as
+    the exception's message (the caller names the package when there are several), so the
+    other packages go on."""
+    try:
+        return from_pypi(job.project, Path(job.out), say=say or (lambda m: None), **job.options)
+    except (pypi.PypiError, DependenciesUnavailable, SynthError, SandboxError, OSError) as e:
+        return str(e)
