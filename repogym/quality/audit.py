@@ -49,6 +49,7 @@ from repogym.sandbox.base import WORKSPACE, SandboxError
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios import bug_reports
 from repogym.scenarios.mutation import (
+    Mutant,
     changed_lines,
     file_diff,
     function_names,
@@ -423,6 +424,15 @@ def _regressions(
             and not (dest and rel.startswith(dest))
             and Path(rel).name != "conftest.py"
         }
+        by_file: dict[str, dict[str, list[Mutant]]] = {}  # each module parsed once
+
+        def mutants_of(rel: str, fn: str) -> list[Mutant]:
+            if rel not in by_file:
+                by_file[rel] = {}
+                for m in mutants(sources[rel], rel):
+                    by_file[rel].setdefault(m.function, []).append(m)
+            return by_file[rel].get(fn, [])
+
         for t in group:
             gold = t.solution_patch.read_text()
             touched = {
@@ -438,7 +448,7 @@ def _regressions(
                 if (rel, fn) not in touched
             ]
             random.Random(t.id).shuffle(candidates)
-            if found := _caught(t, pkg, sources, candidates, runner, grader, tries):
+            if found := _caught(t, pkg, sources, candidates, mutants_of, runner, grader, tries):
                 yield found
 
 
@@ -447,16 +457,18 @@ def _caught(
     pkg: Path,
     sources: dict[str, str],
     candidates: list[tuple[str, str]],
+    mutants_of: Callable[[str, str], list[Mutant]],
     runner: SandboxRunner,
     grader: PatchGrader,
     tries: int,
 ) -> Sabotage | None:
-    """The first covered mutant of ``candidates`` the package's tests catch, graded with
-    ``task``'s gold patch (None after ``tries`` covered mutants none catches)."""
+    """The first covered mutant of ``candidates`` (``mutants_of(file, function)``) the
+    package's tests catch, graded with ``task``'s gold patch (None after ``tries`` covered
+    mutants none catches)."""
     gold_files = {p.new for p in split_diff(task.solution_patch.read_text())}
     tried = 0
     for rel, fn in candidates:
-        for m in mutants(sources[rel], rel, functions=[fn])[:2]:
+        for m in mutants_of(rel, fn)[:2]:
             if tried >= tries:
                 return None
             reached = runner.selected({rel: m.source})
