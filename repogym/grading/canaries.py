@@ -244,6 +244,8 @@ def mask_test_file(
     listed: Iterable[str] = (),
     canaries: bool = True,
     also: Iterable[tuple[str, str]] = (),
+    external: sl.Imported | None = None,
+    exports: Iterable[str] = (),
 ) -> tuple[str, Masked]:
     """``text`` masked: tests renamed (unless ``rename`` is False), assertions sealed (with
     ``seal``; :mod:`repogym.grading.seal`) and canaries added.
@@ -260,7 +262,9 @@ def mask_test_file(
     cells the grader cannot compute are read). ``also`` names mixin tests (``(class,
     method)``) the file defines for test classes elsewhere, sealed too; ``canaries`` False
     plants none (a file of mixins: a canary there would run in every class that inherits
-    it, under ids the grader never planted).
+    it, under ids the grader never planted). ``external`` are the expectation helpers the
+    file imports from other installed files (:func:`repogym.grading.seal.imported_helpers`),
+    ``exports`` the names of this file's helpers that other files' sealed calls use.
     """
     masked = Masked()
     try:
@@ -291,6 +295,8 @@ def mask_test_file(
             focus=[back.get(f, f) for f in focus],
             listed=cases,
             also=also,
+            imported=external,
+            exports=tuple(exports),
         )
         masked.seals, masked.checks_by_test, footer = (
             sealed.seals,
@@ -382,7 +388,13 @@ def plant(
     for f in focus:
         focus_in.setdefault(f.split("::", 1)[0], []).append(f)
     helpers = helpers_by_module(files)
-    inherited = _inherited(files, node_ids)
+    sources = _sources(files)
+    inherited = _inherited(sources, node_ids)
+    imports = {rel: sl.imported_helpers(sources, rel) for rel in holding}
+    exports: dict[str, set[str]] = {}
+    for found in imports.values():
+        for drel, names in found.definers.items():
+            exports.setdefault(drel, set()).update(names)
     mixins: dict[str, set[tuple[str, str]]] = {}
     for definer in inherited.values():
         drel, cls, method = definer.split("::")
@@ -393,7 +405,13 @@ def plant(
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if (rel not in holding and rel not in mixins) or src.suffix != ".py":
-            shutil.copyfile(src, target, follow_symlinks=False)
+            if rel in exports and src.suffix == ".py":
+                text = src.read_text(encoding="utf-8", errors="surrogateescape")
+                target.write_text(
+                    _export(text, exports[rel], rng), encoding="utf-8", errors="surrogateescape"
+                )
+            else:
+                shutil.copyfile(src, target, follow_symlinks=False)
             continue
         text, masked = mask_test_file(
             src.read_text(encoding="utf-8", errors="surrogateescape"),
@@ -406,6 +424,8 @@ def plant(
             listed=[n for n in node_ids if n.split("::", 1)[0] == rel],
             canaries=rel in holding,
             also=mixins.get(rel, ()),
+            external=imports.get(rel),
+            exports=exports.get(rel, ()),
         )
         target.write_text(text, encoding="utf-8", errors="surrogateescape")
         mixin_seals += [s for s in masked.seals if s.test in set(inherited.values())]
@@ -428,10 +448,8 @@ def plant(
     return out
 
 
-def _inherited(files: dict[str, Path], node_ids: list[str]) -> dict[str, str]:
-    """:func:`repogym.grading.seal.inherited_tests` over the Python files grading installs
-    (a listed method a class inherits from a mixin -> the mixin's method), for the classes
-    grading does not rename (a renamed class's inherited tests keep pytest's verdict)."""
+def _sources(files: dict[str, Path]) -> dict[str, str]:
+    """Workspace path -> text of the Python files grading installs."""
     sources = {}
     for rel, src in files.items():
         if src.suffix == ".py":
@@ -439,6 +457,24 @@ def _inherited(files: dict[str, Path], node_ids: list[str]) -> dict[str, str]:
                 sources[rel] = src.read_text(encoding="utf-8", errors="surrogateescape")
             except OSError:
                 continue
+    return sources
+
+
+def _export(text: str, names: Iterable[str], rng: random.Random) -> str:
+    """A file that only defines expectation helpers other files' sealed calls use
+    (:func:`repogym.grading.seal.export_helpers`), made to report for their handles."""
+    try:
+        tree = _parse(text)
+    except SyntaxError:
+        return text
+    out, footer = sl.export_helpers(text, tree, set(names), rng, _facts(tree)[2])
+    return out if not footer else out + ("" if out.endswith("\n") else "\n") + footer
+
+
+def _inherited(sources: dict[str, str], node_ids: list[str]) -> dict[str, str]:
+    """:func:`repogym.grading.seal.inherited_tests` over the Python files grading installs
+    (a listed method a class inherits from a mixin -> the mixin's method), for the classes
+    grading does not rename (a renamed class's inherited tests keep pytest's verdict)."""
     return {
         test: definer
         for test, definer in sl.inherited_tests(sources, node_ids).items()

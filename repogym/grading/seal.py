@@ -874,38 +874,187 @@ def expectation_helper(fn: ast.FunctionDef, method: bool = False) -> _Helper | N
     return _Helper(params, uses) if uses else None
 
 
-def _helpers_of(tree: ast.Module) -> tuple[dict[str, _Helper], dict[str, dict[str, _Helper]]]:
-    """The file's module-level expectation helpers by name, and each class's (its own
-    methods and those of its bases the file defines) by class name."""
-    functions = {
-        n.name: h
-        for n in tree.body
-        if isinstance(n, ast.FunctionDef) and (h := expectation_helper(n))
-    }
-    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-    methods: dict[str, dict[str, _Helper]] = {}
+@dataclasses.dataclass
+class Imported:
+    """What a test file takes from the other files grading installs, as sealing needs it
+    (:func:`imported_helpers`): the expectation helpers it calls by the names it knows
+    them (``from markdown.test_tools import TestCase``, whose ``assertMarkdownRenders``
+    its tests call as ``self.assertMarkdownRenders(...)``)."""
 
-    def of(name: str, depth: int = 0) -> dict[str, _Helper]:
-        if name in methods:
-            return methods[name]
+    #: Module functions that are expectation helpers, by local name.
+    functions: dict[str, _Helper] = dataclasses.field(default_factory=dict)
+    #: Local class name -> its expectation-helper methods (with its bases' in its file).
+    classes: dict[str, dict[str, _Helper]] = dataclasses.field(default_factory=dict)
+    #: Local class name -> every method it and those bases define.
+    methods: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+    #: Workspace path of a defining file -> the names (module functions and classes) whose
+    #: helpers a sealed call of this file may hand a handle: there they must report what
+    #: they compare (:func:`export_helpers`).
+    definers: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+
+
+def _class_members(
+    tree: ast.Module, imported: Imported | None = None
+) -> tuple[dict[str, dict[str, _Helper]], dict[str, frozenset[str]]]:
+    """Each class of the file by name -> its expectation-helper methods, and -> the names
+    of all its methods; both with those of its bases, the ones the file defines and the
+    ones it imports (``imported``)."""
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    imported = imported or Imported()
+    helpers: dict[str, dict[str, _Helper]] = {}
+    names: dict[str, frozenset[str]] = {}
+
+    def of(name: str, depth: int = 0) -> tuple[dict[str, _Helper], frozenset[str]]:
+        if name in helpers:
+            return helpers[name], names[name]
         cls = classes.get(name)
-        found: dict[str, _Helper] = {}
         if cls is None or depth > 8:
-            return found
+            return imported.classes.get(name, {}), imported.methods.get(name, frozenset())
+        found: dict[str, _Helper] = {}
+        defined: set[str] = set()
         for base in reversed(cls.bases):
             if isinstance(base, ast.Name):
-                found.update(of(base.id, depth + 1))
+                h, m = of(base.id, depth + 1)
+                found.update(h)
+                defined |= m
         for sub in cls.body:
-            if isinstance(sub, ast.FunctionDef):
+            if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef):
+                defined.add(sub.name)
                 found.pop(sub.name, None)
-                if h := expectation_helper(sub, method=True):
+                if isinstance(sub, ast.FunctionDef) and (h := expectation_helper(sub, method=True)):
                     found[sub.name] = h
-        methods[name] = found
-        return found
+        helpers[name], names[name] = found, frozenset(defined)
+        return found, names[name]
 
     for name in classes:
         of(name)
-    return functions, methods
+    return helpers, names
+
+
+def _helpers_of(
+    tree: ast.Module, imported: Imported | None = None
+) -> tuple[dict[str, _Helper], dict[str, dict[str, _Helper]]]:
+    """The file's module-level expectation helpers by name (its own and those it imports),
+    and each class's (its own methods and those of its bases) by class name."""
+    functions = dict(imported.functions) if imported else {}
+    functions.update(
+        {
+            n.name: h
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef) and (h := expectation_helper(n))
+        }
+    )
+    return functions, _class_members(tree, imported)[0]
+
+
+def imported_helpers(sources: dict[str, str], rel: str) -> Imported:
+    """The expectation helpers the test file at ``rel`` imports from the other files of
+    ``sources`` (workspace path -> text of the Python files grading installs): module
+    functions, and classes (a test class's base) with their helper methods. A name
+    imported from a file grading does not install (the package's own code, which the
+    agent may change) gives nothing."""
+    out = Imported()
+    trees: dict[str, ast.Module | None] = {}
+
+    def tree_of(path: str) -> ast.Module | None:
+        if path not in trees:
+            try:
+                trees[path] = ast.parse(sources[path])
+            except (SyntaxError, ValueError):
+                trees[path] = None
+        return trees[path]
+
+    if rel not in sources or (tree := tree_of(rel)) is None:
+        return out
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        for a in node.names:
+            path = next(
+                (
+                    p
+                    for p in _module_files(rel, node.module, node.level)
+                    if p in sources and p != rel
+                ),
+                None,
+            )
+            if path is None or (dtree := tree_of(path)) is None:
+                continue
+            local = a.asname or a.name
+            functions, classes = _helpers_of(dtree)
+            if a.name in functions:
+                out.functions[local] = functions[a.name]
+                out.definers.setdefault(path, set()).add(a.name)
+            elif any(isinstance(n, ast.ClassDef) and n.name == a.name for n in dtree.body):
+                out.classes[local] = classes.get(a.name, {})
+                out.methods[local] = _class_members(dtree)[1][a.name]
+                if out.classes[local]:
+                    out.definers.setdefault(path, set()).add(a.name)
+    return out
+
+
+def _report_uses(src: _Text, alias: str, helper: _Helper) -> None:
+    """Make each use of a helper's expectation parameter report, for a handle, the value it
+    compares with it (``alias.at(p, k, computed)``; any other argument is compared as
+    written)."""
+    for p, uses in helper.uses.items():
+        for k, u in enumerate(uses):
+            src.replace(u.computed, f"{alias}.at({p}, {k}, ({src.segment(u.computed)}))")
+
+
+def _alias(rng: random.Random, taken: set[str]) -> str:
+    """A name for the check runtime's module that the file does not use."""
+    alias = "_rg_seal_" + "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(6))
+    while alias in taken:
+        alias += rng.choice("abcdefghijklmnopqrstuvwxyz")
+    return alias
+
+
+def export_helpers(
+    text: str, tree: ast.Module, names: Collection[str], rng: random.Random, taken: set[str]
+) -> tuple[str, str]:
+    """``text`` with the expectation helpers of ``names`` (module functions, and the
+    methods of classes with those of their bases in the file) made to report what they
+    compare when a sealed call of another file hands them a handle
+    (:attr:`Imported.definers`); and the footer the file then needs (empty if none).
+    Line numbers stay true."""
+    functions, classes = _helpers_of(tree)
+    chosen = {id(h): h for n in names if n in functions for h in [functions[n]]}
+    chosen.update({id(h): h for n in names for h in classes.get(n, {}).values()})
+    if not chosen:
+        return text, ""
+    src = _Text(text)
+    alias = _alias(rng, taken)
+    for h in chosen.values():
+        _report_uses(src, alias, h)
+    return src.text(), f"import {RUNTIME_MODULE} as {alias}  # noqa: E402\n"
+
+
+def _suite_call(node: ast.expr, self_name: str | None, methods: frozenset[str]) -> bool:
+    """Whether an argument is written with literals and calls of the test suite's own
+    methods alone (``self.dedent(\"\"\"...\"\"\")``, a method its class or a base grading
+    installs defines, not an assertion): nothing of the sandbox's state or the package's
+    code goes into it, so its value at gold is what the helper compared with."""
+    if self_name is None:
+        return False
+    called = {
+        id(n.func.value)
+        for n in ast.walk(node)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id == self_name
+        and n.func.attr in methods
+        and not n.func.attr.startswith(("assert", "_"))
+    }
+    if not called:
+        return False
+    for n in ast.walk(node):
+        if not isinstance(n, _NODES):
+            return False
+        if isinstance(n, ast.Name) and id(n) not in called and n.id not in _BUILTINS:
+            return False
+    return True
 
 
 def _literal_locals(fn: ast.FunctionDef, ns: dict[str, object]) -> dict[str, ast.expr]:
@@ -1599,6 +1748,8 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     focus: Collection[str] = (),
     listed: dict[str, list[str]] | None = None,
     also: Collection[tuple[str, str]] = (),
+    imported: Imported | None = None,
+    exports: Collection[str] = (),
 ) -> tuple[str, Sealed]:
     """``text`` with its sealable assertions replaced by sealed checks.
 
@@ -1625,6 +1776,10 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
             task lists (how a table with cells the grader cannot compute is read).
         also: ``(class, method)`` of mixin tests the file defines for classes elsewhere
             (:func:`inherited_tests`): sealed like the file's own tests.
+        imported: The expectation helpers the file imports from other installed files
+            (:func:`imported_helpers`): calls of them are sealed too.
+        exports: Helpers of this file that other files' sealed calls hand handles
+            (:func:`export_helpers`).
     """
     listed = listed or {}
     pytest_names = _pytest_names(tree)
@@ -1633,9 +1788,7 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     raisers = _module_raisers(tree, pytest_names)
     src = _Text(text)
     out = Sealed()
-    alias = "_rg_seal_" + "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(6))
-    while alias in taken:
-        alias += rng.choice("abcdefghijklmnopqrstuvwxyz")
+    alias = _alias(rng, taken)
     used: set[int] = set()
 
     def cid() -> int:
@@ -1792,6 +1945,8 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
         check of the value the helper compares with it."""
         call = stmt.value
         assert isinstance(call, ast.Call)
+        parts = node_id.split("::")
+        methods_of = class_methods.get(parts[1], frozenset()) if len(parts) == 3 else frozenset()
         if any(isinstance(a, ast.Starred) for a in call.args) or any(
             k.arg is None for k in call.keywords
         ):
@@ -1804,11 +1959,14 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
             if (arg := bound.get(p)) is None:
                 continue
             ok, value = _value(arg, names, local)
-            if not ok or (times != 1 and any(u.cond for u in uses)):
+            # an argument of literals and the suite's own methods is compared with what
+            # gold's helper computed (its value at gold is the one it was compared with)
+            at_gold = not ok and times == 1 and _suite_call(arg, scope.self_name, methods_of)
+            if not (ok or at_gold) or (times != 1 and any(u.cond for u in uses)):
                 continue
             plan: list[tuple[bool, object]] = []
             for u in uses:
-                if u.cond or scope.cond:
+                if u.cond or scope.cond or at_gold:
                     plan.append((True, None))
                     continue
                 if isinstance(u.expected, ast.Name):
@@ -1967,7 +2125,9 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     # only expects. A test that expects more columns than the others is sealed in a run of
     # its own (``focus``), where its constants lose every column it does not read as input.
     shared = shared_tables(tree, pytest_names)
-    module_helpers, class_helpers = _helpers_of(tree)
+    module_helpers, class_helpers = _helpers_of(tree, imported)
+    class_methods = _class_members(tree, imported)[1]
+    own_functions, own_classes = _helpers_of(tree)
     helper_of_cid: dict[int, _Helper] = {}
     guards: dict[str, dict[int, str]] = {}
     funcs = dict(_tests(tree, rel, also))
@@ -2037,16 +2197,22 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
                 src.replace(node, written)
     for node_id, table in users:
         hide_columns(node_id, table, set.intersection(*(allowed[c] for c in table.shared)))
+    # a helper with a sealed call reports, for a handle, what it compares: the file's own
+    # (one imported from another file reports there: ``export_helpers``), and the ones
+    # other files' sealed calls use
+    nodes = {id(n) for n in ast.walk(tree)}
+    chosen = [h for s in out.seals if (h := helper_of_cid.get(s.cid))]
+    chosen += [own_functions[n] for n in exports if n in own_functions]
+    chosen += [h for n in exports for h in own_classes.get(n, {}).values()]
     rewritten: set[int] = set()
-    for s in out.seals:  # a helper with a sealed call reports, for a handle, what it compares
-        if (h := helper_of_cid.get(s.cid)) is not None and id(h) not in rewritten:
-            rewritten.add(id(h))
-            for p, uses in h.uses.items():
-                for k, u in enumerate(uses):
-                    src.replace(u.computed, f"{alias}.at({p}, {k}, ({src.segment(u.computed)}))")
+    for h in chosen:
+        first = next(u.computed for us in h.uses.values() for u in us)
+        if id(first) in nodes and id(first) not in rewritten:  # this file's, once
+            rewritten.add(id(first))
+            _report_uses(src, alias, h)
     for s in out.seals:
         out.checks_by_test[s.test] += 1
-    if out.seals:
+    if out.seals or rewritten:
         out.footer = f"import {RUNTIME_MODULE} as {alias}  # noqa: E402\n"
     return src.text(), out
 

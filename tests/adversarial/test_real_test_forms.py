@@ -831,3 +831,76 @@ def test_an_equality_of_two_locals_keeps_the_equality_beside_the_gold_check():
     lines = text.splitlines()
     assert ".equal(" in lines[4] and "(f1), f2, True)" in lines[4]
     assert ".equal(" in lines[9] and "(got), want, True)" in lines[9]
+
+
+#: A test-support module of the package (markdown's ``markdown/test_tools.py`` is one): a
+#: base class whose helper asserts the code renders an input as expected, and a method that
+#: writes the expectation out (``self.dedent("""...""")``).
+TOOLS = """\
+import textwrap
+import unittest
+
+from mod import clamp
+
+
+class Case(unittest.TestCase):
+    high = 10
+
+    def dedent(self, text):
+        return textwrap.dedent(text).strip()
+
+    def assertClamps(self, value, expected, **kw):
+        got = clamp(value, 0, kw.get("high", self.high))
+        self.assertEqual(str(got), expected)
+"""
+BASE_HELPER_TESTS = '''\
+from tools import Case
+
+
+class TestClamp(Case):
+    def test_literal(self):
+        self.assertClamps(15, "10")
+
+    def test_dedented(self):
+        self.assertClamps(
+            30,
+            self.dedent(
+                """
+                7
+                """
+            ),
+            high=7,
+        )
+
+    def test_inside(self):
+        self.assertClamps(5, "5")
+'''
+
+
+def test_a_helper_of_a_base_class_in_a_support_module_is_sealed_at_each_call(tmp_path):
+    f2p = (
+        "tests/test_mod.py::TestClamp::test_literal",
+        "tests/test_mod.py::TestClamp::test_dedented",
+    )
+    root = write_task(
+        tmp_path / "base-helper",
+        tests=BASE_HELPER_TESTS,
+        f2p=f2p,
+        p2p=("tests/test_mod.py::TestClamp::test_inside",),
+    )
+    (root / "tests" / "tools.py").write_text(TOOLS)
+    task = load_task(root)
+    files = grader._files_to_plant(task, task.repo_dir)
+    masked = cn.plant(files, tmp_path / "planted", task.test_spec.all_tests, random.Random(5))
+    planted = (tmp_path / "planted" / "tests" / "test_mod.py").read_text()
+    tools = (tmp_path / "planted" / "tests" / "tools.py").read_text()
+    # the expectations leave the test file (the literal, and the dedented text: compared
+    # with what gold's helper computed); the support module reports what it compares
+    assert '"10"' not in planted and "7\n" not in planted.split("def test_inside")[0]
+    assert '"5"' not in planted
+    assert ".at(expected, 0, (str(got)))" in tools and "import _repogym_seal" in tools
+    by_test = {masked.original(s.test): s for s in masked.seals}
+    assert not by_test[f2p[0]].gold and by_test[f2p[0]].expected == "10"
+    assert by_test[f2p[1]].gold
+    _forger_earns_nothing(task, f2p)
+    assert all(grader.value_sealed(task).values())
