@@ -40,6 +40,16 @@ def split_diff(diff: str) -> list[FilePatch]:
     return patches
 
 
+def headerless(diff: str) -> bool:
+    """Whether a diff changes lines but names no file the way ``git diff`` does (``diff
+    --git a/PATH b/PATH``): a plain unified diff, which :func:`split_diff` reads as empty."""
+    changes = any(
+        line.startswith(("+", "-", "@@")) and not line.startswith(("+++", "---"))
+        for line in diff.splitlines()
+    )
+    return changes and not split_diff(diff)
+
+
 def is_test_file(path: str) -> bool:
     name = PurePosixPath(path).name
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))

@@ -36,6 +36,7 @@ from repogym.scenarios.dependencies import (
     locate,
     parse_spec,
 )
+from repogym.scenarios.patches import headerless
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 #: The splits a task can be in: ``train``, what a policy learns from; ``test``, held out
@@ -612,6 +613,16 @@ def load_task(path: str | Path) -> Task:
         if not (p.is_dir() if kind == "folder" else p.is_file()):
             raise TaskError(
                 f"{path}: {name} {kind} missing. Fix: add {name} (see docs/authoring.md)"
+            )
+    for patch in [path / "solution.patch", *(path / "alternatives").glob("*.patch")] + [
+        *(path / "decoys").glob("*.patch")
+    ]:
+        if patch.is_file() and headerless(patch.read_text(errors="surrogateescape")):
+            raise TaskError(
+                f"{patch}: a diff with no 'diff --git a/PATH b/PATH' file headers (a plain "
+                "unified diff), which grading would read as no change. Fix: write it with "
+                "`git diff` (or `git diff --no-index OLD NEW` and fix the paths), see "
+                "docs/authoring.md"
             )
     if (path / "repo" / ".git").exists():
         raise TaskError(

@@ -143,3 +143,18 @@ def test_every_cited_doc_exists(task_dir):
         r"\(see docs/authoring.md\)",
     ):
         load_task(task_dir)
+
+
+def test_a_plain_unified_diff_is_refused_not_graded_as_no_change(task_dir: Path):
+    patch = task_dir / "solution.patch"
+    with_headers = patch.read_text()
+    assert with_headers.startswith("diff --git ")
+    plain = with_headers[with_headers.index("--- ") :]  # what `diff -u` writes
+    patch.write_text(plain)
+    with pytest.raises(TaskError) as e:
+        load_task(task_dir)
+    msg = str(e.value)
+    assert msg.startswith(f"{patch}: ") and "no 'diff --git a/PATH b/PATH'" in msg
+    assert "Fix: write it with `git diff`" in msg
+    patch.write_text(with_headers)
+    assert load_task(task_dir).solution_patch.read_text() == with_headers
