@@ -815,6 +815,20 @@ def _only_reads(node: ast.expr, name: str) -> bool:
     return _names_read(node) == {name} and all(isinstance(n, _NODES) for n in ast.walk(node))
 
 
+def _compared_pairs(test: ast.Compare) -> list[tuple[ast.expr, ast.expr]]:
+    """The pairs ``a == b`` compares: its sides, or, for two tuples (or lists) written out
+    with as many items (``(e, e.inv) == (val, inv)``), each pair of items."""
+    left, right = test.left, test.comparators[0]
+    if (
+        isinstance(left, ast.Tuple | ast.List)
+        and type(left) is type(right)
+        and len(left.elts) == len(right.elts)
+        and not any(isinstance(e, ast.Starred) for e in (*left.elts, *right.elts))
+    ):
+        return list(zip(left.elts, right.elts, strict=True))
+    return [(left, right)]
+
+
 def expectation_helper(fn: ast.FunctionDef, method: bool = False) -> _Helper | None:
     """``fn`` as an expectation helper (:class:`_Helper`), or None.
 
@@ -844,14 +858,18 @@ def expectation_helper(fn: ast.FunctionDef, method: bool = False) -> _Helper | N
                 and len(test.ops) == 1
                 and isinstance(test.ops[0], ast.Eq)
             ):
-                sides = [test.left, test.comparators[0]]
-                for i in (1, 0):
-                    p = next((q for q in params if _only_reads(sides[i], q)), None)
-                    other = {n.id for n in ast.walk(sides[1 - i]) if isinstance(n, ast.Name)}
-                    if p is not None and p not in other:
-                        uses.setdefault(p, []).append(_Use(sides[1 - i], sides[i], cond or early))
-                        seen.update(id(n) for n in ast.walk(sides[i]) if isinstance(n, ast.Name))
-                        break
+                for sides in _compared_pairs(test):
+                    for i in (1, 0):
+                        p = next((q for q in params if _only_reads(sides[i], q)), None)
+                        other = {n.id for n in ast.walk(sides[1 - i]) if isinstance(n, ast.Name)}
+                        if p is not None and p not in other:
+                            uses.setdefault(p, []).append(
+                                _Use(sides[1 - i], sides[i], cond or early)
+                            )
+                            seen.update(
+                                id(n) for n in ast.walk(sides[i]) if isinstance(n, ast.Name)
+                            )
+                            break
             elif isinstance(stmt, ast.If):
                 walk(stmt.body, True)
                 walk(stmt.orelse, True)

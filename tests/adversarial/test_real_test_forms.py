@@ -904,3 +904,33 @@ def test_a_helper_of_a_base_class_in_a_support_module_is_sealed_at_each_call(tmp
     assert by_test[f2p[1]].gold
     _forger_earns_nothing(task, f2p)
     assert all(grader.value_sealed(task).values())
+
+
+PAIR_HELPER = """\
+from mod import clamp
+
+
+def test_pairs():
+    def ck(value, clamped, above_five):
+        assert (clamp(value, 0, 10), clamp(value, 5, 10)) == (clamped, above_five)
+
+    ck(15, 10, 10)
+    ck(3, 3, 5)
+
+
+def test_inside():
+    assert clamp(5, 0, 10) == 5
+"""
+
+
+def test_a_helper_comparing_two_tuples_written_out_seals_each_item(tmp_path):
+    text, out = sl.seal_file(
+        PAIR_HELPER, ast.parse(PAIR_HELPER), "tests/test_mod.py", random.Random(0), set()
+    )
+    assert sorted(s.expected for s in out.seals if s.test.endswith("test_pairs")) == [3, 5, 10, 10]
+    assert "ck(15, 10, 10)" not in text and "ck(3, 3, 5)" not in text
+    assert ".at(clamped, 0, (clamp(value, 0, 10)))" in text
+    f2p = ("tests/test_mod.py::test_pairs",)
+    _witnessed_and_unforgeable(
+        tmp_path / "pairs", PAIR_HELPER, f2p, ("tests/test_mod.py::test_inside",)
+    )
