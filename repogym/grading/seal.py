@@ -797,6 +797,10 @@ class _Use:
     computed: ast.expr  # the side the code computes
     expected: ast.expr  # the side that reads the parameter only (``e``, ``str(e)``)
     cond: bool  # in a branch (or the helper may return early): judged against gold
+    #: The unittest method that asserts it, where that method checks its arguments' type
+    #: before it compares them (``self.assertMultiLineEqual``: a ``str``): a handle's check
+    #: must then call ``assertEqual``, which only compares.
+    typed: ast.Attribute | None = None
 
 
 @dataclasses.dataclass
@@ -813,6 +817,29 @@ def _only_reads(node: ast.expr, name: str) -> bool:
     """Whether ``node`` reads ``name`` and nothing else but pure builtins it calls
     (``e``, ``str(e)``, ``tuple(expected)``)."""
     return _names_read(node) == {name} and all(isinstance(n, _NODES) for n in ast.walk(node))
+
+
+#: unittest's equality assertions that check their arguments' type before comparing them.
+_TYPED = {
+    "assertMultiLineEqual",
+    "assertListEqual",
+    "assertTupleEqual",
+    "assertDictEqual",
+    "assertSetEqual",
+    "assertSequenceEqual",
+}
+
+
+def _typed(stmt: ast.stmt) -> ast.Attribute | None:
+    """The ``self.assertXEqual`` a statement calls, where X is a type it checks first."""
+    if (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(f := stmt.value.func, ast.Attribute)
+        and f.attr in _TYPED
+    ):
+        return f
+    return None
 
 
 def _compared_pairs(test: ast.Compare) -> list[tuple[ast.expr, ast.expr]]:
@@ -864,7 +891,7 @@ def expectation_helper(fn: ast.FunctionDef, method: bool = False) -> _Helper | N
                         other = {n.id for n in ast.walk(sides[1 - i]) if isinstance(n, ast.Name)}
                         if p is not None and p not in other:
                             uses.setdefault(p, []).append(
-                                _Use(sides[1 - i], sides[i], cond or early)
+                                _Use(sides[1 - i], sides[i], cond or early, _typed(stmt))
                             )
                             seen.update(
                                 id(n) for n in ast.walk(sides[i]) if isinstance(n, ast.Name)
@@ -1015,9 +1042,14 @@ def _report_uses(src: _Text, alias: str, helper: _Helper) -> None:
     """Make each use of a helper's expectation parameter report, for a handle, the value it
     compares with it (``alias.at(p, k, computed)``; any other argument is compared as
     written)."""
+    typed: dict[int, ast.Attribute] = {}
     for p, uses in helper.uses.items():
         for k, u in enumerate(uses):
             src.replace(u.computed, f"{alias}.at({p}, {k}, ({src.segment(u.computed)}))")
+            if u.typed is not None:
+                typed[id(u.typed)] = u.typed
+    for f in typed.values():  # a handle's check compares a stand-in of no type: no type check
+        src.replace(f, f"({src.segment(f.value)}.assertEqual)")
 
 
 def _alias(rng: random.Random, taken: set[str]) -> str:

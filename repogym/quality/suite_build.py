@@ -22,7 +22,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from repogym.grading.grader import code_digest
+from repogym.grading.grader import GradeResult, code_digest
 from repogym.quality import audit, restate
 from repogym.quality.adversarial import AttackResult, forger_check
 from repogym.quality.pool import grading_pool
@@ -239,8 +239,17 @@ def _fetch_package(
             for t in report.already
             if t in index and index[t].get("seals", {}).get("grader") != code_digest()
         ]
+        broken = set()
         for task, seals in measure_seals(stale, grader=grader, workers=workers):
-            suites.record_seals(base, task.id, seals)
+            if isinstance(seals, str):  # gold fails under this grading code: not validated
+                broken.add(task.id)
+                suites.drop_validated(base, task.id)
+                report.already.remove(task.id)
+                report.failed[task.id] = seals
+                on_event("fail", f"{task.id}: {seals}")
+            else:
+                suites.record_seals(base, task.id, seals)
+        stale = [t for t in stale if t.id not in broken]
         if adversarial and stale:
             _forger_checks(stale, grader, report, workers, base, {})
         report.seconds["seals"] = report.seconds.get("seals", 0.0) + time.monotonic() - start
@@ -271,17 +280,36 @@ def seal_record(witnessed: int, f2p: int) -> dict:
 
 def measure_seals(
     tasks: list[Task], *, grader: PatchGrader, workers: int = 1
-) -> Iterator[tuple[Task, dict]]:
-    """Each task's fail_to_pass tests witnessed by a value seal: noop graded (gold recorded
-    first where its checks need it), and the tests whose failure a strong check showed
-    (less those the strongest attack passed, where its check is recorded)."""
+) -> Iterator[tuple[Task, dict | str]]:
+    """Each task's fail_to_pass tests witnessed by a value seal, for tasks validated under
+    other grading code: noop graded (gold recorded first where its checks need it), and the
+    tests whose failure a strong check showed (less those the strongest attack passed, where
+    its check is recorded). Gold is graded again too: a task whose gold patch does not
+    resolve it under this grading code (a new seal form that breaks a test) comes with why
+    (a ``str``) instead of its measure."""
+
+    def both(task: Task) -> tuple[GradeResult, GradeResult]:
+        gold = grader.grade(task, task.solution_patch.read_text(errors="surrogateescape"))
+        return gold, grader.grade(task, "")
+
     with grading_pool(workers) as pool:
-        futures = [(t, pool.submit(grader.grade, t, "")) for t in tasks]
-        for task, fut in futures:
-            res = fut.result()
-            if res.infra_error:
+        for task, (gold, noop) in zip(tasks, pool.map(both, tasks), strict=True):
+            if gold.infra_error or noop.infra_error:
                 continue
-            yield task, seal_record(len(res.witnessed or ()), len(task.test_spec.fail_to_pass))
+            if not gold.resolved:
+                failing = [t for t, s in sorted(gold.tests.items()) if s != "passed"]
+                yield (
+                    task,
+                    (
+                        f"the gold patch no longer resolves the task under this grading code "
+                        f"({code_digest()}): {len(failing)} listed tests fail, e.g. "
+                        f"{', '.join(failing[:3])}"
+                        + (f"; {gold.untrusted}" if gold.untrusted else "")
+                    ),
+                )
+                continue
+            f2p = len(task.test_spec.fail_to_pass)
+            yield task, seal_record(len(noop.witnessed or ()), f2p)
 
 
 def _forger_checks(

@@ -588,6 +588,14 @@ def record_seals(root: Path, task_id: str, seals: dict) -> None:
             _write_index(root, index)
 
 
+def drop_validated(root: Path, task_id: str) -> None:
+    """Take a task out of the index of validated tasks (the next fetch validates it anew)."""
+    with _index_lock(root):
+        index = read_index(root)
+        if index.pop(task_id, None) is not None:
+            _write_index(root, index)
+
+
 def record_scope(root: Path, task_id: str, reaching: int | None) -> None:
     """Store how many of a validated task's pass_to_pass tests reach the code its fix
     changes, on the fixed code (``None``: the fix changes code outside every function,
