@@ -294,6 +294,14 @@ def _forger_earns_nothing(task, f2p) -> None:
     assert set(f2p) <= set(forged.sealed_failures)
 
 
+def _task_with(root, tests: str, f2p, p2p, more: dict[str, str]):
+    """A clamp task with these hidden tests and more hidden files (name -> text)."""
+    write_task(root, tests=tests, f2p=f2p, p2p=p2p)
+    for name, text in more.items():
+        (root / "tests" / name).write_text(text)
+    return load_task(root)
+
+
 def _witnessed_and_unforgeable(root, tests: str, f2p, p2p) -> None:
     """A clamp task with these hidden tests: every fail_to_pass test is witnessed by a value
     seal, and the report-flipping forger earns no more than noop."""
@@ -580,14 +588,13 @@ def test_mixin_tests_and_unittest_classes_of_any_name_are_sealed(tmp_path):
         "tests/test_mod.py::ClampTest::test_mixin_clamp",
         "tests/test_mod.py::OtherClampTest::test_mixin_clamp",
     )
-    root = write_task(
+    task = _task_with(
         tmp_path / "mixins",
-        tests=MIXIN_USERS,
-        f2p=f2p,
-        p2p=("tests/test_mod.py::ClampTest::test_mixin_inside",),
+        MIXIN_USERS,
+        f2p,
+        ("tests/test_mod.py::ClampTest::test_mixin_inside",),
+        {"__init__.py": MIXIN},
     )
-    (root / "tests" / "__init__.py").write_text(MIXIN)
-    task = load_task(root)
     assert sl.inherited_tests(
         {"tests/__init__.py": MIXIN, "tests/test_mod.py": MIXIN_USERS}, task.test_spec.all_tests
     ) == {
@@ -882,14 +889,13 @@ def test_a_helper_of_a_base_class_in_a_support_module_is_sealed_at_each_call(tmp
         "tests/test_mod.py::TestClamp::test_literal",
         "tests/test_mod.py::TestClamp::test_dedented",
     )
-    root = write_task(
+    task = _task_with(
         tmp_path / "base-helper",
-        tests=BASE_HELPER_TESTS,
-        f2p=f2p,
-        p2p=("tests/test_mod.py::TestClamp::test_inside",),
+        BASE_HELPER_TESTS,
+        f2p,
+        ("tests/test_mod.py::TestClamp::test_inside",),
+        {"tools.py": TOOLS},
     )
-    (root / "tests" / "tools.py").write_text(TOOLS)
-    task = load_task(root)
     files = grader._files_to_plant(task, task.repo_dir)
     masked = cn.plant(files, tmp_path / "planted", task.test_spec.all_tests, random.Random(5))
     planted = (tmp_path / "planted" / "tests" / "test_mod.py").read_text()
