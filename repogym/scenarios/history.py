@@ -1149,9 +1149,19 @@ def _class_helpers(owner: ast.ClassDef, fn: ast.FunctionDef) -> list[ast.Functio
     return helpers
 
 
+def _written_out(node: ast.expr) -> bool:
+    """Whether an expression is a value written out (a literal, a display of literals)."""
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
 class _Messages(ast.NodeTransformer):
-    """``assert a == b`` (no message) becomes ``_actual = a``, ``_expected = b`` and an
-    assert whose message shows both; another bare ``assert c`` gets its own source as its
+    """``assert a == b`` (no message) becomes ``_actual = a``, ``_expected = b`` (``b``
+    the side written out: ``assert 3 == f(x)`` expects 3) and an assert whose message shows
+    both; another bare ``assert c`` gets its own source as its
     message (a script has no pytest to explain a failed assert)."""
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
@@ -1163,8 +1173,11 @@ class _Messages(ast.NodeTransformer):
             return node
         t = node.test
         if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq):
+            actual, expected = t.left, t.comparators[0]
+            if _written_out(actual) and not _written_out(expected):  # ``assert 3 == f(x)``
+                actual, expected = expected, actual
             return ast.parse(
-                f"_actual = {ast.unparse(t.left)}\n_expected = {ast.unparse(t.comparators[0])}\n"
+                f"_actual = {ast.unparse(actual)}\n_expected = {ast.unparse(expected)}\n"
                 "assert _actual == _expected, "
                 "f'expected {_expected!r}, got {_actual!r}'"
             ).body

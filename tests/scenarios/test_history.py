@@ -539,3 +539,11 @@ def test_a_reverted_function_gets_back_what_it_reads_that_the_newer_release_drop
     # without the old module, or with nothing dropped, the revert is as before
     assert history.revert_all({"mod.py": new}, [fn])["mod.py"] == history.revert(new, fn)
     assert history.with_needed_names(old, old, [fn]) == old
+
+
+def test_a_script_names_the_side_written_out_the_expected_one():
+    text = "from rgdemo import clamp\n\n\ndef test_first():\n    assert 3 == clamp(9, 0, 3)\n"
+    script = history.test_script(text, "tests/test_x.py::test_first")
+    assert "_actual = clamp(9, 0, 3)\n" in script and "_expected = 3\n" in script
+    other = text.replace("3 == clamp(9, 0, 3)", "clamp(9, 0, 3) == 3")
+    assert "_expected = 3\n" in history.test_script(other, "tests/test_x.py::test_first")
