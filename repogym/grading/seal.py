@@ -1527,7 +1527,8 @@ def _gold_side_of(test: ast.Compare, args: set[str]) -> ast.expr | None:
 
 
 def _sealable(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """A test whose top-level statements all run whenever it passes."""
+    """A test whose top-level statements all run whenever it passes (one with no ``return``,
+    ``yield`` or ``await``, but a bare ``return`` that ends it)."""
     if isinstance(fn, ast.AsyncFunctionDef):
         return False
 
@@ -1540,7 +1541,10 @@ def _sealable(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
             yield child
             yield from walk(child)
 
-    return not any(isinstance(n, _NO_SEAL) for n in walk(fn))
+    last = fn.body[-1] if fn.body else None
+    tail = last if isinstance(last, ast.Return) and last.value is None else None
+    # a bare ``return`` that ends the body skips nothing
+    return not any(isinstance(n, _NO_SEAL) and n is not tail for n in walk(fn))
 
 
 def _iterations(loop: ast.For) -> int:
