@@ -285,8 +285,8 @@ def measure_seals(
     other grading code: noop graded (gold recorded first where its checks need it), and the
     tests whose failure a strong check showed (less those the strongest attack passed, where
     its check is recorded). Gold is graded again too: a task whose gold patch does not
-    resolve it under this grading code (a new seal form that breaks a test) comes with why
-    (a ``str``) instead of its measure."""
+    resolve it under this grading code (a new seal form that breaks a test, or a test that
+    does not hold on every run) comes with why (a ``str``) instead of its measure."""
 
     def both(task: Task) -> tuple[GradeResult, GradeResult]:
         gold = grader.grade(task, task.solution_patch.read_text(errors="surrogateescape"))
@@ -301,10 +301,12 @@ def measure_seals(
                 yield (
                     task,
                     (
-                        f"the gold patch no longer resolves the task under this grading code "
-                        f"({code_digest()}): {len(failing)} listed tests fail, e.g. "
-                        f"{', '.join(failing[:3])}"
+                        f"graded again under this grading code ({code_digest()[:12]}), the "
+                        f"gold patch does not resolve the task: {len(failing)} listed tests "
+                        f"fail, e.g. {', '.join(failing[:3])}"
                         + (f"; {gold.untrusted}" if gold.untrusted else "")
+                        + " (a grading change that breaks a test, or a test that does not "
+                        "hold on every run: the next fetch validates the task anew)"
                     ),
                 )
                 continue
