@@ -643,6 +643,123 @@ def hidden_test_files(root: Path) -> tuple[list[str], str]:
 
 
 # -- the changelog --------------------------------------------------------------------------
+#: Functions of ``time`` that read a clock: a test that asserts on what they measure
+#: passes or fails with the machine's load.
+_CLOCKS = {
+    "time",
+    "time_ns",
+    "monotonic",
+    "monotonic_ns",
+    "perf_counter",
+    "perf_counter_ns",
+    "process_time",
+    "process_time_ns",
+    "thread_time",
+    "thread_time_ns",
+}
+
+
+def _reads_clock(node: ast.AST, clocks: set[str], modules: set[str]) -> bool:
+    """Whether code reads a clock: ``time.perf_counter()`` (``modules``: the names ``time``
+    is bound to), or uses one of ``clocks`` (names bound to a clock, to ``timeit`` or to a
+    function that reads one)."""
+    for n in ast.walk(node):
+        if (
+            isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name)
+            and n.value.id in modules
+            and n.attr in _CLOCKS
+        ):
+            return True
+        if isinstance(n, ast.Name) and n.id in clocks:
+            return True
+    return False
+
+
+_ClockFacts = tuple[ast.Module, set[str], set[str]]
+
+
+def _clock_facts(
+    path: Path, cache: dict[Path, _ClockFacts | None], depth: int = 0
+) -> _ClockFacts | None:
+    """(tree, the names that read a clock, the names ``time`` is bound to) of a file; the
+    names it imports from a module beside it count when they read one there."""
+    if path in cache:
+        return cache[path]
+    cache[path] = None
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    modules: set[str] = set()
+    clocks: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Import):
+            modules |= {a.asname or a.name for a in stmt.names if a.name == "time"}
+            clocks |= {a.asname or a.name for a in stmt.names if a.name == "timeit"}
+        elif isinstance(stmt, ast.ImportFrom) and stmt.module in ("time", "timeit"):
+            clocks |= {
+                a.asname or a.name
+                for a in stmt.names
+                if stmt.module == "timeit" or a.name in _CLOCKS
+            }
+        elif isinstance(stmt, ast.ImportFrom) and stmt.module and depth < 2:
+            beside = path.parent / (stmt.module.split(".")[-1] + ".py")
+            found = _clock_facts(beside, cache, depth + 1) if beside != path else None
+            if found is not None:
+                clocks |= {a.asname or a.name for a in stmt.names if a.name in found[1]}
+    for _ in range(3):  # a function that calls one that reads a clock reads it too
+        clocks |= {
+            f.name
+            for f in tree.body
+            if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+            and _reads_clock(f, clocks, modules)
+        }
+    cache[path] = (tree, clocks, modules)
+    return cache[path]
+
+
+def clock_tests(root: Path, node_ids: Iterable[str]) -> set[str]:
+    """The tests among ``node_ids`` (of the test files under ``root``) that read the wall
+    clock: the test function, a method of its class, a function of its file or one it
+    imports from a module beside it (``from perf_utils import assert_near_linear``) reads
+    ``time.perf_counter`` and the like or uses ``timeit``. Their outcome depends on the
+    machine's load (mistune's ``assertLess(elapsed, 0.5)``), so no task grades them."""
+    cache: dict[Path, _ClockFacts | None] = {}
+    out = set()
+    for node_id in node_ids:
+        rel, *parts = node_id.partition("[")[0].split("::")
+        if not parts or (found := _clock_facts(root / rel, cache)) is None:
+            continue
+        tree, clocks, modules = found
+        owner = next(
+            (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == parts[0]), None
+        )
+        scope = owner.body if owner is not None and len(parts) == 2 else tree.body
+        fn = next(
+            (
+                n
+                for n in scope
+                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == parts[-1]
+            ),
+            None,
+        )
+        if fn is None:
+            continue
+        methods = set()
+        if owner is not None:  # ``self.measure()``, a method that reads a clock
+            methods = {
+                m.name
+                for m in owner.body
+                if isinstance(m, ast.FunctionDef) and _reads_clock(m, clocks, modules)
+            }
+        if _reads_clock(fn, clocks, modules) or any(
+            isinstance(n, ast.Attribute) and n.attr in methods for n in ast.walk(fn)
+        ):
+            out.add(node_id)
+    return out
+
+
 def changelog_files(root: Path) -> list[Path]:
     """The changelog-like files of an unpacked sdist (root first, then ``docs/``)."""
     out = []

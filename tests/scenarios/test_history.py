@@ -547,3 +547,39 @@ def test_a_script_names_the_side_written_out_the_expected_one():
     assert "_actual = clamp(9, 0, 3)\n" in script and "_expected = 3\n" in script
     other = text.replace("3 == clamp(9, 0, 3)", "clamp(9, 0, 3) == 3")
     assert "_expected = 3\n" in history.test_script(other, "tests/test_x.py::test_first")
+
+
+def test_tests_that_read_the_wall_clock_are_found_through_helpers(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "perf_utils.py").write_text(
+        "import time\n\n\ndef _measure(f):\n    t = time.perf_counter()\n    f()\n"
+        "    return time.perf_counter() - t\n\n\ndef assert_near_linear(case, f):\n"
+        "    case.assertLess(_measure(f), 0.5)\n"
+    )
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "import time as clock\nimport unittest\nfrom timeit import timeit\n\n"
+        "from perf_utils import assert_near_linear\n\n\n"
+        "def test_direct():\n    start = clock.monotonic()\n"
+        "    assert clock.monotonic() - start < 1\n\n\n"
+        "def test_timeit():\n    assert timeit('1', number=1) < 1\n\n\n"
+        "def test_plain():\n    assert 1 + 1 == 2\n\n\n"
+        "class TestPerf(unittest.TestCase):\n"
+        "    def elapsed(self):\n        return clock.perf_counter()\n\n"
+        "    def test_helper(self):\n        assert_near_linear(self, lambda: None)\n\n"
+        "    def test_method(self):\n        self.assertLess(self.elapsed(), 1e9)\n\n"
+        "    def test_value(self):\n        self.assertEqual(str(1), '1')\n"
+    )
+    ids = [
+        "tests/test_x.py::test_direct",
+        "tests/test_x.py::test_timeit",
+        "tests/test_x.py::test_plain",
+        "tests/test_x.py::TestPerf::test_helper",
+        "tests/test_x.py::TestPerf::test_method",
+        "tests/test_x.py::TestPerf::test_value",
+    ]
+    assert history.clock_tests(tmp_path, ids) == {
+        "tests/test_x.py::test_direct",
+        "tests/test_x.py::test_timeit",
+        "tests/test_x.py::TestPerf::test_helper",
+        "tests/test_x.py::TestPerf::test_method",
+    }
