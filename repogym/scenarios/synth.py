@@ -70,6 +70,7 @@ from typing import Protocol
 from repogym.sandbox.base import WORKSPACE
 from repogym.scenarios import bug_reports
 from repogym.scenarios.dependencies import DependencySpec
+from repogym.scenarios.history import clock_tests
 from repogym.scenarios.mutation import Mutant, file_diff, function_names, mutants
 from repogym.scenarios.patches import is_test_file, junit_key
 from repogym.scenarios.pypi import is_artefact
@@ -517,10 +518,12 @@ def _scan(root: Path, timeout_s: float, runner: TestRunner, name: str = "") -> _
         else (lambda f: f == dest or f.startswith(dest + "/"))
     )
     sources = [f for f in files if not hidden(f)]
+    collected = runner.collect(root, timeout_s)
+    clocked = clock_tests(root, collected)  # they pass or fail with the machine's load
     return _Package(
         root,
         root.name,
-        runner.collect(root, timeout_s),
+        [t for t in collected if t not in clocked],
         test_files if dest == "." else [f for f in files if hidden(f)],
         dest,
         sources,
