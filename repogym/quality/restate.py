@@ -50,7 +50,7 @@ from repogym.quality.leaks import scan as scan_leaks
 from repogym.quality.sandboxed_tests import run_reproduction
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.workspace import TemplateCache
-from repogym.scenarios import bug_reports
+from repogym.scenarios import bug_reports, history
 from repogym.scenarios.task import Task
 
 #: Variants tried per task, at most.
@@ -85,14 +85,6 @@ class Restated:
 
 
 # -- the script's expected values -----------------------------------------------------------
-def _literal_ok(node: ast.expr) -> bool:
-    try:
-        ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False
-    return True
-
-
 def _comparisons(tree: ast.Module) -> list[ast.Assert]:
     """``assert A == B`` statements whose ``B`` is a literal or a name (in file order)."""
     out = []
@@ -104,7 +96,7 @@ def _comparisons(tree: ast.Module) -> list[ast.Assert]:
             and isinstance(node.test.ops[0], ast.Eq)
             and (
                 isinstance(node.test.comparators[0], ast.Name)
-                or _literal_ok(node.test.comparators[0])
+                or history.written_out(node.test.comparators[0])
             )
         ):
             out.append(node)

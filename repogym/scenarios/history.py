@@ -1266,7 +1266,7 @@ def _class_helpers(owner: ast.ClassDef, fn: ast.FunctionDef) -> list[ast.Functio
     return helpers
 
 
-def _written_out(node: ast.expr) -> bool:
+def written_out(node: ast.expr) -> bool:
     """Whether an expression is a value written out (a literal, a display of literals)."""
     try:
         ast.literal_eval(node)
@@ -1291,7 +1291,7 @@ class _Messages(ast.NodeTransformer):
         t = node.test
         if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq):
             actual, expected = t.left, t.comparators[0]
-            if _written_out(actual) and not _written_out(expected):  # ``assert 3 == f(x)``
+            if written_out(actual) and not written_out(expected):  # ``assert 3 == f(x)``
                 actual, expected = expected, actual
             return ast.parse(
                 f"_actual = {ast.unparse(actual)}\n_expected = {ast.unparse(expected)}\n"
