@@ -26,7 +26,6 @@ import dataclasses
 import random
 import re
 import shutil
-import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -46,10 +45,6 @@ _OPS = (
 )
 _VARS = ("values", "items", "data", "expected", "result", "numbers", "inputs", "cases")
 _FILLERS = ("case", "value", "works", "again", "edge", "input", "basic", "other")
-#: CPython 3.11 keeps the depth counter of its AST conversion per interpreter, not per
-#: thread: gradings running in threads have raised "SystemError: AST constructor recursion
-#: depth mismatch" (CPython gh-106905). Parsing is cheap; it is done one at a time.
-_PARSE_LOCK = threading.Lock()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,8 +120,7 @@ class _Names:
 
 
 def _parse(text: str) -> ast.Module:
-    with _PARSE_LOCK:
-        return ast.parse(text)
+    return sl.parse(text)
 
 
 def _facts(tree: ast.Module) -> tuple[list[str], list[str], set[str]]:

@@ -41,6 +41,7 @@ import dataclasses
 import importlib
 import random
 import re
+import threading
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import PurePosixPath
 
@@ -48,6 +49,18 @@ from repogym.grading.launcher import canon
 
 #: Name of the module the launcher provides inside the sandbox.
 RUNTIME_MODULE = "_repogym_seal"
+#: CPython 3.11 keeps the depth counter of its AST conversions per interpreter, not per
+#: thread: gradings running in threads have raised "SystemError: AST constructor recursion
+#: depth mismatch" (CPython gh-106905). Parsing is cheap; it is done one at a time.
+_AST_LOCK = threading.RLock()
+
+
+def parse(text: str) -> ast.Module:
+    """``ast.parse``, one thread at a time (see ``_AST_LOCK``)."""
+    with _AST_LOCK:
+        return ast.parse(text)
+
+
 #: Comparison operators a sealed ``check`` can stand for.
 _OPS = {ast.Eq: "==", ast.In: "in", ast.Is: "is"}
 #: ``assert <x>`` / ``assert not <x>`` is sealed as a truth check when <x> is one of these
@@ -475,7 +488,8 @@ def _value(node: ast.expr, ns: dict[str, object], local: set[str]) -> tuple[bool
         ):
             return False, None
     try:
-        code = compile(ast.Expression(node), "<expected value>", "eval")
+        with _AST_LOCK:  # compiling an AST converts it too
+            code = compile(ast.Expression(node), "<expected value>", "eval")
         scope = {"__builtins__": {**_BUILTINS, "range": _bounded_range}, **ns}
         value = eval(code, scope)
     except Exception:
@@ -1004,7 +1018,7 @@ def imported_helpers(sources: dict[str, str], rel: str) -> Imported:
     def tree_of(path: str) -> ast.Module | None:
         if path not in trees:
             try:
-                trees[path] = ast.parse(sources[path])
+                trees[path] = parse(sources[path])
             except (SyntaxError, ValueError):
                 trees[path] = None
         return trees[path]
@@ -1673,7 +1687,7 @@ def inherited_tests(  # noqa: C901 - a walk over bases, files and imports, in on
     def tree_of(rel: str) -> ast.Module | None:
         if rel not in trees:
             try:
-                trees[rel] = ast.parse(sources[rel]) if rel in sources else None
+                trees[rel] = parse(sources[rel]) if rel in sources else None
             except (SyntaxError, ValueError):
                 trees[rel] = None
         return trees[rel]
