@@ -1014,6 +1014,7 @@ def imported_helpers(sources: dict[str, str], rel: str) -> Imported:
     agent may change) gives nothing."""
     out = Imported()
     trees: dict[str, ast.Module | None] = {}
+    members: dict[str, tuple[dict, dict, dict]] = {}
 
     def tree_of(path: str) -> ast.Module | None:
         if path not in trees:
@@ -1040,13 +1041,15 @@ def imported_helpers(sources: dict[str, str], rel: str) -> Imported:
             if path is None or (dtree := tree_of(path)) is None:
                 continue
             local = a.asname or a.name
-            functions, classes = _helpers_of(dtree)
+            if path not in members:  # each defining file is read once
+                members[path] = (_helpers_of(dtree)[0], *_class_members(dtree))
+            functions, classes, methods = members[path]
             if a.name in functions:
                 out.functions[local] = functions[a.name]
                 out.definers.setdefault(path, set()).add(a.name)
             elif any(isinstance(n, ast.ClassDef) and n.name == a.name for n in dtree.body):
                 out.classes[local] = classes.get(a.name, {})
-                out.methods[local] = _class_members(dtree)[1][a.name]
+                out.methods[local] = methods[a.name]
                 if out.classes[local]:
                     out.definers.setdefault(path, set()).add(a.name)
     return out
@@ -2193,9 +2196,9 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     # only expects. A test that expects more columns than the others is sealed in a run of
     # its own (``focus``), where its constants lose every column it does not read as input.
     shared = shared_tables(tree, pytest_names)
-    module_helpers, class_helpers = _helpers_of(tree, imported)
-    class_methods = _class_members(tree, imported)[1]
     own_functions, own_classes = _helpers_of(tree)
+    class_helpers, class_methods = _class_members(tree, imported)
+    module_helpers = {**(imported.functions if imported else {}), **own_functions}
     helper_of_cid: dict[int, _Helper] = {}
     guards: dict[str, dict[int, str]] = {}
     funcs = dict(_tests(tree, rel, also))
