@@ -444,6 +444,41 @@ def test_a_round_trip_task_is_witnessed_by_values_and_the_forger_earns_nothing(t
     assert all(grader.value_sealed(task)[t] for t in f2p)  # gold's values recorded
 
 
+@pytest.mark.slow
+def test_a_focus_pass_formats_no_traceback_and_the_first_pass_keeps_the_log(tmp_path, monkeypatch):
+    """A focus pass is judged on its channel alone: it runs with ``--tb=no`` (the tests it
+    does not judge fail for want of their table, and their tracebacks were most of its
+    time); the first pass, whose log the agent reads, keeps the task's own arguments."""
+    f2p = ("tests/test_mod.py::test_show[15-10!]", "tests/test_mod.py::test_show[12-10!]")
+    task = load_task(
+        write_task(
+            tmp_path / "round-trip",
+            tests=CLAMP_ROUND_TRIP,
+            f2p=f2p,
+            p2p=("tests/test_mod.py::test_show[5-5!]", "tests/test_mod.py::test_back[15-10!]"),
+        )
+    )
+    seen: list[tuple[list[str], list[str]]] = []
+    real = grader.run_grading
+
+    def spy(sb, gdir, args, node_ids, *rest, **kw):
+        seen.append((list(args), list(node_ids)))
+        return real(sb, gdir, args, node_ids, *rest, **kw)
+
+    monkeypatch.setattr(grader, "run_grading", spy)
+    with PatchGrader() as g:
+        noop = g.grade(task, "")
+    own = task.test_spec.pytest_args()
+    # every grading (noop's, and gold's for its recorded values) is a first pass over all
+    # the tests, then the focus pass over test_show's
+    firsts = [args for args, ids in seen if len(ids) == len(task.test_spec.all_tests)]
+    focus = [args for args, ids in seen if len(ids) < len(task.test_spec.all_tests)]
+    assert firsts and all(a == own for a in firsts)
+    assert len(focus) == len(firsts) and all(a == [*own, "--tb=no"] for a in focus)
+    assert "test_show" in noop.test_output  # the first pass's tracebacks, as before
+    assert noop.reward == 0.0 and set(f2p) <= set(noop.strongly_failed)
+
+
 def test_an_expected_side_built_of_the_arguments_is_never_the_checked_side():
     """``result == {"items": {keyword: value}}``: the dict is built of the table's columns
     alone, so it is the same at noop; the check compares ``result`` (what the code
