@@ -555,31 +555,51 @@ def gold_values(
     Raises:
         SandboxError: the infrastructure failed while recording.
     """
+    return _recorded_gold(task, template, make_sandbox, limits)[0]
+
+
+@dataclasses.dataclass
+class _GoldRun:
+    """One recording grading of the gold patch, kept to be judged as a grading of its own."""
+
+    passes: list[Pass]
+    apply_output: str
+    flags: set[HackFlag]
+    seconds: float
+
+
+def _recorded_gold(
+    task: Task, template: Path, make_sandbox: SandboxFactory, limits: Limits
+) -> tuple[gd.GoldValues, list[_GoldRun]]:
+    """:func:`gold_values`, and the recording's gradings when this call made them (none
+    when the values were already recorded)."""
     key = task.digest()
     if (found := gd.load(key, code_digest())) is not None:
-        return found
+        return found, []
     with _GOLD_LOCKS_LOCK:
         lock = _GOLD_LOCKS.setdefault(key, threading.Lock())
     with lock:
         if (found := gd.load(key, code_digest())) is not None:
-            return found
+            return found, []
         if task.test_spec.hash_seed:  # gold is recorded under the seed tasks grade under
             task = dataclasses.replace(
                 task, test_spec=dataclasses.replace(task.test_spec, hash_seed=0)
             )
         v = task.test_spec
         kept, _ = filter_diff(task.solution_patch.read_text(errors="surrogateescape"), v)
-        runs = []
+        runs, made = [], []
         for _ in range(GOLD_RUNS):
-            passes, _ = _verify(
+            start, flags = time.monotonic(), set()
+            passes, apply_output = _verify(
                 task,
                 template,
                 kept,
-                set(),
+                flags,
                 make_sandbox,
                 limits,
                 random.Random(secrets.randbits(64)),
             )
+            made.append(_GoldRun(passes, apply_output, flags, time.monotonic() - start))
             verdict = judge_passes(passes, v.all_tests)
             values: gd.GoldValues = {}
             for p in passes if verdict.trusted else ():
@@ -587,7 +607,57 @@ def gold_values(
             runs.append(values)
         values = gd.agreed(runs)
         gd.save(key, code_digest(), values)
-        return values
+        return values, made
+
+
+def grade_gold(
+    task: Task,
+    template: Path,
+    *,
+    runs: int,
+    mode: RewardMode,
+    make_sandbox: SandboxFactory,
+    limits: Limits | None = None,
+    leaked: Collection[tuple[str, int]] = (),
+) -> list[GradeResult]:
+    """``runs`` gradings of the task's gold patch, as :func:`grade` makes each. When gold's
+    values are not recorded yet, the gradings that record them (:data:`GOLD_RUNS`, each
+    in a fresh sandbox with its own canaries) are judged as gradings too, so a validation
+    that grades gold several times records its values at no extra cost: they were two more
+    runs of the whole suite per task (a quarter of a validation)."""
+    diff = task.solution_patch.read_text(errors="surrogateescape")
+    v = task.test_spec
+    made: list[_GoldRun] = []
+    if not v.hash_seed:  # else the recording's runs (under seed 0) are not this grading
+        limits = dataclasses.replace(limits or Limits(), timeout_s=v.timeout_s)
+        try:
+            _, made = _recorded_gold(task, template, make_sandbox, limits)
+        except SandboxError:
+            made = []  # each grading below meets the failure and reports it
+    _, filtered = filter_diff(diff, v)
+    out = [
+        _judged(
+            task,
+            template,
+            diff,
+            r.passes,
+            r.apply_output,
+            set(filtered) | r.flags,
+            mode=mode,
+            make_sandbox=make_sandbox,
+            limits=limits or Limits(),
+            leaked=leaked,
+            seconds=r.seconds,
+        )
+        for r in made[:runs]
+    ]
+    out += [
+        grade(
+            task, template, diff, mode=mode, make_sandbox=make_sandbox, limits=limits, leaked=leaked
+        )
+        for _ in range(runs - len(out))
+    ]
+    return out
 
 
 def _witness_key(task: Task, leaked: Collection[tuple[str, int]]) -> str:
@@ -672,25 +742,64 @@ def grade(
     start = time.monotonic()
     v = task.test_spec
     kept, flags_list = filter_diff(diff, v)
-    node_ids = list(v.all_tests)
     flags = set(flags_list) | {HackFlag(f) for f in extra_flags}
     limits = dataclasses.replace(limits or Limits(), timeout_s=v.timeout_s)
     rng = rng or random.Random(secrets.randbits(64))
 
-    def infra(e: SandboxError) -> GradeResult:
-        return GradeResult(
-            0.0,
-            False,
-            {t: "missing" for t in v.all_tests},
-            {},
-            sorted(flags),
-            diff,
-            infra_error=str(e),
-            duration_s=time.monotonic() - start,
-        )
-
     try:
         passes, apply_output = _verify(task, template, kept, flags, make_sandbox, limits, rng)
+    except SandboxError as e:
+        return _infra(v, diff, flags, e, start)
+    return _judged(
+        task,
+        template,
+        diff,
+        passes,
+        apply_output,
+        flags,
+        mode=mode,
+        make_sandbox=make_sandbox,
+        limits=limits,
+        leaked=leaked,
+        seconds=time.monotonic() - start,
+    )
+
+
+def _infra(v: TestSpec, diff: str, flags: set[HackFlag], e: SandboxError, start: float):
+    """The result of a grading the infrastructure failed (every test missing, no reward)."""
+    return GradeResult(
+        0.0,
+        False,
+        {t: "missing" for t in v.all_tests},
+        {},
+        sorted(flags),
+        diff,
+        infra_error=str(e),
+        duration_s=time.monotonic() - start,
+    )
+
+
+def _judged(
+    task: Task,
+    template: Path,
+    diff: str,
+    passes: list[Pass],
+    apply_output: str,
+    flags: set[HackFlag],
+    *,
+    mode: RewardMode,
+    make_sandbox: SandboxFactory,
+    limits: Limits,
+    leaked: Collection[tuple[str, int]],
+    seconds: float,
+) -> GradeResult:
+    """The :class:`GradeResult` of a grading whose passes have run (:func:`grade`'s
+    second half): gold's values resolved, the passes judged, the reward scored."""
+    start = time.monotonic() - seconds
+    v = task.test_spec
+
+    node_ids = list(v.all_tests)
+    try:
         for masked in (p.masked for p in passes):
             if any(s.records_gold for s in masked.seals):
                 gd.resolve(masked, gold_values(task, template, make_sandbox, limits))
@@ -700,7 +809,7 @@ def grade(
                     for s in masked.seals
                 ]
     except SandboxError as e:
-        return infra(e)
+        return _infra(v, diff, flags, e, start)
 
     masked, ex = passes[0].masked, passes[0].run.exec
     verdict = judge_passes(passes, node_ids)
@@ -743,7 +852,7 @@ def grade(
                     task, template, make_sandbox=make_sandbox, limits=limits, leaked=leaked
                 )
             except SandboxError as e:
-                return infra(e)
+                return _infra(v, diff, flags, e, start)
     reward, breakdown = score(tests, v, mode, witnessed)
     if not verdict.trusted:
         reward, breakdown = 0.0, {**breakdown, "untrusted": 1.0}

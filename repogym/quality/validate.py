@@ -35,6 +35,7 @@ from repogym.grading.grader import (
     GradeResult,
     RewardMode,
     grade,
+    grade_gold,
     noop_witnessed,
     record_forged,
     seal_coverage,
@@ -147,13 +148,14 @@ class TaskReport:
 class _Job:
     kind: Kind
     patch: Path | None
+    #: Gradings of the patch (gold: the first is ``gold``, the others ``rerun``).
+    runs: int = 1
 
 
 def plan(task: Task, reruns: int) -> list[_Job]:
-    """The grading runs validation needs for ``task``: noop, gold (+ reruns), alternatives,
-    decoys."""
-    jobs = [_Job("noop", None), _Job("gold", task.solution_patch)]
-    jobs += [_Job("rerun", task.solution_patch) for _ in range(max(reruns, 1) - 1)]
+    """The grading runs validation needs for ``task``: gold (with its reruns: one job, so
+    the gradings that record gold's values count among them), noop, alternatives, decoys."""
+    jobs = [_Job("gold", task.solution_patch, runs=max(reruns, 1)), _Job("noop", None)]
     jobs += [_Job("alternative", p) for p in task.alternatives]
     jobs += [_Job("decoy", p) for p in task.decoys]
     return jobs
@@ -390,6 +392,22 @@ class PatchGrader:
             task, template, make_sandbox=self._factory, limits=self.limits, leaked=leaked
         )
 
+    def grade_gold(
+        self, task: Task, runs: int, *, mode: RewardMode = "binary"
+    ) -> list[GradeResult]:
+        """``runs`` gradings of ``task``'s gold patch
+        (:func:`repogym.grading.grader.grade_gold`: those that record gold's values count)."""
+        template = self._templates.get(task.repo_dir, task.sandbox_dependencies())
+        return grade_gold(
+            task,
+            template,
+            runs=runs,
+            mode=mode,
+            make_sandbox=self._factory,
+            limits=self.limits,
+            leaked=leaked_checks(self.leaks(task)),
+        )
+
     def record_forged(self, task: Task, result: GradeResult) -> list[str]:
         """Record the fail_to_pass tests that ``result``, the strongest task-blind attack's
         grading, passed (:func:`repogym.grading.grader.record_forged`)."""
@@ -405,43 +423,54 @@ class PatchGrader:
         self.close()
 
 
-def _run_job(task: Task, job: _Job, grader: PatchGrader) -> Check:
-    """Grade one patch for one task and judge the result."""
+def _run_job(task: Task, job: _Job, grader: PatchGrader) -> list[Check]:
+    """Grade one patch for one task (``job.runs`` times) and judge each result."""
     start = time.monotonic()
     rel = _rel(task, job.patch)
+    kinds: list[Kind] = [job.kind] + ["rerun"] * (job.runs - 1)
     try:
         diff = "" if job.patch is None else job.patch.read_text()
         if job.patch is not None and not diff.strip():
-            return Check(
+            return [
+                Check(
+                    job.kind,
+                    rel,
+                    problems=[
+                        (
+                            f"{task.id}: {job.kind} {rel}: the patch is empty. Fix: write the "
+                            "fix in a copy of repo/ and save `git diff` there to this file"
+                        )
+                    ],
+                )
+            ]
+        if job.runs > 1:
+            results = grader.grade_gold(task, job.runs)
+        else:
+            results = [grader.grade(task, diff)]
+    except Exception as e:  # a validation run reports, never crashes
+        return [
+            Check(
                 job.kind,
                 rel,
-                problems=[
-                    (
-                        f"{task.id}: {job.kind} {rel}: the patch is empty. Fix: write the fix in a "
-                        "copy of repo/ and save `git diff` there to this file"
-                    )
-                ],
+                problems=[f"{task.id}: {job.kind} {rel}: {e}"],
+                duration_s=time.monotonic() - start,
             )
-        res = grader.grade(task, diff)
-    except Exception as e:  # a validation run reports, never crashes
-        return Check(
-            job.kind,
+        ]
+    return [
+        Check(
+            kind,
             rel,
-            problems=[f"{task.id}: {job.kind} {rel}: {e}"],
-            duration_s=time.monotonic() - start,
+            reward=res.reward,
+            tests=res.tests,
+            problems=_judge(task, dataclasses.replace(job, kind=kind), res),
+            duration_s=res.duration_s,
+            hack_flags=res.hack_flags,
+            infra_error=bool(res.infra_error),
+            sealed_failures=res.sealed_failures,
+            strongly_failed=res.strongly_failed,
         )
-    return Check(
-        job.kind,
-        rel,
-        reward=res.reward,
-        tests=res.tests,
-        problems=_judge(task, job, res),
-        duration_s=time.monotonic() - start,
-        hack_flags=res.hack_flags,
-        infra_error=bool(res.infra_error),
-        sealed_failures=res.sealed_failures,
-        strongly_failed=res.strongly_failed,
-    )
+        for kind, res in zip(kinds, results, strict=True)
+    ]
 
 
 def validate_tasks(
@@ -484,7 +513,7 @@ def validate_tasks(
     with graders as used, grading_pool(workers) as pool:
         futures = [(i, pool.submit(_run_job, tasks[i], job, used)) for i, job in jobs]
         for i, fut in futures:
-            reports[i].checks.append(fut.result())
+            reports[i].checks.extend(fut.result())
             left[i] -= 1
             if left[i] == 0:
                 _finish(tasks[i], reports[i])

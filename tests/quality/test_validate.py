@@ -5,7 +5,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import uuid
 
+from repogym.grading import grader
 from repogym.quality.validate import validate_task
 from repogym.scenarios.registry import BUILTIN_DIR
 from repogym.scenarios.task import load_task
@@ -188,3 +190,48 @@ def test_cli_exit_codes_and_messages(tmp_path):
 def test_fixed_version_is_what_the_gold_patch_makes():
     # Guards the helpers: the gold text differs from the bug only by the upper bound.
     assert FIXED != BUGGY and "high" in FIXED
+
+
+#: Hidden tests with a check whose gold values are recorded (an f-string against a column).
+SHOWN = """\
+import pytest
+
+from mod import clamp
+
+
+@pytest.mark.parametrize("value, shown", [(15, "10!"), (5, "5!")])
+def test_shown(value, shown):
+    assert f"{clamp(value, 0, 10)}!" == shown
+"""
+
+
+def test_the_gradings_that_record_gold_values_are_the_validations_gold_runs(tmp_path, monkeypatch):
+    """Validating a task whose gold values are not recorded yet grades the suite once per
+    check: the two gradings that record gold's values are gold's first two checks (each
+    in its own sandbox, with its own canaries), not two more runs of the whole suite."""
+    runs: list[list[str]] = []
+    real = grader.run_grading
+
+    def counted(sb, gdir, args, node_ids, *rest, **kw):
+        runs.append(list(node_ids))
+        return real(sb, gdir, args, node_ids, *rest, **kw)
+
+    monkeypatch.setattr(grader, "run_grading", counted)
+    task = write_task(
+        tmp_path / "fresh",
+        tests=SHOWN + f"\n# {uuid.uuid4()}: gold's values for these files are not recorded\n",
+        f2p=("tests/test_mod.py::test_shown[15-10!]",),
+        p2p=("tests/test_mod.py::test_shown[5-5!]",),
+        decoys={"broken": WRONG_GOLD},
+    )
+    assert any(s.records_gold for s in grader.planted_seals(load_task(task))[0].seals)
+    report = _validate(task, reruns=3)
+    assert report.ok, report.failures
+    assert sorted(c.kind for c in report.checks) == ["decoy", "gold", "noop", "rerun", "rerun"]
+    assert len(runs) == 5  # gold x3 (two of them recording), noop, the decoy
+    golds = [c for c in report.checks if c.kind in ("gold", "rerun")]
+    assert all(c.reward == 1.0 and c.duration_s > 0 for c in golds)
+    assert grader.gold_values(load_task(task), None, None, None) is not None  # recorded
+    runs.clear()
+    again = _validate(task, reruns=3)  # recorded: three gradings of gold, as before
+    assert again.ok and len(runs) == 5

@@ -1,0 +1,186 @@
+"""Synthesis end to end at two versions of repogym, side by side: tasks per CPU-hour.
+
+Usage: python bench/pipeline.py --baseline REV [--current REV] [--package inflection==0.5.1
+       ...] [--tasks 5] [--rounds 1] [--seed 0] [--json FILE]
+
+Runs ``repogym synth --pypi PACKAGE --max-tasks N --no-mutation --workers 1 --seed S`` (the
+mutants tried, the bug reports written, every candidate validated in the sandbox: noop,
+gold three times, its decoys; gold's values recorded) once with the code of the baseline
+``REV`` and once with the current code (``--current REV``; default: this checkout's working
+tree), each a git worktree of this repository, alternating baseline and current
+``--rounds`` times per package. Each run starts from an empty record of
+gold values, witnessed and forged tests (the recording is part of what a new task costs),
+and shares repogym's other caches (the package's download, its built environment), which
+the first run of a package fills.
+
+One worker, so the run's wall time is the one core's time it took: the sandboxed processes'
+CPU time is not visible to this process (they are reaped inside their sandbox), and wall
+time at one worker is its upper bound. Prints per package and version the wall time, the
+tasks written and tasks per hour, then the ratio; and checks that both versions wrote the
+same tasks (their mutants, fail_to_pass and pass_to_pass lists and gold patches): a faster
+grader may only save work, never change a task. Exit status 1 when they differ.
+
+Timing noise on shared machines is large: compare the ratio within one run, never a time
+across machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+#: Caches that hold what a grading records per task and grading code: emptied for each run.
+RECORDS = ("gold", "witnessed", "forged")
+
+
+def tasks_written(out: Path) -> dict[str, dict]:
+    """Task folder name -> what makes it the task it is (its lists and its gold patch)."""
+    found = {}
+    for toml in sorted(out.rglob("task.toml")):
+        v = tomllib.loads(toml.read_text())["verifier"]
+        found[toml.parent.name] = {
+            "fail_to_pass": v["fail_to_pass"],
+            "pass_to_pass": v["pass_to_pass"],
+            "gold": (toml.parent / "solution.patch").read_text(),
+        }
+    return found
+
+
+def cache_of_run(shared: Path, work: Path) -> Path:
+    """A cache folder for one run: the shared caches linked in, the records empty."""
+    cache = work / "cache"
+    cache.mkdir()
+    for entry in shared.iterdir() if shared.is_dir() else ():
+        if entry.name not in RECORDS:
+            (cache / entry.name).symlink_to(entry)
+    return cache
+
+
+def one(code: Path, package: str, args, shared: Path, work: Path) -> dict:
+    out = work / "out"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(code),
+        "REPOGYM_CACHE": str(cache_of_run(shared, work)),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "repogym.cli",
+        "synth",
+        "--pypi",
+        package,
+        "--out",
+        str(out),
+        "--max-tasks",
+        str(args.tasks),
+        "--seed",
+        str(args.seed),
+        "--no-mutation",
+        "--workers",
+        "1",
+    ]
+    start = time.monotonic()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=work)
+    wall = time.monotonic() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{package} at {code}: synth failed:\n{proc.stdout[-3000:]}")
+    tasks = tasks_written(out)
+    return {
+        "wall_s": round(wall, 1),
+        "tasks": len(tasks),
+        "tasks_per_hour": round(len(tasks) / (wall / 3600), 1) if wall else None,
+        "written": tasks,
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--baseline", required=True, help="git revision to compare with")
+    p.add_argument("--current", help="git revision to measure (default: the working tree)")
+    p.add_argument("--package", action="append", help="NAME==VERSION (again for more)")
+    p.add_argument("--tasks", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", type=Path)
+    args = p.parse_args()
+    packages = args.package or ["inflection==0.5.1"]
+    from repogym.sandbox.runtime import cache_dir
+
+    shared = cache_dir()
+    work = Path(tempfile.mkdtemp(prefix="repogym-bench-pipeline-"))
+    trees = {"baseline": work / "baseline", "current": work / "current"}
+    revs = {"baseline": args.baseline, "current": args.current}
+    for label, tree in trees.items():
+        if revs[label] is None:
+            trees[label] = HERE
+            continue
+        subprocess.run(
+            ["git", "-C", str(HERE), "worktree", "add", "--detach", str(tree), revs[label]],
+            check=True,
+            capture_output=True,
+        )
+    rows, same = [], True
+    try:
+        for package in packages:
+            runs: dict[str, list[dict]] = {"baseline": [], "current": []}
+            for r in range(args.rounds):
+                for label, code in trees.items():
+                    run_dir = work / f"{package}-{label}-{r}"
+                    run_dir.mkdir()
+                    runs[label].append(one(code, package, args, shared, run_dir))
+                    shutil.rmtree(run_dir, ignore_errors=True)
+            walls = {k: statistics.median(x["wall_s"] for x in v) for k, v in runs.items()}
+            agree = all(
+                x["written"] == runs["baseline"][0]["written"] for v in runs.values() for x in v
+            )
+            same &= agree
+            rows.append(
+                {
+                    "package": package,
+                    "tasks": runs["current"][0]["tasks"],
+                    "wall_s": walls,
+                    "speedup": round(walls["baseline"] / walls["current"], 2),
+                    "same_tasks": agree,
+                    "runs": {
+                        k: [{kk: vv for kk, vv in x.items() if kk != "written"} for x in v]
+                        for k, v in runs.items()
+                    },
+                }
+            )
+    finally:
+        for tree in trees.values():
+            if tree != HERE:
+                subprocess.run(
+                    ["git", "-C", str(HERE), "worktree", "remove", "--force", str(tree)],
+                    capture_output=True,
+                )
+        shutil.rmtree(work, ignore_errors=True)
+    current = args.current or "the working tree"
+    print(f"baseline {args.baseline} against {current}; {args.tasks} tasks wanted, one worker")
+    print(f"{'package':24s} {'tasks':>5s} {'baseline s':>11s} {'current s':>10s} {'speedup':>8s}")
+    for r in rows:
+        print(
+            f"{r['package']:24s} {r['tasks']:5d} {r['wall_s']['baseline']:11.1f} "
+            f"{r['wall_s']['current']:10.1f} {r['speedup']:7.2f}x"
+            + ("" if r["same_tasks"] else "  DIFFERENT TASKS")
+        )
+    if args.json:
+        args.json.write_text(
+            json.dumps({"baseline": args.baseline, "current": current, "rows": rows}, indent=1)
+        )
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
