@@ -45,7 +45,8 @@ def from_run(channel: Channel, masked: Masked) -> GoldValues:
         s = by_cid.get(cid)
         if s is None:
             continue
-        prints = {sl.fingerprint(g) for g in got if not (isinstance(g, dict) and "calls" in g)}
+        record = sl.size_print if s.op == "contains" else sl.fingerprint
+        prints = {record(g) for g in got if not (isinstance(g, dict) and "calls" in g)}
         if prints and None not in prints:
             out.setdefault(s.key, {})[masked.original(case)] = sorted(prints)
     return out
@@ -71,10 +72,9 @@ def resolve(masked: Masked, gold: GoldValues) -> None:
                 masked.installed(case): frozenset(prints)
                 for case, prints in gold.get(s.key, {}).items()
             }
+            telling = sl.sized if s.op == "contains" else sl.informative
             s = dataclasses.replace(
-                s,
-                cases=cases,
-                gold_strong=bool(cases) and all(sl.informative(p) for p in cases.values()),
+                s, cases=cases, gold_strong=bool(cases) and all(map(telling, cases.values()))
             )
         seals.append(s)
     masked.seals = seals

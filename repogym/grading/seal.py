@@ -63,6 +63,12 @@ def parse(text: str) -> ast.Module:
 
 #: Comparison operators a sealed ``check`` can stand for.
 _OPS = {ast.Eq: "==", ast.In: "in", ast.Is: "is"}
+#: A ``contains`` check (``"<h1>" in html``: a hidden text searched in what the code
+#: computed) is a value seal when its text has at least this many characters: a shorter one
+#: is found in a text of gold's length made of likely words.
+CONTAINS_CHARS = 8
+#: What a ``contains`` check searches in (the canonical decodings of a text or a container).
+_HAYSTACKS = (str, list, tuple, set, frozenset, dict)
 #: ``assert <x>`` / ``assert not <x>`` is sealed as a truth check when <x> is one of these
 #: (a comparison, ``and``/``or`` or ``not`` would show the verdict it expects).
 _TRUTHY = (ast.Call, ast.Name, ast.Attribute, ast.Subscript)
@@ -77,7 +83,8 @@ class Seal:
         cid: The check's number in the installed file (random per grading).
         test: Installed node id of the test function that holds it (no parameters).
         line: Its line in the file.
-        op: ``==``, ``in``, ``is``, ``truth``, ``approx`` or ``raises``.
+        op: ``==``, ``in``, ``contains`` (the expected text in the computed one), ``is``,
+            ``truth``, ``approx`` or ``raises``.
         expected: The hidden value (for ``raises``: the accepted class names).
         options: ``approx``'s keyword arguments; ``raises``' ``match`` pattern.
         times: How often a passing run of the test reaches it (loops over literals).
@@ -89,9 +96,11 @@ class Seal:
         cases: For a ``gold`` check, installed test case id -> the fingerprints
             (:func:`fingerprint`) its values had at gold; a case without an entry is not
             judged by this check (gold did not reach it, or reached it unstably). For a
-            ``raises`` with a pattern, gold's exceptions (class and message).
+            ``raises`` with a pattern, gold's exceptions (class and message); for a
+            ``contains``, the lengths of gold's values (:func:`size_print`).
         gold_strong: For a ``gold`` check, whether its gold values carry more than a bit;
-            for a ``raises`` with a pattern, whether gold's exceptions had messages.
+            for a ``raises`` with a pattern, whether gold's exceptions had messages; for a
+            ``contains``, whether gold's values were all texts or containers.
         leaked: Whether a sandbox of the task can read its expected value (the task's own
             files state it; ``repogym.quality.leaks``): it is weak, however long the value.
         file: The file that holds it, where that is not the test's own (a mixin's test,
@@ -135,6 +144,8 @@ class Seal:
             return False
         if self.op == "raises":  # a class is a few bits; a hidden pattern, on a short text
             return bool(dict(self.options).get("match")) and self.gold_strong
+        if self.op == "contains":  # a hidden text, searched in one of about gold's length
+            return self.gold_strong and len(self.expected) >= CONTAINS_CHARS
         if self.gold:
             return self.gold_strong
         if self.op == "==" and (self.expected is None or isinstance(self.expected, bool)):
@@ -148,14 +159,20 @@ class Seal:
         if self.gold and not self.leaked:
             prints = self.cases.get(case)
             return bool(prints) and informative(prints)
+        if self.op == "contains":  # gold's length there is what bounds the text searched
+            return self.strong and sized(self.cases.get(case, ()))
         return self.strong
 
     @property
     def records_gold(self) -> bool:
-        """Whether gold's values are recorded for it: a gold check, or a ``raises`` with a
+        """Whether gold's values are recorded for it: a gold check, a ``raises`` with a
         message pattern (the message it is searched in may be no longer than about gold's:
-        :func:`message_fits`)."""
-        return self.gold or (self.op == "raises" and bool(dict(self.options).get("match")))
+        :func:`message_fits`), or a ``contains`` (likewise its text: :func:`contains_failure`)."""
+        return (
+            self.gold
+            or self.op == "contains"
+            or (self.op == "raises" and bool(dict(self.options).get("match")))
+        )
 
     def holds(self, got: object) -> bool:
         """Whether one reported value ``got`` satisfies the hidden expectation.
@@ -204,6 +221,8 @@ class Seal:
             return False
         if self.op == "in":
             return value in self.expected
+        if self.op == "contains":
+            return isinstance(value, _HAYSTACKS) and self.expected in value
         if self.op == "approx":
             import pytest
 
@@ -564,6 +583,11 @@ def _expectation(
     ):
         return _approx(right, left)
     ok, value = _value(right, ns, local)
+    if not ok and op == "in":  # ``"<h1>" in html``: the needle is the expectation
+        found, needle = _value(left, ns, local)
+        if found and isinstance(needle, str) and needle and not _value(right, ns, local)[0]:
+            return "contains", needle, (), right
+        return None
     if not ok and op == "==":
         ok, value = _value(left, ns, local)
         if ok:
@@ -1886,6 +1910,8 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
         if not (exp := _expectation(test, pytest_names, names, local, gold=gold)):
             return None
         op, expected, options, computed = exp
+        if op == "contains" and scope.cond:
+            return None  # judged against gold's whole value there: no text of its own to find
         equality = None
         if expected is None and op == "==":
             if (computed := _gold_side(test, scope.args)) is None:
@@ -2367,6 +2393,54 @@ def message_fits(got: object, prints: frozenset[str]) -> bool:
     )
 
 
+def size_print(got: object) -> str | None:
+    """What gold's run records of a ``contains`` check's value: ``n:<length>``, the length of
+    its canonical text, when it is a text or a container the grader can search (else
+    ``x:``: the check is not judged where gold's value was not one either); None for a
+    malformed record."""
+    if not isinstance(got, dict):
+        return None
+    if "v" in got:
+        try:
+            value = canon.decode(got["v"])
+            if isinstance(value, _HAYSTACKS):
+                return f"n:{len(canon.dumps(got['v']))}"
+        except (canon.NotCanonical, TypeError, ValueError, RecursionError):
+            pass
+    return "x:"
+
+
+def sized(prints: Iterable[str]) -> bool:
+    """Whether gold's values of a ``contains`` check (:func:`size_print`) were all texts or
+    containers: only then is the text searched bounded by gold's length."""
+    prints = list(prints)
+    return bool(prints) and all(p.startswith("n:") for p in prints)
+
+
+def contains_failure(s: Seal, case: str, values: list[object]) -> str | None:
+    """Why ``case``'s values of a ``contains`` check fail, or None. Each must hold the hidden
+    text, and where gold's values were texts or containers, be one whose canonical text is
+    no longer than twice gold's longest there plus 64 characters: the text is searched in
+    one of about gold's length, never in one a forger made of every phrase it could find.
+    Where gold's value was neither (an object of the package's own, a text past the record
+    cap), the check is not judged (and is no value seal there: :meth:`Seal.strong_in`)."""
+    prints = s.cases.get(case)
+    lengths = [int(p[2:]) for p in prints or () if p.startswith("n:")]
+    for got in values:
+        size = size_print(got)
+        if size is None:
+            return f"{s.where}: got {s.shown(got)}"
+        if size == "x:":
+            if prints and not lengths:
+                continue  # gold's value was no text or container there either
+            return f"{s.where}: got {s.shown(got)}"
+        if not s.holds(got):
+            return f"{s.where}: got {s.shown(got)}"
+        if lengths and int(size[2:]) > 2 * max(lengths) + 64:
+            return f"{s.where}: got a value far longer than gold's ({s.shown(got)[:80]})"
+    return None
+
+
 def _gold_failure(s: Seal, case: str, values: list[object]) -> str | None:
     """Why ``case``'s values of a gold check differ from gold's, or None."""
     want = s.cases[case]
@@ -2396,7 +2470,13 @@ def judge_case(
             failed.append(f"{s.where}: not reached")
         elif s.gold and (why := _gold_failure(s, case, values)):
             failed.append(why)
-        elif not s.gold and (bad := next((g for g in values if not s.holds(g)), None)):
+        elif s.op == "contains" and (why := contains_failure(s, case, values)):
+            failed.append(why)
+        elif (
+            not s.gold
+            and s.op != "contains"
+            and (bad := next((g for g in values if not s.holds(g)), None))
+        ):
             failed.append(f"{s.where}: got {s.shown(bad)}")
         elif (
             s.op == "raises"

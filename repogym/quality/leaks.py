@@ -7,9 +7,9 @@ That fails when the task itself tells the answer: a docstring of the repository 
 that quotes the expected value. A payload that greps the workspace for such lines answers
 the matching checks without any fix.
 
-:func:`scan` looks, for each sealed value check (``==``, ``approx``, ``in``) of a task,
-in everything a sandbox of the task can read (every text file of ``repo/``, the statement,
-``reproduction.py`` when the task has one) for:
+:func:`scan` looks, for each sealed value check (``==``, ``approx``, ``in``, ``contains``) of
+a task, in everything a sandbox of the task can read (every text file of ``repo/``, the
+statement, ``reproduction.py`` when the task has one) for:
 
 - the **assertion form**: ``<computed side> == <literal>`` (or ``in``) as the test writes
   it, whitespace (but between two words) and quote style ignored, with the computed side also
@@ -18,7 +18,10 @@ in everything a sandbox of the task can read (every text file of ``repo/``, the 
 - the **doctest form**: a ``>>> <computed side>`` line followed by the literal's line;
 - the **bare literal**, only when its text (whitespace removed) has at least
   :data:`BARE_CHARS` characters: a short literal (``0``, ``True``, ``[]``, ``'a'``)
-  matches almost anywhere, so it counts only in the two forms above.
+  matches almost anywhere, so it counts only in the two forms above;
+- for a ``contains`` check (``"<h1 id=...>" in html``), the **text itself**, unquoted,
+  anywhere, when it is long enough to be a value seal at all: a forger's value may hold any
+  phrase the workspace has.
 
 A hit makes the check *leaked*: it no longer counts as a value seal (validation's "by a
 value" count, :attr:`repogym.grading.seal.Seal.strong`), and ``repogym validate`` names the
@@ -37,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from repogym.grading.grader import planted_seals
-from repogym.grading.seal import Seal
+from repogym.grading.seal import CONTAINS_CHARS, Seal
 from repogym.scenarios.task import Task
 
 #: A literal whose text (whitespace removed) is at least this long is looked for on its own.
@@ -204,6 +207,8 @@ def _forms(seal: Seal, source: _Source) -> tuple[list[tuple[str, str]], set[str]
                 literals.add(normalised(text))
             pairs += [(name, op) for name in _computed_names(source, computed)]
     bare = [lit for lit in literals if len(lit) >= BARE_CHARS]
+    if seal.op == "contains" and len(text := normalised(seal.expected)) >= CONTAINS_CHARS:
+        bare.append(text)  # the text itself, anywhere: a forger's value may hold it
     return pairs, literals, bare
 
 
@@ -278,7 +283,7 @@ def scan(task: Task, corpus: Corpus | None = None) -> list[Leak]:
     sources: dict[str, _Source] = {}
     leaks: list[Leak] = []
     for seal in masked.seals:
-        if seal.op not in ("==", "approx", "in"):
+        if seal.op not in ("==", "approx", "in", "contains"):
             continue
         rel = seal.path
         if rel not in sources:

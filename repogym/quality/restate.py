@@ -534,7 +534,7 @@ def hidden_values(task: Task) -> set[str]:
     wanted = {sl.function_of(masked.installed(t)) for t in task.test_spec.fail_to_pass}
     out: set[str] = set()
     for seal in masked.seals:
-        if seal.test not in wanted or seal.op not in ("==", "approx", "in"):
+        if seal.test not in wanted or seal.op not in ("==", "approx", "in", "contains"):
             continue
         if seal.gold:
             out |= {p for prints in seal.cases.values() for p in prints}

@@ -11,6 +11,7 @@ RealPy (flip every non-canary report to passed) earns what noop earns on such a 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import random
 import textwrap
 
@@ -978,4 +979,83 @@ def test_a_helper_comparing_two_tuples_written_out_seals_each_item(tmp_path):
     f2p = ("tests/test_mod.py::test_pairs",)
     _witnessed_and_unforgeable(
         tmp_path / "pairs", PAIR_HELPER, f2p, ("tests/test_mod.py::test_inside",)
+    )
+
+
+#: Texts a test looks for in what the code computed (``assertIn``, ``"..." in html``).
+CONTAINS = """\
+import unittest
+
+from mod import clamp
+
+
+class TestShown(unittest.TestCase):
+    def test_upper(self):
+        shown = f"clamped to {clamp(15, 0, 10)} units"
+        self.assertIn("clamped to 10 units", shown)
+        self.assertNotIn("15", shown)
+
+    def test_inside(self):
+        assert "to 5 units" in f"clamped to {clamp(5, 0, 10)} units"
+        assert "5" in str(clamp(5, 0, 10))
+        for v in (1, 2):
+            with self.subTest(v=v):
+                self.assertIn(f"{v}", str(clamp(v, 0, 10)))
+"""
+
+
+def test_a_text_looked_for_in_a_computed_one_leaves_the_file():
+    """``assertIn(<text>, computed)`` and ``assert <text> in computed``: the text is the
+    expectation; it leaves the file and the grader searches the value the code reported.
+    A text shorter than CONTAINS_CHARS is sealed but weak; in a subTest (judged against
+    gold's whole value) and ``assertNotIn`` (a bit) nothing changes."""
+    tree = ast.parse(CONTAINS)
+    text, out = sl.seal_file(CONTAINS, tree, "tests/t.py", random.Random(0), set(), gold=True)
+    assert "clamped to 10 units" not in text and "to 5 units" not in text
+    assert 'self.assertNotIn("15", shown)' in text and 'self.assertIn(f"{v}"' in text
+    assert [(s.op, s.expected, s.records_gold) for s in out.seals] == [
+        ("contains", "clamped to 10 units", True),
+        ("contains", "to 5 units", True),
+        ("contains", "5", True),
+    ]
+    long, _, short = out.seals
+    cases = {"tests/t.py::TestShown::test_upper": frozenset({"n:25"})}
+    long, short = (dataclasses.replace(s, cases=cases, gold_strong=True) for s in (long, short))
+    assert long.strong and not short.strong  # "5" is in any text of digits
+    assert long.strong_in("tests/t.py::TestShown::test_upper") and not long.strong_in("other")
+
+
+def _text(value) -> dict:
+    from repogym.grading.launcher import canon
+
+    return {"v": canon.encode(value), "shown": repr(value)[:50]}
+
+
+def test_a_contains_check_searches_a_text_of_about_golds_length_only():
+    """The forger's answer to a hidden text: every phrase it can find in one value. It holds
+    the text, and fails: the value searched may be no longer than twice gold's plus 64
+    characters. A value that is no text or container fails, unless gold's was not one either
+    there (then the check is not judged, and is no value seal)."""
+    s = sl.Seal(1, "t.py::test", 3, "contains", "clamped to 10 units", key="k")
+    case = "t.py::test"
+    gold = dataclasses.replace(s, cases={case: frozenset({sl.size_print(_text("x" * 40))})})
+    assert sl.contains_failure(gold, case, [_text("so: clamped to 10 units, fine")]) is None
+    soup = " ".join(f"clamped to {n} units" for n in range(200))
+    assert "far longer than gold's" in sl.contains_failure(gold, case, [_text(soup)])
+    assert sl.contains_failure(gold, case, [_text("clamped to 15 units")]) is not None
+    assert sl.contains_failure(gold, case, [_text(["clamped to 10 units"])]) is None
+    opaque = {"v": {"opaque": "Box (TypeError)"}, "shown": "<Box>"}
+    assert sl.contains_failure(gold, case, [opaque]) is not None
+    assert sl.contains_failure(gold, case, [{"digest": "ab", "shown": "..."}]) is not None
+    assert sl.contains_failure(gold, case, ["not a record", {"v": {"q": [1, 0]}}]) is not None
+    unsized = dataclasses.replace(s, cases={case: frozenset({"x:"})})
+    assert sl.contains_failure(unsized, case, [opaque]) is None
+    assert not dataclasses.replace(unsized, gold_strong=False).strong_in(case)
+
+
+@pytest.mark.slow
+def test_a_contains_task_is_witnessed_by_values_and_the_forger_earns_nothing(tmp_path):
+    f2p = ("tests/test_mod.py::TestShown::test_upper",)
+    _witnessed_and_unforgeable(
+        tmp_path / "contains", CONTAINS, f2p, ("tests/test_mod.py::TestShown::test_inside",)
     )
