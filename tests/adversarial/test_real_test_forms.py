@@ -1007,22 +1007,21 @@ class TestShown(unittest.TestCase):
 def test_a_text_looked_for_in_a_computed_one_leaves_the_file():
     """``assertIn(<text>, computed)`` and ``assert <text> in computed``: the text is the
     expectation; it leaves the file and the grader searches the value the code reported.
-    A text shorter than CONTAINS_CHARS is sealed but weak; in a subTest (judged against
-    gold's whole value) and ``assertNotIn`` (a bit) nothing changes."""
+    A text shorter than CONTAINS_CHARS (any text of digits holds ``"5"``), one in a subTest
+    (judged against gold's whole value) and ``assertNotIn`` (a bit) are left to pytest."""
     tree = ast.parse(CONTAINS)
     text, out = sl.seal_file(CONTAINS, tree, "tests/t.py", random.Random(0), set(), gold=True)
     assert "clamped to 10 units" not in text and "to 5 units" not in text
     assert 'self.assertNotIn("15", shown)' in text and 'self.assertIn(f"{v}"' in text
+    assert 'assert "5" in str(clamp(5, 0, 10))' in text and text.count(".contains(") == 2
     assert [(s.op, s.expected, s.records_gold) for s in out.seals] == [
         ("contains", "clamped to 10 units", True),
         ("contains", "to 5 units", True),
-        ("contains", "5", True),
     ]
-    long, _, short = out.seals
     cases = {"tests/t.py::TestShown::test_upper": frozenset({"n:25"})}
-    long, short = (dataclasses.replace(s, cases=cases, gold_strong=True) for s in (long, short))
-    assert long.strong and not short.strong  # "5" is in any text of digits
-    assert long.strong_in("tests/t.py::TestShown::test_upper") and not long.strong_in("other")
+    long = dataclasses.replace(out.seals[0], cases=cases, gold_strong=True)
+    assert long.strong and long.strong_in("tests/t.py::TestShown::test_upper")
+    assert not long.strong_in("other")  # gold's length there is unknown
 
 
 def _text(value) -> dict:
@@ -1058,4 +1057,39 @@ def test_a_contains_task_is_witnessed_by_values_and_the_forger_earns_nothing(tmp
     f2p = ("tests/test_mod.py::TestShown::test_upper",)
     _witnessed_and_unforgeable(
         tmp_path / "contains", CONTAINS, f2p, ("tests/test_mod.py::TestShown::test_inside",)
+    )
+
+
+#: A text looked for in a container that is no text or list (the launcher sends its items).
+CONTAINS_OBJECT = """\
+from mod import clamp
+
+
+class Shelf:
+    def __init__(self, *items):
+        self._items = list(items)
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __contains__(self, item):
+        return item in self._items
+
+
+def test_upper():
+    assert "clamped to 10 units" in Shelf(f"clamped to {clamp(15, 0, 10)} units", "other")
+
+
+def test_inside():
+    assert "clamped to 5 units" in Shelf(f"clamped to {clamp(5, 0, 10)} units")
+"""
+
+
+@pytest.mark.slow
+def test_a_contains_check_over_an_iterable_object_is_judged_by_its_items(tmp_path):
+    _witnessed_and_unforgeable(
+        tmp_path / "shelf",
+        CONTAINS_OBJECT,
+        ("tests/test_mod.py::test_upper",),
+        ("tests/test_mod.py::test_inside",),
     )

@@ -37,6 +37,9 @@ SEALS = (
     Seal(19, CASE, 11, "approx", {"a": 1.0}),
     Seal(20, CASE, 12, "raises", ("ValueError",)),
     Seal(21, CASE, 13, "raises", ("ParseError", "KeyError"), (("match", "bad"),)),
+    Seal(22, CASE, 14, "contains", "clamped to 10"),
+    Seal(23, CASE, 15, "contains", "clamped to 10", cases={CASE: frozenset({"n:40"})}),
+    Seal(24, CASE, 16, "contains", "clamped to 10", cases={CASE: frozenset({"x:"})}),
 )
 ZERO = {"v": {"q": ["1", "0"]}, "is": None, "truth": True, "shown": "1/0"}
 ONCE = {"calls": 1}
@@ -450,3 +453,29 @@ def test_the_runtime_reports_each_value_once_and_keeps_the_equality_and_the_hand
         (10, "'x'"),
         (9, "'x'"),
     ]
+
+
+def test_the_runtime_sends_what_a_hidden_text_is_looked_for_in():
+    """``contains`` reports a text or a container as it is, and another iterable (an object
+    of the package's own with ``__iter__``) as the list of its items; an object whose
+    iteration fails is reported as it is (the grader then finds no text in it)."""
+
+    class Shelf:
+        def __iter__(self):
+            return iter(["clamped to 10 units", 3])
+
+    class Broken:
+        def __iter__(self):
+            raise RuntimeError("no")
+
+    sent: list[dict] = []
+    seals = launch.Seals(type("Sink", (), {"send": lambda self, **r: sent.append(r)})(), canon)
+    seals.case = CASE
+    for cid, value in ((1, "a text"), (2, Shelf()), (3, Broken()), (4, {"k": 1})):
+        seals.contains(cid, value)
+    got = {r["seal"]: r["got"] for r in sent}
+    assert canon.decode(got[1]["v"]) == "a text" and canon.decode(got[4]["v"]) == {"k": 1}
+    assert canon.decode(got[2]["v"]) == ["clamped to 10 units", 3]
+    assert "opaque" in got[3]["v"]
+    s = Seal(9, CASE, 3, "contains", "clamped to 10 units")
+    assert s.holds(got[2]) and not s.holds(got[3]) and not s.holds(got[1])

@@ -145,6 +145,7 @@ class Seals:
     def module(self) -> types.ModuleType:
         m = types.ModuleType("_repogym_seal", "Sealed checks (made by repogym's launcher).")
         m.check, m.raises, m.hold = self.check, self.raises, self.hold
+        m.contains = self.contains
         m.handle, m.at, m.equal = _Handle, self.at, self.equal
         return m
 
@@ -153,6 +154,18 @@ class Seals:
         also reported for gold check ``cid``: the equality with a local stays the test's."""
         self.check(cid, value)
         assert (value == other) if left else (other == value)
+
+    def contains(self, cid: int, value) -> None:
+        """Report what a hidden text is looked for in (``assert "<h1>" in value``) for check
+        ``cid``: a text or a container as it is; another iterable (a cache, a tree's
+        children) as the list of its items, which is what ``in`` searches in it."""
+        if not isinstance(value, str | bytes | list | tuple | set | frozenset | dict):
+            try:
+                if hasattr(value, "__iter__"):
+                    value = list(value)
+            except Exception:  # an iteration that fails is the code's own: sent as it was
+                pass
+        self.check(cid, value)
 
     def at(self, expected, use: int, value):
         """In an expectation helper, where it compares ``value`` with ``expected``: for a
