@@ -58,6 +58,18 @@ def test_upper():
 def test_inside():
     assert clamp(5, 0, 10) == 5
 """
+#: test_upper looks for a text in what the code computed: sealed as a contains check.
+CONTAINS = """\
+from mod import clamp
+
+
+def test_upper():
+    assert "clamped to 10 units" in f"clamped to {clamp(15, 0, 10)} units"
+
+
+def test_inside():
+    assert clamp(5, 0, 10) == 5
+"""
 #: A sibling function of the workspace raises the message the test matches.
 ORDER = (
     "def check_order(low, high):\n    if low > high:\n"
@@ -84,14 +96,20 @@ def _forged(attacker, task) -> str:
     return make_diff(task.repo_dir, FORGER.changes(task.repo_dir, task.test_spec.tests_dest))
 
 
-@pytest.mark.parametrize("kind", ["unsealed-helper", "documented-value"])
+@pytest.mark.parametrize("kind", ["unsealed-helper", "documented-value", "text-in-code"])
 def test_the_forger_beats_noop_where_the_answer_is_not_sealed_away(attacker, tmp_path: Path, kind):
-    """What the forger shows: a fail_to_pass test judged by pytest alone, and a sealed value
-    the README's doctest gives: each is earned without a fix."""
-    tests = {"unsealed-helper": HELPER, "documented-value": TESTS}[kind]
+    """What the forger shows: a fail_to_pass test judged by pytest alone, a sealed value
+    the README's doctest gives, and a hidden text the workspace's code raises (its soup,
+    after the computed text, holds it within gold's length): each is earned without a fix
+    (and the leak scan makes the last two weak: no value seal witnesses them)."""
+    tests = {"unsealed-helper": HELPER, "documented-value": TESTS, "text-in-code": CONTAINS}[kind]
     root = write_task(tmp_path / kind, tests=tests)
     (root / "repo" / "README.md").write_text(README if kind == "documented-value" else "")
     (root / "repo" / "order.py").write_text(ORDER)
+    if kind == "text-in-code":
+        (root / "repo" / "units.py").write_text(
+            'def refuse():\n    raise ValueError("clamped to 10 units")\n'
+        )
     task = load_task(root)
     noop = _rewards(attacker, task, "")
     forged = _rewards(attacker, task, _forged(attacker, task))
@@ -99,18 +117,23 @@ def test_the_forger_beats_noop_where_the_answer_is_not_sealed_away(attacker, tmp
     assert forged == dict.fromkeys(grader.REWARD_MODES, 1.0), (kind, forged)
 
 
-@pytest.mark.parametrize("kind", ["equality-helper", "expectation-helper", "message-in-code"])
+@pytest.mark.parametrize(
+    "kind", ["equality-helper", "expectation-helper", "message-in-code", "contains"]
+)
 def test_the_forger_earns_nothing_where_the_answer_is_sealed_away(attacker, tmp_path: Path, kind):
     """A helper that only asserts ``a == b`` is sealed like the assertion, one that asserts
     its argument is what the code computed is sealed at each call; a ``raises``
     needs the exact class and message gold raised, which the forger's word soup (every
-    string of the code, the matching message among them) is not."""
+    string of the code, the matching message among them) is not; a hidden text is searched
+    in a value of about gold's length, which the computed text and the soup after it
+    (``clamped to 15 units ...``) do not hold."""
     tests = {
         "equality-helper": HELPER.replace("    assert got is not None\n", "").replace(
             ', f"{got!r} is not {want!r}"', ""
         ),
         "expectation-helper": HELPER.replace(', f"{got!r} is not {want!r}"', ""),
         "message-in-code": RAISES,
+        "contains": CONTAINS,
     }[kind]
     root = write_task(tmp_path / kind, tests=tests)
     (root / "repo" / "order.py").write_text(ORDER)

@@ -17,6 +17,9 @@ workspace and the process it runs in. Inside the grading run's pytest process it
 - answers each sealed ``raises`` with every exception class name it can find (builtins,
   loaded modules, the workspace's text) and a message made of every string constant and
   word of the workspace;
+- answers each sealed ``contains`` (a hidden text looked for in what the code computed)
+  with the computed text followed by as much of that soup as keeps it within twice its
+  length plus 64 characters (the most the grader searches, if gold's text is as long);
 - turns every failed report of a test it judges not a canary into a pass.
 """
 # Attack code: it swallows every error and runs code it compiled, on purpose.
@@ -209,7 +212,7 @@ def _rg_forger():
                 if (
                     isinstance(node, ast.Call)
                     and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "check"
+                    and node.func.attr in ("check", "contains")
                     and len(node.args) == 2
                     and isinstance(node.args[0], ast.Constant)
                 ):
@@ -274,7 +277,7 @@ def _rg_forger():
                 isinstance(stmt, ast.Expr)
                 and isinstance(stmt.value, ast.Call)
                 and isinstance(stmt.value.func, ast.Attribute)
-                and stmt.value.func.attr == "check"
+                and stmt.value.func.attr in ("check", "contains")
                 and len(stmt.value.args) == 2
             ):
                 guarded = scaffold(
@@ -352,6 +355,25 @@ def _rg_forger():
                 return True
 
         seal.check, seal.raises = check, Raises
+        real_contains = getattr(runtime, "contains", None)
+
+        def contains(cid, value):
+            frame = sys._getframe(1)
+            for k in check_keys(frame.f_code.co_filename, cid):
+                if k in answers():
+                    real_contains(cid, answers()[k])
+                    return
+            if value is missing or value is None:
+                value = ""
+            if not isinstance(value, str):
+                try:
+                    value = " ".join(map(str, value))
+                except Exception:
+                    value = str(value)
+            real_contains(cid, value + " " + soup()[: len(value) + 62])
+
+        if real_contains is not None:
+            seal.contains = contains
 
     class Forge:
         @pytest.hookimpl(tryfirst=True)
