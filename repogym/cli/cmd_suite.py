@@ -519,6 +519,15 @@ def _restate(args: argparse.Namespace) -> int:
     from repogym.quality.suite_build import write_restated
     from repogym.scenarios import suites
 
+    folder = args.manifests or suites.MANIFESTS / args.name.lower()
+    if not (folder / "suite.json").is_file():
+        print(
+            f"error: {folder} holds no suite.json: --manifests must be a folder of the "
+            f"suite's manifests, which restated entries are written into. Fix: copy "
+            f"{suites.MANIFESTS / args.name.lower()} there first, or leave --manifests out",
+            file=sys.stderr,
+        )
+        return 2
     packages = [p.strip() for p in args.packages.split(",")] if args.packages else None
     tasks = suites.validated_tasks(
         args.name, args.root, split=args.split, packages=packages, withheld=True
@@ -531,7 +540,6 @@ def _restate(args: argparse.Namespace) -> int:
         tasks, sandbox=args.sandbox, say=lambda m: print(m, file=sys.stderr)
     )
     done = {k: v for k, v in found.items() if isinstance(v, restate.Restated)}
-    folder = args.manifests or suites.MANIFESTS / args.name.lower()
     written = write_restated(folder, done)
     leaking = sum(1 for v in found.values() if v != restate.NO_LEAK)
     print(

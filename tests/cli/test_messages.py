@@ -93,3 +93,14 @@ def test_plot_on_a_benchmark_folder_says_what_it_is(tmp_path: Path) -> None:
     missing = _cli("plot", str(tmp_path / "nothing"))
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert "no metrics at" in missing.stderr and "Fix: pass the --out folder" in missing.stderr
+
+
+def test_suite_restate_into_a_folder_with_no_manifests_says_so_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """--manifests names the folder restated entries are merged into: one without the
+    suite's manifests is refused with the fix (it was a FileNotFoundError traceback after
+    every task had been restated)."""
+    code = main(["suite", "restate", "realpy", "--manifests", str(tmp_path / "empty")])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and "holds no suite.json" in err and "leave --manifests out" in err, err
