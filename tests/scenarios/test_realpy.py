@@ -64,9 +64,10 @@ def test_manifest_is_packages_of_many_kinds_split_by_package(suite):
     ids = [t.id for p in packages for t in p.tasks]
     assert len(ids) == len(set(ids)) and all(_ID.match(i) for i in ids)
     for p in packages:
-        assert re.fullmatch(r"[0-9a-f]{64}", p.sha256) and p.sdist.startswith(
-            (p.name, p.name.replace("-", "_"))
-        )
+        # the sdist of the entry's distribution at its version (``docstring_parser-0.11``)
+        dist = (p.pypi or p.name).lower().replace("_", "-")
+        assert re.fullmatch(r"[0-9a-f]{64}", p.sha256)
+        assert p.sdist.lower().replace("_", "-").startswith(f"{dist}-{p.version}"), p.sdist
         assert all("==" in r for r in p.environment.requirements)  # pinned
         assert p.name not in {r.split("==")[0] for r in p.environment.requirements}
         assert p.hidden and all(t.id.startswith(p.name + "-") for t in p.tasks)
