@@ -35,25 +35,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
+
+from synthesis import tasks_written  # bench/ is on sys.path when a script of it runs
 
 HERE = Path(__file__).resolve().parent.parent
 #: Caches that hold what a grading records per task and grading code: emptied for each run.
 RECORDS = ("gold", "witnessed", "forged")
-
-
-def tasks_written(out: Path) -> dict[str, dict]:
-    """Task folder name -> what makes it the task it is (its lists and its gold patch)."""
-    found = {}
-    for toml in sorted(out.rglob("task.toml")):
-        v = tomllib.loads(toml.read_text())["verifier"]
-        found[toml.parent.name] = {
-            "fail_to_pass": v["fail_to_pass"],
-            "pass_to_pass": v["pass_to_pass"],
-            "gold": (toml.parent / "solution.patch").read_text(),
-        }
-    return found
 
 
 def cache_of_run(shared: Path, work: Path) -> Path:

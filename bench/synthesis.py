@@ -36,9 +36,10 @@ from repogym.scenarios.synth import MAX_FAIL_TO_PASS
 
 
 def tasks_written(out: Path) -> dict[str, dict]:
-    """Task folder name -> what makes it the task it is (its lists and its gold patch)."""
+    """Task folder name -> what makes it the task it is (its lists and its gold patch), for
+    every task folder under ``out`` (``synth --pypi`` with several packages nests them)."""
     found = {}
-    for toml in sorted(out.glob("*/task.toml")):
+    for toml in sorted(out.rglob("task.toml")):
         v = tomllib.loads(toml.read_text())["verifier"]
         found[toml.parent.name] = {
             "fail_to_pass": v["fail_to_pass"],

@@ -119,10 +119,6 @@ class _Names:
         raise RuntimeError("no free test name")  # unreachable: every attempt adds a word
 
 
-def _parse(text: str) -> ast.Module:
-    return sl.parse(text)
-
-
 def _facts(tree: ast.Module) -> tuple[list[str], list[str], set[str]]:
     """(vocabulary of the file's test names, module-level imported names, every name used)."""
     words: list[str] = []
@@ -262,14 +258,14 @@ def mask_test_file(
     """
     masked = Masked()
     try:
-        tree = _parse(text)
+        tree = sl.parse(text)
     except SyntaxError:
         return text, masked
     words, imported, taken = _facts(tree)
     names = _Names(rng, words, taken)
     if rename:
         text, masked.renamed = _rename(text, tree, rel, names)
-        tree = _parse(text)
+        tree = sl.parse(text)
     footer = ""
     if seal:
         back = {old: new for new, old in masked.renamed.items()}
@@ -350,7 +346,7 @@ def helpers_by_module(files: dict[str, Path]) -> dict[str, set[str]]:
     for rel, src in files.items():
         if src.suffix == ".py":
             try:
-                tree = _parse(src.read_text(encoding="utf-8", errors="surrogateescape"))
+                tree = sl.parse(src.read_text(encoding="utf-8", errors="surrogateescape"))
             except (SyntaxError, ValueError):
                 continue
             if names := sl.equality_helpers(tree):
@@ -458,7 +454,7 @@ def _export(text: str, names: Iterable[str], rng: random.Random) -> str:
     """A file that only defines expectation helpers other files' sealed calls use
     (:func:`repogym.grading.seal.export_helpers`), made to report for their handles."""
     try:
-        tree = _parse(text)
+        tree = sl.parse(text)
     except SyntaxError:
         return text
     out, footer = sl.export_helpers(text, tree, set(names), rng, _facts(tree)[2])

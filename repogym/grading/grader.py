@@ -560,7 +560,8 @@ def gold_values(
 
 @dataclasses.dataclass
 class _GoldRun:
-    """One recording grading of the gold patch, kept to be judged as a grading of its own."""
+    """One recording grading of the gold patch, kept to be judged as a grading of its own
+    (``flags``: the diff filter's and the run's, as :func:`grade` collects them)."""
 
     passes: list[Pass]
     apply_output: str
@@ -586,10 +587,10 @@ def _recorded_gold(
                 task, test_spec=dataclasses.replace(task.test_spec, hash_seed=0)
             )
         v = task.test_spec
-        kept, _ = filter_diff(task.solution_patch.read_text(errors="surrogateescape"), v)
+        kept, filtered = filter_diff(task.solution_patch.read_text(errors="surrogateescape"), v)
         runs, made = [], []
         for _ in range(GOLD_RUNS):
-            start, flags = time.monotonic(), set()
+            start, flags = time.monotonic(), set(filtered)
             passes, apply_output = _verify(
                 task,
                 template,
@@ -627,14 +628,13 @@ def grade_gold(
     runs of the whole suite per task (a quarter of a validation)."""
     diff = task.solution_patch.read_text(errors="surrogateescape")
     v = task.test_spec
+    limits = dataclasses.replace(limits or Limits(), timeout_s=v.timeout_s)
     made: list[_GoldRun] = []
     if not v.hash_seed:  # else the recording's runs (under seed 0) are not this grading
-        limits = dataclasses.replace(limits or Limits(), timeout_s=v.timeout_s)
         try:
             _, made = _recorded_gold(task, template, make_sandbox, limits)
         except SandboxError:
             made = []  # each grading below meets the failure and reports it
-    _, filtered = filter_diff(diff, v)
     out = [
         _judged(
             task,
@@ -642,10 +642,10 @@ def grade_gold(
             diff,
             r.passes,
             r.apply_output,
-            set(filtered) | r.flags,
+            r.flags,
             mode=mode,
             make_sandbox=make_sandbox,
-            limits=limits or Limits(),
+            limits=limits,
             leaked=leaked,
             seconds=r.seconds,
         )
@@ -765,7 +765,9 @@ def grade(
     )
 
 
-def _infra(v: TestSpec, diff: str, flags: set[HackFlag], e: SandboxError, start: float):
+def _infra(
+    v: TestSpec, diff: str, flags: set[HackFlag], e: SandboxError, start: float
+) -> GradeResult:
     """The result of a grading the infrastructure failed (every test missing, no reward)."""
     return GradeResult(
         0.0,
@@ -797,7 +799,6 @@ def _judged(
     second half): gold's values resolved, the passes judged, the reward scored."""
     start = time.monotonic() - seconds
     v = task.test_spec
-
     node_ids = list(v.all_tests)
     try:
         for masked in (p.masked for p in passes):

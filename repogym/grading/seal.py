@@ -585,12 +585,7 @@ def _expectation(
     ok, value = _value(right, ns, local)
     if not ok and op == "in":  # ``"<h1>" in html``: the needle is the expectation
         found, needle = _value(left, ns, local)
-        if (
-            found
-            and isinstance(needle, str)
-            and len(needle) >= CONTAINS_CHARS
-            and not _value(right, ns, local)[0]
-        ):
+        if found and isinstance(needle, str) and len(needle) >= CONTAINS_CHARS:
             return "contains", needle, (), right
         return None  # a shorter text is left to pytest: sealed, it would be a weak check
     if not ok and op == "==":
