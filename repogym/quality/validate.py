@@ -26,14 +26,16 @@ import functools
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Literal, Self
 
+from repogym.grading import gold as gd
 from repogym.grading.flags import HackFlag
 from repogym.grading.grader import (
     GradeResult,
     RewardMode,
+    code_digest,
     grade,
     grade_gold,
     noop_witnessed,
@@ -361,15 +363,32 @@ class PatchGrader:
         mode: RewardMode = "binary",
         timeout_s: float | None = None,
         hash_seed: int = 0,
+        only: Collection[str] | None = None,
     ) -> GradeResult:
         """Grading of ``diff`` against ``task``'s repo/ (``timeout_s`` shortens the
         test spec's timeout, for checks that expect a hang; ``hash_seed`` is the tests'
-        ``PYTHONHASHSEED``)."""
+        ``PYTHONHASHSEED``; ``only``: grade these listed tests alone, the others are not
+        run, for a check that one failing test settles. Gold's values must be recorded
+        for the task then (:meth:`gold_recorded`): a grading that records them records
+        what its own tests report, under the task's key)."""
         spec = task.test_spec
         if timeout_s is not None and timeout_s < spec.timeout_s:
             spec = dataclasses.replace(spec, timeout_s=timeout_s)
         if hash_seed != spec.hash_seed:
             spec = dataclasses.replace(spec, hash_seed=hash_seed)
+        if only is not None:
+            if not self.gold_recorded(task):
+                raise ValueError(
+                    f"{task.id}: grading some of its tests alone before gold's values are "
+                    "recorded would record gold's values for those tests only. Fix: grade "
+                    "gold first (grade_gold), or grade every test"
+                )
+            keep = set(only)
+            spec = dataclasses.replace(
+                spec,
+                fail_to_pass=tuple(t for t in spec.fail_to_pass if t in keep),
+                pass_to_pass=tuple(t for t in spec.pass_to_pass if t in keep),
+            )
         if spec is not task.test_spec:
             task = dataclasses.replace(task, test_spec=spec)
         template = self._templates.get(task.repo_dir, task.sandbox_dependencies())
@@ -382,6 +401,12 @@ class PatchGrader:
             limits=self.limits,
             leaked=leaked_checks(self.leaks(task)),
         )
+
+    @staticmethod
+    def gold_recorded(task: Task) -> bool:
+        """Whether gold's values are recorded for ``task`` under this grading code
+        (:func:`repogym.grading.grader.gold_values`)."""
+        return gd.load(task.digest(), code_digest()) is not None
 
     def witnessed(self, task: Task) -> list[str]:
         """``task``'s fail_to_pass tests witnessed by a value seal
@@ -445,6 +470,8 @@ def _run_job(task: Task, job: _Job, grader: PatchGrader) -> list[Check]:
             ]
         if job.runs > 1:
             results = grader.grade_gold(task, job.runs)
+        elif job.kind == "decoy":
+            results = [_grade_decoy(task, diff, grader)]
         else:
             results = [grader.grade(task, diff)]
     except Exception as e:  # a validation run reports, never crashes
@@ -471,6 +498,20 @@ def _run_job(task: Task, job: _Job, grader: PatchGrader) -> list[Check]:
         )
         for kind, res in zip(kinds, results, strict=True)
     ]
+
+
+def _grade_decoy(task: Task, diff: str, grader: PatchGrader) -> GradeResult:
+    """A decoy's grading. All validation asks of a decoy is that it does not earn full
+    reward, which one failing test settles: where gold's values are recorded, its
+    fail_to_pass tests are graded alone first (a few tests instead of the suite), and only
+    a decoy that passes them all, or whose grading failed, is graded on every listed test.
+    (Only a fail_to_pass test that fails alone and passes beside the rest of the suite
+    could make the two disagree.)"""
+    if task.test_spec.fail_to_pass and grader.gold_recorded(task):
+        first = grader.grade(task, diff, only=task.test_spec.fail_to_pass)
+        if not first.infra_error and first.reward < 1.0:
+            return first
+    return grader.grade(task, diff)
 
 
 def validate_tasks(

@@ -18,6 +18,7 @@ SPECIAL_CASE = BUGGY.replace(
     "    return value\n", "    if value == 15:\n        return 10\n    return value\n"
 )
 WRONG_GOLD = BUGGY.replace("    return value\n", "    return high\n")
+LOW = BUGGY.replace("    return value\n", "    return low\n")
 
 
 def _validate(path, reruns=1):
@@ -222,7 +223,7 @@ def test_the_gradings_that_record_gold_values_are_the_validations_gold_runs(tmp_
         tests=SHOWN + f"\n# {uuid.uuid4()}: gold's values for these files are not recorded\n",
         f2p=("tests/test_mod.py::test_shown[15-10!]",),
         p2p=("tests/test_mod.py::test_shown[5-5!]",),
-        decoys={"broken": WRONG_GOLD},
+        decoys={"low": LOW},  # it fails the fail_to_pass test: one grading either way
     )
     assert any(s.records_gold for s in grader.planted_seals(load_task(task))[0].seals)
     report = _validate(task, reruns=3)
@@ -235,3 +236,49 @@ def test_the_gradings_that_record_gold_values_are_the_validations_gold_runs(tmp_
     runs.clear()
     again = _validate(task, reruns=3)  # recorded: three gradings of gold, as before
     assert again.ok and len(runs) == 5
+
+
+def test_a_decoy_is_graded_on_its_fail_to_pass_tests_alone_first(tmp_path, monkeypatch):
+    """Once gold's values are recorded, a decoy that fails a fail_to_pass test is settled
+    by a grading of those tests alone; one that passes them all is graded on every listed
+    test, and still caught."""
+    f2p, p2p = "tests/test_mod.py::test_shown[15-10!]", "tests/test_mod.py::test_shown[5-5!]"
+    task = write_task(
+        tmp_path / "decoys",
+        tests=SHOWN + f"\n# {uuid.uuid4()}\n",
+        f2p=(f2p,),
+        p2p=(p2p,),
+        decoys={"low": LOW, "broken": WRONG_GOLD, "special_case": SPECIAL_CASE},
+    )
+    assert _validate(task, reruns=2).checks  # records gold's values
+    runs: list[list[str]] = []
+    real = grader.run_grading
+
+    def counted(sb, gdir, args, node_ids, *rest, **kw):
+        runs.append(list(node_ids))
+        return real(sb, gdir, args, node_ids, *rest, **kw)
+
+    monkeypatch.setattr(grader, "run_grading", counted)
+    from repogym.quality.validate import PatchGrader, _Job, _run_job
+
+    t = load_task(task)
+    with PatchGrader() as g:
+        assert g.gold_recorded(t)
+        [low] = _run_job(t, _Job("decoy", t.path / "decoys" / "low.patch"), g)
+        assert low.problems == [] and low.reward == 0.0
+        assert low.tests == {f2p: "failed"}  # the fail_to_pass test alone settles it
+        assert len(runs) == 1
+        alone = len(runs[0])
+        runs.clear()
+        # it passes the fail_to_pass test and fails the other: graded on both, then caught
+        [broken] = _run_job(t, _Job("decoy", t.path / "decoys" / "broken.patch"), g)
+        assert broken.problems == [] and broken.reward == 0.0
+        assert broken.tests == {f2p: "passed", p2p: "failed"}
+        assert [len(r) for r in runs] == [alone, alone + 1]
+        runs.clear()
+        [special] = _run_job(t, _Job("decoy", t.path / "decoys" / "special_case.patch"), g)
+        assert special.problems[0].startswith(
+            "decoys: decoy decoys/special_case.patch: the decoy earns full reward"
+        )
+        assert special.tests == {f2p: "passed", p2p: "passed"}  # then every test
+        assert [len(r) for r in runs] == [alone, alone + 1]
