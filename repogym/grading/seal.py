@@ -1567,11 +1567,22 @@ def _gold_side_of(test: ast.Compare, args: set[str]) -> ast.expr | None:
     return sides[1] if named == [True, False] else sides[0]
 
 
+#: Decorators that run a test's body as many times as they choose, not once: hypothesis's
+#: ``@given`` runs it once per example it draws (a check in it is reached 100 times, or
+#: fewer, and sees values drawn at random). Such a test stays pytest's to judge.
+_REPEATING = frozenset({"given"})
+
+
 def _sealable(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """A test whose top-level statements all run whenever it passes (one with no ``return``,
-    ``yield`` or ``await``, but a bare ``return`` that ends it)."""
+    ``yield`` or ``await``, but a bare ``return`` that ends it), once per run (no decorator
+    of :data:`_REPEATING`)."""
     if isinstance(fn, ast.AsyncFunctionDef):
         return False
+    for d in fn.decorator_list:
+        f = d.func if isinstance(d, ast.Call) else d
+        if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)) in _REPEATING:
+            return False
 
     def walk(node: ast.AST) -> Iterator[ast.AST]:
         for child in ast.iter_child_nodes(node):

@@ -254,6 +254,33 @@ def test_an_argument_compared_bare_is_not_a_seal():
     assert out.seals == [] and out.case_ids == {}
 
 
+def test_a_hypothesis_test_is_not_sealed():
+    """``@given`` runs the body once per example it draws (h2's flow-control tests: 100
+    times), so a check there is reached a number of times, with values, that the source
+    does not say: gold itself failed its seal ("reached 100 times of 1"). The test next to
+    it, run once, is sealed as before."""
+    src = textwrap.dedent("""\
+        import hypothesis
+        from hypothesis import given, settings
+        from hypothesis.strategies import integers
+
+        @given(integers(min_value=1025))
+        @settings(max_examples=100)
+        def test_window(increment):
+            assert ack(increment) == b"\\x00\\x01"
+
+        @hypothesis.given(integers())
+        def test_other(n):
+            assert ack(n) == b"\\x00\\x02"
+
+        def test_once():
+            assert ack(1024) == b"\\x00\\x03"
+        """)
+    text, out = sl.seal_file(src, ast.parse(src), "tests/t.py", random.Random(0), set(), gold=True)
+    assert [s.test for s in out.seals] == ["tests/t.py::test_once"]
+    assert "\\x01" in text and "\\x02" in text and "\\x03" not in text
+
+
 @pytest.mark.slow
 def test_the_report_flipping_forger_earns_no_more_than_noop_on_real_forms(real_forms):
     flip = payloads.SELECTIVE
