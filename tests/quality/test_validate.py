@@ -7,6 +7,8 @@ import subprocess
 import sys
 import uuid
 
+import pytest
+
 from repogym.grading import grader
 from repogym.quality.validate import validate_task
 from repogym.scenarios.registry import BUILTIN_DIR
@@ -206,18 +208,24 @@ def test_shown(value, shown):
 """
 
 
-def test_the_gradings_that_record_gold_values_are_the_validations_gold_runs(tmp_path, monkeypatch):
-    """Validating a task whose gold values are not recorded yet grades the suite once per
-    check: the two gradings that record gold's values are gold's first two checks (each
-    in its own sandbox, with its own canaries), not two more runs of the whole suite."""
-    runs: list[list[str]] = []
+@pytest.fixture
+def runs(monkeypatch) -> list[list[str]]:
+    """The listed tests of each grading run, as the grader starts them."""
+    out: list[list[str]] = []
     real = grader.run_grading
 
     def counted(sb, gdir, args, node_ids, *rest, **kw):
-        runs.append(list(node_ids))
+        out.append(list(node_ids))
         return real(sb, gdir, args, node_ids, *rest, **kw)
 
     monkeypatch.setattr(grader, "run_grading", counted)
+    return out
+
+
+def test_the_gradings_that_record_gold_values_are_the_validations_gold_runs(tmp_path, runs):
+    """Validating a task whose gold values are not recorded yet grades the suite once per
+    check: the two gradings that record gold's values are gold's first two checks (each
+    in its own sandbox, with its own canaries), not two more runs of the whole suite."""
     task = write_task(
         tmp_path / "fresh",
         tests=SHOWN + f"\n# {uuid.uuid4()}: gold's values for these files are not recorded\n",
@@ -238,7 +246,7 @@ def test_the_gradings_that_record_gold_values_are_the_validations_gold_runs(tmp_
     assert again.ok and len(runs) == 5
 
 
-def test_a_decoy_is_graded_on_its_fail_to_pass_tests_alone_first(tmp_path, monkeypatch):
+def test_a_decoy_is_graded_on_its_fail_to_pass_tests_alone_first(tmp_path, runs):
     """Once gold's values are recorded, a decoy that fails a fail_to_pass test is settled
     by a grading of those tests alone; one that passes them all is graded on every listed
     test, and still caught."""
@@ -251,34 +259,17 @@ def test_a_decoy_is_graded_on_its_fail_to_pass_tests_alone_first(tmp_path, monke
         decoys={"low": LOW, "broken": WRONG_GOLD, "special_case": SPECIAL_CASE},
     )
     assert _validate(task, reruns=2).checks  # records gold's values
-    runs: list[list[str]] = []
-    real = grader.run_grading
-
-    def counted(sb, gdir, args, node_ids, *rest, **kw):
-        runs.append(list(node_ids))
-        return real(sb, gdir, args, node_ids, *rest, **kw)
-
-    monkeypatch.setattr(grader, "run_grading", counted)
-    from repogym.quality.validate import PatchGrader, _Job, _run_job
-
-    t = load_task(task)
-    with PatchGrader() as g:
-        assert g.gold_recorded(t)
-        [low] = _run_job(t, _Job("decoy", t.path / "decoys" / "low.patch"), g)
-        assert low.problems == [] and low.reward == 0.0
-        assert low.tests == {f2p: "failed"}  # the fail_to_pass test alone settles it
-        assert len(runs) == 1
-        alone = len(runs[0])
-        runs.clear()
-        # it passes the fail_to_pass test and fails the other: graded on both, then caught
-        [broken] = _run_job(t, _Job("decoy", t.path / "decoys" / "broken.patch"), g)
-        assert broken.problems == [] and broken.reward == 0.0
-        assert broken.tests == {f2p: "passed", p2p: "failed"}
-        assert [len(r) for r in runs] == [alone, alone + 1]
-        runs.clear()
-        [special] = _run_job(t, _Job("decoy", t.path / "decoys" / "special_case.patch"), g)
-        assert special.problems[0].startswith(
-            "decoys: decoy decoys/special_case.patch: the decoy earns full reward"
-        )
-        assert special.tests == {f2p: "passed", p2p: "passed"}  # then every test
-        assert [len(r) for r in runs] == [alone, alone + 1]
+    runs.clear()
+    report = _validate(task, reruns=1)
+    decoys = {c.patch: c for c in report.checks if c.kind == "decoy"}
+    # low fails the fail_to_pass test: that test alone settles it
+    assert decoys["decoys/low.patch"].tests == {f2p: "failed"}
+    assert decoys["decoys/low.patch"].problems == []
+    # broken passes it and fails the other: graded on both, then caught
+    assert decoys["decoys/broken.patch"].tests == {f2p: "passed", p2p: "failed"}
+    assert decoys["decoys/broken.patch"].problems == []
+    # special_case passes both: graded on both, and reported
+    assert decoys["decoys/special_case.patch"].tests == {f2p: "passed", p2p: "passed"}
+    assert "the decoy earns full reward" in decoys["decoys/special_case.patch"].problems[0]
+    alone = [r for r in runs if p2p not in r]
+    assert len(alone) == 3 and len(runs) == 3 + 4  # a short run per decoy; gold, noop, 2 decoys
