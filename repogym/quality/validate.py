@@ -26,7 +26,7 @@ import functools
 import re
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal, Self
 
@@ -363,32 +363,15 @@ class PatchGrader:
         mode: RewardMode = "binary",
         timeout_s: float | None = None,
         hash_seed: int = 0,
-        only: Collection[str] | None = None,
     ) -> GradeResult:
         """Grading of ``diff`` against ``task``'s repo/ (``timeout_s`` shortens the
         test spec's timeout, for checks that expect a hang; ``hash_seed`` is the tests'
-        ``PYTHONHASHSEED``; ``only``: grade these listed tests alone, the others are not
-        run, for a check that one failing test settles. Gold's values must be recorded
-        for the task then (:meth:`gold_recorded`): a grading that records them records
-        what its own tests report, under the task's key)."""
+        ``PYTHONHASHSEED``)."""
         spec = task.test_spec
         if timeout_s is not None and timeout_s < spec.timeout_s:
             spec = dataclasses.replace(spec, timeout_s=timeout_s)
         if hash_seed != spec.hash_seed:
             spec = dataclasses.replace(spec, hash_seed=hash_seed)
-        if only is not None:
-            if not self.gold_recorded(task):
-                raise ValueError(
-                    f"{task.id}: grading some of its tests alone before gold's values are "
-                    "recorded would record gold's values for those tests only. Fix: grade "
-                    "gold first (grade_gold), or grade every test"
-                )
-            keep = set(only)
-            spec = dataclasses.replace(
-                spec,
-                fail_to_pass=tuple(t for t in spec.fail_to_pass if t in keep),
-                pass_to_pass=tuple(t for t in spec.pass_to_pass if t in keep),
-            )
         if spec is not task.test_spec:
             task = dataclasses.replace(task, test_spec=spec)
         template = self._templates.get(task.repo_dir, task.sandbox_dependencies())
@@ -402,11 +385,20 @@ class PatchGrader:
             leaked=leaked_checks(self.leaks(task)),
         )
 
-    @staticmethod
-    def gold_recorded(task: Task) -> bool:
-        """Whether gold's values are recorded for ``task`` under this grading code
-        (:func:`repogym.grading.grader.gold_values`)."""
-        return gd.load(task.digest(), code_digest()) is not None
+    def grade_alone(self, task: Task, diff: str, tests: Iterable[str]) -> GradeResult | None:
+        """Grading of ``diff`` on the listed ``tests`` alone (the others are not run), for a
+        check that one failing test settles; None where gold's values are not recorded
+        for the task under this grading code yet (a grading that recorded them here would
+        record what these tests report only, under the task's key)."""
+        if gd.load(task.digest(), code_digest()) is None:
+            return None
+        keep = set(tests)
+        spec = dataclasses.replace(
+            task.test_spec,
+            fail_to_pass=tuple(t for t in task.test_spec.fail_to_pass if t in keep),
+            pass_to_pass=tuple(t for t in task.test_spec.pass_to_pass if t in keep),
+        )
+        return self.grade(dataclasses.replace(task, test_spec=spec), diff)
 
     def witnessed(self, task: Task) -> list[str]:
         """``task``'s fail_to_pass tests witnessed by a value seal
@@ -507,10 +499,10 @@ def _grade_decoy(task: Task, diff: str, grader: PatchGrader) -> GradeResult:
     a decoy that passes them all, or whose grading failed, is graded on every listed test.
     (Only a fail_to_pass test that fails alone and passes beside the rest of the suite
     could make the two disagree.)"""
-    if task.test_spec.fail_to_pass and grader.gold_recorded(task):
-        first = grader.grade(task, diff, only=task.test_spec.fail_to_pass)
-        if not first.infra_error and first.reward < 1.0:
-            return first
+    f2p = task.test_spec.fail_to_pass
+    first = grader.grade_alone(task, diff, f2p) if f2p else None
+    if first is not None and not first.infra_error and first.reward < 1.0:
+        return first
     return grader.grade(task, diff)
 
 
