@@ -87,7 +87,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--adversarial` games",
     )
     p.add_argument("--out", required=True, help="folder to write task folders into")
-    p.add_argument("--max-tasks", type=int, default=10)
+    p.add_argument(
+        "--max-tasks",
+        type=int,
+        default=10,
+        help="tasks to write (default 10); with --pypi, tasks that validate and pass the "
+        "screens: more candidates are drawn while fewer are kept, up to 30 mutants per task",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--combined",

@@ -43,6 +43,7 @@ calls it for each ``--pypi`` package, in turn or on Ray
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import shutil
 import statistics
 import tempfile
@@ -57,7 +58,7 @@ from repogym.quality.validate import TaskReport, validate_tasks
 from repogym.sandbox.base import SandboxError
 from repogym.scenarios import pypi, suites
 from repogym.scenarios.dependencies import DependenciesUnavailable
-from repogym.scenarios.synth import MAX_FAIL_TO_PASS, SynthError, synthesize
+from repogym.scenarios.synth import MAX_FAIL_TO_PASS, SynthError, Synthesis, synthesize
 from repogym.scenarios.task import Task, load_task
 
 Say = Callable[[str], None]
@@ -146,58 +147,71 @@ def from_pypi(
             project, work, extra=extra, drop=drop, say=say
         )
         lap("download, dependencies build and pinning")
-        with SandboxRunner(
+        written: list[Path] = []
+        dropped: dict[str, list[str]] = {}
+        runner = SandboxRunner(
             built.sandbox, ini, sandbox=sandbox, plugins=plugins, stop_after=MAX_FAIL_TO_PASS
-        ) as runner:
-            try:
-                folders = mutate_fetched(
+        )
+        try:
+            with (
+                runner,
+                opened(
                     (sdist, repo, spec, built, ini, plugins),
                     work / "tasks",
                     runner,
-                    max_tasks=max_tasks,
                     seed=seed,
                     combined=combined,
                     p2p_sample=p2p_sample,
-                    max_trials=max_trials,
+                    max_trials=max_trials or 30 * max_tasks,
                     timeout_s=timeout_s,
                     split=split,
                     say=say,
+                ) as synthesis,
+            ):
+                # Rounds: candidates are written, validated and screened, and while fewer than
+                # max_tasks were kept, more are drawn where the last round stopped, until the
+                # mutant budget is spent.
+                for round_no in itertools.count(1):
+                    need = max_tasks - len(written)
+                    if need <= 0 or synthesis.exhausted:
+                        break
+                    folders = synthesis.more(need)
+                    say(f"{synthesis.name}: {len(folders)} candidates; {synthesis.summary()}")
+                    lap(
+                        f"synthesis, round {round_no}"
+                        if round_no > 1
+                        else "test discovery and synthesis"
+                    )
+                    if not folders:
+                        break
+                    kept, lost = screened_round(
+                        folders,
+                        out,
+                        sandbox=sandbox,
+                        reruns=reruns,
+                        workers=workers,
+                        adversarial=adversarial,
+                        leak_scan=leak_scan,
+                        served=served,
+                        say=say,
+                        lap=lap,
+                        on_report=on_report,
+                    )
+                    written += kept
+                    dropped.update(lost)
+                    if len(written) < max_tasks and not synthesis.exhausted:
+                        say(
+                            f"{len(written)} of {max_tasks} tasks kept; drawing "
+                            f"{max_tasks - len(written)} more candidates"
+                        )
+                passing, tests, seconds = (
+                    len(runner.collected),
+                    runner.collected,
+                    runner.suite_seconds,
                 )
-            except SynthError as e:
-                last = (
-                    f"\nlast test run (in the sandbox):\n{runner.log[-1500:]}"
-                    if runner.log.strip()
-                    else ""
-                )
-                raise SynthError(f"{e} (sdist {sdist.path.name}){last}") from e
-            passing, tests, seconds = (
-                len(runner.collected),
-                runner.collected,
-                runner.suite_seconds,
-            )
-            _say_runs(runner, say)
-        lap("test discovery and synthesis")
-        reports = validate(
-            folders, sandbox=sandbox, reruns=reruns, workers=workers, say=say, on_report=on_report
-        )
-        lap("validation")
-        holes = screen(
-            folders,
-            reports,
-            sandbox=sandbox,
-            workers=workers,
-            adversarial=adversarial,
-            leak_scan=leak_scan,
-            served=served,
-        )
-        steps = (
-            ("leak scan", leak_scan),
-            ("attacks", adversarial),
-            ("seal floor and scope", served),
-        )
-        if screened := [name for name, on in steps if on]:
-            lap(f"screen ({', '.join(screened)})")
-        written, dropped = keep(folders, reports, holes, out)
+                _say_runs(runner, say)
+        except SynthError as e:
+            raise SynthError(f"{e} (sdist {sdist.path.name}){_last_run(runner)}") from e
         return PypiSynthesis(sdist, spec, written, dropped, passing, tests, plugins, seconds)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -224,13 +238,24 @@ def fetch(
     return sdist, repo, spec, built, ini, plugins
 
 
-def mutate_fetched(fetched: tuple, out: Path, runner: SandboxRunner, **options) -> list[Path]:
-    """Stage 2 of :func:`from_pypi` for what :func:`fetch` returned: the package's mutants
-    tried with ``runner`` and the real bugs written as task folders under ``out``
-    (``options`` are :func:`repogym.scenarios.synth.synthesize`'s, less those the package
-    gives)."""
+def mutate_fetched(
+    fetched: tuple, out: Path, runner: SandboxRunner, *, max_tasks: int = 10, **options
+) -> list[Path]:
+    """Stage 2 of :func:`from_pypi` for what :func:`fetch` returned, in one batch: the
+    package's mutants tried with ``runner`` and up to ``max_tasks`` real bugs written as
+    task folders under ``out`` (``options`` are :class:`repogym.scenarios.synth.Synthesis`'s,
+    less those the package gives; ``max_trials`` defaults to ``30 * max_tasks``)."""
+    options["max_trials"] = options.get("max_trials") or 30 * max_tasks
+    with opened(fetched, out, runner, **options) as synthesis:
+        return synthesis.more(max_tasks)
+
+
+def opened(fetched: tuple, out: Path, runner: SandboxRunner, **options) -> Synthesis:
+    """The package :func:`fetch` returned, opened for mutation with ``runner`` (a
+    :class:`repogym.scenarios.synth.Synthesis`, to use with ``with``): :func:`from_pypi`
+    draws its candidates from it round by round."""
     sdist, repo, spec, _, ini, plugins = fetched
-    return mutate_and_write(
+    return Synthesis(
         repo,
         out,
         runner=runner,
@@ -242,6 +267,45 @@ def mutate_fetched(fetched: tuple, out: Path, runner: SandboxRunner, **options) 
         note=pypi.path_hint(ini),
         **options,
     )
+
+
+def screened_round(
+    folders: Sequence[Path],
+    out: Path,
+    *,
+    sandbox: str,
+    reruns: int,
+    workers: int,
+    adversarial: bool,
+    leak_scan: bool,
+    served: bool,
+    say: Say,
+    lap: Callable[[str], None],
+    on_report: Callable[[TaskReport], None] | None = None,
+) -> tuple[list[Path], dict[str, list[str]]]:
+    """Stages 3 to 5 for one round of candidates: :func:`validate`, :func:`screen` and
+    :func:`keep` (the folders kept under ``out``, and task id -> why it was dropped)."""
+    reports = validate(
+        folders, sandbox=sandbox, reruns=reruns, workers=workers, say=say, on_report=on_report
+    )
+    lap("validation")
+    holes = screen(
+        folders,
+        reports,
+        sandbox=sandbox,
+        workers=workers,
+        adversarial=adversarial,
+        leak_scan=leak_scan,
+        served=served,
+    )
+    steps = (
+        ("leak scan", leak_scan),
+        ("attacks", adversarial),
+        ("seal floor and scope", served),
+    )
+    if screened := [name for name, on in steps if on]:
+        lap(f"screen ({', '.join(screened)})")
+    return keep(folders, reports, holes, out)
 
 
 def mutate_and_write(package_dir: str | Path, out: str | Path, **options) -> list[Path]:
@@ -348,6 +412,11 @@ def _stopwatch(say: Say) -> Callable[[str], None]:
         clock = time.monotonic()
 
     return lap
+
+
+def _last_run(runner: SandboxRunner) -> str:
+    """The tail of the runner's last test run, to append to a synthesis error."""
+    return f"\nlast test run (in the sandbox):\n{runner.log[-1500:]}" if runner.log.strip() else ""
 
 
 def _say_runs(runner: SandboxRunner, say: Say) -> None:

@@ -65,7 +65,7 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import Any, Protocol
 
 from repogym.sandbox.base import WORKSPACE
 from repogym.scenarios import bug_reports
@@ -536,21 +536,9 @@ def synthesize(
     out: str | Path,
     *,
     max_tasks: int = 10,
-    seed: int = 0,
-    combined: float = 0.0,
-    p2p_sample: int = 50,
     max_trials: int | None = None,
-    timeout_s: float = 120.0,
-    runner: TestRunner | None = None,
-    name: str | None = None,
-    only: Collection[str] | None = None,
-    environment: DependencySpec | None = None,
-    ini_options: dict[str, str] | None = None,
-    plugins: Sequence[str] = (),
-    split: str = "train",
-    slow_suite_s: float = SLOW_SUITE_S,
-    note: str = "",
     say: Callable[[str], None] | None = None,
+    **options: Any,
 ) -> list[Path]:
     """Write up to ``max_tasks`` task folders made by mutating ``package_dir``.
 
@@ -576,6 +564,7 @@ def synthesize(
             sample (on the ``train`` split only).
         note: Appended to every statement (e.g. how to import a src layout).
         say: Told what the synthesis did and where its time went, at the end.
+        options: ``seed`` and the rest above, as :class:`Synthesis` takes them.
 
     Returns:
         The task folders written.
@@ -583,35 +572,107 @@ def synthesize(
     Raises:
         SynthError: the package has no tests, or they do not all pass unmutated.
     """
-    rng = random.Random(seed)
-    work = Path(tempfile.mkdtemp(prefix="repogym-synth-"))
-    try:
-        shutil.copytree(Path(package_dir).resolve(), work / "pkg", ignore=_IGNORE)
+    with Synthesis(
+        package_dir, out, max_trials=max_trials or 30 * max_tasks, say=say, **options
+    ) as synthesis:
+        written = synthesis.more(max_tasks)
+        if say is not None:
+            say(f"{synthesis.name}: {len(written)} tasks; {synthesis.summary()}")
+        return written
+
+
+class Synthesis:
+    """A package opened for mutation, whose tasks are drawn in batches.
+
+    ``with Synthesis(...) as s:`` copies the package, runs its tests unmutated and lists
+    its functions; each :meth:`more` writes up to that many further task folders, trying
+    mutants where the last batch stopped, until ``max_trials`` mutants have been tried
+    (:attr:`exhausted`). A caller that keeps only some of the tasks written (those that
+    validate) asks for more until it has enough: ``repogym synth --pypi --max-tasks N``
+    does. :func:`synthesize` is one batch.
+
+    Args:
+        package_dir, out, seed, combined, p2p_sample, timeout_s, runner, name, only,
+            environment, ini_options, plugins, split, slow_suite_s, note, say: As
+            :func:`synthesize` takes them.
+        max_trials: Mutants to try at most over every batch.
+
+    Raises:
+        SynthError: (on entering) the package has no tests, or they do not all pass
+            unmutated.
+    """
+
+    def __init__(
+        self,
+        package_dir: str | Path,
+        out: str | Path,
+        *,
+        max_trials: int = 300,
+        seed: int = 0,
+        combined: float = 0.0,
+        p2p_sample: int = 50,
+        timeout_s: float = 120.0,
+        runner: TestRunner | None = None,
+        name: str | None = None,
+        only: Collection[str] | None = None,
+        environment: DependencySpec | None = None,
+        ini_options: dict[str, str] | None = None,
+        plugins: Sequence[str] = (),
+        split: str = "train",
+        slow_suite_s: float = SLOW_SUITE_S,
+        note: str = "",
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        self.package_dir, self.out = Path(package_dir).resolve(), Path(out)
+        self.max_trials, self.combined, self.timeout_s = max_trials, combined, timeout_s
+        self.rng = random.Random(seed)
+        self.p2p_sample, self.runner, self.only = p2p_sample, runner, only
+        self.environment, self.ini_options = environment, dict(ini_options or {})
+        self.plugins, self.split, self.slow_suite_s = tuple(plugins), split, slow_suite_s
+        self.note, self.say = note, say
+        #: The package's name in task ids and statements.
+        self.name = name or self.package_dir.name
+        self._work: Path | None = None
+        self._maker: _Maker | None = None
+        self._functions: list[tuple[str, str]] = []
+
+    def __enter__(self) -> Synthesis:
+        self._work = Path(tempfile.mkdtemp(prefix="repogym-synth-"))
+        try:
+            self._open(self._work)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._work is not None:
+            shutil.rmtree(self._work, ignore_errors=True)
+            self._work = None
+
+    def _open(self, work: Path) -> None:
+        say = self.say
+        shutil.copytree(self.package_dir, work / "pkg", ignore=_IGNORE)
         start = time.monotonic()
-        pkg = _scan(
-            work / "pkg",
-            timeout_s,
-            runner or HostRunner(),
-            name or Path(package_dir).resolve().name,
-        )
+        pkg = _scan(work / "pkg", self.timeout_s, self.runner or HostRunner(), self.name)
         if say is not None:
             say(f"{len(pkg.node_ids)} tests collected in {time.monotonic() - start:.0f}s")
-        pkg.name = name or Path(package_dir).resolve().name
-        pkg.dependencies, pkg.ini_options = environment, dict(ini_options or {})
-        pkg.plugins = tuple(plugins)
-        if only is not None:
+        pkg.name = self.name
+        pkg.dependencies, pkg.ini_options = self.environment, self.ini_options
+        pkg.plugins = self.plugins
+        if self.only is not None:
             pkg.sources = [
                 f
                 for f in pkg.sources
-                if any(f == o or f.startswith(o.rstrip("/") + "/") for o in only)
+                if any(f == o or f.startswith(o.rstrip("/") + "/") for o in self.only)
             ]
         start = time.monotonic()
-        base, _ = pkg.runner.run(pkg.root, pkg.node_ids, timeout_s)
+        base, _ = pkg.runner.run(pkg.root, pkg.node_ids, self.timeout_s)
         pkg.suite_s = float(getattr(pkg.runner, "suite_seconds", 0.0) or time.monotonic() - start)
         broken = [t for t, s in base.items() if s != "passed"]
         if broken:
             raise SynthError(
-                f"{package_dir}: tests fail before any mutation: {broken[:5]}. "
+                f"{self.package_dir}: tests fail before any mutation: {broken[:5]}. "
                 "Fix: synthesise from a package whose tests all pass"
             )
         functions = [
@@ -622,14 +683,34 @@ def synthesize(
                 f"a run of every test: {time.monotonic() - start:.1f}s; {len(functions)} "
                 f"functions in {len(pkg.sources)} files to mutate"
             )
-        rng.shuffle(functions)
-        maker = _Maker(pkg, Path(out), rng, timeout_s, p2p_sample, split, slow_suite_s, note, say)
-        written = maker.make(functions, max_tasks, combined, max_trials or 30 * max_tasks)
-        if say is not None:
-            say(f"{pkg.name}: {len(written)} tasks; {maker.summary()}")
-        return written
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        self.rng.shuffle(functions)
+        self._functions = functions
+        self._maker = _Maker(
+            pkg,
+            self.out,
+            self.rng,
+            self.timeout_s,
+            self.p2p_sample,
+            self.split,
+            self.slow_suite_s,
+            self.note,
+            say,
+        )
+
+    def more(self, n: int) -> list[Path]:
+        """Up to ``n`` further task folders (fewer once :attr:`exhausted`)."""
+        if self._maker is None:
+            raise RuntimeError("Synthesis.more() needs the package opened: use `with`")
+        return self._maker.make(self._functions, n, self.combined, self.max_trials)
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether every mutant the budget allows has been tried."""
+        return self._maker is not None and self._maker.exhausted
+
+    def summary(self) -> str:
+        """What the synthesis did so far (:meth:`_Maker.summary`)."""
+        return self._maker.summary() if self._maker is not None else "not opened"
 
 
 @contextlib.contextmanager
@@ -953,30 +1034,41 @@ class _Maker:
         self._lengths: dict[frozenset[str], int] = {}
         self.say = say
         self._start = time.monotonic()
+        #: The bugs drawn so far and those to come (:meth:`_bugs`), kept between calls of
+        #: :meth:`make`; ``exhausted`` once every mutant the budget allows was tried.
+        self._stream: Iterator[Bug] | None = None
+        self.exhausted = False
+        self._pool: list[Pooled] = []
+        self._group = rng.choice((2, 3))
 
     # the whole run
     def make(
         self, functions: list[tuple[str, str]], max_tasks: int, combined: float, max_trials: int
     ) -> list[Path]:
+        """Up to ``max_tasks`` further tasks, drawing bugs where the last call stopped."""
         n_combined = round(max_tasks * max(0.0, min(1.0, combined)))
         written: list[Path] = []
-        pool: list[Pooled] = []
-        group = self.rng.choice((2, 3))
+        singles = 0
         if max_tasks <= 0:
             return written
-        for bug in self._bugs(functions, max_trials):
-            if self.singles < max_tasks - n_combined:
+        if self._stream is None:
+            self._stream = self._bugs(functions, max_trials)
+        for bug in self._stream:
+            if singles < max_tasks - n_combined:
                 if (path := self._single(bug)) is not None:
                     written.append(path)
+                    singles += 1
                     self.singles += 1
                     self._progress(f"task {path.name} written")
             elif (pooled := self._pooled(bug)) is not None:
-                pool.append(pooled)
+                self._pool.append(pooled)
                 for _ in range(_TRIES_PER_BUG):  # sets with the new bug, or sets left
-                    members = self._members(pool, group) or self._members(pool, 5 - group)
+                    members = self._members(self._pool, self._group) or self._members(
+                        self._pool, 5 - self._group
+                    )
                     if members is None:
                         self._progress(
-                            f"no set to combine in a pool of {len(pool)} yet; "
+                            f"no set to combine in a pool of {len(self._pool)} yet; "
                             "refused so far: " + self._combos()
                         )
                         break
@@ -985,12 +1077,14 @@ class _Maker:
                     self._tried.add(frozenset(p.bug.id for p in members))
                     if (path := self._combination(members)) is not None:
                         written.append(path)
-                        pool = [p for p in pool if p not in members]
-                        group = self.rng.choice((2, 3))
+                        self._pool = [p for p in self._pool if p not in members]
+                        self._group = self.rng.choice((2, 3))
             if len(written) >= max_tasks:  # before another mutant is tried
                 break
-        if pool:
-            self._progress(f"{len(pool)} pooled bugs left uncombined")
+        else:
+            self.exhausted = True
+        if self._pool:
+            self._progress(f"{len(self._pool)} pooled bugs left uncombined")
         return written
 
     def _members(self, pool: list[Pooled], k: int) -> list[Pooled] | None:

@@ -131,6 +131,27 @@ def _sdist(sdists: Path, name: str, version: str, files: dict[str, str]) -> None
             tar.addfile(info, io.BytesIO(data))
 
 
+def _demo_cache(root: Path) -> Path:
+    """A cache under ``root`` holding the sdists of :data:`PACKAGES` (environments, the
+    sandbox's root file system and interpreter shared with the real cache, built once by
+    `make setup`)."""
+    from repogym.sandbox.runtime import cache_dir
+
+    cache = root / "cache"
+    cache.mkdir()
+    for shared in ("envs", "rootfs", "python"):
+        (cache_dir() / shared).mkdir(parents=True, exist_ok=True)
+        (cache / shared).symlink_to(cache_dir() / shared)
+    _sdist(
+        cache / "sdists",
+        "rgdemo",
+        "1.1",
+        {"rgdemo/__init__.py": NEW, "tests/test_rgdemo.py": TESTS},
+    )
+    _sdist(cache / "sdists", "rgempty", "1.0", {"rgempty/__init__.py": NEW})
+    return cache
+
+
 def _synth(env: dict[str, str], out: Path, *flags: str) -> subprocess.CompletedProcess:
     """`repogym synth` of :data:`PACKAGES` into ``out`` (small: :data:`SMALL`)."""
     argv = [sys.executable, "-m", "repogym.cli", "synth"]
@@ -148,24 +169,10 @@ def _synth(env: dict[str, str], out: Path, *flags: str) -> subprocess.CompletedP
 
 @pytest.fixture(scope="module")
 def two_packages(tmp_path_factory) -> tuple[dict[str, str], Path, subprocess.CompletedProcess]:
-    """A cache holding the sdists of :data:`PACKAGES` (environments, the sandbox's root file
-    system and interpreter shared with the real cache, built once by `make setup`), and a
-    plain `synth` of both: (its environment, its --out, the run)."""
-    from repogym.sandbox.runtime import cache_dir
-
+    """A cache holding the sdists of :data:`PACKAGES` (:func:`_demo_cache`), and a plain
+    `synth` of both: (its environment, its --out, the run)."""
     root = tmp_path_factory.mktemp("two-packages")
-    cache = root / "cache"
-    cache.mkdir()
-    for shared in ("envs", "rootfs", "python"):
-        (cache_dir() / shared).mkdir(parents=True, exist_ok=True)
-        (cache / shared).symlink_to(cache_dir() / shared)
-    _sdist(
-        cache / "sdists",
-        "rgdemo",
-        "1.1",
-        {"rgdemo/__init__.py": NEW, "tests/test_rgdemo.py": TESTS},
-    )
-    _sdist(cache / "sdists", "rgempty", "1.0", {"rgempty/__init__.py": NEW})
+    cache = _demo_cache(root)
     env = {**os.environ, "REPOGYM_CACHE": str(cache), "COLUMNS": "200"}
     out = root / "out"
     return env, out, _synth(env, out)
@@ -216,3 +223,39 @@ def test_synth_ray_takes_pypi_packages_each_once(tmp_path, capsys):
     assert cli.main(argv) == 2
     assert "--pypi names a package twice" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_synth_pypi_draws_more_candidates_until_max_tasks_are_kept(monkeypatch, tmp_path):
+    """--max-tasks counts the tasks kept, not the candidates: a candidate the screen drops
+    (here the first one, as a leak or the seal floor would) is replaced by drawing another
+    where the mutants stopped (textstats, the synthesis tests' package, as an sdist: it has
+    bugs in several functions)."""
+    from repogym.quality import synthesis
+
+    cache = _demo_cache(tmp_path)
+    package = Path(__file__).parents[1] / "scenarios" / "data" / "textstats"
+    files = {
+        str(f.relative_to(package)): f.read_text()
+        for f in sorted(package.rglob("*.py"))
+        if "__pycache__" not in f.parts
+    }
+    _sdist(cache / "sdists", "textstats", "1.0", files)
+    monkeypatch.setenv("REPOGYM_CACHE", str(cache))
+    screen, refused = synthesis.screen, []
+
+    def refusing_the_first(folders, reports, **options):
+        holes = screen(folders, reports, **options)
+        if not refused:
+            refused.append(reports[0].task_id)
+            holes[refused[0]] = [f"{refused[0]}: refused by the test"]
+        return holes
+
+    monkeypatch.setattr(synthesis, "screen", refusing_the_first)
+    said = []
+    res = synthesis.from_pypi(
+        "textstats==1.0", tmp_path / "out", max_tasks=1, reruns=1, workers=1, say=said.append
+    )
+    assert [p.name for p in res.written] == [p.name for p in (tmp_path / "out").iterdir()]
+    assert len(res.written) == 1 and res.written[0].name != refused[0]
+    assert res.dropped == {refused[0]: [f"{refused[0]}: refused by the test"]}
+    assert "0 of 1 tasks kept; drawing 1 more candidates" in said

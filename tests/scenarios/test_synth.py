@@ -14,7 +14,7 @@ import pytest
 from repogym.grading.grader import split_diff
 from repogym.quality.validate import validate_tasks
 from repogym.scenarios import bug_reports
-from repogym.scenarios.synth import SynthError, synthesize
+from repogym.scenarios.synth import SynthError, Synthesis, synthesize
 from repogym.scenarios.task import load_tasks
 
 PACKAGE = Path(__file__).parent / "data" / "textstats"
@@ -78,6 +78,26 @@ def test_same_seed_same_tasks(tmp_path, synthesised):
     assert [p.name for p in again] == [p.name for p in folders[:2]]
     for a, b in zip(again, folders[:2], strict=True):
         assert (a / "solution.patch").read_text() == (b / "solution.patch").read_text()
+
+
+def test_a_synthesis_draws_its_tasks_in_batches_where_the_last_one_stopped(tmp_path, synthesised):
+    """`synth --pypi` asks for more candidates while fewer than --max-tasks validate: batches
+    continue the seeded order (1 then 2 are the 3 one batch writes), and stop once every
+    mutant the budget allows has been tried."""
+    folders, _ = synthesised
+    with Synthesis(PACKAGE, tmp_path / "a", seed=0, max_trials=90) as synthesis:
+        first, second = synthesis.more(1), synthesis.more(2)
+        assert [p.name for p in first + second] == [p.name for p in folders]
+        assert not synthesis.exhausted
+        rest = synthesis.more(100)  # every function tried: the bugs left, one per function
+        assert synthesis.exhausted and 0 < len(rest) < 100
+        assert synthesis.more(1) == []
+        assert f"{3 + len(rest)} bugs kept" in synthesis.summary()
+    names = [p.name for p in first + second + rest]
+    assert len(set(names)) == len(names)  # no mutant is written twice
+    with Synthesis(PACKAGE, tmp_path / "b", seed=0, max_trials=2) as synthesis:
+        assert len(synthesis.more(10)) <= 2 and synthesis.exhausted  # the budget spent
+        assert "2 mutants tried" in synthesis.summary()
 
 
 def test_bugs_are_formatted_like_their_surroundings(synthesised):
