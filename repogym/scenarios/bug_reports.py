@@ -354,12 +354,33 @@ def _used_names(nodes: Iterable[ast.AST]) -> set[str]:
 def _bound(stmt: ast.stmt) -> set[str]:
     if isinstance(stmt, ast.Import | ast.ImportFrom):
         return {(a.asname or a.name).split(".")[0] for a in stmt.names}
+    if _import_fallback(stmt):
+        return {name for sub in _fallback_imports(stmt) for name in _bound(sub)}
     if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         return {stmt.name}
     if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
     return set()
+
+
+def _fallback_imports(stmt: ast.Try) -> list[ast.stmt]:
+    return [*stmt.body, *(x for h in stmt.handlers for x in h.body)]
+
+
+def _import_fallback(stmt: ast.stmt) -> bool:
+    """``try: from unittest.mock import Mock`` / ``except ImportError: from mock import
+    Mock``: a module-level ``try`` of imports alone (colorama's tests bind ``Mock`` so),
+    written into a script whole, like an import."""
+    return (
+        isinstance(stmt, ast.Try)
+        and not stmt.orelse
+        and not stmt.finalbody
+        and all(
+            isinstance(x, ast.Import | ast.ImportFrom | ast.Pass) for x in _fallback_imports(stmt)
+        )
+        and any(isinstance(x, ast.Import | ast.ImportFrom) for x in _fallback_imports(stmt))
+    )
 
 
 def _reach(start: Iterable[str], step: Callable[[str], set[str] | None]) -> bool:
@@ -400,7 +421,7 @@ def _context(
                 return None
             if stmt not in keep:
                 keep.append(stmt)
-                if not isinstance(stmt, ast.Import | ast.ImportFrom):
+                if not isinstance(stmt, ast.Import | ast.ImportFrom) and not _import_fallback(stmt):
                     more |= _used_names([stmt])
         return more
 
@@ -591,11 +612,34 @@ def _needed_imports(
                 return None
             segments += [g for g in sub if g not in segments]
             continue
+        if isinstance(stmt, ast.ImportFrom) and stmt.level:
+            # ``from ..core import later`` in ``pkg/tests/test_x.py``: the script runs from
+            # the repository's root, where the package is ``pkg.core``
+            if (absolute := _absolute(mod.path, stmt)) is None:
+                return None
+            segments.append(absolute)
+            continue
         seg = ast.get_source_segment(mod.source, stmt, padded=False)
         if seg is None:
             return None
         segments.append(seg)
     return segments
+
+
+def _absolute(path: str, stmt: ast.ImportFrom) -> str | None:
+    """A relative import of the test file at ``path`` (repository-relative) written from the
+    repository's root (a leading ``src`` folder is the import root), or None when it climbs
+    above it."""
+    parts = path.split("/")[:-1]
+    if parts[:1] == ["src"]:
+        parts = parts[1:]
+    if stmt.level > len(parts):
+        return None
+    dotted = ".".join([*parts[: len(parts) - stmt.level + 1], *filter(None, [stmt.module])])
+    if not dotted:
+        return None
+    names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in stmt.names)
+    return f"from {dotted} import {names}"
 
 
 def inline_check(test_source: str, node_id: str, read: Reader | None = None) -> Check | None:

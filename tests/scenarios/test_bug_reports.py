@@ -256,6 +256,46 @@ def test_a_test_body_becomes_a_check_when_its_calls_cannot_be_replayed(tmp_path)
     )  # a fixture: not inlined
 
 
+#: colorama's layout: the tests inside the package, importing it relatively, and a module-level
+#: ``try`` of imports binding what a test uses.
+INNER = """\
+import datetime
+
+try:
+    from unittest.mock import Mock
+except ImportError:
+    from mock import Mock
+
+from ..core import later as shift
+
+
+def test_later_inside():
+    today = Mock(return_value=datetime.date(2020, 1, 1))
+    assert shift(today()).day == 2
+"""
+
+
+def test_a_test_inside_the_package_becomes_a_check(tmp_path):
+    """Its relative import is written from the repository's root (``from pkg.core import
+    later as shift``), and the ``try`` of imports that binds ``Mock`` is written whole: the
+    script runs at the repository's root and fails by its own assertion with the bug."""
+    code = CODE.replace(
+        "return day + datetime.timedelta(days=1)", "return day + datetime.timedelta(days=2)"
+    )
+    buggy = _package(tmp_path / "buggy", code)
+    gold = _package(tmp_path / "gold", CODE)
+    check = bug_reports.inline_check(INNER, "pkg/tests/test_inner.py::test_later_inside")
+    assert check is not None
+    script = bug_reports.script([check])
+    assert "from pkg.core import later as shift" in script and "from .." not in script
+    assert "except ImportError:" in script
+    code_, out = _run(script, buggy)
+    assert code_ != 0 and bug_reports.fails_itself(out), out
+    assert _run(script, gold)[0] == 0
+    climbing = INNER.replace("from ..core", "from ...core")  # above the repository's root
+    assert bug_reports.inline_check(climbing, "pkg/tests/test_inner.py::test_later_inside") is None
+
+
 MIXIN = {  # cachetools' layout: test methods in a mixin of the tests package
     "tests/__init__.py": textwrap.dedent("""\
         import datetime
