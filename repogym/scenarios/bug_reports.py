@@ -1412,15 +1412,19 @@ def fails_itself(output: str) -> bool:
     """True when a reproduction's output ends in an AssertionError raised by the script
     itself (the last frame of the traceback is ``reproduction.py``, or ``unittest``'s
     called from it), not by an ``assert`` of the library that the bug trips."""
-    frames = [ln for ln in output.splitlines() if ln.lstrip().startswith('File "')]
+    lines = output.splitlines()
+    at = [i for i, ln in enumerate(lines) if ln.lstrip().startswith('File "')]
+    frames = [lines[i] for i in at]
     while frames and re.search(r'/unittest/[a-z_]+\.py"', frames[-1]):
         frames.pop()  # ``self.assertEqual`` of the script: unittest raises for it
-    last = [ln for ln in output.strip().splitlines() if ln.strip()][-1:]
-    return (
-        bool(frames and last)
-        and "reproduction.py" in frames[-1]
-        and last[0].startswith("AssertionError")
+    # the exception: the first unindented line after the last frame (its message may run
+    # over several lines: ``assertEqual`` of two lists prints their diff)
+    raised = (
+        next((ln for ln in lines[at[-1] + 1 :] if ln.strip() and not ln[0].isspace()), "")
+        if at
+        else ""
     )
+    return bool(frames) and "reproduction.py" in frames[-1] and raised.startswith("AssertionError")
 
 
 def reproduction_of(text: str) -> str | None:

@@ -412,6 +412,13 @@ def test_only_the_scripts_own_assertion_counts():
         "    raise self.failureException(msg)\nAssertionError: 2 != 3\n"
     )
     assert bug_reports.fails_itself(unit)  # the script's self.assertEqual
+    lists = unit.replace(  # a message over several lines, its last one the lists' diff
+        "AssertionError: 2 != 3\n",
+        "AssertionError: Lists differ: [1] != [1, 2]\n\nSecond list contains 1 additional "
+        "elements.\nFirst extra element 1:\n2\n\n- [1]\n+ [1, 2]\n?    +++\n",
+    )
+    assert bug_reports.fails_itself(lists)
+    assert not bug_reports.fails_itself(lists.replace("AssertionError: Lists", "KeyError: Lists"))
 
 
 def test_leaks_are_lines_and_tokens_of_the_fix_and_test_names():
