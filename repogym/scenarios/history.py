@@ -1309,14 +1309,27 @@ def asserting_script(script: str) -> str | None:
     chained above it: a reproduction then fails by stating what went wrong, as
     :func:`repogym.scenarios.bug_reports.fails_itself` asks, even where the test it came from
     expected an exception or none. An AssertionError of the script's own (``unittest``'s
-    for its ``self.assert*``) passes through.
-    None for a script without a closing call after its definitions."""
+    for its ``self.assert*``) passes through. What follows the last definition or import
+    is the closing part (a test's body inlined after its imports, for a script without
+    definitions).
+    None for a script with nothing after its definitions and imports."""
     try:
         tree = ast.parse(script)
     except SyntaxError:
         return None
     last_def = max(
-        (i for i, n in enumerate(tree.body) if isinstance(n, (ast.FunctionDef, ast.ClassDef))),
+        (
+            i
+            for i, n in enumerate(tree.body)
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Try))
+            and (
+                not isinstance(n, ast.Try)
+                or all(
+                    isinstance(x, (ast.Import, ast.ImportFrom, ast.Pass))
+                    for x in [*n.body, *(y for h in n.handlers for y in h.body)]
+                )
+            )
+        ),
         default=None,
     )
     if last_def is None or last_def == len(tree.body) - 1:

@@ -70,7 +70,7 @@ from typing import Any, Protocol
 from repogym.sandbox.base import WORKSPACE
 from repogym.scenarios import bug_reports
 from repogym.scenarios.dependencies import DependencySpec
-from repogym.scenarios.history import clock_tests
+from repogym.scenarios.history import asserting_script, clock_tests
 from repogym.scenarios.mutation import Mutant, file_diff, function_names, mutants
 from repogym.scenarios.patches import is_test_file, junit_key
 from repogym.scenarios.pypi import is_artefact
@@ -915,13 +915,29 @@ class Reporter:
                 self._refuse("check: leaks the fix, a path or a test name")
                 continue
             fails, observed = self._fails(text, changes)
-            if not fails:
+            if not fails and c.source == "test" and (c := asserting_check(c)) is not None:
+                # the test's code raises from the library with the bug (astor's code
+                # generator crashing): the script states what it raised as its own failure
+                text = bug_reports.script([c], self.paths)
+                fails, observed = self._fails(text, changes)
+            if c is None or not fails:
                 self._refuse("check: does not fail by its own assertion with the bug")
             elif not self._passes(text):
                 self._refuse("check: fails without the bug")
             else:
                 return c, observed
         return None
+
+
+def asserting_check(check: bug_reports.Check) -> bug_reports.Check | None:
+    """``check`` (a test's inlined body) with what follows its definitions and imports
+    wrapped so that an error it raises becomes its own AssertionError naming the error
+    (:func:`repogym.scenarios.history.asserting_script`), or None where that cannot be
+    written within a statement's length."""
+    wrapped = asserting_script("\n".join(check.body))
+    if wrapped is None or len(wrapped) > bug_reports.MAX_CHARS - 600:
+        return None
+    return dataclasses.replace(check, body=tuple(wrapped.rstrip("\n").splitlines()))
 
 
 #: Paths of a sandbox run that a recorded call can hold (sqlparse's ``main`` was called with

@@ -296,6 +296,30 @@ def test_a_test_inside_the_package_becomes_a_check(tmp_path):
     assert bug_reports.inline_check(climbing, "pkg/tests/test_inner.py::test_later_inside") is None
 
 
+def test_a_test_whose_code_raises_with_the_bug_states_the_error_as_its_own_failure(tmp_path):
+    """The bug makes the library raise inside the test's code (astor's code generator
+    crashing): the inlined script fails by the library's error, which is no statement of
+    the bug; wrapped (`synth.asserting_check`), it fails by its own AssertionError naming
+    the error, and passes at the gold code."""
+    from repogym.scenarios.synth import asserting_check
+
+    code = CODE.replace("if day.year < 2000:", "if day.year < 2100:")  # raises "too old"
+    buggy = _package(tmp_path / "buggy", code)
+    gold = _package(tmp_path / "gold", CODE)
+    check = bug_reports.inline_check(INNER, "pkg/tests/test_inner.py::test_later_inside")
+    code_, out = _run(bug_reports.script([check]), buggy)
+    assert code_ != 0 and not bug_reports.fails_itself(out) and "ValueError: too old" in out
+    wrapped = asserting_check(check)
+    assert wrapped is not None and "raise AssertionError" in "\n".join(wrapped.body)
+    script = bug_reports.script([wrapped])
+    code_, out = _run(script, buggy)
+    assert code_ != 0 and bug_reports.fails_itself(out), out
+    assert out.rstrip().endswith("AssertionError: ValueError: too old")
+    assert _run(script, gold)[0] == 0
+    # several checks in one script: each body runs inside a function of its own
+    assert _run(bug_reports.script([wrapped, wrapped]), gold)[0] == 0
+
+
 MIXIN = {  # cachetools' layout: test methods in a mixin of the tests package
     "tests/__init__.py": textwrap.dedent("""\
         import datetime
