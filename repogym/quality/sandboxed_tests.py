@@ -323,6 +323,16 @@ class SandboxRunner:
             raise SynthError(self._none_listed(root, found, messages, named))
         return self.collected
 
+    def reached_files(self) -> set[str] | None:
+        """The repository files whose functions the listed tests ran, as traced when they
+        were collected (with those run at import); None when a listed test started another
+        process, whose calls were not traced."""
+        if self._spawning & set(self.collected):
+            return None
+        return {f for t in self.collected for f, _, _ in self._calls.get(t, [])} | {
+            f for f, _, _ in self._loading
+        }
+
     def _none_listed(
         self, root: Path, found: dict[str, str], messages: dict[str, str], named: set[str]
     ) -> str:

@@ -675,6 +675,18 @@ class Synthesis:
                 f"{self.package_dir}: tests fail before any mutation: {broken[:5]}. "
                 "Fix: synthesise from a package whose tests all pass"
             )
+        reached = getattr(pkg.runner, "reached_files", None)
+        files = reached() if reached is not None else None
+        if files is not None and pkg.sources and not set(pkg.sources) & files:
+            shown = ", ".join(sorted(pkg.sources)[:3]) + ("..." if len(pkg.sources) > 3 else "")
+            raise SynthError(
+                f"{self.name}: no test runs the package's code in the repository ({shown}): "
+                "the tests exercise another copy of it. pytest imports some packages itself "
+                "before any test does (iniconfig, pluggy and packaging are its own "
+                "dependencies), and the tests then get that copy, so no bug in the "
+                "repository's copy can fail a test. Fix: synthesise from a package that "
+                "pytest does not load itself"
+            )
         functions = [
             (f, q) for f in pkg.sources for q in function_names((pkg.root / f).read_text())
         ]

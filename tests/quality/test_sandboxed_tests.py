@@ -412,3 +412,31 @@ def test_the_records_of_a_run_are_read_whole_past_the_output_cap(tmp_path: Path)
         "tests/test_calc.py::test_a_writes_five_megabytes_of_records",
         "tests/test_calc.py::test_add",
     ]
+
+
+def test_a_package_whose_tests_never_run_its_code_is_refused_with_the_cause(tmp_path: Path) -> None:
+    """iniconfig's tests import the copy pytest loaded for itself, never the repository's:
+    no mutant can fail a test, and synthesis says so instead of trying every mutant."""
+    from repogym.scenarios.synth import Synthesis
+
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (root / "tests" / "test_calc.py").write_text(
+        "def add(a, b):  # another copy\n    return a + b\n\n\n"
+        "def test_add():\n    assert add(2, 3) == 5\n"
+    )
+    runner = SandboxRunner(None, {"pythonpath": "."})
+    with (
+        runner,
+        pytest.raises(SynthError, match="no test runs the package's code in the repository"),
+        Synthesis(root, tmp_path / "out", runner=runner),
+    ):
+        pass
+    (root / "tests" / "test_calc.py").write_text(
+        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    )
+    with SandboxRunner(None, {"pythonpath": "."}) as runner:
+        with Synthesis(root, tmp_path / "out", runner=runner) as synthesis:
+            assert "calc.py" in runner.reached_files()
+            assert len(synthesis.more(1)) <= 1
