@@ -354,7 +354,7 @@ def _used_names(nodes: Iterable[ast.AST]) -> set[str]:
 def _bound(stmt: ast.stmt) -> set[str]:
     if isinstance(stmt, ast.Import | ast.ImportFrom):
         return {(a.asname or a.name).split(".")[0] for a in stmt.names}
-    if _import_fallback(stmt):
+    if import_fallback(stmt):
         return {name for sub in _fallback_imports(stmt) for name in _bound(sub)}
     if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         return {stmt.name}
@@ -368,7 +368,7 @@ def _fallback_imports(stmt: ast.Try) -> list[ast.stmt]:
     return [*stmt.body, *(x for h in stmt.handlers for x in h.body)]
 
 
-def _import_fallback(stmt: ast.stmt) -> bool:
+def import_fallback(stmt: ast.stmt) -> bool:
     """``try: from unittest.mock import Mock`` / ``except ImportError: from mock import
     Mock``: a module-level ``try`` of imports alone (colorama's tests bind ``Mock`` so),
     written into a script whole, like an import."""
@@ -421,7 +421,7 @@ def _context(
                 return None
             if stmt not in keep:
                 keep.append(stmt)
-                if not isinstance(stmt, ast.Import | ast.ImportFrom) and not _import_fallback(stmt):
+                if not isinstance(stmt, ast.Import | ast.ImportFrom) and not import_fallback(stmt):
                     more |= _used_names([stmt])
         return more
 

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from repogym.scenarios import pypi
+from repogym.scenarios import bug_reports, pypi
 from repogym.scenarios.dependencies import DependencySpec
 from repogym.scenarios.mutation import file_diff
 from repogym.scenarios.patches import is_test_file
@@ -1321,14 +1321,8 @@ def asserting_script(script: str) -> str | None:
         (
             i
             for i, n in enumerate(tree.body)
-            if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Try))
-            and (
-                not isinstance(n, ast.Try)
-                or all(
-                    isinstance(x, (ast.Import, ast.ImportFrom, ast.Pass))
-                    for x in [*n.body, *(y for h in n.handlers for y in h.body)]
-                )
-            )
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom))
+            or bug_reports.import_fallback(n)
         ),
         default=None,
     )
