@@ -903,8 +903,11 @@ def code_paths(repo: Path, name: str, top_level: Iterable[str] = ()) -> list[str
     """Repository paths of the project's importable code (what synthesis mutates): the
     names of ``top_level`` (:func:`archive_top_level`) or of an unpacked
     ``top_level.txt``, else the package named like the project, else every top-level
-    package or module that is not tests, docs or tooling."""
+    package or module that is not tests, docs or tooling. They are looked for at the root,
+    under ``src`` and in any folder holding the project's ``*.egg-info`` (markdown2 keeps
+    ``lib/markdown2.py`` beside ``lib/markdown2.egg-info``: ``package_dir={"": "lib"}``)."""
     roots = [repo, repo / "src"]
+    roots += sorted({e.parent for e in repo.glob("*/*.egg-info")} - set(roots))
     found: dict[str, str] = {}
     for base in roots:
         for p in base.iterdir() if base.is_dir() else []:
@@ -917,7 +920,7 @@ def code_paths(repo: Path, name: str, top_level: Iterable[str] = ()) -> list[str
         line.strip()
         for f in [
             *repo.glob("*.egg-info/top_level.txt"),
-            *repo.glob("src/*.egg-info/top_level.txt"),
+            *repo.glob("*/*.egg-info/top_level.txt"),
         ]
         for line in f.read_text().splitlines()
         if line.strip()

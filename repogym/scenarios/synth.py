@@ -675,6 +675,14 @@ class Synthesis:
                 f"{self.package_dir}: tests fail before any mutation: {broken[:5]}. "
                 "Fix: synthesise from a package whose tests all pass"
             )
+        if not pkg.sources:
+            raise SynthError(
+                f"{self.name}: no code to mutate: no module of the package was found outside "
+                "its tests (looked at the repository's root, under src/ and beside its "
+                "*.egg-info"
+                + (f", within {', '.join(self.only)}" if self.only else "")
+                + "). Fix: synthesise from a package whose code is a module or package there"
+            )
         reached = getattr(pkg.runner, "reached_files", None)
         files = reached() if reached is not None else None
         if files is not None and pkg.sources and not set(pkg.sources) & files:

@@ -158,6 +158,11 @@ def test_environment_and_pytest_settings_come_from_the_projects_own_files(tmp_pa
         "pythonpath": "/workspace/lib /workspace/src",
     }  # addopts is the grader's
     assert pypi.code_paths(repo, "demo") == ["src/demo"]
+    # markdown2's layout: one module in lib/, beside its egg-info (package_dir={"": "lib"})
+    (repo / "lib" / "demo.egg-info").mkdir(parents=True)
+    (repo / "lib" / "demo.egg-info" / "top_level.txt").write_text("demo_md\n")
+    (repo / "lib" / "demo_md.py").write_text("def f():\n    return 1\n")
+    assert pypi.code_paths(repo, "demo") == ["lib/demo_md.py"]
     # python-dateutil: a test marked no_cover under filterwarnings = error needs pytest-cov's
     # plugin loaded (it registers the marker), so the declared tool is kept
     (repo / "tests" / "test_demo.py").write_text(

@@ -187,6 +187,13 @@ def test_package_with_failing_tests_is_refused(tmp_path):
         synthesize(pkg, tmp_path / "out")
 
 
+def test_a_package_whose_code_is_not_found_is_refused_with_the_cause(tmp_path):
+    """markdown2 keeps its module in lib/, where `synth --pypi` did not look: no function
+    to mutate is an error naming where the code was looked for, not 0 tasks unexplained."""
+    with pytest.raises(SynthError, match=r"^textstats: no code to mutate: .* within lib"):
+        synthesize(PACKAGE, tmp_path / "out", only=["lib"])
+
+
 def test_a_package_without_tests_is_refused_by_name(tmp_path):
     """bidict's and sortedcontainers' sdists ship no tests: the error names the package,
     not a temporary folder."""
