@@ -463,14 +463,22 @@ def keep_metadata(repo: Path) -> Path | None:
     name = email.parser.Parser().parsestr(info.read_text(errors="replace")).get("Name", "")
     if not name:
         return None
-    src = repo / "src"
-    base = (
-        src if src.is_dir() and any((p / "__init__.py").is_file() for p in src.iterdir()) else repo
-    )
+    base = repo / "src" if _src_layout(repo) else repo
     dest = base / f"{re.sub(r'[-_.]+', '_', name)}.egg-info" / METADATA_FILE
     dest.parent.mkdir()
     shutil.copyfile(info, dest)
     return dest
+
+
+def _src_layout(repo: Path) -> bool:
+    """Whether the project's code lies under ``src/``: a package there, or a module
+    (toposort ships ``src/toposort.py`` alone)."""
+    src = repo / "src"
+    return src.is_dir() and any(
+        (p / "__init__.py").is_file()
+        or (p.suffix == ".py" and p.stem.isidentifier() and p.stem not in _NOT_CODE)
+        for p in src.iterdir()
+    )
 
 
 def archive_top_level(sdist: Sdist | Path) -> list[str]:
@@ -863,12 +871,7 @@ def pytest_ini_options(repo: Path) -> dict[str, str]:
     """
     out = {k: _ini_value(v) for k, v in _raw_ini(repo).items() if k in INI_KEYS}
     paths = out.get("pythonpath", "").split()
-    src = repo / "src"
-    if (
-        src.is_dir()
-        and any((p / "__init__.py").is_file() for p in src.iterdir())
-        and "src" not in paths
-    ):
+    if _src_layout(repo) and "src" not in paths:
         paths.append("src")
     if paths:
         out["pythonpath"] = " ".join(str(PurePosixPath(WORKSPACE) / p) for p in paths)

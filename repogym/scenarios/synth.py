@@ -50,6 +50,7 @@ import ast
 import contextlib
 import dataclasses
 import difflib
+import fnmatch
 import hashlib
 import itertools
 import json
@@ -73,14 +74,26 @@ from repogym.scenarios.dependencies import DependencySpec
 from repogym.scenarios.history import asserting_script, clock_tests
 from repogym.scenarios.mutation import Mutant, file_diff, function_names, mutants
 from repogym.scenarios.patches import is_test_file, junit_key
-from repogym.scenarios.pypi import is_artefact
+from repogym.scenarios.pypi import METADATA_FILES, is_artefact
 from repogym.scenarios.swebench import hidden_tests_dest
 from repogym.scenarios.task import pytest_command
 
 #: The pytest plugin that reports per-test outcomes, the functions each test reaches and
 #: the calls it makes into the package (copied into sandboxes; stdlib only).
 PROBE_DIR = Path(__file__).parent / "probe"
-_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".git", "*.egg-info")
+_CACHES = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".git")
+
+
+def _ignored(folder: str, names: list[str]) -> set[str]:
+    """What a copy of the package leaves out: caches, and of an ``*.egg-info`` folder all
+    but the project's metadata (portion reads its own version with ``importlib.metadata``;
+    the rest, ``SOURCES.txt``, would list the hidden test files)."""
+    out = set(_CACHES(folder, names))
+    if fnmatch.fnmatch(Path(folder).name, "*.egg-info"):
+        out |= {n for n in names if n not in METADATA_FILES}
+    return out
+
+
 #: Mutants of one function tried before synthesis moves on to another function.
 TRIALS_PER_FUNCTION = 4
 #: Most tests a task may list as fail_to_pass (more is a crash, not one bug).
@@ -275,7 +288,7 @@ class HostRunner:
     ) -> tuple[int, str]:
         with tempfile.TemporaryDirectory(prefix="repogym-repro-") as tmp:
             work = Path(tmp) / "repo"
-            shutil.copytree(root, work, ignore=_IGNORE)
+            shutil.copytree(root, work, ignore=_ignored)
             for rel in hidden:
                 (work / rel).unlink(missing_ok=True)
             (work / "reproduction.py").write_text(text)
@@ -652,7 +665,7 @@ class Synthesis:
 
     def _open(self, work: Path) -> None:
         say = self.say
-        shutil.copytree(self.package_dir, work / "pkg", ignore=_IGNORE)
+        shutil.copytree(self.package_dir, work / "pkg", ignore=_ignored)
         start = time.monotonic()
         pkg = _scan(work / "pkg", self.timeout_s, self.runner or HostRunner(), self.name)
         if say is not None:

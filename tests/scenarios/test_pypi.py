@@ -163,6 +163,12 @@ def test_environment_and_pytest_settings_come_from_the_projects_own_files(tmp_pa
     (repo / "lib" / "demo.egg-info" / "top_level.txt").write_text("demo_md\n")
     (repo / "lib" / "demo_md.py").write_text("def f():\n    return 1\n")
     assert pypi.code_paths(repo, "demo") == ["lib/demo_md.py"]
+    # toposort's layout: one module under src/, no pytest configuration: src is on the path
+    lone = tmp_path / "lone"
+    (lone / "src").mkdir(parents=True)
+    (lone / "src" / "lone.py").write_text("def f():\n    return 1\n")
+    assert pypi.pytest_ini_options(lone) == {"pythonpath": "/workspace/src"}
+    assert pypi.code_paths(lone, "lone") == ["src/lone.py"]
     # python-dateutil: a test marked no_cover under filterwarnings = error needs pytest-cov's
     # plugin loaded (it registers the marker), so the declared tool is kept
     (repo / "tests" / "test_demo.py").write_text(

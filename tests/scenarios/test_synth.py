@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from difflib import SequenceMatcher
@@ -192,6 +193,27 @@ def test_a_package_whose_code_is_not_found_is_refused_with_the_cause(tmp_path):
     to mutate is an error naming where the code was looked for, not 0 tasks unexplained."""
     with pytest.raises(SynthError, match=r"^textstats: no code to mutate: .* within lib"):
         synthesize(PACKAGE, tmp_path / "out", only=["lib"])
+
+
+def test_the_projects_metadata_stays_in_the_task_and_its_file_list_does_not(tmp_path):
+    """portion reads its own version with ``importlib.metadata`` at import: its egg-info's
+    PKG-INFO goes with the copy synthesis tests and the task's repository; SOURCES.txt,
+    which lists the hidden test files, does not."""
+    pkg = tmp_path / "textstats"
+    shutil.copytree(PACKAGE, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    (pkg / "textstats.egg-info").mkdir()
+    (pkg / "textstats.egg-info" / "PKG-INFO").write_text(
+        "Metadata-Version: 2.1\nName: textstats\nVersion: 1.0\n"
+    )
+    (pkg / "textstats.egg-info" / "SOURCES.txt").write_text("tests/test_textstats.py\n")
+    init = pkg / "textstats" / "__init__.py"
+    init.write_text(
+        'import importlib.metadata\n\n__version__ = importlib.metadata.version("textstats")\n'
+        + init.read_text()
+    )
+    [folder] = synthesize(pkg, tmp_path / "out", max_tasks=1, seed=0)
+    info = folder / "repo" / "textstats.egg-info"
+    assert (info / "PKG-INFO").is_file() and not (info / "SOURCES.txt").exists()
 
 
 def test_a_package_without_tests_is_refused_by_name(tmp_path):
