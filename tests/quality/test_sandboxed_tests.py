@@ -210,20 +210,27 @@ def test_a_mutant_run_stops_once_too_many_tests_fail(tmp_path: Path) -> None:
         assert set(status.values()) == {"failed"}, status
 
 
+def _calc(tmp_path: Path, tests: str) -> Path:
+    """A package ``calc`` (``add``) under ``tmp_path`` with ``tests`` as its test file."""
+    root = tmp_path / "pkg"
+    (root / "tests").mkdir(parents=True)
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (root / "tests" / "test_calc.py").write_text(tests)
+    return root
+
+
 def test_tests_run_with_the_graders_environment(tmp_path: Path) -> None:
     """python-slugify's tests run `python -m slugify` in a subprocess: graded, that child
     gets the grader's environment (no PYTHONPATH, so not the task's requirements), so
     synthesis must see the same or every task it lists the test in fails noop."""
-    root = tmp_path / "pkg"
-    (root / "tests").mkdir(parents=True)
-    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
-    (root / "tests" / "test_calc.py").write_text(
+    root = _calc(
+        tmp_path,
         "import os\nimport subprocess\nimport sys\n\nfrom calc import add\n\n\n"
         "def test_add():\n    assert add(1, 1) == 2\n\n\n"
         "def test_child_sees_no_pythonpath():\n"
         "    code = 'import os, sys; sys.exit(\"PYTHONPATH\" in os.environ)'\n"
         "    assert subprocess.run([sys.executable, '-c', code]).returncode == 0\n"
-        "    assert os.environ['HOME'] == '/tmp'\n"
+        "    assert os.environ['HOME'] == '/tmp'\n",
     )
     with SandboxRunner(None, {"pythonpath": "."}) as runner:
         assert runner.collect(root, timeout_s=60) == [
@@ -419,12 +426,10 @@ def test_a_package_whose_tests_never_run_its_code_is_refused_with_the_cause(tmp_
     no mutant can fail a test, and synthesis says so instead of trying every mutant."""
     from repogym.scenarios.synth import Synthesis
 
-    root = tmp_path / "pkg"
-    (root / "tests").mkdir(parents=True)
-    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
-    (root / "tests" / "test_calc.py").write_text(
+    root = _calc(
+        tmp_path,
         "def add(a, b):  # another copy\n    return a + b\n\n\n"
-        "def test_add():\n    assert add(2, 3) == 5\n"
+        "def test_add():\n    assert add(2, 3) == 5\n",
     )
     runner = SandboxRunner(None, {"pythonpath": "."})
     with (
