@@ -58,7 +58,13 @@ from repogym.quality.validate import TaskReport, validate_tasks
 from repogym.sandbox.base import SandboxError
 from repogym.scenarios import pypi, suites
 from repogym.scenarios.dependencies import DependenciesUnavailable
-from repogym.scenarios.synth import MAX_FAIL_TO_PASS, SynthError, Synthesis, synthesize
+from repogym.scenarios.synth import (
+    MAX_FAIL_TO_PASS,
+    SynthError,
+    Synthesis,
+    mutant_budget,
+    synthesize,
+)
 from repogym.scenarios.task import Task, load_task
 
 Say = Callable[[str], None]
@@ -162,7 +168,7 @@ def from_pypi(
                     seed=seed,
                     combined=combined,
                     p2p_sample=p2p_sample,
-                    max_trials=max_trials or 30 * max_tasks,
+                    max_trials=mutant_budget(max_tasks, max_trials),
                     timeout_s=timeout_s,
                     split=split,
                     say=say,
@@ -244,8 +250,9 @@ def mutate_fetched(
     """Stage 2 of :func:`from_pypi` for what :func:`fetch` returned, in one batch: the
     package's mutants tried with ``runner`` and up to ``max_tasks`` real bugs written as
     task folders under ``out`` (``options`` are :class:`repogym.scenarios.synth.Synthesis`'s,
-    less those the package gives; ``max_trials`` defaults to ``30 * max_tasks``)."""
-    options["max_trials"] = options.get("max_trials") or 30 * max_tasks
+    less those the package gives; ``max_trials`` defaults to
+    :func:`repogym.scenarios.synth.mutant_budget`'s)."""
+    options["max_trials"] = mutant_budget(max_tasks, options.get("max_trials"))
     with opened(fetched, out, runner, **options) as synthesis:
         return synthesis.more(max_tasks)
 

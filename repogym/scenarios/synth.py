@@ -96,6 +96,16 @@ def _ignored(folder: str, names: list[str]) -> set[str]:
 
 #: Mutants of one function tried before synthesis moves on to another function.
 TRIALS_PER_FUNCTION = 4
+#: Mutants a synthesis may try per task asked for, unless told otherwise.
+MUTANTS_PER_TASK = 30
+
+
+def mutant_budget(max_tasks: int, max_trials: int | None = None) -> int:
+    """Mutants to try at most for ``max_tasks`` tasks: ``max_trials`` when given, else
+    :data:`MUTANTS_PER_TASK` per task."""
+    return max_trials or MUTANTS_PER_TASK * max_tasks
+
+
 #: Most tests a task may list as fail_to_pass (more is a crash, not one bug).
 MAX_FAIL_TO_PASS = 19
 #: Operators whose bug is the easiest kind (a dropped call, ``return None``) ...
@@ -586,7 +596,7 @@ def synthesize(
         SynthError: the package has no tests, or they do not all pass unmutated.
     """
     with Synthesis(
-        package_dir, out, max_trials=max_trials or 30 * max_tasks, say=say, **options
+        package_dir, out, max_trials=mutant_budget(max_tasks, max_trials), say=say, **options
     ) as synthesis:
         written = synthesis.more(max_tasks)
         if say is not None:
@@ -620,7 +630,7 @@ class Synthesis:
         package_dir: str | Path,
         out: str | Path,
         *,
-        max_trials: int = 300,
+        max_trials: int = MUTANTS_PER_TASK * 10,
         seed: int = 0,
         combined: float = 0.0,
         p2p_sample: int = 50,
@@ -647,7 +657,6 @@ class Synthesis:
         self.name = name or self.package_dir.name
         self._work: Path | None = None
         self._maker: _Maker | None = None
-        self._functions: list[tuple[str, str]] = []
 
     def __enter__(self) -> Synthesis:
         self._work = Path(tempfile.mkdtemp(prefix="repogym-synth-"))
@@ -717,7 +726,6 @@ class Synthesis:
                 f"functions in {len(pkg.sources)} files to mutate"
             )
         self.rng.shuffle(functions)
-        self._functions = functions
         self._maker = _Maker(
             pkg,
             self.out,
@@ -729,12 +737,13 @@ class Synthesis:
             self.note,
             say,
         )
+        self._maker.draw_from(functions, self.max_trials)
 
     def more(self, n: int) -> list[Path]:
         """Up to ``n`` further task folders (fewer once :attr:`exhausted`)."""
         if self._maker is None:
             raise RuntimeError("Synthesis.more() needs the package opened: use `with`")
-        return self._maker.make(self._functions, n, self.combined, self.max_trials)
+        return self._maker.make(n, self.combined)
 
     @property
     def exhausted(self) -> bool:
@@ -1083,25 +1092,26 @@ class _Maker:
         self._lengths: dict[frozenset[str], int] = {}
         self.say = say
         self._start = time.monotonic()
-        #: The bugs drawn so far and those to come (:meth:`_bugs`), kept between calls of
-        #: :meth:`make`; ``exhausted`` once every mutant the budget allows was tried.
-        self._stream: Iterator[Bug] | None = None
+        #: The bugs to come (:meth:`draw_from`), drawn by each call of :meth:`make` where
+        #: the last one stopped; ``exhausted`` once every mutant the budget allows was tried.
+        self._stream: Iterator[Bug] = iter(())
         self.exhausted = False
         self._pool: list[Pooled] = []
         self._group = rng.choice((2, 3))
 
     # the whole run
-    def make(
-        self, functions: list[tuple[str, str]], max_tasks: int, combined: float, max_trials: int
-    ) -> list[Path]:
+    def draw_from(self, functions: list[tuple[str, str]], max_trials: int) -> None:
+        """Draw bugs from ``functions``, in their order, trying at most ``max_trials``
+        mutants over every call of :meth:`make`."""
+        self._stream = self._bugs(functions, max_trials)
+
+    def make(self, max_tasks: int, combined: float) -> list[Path]:
         """Up to ``max_tasks`` further tasks, drawing bugs where the last call stopped."""
         n_combined = round(max_tasks * max(0.0, min(1.0, combined)))
         written: list[Path] = []
         singles = 0
         if max_tasks <= 0:
             return written
-        if self._stream is None:
-            self._stream = self._bugs(functions, max_trials)
         for bug in self._stream:
             if singles < max_tasks - n_combined:
                 if (path := self._single(bug)) is not None:
