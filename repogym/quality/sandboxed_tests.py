@@ -59,7 +59,8 @@ _OUT = "/tmp/rg-probe.jsonl"
 _LOG = "/tmp/rg-probe.log"
 #: Largest probe output read back (a traced run of a large suite writes tens of megabytes).
 _MAX_RECORDS_BYTES = 512 << 20
-#: The first run (profiled) may take this many times the timeout of a plain run.
+#: The first run (the package's functions numbered) and a run recording calls (traced)
+#: may take this many times the timeout of a plain run.
 TRACE_SLOWDOWN = 4
 #: Past this many selected tests, their files are run instead of their ids (one shell word
 #: is limited to 128 KiB).
@@ -250,7 +251,7 @@ class SandboxRunner:
         self._snapshot: dict[str, bytes] = {}
         self._files: list[str] = []
         self._probe = Path(tempfile.mkdtemp(prefix="repogym-probe-"))
-        for name in ("rg_probe.py", "rg_calls.py"):
+        for name in ("rg_probe.py", "rg_calls.py", "rg_reach.py"):
             shutil.copy(PROBE_DIR / name, self._probe / name)
         for name in ("launch.py", "canon.py"):  # the sealed checks' runtime, as graded
             shutil.copy(LAUNCHER_DIR / name, self._probe / name)
@@ -269,6 +270,7 @@ class SandboxRunner:
         self._defined: dict[str, str] = {}
         self._spawning: set[str] = set()
         self._loading: list[tuple[str, int, int]] = []
+        self._unhooked: set[str] = set()
         #: What :meth:`run` did with changed files: sandboxed runs, runs left out (no
         #: collected test reaches the change), tests run, and the seconds those runs took.
         self.stats = {"runs": 0, "no test reaches the change": 0, "tests run": 0, "seconds": 0.0}
@@ -283,7 +285,8 @@ class SandboxRunner:
                 f"{root.name}: no test files (test_*.py or *_test.py). Fix: "
                 "synthesise from a package that ships its tests"
             )
-        # Profiling every call makes this run several times slower than the later ones.
+        # The traced run numbers the package's functions at import (``rg_reach``); its limit
+        # is kept as wide as when it traced every call, several times slower.
         records = self._sandboxed({}, self._files, TRACE_SLOWDOWN * timeout_s, trace=True)
         found, messages = statuses(records)
         named = renameable(root, found)
@@ -319,9 +322,24 @@ class SandboxRunner:
         self._loading = [
             tuple(x) for r in records if isinstance(r.get("loading"), list) for x in r["loading"]
         ]
+        self._unhooked = {
+            f for r in records if isinstance(r.get("unhooked"), list) for f in r["unhooked"]
+        }
         if not self.collected:
             raise SynthError(self._none_listed(root, found, messages, named))
         return self.collected
+
+    def traced(self) -> dict:
+        """What the traced run found for the listed tests: ``{"reached": {test: [[file,
+        first line, last line], ...]}, "spawning": [test, ...], "loading": [[file, first,
+        last], ...]}`` (the functions each reached, the tests that started a process, the
+        functions run at import), as a mutant's run selects its tests by."""
+        return {
+            "reached": {t: sorted(map(list, self._calls.get(t, []))) for t in self.collected},
+            "spawning": sorted(self._spawning & set(self.collected)),
+            "loading": sorted(map(list, self._loading)),
+            "unhooked": sorted(self._unhooked),
+        }
 
     def reached_files(self) -> set[str] | None:
         """The repository files whose functions the listed tests ran, as traced when they
@@ -329,9 +347,11 @@ class SandboxRunner:
         process, whose calls were not traced."""
         if self._spawning & set(self.collected):
             return None
-        return {f for t in self.collected for f, _, _ in self._calls.get(t, [])} | {
-            f for f, _, _ in self._loading
-        }
+        return (
+            {f for t in self.collected for f, _, _ in self._calls.get(t, [])}
+            | {f for f, _, _ in self._loading}
+            | self._unhooked
+        )
 
     def _none_listed(
         self, root: Path, found: dict[str, str], messages: dict[str, str], named: set[str]
@@ -526,6 +546,8 @@ class SandboxRunner:
             inside = _function_lines(old)
             if not lines or any(n not in inside for n in lines):
                 return None
+            if rel in self._unhooked:
+                return None  # its code ran without its functions numbered: any test
             if any(f == rel and a <= n <= b for f, a, b in self._loading for n in lines):
                 return None  # a function run at import: what it made, any test may read
             for test, spans in self._calls.items():

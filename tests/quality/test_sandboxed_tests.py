@@ -239,20 +239,34 @@ def test_tests_run_with_the_graders_environment(tmp_path: Path) -> None:
         ]
 
 
-def test_a_test_that_starts_a_process_always_reruns(tmp_path: Path) -> None:
+#: Ways a test starts a child process that runs the package's code.
+CHILDREN = {
+    "subprocess": "out = subprocess.run([sys.executable, '-m', 'calc'], capture_output=True, "
+    "text=True).stdout\n    assert out == '5\\n'",
+    "os.system": "assert os.system(f'{sys.executable} -m calc > /dev/null') == 0",
+    "multiprocessing spawn": "child = multiprocessing.get_context('spawn').Process("
+    "target=calc.check)\n    child.start()\n    child.join()\n    assert child.exitcode == 0",
+    "multiprocessing fork": "child = multiprocessing.get_context('fork').Process("
+    "target=calc.check)\n    child.start()\n    child.join()\n    assert child.exitcode == 0",
+}
+
+
+@pytest.mark.parametrize("how", sorted(CHILDREN))
+def test_a_test_that_starts_a_process_always_reruns(tmp_path: Path, how: str) -> None:
     """A mutant's run reruns the tests that reached the changed function; the calls of a
     test's child process (python-slugify's `python -m slugify`) are not traced, so such a
     test reruns whatever changed, or its failure is missed and it is listed in
-    pass_to_pass of a task whose noop then fails it."""
+    pass_to_pass of a task whose noop then fails it. However the child is started."""
     root = tmp_path / "pkg"
     (root / "tests").mkdir(parents=True)
     (root / "calc.py").write_text(
-        "def add(a, b):\n    return a + b\n\n\nif __name__ == '__main__':\n    print(add(2, 3))\n"
+        "import sys\n\n\ndef add(a, b):\n    return a + b\n\n\n"
+        "def check():\n    sys.exit(0 if add(2, 3) == 5 else 1)\n\n\n"
+        "if __name__ == '__main__':\n    print(add(2, 3))\n    check()\n"
     )
     (root / "tests" / "test_calc.py").write_text(
-        "import subprocess\nimport sys\n\n\n"
-        "def test_cli():\n    out = subprocess.run([sys.executable, '-m', 'calc'], "
-        "capture_output=True, text=True).stdout\n    assert out == '5\\n'\n\n\n"
+        "import multiprocessing\nimport os\nimport subprocess\nimport sys\n\nimport calc\n\n\n"
+        f"def test_cli():\n    {CHILDREN[how]}\n\n\n"
         "def test_other():\n    assert True\n"
     )
     with SandboxRunner(None, {"pythonpath": "."}) as runner:
@@ -304,6 +318,153 @@ def test_a_mutants_run_reruns_only_the_tests_that_reach_it(tmp_path: Path) -> No
     assert status == {
         "tests/test_calc.py::test_add": "failed",
         "tests/test_calc.py::test_sub": "passed",
+    }
+
+
+#: A package whose functions come in every form the traced run numbers.
+FORMS = {
+    "shapes/__init__.py": (
+        "import functools\n\n\n"
+        "def double(x):\n"
+        '    """Twice x."""\n'
+        "    return x * 2\n\n\n"
+        "triple = lambda x: x * 3  # noqa: E731\n\n\n"
+        "@functools.lru_cache(maxsize=None)\n"
+        "def square(x):\n"
+        "    return x * x\n\n\n"
+        "def evens(n):\n"
+        "    for i in range(n):\n"
+        "        if i % 2 == 0:\n"
+        "            yield i\n\n\n"
+        "class Box:\n"
+        "    def __init__(self, v):\n"
+        "        self.v = v\n\n"
+        "    @property\n"
+        "    def half(self):\n"
+        "        return self.v / 2\n\n\n"
+        "async def later(x):\n"
+        "    return x + 1\n\n\n"
+        "def broken():\n"
+        "    raise ValueError('line 37')\n"
+    ),
+}
+FORM_TESTS = """\
+import asyncio
+import inspect
+import sys
+
+import shapes
+
+
+def test_double():
+    assert shapes.double(2) == 4
+    assert shapes.double.__doc__ == "Twice x."
+
+
+def test_triple():
+    assert shapes.triple(2) == 6
+
+
+def test_square():
+    assert shapes.square(3) == 9
+
+
+def test_evens():
+    assert list(shapes.evens(5)) == [0, 2, 4]
+
+
+def test_half():
+    assert shapes.Box(4).half == 2
+
+
+def test_later():
+    assert asyncio.run(shapes.later(1)) == 2
+
+
+def test_lines():
+    # the package's code as its tests see it: its own source and line numbers
+    try:
+        shapes.broken()
+    except ValueError:
+        tb = sys.exc_info()[2]
+        while tb.tb_next is not None:
+            tb = tb.tb_next
+    assert tb.tb_lineno == 37
+    assert inspect.getsource(shapes.broken).startswith("def broken():")
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "reached"),
+    [
+        ("return x * 2", "return x * 5", "test_double"),
+        ("x * 3", "x * 4", "test_triple"),
+        ("return x * x", "return x + x", "test_square"),
+        ("if i % 2 == 0", "if i % 2 == 1", "test_evens"),
+        ("return self.v / 2", "return self.v / 3", "test_half"),
+        ("return x + 1", "return x + 2", "test_later"),
+    ],
+)
+def test_a_mutants_run_reruns_the_tests_that_reach_it_in_every_form(
+    tmp_path: Path, old: str, new: str, reached: str
+) -> None:
+    """The traced run numbers the package's functions when they are imported (a lambda, a
+    decorated function, a generator, a property, a coroutine, each by its own lines), and
+    the tests see the code they would see without it: docstrings, source and line numbers.
+    A mutant reruns exactly the test that reaches its function."""
+    root = tmp_path / "pkg"
+    (root / "shapes").mkdir(parents=True)
+    (root / "tests").mkdir()
+    for rel, text in FORMS.items():
+        (root / rel).write_text(text)
+    (root / "tests" / "test_shapes.py").write_text(FORM_TESTS)
+    with SandboxRunner(None, {"pythonpath": "."}) as runner:
+        ids = runner.collect(root, timeout_s=60)
+        assert len(ids) == 7, runner.dropped  # test_lines among them
+        init = root / "shapes" / "__init__.py"
+        init.write_text(init.read_text().replace(old, new))
+        status, _ = runner.run(root, ids, timeout_s=60)
+        assert runner.stats["tests run"] == 1
+    assert {t for t, s in status.items() if s == "failed"} == {f"tests/test_shapes.py::{reached}"}
+
+
+def test_a_test_that_reloads_a_module_reaches_every_function_in_it(tmp_path: Path) -> None:
+    """pyrsistent's tests reload ``_pvector`` with an environment variable set: every
+    function of the module is defined anew, as a tracer sees the module's code run, so a
+    change in any of them reruns that test too."""
+    root = _calc(
+        tmp_path,
+        "import importlib\n\nimport calc\n\n\ndef test_reload():\n"
+        "    assert importlib.reload(calc) is calc\n\n\n"
+        "def test_add():\n    assert calc.add(2, 3) == 5\n\n\n"
+        "def test_other():\n    assert True\n",
+    )
+    with SandboxRunner(None, {"pythonpath": "."}) as runner:
+        ids = runner.collect(root, timeout_s=60)
+        (root / "calc.py").write_text((root / "calc.py").read_text().replace("a + b", "a - b"))
+        status, _ = runner.run(root, ids, timeout_s=60)
+        assert runner.stats["tests run"] == 2  # test_add and test_reload
+    assert status["tests/test_calc.py::test_add"] == "failed"
+
+
+def test_a_module_run_from_its_file_reaches_every_test(tmp_path: Path) -> None:
+    """A test that runs a module of the package from its file (``runpy.run_path``), not by
+    importing it, runs code the traced run did not number: a change in that file reruns
+    every test."""
+    root = _calc(
+        tmp_path,
+        "import runpy\n\n\ndef test_script():\n"
+        "    assert runpy.run_path('calc.py')['add'](2, 3) == 5\n\n\n"
+        "def test_other():\n    assert True\n",
+    )
+    with SandboxRunner(None, {"pythonpath": "."}) as runner:
+        ids = runner.collect(root, timeout_s=60)
+        assert "calc.py" in runner.traced()["unhooked"]
+        (root / "calc.py").write_text((root / "calc.py").read_text().replace("a + b", "a - b"))
+        status, _ = runner.run(root, ids, timeout_s=60)
+    assert status == {
+        "tests/test_calc.py::test_other": "passed",
+        "tests/test_calc.py::test_script": "failed",
     }
 
 

@@ -7,11 +7,12 @@ Loaded with ``-p rg_probe``; writes one JSON object per line to ``$RG_PROBE_OUT`
 ``{"collected": [node id, ...]}`` and ``{"defined": {node id: "file:line", ...}}`` (where
 each test's function is written) once collection is done and, with ``RG_PROBE_TRACE=1``,
 ``{"trace": node id, "spans": [[file, first line, last line], ...], "spawns": bool}``: the
-functions of the working folder that each test called (profiled with ``sys.setprofile``),
-and whether it started another process (whose calls are not seen); ``{"loading": spans}``:
-the functions called before any test ran (at import: a module-level table built by a
-function), and, with
-``RG_PROBE_CALLS=<config.json>`` (``{"tests": [test file, ...]}``),
+functions of the working folder that each test called (numbered at import by
+:mod:`rg_reach`, not traced), and whether it started another process (whose calls are not
+seen); ``{"unhooked": [file, ...]}``: files of the working folder whose code ran without
+being numbered (their changes reach every test); ``{"loading": spans}``: the functions
+called before any test ran (at import: a module-level table built by a function), and,
+with ``RG_PROBE_CALLS=<config.json>`` (``{"tests": [test file, ...]}``),
 ``{"calls": node id, "seq": [call, ...]}``: the calls each test made into the package, with
 their arguments and outcomes (:mod:`rg_calls`). With ``RG_PROBE_MAXFAIL=n`` the run stops
 once more than ``n`` tests failed. With ``RG_PROBE_ENV=<json object>`` the tests run with
@@ -23,13 +24,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 
 import pytest
 
 _out = None
 _root = os.getcwd().rstrip("/") + "/"
-_spans: dict = {}
 
 
 def _send(**record: object) -> None:
@@ -73,14 +72,23 @@ def _install_seals() -> None:
 #: The probe's settings (``RG_PROBE_*``), read before the tests' environment replaces ours.
 _conf: dict = {}
 
+_reach = None
+if os.environ.get("RG_PROBE_TRACE") == "1":
+    # Installed as the plugin is imported, before any conftest imports the package: a
+    # module imported earlier runs unnumbered (and is reported so).
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        import rg_reach as _reach
+    finally:
+        sys.path.pop(0)
+    _reach.install(_root)
+
 
 def pytest_configure(config) -> None:
     global _out
     _conf.update({k: v for k, v in os.environ.items() if k.startswith("RG_PROBE_")})
     _out = open(_conf["RG_PROBE_OUT"], "w", encoding="utf-8")
     _install_seals()
-    if _conf.get("RG_PROBE_TRACE") == "1":  # what runs before any test: imports, ...
-        sys.setprofile(_loading)
     if "RG_PROBE_ENV" in _conf:
         # The tests see the grader's environment (no PYTHONPATH, ...): a test that starts
         # ``python -m pkg`` gets what it gets when graded (this process's imports are set).
@@ -127,24 +135,10 @@ def pytest_collectreport(report) -> None:
         _send(collect=report.nodeid)
 
 
-_loaded: set = set()
-
-
-#: A code object's flag for a function's own namespace: a module's or class body's code,
-#: which runs at import too, has none (its span is its whole file or class, and the lines it
-#: runs, outside every function, are changes no test selection can narrow anyway).
-_NEWLOCALS = 0x2
-
-
-def _loading(frame, event, arg) -> None:
-    if event == "call" and frame.f_code.co_flags & _NEWLOCALS:
-        _loaded.add(frame.f_code)
-
-
 def pytest_collection_finish(session) -> None:
-    if _conf.get("RG_PROBE_TRACE") == "1":
-        sys.setprofile(None)
-        _send(loading=sorted({s for s in map(_span, _loaded) if s is not None}))
+    if _reach is not None:  # what ran before any test: imports, tables built at import
+        _send(loading=_reach.take(modules=False)[0])
+        _send_unhooked()
     _send(collected=[item.nodeid for item in session.items])
     _send(
         defined={item.nodeid: at for item in session.items if (at := _defined_at(item)) is not None}
@@ -181,74 +175,29 @@ def _defined_at(item) -> str | None:
     return f"{code.co_filename[len(_root) :]}:{code.co_firstlineno}"
 
 
-def _span(code):
-    if code not in _spans:
-        span = None
-        if code.co_filename.startswith(_root):
-            lines = [n for _, _, n in code.co_lines() if n is not None]
-            first = min([code.co_firstlineno, *lines])
-            span = (code.co_filename[len(_root) :], first, max([first, *lines]))
-        _spans[code] = span
-    return _spans[code]
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     if _conf.get("RG_PROBE_CALLS"):
         yield from _record_calls(item)
         return
-    if _conf.get("RG_PROBE_TRACE") != "1":
+    if _reach is None:
         yield
         return
-    seen = set()
-    spawned = []
-
-    def profile(frame, event, arg):
-        if event == "call":
-            seen.add(frame.f_code)
-        elif event == "c_call" and not spawned and _starts_process(arg):
-            spawned.append(True)
-
-    sys.setprofile(profile)
-    threading.setprofile(profile)
-    try:
-        yield
-    finally:
-        sys.setprofile(None)
-        threading.setprofile(None)
-    spans = {s for s in map(_span, seen) if s is not None}
-    _send(trace=item.nodeid, spans=sorted(spans), spawns=bool(spawned))
+    _reach.take()  # what ran between tests is no test's
+    yield
+    spans, spawns = _reach.take()
+    _send(trace=item.nodeid, spans=spans, spawns=spawns)
+    _send_unhooked()
 
 
-def _spawners() -> set:
-    import _posixsubprocess
-
-    names = (
-        "fork",
-        "forkpty",
-        "system",
-        "posix_spawn",
-        "posix_spawnp",
-        "execv",
-        "execve",
-        "spawnv",
-        "spawnve",
-    )
-    return {getattr(os, n) for n in names if hasattr(os, n)} | {_posixsubprocess.fork_exec}
+_unhooked_sent = [0]
 
 
-_SPAWNERS: set = set()
-
-
-def _starts_process(fn) -> bool:
-    """Whether ``fn`` (a C function being called) starts another process, whose calls the
-    profile cannot see (a test that runs ``python -m pkg``)."""
-    if not _SPAWNERS:
-        _SPAWNERS.update(_spawners())
-    try:
-        return fn in _SPAWNERS
-    except TypeError:
-        return False
+def _send_unhooked() -> None:
+    """The files that ran unnumbered so far, when there are more than last sent."""
+    if _reach is not None and len(_reach.unhooked) > _unhooked_sent[0]:
+        _unhooked_sent[0] = len(_reach.unhooked)
+        _send(unhooked=_reach.pending_unhooked())
 
 
 def _record_calls(item):
