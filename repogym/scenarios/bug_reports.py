@@ -745,6 +745,46 @@ def _case_lines(members: list[tuple[_Module, ast.stmt]]) -> list[str] | None:
     return lines
 
 
+def shortened(check: Check, max_chars: int, paths: Sequence[str] = ()) -> Check | None:
+    """A test's inlined body (``source == "test"``) cut after the last of its checks that
+    still fits a script of ``max_chars``, or None when no check does. Real tests run many
+    checks in a row (cssselect's ``test_translation`` holds dozens): the one that fails with
+    the bug may come early, and what follows it is not needed. Whether the cut script still
+    fails with the bug, by its own assertion, is for the sandbox to tell, as for any check.
+    """
+    if check.source != "test":
+        return None
+    text = "\n".join(check.body)
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    lines = text.splitlines()
+    for stmt in reversed(tree.body):
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            return None  # only definitions and imports are left: no check of the test's
+        if not _checks(stmt):
+            continue
+        body = tuple(lines[: stmt.end_lineno])
+        cut = dataclasses.replace(check, body=body, call=lines[stmt.lineno - 1].strip())
+        if len(script([cut], paths)) <= max_chars:
+            return cut
+    return None
+
+
+def _checks(stmt: ast.stmt) -> bool:
+    """Whether ``stmt`` asserts something: an ``assert`` or a ``self.assert*`` call."""
+    return any(
+        isinstance(n, ast.Assert)
+        or (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr.startswith(("assert", "fail"))
+        )
+        for n in ast.walk(stmt)
+    )
+
+
 # -- the script and the statement -------------------------------------------------------
 def _import_lines(imports: Iterable[tuple[str, str]]) -> list[str]:
     imports = list(imports)

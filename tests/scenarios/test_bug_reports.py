@@ -320,6 +320,40 @@ def test_a_test_whose_code_raises_with_the_bug_states_the_error_as_its_own_failu
     assert _run(bug_reports.script([wrapped, wrapped]), gold)[0] == 0
 
 
+#: cssselect's layout: one unittest method that runs dozens of checks in a row.
+LONG = (
+    "import unittest\n\nfrom pkg.core import add, fmt\n\n\n"
+    "class TestMany(unittest.TestCase):\n"
+    "    def test_many(self):\n"
+    "        self.assertEqual(fmt(1), '1,!')\n"
+    "        self.assertEqual(add(2, 3, scale=2), 10)\n"
+    + "".join(f"        self.assertEqual(fmt({n}, sep=';'), '{n};!')\n" for n in range(80))
+)
+
+
+def test_a_long_test_is_cut_after_a_check_that_fits(tmp_path):
+    """A test whose inlined body is longer than a statement may hold is cut after the
+    last of its checks that fits: the check that fails with the bug comes early, and the
+    cut script fails by its own assertion with the bug and passes without it."""
+    buggy = _package(tmp_path / "buggy", CODE.replace("(a + b) * scale", "(a + b) * scale + 1"))
+    gold = _package(tmp_path / "gold", CODE)
+    check = bug_reports.inline_check(LONG, "tests/test_long.py::TestMany::test_many")
+    assert check is not None
+    limit = bug_reports.MAX_CHARS - 600
+    assert len(bug_reports.script([check])) > limit
+    cut = bug_reports.shortened(check, limit)
+    assert cut is not None
+    script = bug_reports.script([cut])
+    assert len(script) <= limit and script.rstrip().splitlines()[-1].strip().startswith(
+        "self.assertEqual"
+    )
+    code_, out = _run(script, buggy)
+    assert code_ != 0 and bug_reports.fails_itself(out), out
+    assert _run(script, gold)[0] == 0
+    # nothing of the test fits: no cut
+    assert bug_reports.shortened(check, 150) is None
+
+
 MIXIN = {  # cachetools' layout: test methods in a mixin of the tests package
     "tests/__init__.py": textwrap.dedent("""\
         import datetime
