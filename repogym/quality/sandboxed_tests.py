@@ -288,6 +288,8 @@ class SandboxRunner:
         # The traced run numbers the package's functions at import (``rg_reach``); its limit
         # is kept as wide as when it traced every call, several times slower.
         records = self._sandboxed({}, self._files, TRACE_SLOWDOWN * timeout_s, trace=True)
+        if records and not any("finished" in r for r in records):
+            raise SynthError(self._killed(root, records))
         found, messages = statuses(records)
         named = renameable(root, found)
         passing = {t for t, s in found.items() if s == "passed" and t in named}
@@ -351,6 +353,20 @@ class SandboxRunner:
             {f for t in self.collected for f, _, _ in self._calls.get(t, [])}
             | {f for f, _, _ in self._loading}
             | self._unhooked
+        )
+
+    def _killed(self, root: Path, records: list[dict]) -> str:
+        """Why a run that wrote records but never finished stopped, naming the cause."""
+        started = [r["case"] for r in records if r.get("when") == "setup"]
+        last = f" (the last one started: {started[-1]})" if started else ""
+        return (
+            f"{root.name}: the first run of its tests stopped after {len(started)} tests"
+            f"{last} without finishing: the process was killed, by the sandbox's memory limit "
+            f"({self.limits.memory_mb} MB) or a signal of its own. Synthesis runs every test "
+            "the grader can run, including tests the project deselects in its own pytest "
+            "options (addopts such as -m 'not slow'), which neither synthesis nor the grader "
+            "reads. Fix: synthesise from a package whose tests fit the sandbox's limits. "
+            f"Last output: {self.log[-600:]}"
         )
 
     def _none_listed(

@@ -447,6 +447,21 @@ def test_a_test_that_reloads_a_module_reaches_every_function_in_it(tmp_path: Pat
     assert status["tests/test_calc.py::test_add"] == "failed"
 
 
+def test_a_first_run_that_is_killed_is_named_as_such(tmp_path: Path) -> None:
+    """asttokens' slow test (which the project deselects with ``-m 'not slow'`` in its
+    own addopts) filled the sandbox's memory and the process was killed mid-run: the error
+    says so and names the test that was running, not the collection errors of its
+    test data."""
+    killing = TESTS.replace("import sys\n", "import os\nimport signal\nimport sys\n") + (
+        "\n\ndef test_huge():\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    with SandboxRunner(None, {"pythonpath": "."}) as runner:
+        with pytest.raises(SynthError, match="stopped after 4 tests") as info:
+            runner.collect(_calc(tmp_path, killing), timeout_s=60)
+    assert "tests/test_calc.py::test_huge" in str(info.value)
+    assert "memory limit" in str(info.value)
+
+
 def test_a_module_run_from_its_file_reaches_every_test(tmp_path: Path) -> None:
     """A test that runs a module of the package from its file (``runpy.run_path``), not by
     importing it, runs code the traced run did not number: a change in that file reruns

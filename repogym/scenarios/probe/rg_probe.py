@@ -15,7 +15,8 @@ called before any test ran (at import: a module-level table built by a function)
 with ``RG_PROBE_CALLS=<config.json>`` (``{"tests": [test file, ...]}``),
 ``{"calls": node id, "seq": [call, ...]}``: the calls each test made into the package, with
 their arguments and outcomes (:mod:`rg_calls`). With ``RG_PROBE_MAXFAIL=n`` the run stops
-once more than ``n`` tests failed. With ``RG_PROBE_ENV=<json object>`` the tests run with
+once more than ``n`` tests failed. ``{"finished": exit status}`` ends a run that was not
+killed. With ``RG_PROBE_ENV=<json object>`` the tests run with
 that environment (the grader's), not the probe's.
 """
 
@@ -105,6 +106,10 @@ def pytest_runtest_logstart(nodeid, location) -> None:
 def pytest_runtest_logfinish(nodeid, location) -> None:
     if _seals is not None:
         _seals.finish()
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    _send(finished=int(exitstatus))
 
 
 def pytest_unconfigure(config) -> None:
