@@ -62,6 +62,11 @@ _MAX_RECORDS_BYTES = 512 << 20
 #: The first run (the package's functions numbered) and a run recording calls (traced)
 #: may take this many times the timeout of a plain run.
 TRACE_SLOWDOWN = 4
+#: A mutant's run is stopped once it takes this many times a run of every listed test on
+#: the pristine package (at least :data:`MUTANT_MIN_S`): a mutant that loops would hold
+#: the whole timeout (pyrsistent: 300 s a mutant, against 17 s for the suite).
+MUTANT_SLOWDOWN = 5
+MUTANT_MIN_S = 60.0
 #: Past this many selected tests, their files are run instead of their ids (one shell word
 #: is limited to 128 KiB).
 _MAX_IDS = 800
@@ -467,17 +472,23 @@ class SandboxRunner:
             # would stop the run before the listed ones.
             by_id = selected is not None and args == sorted(selected)
             start = time.monotonic()
+            limit = timeout_s
+            if changes and self.suite_seconds:
+                limit = min(timeout_s, max(MUTANT_MIN_S, MUTANT_SLOWDOWN * self.suite_seconds))
             records = self._sandboxed(
-                changes, args, timeout_s, stop_after=self.stop_after if changes and by_id else None
+                changes, args, limit, stop_after=self.stop_after if changes and by_id else None
             )
+            timed_out = not records and self.log.startswith("timed out")
             if changes:
                 self.stats["runs"] += 1
                 self.stats["tests run"] += len(self.collected if selected is None else selected)
                 self.stats["seconds"] += time.monotonic() - start
             ran, messages = statuses(records)
-            # a test that should have run and did not is missing, never passed
+            # a test that should have run and did not is missing, never passed; a run
+            # stopped at its limit (an endless loop) leaves each "timed out"
             ran = {
-                t: ran.get(t, "missing") for t in (self.collected if selected is None else selected)
+                t: "timed out" if timed_out else ran.get(t, "missing")
+                for t in (self.collected if selected is None else selected)
             }
             found.update(ran)
         return (

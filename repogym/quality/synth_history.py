@@ -589,6 +589,8 @@ def _candidate(
     failing = sorted(t for t, s in result.items() if s != "passed")
     if not failing:
         return None, "no test fails with N's version"
+    if any(result[t] == "timed out" for t in failing):
+        return None, "the tests time out with N's version (an endless loop?)"
     if any(result[t] == "missing" for t in failing):
         return None, "a test goes missing with N's version (a collection or import error)"
     if len(failing) > history.MAX_F2P:

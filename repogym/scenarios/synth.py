@@ -1427,6 +1427,8 @@ def _why_not(
     failing = [t for t, s in result.items() if s != "passed"]
     if not failing:
         return "no test fails"
+    if any(result[t] == "timed out" for t in failing):
+        return "its tests time out (an endless loop?)"
     if len({same(t) for t in failing}) > MAX_FAIL_TO_PASS:
         return f"over {MAX_FAIL_TO_PASS} tests fail"
     if any(result[t] == "missing" or _CRASH.search(messages.get(t, "")) for t in failing):

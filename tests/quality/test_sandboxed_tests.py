@@ -462,6 +462,24 @@ def test_a_first_run_that_is_killed_is_named_as_such(tmp_path: Path) -> None:
     assert "memory limit" in str(info.value)
 
 
+def test_a_mutant_that_loops_is_stopped_at_a_multiple_of_the_suites_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mutant that makes a test loop held a run for the whole timeout (pyrsistent: 300 s
+    a mutant, its suite 17 s); it is stopped at a multiple of the pristine suite's time
+    now, and its tests are "timed out", neither passed nor missing."""
+    from repogym.quality import sandboxed_tests
+
+    monkeypatch.setattr(sandboxed_tests, "MUTANT_MIN_S", 3.0)
+    root = _calc(tmp_path, "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    with SandboxRunner(None, {"pythonpath": "."}) as runner:
+        ids = runner.collect(root, timeout_s=60)
+        (root / "calc.py").write_text("def add(a, b):\n    while True:\n        pass\n")
+        status, _ = runner.run(root, ids, timeout_s=600)
+    assert status == {"tests/test_calc.py::test_add": "timed out"}
+    assert runner.log == "timed out after 3.0s"
+
+
 def test_a_module_run_from_its_file_reaches_every_test(tmp_path: Path) -> None:
     """A test that runs a module of the package from its file (``runpy.run_path``), not by
     importing it, runs code the traced run did not number: a change in that file reruns
