@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent.parent
+from revisions import alternated, checked_out  # bench/ is on sys.path when a script of it runs
 
 #: Run in a child with ``PYTHONPATH`` set to one version's code: discovery of the unpacked
 #: package ``argv[1]`` (its built dependencies' hash in ``argv[2]``), a JSON line out.
@@ -101,27 +100,16 @@ def main() -> int:
     args = p.parse_args()
     packages = args.package or ["inflection==0.5.1"]
     work = Path(tempfile.mkdtemp(prefix="repogym-bench-discovery-"))
-    trees = {"baseline": work / "baseline", "current": work / "current"}
-    revs = {"baseline": args.baseline, "current": args.current}
-    for label, tree in trees.items():
-        if revs[label] is None:
-            trees[label] = HERE
-            continue
-        subprocess.run(
-            ["git", "-C", str(HERE), "worktree", "add", "--detach", str(tree), revs[label]],
-            check=True,
-            capture_output=True,
-        )
     rows, same = [], True
-    try:
+    with checked_out(work, args.baseline, args.current) as trees:
         for package in packages:
-            runs: dict[str, list[dict]] = {"baseline": [], "current": []}
-            for r in range(args.rounds):
-                for label, code in trees.items():
-                    run_dir = work / f"{package}-{label}-{r}"
-                    run_dir.mkdir()
-                    runs[label].append(one(code, package, run_dir))
-                    shutil.rmtree(run_dir, ignore_errors=True)
+            runs = alternated(
+                trees,
+                package,
+                args.rounds,
+                work,
+                lambda code, folder, p=package: one(code, p, folder),
+            )
             walls = {k: statistics.median(x["wall_s"] for x in v) for k, v in runs.items()}
             first = runs["baseline"][0]["found"]
             # every function: the tests current selects hold those baseline selects (None:
@@ -150,14 +138,6 @@ def main() -> int:
                     "runs": {k: [x["wall_s"] for x in v] for k, v in runs.items()},
                 }
             )
-    finally:
-        for tree in trees.values():
-            if tree != HERE:
-                subprocess.run(
-                    ["git", "-C", str(HERE), "worktree", "remove", "--force", str(tree)],
-                    capture_output=True,
-                )
-        shutil.rmtree(work, ignore_errors=True)
     current = args.current or "the working tree"
     print(f"baseline {args.baseline} against {current}; discovery, one at a time")
     print(f"{'package':24s} {'tests':>6s} {'baseline s':>11s} {'current s':>10s} {'speedup':>8s}")

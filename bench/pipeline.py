@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -37,9 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from synthesis import tasks_written  # bench/ is on sys.path when a script of it runs
+from revisions import alternated, checked_out  # bench/ is on sys.path when a script of it runs
+from synthesis import tasks_written
 
-HERE = Path(__file__).resolve().parent.parent
 #: Caches that hold what a grading records per task and grading code: emptied for each run.
 RECORDS = ("gold", "witnessed", "forged")
 
@@ -107,27 +106,16 @@ def main() -> int:
 
     shared = cache_dir()
     work = Path(tempfile.mkdtemp(prefix="repogym-bench-pipeline-"))
-    trees = {"baseline": work / "baseline", "current": work / "current"}
-    revs = {"baseline": args.baseline, "current": args.current}
-    for label, tree in trees.items():
-        if revs[label] is None:
-            trees[label] = HERE
-            continue
-        subprocess.run(
-            ["git", "-C", str(HERE), "worktree", "add", "--detach", str(tree), revs[label]],
-            check=True,
-            capture_output=True,
-        )
     rows, same = [], True
-    try:
+    with checked_out(work, args.baseline, args.current) as trees:
         for package in packages:
-            runs: dict[str, list[dict]] = {"baseline": [], "current": []}
-            for r in range(args.rounds):
-                for label, code in trees.items():
-                    run_dir = work / f"{package}-{label}-{r}"
-                    run_dir.mkdir()
-                    runs[label].append(one(code, package, args, shared, run_dir))
-                    shutil.rmtree(run_dir, ignore_errors=True)
+            runs = alternated(
+                trees,
+                package,
+                args.rounds,
+                work,
+                lambda code, folder, p=package: one(code, p, args, shared, folder),
+            )
             walls = {k: statistics.median(x["wall_s"] for x in v) for k, v in runs.items()}
             agree = all(
                 x["written"] == runs["baseline"][0]["written"] for v in runs.values() for x in v
@@ -146,14 +134,6 @@ def main() -> int:
                     },
                 }
             )
-    finally:
-        for tree in trees.values():
-            if tree != HERE:
-                subprocess.run(
-                    ["git", "-C", str(HERE), "worktree", "remove", "--force", str(tree)],
-                    capture_output=True,
-                )
-        shutil.rmtree(work, ignore_errors=True)
     current = args.current or "the working tree"
     print(f"baseline {args.baseline} against {current}; {args.tasks} tasks wanted, one worker")
     print(f"{'package':24s} {'tasks':>5s} {'baseline s':>11s} {'current s':>10s} {'speedup':>8s}")

@@ -264,6 +264,8 @@ class SandboxRunner:
         self._probe.chmod(0o755)
         #: The log tail of the latest run (for error messages).
         self.log = ""
+        #: Whether the latest run was stopped at its time limit.
+        self.timed_out = False
         #: The tests that passed on the pristine package (set by :meth:`collect`).
         self.collected: list[str] = []
         #: Wall time of one run of every collected test (set by :meth:`collect`).
@@ -478,7 +480,7 @@ class SandboxRunner:
             records = self._sandboxed(
                 changes, args, limit, stop_after=self.stop_after if changes and by_id else None
             )
-            timed_out = not records and self.log.startswith("timed out")
+            timed_out = self.timed_out
             if changes:
                 self.stats["runs"] += 1
                 self.stats["tests run"] += len(self.collected if selected is None else selected)
@@ -636,6 +638,7 @@ class SandboxRunner:
         limits = dataclasses.replace(
             self.limits, timeout_s=timeout_s, cpu_s=max(self.limits.cpu_s, int(timeout_s))
         )
+        self.timed_out = False
         sb = make_sandbox(self.backend, SandboxSpec(self._template, limits), **self.options)
         try:
             for rel, text in changes.items():
@@ -645,6 +648,7 @@ class SandboxRunner:
                 ro={"probe": self._probe},
                 timeout_s=timeout_s,
             )
+            self.timed_out = res.timed_out
             if res.timed_out:
                 self.log = f"timed out after {timeout_s}s"
                 return []

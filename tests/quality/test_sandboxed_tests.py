@@ -471,6 +471,7 @@ def test_a_mutant_that_loops_is_stopped_at_a_multiple_of_the_suites_time(
     from repogym.quality import sandboxed_tests
 
     monkeypatch.setattr(sandboxed_tests, "MUTANT_MIN_S", 3.0)
+    monkeypatch.setattr(sandboxed_tests, "MUTANT_SLOWDOWN", 0)  # the limit is the floor
     root = _calc(tmp_path, "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
     with SandboxRunner(None, {"pythonpath": "."}) as runner:
         ids = runner.collect(root, timeout_s=60)
