@@ -28,15 +28,13 @@ across machines.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from revisions import alternated, checked_out  # bench/ is on sys.path when a script of it runs
+from revisions import compared, parser  # bench/ is on sys.path when a script of it runs
 
 #: Run in a child with ``PYTHONPATH`` set to one version's code: discovery of the unpacked
 #: package ``argv[1]`` (its built dependencies' hash in ``argv[2]``), a JSON line out.
@@ -91,53 +89,37 @@ def one(code: Path, package: str, work: Path) -> dict:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--baseline", required=True, help="git revision to compare with")
-    p.add_argument("--current", help="git revision to measure (default: the working tree)")
-    p.add_argument("--package", action="append", help="NAME==VERSION (again for more)")
-    p.add_argument("--rounds", type=int, default=1)
-    p.add_argument("--json", type=Path)
-    args = p.parse_args()
-    packages = args.package or ["inflection==0.5.1"]
-    work = Path(tempfile.mkdtemp(prefix="repogym-bench-discovery-"))
+    args = parser(__doc__.split("\n\n")[0]).parse_args()
     rows, same = [], True
-    with checked_out(work, args.baseline, args.current) as trees:
-        for package in packages:
-            runs = alternated(
-                trees,
-                package,
-                args.rounds,
-                work,
-                lambda code, folder, p=package: one(code, p, folder),
-            )
-            walls = {k: statistics.median(x["wall_s"] for x in v) for k, v in runs.items()}
-            first = runs["baseline"][0]["found"]
-            # every function: the tests current selects hold those baseline selects (None:
-            # every test); wider is safe (a test rerun for nothing), narrower is a bug
-            narrower, wider = [], []
-            for x in runs["current"]:
-                for k, a in first["selection"].items():
-                    b = x["found"]["selection"].get(k, ())
-                    if b is None or a == b:
-                        continue
-                    (narrower if a is None or not set(a) <= set(b) else wider).append(k)
-            agree = not narrower and all(
-                x["found"]["listed"] == first["listed"] for x in runs["current"]
-            )
-            same &= agree
-            for k in sorted(set(narrower))[:10]:
-                print(f"{package} {k}: current selects fewer tests than baseline")
-            rows.append(
-                {
-                    "package": package,
-                    "tests": len(first["listed"]),
-                    "wall_s": walls,
-                    "speedup": round(walls["baseline"] / walls["current"], 2),
-                    "same_selection": agree,
-                    "wider": sorted(set(wider)),
-                    "runs": {k: [x["wall_s"] for x in v] for k, v in runs.items()},
-                }
-            )
+    for package, runs in compared(args, "discovery", one):
+        walls = {k: statistics.median(x["wall_s"] for x in v) for k, v in runs.items()}
+        first = runs["baseline"][0]["found"]
+        # every function: the tests current selects hold those baseline selects (None:
+        # every test); wider is safe (a test rerun for nothing), narrower is a bug
+        narrower, wider = [], []
+        for x in runs["current"]:
+            for k, a in first["selection"].items():
+                b = x["found"]["selection"].get(k, ())
+                if b is None or a == b:
+                    continue
+                (narrower if a is None or not set(a) <= set(b) else wider).append(k)
+        agree = not narrower and all(
+            x["found"]["listed"] == first["listed"] for x in runs["current"]
+        )
+        same &= agree
+        for k in sorted(set(narrower))[:10]:
+            print(f"{package} {k}: current selects fewer tests than baseline")
+        rows.append(
+            {
+                "package": package,
+                "tests": len(first["listed"]),
+                "wall_s": walls,
+                "speedup": round(walls["baseline"] / walls["current"], 2),
+                "same_selection": agree,
+                "wider": sorted(set(wider)),
+                "runs": {k: [x["wall_s"] for x in v] for k, v in runs.items()},
+            }
+        )
     current = args.current or "the working tree"
     print(f"baseline {args.baseline} against {current}; discovery, one at a time")
     print(f"{'package':24s} {'tests':>6s} {'baseline s':>11s} {'current s':>10s} {'speedup':>8s}")

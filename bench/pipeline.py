@@ -26,17 +26,15 @@ across machines.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from revisions import alternated, checked_out  # bench/ is on sys.path when a script of it runs
+from revisions import compared, parser  # bench/ is on sys.path when a script of it runs
 from synthesis import tasks_written
 
 #: Caches that hold what a grading records per task and grading code: emptied for each run.
@@ -92,48 +90,37 @@ def one(code: Path, package: str, args, shared: Path, work: Path) -> dict:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--baseline", required=True, help="git revision to compare with")
-    p.add_argument("--current", help="git revision to measure (default: the working tree)")
-    p.add_argument("--package", action="append", help="NAME==VERSION (again for more)")
+    p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--tasks", type=int, default=5)
-    p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", type=Path)
     args = p.parse_args()
-    packages = args.package or ["inflection==0.5.1"]
     from repogym.sandbox.runtime import cache_dir
 
     shared = cache_dir()
-    work = Path(tempfile.mkdtemp(prefix="repogym-bench-pipeline-"))
     rows, same = [], True
-    with checked_out(work, args.baseline, args.current) as trees:
-        for package in packages:
-            runs = alternated(
-                trees,
-                package,
-                args.rounds,
-                work,
-                lambda code, folder, p=package: one(code, p, args, shared, folder),
-            )
-            walls = {k: statistics.median(x["wall_s"] for x in v) for k, v in runs.items()}
-            agree = all(
-                x["written"] == runs["baseline"][0]["written"] for v in runs.values() for x in v
-            )
-            same &= agree
-            rows.append(
-                {
-                    "package": package,
-                    "tasks": runs["current"][0]["tasks"],
-                    "wall_s": walls,
-                    "speedup": round(walls["baseline"] / walls["current"], 2),
-                    "same_tasks": agree,
-                    "runs": {
-                        k: [{kk: vv for kk, vv in x.items() if kk != "written"} for x in v]
-                        for k, v in runs.items()
-                    },
-                }
-            )
+
+    def run(code: Path, package: str, folder: Path) -> dict:
+        return one(code, package, args, shared, folder)
+
+    for package, runs in compared(args, "pipeline", run):
+        walls = {k: statistics.median(x["wall_s"] for x in v) for k, v in runs.items()}
+        agree = all(
+            x["written"] == runs["baseline"][0]["written"] for v in runs.values() for x in v
+        )
+        same &= agree
+        rows.append(
+            {
+                "package": package,
+                "tasks": runs["current"][0]["tasks"],
+                "wall_s": walls,
+                "speedup": round(walls["baseline"] / walls["current"], 2),
+                "same_tasks": agree,
+                "runs": {
+                    k: [{kk: vv for kk, vv in x.items() if kk != "written"} for x in v]
+                    for k, v in runs.items()
+                },
+            }
+        )
     current = args.current or "the working tree"
     print(f"baseline {args.baseline} against {current}; {args.tasks} tasks wanted, one worker")
     print(f"{'package':24s} {'tasks':>5s} {'baseline s':>11s} {'current s':>10s} {'speedup':>8s}")

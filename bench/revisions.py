@@ -4,9 +4,11 @@ that alternate between them."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -55,3 +57,36 @@ def alternated(
             runs[label].append(run(code, folder))
             shutil.rmtree(folder, ignore_errors=True)
     return runs
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    """The options every comparison takes: ``--baseline``, ``--current``, ``--package``
+    (again for more), ``--rounds``, ``--json``."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--baseline", required=True, help="git revision to compare with")
+    p.add_argument("--current", help="git revision to measure (default: the working tree)")
+    p.add_argument("--package", action="append", help="NAME==VERSION (again for more)")
+    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--json", type=Path)
+    return p
+
+
+def compared(
+    args: argparse.Namespace, name: str, run: Callable[[Path, str, Path], dict]
+) -> Iterator[tuple[str, dict[str, list[dict]]]]:
+    """For each of ``args.package`` (default inflection 0.5.1): the package and
+    :func:`alternated`'s runs of ``run(code, package, folder)`` at the two revisions, in
+    worktrees under a temporary folder named after ``name``."""
+    work = Path(tempfile.mkdtemp(prefix=f"repogym-bench-{name}-"))
+    with checked_out(work, args.baseline, args.current) as trees:
+        for package in args.package or ["inflection==0.5.1"]:
+            yield (
+                package,
+                alternated(
+                    trees,
+                    package,
+                    args.rounds,
+                    work,
+                    lambda code, folder, p=package: run(code, p, folder),
+                ),
+            )
