@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Literal, get_args
 
@@ -352,11 +352,13 @@ def run_grading(
     ini_options: dict[str, str] | None = None,
     extra_files: list[str] = (),
     hash_seed: int = 0,
+    select: Sequence[str] | None = None,
 ) -> GradingRun:
     """Run pytest with ``args`` through the launcher in ``sb``, with ``gdir`` as its folder.
 
     ``gdir`` must hold ``tests/`` (already installed into the workspace) and is bound
-    read-only at ``$RG_GRADER``. The test files of ``node_ids`` (and ``extra_files``) are run.
+    read-only at ``$RG_GRADER``. The test files of ``node_ids`` (and ``extra_files``) are
+    run, or only the installed node ids ``select`` (:func:`selection`).
     """
     vdir = gdir / "verifier"
     vdir.mkdir(exist_ok=True)
@@ -368,7 +370,9 @@ def run_grading(
     for p in vdir.iterdir():
         os.chmod(p, 0o644)
     interp = sb.interpreter
-    argv = vr.launcher_argv(interp.executable, interp.sites, args, [*node_ids, *extra_files])
+    argv = vr.launcher_argv(
+        interp.executable, interp.sites, args, [*node_ids, *extra_files], select=select
+    )
     line = vr.shell_command(argv, vr.launcher_env(**interp.env, hash_seed=hash_seed))
     run = sb.run_with_binds(
         line, ro={"grader": gdir}, timeout_s=timeout_s, output_bytes=vr.GRADING_OUTPUT_BYTES
@@ -377,6 +381,17 @@ def run_grading(
         return GradingRun(run, vr.read_channel(run.stdout))
     except vr.ChannelError as e:
         return GradingRun(run, None, str(e))
+
+
+def selection(masked: cn.Masked, tests: Iterable[str]) -> list[str]:
+    """The installed node ids a run of ``tests`` alone collects: each one's test function
+    (every case of a parametrized one) and every canary planted beside them, so the run is
+    judged as a whole-file run is (:func:`repogym.grading.grading_run.judge`), without the
+    rest of those files."""
+    functions = dict.fromkeys(masked.installed(t.partition("[")[0]) for t in tests)
+    files = {f.split("::", 1)[0] for f in functions}
+    canaries = [c.node_id for c in masked.canaries if c.node_id.split("::", 1)[0] in files]
+    return [*functions, *canaries]
 
 
 def install_tests(sb: Sandbox, gdir: Path) -> ExecResult:
@@ -425,11 +440,14 @@ def _verify(
     make_sandbox: SandboxFactory,
     limits: Limits,
     rng: random.Random,
+    alone: bool = False,
 ) -> tuple[list[Pass], str]:
     """Apply ``kept`` (a filtered diff) in a fresh sandbox, plant the masked hidden tests
     and start the grading run, once, and once more per focus group (:class:`Pass`); adds to
     ``flags`` what applying and installing showed. Returns the passes and git's output
-    when the diff did not apply.
+    when the diff did not apply. A focus pass runs its tests alone (:func:`selection`), and
+    so does the first pass with ``alone``; otherwise the first pass runs the listed tests'
+    whole files.
 
     Raises:
         SandboxError: the infrastructure failed.
@@ -437,7 +455,7 @@ def _verify(
     v = task.test_spec
     files = _files_to_plant(task, template)
     first, apply_output = _run_pass(
-        task, template, kept, flags, make_sandbox, limits, rng, files, list(v.all_tests), ()
+        task, template, kept, flags, make_sandbox, limits, rng, files, list(v.all_tests), (), alone
     )
     passes, focused = [first], set()
     groups = focus_groups(first.masked.focusable) if v.log_parser != "swebench" else []
@@ -446,7 +464,17 @@ def _verify(
         if tests:
             passes.append(
                 _run_pass(
-                    task, template, kept, flags, make_sandbox, limits, rng, files, tests, group
+                    task,
+                    template,
+                    kept,
+                    flags,
+                    make_sandbox,
+                    limits,
+                    rng,
+                    files,
+                    tests,
+                    group,
+                    True,
                 )[0]
             )
             focused.update(tests)
@@ -465,9 +493,11 @@ def _run_pass(
     files: dict[str, Path],
     tests: list[str],
     focus: Collection[str],
+    alone: bool,
 ) -> tuple[Pass, str]:
     """One pass of :func:`_verify`: a fresh sandbox, the diff, the planted tests (for the
-    ``focus`` tests alone, when given) and the grading run over the files of ``tests``."""
+    ``focus`` tests alone, when given) and the grading run over the files of ``tests``, or
+    over ``tests`` and their files' canaries only, with ``alone``."""
     v = task.test_spec
     apply_output = ""
     with grading_dir(template) as gdir:
@@ -501,6 +531,7 @@ def _run_pass(
                 v.timeout_s,
                 v.ini_options,
                 hash_seed=v.hash_seed,
+                select=selection(masked, tests) if alone else None,
             )
         finally:
             sb.close()
@@ -731,13 +762,15 @@ def grade(
     extra_flags: Collection[HackFlag | str] = (),
     rng: random.Random | None = None,
     leaked: Collection[tuple[str, int]] = (),
+    alone: bool = False,
 ) -> GradeResult:
     """Grade ``diff`` for ``task`` in a fresh sandbox built by ``make_sandbox``.
 
     ``rng`` draws the canaries (default: a fresh secret seed each call). ``leaked`` holds
     (test file, line) of the sealed checks whose expected value the task's own files state
     (``repogym.quality.leaks``): they count as weak (``strongly_failed`` leaves them out);
-    the verdict is the same.
+    the verdict is the same. ``alone``: the run collects the listed tests (and the canaries
+    beside them) instead of their whole files, for a grading of a few of a file's tests.
     """
     start = time.monotonic()
     v = task.test_spec
@@ -747,7 +780,9 @@ def grade(
     rng = rng or random.Random(secrets.randbits(64))
 
     try:
-        passes, apply_output = _verify(task, template, kept, flags, make_sandbox, limits, rng)
+        passes, apply_output = _verify(
+            task, template, kept, flags, make_sandbox, limits, rng, alone
+        )
     except SandboxError as e:
         return _infra(v, diff, flags, e, start)
     return _judged(

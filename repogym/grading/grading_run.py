@@ -48,7 +48,12 @@ Word = str | InGrader
 
 
 def launcher_argv(
-    python: str, sites: Iterable[str], args: list[str], node_ids: Iterable[str]
+    python: str,
+    sites: Iterable[str],
+    args: list[str],
+    node_ids: Iterable[str],
+    *,
+    select: Iterable[str] | None = None,
 ) -> list[Word]:
     """The launcher invocation for a test spec's command.
 
@@ -56,9 +61,13 @@ def launcher_argv(
     ``sitecustomize``); the environment is built from scratch (:func:`launcher_env`), so no
     ``PYTHON*`` variable reaches it. The launcher's own folder (first on ``sys.path``) is
     the grader's. ``args`` are the task's own pytest arguments
-    (:meth:`repogym.scenarios.task.TestSpec.pytest_args`).
+    (:meth:`repogym.scenarios.task.TestSpec.pytest_args`). The run collects the test files
+    of ``node_ids``, or, given ``select``, only those installed node ids (the grader's
+    choice, never the task's: a task's command cannot select tests).
     """
     files = [f for f in test_files(node_ids) if f not in args]
+    if select is not None:
+        files = list(dict.fromkeys(select))
     argv: list[Word] = [python, "-s", "-S", InGrader("verifier/launch.py")]
     for s in sites:
         argv += ["--site", s]

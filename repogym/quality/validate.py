@@ -363,10 +363,12 @@ class PatchGrader:
         mode: RewardMode = "binary",
         timeout_s: float | None = None,
         hash_seed: int = 0,
+        alone: bool = False,
     ) -> GradeResult:
         """Grading of ``diff`` against ``task``'s repo/ (``timeout_s`` shortens the
         test spec's timeout, for checks that expect a hang; ``hash_seed`` is the tests'
-        ``PYTHONHASHSEED``)."""
+        ``PYTHONHASHSEED``; ``alone`` runs the listed tests without the rest of their
+        files, :func:`repogym.grading.grader.grade`)."""
         spec = task.test_spec
         if timeout_s is not None and timeout_s < spec.timeout_s:
             spec = dataclasses.replace(spec, timeout_s=timeout_s)
@@ -383,6 +385,7 @@ class PatchGrader:
             make_sandbox=self._factory,
             limits=self.limits,
             leaked=leaked_checks(self.leaks(task)),
+            alone=alone,
         )
 
     def grade_alone(self, task: Task, diff: str, tests: Iterable[str]) -> GradeResult | None:
@@ -398,7 +401,7 @@ class PatchGrader:
             fail_to_pass=tuple(t for t in task.test_spec.fail_to_pass if t in keep),
             pass_to_pass=tuple(t for t in task.test_spec.pass_to_pass if t in keep),
         )
-        return self.grade(dataclasses.replace(task, test_spec=spec), diff)
+        return self.grade(dataclasses.replace(task, test_spec=spec), diff, alone=True)
 
     def witnessed(self, task: Task) -> list[str]:
         """``task``'s fail_to_pass tests witnessed by a value seal

@@ -486,25 +486,81 @@ def test_a_focus_pass_formats_no_traceback_and_the_first_pass_keeps_the_log(tmp_
             p2p=("tests/test_mod.py::test_show[5-5!]", "tests/test_mod.py::test_back[15-10!]"),
         )
     )
-    seen: list[tuple[list[str], list[str]]] = []
-    real = grader.run_grading
-
-    def spy(sb, gdir, args, node_ids, *rest, **kw):
-        seen.append((list(args), list(node_ids)))
-        return real(sb, gdir, args, node_ids, *rest, **kw)
-
-    monkeypatch.setattr(grader, "run_grading", spy)
+    seen = _spied(monkeypatch)
     with PatchGrader() as g:
         noop = g.grade(task, "")
     own = task.test_spec.pytest_args()
     # every grading (noop's, and gold's for its recorded values) is a first pass over all
     # the tests, then the focus pass over test_show's
-    firsts = [args for args, ids in seen if len(ids) == len(task.test_spec.all_tests)]
-    focus = [args for args, ids in seen if len(ids) < len(task.test_spec.all_tests)]
-    assert firsts and all(a == own for a in firsts)
-    assert len(focus) == len(firsts) and all(a == [*own, "--tb=no"] for a in focus)
+    firsts = [r for r in seen if len(r["ids"]) == len(task.test_spec.all_tests)]
+    focus = [r for r in seen if len(r["ids"]) < len(task.test_spec.all_tests)]
+    assert firsts and all(r["args"] == own for r in firsts)
+    assert len(focus) == len(firsts) and all(r["args"] == [*own, "--tb=no"] for r in focus)
     assert "test_show" in noop.test_output  # the first pass's tracebacks, as before
     assert noop.reward == 0.0 and set(f2p) <= set(noop.strongly_failed)
+    # the first pass collects the whole file (test_show, test_back, test_inside: 7 cases);
+    # a focus pass, test_show's 3 cases alone; both, every canary planted
+    show = {f"tests/test_mod.py::test_show[{p}]" for p in ("15-10!", "12-10!", "5-5!")}
+    for r in firsts:
+        assert r["select"] is None and len(r["cases"]) == 7 and show < r["cases"]
+    for r in focus:
+        assert r["cases"] == show
+        assert r["canaries"] == r["planted canaries"] and r["canaries"]
+
+
+@pytest.mark.slow
+def test_a_grading_of_a_few_tests_runs_them_alone_with_their_canaries(tmp_path, monkeypatch):
+    """Validation grades a decoy on its fail_to_pass tests first: that run collects those
+    tests' functions and the canaries planted beside them, not the rest of their files,
+    and judges them as a grading of the whole files does."""
+    f2p = ("tests/test_mod.py::test_show[15-10!]",)
+    p2p = ("tests/test_mod.py::test_inside", "tests/test_mod.py::test_back[5-5!]")
+    task = load_task(write_task(tmp_path / "alone", tests=CLAMP_ROUND_TRIP, f2p=f2p, p2p=p2p))
+    with PatchGrader() as g:
+        whole = g.grade(task, "")  # records gold's values
+        seen = _spied(monkeypatch)
+        alone = g.grade_alone(task, "", f2p)
+    assert alone is not None and not alone.infra_error
+    assert alone.tests == {t: whole.tests[t] for t in f2p} == {f2p[0]: "failed"}
+    # the first pass and test_show's focus pass: test_show's cases alone, neither
+    # test_back nor test_inside, and every canary planted
+    assert len(seen) == 2 and all(r["select"] is not None for r in seen)
+    show = {f"tests/test_mod.py::test_show[{p}]" for p in ("15-10!", "12-10!", "5-5!")}
+    for r in seen:
+        assert r["cases"] == show
+        assert r["canaries"] == r["planted canaries"] and r["canaries"]
+
+
+def _spied(monkeypatch) -> list[dict]:
+    """Each grading run's pytest arguments, listed ids and selection, and the test cases its
+    channel reported, by the task's names (``cases``) and as canaries."""
+    seen: list[dict] = []
+    planted: list[cn.Masked] = []
+    real_plant, real_run = cn.plant, grader.run_grading
+
+    def plant(*args, **kw):
+        planted.append(real_plant(*args, **kw))
+        return planted[-1]
+
+    def run_grading(sb, gdir, args, node_ids, *rest, **kw):
+        run = real_run(sb, gdir, args, node_ids, *rest, **kw)
+        masked, reported = planted[-1], set(run.channel.phases if run.channel else ())
+        canaries = {c.node_id for c in masked.canaries}
+        seen.append(
+            {
+                "args": list(args),
+                "ids": list(node_ids),
+                "select": kw.get("select"),
+                "cases": {masked.original(n) for n in reported - canaries},
+                "canaries": reported & canaries,
+                "planted canaries": canaries,
+            }
+        )
+        return run
+
+    monkeypatch.setattr(cn, "plant", plant)
+    monkeypatch.setattr(grader, "run_grading", run_grading)
+    return seen
 
 
 def test_an_expected_side_built_of_the_arguments_is_never_the_checked_side():
