@@ -772,6 +772,146 @@ def shortened(check: Check, max_chars: int, paths: Sequence[str] = ()) -> Check 
     return None
 
 
+#: A frame of the reproduction script in a traceback (the first one is its top level).
+_SCRIPT_FRAME = re.compile(r'File "[^"\n]*reproduction\.py", line (\d+)')
+
+
+def cut_at_failure(
+    check: Check, output: str, max_chars: int, paths: Sequence[str] = ()
+) -> Check | None:
+    """A test's inlined body (``source == "test"``) cut after the statement it failed at,
+    by the traceback in ``output`` of its whole script (:func:`script`) run with the bug;
+    None when the output names no such statement or no cut fits ``max_chars``.
+
+    :func:`shortened` keeps the checks that fit, which may stop before the one that fails
+    (cssselect's failing check is often the fortieth of a test). Here the failing check is
+    kept, and while the script is too long the checks before it that bind nothing are left
+    out, earliest first, each with the assignments only it reads (:func:`_spare_checks`):
+    they held with the bug (the script got past them), so the cut script still fails where
+    the whole one did; whether it passes without the bug is for the sandbox to tell, as
+    for any check.
+    """
+    if check.source != "test" or not (frames := _SCRIPT_FRAME.findall(output)):
+        return None
+    offset = len(script([dataclasses.replace(check, body=())], paths).splitlines())
+    text = "\n".join(check.body)
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    line = int(frames[0]) - offset  # the first frame: the statement at the top level
+    at = next((i for i, s in enumerate(tree.body) if s.lineno <= line <= s.end_lineno), None)
+    if at is None or not _checks(tree.body[at]):
+        return None
+    lines, end = text.splitlines(), tree.body[at].end_lineno
+    droppable = _spare_checks(tree.body, at)
+    # the function to name: what computed the failing check's value, not the test's last call
+    culprit = _culprit(tree.body, at)
+    function = (
+        check.function if not culprit or check.function.split(".")[-1] == culprit else culprit
+    )
+    gone: set[int] = set()
+    while True:
+        kept = tuple(x for i, x in enumerate(lines[:end]) if i not in gone)
+        cut = dataclasses.replace(
+            check, body=kept, call=lines[tree.body[at].lineno - 1].strip(), function=function
+        )
+        if len(script([cut], paths)) <= max_chars:
+            return cut
+        if not droppable:
+            return None
+        for stmt in droppable.pop(0):
+            gone |= set(range(stmt.lineno - 1, stmt.end_lineno))
+
+
+def _culprit(body: list[ast.stmt], at: int) -> str | None:
+    """The name of the function whose result ``body[at]`` checks: the outermost call in it
+    (an ``assert*`` method and builtins aside), else in the assignment of a name it reads,
+    nearest first (an inlined ``assert (p.x, p.y) == ...`` reads ``result``, bound to
+    ``(p.x, p.y)``, which reads ``p``, bound to ``shift(...)``: ``shift``)."""
+    if name := _called(body[at]):
+        return name
+    wanted = _names_in(body[at], ast.Load)
+    for stmt in reversed(body[:at]):
+        if isinstance(stmt, ast.Assign) and (bound := _assigned(stmt)) & wanted:
+            if name := _called(stmt.value):
+                return name
+            wanted = (wanted - bound) | _names_in(stmt.value, ast.Load)
+    return None
+
+
+def _called(node: ast.AST) -> str | None:
+    """The outermost call's function name in ``node`` (breadth first), leaving out builtins
+    and ``assert*``/``fail*`` methods."""
+    queue = [node]
+    while queue:
+        n = queue.pop(0)
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)
+            if name and not name.startswith(("assert", "fail")) and not hasattr(builtins, name):
+                return name
+        queue.extend(ast.iter_child_nodes(n))
+    return None
+
+
+def _spare_checks(body: list[ast.stmt], at: int) -> list[list[ast.stmt]]:
+    """The checks before ``body[at]`` that can be left out, each with the assignments just
+    before it that only it reads (an inlined ``assert a == b`` is ``result = a``,
+    ``expected = b``, then the assert): a check that binds nothing, whose assignments'
+    names no later statement up to ``body[at]`` reads before binding them again."""
+    out = []
+    for i, stmt in enumerate(body[:at]):
+        if not _bare_check(stmt):
+            continue
+        group, used = [stmt], _names_in(stmt, ast.Load)
+        j = i - 1
+        while j >= 0 and isinstance(body[j], ast.Assign) and _assigned(body[j]) <= used:
+            group.insert(0, body[j])
+            j -= 1
+        bound = set().union(*(_assigned(g) for g in group[:-1]))
+        if all(_dead(name, body[i + 1 : at + 1]) for name in bound):
+            out.append(group)
+    return out
+
+
+def _names_in(node: ast.AST, ctx: type) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
+
+
+def _assigned(stmt: ast.Assign) -> set[str]:
+    """The plain names an assignment binds (nothing for ``a.b = ...`` or ``a[i] = ...``,
+    which change an object: never left out)."""
+    if all(isinstance(t, ast.Name) for t in stmt.targets):
+        return {t.id for t in stmt.targets}
+    return {"\0"}  # never a name a check reads: the assignment stays
+
+
+def _dead(name: str, later: list[ast.stmt]) -> bool:
+    """Whether ``later`` binds ``name`` again before any of them reads it."""
+    for stmt in later:
+        if name in _names_in(stmt, ast.Load):
+            return False
+        if isinstance(stmt, ast.Assign) and name in _assigned(stmt):
+            return True
+        if name in _names_in(stmt, ast.Store):
+            return False  # bound some other way (a loop, a with): keep it simple, keep it
+    return True
+
+
+def _bare_check(stmt: ast.stmt) -> bool:
+    """An ``assert`` or a ``self.assert*(...)`` call standing alone: a check that binds
+    nothing, so leaving it out changes no later statement."""
+    if isinstance(stmt, ast.Assert):
+        return True
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Attribute)
+        and stmt.value.func.attr.startswith("assert")
+    )
+
+
 def _checks(stmt: ast.stmt) -> bool:
     """Whether ``stmt`` asserts something: an ``assert`` or a ``self.assert*`` call."""
     return any(

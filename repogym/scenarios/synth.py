@@ -905,6 +905,19 @@ class Reporter:
             code, output = self.runner.script(self.root, text, self.hidden, self.timeout_s)
         return code != 0 and bug_reports.fails_itself(output), _observed(output)
 
+    def _cut_at_failure(
+        self, c: bug_reports.Check, text: str, changes: dict[str, str]
+    ) -> bug_reports.Check | None:
+        """``c`` cut after the statement its whole script ``text`` fails at with the bug
+        (:func:`repogym.scenarios.bug_reports.cut_at_failure`; one run of the script)."""
+        if c.source != "test":
+            return None
+        with self.applied(changes):
+            code, output = self.runner.script(self.root, text, self.hidden, self.timeout_s)
+        if code == 0 or not bug_reports.fails_itself(output):
+            return None
+        return bug_reports.cut_at_failure(c, output, bug_reports.MAX_CHARS - 600, self.paths)
+
     def _passes(self, text: str) -> bool:
         code, _ = self.runner.script(self.root, text, self.hidden, self.timeout_s)
         return code == 0
@@ -949,8 +962,11 @@ class Reporter:
         for c in candidates[:6]:
             text = bug_reports.script([c], self.paths)
             if len(text) > bug_reports.MAX_CHARS - 600:
-                # a long test's body, cut after a check that fits (the one that fails may)
-                short = bug_reports.shortened(c, bug_reports.MAX_CHARS - 600, self.paths)
+                # a long test's body, cut after the check that fails with the bug (the
+                # whole script's traceback names it), else after a check that fits
+                short = self._cut_at_failure(c, text, changes) or bug_reports.shortened(
+                    c, bug_reports.MAX_CHARS - 600, self.paths
+                )
                 if short is None:
                     self._refuse("check: script too long")
                     continue

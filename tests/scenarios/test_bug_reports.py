@@ -354,6 +354,50 @@ def test_a_long_test_is_cut_after_a_check_that_fits(tmp_path):
     assert bug_reports.shortened(check, 150) is None
 
 
+#: The same layout with the check that fails with the bug last, after 80 that hold.
+LATE = (
+    "import unittest\n\nfrom pkg.core import add, fmt\n\n\n"
+    "class TestMany(unittest.TestCase):\n"
+    "    def test_many(self):\n"
+    "        self.assertEqual(fmt(1), '1,!')\n"
+    "        total = add(1, 1)\n"
+    + "".join(f"        self.assertEqual(fmt({n}, sep=';'), '{n};!')\n" for n in range(80))
+    + "        self.assertEqual(add(2, 3, scale=total), 10)\n"
+)
+
+
+def test_a_long_test_is_cut_after_the_check_that_fails_with_the_bug(tmp_path):
+    """Where the failing check comes after all that fits, the whole script run once with
+    the bug names it (its traceback): the body is cut after it, and the checks before it
+    that bind nothing are left out, earliest first, until it fits; what they bind stays
+    (``total``). The cut fails by its own assertion with the bug and passes without it."""
+    buggy = _package(tmp_path / "buggy", CODE.replace("(a + b) * scale", "(a + b) * scale + 1"))
+    gold = _package(tmp_path / "gold", CODE)
+    check = bug_reports.inline_check(LATE, "tests/test_long.py::TestMany::test_many")
+    assert check is not None
+    limit = bug_reports.MAX_CHARS - 600
+    whole = bug_reports.script([check])
+    assert len(whole) > limit
+    # the checks that fit all hold with the bug: the old cut does not reproduce it
+    early = bug_reports.shortened(check, limit)
+    assert early is not None and _run(bug_reports.script([early]), buggy)[0] == 0
+    code_, out = _run(whole, buggy)
+    assert code_ != 0
+    cut = bug_reports.cut_at_failure(check, out, limit)
+    assert cut is not None and cut.call == "self.assertEqual(add(2, 3, scale=total), 10)"
+    assert cut.function == "add"  # what the failing check calls, not the test's last call
+    script = bug_reports.script([cut])
+    assert len(script) <= limit and "total = add(1, 1)" in script
+    assert script.rstrip().endswith("self.assertEqual(add(2, 3, scale=total), 10)")
+    assert "fmt(0, sep=';')" not in script and "fmt(79, sep=';')" in script  # earliest out
+    code_, out = _run(script, buggy)
+    assert code_ != 0 and bug_reports.fails_itself(out), out
+    assert _run(script, gold)[0] == 0
+    # no traceback of the script, or a limit nothing fits: no cut
+    assert bug_reports.cut_at_failure(check, "AssertionError", limit) is None
+    assert bug_reports.cut_at_failure(check, _run(whole, buggy)[1], 150) is None
+
+
 MIXIN = {  # cachetools' layout: test methods in a mixin of the tests package
     "tests/__init__.py": textwrap.dedent("""\
         import datetime

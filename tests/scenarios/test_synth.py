@@ -140,6 +140,42 @@ def test_statements_hide_addresses_and_come_from_the_tests_when_calls_cannot_be_
         assert f.name.startswith("reprs-") and len(f.name) == len("reprs-") + 8
 
 
+#: A long test whose check of ``shift`` comes after 60 checks of ``label``; a Point's repr
+#: is its address, so no call of ``shift`` can be replayed: the report is the test's body.
+LONG_TEST = (
+    "from longcheck.geo import Point, shift\nfrom longcheck.text import label\n\n\n"
+    "def test_many():\n"
+    "    p = shift(Point(1, 2), 3)\n"
+    + "".join(f"    assert label({n}) == '#{n}'\n" for n in range(60))
+    + "    assert (p.x, p.y) == (4, 2)\n"
+)
+
+
+def test_a_long_test_failing_at_its_last_check_gives_a_report_cut_after_it(tmp_path):
+    """The report of a bug whose failing check comes after all that fits a statement: the
+    whole script run once with the bug names the check; the body is cut after it, the
+    checks before it that bind nothing left out from the first (before, it was cut after
+    the last check that fit, which held with the bug, and no report was written)."""
+    pkg = tmp_path / "longcheck"
+    (pkg / "longcheck").mkdir(parents=True)
+    (pkg / "tests").mkdir()
+    (pkg / "longcheck" / "__init__.py").write_text("")
+    core = (REPRS / "reprs" / "core.py").read_text()
+    (pkg / "longcheck" / "geo.py").write_text(core.split("def scratch_name")[0])
+    (pkg / "longcheck" / "text.py").write_text('def label(n):\n    return "#" + str(n)\n')
+    (pkg / "tests" / "test_long.py").write_text(LONG_TEST)
+    (pkg / "tests" / "test_text.py").write_text(
+        "from longcheck.text import label\n\n\ndef test_label():\n    assert label(3) == '#3'\n"
+    )
+    folders = synthesize(pkg, tmp_path / "out", max_tasks=1, seed=0, only=["longcheck/geo.py"])
+    assert folders
+    statement = (folders[0] / "STATEMENT.md").read_text()
+    assert "p = shift(Point(1, 2), 3)" in statement and "result = (p.x, p.y)" in statement
+    assert "label(0)" not in statement and "label(59)" in statement
+    # the title names what computed the failing value, not the test's last call (label)
+    assert statement.startswith("`shift` "), statement[:200]
+
+
 def test_combined_tasks_hold_bugs_in_several_functions_each_needed(tmp_path):
     [folder] = synthesize(PACKAGE, tmp_path / "out", max_tasks=1, seed=3, combined=1.0)
     task = load_tasks(folder)[0]
