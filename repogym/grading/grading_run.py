@@ -63,11 +63,15 @@ def launcher_argv(
     the grader's. ``args`` are the task's own pytest arguments
     (:meth:`repogym.scenarios.task.TestSpec.pytest_args`). The run collects the test files
     of ``node_ids``, or, given ``select``, only those installed node ids (the grader's
-    choice, never the task's: a task's command cannot select tests).
+    choice, never the task's: a task's command cannot select tests); then a path of the
+    command that holds a selected test (``tests``, ``.``) is left out, or pytest would
+    collect it whole beside the selection.
     """
     files = [f for f in test_files(node_ids) if f not in args]
     if select is not None:
         files = list(dict.fromkeys(select))
+        held = {f.split("::", 1)[0] for f in files}
+        args = [a for a in args if not any(_holds(a, f) for f in held)]
     argv: list[Word] = [python, "-s", "-S", InGrader("verifier/launch.py")]
     for s in sites:
         argv += ["--site", s]
@@ -80,6 +84,14 @@ def launcher_argv(
         *args,
         *files,
     ]
+
+
+def _holds(arg: str, file: str) -> bool:
+    """Whether the command-line path ``arg`` is ``file`` or a folder above it."""
+    root = arg.rstrip("/")
+    return not arg.startswith("-") and (
+        root in ("", ".") or file == root or file.startswith(root + "/")
+    )
 
 
 def launcher_env(path: str, ld_library_path: str = "", hash_seed: int = 0) -> dict[str, str]:
