@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -454,29 +455,16 @@ def _verify(
     """
     v = task.test_spec
     files = _files_to_plant(task, template)
-    first, apply_output = _run_pass(
-        task, template, kept, flags, make_sandbox, limits, rng, files, list(v.all_tests), (), alone
+    run_pass = functools.partial(
+        _run_pass, task, template, kept, flags, make_sandbox, limits, rng, files
     )
+    first, apply_output = run_pass(list(v.all_tests), (), alone)
     passes, focused = [first], set()
     groups = focus_groups(first.masked.focusable) if v.log_parser != "swebench" else []
     for group in groups:
         tests = [t for t in v.all_tests if t.partition("[")[0] in group]
         if tests:
-            passes.append(
-                _run_pass(
-                    task,
-                    template,
-                    kept,
-                    flags,
-                    make_sandbox,
-                    limits,
-                    rng,
-                    files,
-                    tests,
-                    group,
-                    True,
-                )[0]
-            )
+            passes.append(run_pass(tests, group, True)[0])
             focused.update(tests)
     first.tests = [t for t in v.all_tests if t not in focused]
     return passes, apply_output

@@ -900,10 +900,16 @@ class Reporter:
                 self._pristine[t] = got.get(t, [])
         return {t: self._pristine[t] for t in tests}
 
-    def _fails(self, text: str, changes: dict[str, str]) -> tuple[bool, str]:
+    def _with_bug(self, text: str, changes: dict[str, str]) -> tuple[bool, str]:
+        """Whether the script ``text`` fails by its own assertion with the bug in
+        ``changes``, and its output."""
         with self.applied(changes):
             code, output = self.runner.script(self.root, text, self.hidden, self.timeout_s)
-        return code != 0 and bug_reports.fails_itself(output), _observed(output)
+        return code != 0 and bug_reports.fails_itself(output), output
+
+    def _fails(self, text: str, changes: dict[str, str]) -> tuple[bool, str]:
+        fails, output = self._with_bug(text, changes)
+        return fails, _observed(output)
 
     def _cut_at_failure(
         self, c: bug_reports.Check, text: str, changes: dict[str, str]
@@ -912,11 +918,8 @@ class Reporter:
         (:func:`repogym.scenarios.bug_reports.cut_at_failure`; one run of the script)."""
         if c.source != "test":
             return None
-        with self.applied(changes):
-            code, output = self.runner.script(self.root, text, self.hidden, self.timeout_s)
-        if code == 0 or not bug_reports.fails_itself(output):
-            return None
-        return bug_reports.cut_at_failure(c, output, bug_reports.MAX_CHARS - 600, self.paths)
+        fails, output = self._with_bug(text, changes)
+        return bug_reports.cut_at_failure(c, output, _SCRIPT_CHARS, self.paths) if fails else None
 
     def _passes(self, text: str) -> bool:
         code, _ = self.runner.script(self.root, text, self.hidden, self.timeout_s)
@@ -961,11 +964,11 @@ class Reporter:
             candidates.sort(key=lambda c: len(bug_reports.script([c], self.paths)))
         for c in candidates[:6]:
             text = bug_reports.script([c], self.paths)
-            if len(text) > bug_reports.MAX_CHARS - 600:
+            if len(text) > _SCRIPT_CHARS:
                 # a long test's body, cut after the check that fails with the bug (the
                 # whole script's traceback names it), else after a check that fits
                 short = self._cut_at_failure(c, text, changes) or bug_reports.shortened(
-                    c, bug_reports.MAX_CHARS - 600, self.paths
+                    c, _SCRIPT_CHARS, self.paths
                 )
                 if short is None:
                     self._refuse("check: script too long")
@@ -991,13 +994,18 @@ class Reporter:
         return None
 
 
+#: The longest reproduction script a report holds (the statement's limit, less room for
+#: its sentences).
+_SCRIPT_CHARS = bug_reports.MAX_CHARS - 600
+
+
 def asserting_check(check: bug_reports.Check) -> bug_reports.Check | None:
     """``check`` (a test's inlined body) with what follows its definitions and imports
     wrapped so that an error it raises becomes its own AssertionError naming the error
     (:func:`repogym.scenarios.history.asserting_script`), or None where that cannot be
     written within a statement's length."""
     wrapped = asserting_script("\n".join(check.body))
-    if wrapped is None or len(wrapped) > bug_reports.MAX_CHARS - 600:
+    if wrapped is None or len(wrapped) > _SCRIPT_CHARS:
         return None
     return dataclasses.replace(check, body=tuple(wrapped.rstrip("\n").splitlines()))
 
