@@ -73,22 +73,17 @@ def test_reproductions_fail_without_the_fix_and_pass_with_it(synthesised):
     assert [check_reproduction(t) for t in tasks] == [None] * len(tasks)
 
 
-def test_same_seed_same_tasks(tmp_path, synthesised):
-    folders, _ = synthesised
-    again = synthesize(PACKAGE, tmp_path, max_tasks=2, seed=0)
-    assert [p.name for p in again] == [p.name for p in folders[:2]]
-    for a, b in zip(again, folders[:2], strict=True):
-        assert (a / "solution.patch").read_text() == (b / "solution.patch").read_text()
-
-
 def test_a_synthesis_draws_its_tasks_in_batches_where_the_last_one_stopped(tmp_path, synthesised):
     """`synth --pypi` asks for more candidates while fewer than --max-tasks validate: batches
-    continue the seeded order (1 then 2 are the 3 one batch writes), and stop once every
-    mutant the budget allows has been tried."""
+    continue the seeded order (1 then 2 are the 3 one batch writes: the same seed, the same
+    tasks), and stop once every mutant the budget allows has been tried."""
     folders, _ = synthesised
     with Synthesis(PACKAGE, tmp_path / "a", seed=0, max_trials=90) as synthesis:
         first, second = synthesis.more(1), synthesis.more(2)
         assert [p.name for p in first + second] == [p.name for p in folders]
+        for a, b in zip(first + second, folders, strict=True):
+            assert (a / "solution.patch").read_text() == (b / "solution.patch").read_text()
+            assert (a / "STATEMENT.md").read_text() == (b / "STATEMENT.md").read_text()
         assert not synthesis.exhausted
         rest = synthesis.more(100)  # every function tried: the bugs left, one per function
         assert synthesis.exhausted and 0 < len(rest) < 100
@@ -174,18 +169,6 @@ def test_a_long_test_failing_at_its_last_check_gives_a_report_cut_after_it(tmp_p
     assert "label(0)" not in statement and "label(59)" in statement
     # the title names what computed the failing value, not the test's last call (label)
     assert statement.startswith("`shift` "), statement[:200]
-
-
-def test_combined_tasks_hold_bugs_in_several_functions_each_needed(tmp_path):
-    [folder] = synthesize(PACKAGE, tmp_path / "out", max_tasks=1, seed=3, combined=1.0)
-    task = load_tasks(folder)[0]
-    mutants = (folder / "task.toml").read_text().splitlines()[0].split(": ", 1)[1].split(" + ")
-    assert 2 <= len(mutants) <= 3 and len({m.split("::")[1] for m in mutants}) == len(mutants)
-    partial = sorted(p.name for p in task.decoys if p.name.startswith("partial_fix_"))
-    assert len(partial) == len(mutants)  # each fix that leaves one bug is a decoy
-    assert task.statement.startswith(f"{('Two', 'Three')[len(mutants) - 2]} bugs in `textstats`")
-    [report] = validate_tasks([task], reruns=1, workers=2)
-    assert report.ok, report.failures
 
 
 def test_merging_mutants_of_one_file():
@@ -428,6 +411,15 @@ def test_combined_tasks_reuse_each_bugs_check_fit_the_statement_and_validate(tmp
         )
         assert check_reproduction(task) is None
         assert 1 <= len(task.test_spec.fail_to_pass) <= MAX_FAIL_TO_PASS
-        assert any(p.name.startswith("partial_fix_") for p in task.decoys)
+        # 2-3 bugs, each in a function of its own, each needed: every fix that leaves
+        # one bug is a decoy
+        mutants = (task.path / "task.toml").read_text().splitlines()[0].split(": ", 1)[1]
+        mutants = mutants.split(" + ")
+        assert 2 <= len(mutants) <= 3 and len({m.split("::")[1] for m in mutants}) == len(mutants)
+        partial = [p for p in task.decoys if p.name.startswith("partial_fix_")]
+        assert len(partial) == len(mutants)
+        assert task.statement.startswith(
+            f"{('Two', 'Three')[len(mutants) - 2]} bugs in `textstats`"
+        )
     reports_ = validate_tasks([t for t in tasks if t.path in combined], reruns=1, workers=2)
     assert all(r.ok for r in reports_), [r.failures for r in reports_]
