@@ -121,6 +121,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --pypi: skip the scan of each task's sandbox for its fix",
     )
     p.add_argument(
+        "--no-restate",
+        action="store_true",
+        help="with --pypi: keep each report as synthesis wrote it, even one that states a "
+        "hidden test's expected value (by default it is restated on other inputs, checked "
+        "in the sandbox)",
+    )
+    p.add_argument(
         "--served",
         action="store_true",
         help="with --pypi: keep only the tasks a suite would serve (value seals witness 90 "
@@ -212,6 +219,7 @@ def _run_pypi(args: argparse.Namespace) -> int:
         "split": args.split,
         "leak_scan": not args.no_leak_scan,
         "served": args.served,
+        "restate": not args.no_restate,
     }
     # a Ray task runs in a folder of its own: it is given --out as an absolute path
     out = Path(args.out).resolve() if args.ray else Path(args.out)

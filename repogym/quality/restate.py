@@ -47,11 +47,12 @@ from repogym.grading.grader import code_digest, planted_seals
 from repogym.grading.launcher import canon
 from repogym.quality.leaks import Corpus
 from repogym.quality.leaks import scan as scan_leaks
+from repogym.quality.pool import grading_pool
 from repogym.quality.sandboxed_tests import run_reproduction
 from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios import bug_reports, history
-from repogym.scenarios.task import Task
+from repogym.scenarios.task import Task, load_task
 
 #: Variants tried per task, at most.
 MAX_VARIANTS = 24
@@ -63,6 +64,8 @@ _MARK = "RG-RESTATE-RECORDS "
 #: renamed (``json_build_object`` is a name, not a word to change).
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 _FENCE = re.compile(r"(^Reproduction:[ \t]*\n\s*```python[ \t]*\n)(.*?)(^```)", re.M | re.S)
+#: A string literal's prefix and opening quote (``f"``, ``rf'''``).
+_PREFIX = re.compile(r"[A-Za-z]*(?:'''|\"\"\"|'|\")")
 #: The paragraph a replay or inline report states the failure in.
 _SAID = re.compile(
     r"^(`[^\n]*` (?:returns|raises) [^\n]*; it should [^\n]*|This code fails[^\n]*)$", re.M
@@ -309,7 +312,8 @@ def variants(  # noqa: C901 - each kind of input change, in the order they are t
     """(what changed, script) with other input literals: each word of the script's input
     strings renamed in all of them (the words of ``prefer`` first; never one of ``avoid``,
     the package's own words, such as the keywords of a language it parses: renaming
-    ``select`` makes an input no user would write), then each number written in the input
+    ``select`` makes an input no user would write, but for a single letter, tried after
+    the other words), then each number written in the input
     strings moved by one throughout them, then each input integer moved by one.
     Expected values, docstrings and the ``sys.path`` lines are left as they are."""
     prefer, avoid = {w.lower() for w in prefer}, {w.lower() for w in avoid}
@@ -353,8 +357,13 @@ def variants(  # noqa: C901 - each kind of input change, in the order they are t
         for w in _WORD.findall(n.value):
             if w.isalpha() and w.isascii() and w not in words:
                 words.append(w)
+    # A package's own word is no input to rename, but a single letter is everyone's (the
+    # package's constants hold 'f' as a format code; cssselect's `XPathExpr(element='f')`
+    # had no other word): such letters come last.
+    letters = [w for w in words if len(w) == 1 and w.lower() in avoid]
     words = [w for w in words if w.lower() not in avoid]
     words.sort(key=lambda w: w.lower() not in prefer)
+    words += letters
 
     def renamed(names: dict[str, str]) -> str:
         pattern = re.compile(
@@ -370,10 +379,13 @@ def variants(  # noqa: C901 - each kind of input change, in the order they are t
                 text.replace(n, repr(sub(n.value)))
         for n in fstrings:  # the messages that quote the inputs say the new ones
             seg = ast.get_source_segment(script, n) or ""
+            # the literal's prefix is no word of it: renaming 'f' made f"..." b"..."
+            prefix = _PREFIX.match(seg)
+            head, seg = (prefix.group(0), seg[prefix.end() :]) if prefix else ("", seg)
             parts = re.split(r"(\{\{|\}\}|\{[^{}]*\})", seg)
             out = "".join(p if p.startswith("{") and p != "{{" else sub(p) for p in parts)
             if out != seg:
-                text.replace(n, out)
+                text.replace(n, head + out)
         return text.result()
 
     # every word of the hidden values at once (an input that holds two of them), then
@@ -392,14 +404,17 @@ def variants(  # noqa: C901 - each kind of input change, in the order they are t
             if (new := pick(w, taken, avoid)) is None:
                 continue
             yield f"'{w}' renamed '{new}' in the inputs", renamed({w: new})
-    numbers: list[str] = []  # a number written inside an input string ('... where 1 = 2')
+    # a number written inside an input string ('... where 1 = 2', '38.4'), never part of
+    # a version or a name ('1.2.3', 'key1')
+    numbers: list[str] = []
     for n in strings:
-        for w in re.findall(r"(?<![\w.])\d+(?![\w.])", n.value):
+        for w in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", n.value):
             if w not in numbers:
                 numbers.append(w)
     for w in numbers:
-        new = str(int(w) + 1)
-        pattern = re.compile(rf"(?<![\w.]){w}(?![\w.])")
+        whole, dot, fraction = w.partition(".")
+        new = f"{int(whole) + 1}{dot}{fraction}"
+        pattern = re.compile(rf"(?<![\w.]){re.escape(w)}(?![\w.])")
         text = _Text(script)
         for n in strings:
             if pattern.search(n.value):
@@ -658,19 +673,62 @@ def restate(task: Task, run: Runner, *, max_variants: int = MAX_VARIANTS) -> Res
 
 
 def restate_all(
-    tasks: list[Task], *, sandbox: str = "bwrap", say: Callable[[str], None] = print
+    tasks: list[Task],
+    *,
+    sandbox: str = "bwrap",
+    workers: int = 1,
+    say: Callable[[str], None] = print,
 ) -> dict[str, Restated | str]:
-    """:func:`restate` for each task (a fresh template per task, removed after)."""
-    out: dict[str, Restated | str] = {}
+    """:func:`restate` for each task (``workers`` at once, a fresh template per task,
+    removed after), in the order of ``tasks``."""
     templates = TemplateCache()
+
+    def one(task: Task) -> Restated | str:
+        try:
+            got = restate(task, sandbox_runner(task, templates, sandbox=sandbox))
+        except Exception as e:  # one task's failure is reported, the rest go on
+            got = f"error: {type(e).__name__}: {e}"
+        say(f"{task.id}: " + (got.change if isinstance(got, Restated) else got))
+        return got
+
     try:
-        for task in tasks:
-            try:
-                got = restate(task, sandbox_runner(task, templates, sandbox=sandbox))
-            except Exception as e:  # one task's failure is reported, the rest go on
-                got = f"error: {type(e).__name__}: {e}"
-            out[task.id] = got
-            say(f"{task.id}: " + (got.change if isinstance(got, Restated) else got))
+        with grading_pool(workers) as pool:
+            found = list(pool.map(one, tasks))
     finally:
         templates.close()
-    return out
+    return {t.id: got for t, got in zip(tasks, found, strict=True)}
+
+
+#: The files of a task folder that :func:`rewrite` changes. No grading reads them (the
+#: sandbox holds ``repo/`` and the planted ``tests/``), so what was recorded at gold for the
+#: folder before holds after.
+REPORT_FILES = ("STATEMENT.md", "reproduction.py")
+
+
+def rewrite(task: Task, got: Restated) -> Task:
+    """Write ``got`` into ``task``'s folder (``STATEMENT.md``, the task's statement file,
+    and ``reproduction.py``) and return the task as it now is. Gold's recorded values
+    (:mod:`repogym.grading.gold`, keyed by every file of the folder) are recorded for the
+    new folder too: they come from files the rewrite leaves alone. What a noop grading
+    recorded is not carried: which checks are witnessed depends on what the statement
+    states (the leak scan), so it is graded again when asked for.
+
+    Raises:
+        ValueError: the task's statement is not read from ``STATEMENT.md`` (a statement
+            written inside ``task.toml`` is left to whoever wrote it).
+    """
+    statement = task.path / REPORT_FILES[0]
+    if not statement.is_file() or statement.read_text() != task.statement:
+        raise ValueError(
+            f"{task.path}: its statement is not read from {REPORT_FILES[0]}, which a "
+            "restated report replaces. Fix: move the statement there (statement_file = "
+            f'"{REPORT_FILES[0]}" in task.toml)'
+        )
+    code = code_digest()
+    gold = gd.load(task.digest(), code)
+    statement.write_text(got.statement)
+    (task.path / REPORT_FILES[1]).write_text(got.reproduction)
+    new = load_task(task.path)
+    if gold is not None:
+        gd.save(new.digest(), code, gold)
+    return new

@@ -433,12 +433,8 @@ def build_entry(
         if dest != ".":
             hidden = [f"{dest}/{h}" for h in hidden]
         name = res.sdist.name.lower()
-        entries = restated(
-            tasks,
-            [task_entry(t, f"{name}-{n}") for n, t in enumerate(tasks, 1)],
-            sandbox=sandbox,
-            say=say,
-        )
+        # from_pypi restated each report that stated a hidden value (and said so)
+        entries = tuple(task_entry(t, f"{name}-{n}") for n, t in enumerate(tasks, 1))
         return suites.PackageEntry(
             name=name,
             version=res.sdist.version,

@@ -21,13 +21,17 @@ From a PyPI project (:func:`from_pypi`, untrusted code: its tests run in the san
    (:class:`repogym.quality.sandboxed_tests.SandboxRunner`), into a staging folder;
 3. :func:`validate`: grade every task written (noop, gold, reruns, decoys;
    :func:`repogym.quality.validate.validate_tasks`);
-4. :func:`screen`: optionally attack the valid ones (:mod:`repogym.quality.adversarial`),
+4. :func:`restate_reports`: a valid task's report that states a hidden test's expected
+   value (the leak scan over the statement, :func:`repogym.quality.restate.leaked_in`) is
+   restated on other inputs (:mod:`repogym.quality.restate`), before the screen measures
+   the seal floor; one that cannot be is kept as it is, and said;
+5. :func:`screen`: optionally attack the valid ones (:mod:`repogym.quality.adversarial`),
    scan their sandboxes for the fix (:func:`repogym.quality.audit.leak_scan`), and, with
    ``served``, keep only the tasks a suite would serve by default: value seals witness 90 %
    of the fail_to_pass tests once the strongest attack has been graded, and a pass_to_pass
    test reaches the code the fix changes (:func:`repogym.scenarios.suites.withheld_reason`,
    the rule a fetched suite applies);
-5. :func:`keep`: move the tasks that passed 3 and 4 to ``out``; the others are dropped
+6. :func:`keep`: move the tasks that passed 3 and 5 to ``out``; the others are dropped
    with the reasons.
 
 Last, ``repogym synth`` scores each task written against mutants of its gold fix
@@ -52,6 +56,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from repogym.quality import audit
+from repogym.quality import restate as rs
 from repogym.quality.sandboxed_tests import SandboxRunner
 from repogym.quality.synth_pypi import PypiSynthesis, plugins_of, prepare
 from repogym.quality.validate import TaskReport, validate_tasks
@@ -116,6 +121,7 @@ def from_pypi(
     split: str = "train",
     leak_scan: bool = True,
     served: bool = False,
+    restate: bool = True,
     say: Say = print,
     on_report: Callable[[TaskReport], None] | None = None,
 ) -> PypiSynthesis:
@@ -134,6 +140,8 @@ def from_pypi(
         leak_scan: Drop a task whose fix a sandbox of it can read.
         served: Drop a task that a suite would withhold (under the seal floor, or no
             pass_to_pass test reaching its fix; :func:`screen`).
+        restate: Restate on other inputs each valid task's report that states a hidden
+            test's expected value (:func:`restate_reports`).
         say: Told each stage's progress and time.
         on_report: Called with each task's validation report as it finishes.
         max_tasks, seed, p2p_sample, max_trials, sandbox, workers, timeout_s: As
@@ -199,6 +207,7 @@ def from_pypi(
                         adversarial=adversarial,
                         leak_scan=leak_scan,
                         served=served,
+                        restate=restate,
                         say=say,
                         lap=lap,
                         on_report=on_report,
@@ -288,14 +297,19 @@ def screened_round(
     served: bool,
     say: Say,
     lap: Callable[[str], None],
+    restate: bool = True,
     on_report: Callable[[TaskReport], None] | None = None,
 ) -> tuple[list[Path], dict[str, list[str]]]:
-    """Stages 3 to 5 for one round of candidates: :func:`validate`, :func:`screen` and
-    :func:`keep` (the folders kept under ``out``, and task id -> why it was dropped)."""
+    """Stages 3 to 6 for one round of candidates: :func:`validate`,
+    :func:`restate_reports`, :func:`screen` and :func:`keep` (the folders kept under
+    ``out``, and task id -> why it was dropped)."""
     reports = validate(
         folders, sandbox=sandbox, reruns=reruns, workers=workers, say=say, on_report=on_report
     )
     lap("validation")
+    if restate:
+        restate_reports(folders, reports, sandbox=sandbox, workers=workers, say=say)
+        lap("reports restated")
     holes = screen(
         folders,
         reports,
@@ -358,6 +372,34 @@ def validate(
             f"{len(gold)} runs"
         )
     return reports
+
+
+def restate_reports(
+    folders: Sequence[Path],
+    reports: Sequence[TaskReport],
+    *,
+    sandbox: str,
+    workers: int,
+    say: Say = print,
+) -> dict[str, rs.Restated | str]:
+    """Restate on other inputs each valid task's report that states a hidden test's
+    expected value (:func:`repogym.quality.restate.restate`), in its folder
+    (:func:`repogym.quality.restate.rewrite`). A report that states one and cannot be
+    restated is kept, and said: the seal floor counts the checks it gives away as weak.
+
+    Returns:
+        Task id -> the restated report, or why it was left as it is.
+    """
+    valid = [load_task(f) for f, r in zip(folders, reports, strict=True) if r.ok]
+    found = rs.restate_all(valid, sandbox=sandbox, workers=workers, say=lambda m: None)
+    for task in valid:
+        got = found[task.id]
+        if isinstance(got, rs.Restated):
+            rs.rewrite(task, got)
+            say(f"{task.id}: report restated on other inputs ({got.change})")
+        elif got != rs.NO_LEAK:
+            say(f"{task.id}: its report states a hidden value and was not restated: {got}")
+    return found
 
 
 def screen(

@@ -14,6 +14,8 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from repogym.quality import restate
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios import bug_reports
@@ -239,3 +241,83 @@ def test_numbers_in_input_strings_move_and_indexes_do_not():
     )
     changes = [c for c, _ in restate.variants(script, avoid={"select", "where", "union"})]
     assert changes == ["1 made 2 in the input strings", "2 made 3 in the input strings"]
+
+
+def test_synthesis_restates_a_validated_report_in_its_folder_and_keeps_gold_values(tmp_path):
+    """`synth --pypi`'s stage between validation and the screen (the seal floor): the
+    report of a valid task that states a hidden value is rewritten in its folder; gold's
+    values recorded by validation hold for the new folder (no gold grading again), and the
+    task still validates."""
+    from repogym.grading import gold as gd
+    from repogym.grading.grader import code_digest
+    from repogym.quality.synthesis import restate_reports
+    from repogym.quality.validate import validate_tasks
+
+    root = _task(tmp_path / "shout")
+    toml = (root / "task.toml").read_text()
+    head, _, rest = toml.partition("statement = ")
+    (root / "STATEMENT.md").write_text(json.loads(rest.split("\n", 1)[0]))
+    (root / "task.toml").write_text(
+        head + 'statement_file = "STATEMENT.md"\n' + rest.split("\n", 1)[1]
+    )
+    quiet = _task(tmp_path / "quiet")  # its statement is in task.toml, and states nothing
+    script = SCRIPT.replace("hello world", "abc").replace("HELLO WORLD!", "ABC!")
+    (quiet / "reproduction.py").write_text(script)
+    toml = (quiet / "task.toml").read_text().replace("hello world", "abc")
+    (quiet / "task.toml").write_text(toml.replace("HELLO WORLD!", "ABC!"))
+    before = load_task(root)
+    assert restate.leaked_in(before, before.statement)
+    digest = before.digest()  # of the folder's files: read before they change
+    # two gold runs: a validation that grades gold more than once records its values
+    reports = validate_tasks([before, load_task(quiet)], reruns=2, workers=2)
+    assert all(r.ok for r in reports), [r.failures for r in reports]
+    gold = gd.load(digest, code_digest())
+    assert gold is not None
+    said: list[str] = []
+    found = restate_reports([root, quiet], reports, sandbox="bwrap", workers=2, say=said.append)
+    assert found["quiet"] == restate.NO_LEAK and len(said) == 1, said
+    assert said[0].startswith("shout: report restated on other inputs ('hello' renamed")
+    after = load_task(root)
+    assert after.statement == found["shout"].statement == (root / "STATEMENT.md").read_text()
+    assert (root / "reproduction.py").read_text() == found["shout"].reproduction
+    assert not restate.leaked_in(after, after.statement)
+    assert after.digest() != digest
+    assert gd.load(after.digest(), code_digest()) == gold
+    [report] = validate_tasks([after], reruns=1, workers=1)
+    assert report.ok, report.failures
+    # A statement written inside task.toml is not rewritten: whoever wrote it is told.
+    toml_task = load_task(_task(tmp_path / "inline"))
+    with pytest.raises(ValueError, match="statement_file"):
+        restate.rewrite(toml_task, found["shout"])
+
+
+def test_a_decimal_number_in_an_input_string_is_moved_and_versions_and_names_are_not():
+    # num2words' case: `num2words('38.4', to='currency')`, whose words are all the
+    # package's own ('currency'), had no variant at all
+    script = (
+        "result = f('38.4', '1.2.3', 'key1', 'v2.0')\n"
+        "expected = 'thirty-eight'\n"
+        "assert result == expected\n"
+    )
+    found = dict(restate.variants(script))
+    assert list(found) == ["38.4 made 39.4 in the input strings"]
+    assert "f('39.4', '1.2.3', 'key1', 'v2.0')" in found["38.4 made 39.4 in the input strings"]
+
+
+def test_a_single_letter_the_package_uses_is_renamed_after_every_other_word():
+    # cssselect's case: `XPathExpr(element='f')`; 'f' is in its constants as a format code
+    script = (
+        "x = XPathExpr(element='f', name='select')\nexpected = '*[self::f]'\nassert x == expected\n"
+    )
+    script += "assert x == expected, f\"XPathExpr(element='f') gave {x!r}\"\n"
+    found = list(restate.variants(script, avoid={"f", "select"}))
+    assert found[0][0] == "'f' renamed 'a' in the inputs"
+    assert not any("'select'" in c for c, _ in found)
+    # the message quotes the new input, and stays an f-string (its prefix is no word)
+    assert (
+        found[0][1].splitlines()[-1]
+        == "assert x == expected, f\"XPathExpr(element='a') gave {x!r}\""
+    )
+    found = [c for c, _ in found]
+    found = [c for c, _ in restate.variants(script.replace("'select'", "'spot'"), avoid={"f"})]
+    assert found[0].startswith("'spot' renamed ") and found[1].startswith("'f' renamed ")
