@@ -38,8 +38,9 @@ import ast
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repogym.grading import gold as gd
 from repogym.grading import seal as sl
@@ -53,6 +54,9 @@ from repogym.sandbox import Limits, SandboxSpec, make_sandbox
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios import bug_reports, history
 from repogym.scenarios.task import Task, load_task
+
+if TYPE_CHECKING:
+    from repogym.quality.validate import TaskReport
 
 #: Variants tried per task, at most.
 MAX_VARIANTS = 24
@@ -74,6 +78,8 @@ _SAID = re.compile(
 _BULLET = re.compile(
     r"^(- (?:`[^\n]*` (?:returns|raises) [^\n]*; it should [^\n]*|This code fails[^\n]*))$", re.M
 )
+#: The failures a history report made from the failing tests quotes (their messages).
+_FAILS_WITH = re.compile(r"^(Code that uses `[^`\n]*` fails with\n\n)((?:- [^\n]*\n)+)", re.M)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -590,7 +596,8 @@ def leaked_in(task: Task, statement: str) -> list[str]:
 def new_statement(statement: str, script: str, observed: list[str]) -> str | None:
     """``statement`` with ``script`` as its reproduction and, for a replay or inline report,
     the failures ``observed`` as what it says (one sentence, or one bullet per check of a
-    report of several); None for a report it cannot restate."""
+    report of several; a release-history report that quotes the failing tests' messages
+    quotes the new script's instead); None for a report it cannot restate."""
     if statement.count("```python") != 1 or not _FENCE.search(statement):
         return None
     out = _FENCE.sub(lambda m: m.group(1) + script.rstrip() + "\n" + m.group(3), statement)
@@ -606,6 +613,9 @@ def new_statement(statement: str, script: str, observed: list[str]) -> str | Non
         return None
     if said:
         out = out.replace(said[0], f"This code fails: {observed[0]}", 1)
+    elif quoted := _FAILS_WITH.search(out):  # the old messages quote the old values
+        items = "".join(f"- {o}\n" for o in observed[:2])
+        out = out[: quoted.start(2)] + items + out[quoted.end(2) :]
     return out
 
 
@@ -732,3 +742,32 @@ def rewrite(task: Task, got: Restated) -> Task:
     if gold is not None:
         gd.save(new.digest(), code, gold)
     return new
+
+
+def restate_valid(
+    folders: Sequence[Path],
+    reports: Sequence[TaskReport],
+    *,
+    sandbox: str = "bwrap",
+    workers: int = 1,
+    say: Callable[[str], None] = print,
+) -> dict[str, Restated | str]:
+    """Restate on other inputs, in its folder (:func:`rewrite`), each report of a task
+    that validated (``reports``, one per folder) and states a hidden test's expected
+    value: the stage ``repogym synth --pypi`` and ``repogym history`` run between validation
+    and what measures the seal floor. A report that states one and cannot be restated is
+    kept, and said: the floor counts the checks it gives away as weak.
+
+    Returns:
+        Task id -> the restated report, or why it was left as it is.
+    """
+    valid = [load_task(f) for f, r in zip(folders, reports, strict=True) if r.ok]
+    found = restate_all(valid, sandbox=sandbox, workers=workers, say=lambda m: None)
+    for task in valid:
+        got = found[task.id]
+        if isinstance(got, Restated):
+            rewrite(task, got)
+            say(f"{task.id}: report restated on other inputs ({got.change})")
+        elif got != NO_LEAK:
+            say(f"{task.id}: its report states a hidden value and was not restated: {got}")
+    return found

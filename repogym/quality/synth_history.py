@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
+from repogym.quality.restate import restate_valid
 from repogym.quality.sandboxed_tests import SandboxRunner, run_reproduction
 from repogym.quality.synth_pypi import prepare
 from repogym.quality.validate import TaskReport, validate_tasks
@@ -122,6 +123,7 @@ def mine_history(
     since: str | None = None,
     for_suite: bool = False,
     old_tests: bool = True,
+    restate: bool = True,
 ) -> HistoryMining:
     """Mine validated tasks from the release history of ``name``.
 
@@ -160,6 +162,9 @@ def mine_history(
         old_tests: Check each task against release N's own tests: those that pass on N+1's
             code must pass with the task's functions reverted (:class:`OldTests`); a task
             that fails one is a state no release shipped, and is skipped.
+        restate: Restate on other inputs each valid task's report that states a hidden
+            test's expected value (:func:`repogym.quality.restate.restate_valid`; a report
+            quoting the changelog keeps its quote).
 
     Raises:
         HistoryError: the releases cannot be listed, or fewer than two are given.
@@ -211,7 +216,9 @@ def mine_history(
             except Exception as e:  # one pair's failure must not end the run
                 report.error = f"{type(e).__name__}: {e}"
                 say(f"  {base} -> {fixed}: {report.error[:400]}")
-            written, dropped = _validate(folders, out, sandbox, workers, reruns, say, on_report)
+            written, dropped = _validate(
+                folders, out, sandbox, workers, reruns, say, on_report, restate=restate
+            )
             result.written += written
             result.dropped.update(dropped)
             shutil.rmtree(work / fixed, ignore_errors=True)
@@ -795,6 +802,8 @@ def _validate(
     reruns: int,
     say: Callable[[str], None],
     on_report: Callable[[TaskReport], None] | None,
+    *,
+    restate: bool = True,
 ) -> tuple[list[Path], dict[str, list[str]]]:
     written: list[Path] = []
     dropped: dict[str, list[str]] = {}
@@ -808,6 +817,8 @@ def _validate(
         workers=workers,
         on_report=on_report,
     )
+    if restate:
+        restate_valid(folders, reports, sandbox=sandbox, workers=workers, say=say)
     out.mkdir(parents=True, exist_ok=True)
     for folder, report in zip(folders, reports, strict=True):
         if not report.ok:

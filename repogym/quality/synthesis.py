@@ -21,10 +21,10 @@ From a PyPI project (:func:`from_pypi`, untrusted code: its tests run in the san
    (:class:`repogym.quality.sandboxed_tests.SandboxRunner`), into a staging folder;
 3. :func:`validate`: grade every task written (noop, gold, reruns, decoys;
    :func:`repogym.quality.validate.validate_tasks`);
-4. :func:`restate_reports`: a valid task's report that states a hidden test's expected
-   value (the leak scan over the statement, :func:`repogym.quality.restate.leaked_in`) is
-   restated on other inputs (:mod:`repogym.quality.restate`), before the screen measures
-   the seal floor; one that cannot be is kept as it is, and said;
+4. :func:`repogym.quality.restate.restate_valid`: a valid task's report that states a
+   hidden test's expected value (the leak scan over the statement,
+   :func:`repogym.quality.restate.leaked_in`) is restated on other inputs, before the
+   screen measures the seal floor; one that cannot be is kept as it is, and said;
 5. :func:`screen`: optionally attack the valid ones (:mod:`repogym.quality.adversarial`),
    scan their sandboxes for the fix (:func:`repogym.quality.audit.leak_scan`), and, with
    ``served``, keep only the tasks a suite would serve by default: value seals witness 90 %
@@ -141,7 +141,7 @@ def from_pypi(
         served: Drop a task that a suite would withhold (under the seal floor, or no
             pass_to_pass test reaching its fix; :func:`screen`).
         restate: Restate on other inputs each valid task's report that states a hidden
-            test's expected value (:func:`restate_reports`).
+            test's expected value (:func:`repogym.quality.restate.restate_valid`).
         say: Told each stage's progress and time.
         on_report: Called with each task's validation report as it finishes.
         max_tasks, seed, p2p_sample, max_trials, sandbox, workers, timeout_s: As
@@ -301,14 +301,14 @@ def screened_round(
     on_report: Callable[[TaskReport], None] | None = None,
 ) -> tuple[list[Path], dict[str, list[str]]]:
     """Stages 3 to 6 for one round of candidates: :func:`validate`,
-    :func:`restate_reports`, :func:`screen` and :func:`keep` (the folders kept under
-    ``out``, and task id -> why it was dropped)."""
+    :func:`repogym.quality.restate.restate_valid`, :func:`screen` and :func:`keep` (the
+    folders kept under ``out``, and task id -> why it was dropped)."""
     reports = validate(
         folders, sandbox=sandbox, reruns=reruns, workers=workers, say=say, on_report=on_report
     )
     lap("validation")
     if restate:
-        restate_reports(folders, reports, sandbox=sandbox, workers=workers, say=say)
+        rs.restate_valid(folders, reports, sandbox=sandbox, workers=workers, say=say)
         lap("reports restated")
     holes = screen(
         folders,
@@ -372,34 +372,6 @@ def validate(
             f"{len(gold)} runs"
         )
     return reports
-
-
-def restate_reports(
-    folders: Sequence[Path],
-    reports: Sequence[TaskReport],
-    *,
-    sandbox: str,
-    workers: int,
-    say: Say = print,
-) -> dict[str, rs.Restated | str]:
-    """Restate on other inputs each valid task's report that states a hidden test's
-    expected value (:func:`repogym.quality.restate.restate`), in its folder
-    (:func:`repogym.quality.restate.rewrite`). A report that states one and cannot be
-    restated is kept, and said: the seal floor counts the checks it gives away as weak.
-
-    Returns:
-        Task id -> the restated report, or why it was left as it is.
-    """
-    valid = [load_task(f) for f, r in zip(folders, reports, strict=True) if r.ok]
-    found = rs.restate_all(valid, sandbox=sandbox, workers=workers, say=lambda m: None)
-    for task in valid:
-        got = found[task.id]
-        if isinstance(got, rs.Restated):
-            rs.rewrite(task, got)
-            say(f"{task.id}: report restated on other inputs ({got.change})")
-        elif got != rs.NO_LEAK:
-            say(f"{task.id}: its report states a hidden value and was not restated: {got}")
-    return found
 
 
 def screen(

@@ -250,7 +250,7 @@ def test_synthesis_restates_a_validated_report_in_its_folder_and_keeps_gold_valu
     task still validates."""
     from repogym.grading import gold as gd
     from repogym.grading.grader import code_digest
-    from repogym.quality.synthesis import restate_reports
+    from repogym.quality.restate import restate_valid
     from repogym.quality.validate import validate_tasks
 
     root = _task(tmp_path / "shout")
@@ -274,7 +274,7 @@ def test_synthesis_restates_a_validated_report_in_its_folder_and_keeps_gold_valu
     gold = gd.load(digest, code_digest())
     assert gold is not None
     said: list[str] = []
-    found = restate_reports([root, quiet], reports, sandbox="bwrap", workers=2, say=said.append)
+    found = restate_valid([root, quiet], reports, sandbox="bwrap", workers=2, say=said.append)
     assert found["quiet"] == restate.NO_LEAK and len(said) == 1, said
     assert said[0].startswith("shout: report restated on other inputs ('hello' renamed")
     after = load_task(root)

@@ -124,7 +124,7 @@ def test_mining_for_a_suite_skips_before_validation_what_a_suite_would_not_serve
     monkeypatch.setattr(
         synth_history,
         "_validate",
-        lambda folders, *a: validated.extend(folders) or real(folders, *a),
+        lambda folders, *a, **k: validated.extend(folders) or real(folders, *a, **k),
     )
     res = _mine(
         tmp_path,
@@ -501,3 +501,27 @@ def test_history_on_ray_writes_what_a_plain_run_writes(tmp_path):
     assert load_task(folder).test_spec.fail_to_pass == (
         "tests/test_rgdemo.py::test_clamp_caps_at_high",
     )
+
+
+def test_a_mined_report_that_states_the_hidden_value_is_restated_on_other_inputs(
+    tmp_path, monkeypatch
+):
+    """The failing test made a script asserts the literal the hidden test is sealed against
+    ('the value is 2'); the miner writes the report on another input, its expected value
+    computed with the fix in the sandbox, and says so."""
+    from repogym.quality import restate
+
+    old = OLD.replace('return f"value {value}"', 'return f"value: {value}"')
+    new = OLD.replace('return f"value {value}"', 'return f"the value is {value}"')
+    tests = TESTS.replace('describe(2) == "value 2"', 'describe(2) == "the value is 2"')
+    said: list[str] = []
+    res = _mine(tmp_path, monkeypatch, {"1.0": old, "1.1": new}, tests=tests, say=said.append)
+    [folder] = res.written
+    task = load_task(folder)
+    assert task.test_spec.fail_to_pass == ("tests/test_rgdemo.py::test_describe",)
+    assert [s for s in said if "report restated on other inputs" in s], "\n".join(said)
+    assert "the value is 2" not in task.statement and not restate.leaked_in(task, task.statement)
+    script = (folder / "reproduction.py").read_text()
+    assert "the value is 3" in script and f"```python\n{script}```" in task.statement
+    before, after = _reproduce(task, folder, script, tmp_path)
+    assert before.returncode != 0 and after == 0
