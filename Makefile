@@ -67,12 +67,12 @@ train-demo: setup
 # Two pytest processes (pytest-xdist), whole files each: one process keeps one of two cores
 # busy while the other waits (sandboxes start, pipes drain). Measured one run after another
 # on an idle 2-core machine: one process about 31 min, -n 2 17 min 40 s, -n 3 17 min 27 s.
-# TEST_WORKERS=0: one process.
+# Files go longest first (tests/conftest.py, LONGEST_FILES). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 test: BROWSER := 1
 test: DOCKER := 1
 test: setup
-	$(BIN)/python -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 bench: setup
 	$(BIN)/python bench/env_latency.py
