@@ -1202,6 +1202,9 @@ def test_script(
             return None
         for h in helpers:
             used |= _names(h)
+        # the script's class keeps the test class's bases: their imports come with it
+        # (without them every unittest test's script stopped at a NameError)
+        used |= {n for b in owner.bases for n in _names(b)}
     body = _module_context(tree, used, set(local_modules))
     if body is None:
         return None

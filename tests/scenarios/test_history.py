@@ -8,6 +8,7 @@ import dataclasses
 import subprocess
 import sys
 import textwrap
+import types
 
 import pytest
 
@@ -97,6 +98,23 @@ def test_test_script_stands_alone_and_names_no_test():
     script = history.test_script(unit, "t.py::ClampTest::test_high")
     assert "test_other" not in script and script.rstrip().endswith('Case("reproduce").debug()')
     compile(script, "reproduction.py", "exec")
+    # the class's base comes with its import, however the module imports it (without it,
+    # every script of a unittest test stopped at a NameError)
+    assert script.startswith("import unittest\n")
+    imported = unit.replace("import unittest", "from unittest import TestCase")
+    script = history.test_script(
+        imported.replace("(unittest.TestCase)", "(TestCase)"), "t.py::ClampTest::test_high"
+    )
+    assert "from unittest import TestCase\n" in script and "class Case(TestCase):" in script
+    rgdemo = "def clamp(value, low, high):\n    return value\n"
+    namespace: dict = {"__name__": "reproduction"}
+    sys.modules["rgdemo"] = types.ModuleType("rgdemo")
+    try:
+        exec(rgdemo, sys.modules["rgdemo"].__dict__)
+        with pytest.raises(AssertionError, match="15 != 10"):
+            exec(compile(script, "reproduction.py", "exec"), namespace)
+    finally:
+        del sys.modules["rgdemo"]
 
 
 def test_asserting_script_states_what_the_call_raised_and_keeps_its_own_assertions(tmp_path):
