@@ -1642,14 +1642,31 @@ _QUOTED = re.compile(
 )
 
 
+#: A failure that says the older code lacks the interface the tests call: an argument it
+#: does not take, a name its module does not have. Reverting such a change takes a
+#: feature away; no behaviour of the old release was wrong.
+_MISSING_API = re.compile(
+    r"^- (TypeError: \S+\(\) (got an unexpected keyword argument|takes \d+ positional "
+    r"arguments? but \d+ (were|was) given)|ImportError: cannot import name|"
+    r"AttributeError: module '[^']+' has no attribute)"
+)
+#: The failures a statement written from the failing tests lists (one ``- `` line each).
+_FAILURES = re.compile(r"^Code that uses `[^`\n]*` fails with\n\n((?:- [^\n]*\n)+)", re.M)
+
+
 def change_of(statement: str) -> str:
     """:func:`classify_change` of the changelog entry a history task's statement quotes
-    (:func:`changelog_description`), with the sub-heading its statement names, if any;
-    ``bug`` for a statement that quotes none (one written from the failing tests says
-    nothing of the change's purpose)."""
+    (:func:`changelog_description`), with the sub-heading its statement names, if any.
+    A statement that quotes none is written from the failing tests, whose failures say
+    nothing of the change's purpose (``bug``), unless every failure it lists says the
+    older code lacks the interface the tests call (``TypeError: wrap() got an unexpected
+    keyword argument 'term_program'``, an import of a name its module does not have): then
+    the change added that interface (``feature``)."""
     m = _QUOTED.search(statement)
     if m is None:
-        return "bug"
+        listed = _FAILURES.search(statement)
+        lines = listed[1].splitlines() if listed else []
+        return "feature" if lines and all(_MISSING_API.match(x) for x in lines) else "bug"
     entry = " ".join(line[2:] for line in m["quote"].splitlines())
     return classify_change(entry, m["heading"] or "")
 

@@ -257,6 +257,41 @@ def test_a_changelog_entry_says_what_kind_of_change_it_reverts(entry, change):
     assert history.change_of("`f` returns nothing instead of a result\n\nbody") == "bug"
 
 
+def test_a_failure_that_shows_the_old_code_lacked_the_interface_is_a_feature():
+    # wcwidth 0.8.0's `wrap(..., term_program=...)`: the older release took no such
+    # argument; reverting the change takes the argument away, which is no bug
+    def written(*failures: str) -> str:
+        items = "".join(f"- {f}\n" for f in failures)
+        return f"`pkg` fails\nCode that uses `pkg` fails with\n\n{items}\nFix the library code.\n"
+
+    assert (
+        history.change_of(
+            written("TypeError: wrap() got an unexpected keyword argument 'term_program'")
+        )
+        == "feature"
+    )
+    assert (
+        history.change_of(
+            written(
+                "TypeError: f() takes 2 positional arguments but 3 were given",
+                "ImportError: cannot import name 'g' from 'pkg'",
+            )
+        )
+        == "feature"
+    )
+    # one failure of behaviour among them, or a TypeError from inside the code: a bug
+    assert (
+        history.change_of(
+            written(
+                "TypeError: f() got an unexpected keyword argument 'x'",
+                "AssertionError: expected 3, got 4",
+            )
+        )
+        == "bug"
+    )
+    assert history.change_of(written("TypeError: unsupported operand type(s)")) == "bug"
+
+
 #: The top of semver 3.1.0's CHANGELOG.rst (towncrier's layout), as in its sdist: 3.1.0's
 #: section with its sub-sections and the start of 3.0.4's (lines too long for this file
 #: are cut with a backslash, which joins them again; trailing spaces dropped).
