@@ -185,5 +185,6 @@ def print_written(written, dropped: dict[str, list[str]]) -> None:
 
     for t in written:
         print(f"wrote {t}")
-    for task_id, failures in dropped.items():
-        print(f"dropped {task_id} (did not validate): {failures[0]}", file=sys.stderr)
+    for task_id, failures in dropped.items():  # validation's failures, or the screen's
+        why = failures[0] if failures[0].startswith(f"{task_id}: ") else f"{task_id}: {failures[0]}"
+        print(f"dropped {why}", file=sys.stderr)

@@ -419,7 +419,12 @@ def build_entry(
             say=say,
         )
         for task_id, failures in res.dropped.items():
-            say(f"dropped {task_id} (did not validate): {failures[0]}")
+            why = (
+                failures[0]
+                if failures[0].startswith(f"{task_id}: ")
+                else f"{task_id}: {failures[0]}"
+            )
+            say(f"dropped {why}")
         if not res.written:
             raise suites.SuiteError(
                 f"{project}: no task validated. Fix: try another seed or package"
