@@ -320,7 +320,8 @@ def variants(  # noqa: C901 - each kind of input change, in the order they are t
     the package's own words, such as the keywords of a language it parses: renaming
     ``select`` makes an input no user would write, but for a single letter, tried after
     the other words), then each number written in the input
-    strings moved by one throughout them, then each input integer moved by one.
+    strings moved by one throughout them, then each input number (an integer, or a float
+    written as a decimal) moved by one, then by two, then by seven.
     Expected values, docstrings and the ``sys.path`` lines are left as they are."""
     prefer, avoid = {w.lower() for w in prefer}, {w.lower() for w in avoid}
     tree = ast.parse(script)
@@ -352,10 +353,16 @@ def variants(  # noqa: C901 - each kind of input change, in the order they are t
         if isinstance(n, ast.Call) and "sys.path" in (ast.get_source_segment(script, n.func) or "")
         for c in ast.walk(n)
     }
-    ints = [
+    ints = [  # and floats written as decimals (``100.67``), moved by their whole part
         n
         for n in ast.walk(tree)
-        if isinstance(n, ast.Constant) and type(n.value) is int and id(n) not in skip
+        if isinstance(n, ast.Constant)
+        and id(n) not in skip
+        and (
+            type(n.value) is int
+            or type(n.value) is float
+            and re.fullmatch(r"\d+\.\d+", ast.get_source_segment(script, n) or "")
+        )
     ]
     taken = {w.lower() for w in _WORD.findall(script)}
     words: list[str] = []
@@ -451,29 +458,39 @@ def variants(  # noqa: C901 - each kind of input change, in the order they are t
             node = up
         return False
 
-    for n in (n for n in ints if argument(n)):
-        text = _Text(script)
-        text.replace(n, repr(n.value + 1))
-        call = parents.get(id(n))
-        while call is not None and not isinstance(call, ast.Call):
-            call = parents.get(id(call))
-        if call is not None:  # the messages that quote the call quote the new one
-            old_call = ast.get_source_segment(script, call) or ""
-            start = _Text(old_call)
-            line, col = (
-                n.lineno - call.lineno + 1,
-                n.col_offset - (call.col_offset if n.lineno == call.lineno else 0),
-            )
-            new_call = (
-                old_call[: start.offset(line, col)]
-                + repr(n.value + 1)
-                + old_call[start.offset(line, col) + len(ast.get_source_segment(script, n) or "") :]
-            )
-            for f in fstrings:
-                seg = ast.get_source_segment(script, f) or ""
-                if old_call and old_call in seg:
-                    text.replace(f, seg.replace(old_call, new_call))
-        yield f"{n.value} made {n.value + 1} at line {n.lineno}", text.result()
+    def moved(n: ast.Constant, by: int) -> str:
+        whole, dot, fraction = (ast.get_source_segment(script, n) or "").partition(".")
+        return f"{int(whole) + by}{dot}{fraction}" if dot else repr(n.value + by)
+
+    # each input number moved by one; then by two and by seven, for a table of hidden
+    # tests that also holds the next value (num2words' 1000, 1001, ...)
+    for by in (1, 2, 7):
+        for n in (n for n in ints if argument(n)):
+            new = moved(n, by)
+            text = _Text(script)
+            text.replace(n, new)
+            call = parents.get(id(n))
+            while call is not None and not isinstance(call, ast.Call):
+                call = parents.get(id(call))
+            if call is not None:  # the messages that quote the call quote the new one
+                old_call = ast.get_source_segment(script, call) or ""
+                start = _Text(old_call)
+                line, col = (
+                    n.lineno - call.lineno + 1,
+                    n.col_offset - (call.col_offset if n.lineno == call.lineno else 0),
+                )
+                at = start.offset(line, col)
+                new_call = (
+                    old_call[:at]
+                    + new
+                    + old_call[at + len(ast.get_source_segment(script, n) or "") :]
+                )
+                for f in fstrings:
+                    seg = ast.get_source_segment(script, f) or ""
+                    if old_call and old_call in seg:
+                        text.replace(f, seg.replace(old_call, new_call))
+            old_text = ast.get_source_segment(script, n) or repr(n.value)
+            yield f"{old_text} made {new} at line {n.lineno}", text.result()
 
 
 # -- running and judging ----------------------------------------------------------------------

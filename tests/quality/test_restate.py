@@ -320,3 +320,24 @@ def test_a_single_letter_the_package_uses_is_renamed_after_every_other_word():
     found = [c for c, _ in found]
     found = [c for c, _ in restate.variants(script.replace("'select'", "'spot'"), avoid={"f"})]
     assert found[0].startswith("'spot' renamed ") and found[1].startswith("'f' renamed ")
+
+
+def test_numbers_move_by_one_then_by_more_and_a_decimal_float_by_its_whole_part():
+    # num2words' cases: `num2words(100.67, lang='kz')` had no variant; `num2words(1000,
+    # lang='be')` moved to 1001, which the hidden table expects too, and had no other
+    script = (
+        "result = num2words(100.67, 1000)\n"
+        "expected = 'x'\n"
+        'assert result == expected, f"num2words(100.67, 1000) gave {result!r}"\n'
+    )
+    found = dict(restate.variants(script))
+    assert list(found) == [
+        "100.67 made 101.67 at line 1",
+        "1000 made 1001 at line 1",
+        "100.67 made 102.67 at line 1",
+        "1000 made 1002 at line 1",
+        "100.67 made 107.67 at line 1",
+        "1000 made 1007 at line 1",
+    ]
+    assert found["1000 made 1002 at line 1"].splitlines()[0] == "result = num2words(100.67, 1002)"
+    assert 'f"num2words(101.67, 1000) gave' in found["100.67 made 101.67 at line 1"]
