@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import fcntl
 import json
@@ -58,15 +59,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Files in the order :data:`LONGEST_FILES` gives (a stable sort: each file's tests keep
     their order); `make test` turns xdist's own reordering off (``--no-loadscope-reorder``)."""
     rank = {f: i for i, f in enumerate(LONGEST_FILES)}
-    count: dict[str, int] = {}
-    for item in items:
-        count[item.nodeid.split("::", 1)[0]] = count.get(item.nodeid.split("::", 1)[0], 0) + 1
-
-    def key(item: pytest.Item) -> tuple[int, int]:
-        file = item.nodeid.split("::", 1)[0]
-        return rank.get(file, len(rank)), -count[file]
-
-    items.sort(key=key)
+    file_of = {id(item): item.nodeid.split("::", 1)[0] for item in items}
+    count = collections.Counter(file_of.values())
+    items.sort(key=lambda item: (rank.get(f := file_of[id(item)], len(rank)), -count[f]))
 
 
 # -- docker ---------------------------------------------------------------------------------

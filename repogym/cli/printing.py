@@ -183,8 +183,9 @@ def print_written(written, dropped: dict[str, list[str]]) -> None:
     """The task folders a synthesis wrote, and (on standard error) those dropped and why."""
     import sys
 
+    from repogym.quality.synthesis import dropped_line
+
     for t in written:
         print(f"wrote {t}")
-    for task_id, failures in dropped.items():  # validation's failures, or the screen's
-        why = failures[0] if failures[0].startswith(f"{task_id}: ") else f"{task_id}: {failures[0]}"
-        print(f"dropped {why}", file=sys.stderr)
+    for task_id, failures in dropped.items():
+        print(dropped_line(task_id, failures), file=sys.stderr)

@@ -78,8 +78,6 @@ _SAID = re.compile(
 _BULLET = re.compile(
     r"^(- (?:`[^\n]*` (?:returns|raises) [^\n]*; it should [^\n]*|This code fails[^\n]*))$", re.M
 )
-#: The failures a history report made from the failing tests quotes (their messages).
-_FAILS_WITH = re.compile(r"^(Code that uses `[^`\n]*` fails with\n\n)((?:- [^\n]*\n)+)", re.M)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -630,9 +628,9 @@ def new_statement(statement: str, script: str, observed: list[str]) -> str | Non
         return None
     if said:
         out = out.replace(said[0], f"This code fails: {observed[0]}", 1)
-    elif quoted := _FAILS_WITH.search(out):  # the old messages quote the old values
+    elif quoted := history.LISTED_FAILURES.search(out):  # the old messages, the old values
         items = "".join(f"- {o}\n" for o in observed[:2])
-        out = out[: quoted.start(2)] + items + out[quoted.end(2) :]
+        out = out[: quoted.start(1)] + items + out[quoted.end(1) :]
     return out
 
 

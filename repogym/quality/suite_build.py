@@ -27,7 +27,7 @@ from repogym.quality import audit, restate
 from repogym.quality.adversarial import AttackResult, forger_check
 from repogym.quality.pool import grading_pool
 from repogym.quality.ray_map import ray_map
-from repogym.quality.synthesis import from_pypi
+from repogym.quality.synthesis import dropped_line, from_pypi
 from repogym.quality.validate import PatchGrader, TaskReport, validate_tasks
 from repogym.scenarios import dependencies as deps
 from repogym.scenarios import history, suites
@@ -419,12 +419,7 @@ def build_entry(
             say=say,
         )
         for task_id, failures in res.dropped.items():
-            why = (
-                failures[0]
-                if failures[0].startswith(f"{task_id}: ")
-                else f"{task_id}: {failures[0]}"
-            )
-            say(f"dropped {why}")
+            say(dropped_line(task_id, failures))
         if not res.written:
             raise suites.SuiteError(
                 f"{project}: no task validated. Fix: try another seed or package"

@@ -423,6 +423,13 @@ def keep(
 
 
 # -- helpers --------------------------------------------------------------------------------
+def dropped_line(task_id: str, failures: list[str]) -> str:
+    """What to say of a task :func:`keep` dropped: ``dropped <id>: <its first reason>`` (a
+    validation failure, or the screen's: a suite would withhold it, its fix leaks)."""
+    why = failures[0]
+    return f"dropped {why if why.startswith(f'{task_id}: ') else f'{task_id}: {why}'}"
+
+
 def _stopwatch(say: Say) -> Callable[[str], None]:
     """A function that says how long since its last call (or its making) ``what`` took."""
     clock = time.monotonic()

@@ -1650,8 +1650,9 @@ _MISSING_API = re.compile(
     r"arguments? but \d+ (were|was) given)|ImportError: cannot import name|"
     r"AttributeError: module '[^']+' has no attribute)"
 )
-#: The failures a statement written from the failing tests lists (one ``- `` line each).
-_FAILURES = re.compile(r"^Code that uses `[^`\n]*` fails with\n\n((?:- [^\n]*\n)+)", re.M)
+#: The failures a statement written from the failing tests lists (group 1: one ``- `` line
+#: each), as :func:`repogym.quality.synth_history.failure_description` writes them.
+LISTED_FAILURES = re.compile(r"^Code that uses `[^`\n]*` fails with\n\n((?:- [^\n]*\n)+)", re.M)
 
 
 def change_of(statement: str) -> str:
@@ -1664,7 +1665,7 @@ def change_of(statement: str) -> str:
     the change added that interface (``feature``)."""
     m = _QUOTED.search(statement)
     if m is None:
-        listed = _FAILURES.search(statement)
+        listed = LISTED_FAILURES.search(statement)
         lines = listed[1].splitlines() if listed else []
         return "feature" if lines and all(_MISSING_API.match(x) for x in lines) else "bug"
     entry = " ".join(line[2:] for line in m["quote"].splitlines())
