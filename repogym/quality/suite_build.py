@@ -567,7 +567,8 @@ def history_entries(
     """Manifest entries with the validated release-history tasks in ``folders`` (task
     folders with a ``[history]`` table, from ``repogym history``): the tasks of a release
     an entry of ``manifests`` already holds in the same ``split`` are added to it (same
-    sdist, dependencies and tests; numbered after its tasks), the others go to an entry per
+    sdist, dependencies and tests; numbered after its tasks; one whose gold patch the entry
+    already holds is left out, for a history mined again), the others go to an entry per
     release (``<package>-<version>``): a package's mutation tasks may be held out as
     ``test_synthetic`` while the bugs its releases shipped make up ``test``. A task
     without a reproduction is left out (a suite's statements are bug reports with one).
@@ -614,6 +615,12 @@ def history_entries(
                 f"{entry.name} {version} in the manifest. Fix: mine the "
                 "history with the same pinned requirements, or rebuild both"
             )
+        held = {t.gold.strip() for t in entry.tasks}
+        for t in [t for t in tasks if t.solution_patch.read_text().strip() in held]:
+            say(f"left out {t.id}: {entry.name} already holds its fix (the same gold patch)")
+            tasks.remove(t)
+        if not tasks:
+            continue
         start = 1 + max((int(t.id.rsplit("-", 1)[1]) for t in entry.tasks), default=0)
         new = restated(
             tasks,

@@ -754,7 +754,11 @@ class ScriptReproducer:
         synthesised bugs' reports do (:func:`repogym.scenarios.bug_reports.inline_check`)."""
         source = _test_source(task, node_id)
         script = history.test_script(
-            source, node_id, local_modules=local, pythonpath=self.pythonpath
+            source,
+            node_id,
+            local_modules=local,
+            pythonpath=self.pythonpath,
+            conftests=_conftests(task, node_id),
         )
         if script is not None:
             return script
@@ -792,6 +796,17 @@ class ScriptReproducer:
 
 def _test_source(task: history.HistoryTask, node_id: str) -> str:
     return (task.repo / node_id.split("::")[0]).read_text(encoding="utf-8", errors="replace")
+
+
+def _conftests(task: history.HistoryTask, node_id: str) -> list[str]:
+    """The texts of the hidden ``conftest.py`` files above a test, nearest first (where
+    pytest looks for its fixtures)."""
+    out = []
+    for folder in Path(node_id.split("::")[0]).parents:
+        rel = (folder / "conftest.py").as_posix()
+        if rel in task.test_files and (task.repo / rel).is_file():
+            out.append((task.repo / rel).read_text(encoding="utf-8", errors="replace"))
+    return out
 
 
 def _validate(

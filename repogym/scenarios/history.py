@@ -37,7 +37,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -1157,7 +1157,12 @@ def _parametrize_case(fn: ast.FunctionDef, case_id: str) -> dict[str, ast.expr] 
 
 
 def test_script(
-    source: str, node_id: str, *, local_modules: Iterable[str] = (), pythonpath: Iterable[str] = ()
+    source: str,
+    node_id: str,
+    *,
+    local_modules: Iterable[str] = (),
+    pythonpath: Iterable[str] = (),
+    conftests: Sequence[str] = (),
 ) -> str | None:
     """A reproduction script made from one test (a module-level test function or a method
     of a module-level class): the test module's imports and the helpers the test uses, the
@@ -1169,11 +1174,16 @@ def test_script(
         local_modules: Top-level module names of the hidden tests (an import of one makes
             the script depend on hidden files: no script).
         pythonpath: Workspace folders the package is imported from (put on ``sys.path``).
+        conftests: The texts of the ``conftest.py`` files above the test, nearest first:
+            where its fixtures are looked for after its class and module.
 
     Returns:
-        The script, or None for a test it cannot stand alone for (pytest fixtures other
-        than ``tmp_path``, parameters it cannot resolve, imports of the test's own
-        modules, a script over :data:`MAX_REPRODUCTION_CHARS`).
+        The script, or None for a test it cannot stand alone for (a fixture that is not
+        plain code: one with ``params``, or that takes ``request``, ``monkeypatch`` or
+        another of pytest's own besides ``tmp_path``; parameters it cannot resolve;
+        imports of the test's own modules; a script over :data:`MAX_REPRODUCTION_CHARS`).
+        A fixture that is plain code is inlined, its set-up before the test's body (a
+        ``with`` it yields inside wraps the body); its tear-down is left out.
     """
     parts = node_id.split("::")[1:]
     name, _, case = parts[-1].partition("[")
@@ -1193,7 +1203,9 @@ def test_script(
     values = _parametrize_case(fn, case) if case else {}
     if values is None or fn.args.vararg or fn.args.kwarg or fn.args.kwonlyargs:
         return None
-    if any(a not in values and a not in _FIXTURES for a in args):
+    modules = [tree, *(_parsed(c) for c in conftests)]
+    fixtures = _Fixtures(owner, modules)
+    if not all(fixtures.resolve(a) for a in args if a not in values):
         return None
     used = _names(fn) | {n for v in values.values() for n in _names(v)}
     if owner is not None:
@@ -1205,18 +1217,17 @@ def test_script(
         # the script's class keeps the test class's bases: their imports come with it
         # (without them every unittest test's script stopped at a NameError)
         used |= {n for b in owner.bases for n in _names(b)}
-    body = _module_context(tree, used, set(local_modules))
+    if fixtures.clash(used):
+        return None
+    body = fixtures.context(used, set(local_modules))
     if body is None:
         return None
     fn = _Messages().visit(fn)
     fn.decorator_list, fn.name = [], "reproduce"
     fn.args.args = [a for a in fn.args.args if a.arg == "self"]
-    call_args = {
-        **{a: ast.parse(_FIXTURES[a], mode="eval").body for a in args if a not in values},
-        **values,
-    }
-    for a, v in call_args.items():
+    for a, v in reversed(values.items()):
         fn.body[:0] = ast.parse(f"{a} = {ast.unparse(v)}").body
+    fn.body = fixtures.around(fn.body)
     if owner is not None:
         cls = copy.copy(owner)
         cls.name, cls.body, cls.decorator_list = "Case", [*helpers, fn], []
@@ -1224,13 +1235,180 @@ def test_script(
     else:
         code = [ast.unparse(fn), "reproduce()"]
     head = [ast.unparse(n) for n in body]
-    if any(a in _FIXTURES for a in args if a not in values):
+    if any(f.module is None for f in fixtures.order):
         head[:0] = ["import pathlib", "import tempfile"]
     paths = [p for p in pythonpath if p not in ("", ".")]
     if paths:
         head[:0] = ["import sys", *(f"sys.path.insert(0, {p!r})" for p in reversed(paths))]
     script = "\n".join(head) + ("\n\n\n" if head else "") + "\n\n\n".join(code) + "\n"
     return script if len(script) <= MAX_REPRODUCTION_CHARS else None
+
+
+def _parsed(text: str) -> ast.Module:
+    try:
+        return ast.parse(text)
+    except SyntaxError:
+        return ast.Module(body=[], type_ignores=[])
+
+
+@dataclasses.dataclass
+class _Fixture:
+    """A fixture a reproduction makes: ``node`` its definition (None for one of
+    :data:`_FIXTURES`), ``module`` the index of the module that defines it (0 the test's,
+    then the conftests; None for :data:`_FIXTURES`, -1 for a method of the test's class)."""
+
+    name: str
+    node: ast.FunctionDef | None
+    module: int | None
+
+
+class _Fixtures:
+    """The fixtures a test takes, resolved to plain code: each fixture's own fixtures
+    first (:attr:`order`), looked for in the test's class, its module, then the conftests."""
+
+    #: Nesting of fixtures taking fixtures a reproduction follows.
+    DEPTH = 4
+
+    def __init__(self, owner: ast.ClassDef | None, modules: list[ast.Module]) -> None:
+        self.owner, self.modules = owner, modules
+        self.order: list[_Fixture] = []
+
+    def _find(self, name: str) -> _Fixture | None:
+        if self.owner is not None:
+            for n in self.owner.body:
+                if isinstance(n, ast.FunctionDef) and n.name == name and _is_fixture(n):
+                    return _Fixture(name, n, -1)
+        for i, module in enumerate(self.modules):
+            for n in module.body:
+                if isinstance(n, ast.FunctionDef) and n.name == name and _is_fixture(n):
+                    return _Fixture(name, n, i)
+        return None
+
+    def resolve(self, name: str, depth: int = 0) -> bool:
+        """Whether fixture ``name`` can be made (added to :attr:`order` with what it takes)."""
+        if any(f.name == name for f in self.order):
+            return True
+        if name in _FIXTURES:
+            self.order.append(_Fixture(name, None, None))
+            return True
+        found = self._find(name)
+        if found is None or depth >= self.DEPTH or not _plain_fixture(found.node):
+            return False
+        node = found.node
+        takes = [a.arg for a in node.args.args if a.arg != "self"]
+        if node.args.vararg or node.args.kwarg or node.args.kwonlyargs:
+            return False
+        if not all(self.resolve(a, depth + 1) for a in takes):
+            return False
+        self.order.append(found)
+        return True
+
+    def clash(self, used: set[str]) -> bool:
+        """Whether a name one fixture's code binds is one the test, or another fixture,
+        uses for something else (inlined, they would share one function's names)."""
+        seen = set(used)
+        for f in self.order:
+            if f.node is None:
+                continue
+            bound = {
+                n.id
+                for s in f.node.body
+                for n in ast.walk(s)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            } - {f.name}
+            if bound & seen:
+                return True
+            seen |= bound | _names(f.node)
+        return False
+
+    def context(self, used: set[str], local_modules: set[str]) -> list[ast.stmt] | None:
+        """The module-level statements the test (names ``used``) and its fixtures need,
+        each from the module that defines it (:func:`_module_context`), the fixtures made
+        left out; None when one cannot come along."""
+        made = {f.name for f in self.order}
+        wanted: dict[int, set[str]] = {0: used}
+        for f in self.order:
+            if f.node is not None:  # a method of the test's class reads the test module's
+                names = {n for s in f.node.body for n in _names(s)}
+                wanted.setdefault(max(f.module, 0), set()).update(names)
+        body: list[ast.stmt] = []
+        for i, names in sorted(wanted.items()):
+            context = _module_context(self.modules[i], names, local_modules, made)
+            if context is None:
+                return None
+            seen = {ast.unparse(n) for n in body}
+            body += [n for n in context if ast.unparse(n) not in seen]
+        return body
+
+    def around(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        """``body`` after each fixture's set-up, innermost the last made."""
+        for f in reversed(self.order):
+            if f.node is None:
+                body = [*ast.parse(f"{f.name} = {_FIXTURES[f.name]}").body, *body]
+            else:
+                body = _setup(f.node.body, f.name, body)
+        return body
+
+
+def _plain_fixture(node: ast.FunctionDef) -> bool:
+    """A fixture that is plain code: no ``params``, no ``request`` (or another of pytest's
+    own fixtures it would have to stand in for), one ``return`` or ``yield`` of its value
+    on the path :func:`_setup` follows."""
+    for d in node.decorator_list:
+        if isinstance(d, ast.Call) and any(k.arg in ("params", "name") for k in d.keywords):
+            return False
+    if any(a.arg in _PYTEST_OWN for a in node.args.args):
+        return False
+    exits = [
+        n
+        for s in node.body
+        for n in ast.walk(s)
+        if isinstance(n, ast.Return | ast.Yield | ast.YieldFrom | ast.Await)
+    ]
+    return len(exits) == 1 and _setup(node.body, node.name, []) is not None
+
+
+#: pytest's own fixtures that a reproduction cannot stand in for.
+_PYTEST_OWN = frozenset(
+    {"request", "monkeypatch", "capsys", "capfd", "caplog", "recwarn", "pytestconfig"}
+)
+
+
+def _setup(stmts: list[ast.stmt], name: str, inner: list[ast.stmt]) -> list[ast.stmt] | None:
+    """A fixture's statements up to the one that hands its value over (``return X`` or
+    ``yield X``, at the top or inside ``with`` blocks), that one becoming ``name = X``
+    followed by ``inner``; what follows it (tear-down) is left out. None when the value is
+    handed over anywhere else."""
+    out: list[ast.stmt] = []
+    for s in stmts:
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and not out:
+            continue  # the fixture's docstring
+        value = None
+        if isinstance(s, ast.Return):
+            value = s.value
+        elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Yield):
+            value = s.value.value
+        else:
+            if isinstance(s, ast.With) and any(
+                isinstance(n, ast.Return | ast.Yield) for n in ast.walk(s)
+            ):
+                nested = _setup(s.body, name, inner)
+                if nested is None:
+                    return None
+                w = copy.copy(s)
+                w.body = nested
+                return [*out, w]
+            out.append(s)
+            continue
+        if value is None:
+            return None
+        hand = (
+            []
+            if isinstance(value, ast.Name) and value.id == name
+            else [ast.Assign(targets=[ast.Name(name, ast.Store())], value=value, lineno=0)]
+        )
+        return [*out, *hand, *inner]
+    return None
 
 
 def _test_scope(
@@ -1374,12 +1552,12 @@ def _class_call(owner: ast.ClassDef) -> str:
 
 
 def _module_context(
-    tree: ast.Module, used: set[str], local_modules: set[str]
+    tree: ast.Module, used: set[str], local_modules: set[str], made: Collection[str] = ()
 ) -> list[ast.stmt] | None:
     """The module-level statements the names ``used`` need (imports, helper definitions,
-    constants), in order; None when one of them is an import of a hidden test module or a
-    pytest fixture."""
-    needed, keep = set(used), []
+    constants), in order, leaving out the names ``made`` otherwise (fixtures inlined);
+    None when one of them is an import of a hidden test module or a pytest fixture."""
+    needed, keep = set(used) - set(made), []
     stmts = [s for s in tree.body if _bound(s)]
     changed = True
     while changed:
@@ -1388,7 +1566,7 @@ def _module_context(
             if s not in keep and _bound(s) & needed:
                 keep.append(s)
                 if not isinstance(s, ast.Import | ast.ImportFrom):
-                    new = _names(s) - needed
+                    new = _names(s) - needed - set(made)
                     needed |= new
                     changed = changed or bool(new)
     out = []

@@ -78,7 +78,9 @@ def test_test_script_stands_alone_and_names_no_test():
         "import pytest\n\n@pytest.fixture\ndef doc():\n    return 1\n\n"
         "def test_doc(doc):\n    assert doc == 1\n"
     )
-    assert history.test_script(fixture, "t.py::test_doc") is None  # a fixture it cannot make
+    assert "doc = 1\n" in history.test_script(fixture, "t.py::test_doc")  # plain code: inlined
+    asks = fixture.replace("def doc():", "def doc(request):")
+    assert history.test_script(asks, "t.py::test_doc") is None  # pytest's own: cannot make
     local = "from tests.util import helper\n\ndef test_h():\n    assert helper()\n"
     assert history.test_script(local, "tests/t.py::test_h", local_modules={"tests"}) is None
     unit = textwrap.dedent("""\
@@ -636,3 +638,84 @@ def test_tests_that_read_the_wall_clock_are_found_through_helpers(tmp_path):
         "tests/test_x.py::TestPerf::test_helper",
         "tests/test_x.py::TestPerf::test_method",
     }
+
+
+def test_a_tests_fixtures_from_its_conftests_are_inlined_and_the_script_runs(tmp_path):
+    """A failing test that takes fixtures (its module's, or a conftest's above it, taking
+    fixtures in turn, one yielding inside a ``with``) stands alone: each fixture's set-up
+    comes before the test's body, its tear-down is left out; one that is not plain code
+    (``params``, ``request``) or whose names clash with the test's gives no script."""
+    conftest = textwrap.dedent("""\
+        import contextlib
+        import pytest
+
+
+        @contextlib.contextmanager
+        def entered(log):
+            log.append("in")
+            yield
+            log.append("out")
+
+
+        @pytest.fixture
+        def log():
+            \"\"\"The events.\"\"\"
+            return []
+
+
+        @pytest.fixture
+        def box(log, tmp_path):
+            with entered(log):
+                found = {"log": log, "dir": tmp_path.is_dir()}
+                yield found
+            log.append("never in a script")
+
+
+        @pytest.fixture(params=[1, 2])
+        def many(request):
+            return request.param
+        """)
+    tests = textwrap.dedent("""\
+        import pytest
+
+
+        @pytest.fixture
+        def base():
+            return 40
+
+
+        def test_box(box, base):
+            assert box["log"] == ["in"] and box["dir"]
+            assert base + 2 == 42
+
+
+        def test_many(many):
+            assert many
+
+
+        found = ["in"]
+
+
+        def test_clash(box):
+            assert box["log"] == found
+        """)
+    script = history.test_script(tests, "tests/test_x.py::test_box", conftests=[conftest])
+    assert script is not None and "pytest" not in script and "never" not in script
+    assert "with entered(log):" in script and "base = 40" in script
+    (tmp_path / "reproduction.py").write_text(script)
+    ran = subprocess.run(
+        [sys.executable, "reproduction.py"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stderr
+    # the same script fails when the fixture's value is not what the test expects
+    broken = script.replace("return 40", "").replace("base = 40", "base = 41")
+    (tmp_path / "reproduction.py").write_text(broken)
+    ran = subprocess.run(
+        [sys.executable, "reproduction.py"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert ran.returncode != 0 and "expected 42, got 43" in ran.stderr
+    assert history.test_script(tests, "tests/test_x.py::test_many", conftests=[conftest]) is None
+    # the fixture's own ``found`` would hide the module's, which the test reads
+    assert history.test_script(tests, "tests/test_x.py::test_clash", conftests=[conftest]) is None
+    # without the conftest, its fixtures cannot be found
+    assert history.test_script(tests, "tests/test_x.py::test_box") is None

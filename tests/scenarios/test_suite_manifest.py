@@ -93,7 +93,8 @@ def test_materialised_tasks_have_every_test_no_metadata_and_the_reproduction(src
 
 def _history_task(src: Path, out: Path, version: str) -> Path:
     text = (src / "munch" / "__init__.py").read_text()
-    buggy = text.replace("return", "return None  #", 1)
+    head, _, tail = text.rpartition("return")  # not the fix of the mutation entry's task
+    buggy = f"{head}return None  #{tail}"
     return write_task(
         TaskFiles(
             id=f"munch-h{version.replace('.', '')}",
@@ -136,6 +137,13 @@ def test_history_tasks_join_their_release_or_get_an_entry_of_their_own(src, tmp_
         write_entry(entry, manifests, suite="demo", env_id="repogym/Demo-v0", description="")
     meta = json.loads((manifests / "suite.json").read_text())
     assert meta["packages"] == ["munch", "munch-2.5.0"]
+    # the history mined again: a fix the entry holds already is left out, and said
+    said: list[str] = []
+    again = _history_task(src, tmp_path / "again", "2.5.0")
+    assert history_entries([again], manifests, split="train", kind="k", say=said.append) == []
+    assert said == [
+        f"left out {again.name}: munch-2.5.0 already holds its fix (the same gold patch)"
+    ]
     # held out: a release's history tasks do not join the entry of its mutation tasks when
     # that entry is in another split; they get an entry of their own in theirs
     fresh = tmp_path / "held"
