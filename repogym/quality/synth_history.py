@@ -717,8 +717,9 @@ class ScriptReproducer:
             self.why[task.id] = (
                 "every script made from a failing test is too long for the statement"
                 if made
-                else "no failing test stands alone as a script (it needs fixtures, the "
-                "test suite's own modules or parameters that cannot be resolved)"
+                else "no failing test stands alone as a script (it needs fixtures that are "
+                "not plain code, the test suite's own modules or parameters that cannot be "
+                "resolved)"
             )
             return None
         template = self._templates.get(folder / "repo", self.dependencies)
