@@ -138,29 +138,45 @@ def test_mining_for_a_suite_skips_before_validation_what_a_suite_would_not_serve
     assert res.written == [] and validated == [] and pair.candidates == []
 
 
-def test_a_failing_test_that_needs_a_fixture_gets_a_report_of_the_call_that_misbehaves(
+def test_a_failing_tests_conftest_fixture_is_inlined_and_one_of_pytests_own_gets_a_call_report(
     tmp_path, monkeypatch
 ):
-    """No failing test stands alone as a script (it takes a fixture of the suite's own), so
-    the reproduction is the call the reverted code answers differently, recorded while the
-    test ran, as synthesised bugs' reports are; the changelog quote stays."""
+    """A failing test that takes a conftest's fixture of plain code stands alone with the
+    fixture's set-up inlined. One whose fixture takes pytest's ``request`` does not, so the
+    reproduction is the call the reverted code answers differently, recorded while the test
+    ran, as synthesised bugs' reports are; the changelog quote stays either way."""
     tests = TESTS.replace(
         "def test_clamp_caps_at_high():\n"
         '    """The upper bound holds."""\n'
         "    assert clamp(15, 0, 10) == 10\n",
-        "@pytest.fixture\ndef high():\n    return 10\n\n\n"
         "def test_clamp_caps_at_high(high):\n    assert clamp(15, 0, high) == high\n",
     )
-    assert "def high" in tests
-    res = _mine(tmp_path, monkeypatch, {"1.0": OLD, "1.1": NEW}, tests, for_suite=True)
-    [folder] = res.written
-    task = load_task(folder)
-    script = (folder / "reproduction.py").read_text()
-    assert "clamp(15, 0, 10)" in script and "def high" not in script
-    assert "Fix ``clamp`` ignoring its upper bound (#12)." in task.statement
-    assert f"```python\n{script}```" in task.statement
-    before, after = _reproduce(task, folder, script, tmp_path)
-    assert before.returncode != 0 and "AssertionError" in before.stderr and after == 0
+    assert "(high)" in tests
+    conftest = "import pytest\n\n\n@pytest.fixture\ndef high():\n    yield 10\n    print('done')\n"
+    for name, fixture, inlined in (
+        ("plain", conftest, True),
+        ("own", conftest.replace("def high():", "def high(request):"), False),
+    ):
+        res = _mine(
+            tmp_path / name,
+            monkeypatch,
+            {"1.0": OLD, "1.1": NEW},
+            tests,
+            extra={"tests/conftest.py": fixture},
+            for_suite=True,
+        )
+        [folder] = res.written
+        task = load_task(folder)
+        script = (folder / "reproduction.py").read_text()
+        assert "def high" not in script and "done" not in script and "pytest" not in script
+        if inlined:  # the test's own body, after the fixture's set-up
+            assert "high = 10\n" in script and "clamp(15, 0, high)" in script
+        else:
+            assert "clamp(15, 0, 10)" in script
+        assert "Fix ``clamp`` ignoring its upper bound (#12)." in task.statement
+        assert f"```python\n{script}```" in task.statement
+        before, after = _reproduce(task, folder, script, tmp_path / name)
+        assert before.returncode != 0 and "AssertionError" in before.stderr and after == 0
 
 
 # One fix that changed two functions: clamp passes a new argument to a helper that takes it.
