@@ -923,9 +923,45 @@ def unmask_log(log: str, masked: cn.Masked) -> str:
     back = {**masked.renamed, **{c: masked.original(c) for c in masked.case_ids}}
     if not back:
         return log
-    names = sorted(back, key=len, reverse=True)
-    pattern = re.compile(r"(?<![\w./-])(" + "|".join(map(re.escape, names)) + r")(?!\w)")
-    return pattern.sub(lambda m: back[m.group(1)], log)
+    # Every name is a node id, ``<file>::...``: look where a file's ``<file>::`` starts and
+    # try its names there, longest first (a regex of every name took 0.45 s to compile for
+    # jinja2's 1,000 tests, more than the rest of the judging).
+    sizes: dict[str, set[int]] = {}
+    for name in back:
+        sizes.setdefault(name.split("::", 1)[0] + "::", set()).add(len(name))
+    lengths = {head: sorted(n, reverse=True) for head, n in sizes.items()}
+    starts = sorted(
+        (i, head) for head in lengths for i in _occurrences(log, head) if not _id_char(log, i - 1)
+    )
+    out, end = [], 0
+    for i, head in starts:
+        if i < end:
+            continue
+        for n in lengths[head]:
+            name = log[i : i + n]
+            if name in back and not _word_char(log, i + n):
+                out += [log[end:i], back[name]]
+                end = i + n
+                break
+    return "".join([*out, log[end:]])
+
+
+def _occurrences(text: str, part: str) -> Iterator[int]:
+    i = text.find(part)
+    while i >= 0:
+        yield i
+        i = text.find(part, i + 1)
+
+
+def _word_char(text: str, i: int) -> bool:
+    """Whether ``text[i]`` exists and is a regex ``\\w`` character."""
+    return 0 <= i < len(text) and (text[i].isalnum() or text[i] == "_")
+
+
+def _id_char(text: str, i: int) -> bool:
+    """Whether ``text[i]`` exists and could continue a node id before it (``\\w``, ``.``,
+    ``/``, ``-``)."""
+    return _word_char(text, i) or (0 <= i < len(text) and text[i] in "./-")
 
 
 def swebench_available() -> bool:

@@ -377,10 +377,13 @@ def _class_down(ch: Channel, node_id: str, canaries: set[str]) -> bool:
 def _scored(ch: Channel, node_ids: list[str], masked: Masked) -> Verdict:
     """The verdict of a trusted run: each listed test's status, overruled by its seals."""
     verdict = Verdict(True, {}, set())
+    by_test: dict[str, list[sl.Seal]] = {}
+    for s in masked.seals:  # each case is judged by its function's seals only
+        by_test.setdefault(s.test, []).append(s)
     for t in node_ids:
         case = masked.installed(t)
         verdict.tests[t] = ch.status(case)
-        outcome = sl.judge_case(case, masked.seals, ch.seals)
+        outcome = sl.judge_case(case, by_test.get(sl.function_of(case), ()), ch.seals)
         if outcome.strong_failed:
             verdict.strongly_failed.add(t)
         if outcome.failed:

@@ -14,6 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from repogym.grading.canaries import mask_test_file
 
 STATEFUL = """\
@@ -199,3 +202,29 @@ def test_renamed_unittest_methods_run_in_their_own_order_under_every_seed(tmp_pa
     failed = {ln.split()[1] for ln in out.stdout.splitlines() if ln.startswith("FAILED ")}
     for seed, back in renamed.items():
         assert not [back[n] for n in failed if n in back], (seed, out.stdout[-2000:])
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_log_gets_names_back_as_one_regex_of_every_name_would(data):
+    """The names come back where a regex of every name, longest first, whole node ids only
+    (what the log's unmasking means), finds them: over logs that mix node ids, their heads,
+    longer names, case ids and noise."""
+    import re
+
+    from repogym.grading.canaries import Masked
+    from repogym.grading.grader import unmask_log
+
+    files = ["t.py", "a/t.py", "test_x.py"]
+    parts = st.sampled_from(["test_a", "test_ab", "TestK::test_a", "test_a[1-2]", "test_a[x y]"])
+    ids = st.builds(lambda f, p: f"{f}::{p}", st.sampled_from(files), parts)
+    renamed = data.draw(st.dictionaries(ids, ids, max_size=6))
+    noise = st.sampled_from([" ", "\n", "_", "-", ".", "/", "x", "::", "[", "]", "1", "é"])
+    log = "".join(data.draw(st.lists(st.one_of(ids, noise), max_size=30)))
+    masked = Masked(renamed=renamed)
+    expected = log
+    if renamed:
+        names = sorted(renamed, key=len, reverse=True)
+        pattern = re.compile(r"(?<![\w./-])(" + "|".join(map(re.escape, names)) + r")(?!\w)")
+        expected = pattern.sub(lambda m: renamed[m.group(1)], log)
+    assert unmask_log(log, masked) == expected
