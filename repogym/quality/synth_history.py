@@ -254,13 +254,20 @@ def _mine_pair(
     old_repo = pypi.unpack(pypi.download(f"{name}=={base}"), work / f"old-{base}")
     for rel in skip_tests:
         (new_repo / rel).unlink(missing_ok=True)
-    files = history.module_files(new_repo, pypi.code_paths(new_repo, sdist.name))
+    hidden, dest = history.hidden_test_files(new_repo)
+    # tests kept inside the package (croniter's src/croniter/tests/) are hidden test files:
+    # a helper of theirs that changed is no fix to revert
+    tests = set(hidden)
+    files = [
+        f
+        for f in history.module_files(new_repo, pypi.code_paths(new_repo, sdist.name))
+        if f not in tests
+    ]
     changed = history.changed_functions(old_repo, new_repo, files)
     report.changed = len(changed)
     say(f"  {len(changed)} functions changed in {len(files)} modules")
     if not changed:
         return []
-    hidden, dest = history.hidden_test_files(new_repo)
     pkg = work / "pkg"
     shutil.copytree(new_repo, pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     out = []

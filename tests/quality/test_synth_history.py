@@ -138,6 +138,24 @@ def test_mining_for_a_suite_skips_before_validation_what_a_suite_would_not_serve
     assert res.written == [] and validated == [] and pair.candidates == []
 
 
+def test_a_helper_of_tests_kept_inside_the_package_is_no_fix_to_revert(tmp_path, monkeypatch):
+    """Tests kept in the package's own folder (croniter's ``src/croniter/tests/``) are hidden
+    test files: a helper of theirs that changed between the releases is not reverted."""
+    from repogym.quality.synth_history import mine_history
+
+    sdists = tmp_path / "sdists"
+    for version, module, value in (("1.0", OLD, 1), ("1.1", NEW, 2)):
+        inside = f"def helper():\n    return {value}\n\n\ndef test_helper():\n    assert helper()\n"
+        extra = {"rgdemo/tests/__init__.py": "", "rgdemo/tests/test_inside.py": inside}
+        _sdist(sdists, version, module, extra=extra)
+    monkeypatch.setattr(pypi, "sdists_dir", lambda: sdists)
+    res = mine_history("rgdemo", tmp_path / "out", versions=["1.0", "1.1"], say=lambda m: None)
+    [pair] = res.pairs
+    assert pair.changed == 2 and not [k for k in pair.skipped if "tests/" in k], pair.skipped
+    [folder] = res.written
+    assert not (load_task(folder).repo_dir / "rgdemo/tests/test_inside.py").exists()  # hidden
+
+
 def test_a_failing_tests_conftest_fixture_is_inlined_and_one_of_pytests_own_gets_a_call_report(
     tmp_path, monkeypatch
 ):
