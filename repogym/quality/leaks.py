@@ -84,6 +84,26 @@ def normalised(text: str) -> str:
     return _GAP.sub("", _SPACE.sub(" ", text.strip())).replace('"', "'")
 
 
+_BOUND = re.compile(r"^(\w+)=(?!=)(.+)$")
+_NAMES_COMPARED = re.compile(r"^assert (\w+)==(\w+)(?!\w)")
+
+
+def _compared_names(lines: list[str]) -> Iterator[tuple[int, str]]:
+    """``X==Y`` (with the line number of the assert) for each ``assert a == b`` whose names
+    the few lines before it bind (``_actual = X``, ``_expected = Y``, as a reproduction made
+    from a test writes an assertion so that it says what it got): the comparison the
+    assertion states, in the form the scan looks for."""
+    for i, line in enumerate(lines):
+        if not (m := _NAMES_COMPARED.match(line)):
+            continue
+        bound: dict[str, str] = {}
+        for before in lines[max(0, i - 4) : i]:
+            if b := _BOUND.match(before):
+                bound[b.group(1)] = b.group(2)
+        if m.group(1) in bound and m.group(2) in bound:
+            yield i + 1, f"{bound[m.group(1)]}=={bound[m.group(2)]}"
+
+
 class Corpus:
     """Everything a sandbox of a task can read, normalised line by line, in one string."""
 
@@ -91,8 +111,12 @@ class Corpus:
         lines: list[str] = []
         self.places: list[tuple[str, int]] = []
         for where, text in sources.items():
-            for i, line in enumerate(text.splitlines(), 1):
-                lines.append(normalised(line))
+            own = [normalised(line) for line in text.splitlines()]
+            for i, line in enumerate(own, 1):
+                lines.append(line)
+                self.places.append((where, i))
+            for i, line in _compared_names(own):  # after the file's lines: indices stay
+                lines.append(line)
                 self.places.append((where, i))
         self.lines = lines
         self.text = "\n".join(lines)

@@ -82,6 +82,26 @@ def test_a_long_literal_is_found_alone_in_the_statement_and_the_reproduction(tmp
     }
 
 
+@pytest.mark.parametrize(
+    ("actual", "expected"),
+    [("_actual", "_expected"), ("result", "expected")],  # a mined reproduction, a report
+)
+def test_a_comparison_of_names_bound_just_before_states_their_values(tmp_path, actual, expected):
+    """A reproduction made from a test says what it got (``_actual = clamp(15, 0, 10)``,
+    ``_expected = 10``, ``assert _actual == _expected, ...``): that states the hidden
+    expected value as the assertion did, though no line holds ``clamp(15, 0, 10) == 10``."""
+    repro = (
+        "from mod import clamp\n\n\ndef reproduce():\n"
+        f"    {actual} = clamp(15, 0, 10)\n    {expected} = 10\n"
+        f"    assert {actual} == {expected}, f'expected {{{expected}!r}}, got {{{actual}!r}}'\n"
+    )
+    assert _found(scan(_task(tmp_path, repro=repro))) == {(5, "reproduction.py", 7, "assertion")}
+    other = repro.replace(f"{expected} = 10", f"{expected} = 11")  # another value: no leak
+    assert scan(_task(tmp_path / "other", repro=other)) == []
+    far = repro.replace("    assert", "    pass\n" * 4 + "    assert")  # bound too far above
+    assert scan(_task(tmp_path / "far", repro=far)) == []
+
+
 def test_no_builtin_states_a_fail_to_pass_expected_value():
     """Every built-in's fail_to_pass checks ask for values that neither its repository, its
     statement nor its reproduction states (matrix-transpose-ragged's docstrings did)."""
