@@ -677,7 +677,8 @@ def validated_tasks(
     manifest has them now: a task the manifest no longer holds, or holds changed since it
     was validated (a newer repogym), is not one of them until fetched again. A task under
     the seal floor (:func:`withheld_reason`) is left out unless ``withheld`` (ask for it by
-    name: ``repogym run --tasks ID``, ``gym.make("repogym/<id>-v0")``).
+    name: ``repogym run --tasks ID``, ``gym.make("repogym/<id>-v0")``). ``packages`` names
+    packages (``jinja2``) or entries of them (``jinja2-3.1.0``, one release's).
 
     Raises:
         SuiteError: none are (the message says how to fetch the suite).
@@ -691,7 +692,9 @@ def validated_tasks(
         tid: info
         for tid, info in sorted(index.items())
         if (split is None or info["split"] == split)
-        and (keep is None or info["package"] in keep)
+        # a package's name, or one of its entries' (``jinja2-3.1.0``, as `suite fetch`
+        # takes them): the folder a task is materialised in is its entry's
+        and (keep is None or {info["package"], Path(info["path"]).parent.name} & keep)
         and Path(info["path"]).is_dir()
     }
     fresh = {

@@ -176,6 +176,23 @@ def test_only_tasks_the_manifest_holds_now_are_served(src, tmp_path, monkeypatch
     monkeypatch.setattr(suites, "load_suite", lambda name: suite)
     [served] = suites.validated_tasks("munchy", tmp_path)
     assert served.id == "munch-1"
+    # asked for by its package's name or its entry's (one release's, as `suite fetch` takes)
+    release = dataclasses.replace(entry, name="munch-4.0.0", pypi="munch")
+    [(task2, folder2, _)] = list(suites.materialise(release, tmp_path / "two" / "suite"))
+    suites.record_validated(
+        tmp_path / "two", release, task2, folder2, True, {"grader": "g", "witnessed": 1, "f2p": 1}
+    )
+    monkeypatch.setattr(
+        suites,
+        "load_suite",
+        lambda name: suites.Suite("munchy", "repogym/Munchy-v0", "", (release,)),
+    )
+    for named in ("munch", "munch-4.0.0"):
+        got = suites.validated_tasks("munchy", tmp_path / "two", packages=[named])
+        assert [t.id for t in got] == ["munch-1"], named
+    with pytest.raises(suites.SuiteError, match="no validated task"):
+        suites.validated_tasks("munchy", tmp_path / "two", packages=["munch-9.9.9"])
+    monkeypatch.setattr(suites, "load_suite", lambda name: suite)
     changed = dataclasses.replace(
         entry, tasks=(dataclasses.replace(entry.tasks[0], statement="A better bug report."),)
     )
