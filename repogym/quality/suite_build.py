@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import hashlib
 import json
 import tempfile
 import time
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from repogym.grading.grader import GradeResult, code_digest
-from repogym.quality import audit, restate
+from repogym.quality import audit, leaks, restate
 from repogym.quality.adversarial import AttackResult, forger_check
 from repogym.quality.pool import grading_pool
 from repogym.quality.ray_map import ray_map
@@ -237,7 +238,7 @@ def _fetch_package(
         stale = [
             load_task(Path(index[t]["path"]))
             for t in report.already
-            if t in index and index[t].get("seals", {}).get("grader") != code_digest()
+            if t in index and index[t].get("seals", {}).get("grader") != measure_digest()
         ]
         broken = set()
         for task, seals in measure_seals(stale, grader=grader, workers=workers):
@@ -273,9 +274,18 @@ def _record_scope(base: Path, sandbox: str, package: str) -> None:
             suites.record_scope(base, task_id, reaching)
 
 
+def measure_digest() -> str:
+    """The digest a seal measure is recorded under: the grading code's
+    (:func:`repogym.grading.grader.code_digest`) and the leak scan's, which decides which
+    seals count as weak (a task measured before either changed is measured again)."""
+    h = hashlib.sha256(code_digest().encode())
+    h.update(Path(leaks.__file__).read_bytes())
+    return h.hexdigest()
+
+
 def seal_record(witnessed: int, f2p: int) -> dict:
     """A task's seal measure as the suite index keeps it (:func:`suites.record_seals`)."""
-    return {"grader": code_digest(), "witnessed": witnessed, "f2p": f2p}
+    return {"grader": measure_digest(), "witnessed": witnessed, "f2p": f2p}
 
 
 def measure_seals(

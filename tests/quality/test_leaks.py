@@ -171,3 +171,17 @@ def test_inside():
     )
     task = load_task(folder)
     assert scan(task) == []
+
+
+def test_a_change_to_the_leak_scan_has_every_suite_task_measured_again(tmp_path, monkeypatch):
+    """Which seals are weak is the leak scan's to say, so a suite's seal measures are
+    recorded under its code as well as the grader's: a fetch after either changes measures
+    every task again (a task keeps no floor measured by an older scan)."""
+    from repogym.quality import leaks, suite_build
+
+    before = suite_build.seal_record(1, 1)["grader"]
+    assert suite_build.seal_record(1, 1)["grader"] == before
+    changed = tmp_path / "leaks.py"
+    changed.write_text(Path(leaks.__file__).read_text() + "\n# another rule\n")
+    monkeypatch.setattr(leaks, "__file__", str(changed))
+    assert suite_build.seal_record(1, 1)["grader"] != before
