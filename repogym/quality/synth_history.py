@@ -396,8 +396,11 @@ def _replayed(task: history.HistoryTask, reporter: Reporter, ini: dict[str, str]
             + "\n\nFix the library code; the hidden tests check this behaviour, and every "
             "other test of the package must keep passing.\n" + pypi.path_hint(ini)
         )
-    if history.statement_leaks(
-        history.full_statement(description, script), task.gold, task.fail_to_pass
+    whole = history.full_statement(description, script)
+    # a changelog quote keeps its own length beside the script, which the report was cut
+    # to fit without it (croniter-6.2.3-1 came to 2,019 characters)
+    if len(whole) > history.MAX_STATEMENT_CHARS or history.statement_leaks(
+        whole, task.gold, task.fail_to_pass
     ):
         return False
     if task.statement_source != "changelog":

@@ -559,3 +559,38 @@ def test_a_mined_report_that_states_the_hidden_value_is_restated_on_other_inputs
     assert "the value is 3" in script and f"```python\n{script}```" in task.statement
     before, after = _reproduce(task, folder, script, tmp_path)
     assert before.returncode != 0 and after == 0
+
+
+def test_a_replayed_report_beside_a_changelog_quote_keeps_the_statement_within_its_limit(
+    tmp_path,
+):
+    """A task whose statement quotes the changelog gets a replayed report's script only if
+    quote and script together fit the statement's limit (the report was cut to fit alone)."""
+    from repogym.quality import synth_history
+    from repogym.scenarios import history
+
+    repo = tmp_path / "repo"
+    (repo / "rgdemo").mkdir(parents=True)
+    (repo / "rgdemo" / "__init__.py").write_text(NEW)
+    fn = history.ChangedFunction("rgdemo/__init__.py", "clamp", "old", "new")
+    quote = "From the changelog: clamp ignores its upper bound.\n"
+    task = history.HistoryTask(
+        "rgdemo", "1.0", "1.1", fn, repo, ["tests/test_rgdemo.py"], "tests",
+        ["tests/test_rgdemo.py::test_clamp_caps_at_high"], [], OLD, quote, "changelog",
+    )  # fmt: skip
+
+    class Reporter:
+        def __init__(self, script: str) -> None:
+            self.script = script
+
+        def report(self, *_):
+            return "A report.\n", self.script
+
+    fits = "from rgdemo import clamp\n\nassert clamp(15, 0, 10) == 10\n"
+    room = history.MAX_STATEMENT_CHARS - len(history.full_statement(quote, fits))
+    too_long = fits + "#" * (room + 1) + "\n"
+    assert not synth_history._replayed(task, Reporter(too_long), {})
+    assert task.reproduction is None
+    assert synth_history._replayed(task, Reporter(fits), {})
+    assert task.reproduction == fits and task.description == quote
+    assert len(task.statement) <= history.MAX_STATEMENT_CHARS
