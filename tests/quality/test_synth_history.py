@@ -106,9 +106,12 @@ def test_history_mines_a_validated_task_with_the_changelog_entry_and_a_reproduct
     toml = (folder / "task.toml").read_text()
     assert 'base = "1.0"\nfixed = "1.1"\nfile = "rgdemo/__init__.py"\nfunction = "clamp"' in toml
     assert 'statement_source = "changelog"' in toml
+    # the test's own body said `_actual = clamp(15, 0, 10)`, `_expected = 10`: the hidden
+    # check's expected value, so the miner restated it on another input
+    assert "clamp(15, 0, 10)" not in script and "clamp(16, 0, 10)" in script
     # the reproduction fails on repo/ and passes with the gold fix, run as the contract says
     before, after = _reproduce(task, folder, script, tmp_path)
-    assert before.returncode != 0 and "expected 10, got 15" in before.stderr
+    assert before.returncode != 0 and "expected 10, got 16" in before.stderr
     assert after == 0
 
 
