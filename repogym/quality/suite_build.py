@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import functools
 import hashlib
 import json
 import tempfile
@@ -278,9 +279,13 @@ def measure_digest() -> str:
     """The digest a seal measure is recorded under: the grading code's
     (:func:`repogym.grading.grader.code_digest`) and the leak scan's, which decides which
     seals count as weak (a task measured before either changed is measured again)."""
-    h = hashlib.sha256(code_digest().encode())
-    h.update(Path(leaks.__file__).read_bytes())
-    return h.hexdigest()
+    return hashlib.sha256((code_digest() + _file_digest(leaks.__file__)).encode()).hexdigest()
+
+
+@functools.cache
+def _file_digest(path: str) -> str:
+    """sha256 of a file's bytes, read once per path (a fetch asks for each task)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def seal_record(witnessed: int, f2p: int) -> dict:

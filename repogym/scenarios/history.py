@@ -1235,7 +1235,7 @@ def test_script(
     else:
         code = [ast.unparse(fn), "reproduce()"]
     head = [ast.unparse(n) for n in body]
-    if any(f.module is None for f in fixtures.order):
+    if any(f.node is None for f in fixtures.order):
         head[:0] = ["import pathlib", "import tempfile"]
     paths = [p for p in pythonpath if p not in ("", ".")]
     if paths:
@@ -1254,12 +1254,12 @@ def _parsed(text: str) -> ast.Module:
 @dataclasses.dataclass
 class _Fixture:
     """A fixture a reproduction makes: ``node`` its definition (None for one of
-    :data:`_FIXTURES`), ``module`` the index of the module that defines it (0 the test's,
-    then the conftests; None for :data:`_FIXTURES`, -1 for a method of the test's class)."""
+    :data:`_FIXTURES`), ``module`` the index of the module whose names its code reads (0
+    the test's, for a method of the test's class too, then the conftests)."""
 
     name: str
     node: ast.FunctionDef | None
-    module: int | None
+    module: int = 0
 
 
 class _Fixtures:
@@ -1277,7 +1277,7 @@ class _Fixtures:
         if self.owner is not None:
             for n in self.owner.body:
                 if isinstance(n, ast.FunctionDef) and n.name == name and _is_fixture(n):
-                    return _Fixture(name, n, -1)
+                    return _Fixture(name, n)
         for i, module in enumerate(self.modules):
             for n in module.body:
                 if isinstance(n, ast.FunctionDef) and n.name == name and _is_fixture(n):
@@ -1289,7 +1289,7 @@ class _Fixtures:
         if any(f.name == name for f in self.order):
             return True
         if name in _FIXTURES:
-            self.order.append(_Fixture(name, None, None))
+            self.order.append(_Fixture(name, None))
             return True
         found = self._find(name)
         if found is None or depth >= self.DEPTH or not _plain_fixture(found.node):
@@ -1328,9 +1328,9 @@ class _Fixtures:
         made = {f.name for f in self.order}
         wanted: dict[int, set[str]] = {0: used}
         for f in self.order:
-            if f.node is not None:  # a method of the test's class reads the test module's
+            if f.node is not None:
                 names = {n for s in f.node.body for n in _names(s)}
-                wanted.setdefault(max(f.module, 0), set()).update(names)
+                wanted.setdefault(f.module, set()).update(names)
         body: list[ast.stmt] = []
         for i, names in sorted(wanted.items()):
             context = _module_context(self.modules[i], names, local_modules, made)
