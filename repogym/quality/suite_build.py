@@ -194,12 +194,18 @@ def _fetch_package(
     start = time.monotonic()
     todo: dict[str, tuple[suites.TaskEntry, Path]] = {}
     ids = [t.id for t in entry.tasks][:per_package]
-    for task, folder, _written in suites.materialise(entry, base, ids):
+    unwritten: dict[str, str] = {}
+    for task, folder, _written in suites.materialise(entry, base, ids, failed=unwritten):
         if suites.is_validated(base, entry, task):
             report.already.append(task.id)
             on_event("task", task.id)
         else:
             todo[task.id] = (task, folder)
+    for task_id, error in unwritten.items():  # the package's other tasks go on
+        suites.drop_validated(base, task_id)
+        report.failed[task_id] = error
+        on_event("fail", f"{task_id}: {error}")
+        on_event("task", task_id)
     report.seconds["materialise"] += time.monotonic() - start
 
     noops: dict[str, dict[str, str]] = {}

@@ -443,6 +443,10 @@ def _write_task(entry: PackageEntry, task: TaskEntry, src: Path, dest: Path) -> 
             path = tmp / "repo" / rel
             if path.is_file():
                 data = path.read_bytes()
+                if "\r" not in task.gold:
+                    # a history miner reads a module as text (CRLF ends become LF), so its
+                    # gold patch fits the module with LF ends: the task's file has them
+                    data = data.replace(b"\r\n", b"\n")
                 path.unlink()
                 path.write_bytes(data)
         _git_apply(task.gold, tmp / "repo", "-R")
@@ -485,16 +489,25 @@ def _stamp(entry: PackageEntry, task: TaskEntry) -> str:
 
 
 def materialise(
-    entry: PackageEntry, root: Path, tasks: Iterable[str] | None = None
+    entry: PackageEntry,
+    root: Path,
+    tasks: Iterable[str] | None = None,
+    *,
+    failed: dict[str, str] | None = None,
 ) -> Iterator[tuple[TaskEntry, Path, bool]]:
     """Write ``entry``'s task folders under ``root/<package>/`` (only ``tasks`` ids if given).
+
+    Args:
+        failed: If given, a task whose patch does not apply to the sdist is recorded here
+            (id -> the error) and left out, and the other tasks are written; if not, its
+            error is raised.
 
     Yields:
         (task entry, its folder, whether it was (re)written now).
 
     Raises:
         PypiError: the sdist cannot be downloaded or its hash differs.
-        SuiteError: a patch does not apply to the sdist.
+        SuiteError: a patch does not apply to the sdist (``failed`` not given).
     """
     folder = root / entry.name
     wanted = None if tasks is None else set(tasks)
@@ -508,7 +521,13 @@ def materialise(
             yield task, dest, False
             continue
         src = src or _source(entry, folder)
-        _write_task(entry, task, src, dest)
+        try:
+            _write_task(entry, task, src, dest)
+        except SuiteError as e:
+            if failed is None:
+                raise
+            failed[task.id] = str(e)
+            continue
         yield task, dest, True
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -353,3 +355,38 @@ def test_suite_show_counts_only_tasks_validated_as_the_manifest_has_them(
         out = capsys.readouterr().out
         assert f"{served} validated here (1 in the manifest)" in out, out
         assert ("1 validated from another version of the manifest" in out) == stale, out
+
+
+def test_a_history_fix_in_a_module_with_crlf_ends_applies_to_its_sdist(tmp_path):
+    # num2words ships lang_PL.py with CRLF ends; the miner read it as text, so the gold
+    # patch fits LF ends. Before, materialising the task failed: the patch did not apply.
+    entry = next(e for e in suites.load_suite("realpy").packages if e.name == "num2words-0.5.11")
+    task = next(t for t in entry.tasks if t.id == "num2words-0.5.11-11")
+    [(_t, folder, written)] = list(suites.materialise(entry, tmp_path, [task.id]))
+    assert written and "lang_PL.py" in task.gold and "\r" not in task.gold
+    fixed = tmp_path / "fixed"
+    shutil.copytree(folder / "repo", fixed)
+    subprocess.run(["git", "apply", "-"], cwd=fixed, input=task.gold.encode(), check=True)
+    assert b"\r\n" not in (fixed / "num2words" / "lang_PL.py").read_bytes()
+    other = pypi.unpack(pypi.download(entry.project), tmp_path / "sdist")
+    assert b"\r\n" in (other / "num2words" / "lang_PL.py").read_bytes()  # the sdist's own
+    # a file the fix does not touch keeps its ends
+    assert (folder / "repo" / "num2words" / "lang_EN.py").read_bytes() == (
+        other / "num2words" / "lang_EN.py"
+    ).read_bytes()
+
+
+def test_a_task_whose_patch_does_not_apply_leaves_its_packages_other_tasks_written(src, tmp_path):
+    entry = _entry(src)
+    gold = "".join(  # its fixed lines are not the sdist's
+        f"{ln.rstrip()}  # not in the sdist\n" if ln[:1] == "+" and ln[:3] != "+++" else ln
+        for ln in entry.tasks[0].gold.splitlines(keepends=True)
+    )
+    broken = dataclasses.replace(entry.tasks[0], id="munch-2", gold=gold)
+    entry = dataclasses.replace(entry, tasks=(broken, entry.tasks[0]))
+    with pytest.raises(suites.SuiteError, match="does not apply"):
+        list(suites.materialise(entry, tmp_path / "a"))
+    failed: dict[str, str] = {}
+    written = [t.id for t, _f, _w in suites.materialise(entry, tmp_path / "b", failed=failed)]
+    assert written == ["munch-1"] and list(failed) == ["munch-2"]
+    assert "does not apply" in failed["munch-2"] and "Fix:" in failed["munch-2"]
