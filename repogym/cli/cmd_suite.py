@@ -336,14 +336,22 @@ def _fetch(args: argparse.Namespace) -> int:
         console=console,
     ) as progress:
         bar = progress.add_task(f"{suite.name}", total=total)
+        done = 0
 
         def event(kind: str, text: str) -> None:
+            nonlocal done
             if kind == "task":
                 progress.advance(bar)
+                done += 1
             elif kind == "fail":
                 print_error(progress.console, text, label="FAIL")
             else:
                 progress.update(bar, description=f"{suite.name}: {text}")
+            if not console.is_terminal and kind != "fail":
+                # a log file gets no bar: a line per event, so a fetch of an hour says
+                # where it is while it runs
+                what = f"{text} done" if kind == "task" else text
+                console.print(f"{suite.name}: {done}/{total} {what}", highlight=False)
 
         report = fetch(
             args.name,
