@@ -1790,18 +1790,32 @@ _FEATURE = re.compile(
 )
 
 
+#: A kind an entry opens with, where a changelog tags each entry instead of grouping them
+#: under sub-headings: ``[NEW]``, ``[FIX]``, ``**Bugfix**``, ``Fixed:``.
+_ENTRY_TAG = re.compile(
+    r"^\s*(?:\[([A-Za-z][A-Za-z -]*)\]|\*\*([A-Za-z][A-Za-z -]*)\*\*:?|([A-Z][A-Za-z]+):)\s"
+)
+
+
 def classify_change(entry: str, heading: str = "") -> str:
     """What a changelog entry says its change is: ``performance`` (speeds something up),
     ``deprecation``, ``feature`` (adds, supports or allows something new), or ``bug``
     (anything else: a fix of wrong behaviour, the kind of change a bug task reverts).
     The sub-heading the entry sits under decides when :func:`heading_kind` reads one of
     these from it (an entry under ``Features`` is a feature, one under ``Bug Fixes`` a
-    bug, whatever their words). Else it is read from the entry's words alone, the title
-    :func:`changelog_title` writes first: a maintainer who writes "Speed up membership
-    tests" describes a performance change even when its tests also check behaviour."""
+    bug, whatever their words), and so does a tag the entry opens with (arrow's
+    ``[NEW]``, ``[FIX]``; wcwidth's ``**Bugfix**``). Else it is read from the entry's
+    words alone, the title :func:`changelog_title` writes first: a maintainer who writes
+    "Speed up membership tests" describes a performance change even when its tests also
+    check behaviour."""
     kind = heading_kind(heading)
     if kind is not None and kind in CHANGES:
         return kind
+    if tag := _ENTRY_TAG.match(entry):  # a tag says what a sub-heading would
+        word = next(g for g in tag.groups() if g)
+        kind = "feature" if word.strip().lower() == "new" else heading_kind(word)
+        if kind is not None and kind in CHANGES:
+            return kind
     title = changelog_title(entry, limit=10_000)
     if _PERFORMANCE.search(title):
         return "performance"

@@ -498,6 +498,24 @@ def test_the_sub_heading_decides_the_kind_of_change():
 
 
 @pytest.mark.parametrize(
+    ("entry", "change"),
+    [
+        # arrow 1.1.0: a feature whose words alone read as a fix
+        ('[NEW] Made the start of the week adjustable when using ``span("week")``.', "feature"),
+        ("[FIX] Fixed a bug that caused ``humanize`` to show floats.", "bug"),
+        ("**Bugfix** Added a missing width for U+1F6DC.", "bug"),
+        ("Added: a ``depth`` argument to ``walk``.", "feature"),
+        ("[CHANGED] Speed up ``humanize``.", "performance"),  # no say: the words decide
+        ("Python: fix ``walk`` on empty folders.", "bug"),
+    ],
+)
+def test_a_tag_an_entry_opens_with_says_its_kind_as_a_sub_heading_would(entry, change):
+    assert history.classify_change(entry) == change
+    statement = history.changelog_description("pkg", "1.0", entry)
+    assert history.change_of(statement) == change
+
+
+@pytest.mark.parametrize(
     ("heading", "change"),
     [("Features", "feature"), ("Bug Fixes", "bug"), ("Performance", "performance"), ("", "bug")],
 )
