@@ -538,7 +538,9 @@ def task_entry(task: Task, task_id: str, origin: str | None = None) -> suites.Ta
         p2p_scope=task.test_spec.p2p_scope,
         origin=origin,
         mutants=mutants,
-        change=history.change_of(task.statement) if origin == "history" else "bug",
+        change=history.change_of(task.statement, task.solution_patch.read_text())
+        if origin == "history"
+        else "bug",
     )
 
 

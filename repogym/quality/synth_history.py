@@ -564,7 +564,7 @@ def _not_for_suite(task: history.HistoryTask, no_script: str = "") -> str:
     if not task.reproduction:
         why = f": {no_script}" if no_script else ""
         return f"no verified reproduction (a suite's statements carry one){why}"
-    if (change := history.change_of(task.statement)) != "bug":
+    if (change := history.change_of(task.statement, task.gold)) != "bug":
         return f"its changelog entry describes a {change} change, not a bug fix"
     return ""
 

@@ -1847,16 +1847,24 @@ _MISSING_API = re.compile(
 LISTED_FAILURES = re.compile(r"^Code that uses `[^`\n]*` fails with\n\n((?:- [^\n]*\n)+)", re.M)
 
 
-def change_of(statement: str) -> str:
+#: A line a fix removes that said the code did not implement something yet.
+_UNIMPLEMENTED = re.compile(r"^-\s*raise NotImplementedError\b", re.M)
+
+
+def change_of(statement: str, gold: str = "") -> str:
     """:func:`classify_change` of the changelog entry a history task's statement quotes
     (:func:`changelog_description`), with the sub-heading its statement names, if any.
     A statement that quotes none is written from the failing tests, whose failures say
     nothing of the change's purpose (``bug``), unless every failure it lists says the
     older code lacks the interface the tests call (``TypeError: wrap() got an unexpected
     keyword argument 'term_program'``, an import of a name its module does not have): then
-    the change added that interface (``feature``)."""
+    the change added that interface (``feature``), or the fix, ``gold``, takes out a
+    ``raise NotImplementedError`` (num2words 0.5.8 gave Russian an ordinal: the older
+    release did not implement it, which is no bug)."""
     m = _QUOTED.search(statement)
     if m is None:
+        if _UNIMPLEMENTED.search(gold):
+            return "feature"
         listed = LISTED_FAILURES.search(statement)
         lines = listed[1].splitlines() if listed else []
         return "feature" if lines and all(_MISSING_API.match(x) for x in lines) else "bug"

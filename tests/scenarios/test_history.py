@@ -497,6 +497,27 @@ def test_the_sub_heading_decides_the_kind_of_change():
     assert history.classify_change("Deprecate ``walk``.", "Misc") == "deprecation"
 
 
+def test_a_fix_that_takes_out_raise_not_implemented_is_a_feature():
+    # num2words 0.5.8 implemented Russian ordinals; the revert makes to_ordinal raise
+    # NotImplementedError again, which no release did by mistake
+    statement = (
+        "`num2words` says a supported case is not implemented (NotImplementedError)\n\n"
+        "`num2words(1, lang='ru', to='ordinal')` raises `NotImplementedError`; it should "
+        "return `'первый'`.\n"
+    )
+    gold = (
+        "--- a/num2words/lang_RU.py\n+++ b/num2words/lang_RU.py\n@@ -137,2 +137,2 @@\n"
+        "     def to_ordinal(self, number):\n-        raise NotImplementedError()\n"
+        "+        return self._ordinal(number)\n"
+    )
+    assert history.change_of(statement, gold) == "feature"
+    assert history.change_of(statement) == "bug"  # the statement alone cannot tell
+    kept = gold.replace("-        raise NotImplementedError()", "-        return None")
+    assert history.change_of(statement, kept) == "bug"
+    quoted = history.changelog_description("num2words", "0.5.8", "Fix the ordinals of 100.")
+    assert history.change_of(quoted, gold) == "bug"  # a quote says what the change is
+
+
 @pytest.mark.parametrize(
     ("entry", "change"),
     [
