@@ -99,7 +99,9 @@ def fetch(
             then be a folder every node sees. Events come as each package finishes.
 
     Raises:
-        SuiteError: unknown suite or package, or a manifest patch that does not apply.
+        SuiteError: unknown suite or package. (A task whose manifest patch does not apply
+            to its sdist is a failed task of the report, with the fix; its package's
+            other tasks go on.)
         PypiError: a download failed or its hash differs.
         DependenciesUnavailable: dependencies cannot be built.
     """
