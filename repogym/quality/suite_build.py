@@ -529,9 +529,10 @@ def task_entry(task: Task, task_id: str, origin: str | None = None) -> suites.Ta
         if first.startswith("# Synthesised by") and origin != "history"
         else ()
     )
+    gold = task.solution_patch.read_text()
     return suites.TaskEntry(
         id=task_id,
-        gold=task.solution_patch.read_text(),
+        gold=gold,
         fail_to_pass=task.test_spec.fail_to_pass,
         pass_to_pass=task.test_spec.pass_to_pass,
         statement=task.statement,
@@ -540,9 +541,7 @@ def task_entry(task: Task, task_id: str, origin: str | None = None) -> suites.Ta
         p2p_scope=task.test_spec.p2p_scope,
         origin=origin,
         mutants=mutants,
-        change=history.change_of(task.statement, task.solution_patch.read_text())
-        if origin == "history"
-        else "bug",
+        change=history.change_of(task.statement, gold) if origin == "history" else "bug",
     )
 
 

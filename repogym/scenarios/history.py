@@ -1814,7 +1814,7 @@ def classify_change(entry: str, heading: str = "") -> str:
     if tag := _ENTRY_TAG.match(entry):  # a tag says what a sub-heading would
         word = next(g for g in tag.groups() if g)
         kind = "feature" if word.strip().lower() == "new" else heading_kind(word)
-        if kind is not None and kind in CHANGES:
+        if kind in CHANGES:
             return kind
     title = changelog_title(entry, limit=10_000)
     if _PERFORMANCE.search(title):
