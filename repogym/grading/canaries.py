@@ -26,7 +26,7 @@ import dataclasses
 import random
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from repogym.grading import seal as sl
@@ -246,6 +246,7 @@ def mask_test_file(
     also: Iterable[tuple[str, str]] = (),
     external: sl.Imported | None = None,
     exports: Iterable[str] = (),
+    foreign: Collection[str] | None = (),
 ) -> tuple[str, Masked]:
     """``text`` masked: tests renamed (unless ``rename`` is False), assertions sealed (with
     ``seal``; :mod:`repogym.grading.seal`) and canaries added.
@@ -264,7 +265,9 @@ def mask_test_file(
     plants none (a file of mixins: a canary there would run in every class that inherits
     it, under ids the grader never planted). ``external`` are the expectation helpers the
     file imports from other installed files (:func:`repogym.grading.seal.imported_helpers`),
-    ``exports`` the names of this file's helpers that other files' sealed calls use.
+    ``exports`` the names of this file's helpers that other files' sealed calls use,
+    ``foreign`` the names other installed files read from this one
+    (:func:`repogym.grading.seal.foreign_reads`; None: any).
     """
     masked = Masked()
     try:
@@ -297,6 +300,7 @@ def mask_test_file(
             also=also,
             imported=external,
             exports=tuple(exports),
+            foreign=foreign,
         )
         masked.seals, masked.checks_by_test, footer = (
             sealed.seals,
@@ -391,6 +395,7 @@ def plant(
     sources = _sources(files)
     inherited = _inherited(sources, node_ids)
     imports = {rel: sl.imported_helpers(sources, rel) for rel in holding}
+    foreign = sl.foreign_reads(sources)
     exports: dict[str, set[str]] = {}
     for found in imports.values():
         for drel, names in found.definers.items():
@@ -426,6 +431,7 @@ def plant(
             also=mixins.get(rel, ()),
             external=imports.get(rel),
             exports=exports.get(rel, ()),
+            foreign=foreign.get(rel, frozenset()),
         )
         target.write_text(text, encoding="utf-8", errors="surrogateescape")
         mixin_seals += [s for s in masked.seals if s.test in set(inherited.values())]

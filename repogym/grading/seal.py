@@ -1712,6 +1712,58 @@ def _module_files(rel: str, module: str | None, level: int) -> list[str]:
     return [str(PurePosixPath(p)) for p in out]
 
 
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` of a chain of names and attributes, or None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def foreign_reads(sources: dict[str, str]) -> dict[str, frozenset[str] | None]:
+    """For each file of ``sources`` (workspace path -> text of the Python files grading
+    installs), the names the other files read from it: those they import from it and the
+    attributes they read of it as a module (``test_fr.TEST_CASES``); None for a file
+    another one star-imports (it may read any name)."""
+    reads: dict[str, set[str] | None] = {rel: set() for rel in sources}
+
+    def note(files: Iterable[str], name: str | None, other: str) -> None:
+        for f in files:
+            if f in reads and f != other:
+                found = reads[f]
+                if name is None or found is None:
+                    reads[f] = None
+                else:
+                    found.add(name)
+
+    for other, text in sources.items():
+        try:
+            tree = parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        modules: dict[str, list[str]] = {}  # a name the file binds to a module -> its files
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    modules[a.asname or a.name] = _module_files(other, a.name, 0)
+            elif isinstance(node, ast.ImportFrom):
+                for a in node.names:
+                    note(
+                        _module_files(other, node.module, node.level),
+                        None if a.name == "*" else a.name,
+                        other,
+                    )
+                    sub = f"{node.module}.{a.name}" if node.module else a.name
+                    modules[a.asname or a.name] = _module_files(other, sub, node.level)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and (d := _dotted(node.value)) in modules:
+                note(modules[d], node.attr, other)
+    return {rel: None if r is None else frozenset(r) for rel, r in reads.items()}
+
+
 def inherited_tests(  # noqa: C901 - a walk over bases, files and imports, in one place
     sources: dict[str, str], node_ids: Iterable[str]
 ) -> dict[str, str]:
@@ -1779,6 +1831,231 @@ def inherited_tests(  # noqa: C901 - a walk over bases, files and imports, in on
         if len(hits := definers(rel, cls, method)) == 1:
             found[f"{rel}::{cname}::{method}"] = hits.pop()
     return found
+
+
+# -- loops over module tables ----------------------------------------------------------------
+@dataclasses.dataclass
+class _LoopTable:
+    """A module constant of rows that tests loop over and use for nothing else (``for test
+    in CASES: self.assertEqual(f(test[0]), test[1])``): its rows, and the columns that
+    leave the file (each read only as the expected side of a sealed equality)."""
+
+    rows: list[list[ast.expr]]
+    hidden: set[int]
+
+
+@dataclasses.dataclass
+class LoopTables:
+    """What :func:`loop_tables` found in one file."""
+
+    tables: dict[str, _LoopTable] = dataclasses.field(default_factory=dict)
+    #: ``id`` of each ``for`` statement over such a table -> its number of rows.
+    loops: dict[int, int] = dataclasses.field(default_factory=dict)
+    #: ``id`` of each expected side of an equality that reads a hidden column.
+    expected: set[int] = dataclasses.field(default_factory=set)
+
+
+def _row_constants(tree: ast.Module) -> dict[str, list[list[ast.expr]]]:
+    """Module constants bound once to a literal list or tuple of rows of one width (at
+    least two columns): name -> its rows."""
+    bound: dict[str, list[ast.expr]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        bound.setdefault(n.id, []).append(
+                            node.value if isinstance(node, ast.Assign) and t is n else None
+                        )
+    out = {}
+    for name, values in bound.items():
+        value = values[0]
+        if len(values) != 1 or not isinstance(value, ast.List | ast.Tuple) or not value.elts:
+            continue
+        rows = [
+            list(e.elts)
+            for e in value.elts
+            if isinstance(e, ast.Tuple | ast.List)
+            and not any(isinstance(x, ast.Starred) for x in e.elts)
+        ]
+        widths = {len(r) for r in rows}
+        if len(rows) == len(value.elts) and len(widths) == 1 and widths.pop() >= 2:
+            out[name] = rows
+    return out
+
+
+def _column_reads(loop: ast.For, width: int) -> dict[int, list[ast.expr]] | None:
+    """Column -> the nodes of the loop's body that read it (``row[1]`` of ``for row in``,
+    ``expected`` of ``for value, expected in``); None when the body reads the row any other
+    way (whole, by a computed index, or binds its name again)."""
+    target, reads = loop.target, {k: [] for k in range(width)}
+    nodes = [n for stmt in loop.body for n in ast.walk(stmt)]
+    if isinstance(target, ast.Name):
+        index = {}
+        for n in nodes:
+            if (
+                isinstance(n, ast.Subscript)
+                and isinstance(n.ctx, ast.Load)
+                and isinstance(n.value, ast.Name)
+                and n.value.id == target.id
+                and isinstance(n.slice, ast.Constant)
+                and type(n.slice.value) is int
+                and -width <= n.slice.value < width
+            ):
+                index[id(n.value)] = (n.slice.value % width, n)
+        for n in nodes:
+            if isinstance(n, ast.Name) and n.id == target.id:
+                if id(n) not in index:
+                    return None
+                k, sub = index[id(n)]
+                reads[k].append(sub)
+        return reads
+    if (
+        isinstance(target, ast.Tuple)
+        and len(target.elts) == width
+        and all(isinstance(e, ast.Name) for e in target.elts)
+        and len({e.id for e in target.elts}) == width
+    ):
+        column = {e.id: k for k, e in enumerate(target.elts)}
+        for n in nodes:
+            if isinstance(n, ast.Name) and n.id in column:
+                if not isinstance(n.ctx, ast.Load):
+                    return None
+                reads[column[n.id]].append(n)
+        return reads
+    return None
+
+
+def _expected_reads(
+    loop: ast.For, reads: dict[int, list[ast.expr]], helpers: set[str], self_name: str | None
+) -> dict[int, set[int]]:
+    """Column -> ``id`` of its reads that are the whole expected side of an equality at the
+    top of the loop's body, whose other side calls code and does not read that column."""
+    expected: dict[int, set[int]] = {k: set() for k in reads}
+    for stmt in loop.body:
+        test = (
+            stmt.test
+            if isinstance(stmt, ast.Assert)
+            else _call_assertion(stmt.value, helpers, self_name)
+            if isinstance(stmt, ast.Expr)
+            else None
+        )
+        if not (
+            isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+        ):
+            continue
+        pair = (test.left, test.comparators[0])
+        for side, other in (pair[::-1], pair):
+            inside = {id(n) for n in ast.walk(other)}
+            if not any(isinstance(n, ast.Call) for n in ast.walk(other)):
+                continue
+            for k, nodes in reads.items():
+                if any(n is side for n in nodes) and not any(id(n) in inside for n in nodes):
+                    expected[k].add(id(side))
+    return expected
+
+
+def _table_loops(
+    tree: ast.Module,
+    funcs: dict[str, ast.FunctionDef],
+    constants: dict[str, list[list[ast.expr]]],
+    self_names: dict[str, str | None],
+) -> dict[str, list[tuple[ast.For, str | None]]]:
+    """Constant -> the ``for`` statements at the top of sealable tests that loop over it
+    (with the test's ``self``), for the constants that the file reads nowhere else."""
+    loops: dict[str, list[tuple[ast.For, str | None]]] = {}
+    iters: set[int] = set()
+    for node_id, fn in funcs.items():
+        if not _sealable(fn):
+            continue
+        for stmt in fn.body:
+            if (
+                isinstance(stmt, ast.For)
+                and isinstance(stmt.iter, ast.Name)
+                and stmt.iter.id in constants
+                and not stmt.orelse
+                and not any(isinstance(n, ast.Break | ast.Continue) for n in ast.walk(stmt))
+            ):
+                loops.setdefault(stmt.iter.id, []).append((stmt, self_names.get(node_id)))
+                iters.add(id(stmt.iter))
+    bindings = {
+        id(n)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        for n in ast.walk(t)
+    }
+    skip, stray = bindings | iters, set()
+    for n in ast.walk(tree):  # a read anywhere else: the constant stays whole
+        if isinstance(n, ast.Name) and n.id in constants and id(n) not in skip:
+            stray.add(n.id)
+    for name in stray:
+        loops.pop(name, None)
+    return loops
+
+
+def _hidden_columns(
+    found: list[tuple[ast.For, str | None]], width: int, helpers: set[str]
+) -> set[int] | None:
+    """The columns of a table that the loops ``found`` over it read, each only as an
+    expected side (:func:`_expected_reads`); None when a loop reads its rows otherwise."""
+    columns = set(range(width))
+    read: set[int] = set()
+    seen: set[int] = set()
+    for loop, self_name in found:
+        if id(loop) in seen:  # a mixin's method, under each class that runs it
+            continue
+        seen.add(id(loop))
+        reads = _column_reads(loop, width)
+        if reads is None:
+            return None
+        expected = _expected_reads(loop, reads, helpers, self_name)
+        for k, nodes in reads.items():
+            if nodes:
+                read.add(k)
+                if not {id(n) for n in nodes} <= expected[k]:
+                    columns.discard(k)
+    return columns & read
+
+
+def loop_tables(
+    tree: ast.Module,
+    funcs: dict[str, ast.FunctionDef],
+    helpers: set[str],
+    self_names: dict[str, str | None],
+    foreign: Collection[str] | None = (),
+) -> LoopTables:
+    """The module tables of literal rows whose expected columns can leave the file.
+
+    A constant qualifies when every read of it is the iterable of a ``for`` statement at the
+    top of a sealable test (no ``break``, ``continue`` or ``else``), which reads each row's
+    cells by constant index or by unpacking, and no other installed file reads it
+    (``foreign``: the names other files read from this one; None: any name). A column
+    leaves the file when, in every loop that reads it, each read is the whole expected side
+    of an equality at the top of the loop's body (``assert f(row[0]) == row[1]``,
+    ``self.assertEqual(f(row[0]), row[1])``) whose other side calls code and does not read
+    that column: the check reports the computed side, judged against what gold computed
+    for the whole table (the run reaches it once per row)."""
+    out = LoopTables()
+    if foreign is None:
+        return out
+    constants = {n: rows for n, rows in _row_constants(tree).items() if n not in foreign}
+    if not constants:
+        return out
+    loops = _table_loops(tree, funcs, constants, self_names)
+    for name, found in loops.items():
+        rows = constants[name]
+        width = len(rows[0])
+        out.loops.update({id(loop): len(rows) for loop, _ in found})  # the lengths are known
+        hidden = _hidden_columns(found, width, helpers)
+        if not hidden or len(hidden) == width:
+            continue  # nothing leaves, or a row of expectations alone (nothing computes them)
+        out.tables[name] = _LoopTable(rows, hidden)
+        for loop, _ in found:  # each read of a hidden column is an expected side
+            for k, nodes in (_column_reads(loop, width) or {}).items():
+                out.expected |= {id(n) for n in nodes} if k in hidden else set()
+    return out
 
 
 @dataclasses.dataclass
@@ -1856,6 +2133,7 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     also: Collection[tuple[str, str]] = (),
     imported: Imported | None = None,
     exports: Collection[str] = (),
+    foreign: Collection[str] | None = (),
 ) -> tuple[str, Sealed]:
     """``text`` with its sealable assertions replaced by sealed checks.
 
@@ -1886,6 +2164,9 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
             (:func:`imported_helpers`): calls of them are sealed too.
         exports: Helpers of this file that other files' sealed calls hand handles
             (:func:`export_helpers`).
+        foreign: Names other installed files read from this one (:func:`foreign_reads`;
+            None: any name): a module table they read keeps its columns
+            (:func:`loop_tables`).
     """
     listed = listed or {}
     pytest_names = _pytest_names(tree)
@@ -1910,6 +2191,28 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
         names = {**ns, **scope.literals}
         local = scope.local - set(scope.literals)
         key = f"{rel}:{stmt.lineno}:{stmt.col_offset}:{part}" + (":f" if focus else "")
+        if (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq)
+            and (
+                computed := next(
+                    (
+                        other
+                        for side, other in (
+                            (test.comparators[0], test.left),
+                            (test.left, test.comparators[0]),
+                        )
+                        if id(side) in looped.expected
+                    ),
+                    None,
+                )
+            )
+            is not None
+        ):  # a hidden column of a module table: gold's values over the whole table
+            n = cid()
+            out.seals.append(Seal(n, node_id, stmt.lineno, "==", None, (), times, key, gold=True))
+            return f"{alias}.check({n}, ({src.segment(computed)}))"
         if (column := _column_side(test, scope.params)) is not None:
             computed, name = column
             scope.consumed[name] = scope.consumed.get(name, 0) + sum(
@@ -2024,7 +2327,9 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
                     was, scope.cond = scope.cond, True
                     block(node_id, stmt.body, scope, times)
                     scope.cond = was
-            elif isinstance(stmt, ast.For) and (k := _iterations(stmt)):
+            elif isinstance(stmt, ast.For) and (
+                k := _iterations(stmt) or looped.loops.get(id(stmt), 0)
+            ):
                 block(node_id, stmt.body, scope, times * k)
 
     def helper_of(call: ast.expr, node_id: str, scope: _Scope) -> _Helper | None:
@@ -2241,6 +2546,9 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     helper_of_cid: dict[int, _Helper] = {}
     guards: dict[str, dict[int, str]] = {}
     funcs = dict(_tests(tree, rel, also))
+    looped = loop_tables(
+        tree, funcs, helpers, {i: self_of(i, f) for i, f in funcs.items()}, foreign
+    )
     tables_of = {
         i: t
         for i, f in funcs.items()
@@ -2307,6 +2615,10 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
                 src.replace(node, written)
     for node_id, table in users:
         hide_columns(node_id, table, set.intersection(*(allowed[c] for c in table.shared)))
+    for looped_table in looped.tables.values():  # cells only: the rows and lines stay
+        for row in looped_table.rows:
+            for k in looped_table.hidden:
+                src.replace(row[k], "(None)")
     # a helper with a sealed call reports, for a handle, what it compares: the file's own
     # (one imported from another file reports there: ``export_helpers``), and the ones
     # other files' sealed calls use

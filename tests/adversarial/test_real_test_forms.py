@@ -1176,3 +1176,95 @@ def test_a_contains_check_over_an_iterable_object_is_judged_by_its_items(tmp_pat
         ("tests/test_mod.py::test_upper",),
         ("tests/test_mod.py::test_inside",),
     )
+
+
+#: Tests that loop over module tables, as num2words writes its language tests: ``CASES`` and
+#: ``PAIRS`` lose their expected column; ``SPANS`` stays whole (another test reads its
+#: second column as an input).
+LOOPED = """\
+import unittest
+
+from mod import clamp
+
+CASES = (
+    (15, 10),
+    (12, 10),
+    (5, 5),
+)
+PAIRS = [(20, 7), (3, 3)]
+SPANS = ((0, 10), (2, 8))
+
+
+class ClampTest(unittest.TestCase):
+    def test_table(self):
+        for test in CASES:
+            self.assertEqual(clamp(test[0], 0, 10), test[1])
+
+
+def test_pairs():
+    for value, expected in PAIRS:
+        assert clamp(value, 0, 7) == expected
+
+
+def test_low():
+    for low, high in SPANS:
+        assert clamp(-1, low, high) == low
+
+
+def test_high():
+    for low, high in SPANS:
+        assert clamp(high + 1, low, high) == high
+"""
+
+
+def test_a_module_table_a_loop_reads_loses_its_expected_column():
+    """``for test in CASES: self.assertEqual(f(test[0]), test[1])``: the column read only
+    as the expected side leaves the constant (cells become None, rows and lines stay), and
+    the check is a gold check reached once per row. A table whose column another test reads
+    otherwise keeps it, and so does one that another installed file reads
+    (``foreign``)."""
+    rel = "tests/test_mod.py"
+    text, out = sl.seal_file(LOOPED, ast.parse(LOOPED), rel, random.Random(0), set(), gold=True)
+    assert len(text.splitlines()) == len(LOOPED.splitlines())
+    assert "(15, (None))" in text and "(12, (None))" in text and "(20, (None))" in text
+    assert "(15, 10)" not in text and "(20, 7)" not in text
+    assert "SPANS = ((0, 10), (2, 8))" in text
+    looped = {s.test: s for s in out.seals if s.gold}
+    assert {t: s.times for t, s in looped.items()} == {
+        f"{rel}::ClampTest::test_table": 3,
+        f"{rel}::test_pairs": 2,
+    }
+    assert ".check(" in text.split("def test_table")[1].split("def test_pairs")[0]
+    kept, _ = sl.seal_file(
+        LOOPED, ast.parse(LOOPED), rel, random.Random(0), set(), gold=True, foreign={"CASES"}
+    )
+    assert "(15, 10)" in kept and "(20, 7)" not in kept
+    nothing, _ = sl.seal_file(
+        LOOPED, ast.parse(LOOPED), rel, random.Random(0), set(), gold=True, foreign=None
+    )
+    assert "(15, 10)" in nothing and "(20, 7)" in nothing
+
+
+def test_the_names_other_files_read_from_a_test_module_are_found():
+    sources = {
+        "tests/__init__.py": "",
+        "tests/test_fr.py": "CARDINAL = ((1, 'un'),)\nORDINAL = ((1, 'premier'),)\n",
+        "tests/test_fr_dz.py": (
+            "from . import test_fr\nfrom .test_fr import ORDINAL as O\n\n"
+            "def test_x():\n    for t in test_fr.CARDINAL:\n        pass\n"
+        ),
+        "tests/test_be.py": "from tests.test_es import *\n",
+        "tests/test_es.py": "CASES = ((1, 'uno'),)\n",
+        "tests/test_it.py": "import tests.test_de\n\nX = tests.test_de.CASES\n",
+        "tests/test_de.py": "CASES = ((1, 'eins'),)\n",
+    }
+    reads = sl.foreign_reads(sources)
+    assert reads["tests/test_fr.py"] == {"CARDINAL", "ORDINAL"}
+    assert reads["tests/test_es.py"] is None  # star-imported: any name
+    assert reads["tests/test_de.py"] == {"CASES"}
+    assert reads["tests/test_fr_dz.py"] == frozenset()
+
+
+def test_loops_over_a_module_table_are_witnessed_and_the_forger_earns_nothing(tmp_path):
+    f2p = ("tests/test_mod.py::ClampTest::test_table", "tests/test_mod.py::test_pairs")
+    _witnessed_and_unforgeable(tmp_path / "looped", LOOPED, f2p, ("tests/test_mod.py::test_low",))
