@@ -757,8 +757,9 @@ _ARITY = {"==": 2, "in": 2, "is": 2, "none": 1, "truth": 1, "not": 1}
 
 def equality_helpers(tree: ast.Module) -> set[str]:
     """Module-level functions of a test file that only assert their two first arguments
-    are equal (``def eq_(a, b): assert a == b, msg``, nose's style): a call to one is sealed
-    like the assertion it makes."""
+    are equal (``def eq_(a, b): assert a == b, msg``, nose's style), perhaps printing them
+    first (tabulate's ``assert_equal``: ``print("Expected:\n%s\n" % expected)``): a call to
+    one is sealed like the assertion it makes (the sealed call no longer prints)."""
     found = set()
     for node in tree.body:
         if (
@@ -771,7 +772,17 @@ def equality_helpers(tree: ast.Module) -> set[str]:
         body = [
             b
             for b in node.body
-            if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))
+            if not (
+                isinstance(b, ast.Expr)
+                and (
+                    isinstance(b.value, ast.Constant)
+                    or (
+                        isinstance(b.value, ast.Call)
+                        and isinstance(b.value.func, ast.Name)
+                        and b.value.func.id == "print"
+                    )
+                )
+            )
         ]
         first, second = node.args.args[0].arg, node.args.args[1].arg
         if (

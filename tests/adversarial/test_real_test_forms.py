@@ -1268,3 +1268,34 @@ def test_the_names_other_files_read_from_a_test_module_are_found():
 def test_loops_over_a_module_table_are_witnessed_and_the_forger_earns_nothing(tmp_path):
     f2p = ("tests/test_mod.py::ClampTest::test_table", "tests/test_mod.py::test_pairs")
     _witnessed_and_unforgeable(tmp_path / "looped", LOOPED, f2p, ("tests/test_mod.py::test_low",))
+
+
+def test_an_equality_helper_that_prints_its_arguments_first_is_still_one():
+    """tabulate's ``assert_equal(expected, result)`` prints both, then asserts they are
+    equal: its calls are sealed (a call of a helper that does anything else is not)."""
+    common = ast.parse(
+        textwrap.dedent("""\
+        def assert_equal(expected, result):
+            print("Expected:\\n%s\\n" % expected)
+            print("Got:\\n%s\\n" % result)
+            assert expected == result
+
+        def assert_logged(expected, result):
+            log.append(result)
+            assert expected == result
+        """)
+    )
+    assert sl.equality_helpers(common) == {"assert_equal"}
+    src = textwrap.dedent("""\
+        from common import assert_equal
+
+        def test_plain():
+            expected = "\\n".join(["-  -", "1  2", "-  -"])
+            result = tabulate([[1, 2]])
+            assert_equal(expected, result)
+        """)
+    text, out = sl.seal_file(
+        src, ast.parse(src), "test/t.py", random.Random(0), set(), helpers={"assert_equal"}
+    )
+    assert [(s.op, s.expected) for s in out.seals] == [("==", "-  -\n1  2\n-  -")]
+    assert "1  2" not in text and "assert_equal(" not in text.split("def test_plain")[1]
