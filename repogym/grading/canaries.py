@@ -34,16 +34,20 @@ from repogym.grading import seal as sl
 _WORD = re.compile(r"[a-z][a-z0-9]+")
 #: ``def NAME`` or ``class NAME`` (the name: what follows up to a parenthesis, colon or space).
 _DEFINED = re.compile(rb"(def|class)\s+([^\s(:]+)")
+#: What a canary computes: its expression, the value, and the builtins it calls (a canary
+#: never uses a builtin the file binds to something else: tinydb's tests import ``set`` from
+#: ``tinydb.operations``, and ``sorted(set(...))`` raised there, so a must-pass canary failed
+#: and the grading trusted no report).
 _OPS = (
-    ("sorted({v})", sorted),
-    ("len({v})", len),
-    ("sum({v})", sum),
-    ("max({v})", max),
-    ("min({v})", min),
-    ("{v}[::-1]", lambda v: v[::-1]),
-    ("[x * 2 for x in {v}]", lambda v: [x * 2 for x in v]),
-    ("{v}.count({v}[0])", lambda v: v.count(v[0])),
-    ("sorted(set({v}))", lambda v: sorted(set(v))),
+    ("sorted({v})", sorted, ("sorted",)),
+    ("len({v})", len, ("len",)),
+    ("sum({v})", sum, ("sum",)),
+    ("max({v})", max, ("max",)),
+    ("min({v})", min, ("min",)),
+    ("{v}[::-1]", lambda v: v[::-1], ()),
+    ("[x * 2 for x in {v}]", lambda v: [x * 2 for x in v], ()),
+    ("{v}.count({v}[0])", lambda v: v.count(v[0]), ()),
+    ("sorted(set({v}))", lambda v: sorted(set(v)), ("sorted", "set")),
 )
 _VARS = ("values", "items", "data", "expected", "result", "numbers", "inputs", "cases")
 _FILLERS = ("case", "value", "works", "again", "edge", "input", "basic", "other")
@@ -218,10 +222,36 @@ def _wrong(value: object, rng: random.Random) -> object:
     return [*value, rng.randint(1, 9)]
 
 
-def _asserts(rng: random.Random, must_pass: bool, imported: list[str]) -> list[str]:
+def module_bound(tree: ast.Module) -> set[str] | None:
+    """Names the file binds at module level (imports, definitions, assignments), which its
+    functions see instead of a builtin of that name; None when it star-imports (any)."""
+    bound: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                if alias.name == "*":
+                    return None
+                bound.add((alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.For | ast.With):
+            bound |= {
+                n.id
+                for n in ast.walk(node)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            }
+    return bound
+
+
+def _asserts(
+    rng: random.Random, must_pass: bool, imported: list[str], bound: set[str] | None = None
+) -> list[str]:
     var = rng.choice(_VARS)
     data = [rng.randint(0, 12) for _ in range(rng.randint(3, 6))]
-    expr, fn = rng.choice(_OPS)
+    ops = [op for op in _OPS if bound is not None and not set(op[2]) & bound] or [
+        op for op in _OPS if not op[2]
+    ]
+    expr, fn, _ = rng.choice(ops)
     value = fn(list(data))
     expected = value if must_pass else _wrong(value, rng)
     lines = [f"assert {rng.choice(imported)} is not None"] if imported else []
@@ -275,6 +305,7 @@ def mask_test_file(
     except SyntaxError:
         return text, masked
     words, imported, taken = _facts(tree)
+    bound = module_bound(tree)
     names = _Names(rng, words, taken)
     if rename:
         text, masked.renamed = _rename(text, tree, rel, names)
@@ -322,7 +353,7 @@ def mask_test_file(
             block += [
                 *gap,
                 f"{indent}def {name}({self_arg}):",
-                *[indent + "    " + a for a in _asserts(rng, must_pass, imported)],
+                *[indent + "    " + a for a in _asserts(rng, must_pass, imported, bound)],
             ]
             masked.canaries.append(Canary(f"{prefix}{name}", must_pass))
         inserts.append((end, block))

@@ -228,3 +228,50 @@ def test_the_log_gets_names_back_as_one_regex_of_every_name_would(data):
         pattern = re.compile(r"(?<![\w./-])(" + "|".join(map(re.escape, names)) + r")(?!\w)")
         expected = pattern.sub(lambda m: renamed[m.group(1)], log)
     assert unmask_log(log, masked) == expected
+
+
+#: A test file that binds builtins' names (tinydb's tests import ``set`` from
+#: ``tinydb.operations``; others define ``sum`` or assign ``max``).
+SHADOWING = """\
+from operator import add as set
+from operator import neg as sorted
+
+len = None
+
+
+def sum(values):
+    return 0
+
+
+class TestIt:
+    def test_in_a_class(self):
+        assert set(1, 2) == 3
+
+
+def test_one():
+    assert sorted(1) == -1
+"""
+
+
+def test_canaries_behave_as_planted_in_a_file_that_binds_builtins_names(tmp_path: Path):
+    """Every seed: each must-pass canary passes and each must-fail one fails by its own
+    assertion (not by a TypeError from a name the file rebinds), so a grading trusts the
+    reports; a star import leaves only canaries that call no builtin."""
+    planted = {}
+    for seed in range(24):
+        text, planted[seed] = mask_test_file(SHADOWING, f"test_s_{seed}.py", random.Random(seed))
+        (tmp_path / f"test_s_{seed}.py").write_text(text)
+    out = _pytest(tmp_path, "-rA")
+    lines = {
+        ln.split()[1]: ln for ln in out.stdout.splitlines() if ln.startswith(("PASSED ", "FAILED "))
+    }
+    for seed, masked in planted.items():
+        for c in masked.canaries:
+            line = lines[c.node_id]
+            assert line.startswith("PASSED" if c.must_pass else "FAILED"), (seed, line)
+            assert c.must_pass or "- ass" in line, (seed, line)  # its assertion failed
+    starred, _ = mask_test_file(
+        "from os import *\n\n\ndef test_x():\n    pass\n", "t.py", random.Random(0)
+    )
+    canary_lines = starred.split("    pass\n", 1)[1]  # after the (renamed) test
+    assert not any(f"{b}(" in canary_lines for b in ("sorted", "len", "sum", "max", "min", "set"))
