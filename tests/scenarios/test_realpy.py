@@ -7,6 +7,7 @@ the bwrap sandbox. The whole suite validates with `repogym suite fetch realpy` (
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -39,6 +40,16 @@ def suite():
 def test_manifest_reaches_300_tasks_from_10_packages(suite):
     packages = {p.distribution for p in suite.packages}  # a release's entry is its package's
     assert len(packages) >= 10 and suite.tasks >= 300, (packages, suite.tasks)
+
+
+def test_manifest_holds_40_packages_and_300_release_history_tasks_none_above_15_percent(suite):
+    """The scale RealPy 2 reached (docs/suites.md): packages, shipped bugs, and no package
+    holding more than 15 % of the suite."""
+    by_package = collections.Counter(p.distribution for p in suite.packages for _ in p.tasks)
+    history = sum(t.origin == "history" for p in suite.packages for t in p.tasks)
+    assert len(by_package) >= 40 and history >= 300, (len(by_package), history)
+    top, count = by_package.most_common(1)[0]
+    assert count <= 0.15 * suite.tasks, (top, count, suite.tasks)
 
 
 def test_manifest_is_packages_of_many_kinds_split_by_package(suite):
