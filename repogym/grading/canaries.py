@@ -223,23 +223,26 @@ def _wrong(value: object, rng: random.Random) -> object:
 
 
 def module_bound(tree: ast.Module) -> set[str] | None:
-    """Names the file binds at module level (imports, definitions, assignments), which its
-    functions see instead of a builtin of that name; None when it star-imports (any)."""
+    """Names the file binds at module level (imports, definitions, assignments, also inside
+    a module-level ``if`` or ``try``), which its functions see instead of a builtin of that
+    name; None when it star-imports (any)."""
     bound: set[str] = set()
-    for node in tree.body:
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
         if isinstance(node, ast.Import | ast.ImportFrom):
             for alias in node.names:
                 if alias.name == "*":
                     return None
                 bound.add((alias.asname or alias.name).split(".")[0])
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            bound.add(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.For | ast.With):
-            bound |= {
-                n.id
-                for n in ast.walk(node)
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-            }
+            bound.add(node.name)  # what it binds inside is its own
+        elif isinstance(node, ast.Lambda):
+            continue
+        else:
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                bound.add(node.id)
+            todo.extend(ast.iter_child_nodes(node))
     return bound
 
 

@@ -236,6 +236,11 @@ SHADOWING = """\
 from operator import add as set
 from operator import neg as sorted
 
+try:
+    from operator import mul as max
+except ImportError:
+    max = None
+
 len = None
 
 
