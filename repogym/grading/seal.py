@@ -23,7 +23,9 @@ the answer. ``pytest.raises(E, match="...")`` at a test's top level is sealed th
 Checks are soft: a wrong value does not stop the test (the sandbox cannot know it is
 wrong), so the statements after it still run. Checks are sealed in a test that has no
 ``return`` or ``yield``: its top-level statements, the bodies of ``for`` loops over
-non-empty literals that never ``break`` (each run reaches them a known number of times),
+non-empty literals that never ``break`` (each run reaches them a known number of times) or
+over a module table of literal rows that the file reads nowhere else (whose expected column
+leaves it: :func:`loop_tables`),
 and the branches of ``if`` and ``try`` statements (judged against what gold reported, for
 the cases gold reached them in). In ``assert a and b``, each part is checked in turn.
 Parametrize tables lose their expectation columns (a table that feeds one test its
