@@ -92,22 +92,59 @@ class Restated:
 
 
 # -- the script's expected values -----------------------------------------------------------
-def _comparisons(tree: ast.Module) -> list[ast.Assert]:
-    """``assert A == B`` statements whose ``B`` is a literal or a name (in file order)."""
+@dataclasses.dataclass(frozen=True)
+class _Site:
+    """A comparison of the script: the statement, what it computed, what it expected."""
+
+    stmt: ast.stmt
+    left: ast.expr
+    right: ast.expr
+
+
+#: unittest's equality assertions a script may make (``self.assertEqual(A, B)``).
+_ASSERT_EQUAL = (
+    "assertEqual",
+    "assertEquals",
+    "assertListEqual",
+    "assertTupleEqual",
+    "assertDictEqual",
+)
+
+
+def _compared(node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
+    """(A, B) of ``assert A == B`` or ``self.assertEqual(A, B)`` (a ``TestCase`` method
+    called on a name, as a reproduction written from a unittest test does), else None."""
+    if (
+        isinstance(node, ast.Assert)
+        and isinstance(node.test, ast.Compare)
+        and len(node.test.ops) == 1
+        and isinstance(node.test.ops[0], ast.Eq)
+    ):
+        return node.test.left, node.test.comparators[0]
+    if (
+        isinstance(node, ast.Expr)
+        and isinstance(call := node.value, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Name)
+        and call.func.attr in _ASSERT_EQUAL
+        and len(call.args) == 2
+        and not call.keywords
+        and not any(isinstance(a, ast.Starred) for a in call.args)
+    ):
+        return call.args[0], call.args[1]
+    return None
+
+
+def _comparisons(tree: ast.Module) -> list[_Site]:
+    """``assert A == B`` and ``self.assertEqual(A, B)`` statements whose ``B`` is a literal
+    or a name (in file order)."""
     out = []
     for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Assert)
-            and isinstance(node.test, ast.Compare)
-            and len(node.test.ops) == 1
-            and isinstance(node.test.ops[0], ast.Eq)
-            and (
-                isinstance(node.test.comparators[0], ast.Name)
-                or history.written_out(node.test.comparators[0])
-            )
+        if (pair := _compared(node)) and (
+            isinstance(pair[1], ast.Name) or history.written_out(pair[1])
         ):
-            out.append(node)
-    return sorted(out, key=lambda n: (n.lineno, n.col_offset))
+            out.append(_Site(node, *pair))
+    return sorted(out, key=lambda n: (n.stmt.lineno, n.stmt.col_offset))
 
 
 def _scopes(tree: ast.Module) -> dict[int, ast.AST]:
@@ -125,8 +162,9 @@ def _scopes(tree: ast.Module) -> dict[int, ast.AST]:
     return out
 
 
-def _expected_sites(tree: ast.Module) -> list[tuple[ast.Assert, ast.expr]] | None:
-    """Each ``assert A == B`` with the expression that holds its expected value: ``B`` when
+def _expected_sites(tree: ast.Module) -> list[tuple[_Site, ast.expr]] | None:
+    """Each comparison (:func:`_comparisons`) with the expression that holds its expected
+    value: ``B`` when
     it is a literal, else the value of the assignment to ``B`` that the assert reads (the
     latest one before it in the same function, followed through ``expected = other``);
     None when one cannot be found."""
@@ -152,9 +190,9 @@ def _expected_sites(tree: ast.Module) -> list[tuple[ast.Assert, ast.expr]] | Non
 
     out = []
     for a in _comparisons(tree):
-        b = a.test.comparators[0]
+        b = a.right
         if isinstance(b, ast.Name):
-            target = binding(b.id, a.lineno, scopes.get(id(a), tree))
+            target = binding(b.id, a.stmt.lineno, scopes.get(id(a.stmt), tree))
             if target is None:
                 return None
         else:
@@ -201,17 +239,17 @@ class _Text:
 
 
 def instrument(script: str) -> str | None:
-    """``script`` with each ``assert A == B`` (``B`` a literal or a name) replaced by a
-    record of ``A``'s repr (and whether it reads back as a literal), printed at exit;
-    None when it has no such assert."""
+    """``script`` with each ``assert A == B`` or ``self.assertEqual(A, B)`` (``B`` a
+    literal or a name) replaced by a record of ``A``'s repr (and whether it reads back as a
+    literal), printed at exit; None when it has no such assert."""
     tree = ast.parse(script)
     found = _comparisons(tree)
     if not found:
         return None
     text = _Text(script)
     for i, a in enumerate(found):
-        left = ast.get_source_segment(script, a.test.left)
-        text.replace(a, f"_rg_record({i}, ({left}))")
+        left = ast.get_source_segment(script, a.left)
+        text.replace(a.stmt, f"_rg_record({i}, ({left}))")
     head = (
         "import atexit as _rg_atexit, ast as _rg_ast, json as _rg_json\n"
         "_rg_seen = {}\n"
@@ -547,16 +585,19 @@ def package_words(repo: Path) -> set[str]:
 def failures(output: str) -> list[str]:
     """The problems the script's own AssertionError reports, one per line (a script of
     several checks reports each), without the ``AssertionError:`` prefixes and without
-    memory addresses (they differ per run)."""
+    memory addresses (they differ per run). The diff unittest's ``assertEqual`` prints
+    under its message (``- got``, ``+ expected``, ``? ^``) belongs to that problem."""
     lines = output.rstrip().splitlines()
     at = len(lines)
     while at > 0 and lines[at - 1].strip() and not lines[at - 1].startswith((" ", "\t")):
         at -= 1  # the exception's lines follow the traceback's last indented one
-    out = []
+    out: list[str] = []
     for line in lines[at:]:
         while line.startswith("AssertionError"):
             line = line.partition(":")[2].strip() if ":" in line else ""
-        if line:
+        if out and line.startswith(("- ", "+ ", "? ")):
+            out[-1] += " " + bug_reports.without_addresses(line.strip())
+        elif line:
             out.append(bug_reports.without_addresses(line))
     return out or ["AssertionError"]
 

@@ -44,13 +44,13 @@ assert result == expected, f"shout('hello world') returned {result!r}, expected 
 '''
 
 
-def _task(root: Path) -> Path:
+def _task(root: Path, script: str = SCRIPT) -> Path:
     (root / "repo").mkdir(parents=True)
     (root / "repo" / "mod.py").write_text(BUGGY)
     (root / "tests").mkdir()
     (root / "tests" / "test_mod.py").write_text(HIDDEN)
     (root / "solution.patch").write_text(diff({"mod.py": BUGGY}, {"mod.py": FIXED}))
-    (root / "reproduction.py").write_text(SCRIPT)
+    (root / "reproduction.py").write_text(script)
     statement = bug_reports.statement(
         "mod",
         [
@@ -63,7 +63,7 @@ def _task(root: Path) -> Path:
                 "shout",
             )
         ],
-        SCRIPT,
+        script,
     )
     (root / "task.toml").write_text(
         textwrap.dedent(f"""\
@@ -341,3 +341,43 @@ def test_numbers_move_by_one_then_by_more_and_a_decimal_float_by_its_whole_part(
     ]
     assert found["1000 made 1002 at line 1"].splitlines()[0] == "result = num2words(100.67, 1002)"
     assert 'f"num2words(101.67, 1000) gave' in found["100.67 made 101.67 at line 1"]
+
+
+#: A reproduction written from a unittest test, as the miner writes num2words' (the
+#: expected value is ``self.assertEqual``'s second argument).
+UNITTEST_SCRIPT = """\
+from unittest import TestCase
+from mod import shout
+
+
+class Case(TestCase):
+
+    def reproduce(self):
+        self.assertEqual(shout('hello world'), 'HELLO WORLD!')
+
+
+Case("reproduce").debug()
+"""
+
+
+def test_a_unittest_reproduction_is_restated_like_an_assert(tmp_path):
+    probe = restate.instrument(UNITTEST_SCRIPT)
+    assert probe is not None and "_rg_record(0, (shout('hello world')))" in probe
+    shown = "Traceback:\n  File x\n    f()\nAssertionError: 'a!' != 'A!'\n- a!\n+ A!\n\n"
+    assert restate.failures(shown) == ["'a!' != 'A!' - a! + A!"]  # unittest's diff is one
+    rebuilt = restate.rebuild(UNITTEST_SCRIPT, {0: [("'FOO!'", True)]})
+    assert rebuilt is not None and "self.assertEqual(shout('hello world'), 'FOO!')" in rebuilt
+    task = load_task(_task(tmp_path / "unittest", UNITTEST_SCRIPT))
+    assert restate.leaked_in(task, task.statement)
+    templates = TemplateCache()
+    try:
+        run = restate.sandbox_runner(task, templates)
+        got = restate.restate(task, run)
+        assert isinstance(got, restate.Restated), got
+        assert not restate.leaked_in(task, got.statement)
+        assert "HELLO WORLD!" not in got.statement and "self.assertEqual(" in got.reproduction
+        code, out = run(got.reproduction, False)
+        assert code != 0 and bug_reports.fails_itself(out), out
+        assert run(got.reproduction, True)[0] == 0
+    finally:
+        templates.close()
