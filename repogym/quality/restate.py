@@ -596,7 +596,7 @@ def failures(output: str) -> list[str]:
         while line.startswith("AssertionError"):
             line = line.partition(":")[2].strip() if ":" in line else ""
         if out and line.startswith(("- ", "+ ", "? ")):
-            out[-1] += " " + bug_reports.without_addresses(line.strip())
+            out[-1] += " " + bug_reports.without_addresses(" ".join(line.split()))
         elif line:
             out.append(bug_reports.without_addresses(line))
     return out or ["AssertionError"]
@@ -670,7 +670,7 @@ def new_statement(statement: str, script: str, observed: list[str]) -> str | Non
     if said:
         out = out.replace(said[0], f"This code fails: {observed[0]}", 1)
     elif quoted := history.LISTED_FAILURES.search(out):  # the old messages, the old values
-        items = "".join(f"- {o}\n" for o in observed[:2])
+        items = "".join(f"- AssertionError: {o}\n" for o in observed[:2])  # as it quoted
         out = out[: quoted.start(1)] + items + out[quoted.end(1) :]
     return out
 

@@ -363,8 +363,8 @@ Case("reproduce").debug()
 def test_a_unittest_reproduction_is_restated_like_an_assert(tmp_path):
     probe = restate.instrument(UNITTEST_SCRIPT)
     assert probe is not None and "_rg_record(0, (shout('hello world')))" in probe
-    shown = "Traceback:\n  File x\n    f()\nAssertionError: 'a!' != 'A!'\n- a!\n+ A!\n\n"
-    assert restate.failures(shown) == ["'a!' != 'A!' - a! + A!"]  # unittest's diff is one
+    shown = "Traceback:\n  File x\n    f()\nAssertionError: 'a!' != 'A!'\n- a!\n+ A!\n?   ^\n\n"
+    assert restate.failures(shown) == ["'a!' != 'A!' - a! + A! ? ^"]  # unittest's diff is one
     rebuilt = restate.rebuild(UNITTEST_SCRIPT, {0: [("'FOO!'", True)]})
     assert rebuilt is not None and "self.assertEqual(shout('hello world'), 'FOO!')" in rebuilt
     task = load_task(_task(tmp_path / "unittest", UNITTEST_SCRIPT))
