@@ -384,11 +384,17 @@ def _imported_helpers(tree: ast.Module, helpers: dict[str, set[str]]) -> set[str
         if isinstance(node, ast.ImportFrom) and node.module:
             found = helpers.get(node.module.rsplit(".", 1)[-1], set())
             names |= {a.asname or a.name for a in node.names if a.name in found}
+            names |= {  # membership helpers keep their mark under the local name
+                sl.MEMBERSHIP + (a.asname or a.name)
+                for a in node.names
+                if sl.MEMBERSHIP + a.name in found
+            }
     return names
 
 
 def helpers_by_module(files: dict[str, Path]) -> dict[str, set[str]]:
-    """Module name -> the equality helpers (:func:`repogym.grading.seal.equality_helpers`) of
+    """Module name -> the equality helpers (:func:`repogym.grading.seal.equality_helpers`)
+    and membership helpers (``in:NAME``: :func:`repogym.grading.seal.membership_helpers`) of
     each Python file among the files grading installs."""
     found: dict[str, set[str]] = {}
     for rel, src in files.items():
@@ -397,7 +403,10 @@ def helpers_by_module(files: dict[str, Path]) -> dict[str, set[str]]:
                 tree = sl.parse(src.read_text(encoding="utf-8", errors="surrogateescape"))
             except (SyntaxError, ValueError):
                 continue
-            if names := sl.equality_helpers(tree):
+            names = sl.equality_helpers(tree) | {
+                sl.MEMBERSHIP + n for n in sl.membership_helpers(tree)
+            }
+            if names:
                 found.setdefault(Path(rel).stem, set()).update(names)
     return found
 

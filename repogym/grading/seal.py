@@ -801,10 +801,78 @@ def equality_helpers(tree: ast.Module) -> set[str]:
     return found
 
 
+#: How :func:`membership_helpers` are named among a file's helpers (``in:assert_in``).
+MEMBERSHIP = "in:"
+
+
+def _prints_only(stmt: ast.stmt) -> bool:
+    """A statement that only prints: ``print(...)``, or a ``for`` loop of such."""
+    if isinstance(stmt, ast.Expr):
+        v = stmt.value
+        return isinstance(v, ast.Constant) or (
+            isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "print"
+        )
+    return isinstance(stmt, ast.For) and not stmt.orelse and all(_prints_only(b) for b in stmt.body)
+
+
+def membership_helpers(tree: ast.Module) -> set[str]:
+    """Module-level functions of a test file that assert their first argument is in their
+    second (tabulate's ``assert_in(result, expected_set)``, which prints each candidate
+    first), perhaps after printing and binding names for the prints: a call to one is
+    sealed like ``assert result in expected_set``."""
+    found = set()
+    for node in tree.body:
+        if (
+            not isinstance(node, ast.FunctionDef)
+            or len(node.args.args) < 2
+            or node.args.vararg
+            or node.args.kwarg
+            or not node.body
+        ):
+            continue
+        *before, last = node.body
+        first, second = node.args.args[0].arg, node.args.args[1].arg
+        if not (
+            isinstance(last, ast.Assert)
+            and isinstance(t := last.test, ast.Compare)
+            and len(t.ops) == 1
+            and isinstance(t.ops[0], ast.In)
+            and isinstance(t.left, ast.Name)
+            and t.left.id == first
+            and isinstance(t.comparators[0], ast.Name)
+            and t.comparators[0].id == second
+        ):
+            continue
+        bound = {
+            n.id
+            for b in before
+            for n in ast.walk(b)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
+        if bound & {first, second}:
+            continue  # the assert would not compare the arguments as they were passed
+        if all(
+            _prints_only(b)
+            or (
+                isinstance(b, ast.Assign)
+                and all(isinstance(x, ast.Name) for x in b.targets)
+                and not any(
+                    isinstance(n, ast.Call)
+                    and not (isinstance(n.func, ast.Name) and n.func.id in {*_BUILTINS, "range"})
+                    for n in ast.walk(b.value)
+                )
+            )
+            for b in before
+        ):
+            found.add(node.name)
+    return found
+
+
 def _call_assertion(call: ast.expr, helpers: set[str], self_name: str | None) -> ast.expr | None:
     """The ``assert`` test a statement's call stands for: ``self.assertEqual(a, b)`` and a
-    call to an equality helper (:func:`equality_helpers`) are ``a == b``; None for any
-    other call."""
+    call to an equality helper (:func:`equality_helpers`) are ``a == b``, a call to a
+    membership helper (:func:`membership_helpers`, named ``in:NAME`` among ``helpers``)
+    ``a in b``; None for any other call."""
     if not isinstance(call, ast.Call) or any(isinstance(a, ast.Starred) for a in call.args):
         return None
     f = call.func
@@ -819,6 +887,8 @@ def _call_assertion(call: ast.expr, helpers: set[str], self_name: str | None) ->
             return None
     elif isinstance(f, ast.Name) and f.id in helpers and not call.keywords:
         kind = "=="
+    elif isinstance(f, ast.Name) and MEMBERSHIP + f.id in helpers and not call.keywords:
+        kind = "in"
     else:
         return None
     n = _ARITY[kind]
@@ -2183,7 +2253,9 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     """
     listed = listed or {}
     pytest_names = _pytest_names(tree)
-    helpers = set(helpers) | equality_helpers(tree)
+    helpers = (
+        set(helpers) | equality_helpers(tree) | {MEMBERSHIP + n for n in membership_helpers(tree)}
+    )
     ns = value_names(tree)
     raisers = _module_raisers(tree, pytest_names)
     src = _Text(text)

@@ -1299,3 +1299,46 @@ def test_an_equality_helper_that_prints_its_arguments_first_is_still_one():
     )
     assert [(s.op, s.expected) for s in out.seals] == [("==", "-  -\n1  2\n-  -")]
     assert "1  2" not in text and "assert_equal(" not in text.split("def test_plain")[1]
+
+
+def test_a_membership_helper_is_sealed_like_assert_in():
+    """tabulate's ``assert_in(result, expected_set)`` prints each candidate and asserts the
+    result is one of them: a call is sealed as ``result in [...]`` (the candidates leave the
+    file). A helper that changes an argument before its assert is not one."""
+    common = ast.parse(
+        textwrap.dedent("""\
+        def assert_in(result, expected_set):
+            nums = range(1, len(expected_set) + 1)
+            for i, expected in zip(nums, expected_set):
+                print("Expected %d:\\n%s\\n" % (i, expected))
+            print("Got:\\n%s\\n" % result)
+            assert result in expected_set
+
+        def assert_in_stripped(result, expected_set):
+            result = result.strip()
+            assert result in expected_set
+
+        def assert_in_logged(result, expected_set):
+            log(result)
+            assert result in expected_set
+        """)
+    )
+    assert sl.membership_helpers(common) == {"assert_in"}
+    src = textwrap.dedent("""\
+        from common import assert_in
+
+        def test_list_of_dicts():
+            expected1 = "\\n".join(["-  -", "1  2", "-  -"])
+            expected2 = "\\n".join(["-  -", "2  1", "-  -"])
+            result = tabulate([{"a": 1, "b": 2}])
+            assert_in(result, [expected1, expected2])
+        """)
+    text, out = sl.seal_file(
+        src, ast.parse(src), "test/t.py", random.Random(0), set(), helpers={"in:assert_in"}
+    )
+    assert [(s.op, s.expected) for s in out.seals] == [
+        ("in", ["-  -\n1  2\n-  -", "-  -\n2  1\n-  -"])
+    ]
+    assert "1  2" not in text and "2  1" not in text
+    tree = ast.parse("from common import assert_in as ai\n")
+    assert cn._imported_helpers(tree, {"common": {"in:assert_in"}}) == {"in:ai"}
