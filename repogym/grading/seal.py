@@ -757,56 +757,13 @@ _UNITTEST = {
 _ARITY = {"==": 2, "in": 2, "is": 2, "none": 1, "truth": 1, "not": 1}
 
 
-def equality_helpers(tree: ast.Module) -> set[str]:
-    """Module-level functions of a test file that only assert their two first arguments
-    are equal (``def eq_(a, b): assert a == b, msg``, nose's style), perhaps printing them
-    first (tabulate's ``assert_equal``: ``print("Expected:\n%s\n" % expected)``): a call to
-    one is sealed like the assertion it makes (the sealed call no longer prints)."""
-    found = set()
-    for node in tree.body:
-        if (
-            not isinstance(node, ast.FunctionDef)
-            or len(node.args.args) < 2
-            or node.args.vararg
-            or node.args.kwarg
-        ):
-            continue
-        body = [
-            b
-            for b in node.body
-            if not (
-                isinstance(b, ast.Expr)
-                and (
-                    isinstance(b.value, ast.Constant)
-                    or (
-                        isinstance(b.value, ast.Call)
-                        and isinstance(b.value.func, ast.Name)
-                        and b.value.func.id == "print"
-                    )
-                )
-            )
-        ]
-        first, second = node.args.args[0].arg, node.args.args[1].arg
-        if (
-            len(body) == 1
-            and isinstance(body[0], ast.Assert)
-            and isinstance(t := body[0].test, ast.Compare)
-            and len(t.ops) == 1
-            and isinstance(t.ops[0], ast.Eq)
-            and isinstance(t.left, ast.Name)
-            and isinstance(t.comparators[0], ast.Name)
-            and {t.left.id, t.comparators[0].id} == {first, second}
-        ):
-            found.add(node.name)
-    return found
-
-
 #: How :func:`membership_helpers` are named among a file's helpers (``in:assert_in``).
 MEMBERSHIP = "in:"
 
 
 def _prints_only(stmt: ast.stmt) -> bool:
-    """A statement that only prints: ``print(...)``, or a ``for`` loop of such."""
+    """A statement that only prints: ``print(...)`` (or a docstring), or a ``for`` loop of
+    such."""
     if isinstance(stmt, ast.Expr):
         v = stmt.value
         return isinstance(v, ast.Constant) or (
@@ -815,43 +772,48 @@ def _prints_only(stmt: ast.stmt) -> bool:
     return isinstance(stmt, ast.For) and not stmt.orelse and all(_prints_only(b) for b in stmt.body)
 
 
-def membership_helpers(tree: ast.Module) -> set[str]:
-    """Module-level functions of a test file that assert their first argument is in their
-    second (tabulate's ``assert_in(result, expected_set)``, which prints each candidate
-    first), perhaps after printing and binding names for the prints: a call to one is
-    sealed like ``assert result in expected_set``."""
-    found = set()
-    for node in tree.body:
-        if (
-            not isinstance(node, ast.FunctionDef)
-            or len(node.args.args) < 2
-            or node.args.vararg
-            or node.args.kwarg
-            or not node.body
-        ):
-            continue
-        *before, last = node.body
-        first, second = node.args.args[0].arg, node.args.args[1].arg
+def _assert_helper(node: ast.stmt) -> str | None:
+    """``"=="`` for a module-level function that asserts its two first arguments are equal,
+    ``"in"`` for one that asserts the first is in the second; None for anything else. Before
+    its assert (the last statement that does more than print) it may only print and bind
+    names from builtins, never its arguments: a sealed call skips it, so nothing it did may
+    matter."""
+    if (
+        not isinstance(node, ast.FunctionDef)
+        or len(node.args.args) < 2
+        or node.args.vararg
+        or node.args.kwarg
+        or all(_prints_only(b) for b in node.body)
+    ):
+        return None
+    at = max(i for i, b in enumerate(node.body) if not _prints_only(b))
+    before, last = node.body[:at], node.body[at]  # what follows it only prints
+    first, second = node.args.args[0].arg, node.args.args[1].arg
+    if not (
+        isinstance(last, ast.Assert)
+        and isinstance(t := last.test, ast.Compare)
+        and len(t.ops) == 1
+        and isinstance(t.left, ast.Name)
+        and isinstance(t.comparators[0], ast.Name)
+    ):
+        return None
+    pair = (t.left.id, t.comparators[0].id)
+    if isinstance(t.ops[0], ast.Eq) and set(pair) == {first, second}:
+        kind = "=="
+    elif isinstance(t.ops[0], ast.In) and pair == (first, second):
+        kind = "in"
+    else:
+        return None
+    bound = {
+        n.id
+        for b in before
+        for n in ast.walk(b)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    if bound & {first, second}:
+        return None  # the assert would not compare the arguments as they were passed
+    for b in before:
         if not (
-            isinstance(last, ast.Assert)
-            and isinstance(t := last.test, ast.Compare)
-            and len(t.ops) == 1
-            and isinstance(t.ops[0], ast.In)
-            and isinstance(t.left, ast.Name)
-            and t.left.id == first
-            and isinstance(t.comparators[0], ast.Name)
-            and t.comparators[0].id == second
-        ):
-            continue
-        bound = {
-            n.id
-            for b in before
-            for n in ast.walk(b)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-        }
-        if bound & {first, second}:
-            continue  # the assert would not compare the arguments as they were passed
-        if all(
             _prints_only(b)
             or (
                 isinstance(b, ast.Assign)
@@ -862,10 +824,24 @@ def membership_helpers(tree: ast.Module) -> set[str]:
                     for n in ast.walk(b.value)
                 )
             )
-            for b in before
         ):
-            found.add(node.name)
-    return found
+            return None
+    return kind
+
+
+def equality_helpers(tree: ast.Module) -> set[str]:
+    """Module-level functions of a test file that only assert their two first arguments
+    are equal (``def eq_(a, b): assert a == b, msg``, nose's style), perhaps printing them
+    first (tabulate's ``assert_equal``: ``print("Expected:\n%s\n" % expected)``): a call to
+    one is sealed like the assertion it makes (the sealed call no longer prints)."""
+    return {n.name for n in tree.body if _assert_helper(n) == "=="}
+
+
+def membership_helpers(tree: ast.Module) -> set[str]:
+    """Module-level functions of a test file that assert their first argument is in their
+    second (tabulate's ``assert_in(result, expected_set)``, which prints each candidate
+    first): a call to one is sealed like ``assert result in expected_set``."""
+    return {n.name for n in tree.body if _assert_helper(n) == "in"}
 
 
 def _call_assertion(call: ast.expr, helpers: set[str], self_name: str | None) -> ast.expr | None:
