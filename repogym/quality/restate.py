@@ -36,6 +36,9 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import datetime
+import decimal
+import fractions
 import json
 import re
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -135,13 +138,74 @@ def _compared(node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
     return None
 
 
+#: The standard library's value types a script may write its expected values as calls of
+#: (``datetime(2024, 2, 29)``), by their repr's name: a value of exactly one of these types
+#: reads back from its repr (``datetime.datetime(2024, 2, 29, 0, 0)``) where the arguments
+#: are literals, so gold's value can be written in the script's own spelling.
+VALUE_TYPES: dict[str, type] = {
+    "datetime.datetime": datetime.datetime,
+    "datetime.date": datetime.date,
+    "datetime.time": datetime.time,
+    "datetime.timedelta": datetime.timedelta,
+    "Decimal": decimal.Decimal,
+    "Fraction": fractions.Fraction,
+}
+
+
+def _callee(node: ast.expr) -> str | None:
+    """The last name of a call's callee (``datetime`` of ``dt.datetime(...)``)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def constructed(node: ast.expr) -> bool:
+    """Whether an expression builds one of :data:`VALUE_TYPES` from literals
+    (``datetime(2024, 2, 29)``, ``Decimal('1.5')``, ``timedelta(days=1)``)."""
+    return (
+        isinstance(node, ast.Call)
+        and _callee(node.func) in {k.rpartition(".")[2] for k in VALUE_TYPES}
+        and all(history.written_out(a) for a in node.args)
+        and all(k.arg is not None and history.written_out(k.value) for k in node.keywords)
+    )
+
+
+def value_of(shown: str) -> tuple[object, str | None] | None:
+    """The value a record's repr reads back as, and the arguments to write for it where it
+    is a call of one of :data:`VALUE_TYPES` (``"2024, 2, 29, 0, 0"``; None for a literal);
+    None where it reads back as neither (``<object at 0x1>``, an aware ``datetime``: its
+    ``tzinfo`` is no literal)."""
+    try:
+        return ast.literal_eval(shown), None
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        pass
+    try:
+        node = ast.parse(shown, mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Call) or (kind := VALUE_TYPES.get(ast.unparse(node.func))) is None:
+        return None
+    try:
+        args = [ast.literal_eval(a) for a in node.args]
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+        if len(kwargs) != len(node.keywords):
+            return None
+        value = kind(*args, **kwargs)
+    except (ValueError, TypeError, SyntaxError, ArithmeticError, RecursionError):
+        return None
+    inner = shown[shown.index("(") + 1 : shown.rindex(")")]
+    return value, inner
+
+
 def _comparisons(tree: ast.Module) -> list[_Site]:
-    """``assert A == B`` and ``self.assertEqual(A, B)`` statements whose ``B`` is a literal
-    or a name (in file order)."""
+    """``assert A == B`` and ``self.assertEqual(A, B)`` statements whose ``B`` is a literal,
+    a name or a value type built from literals (:func:`constructed`), in file order."""
     out = []
     for node in ast.walk(tree):
         if (pair := _compared(node)) and (
-            isinstance(pair[1], ast.Name) or history.written_out(pair[1])
+            isinstance(pair[1], ast.Name) or history.written_out(pair[1]) or constructed(pair[1])
         ):
             out.append(_Site(node, *pair))
     return sorted(out, key=lambda n: (n.stmt.lineno, n.stmt.col_offset))
@@ -239,9 +303,10 @@ class _Text:
 
 
 def instrument(script: str) -> str | None:
-    """``script`` with each ``assert A == B`` or ``self.assertEqual(A, B)`` (``B`` a
-    literal or a name) replaced by a record of ``A``'s repr (and whether it reads back as a
-    literal), printed at exit; None when it has no such assert."""
+    """``script`` with each ``assert A == B`` or ``self.assertEqual(A, B)`` (``B`` as
+    :func:`_comparisons` takes it) replaced by a record of ``A``'s repr (and whether it
+    reads back as the value: a literal, or exactly one of :data:`VALUE_TYPES`), printed at
+    exit; None when it has no such assert."""
     tree = ast.parse(script)
     found = _comparisons(tree)
     if not found:
@@ -258,7 +323,9 @@ def instrument(script: str) -> str | None:
         "    try:\n"
         "        ok = _rg_ast.literal_eval(shown) == value\n"
         "    except Exception:\n"
-        "        ok = False\n"
+        "        import datetime as _rg_dt, decimal as _rg_dec, fractions as _rg_fr\n"
+        "        ok = type(value) in (_rg_dt.datetime, _rg_dt.date, _rg_dt.time,\n"
+        "                             _rg_dt.timedelta, _rg_dec.Decimal, _rg_fr.Fraction)\n"
         "    _rg_seen.setdefault(str(i), []).append([shown, ok])\n"
         f"_rg_atexit.register(lambda: print({_MARK!r} + _rg_json.dumps(_rg_seen), flush=True))\n"
     )
@@ -295,7 +362,9 @@ def records(output: str) -> dict[int, list[tuple[str, bool]]] | None:
 
 def rebuild(script: str, seen: dict[int, list[tuple[str, bool]]]) -> str | None:
     """``script`` with each asserted expected value replaced by what gold computed (the
-    ``seen`` records of its instrumented run); None when a value is no literal, an assert
+    ``seen`` records of its instrumented run): a literal, or a call of one of
+    :data:`VALUE_TYPES` written with the script's own callee where the script wrote one
+    (``datetime(2024, 1, 29, 0, 0)``); None when a value reads back as neither, an assert
     was not reached, or asserts sharing an expected value saw different values."""
     tree = ast.parse(script)
     sites = _expected_sites(tree)
@@ -311,7 +380,19 @@ def rebuild(script: str, seen: dict[int, list[tuple[str, bool]]]) -> str | None:
     for target, shown in values.values():
         if len(shown) != 1:
             return None
-        text.replace(target, shown.pop())
+        (new,) = shown
+        if (read := value_of(new)) is None:
+            return None
+        if read[1] is not None:  # a value type: the script's callee, gold's arguments
+            kind = type(read[0])
+            if not (
+                isinstance(target, ast.Call)
+                and _callee(target.func) == kind.__name__
+                and constructed(target)
+            ):
+                return None
+            new = f"{ast.get_source_segment(script, target.func)}({read[1]})"
+        text.replace(target, new)
     return text.result()
 
 
@@ -710,7 +791,10 @@ def restate(task: Task, run: Runner, *, max_variants: int = MAX_VARIANTS) -> Res
             why = f"{change}: gold's values there are no literals"
             continue
         asserted = {
-            _print(ast.literal_eval(v)) for got in seen.values() for v, _ in got if specific(v)
+            _print(read[0])
+            for got in seen.values()
+            for v, _ in got
+            if specific(v) and (read := value_of(v)) is not None
         }
         if asserted & hidden:
             why = f"{change}: asserts a value a hidden test expects"
