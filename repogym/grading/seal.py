@@ -1730,6 +1730,25 @@ def is_unittest_class(node: ast.ClassDef) -> bool:
     )
 
 
+def unittest_classes_of(tree: ast.Module) -> set[str]:
+    """The module-level classes of ``tree`` that are unittest classes: one that names a
+    ``TestCase`` among its bases (:func:`is_unittest_class`), or one of the file's classes
+    that are (croniter's ``class CroniterHashTest(CroniterHashBase)``, whose base derives
+    from ``base.TestCase``): pytest collects each whatever its name."""
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    found = {n.name for n in classes if is_unittest_class(n)}
+    grew = True
+    while grew:
+        grew = False
+        for n in classes:
+            if n.name not in found and any(
+                isinstance(b, ast.Name) and b.id in found for b in n.bases
+            ):
+                found.add(n.name)
+                grew = True
+    return found
+
+
 def _tests(
     tree: ast.Module, rel: str, also: Collection[tuple[str, str]] = ()
 ) -> Iterator[tuple[str, ast.FunctionDef]]:
@@ -1737,13 +1756,14 @@ def _tests(
     class, and of the methods ``also`` names (``(class, method)``: a mixin's tests, which
     the classes that inherit them run; :func:`inherited_tests`)."""
     also = set(also)
+    unittest_classes = unittest_classes_of(tree)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
             "test"
         ):
             yield f"{rel}::{node.name}", node
         elif isinstance(node, ast.ClassDef):
-            collected = node.name.startswith("Test") or is_unittest_class(node)
+            collected = node.name.startswith("Test") or node.name in unittest_classes
             for sub in node.body:
                 if (
                     isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef)

@@ -738,6 +738,66 @@ def test_mixin_tests_and_unittest_classes_of_any_name_are_sealed(tmp_path):
     _forger_earns_nothing(task, f2p)
 
 
+#: croniter's layout: a support module's ``TestCase``, a base class of the file's own built
+#: on it, and test classes named ``*Test`` that derive from that base (pytest collects them
+#: through their bases, whatever their names).
+SUPPORT_BASE = """\
+import unittest
+
+
+class TestCase(unittest.TestCase):
+    maxDiff = None
+"""
+DERIVED_CLASSES = """\
+from mod import clamp
+
+from . import base
+
+
+class ClampBase(base.TestCase):
+    low = 0
+
+
+class ClampHighTest(ClampBase):
+    def test_over(self):
+        self.assertEqual(clamp(15, self.low, 10), 10)
+
+
+class ClampDeeperTest(ClampHighTest):
+    def test_far_over(self):
+        self.assertEqual(clamp(99, 0, 7), 7)
+
+    def test_inside(self):
+        self.assertEqual(clamp(5, 0, 10), 5)
+"""
+
+
+def test_unittest_classes_that_derive_from_a_class_of_the_file_are_sealed(tmp_path):
+    assert sl.unittest_classes_of(ast.parse(DERIVED_CLASSES)) == {
+        "ClampBase",
+        "ClampHighTest",
+        "ClampDeeperTest",
+    }
+    f2p = (
+        "tests/test_mod.py::ClampHighTest::test_over",
+        "tests/test_mod.py::ClampDeeperTest::test_far_over",
+    )
+    task = _task_with(
+        tmp_path / "derived",
+        DERIVED_CLASSES,
+        f2p,
+        ("tests/test_mod.py::ClampDeeperTest::test_inside",),
+        {"base.py": SUPPORT_BASE, "__init__.py": ""},
+    )
+    files = grader._files_to_plant(task, task.repo_dir)
+    planted = tmp_path / "planted"
+    cn.plant(files, planted, task.test_spec.all_tests, random.Random(3))
+    text = (planted / "tests" / "test_mod.py").read_text()
+    assert "), 10)" not in text and "), 7)" not in text  # the expected values left it
+    assert all(grader.value_sealed(task)[t] for t in f2p)
+    _forger_earns_nothing(task, f2p)
+
+
 def test_a_method_two_bases_define_is_left_to_pytest():
     users = "from a import A\nfrom b import B\n\nclass XTest(A, B):\n    pass\n"
     both = "class {0}:\n    def test_x(self):\n        assert 1 == 1\n"
