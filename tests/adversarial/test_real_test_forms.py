@@ -798,6 +798,67 @@ def test_unittest_classes_that_derive_from_a_class_of_the_file_are_sealed(tmp_pa
     _forger_earns_nothing(task, f2p)
 
 
+#: portion's form: the expected value is one the package builds from literals alone
+#: (``d.as_dict() == {P.closedopen(0, 2) | P.openclosed(9, 10): 0}``), and ``parse(...) ==
+#: Version(1, 2)``, a type's value against a function's.
+BUILT_EXPECTATIONS = """\
+from mod import clamp
+
+
+class Box:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return self.v == (other.v if isinstance(other, Box) else other)
+
+    def __repr__(self):
+        return f"Box({self.v!r})"
+
+
+class Boxes:
+    @staticmethod
+    def of(*values):
+        return [Box(v) for v in values]
+
+
+def test_upper():
+    got = clamp(15, 0, 10)
+    assert [Box(got)] == Boxes.of(10)
+
+
+def test_typed():
+    assert clamp(99, 0, 7) == Box(7)
+
+
+def test_relation():
+    assert Boxes.of(clamp(3, 0, 10)) == Boxes.of(3)
+
+
+def test_inside():
+    assert clamp(5, 0, 10) == Box(5)
+"""
+
+
+def test_an_expectation_the_package_builds_from_literals_leaves_the_file(tmp_path):
+    src = BUILT_EXPECTATIONS
+    text, out = sl.seal_file(src, ast.parse(src), "t.py", random.Random(0), set(), gold=True)
+    assert "Boxes.of(10)" not in text and "Box(7)" not in text  # the expectations left
+    assert "[Box(got)]" in text and "clamp(99, 0, 7)" in text  # the computed sides stay
+    # both sides built of literals, neither a type's value: no side is the expectation,
+    # so pytest keeps the check
+    assert "assert Boxes.of(clamp(3, 0, 10)) == Boxes.of(3)" in text
+    sealed = {s.test.rpartition("::")[2] for s in out.seals if s.gold}
+    assert {"test_upper", "test_typed", "test_inside"} <= sealed
+    assert "test_relation" not in sealed
+    _witnessed_and_unforgeable(
+        tmp_path / "built",
+        src,
+        ("tests/test_mod.py::test_upper", "tests/test_mod.py::test_typed"),
+        ("tests/test_mod.py::test_inside",),
+    )
+
+
 def test_a_method_two_bases_define_is_left_to_pytest():
     users = "from a import A\nfrom b import B\n\nclass XTest(A, B):\n    pass\n"
     both = "class {0}:\n    def test_x(self):\n        assert 1 == 1\n"
