@@ -644,8 +644,11 @@ def hidden_test_files(root: Path) -> tuple[list[str], str]:
 
 # -- the changelog --------------------------------------------------------------------------
 #: Functions of ``time`` that read a clock: a test that asserts on what they measure
-#: passes or fails with the machine's load.
+#: passes or fails with the machine's load. ``sleep`` too: a test that sleeps waits for
+#: a timer of the code under test to run out, or not (pydash's ``debounce`` tests: call,
+#: sleep 10 ms, call again within the 15 ms window), which a loaded machine decides.
 _CLOCKS = {
+    "sleep",
     "time",
     "time_ns",
     "monotonic",

@@ -657,6 +657,8 @@ def test_tests_that_read_the_wall_clock_are_found_through_helpers(tmp_path):
         "    assert clock.monotonic() - start < 1\n\n\n"
         "def test_timeit():\n    assert timeit('1', number=1) < 1\n\n\n"
         "def test_plain():\n    assert 1 + 1 == 2\n\n\n"
+        "def test_sleeps():\n    f = debounce(g, 15)\n    clock.sleep(0.01)\n"
+        "    assert f() is None\n\n\n"
         "class TestPerf(unittest.TestCase):\n"
         "    def elapsed(self):\n        return clock.perf_counter()\n\n"
         "    def test_helper(self):\n        assert_near_linear(self, lambda: None)\n\n"
@@ -667,6 +669,7 @@ def test_tests_that_read_the_wall_clock_are_found_through_helpers(tmp_path):
         "tests/test_x.py::test_direct",
         "tests/test_x.py::test_timeit",
         "tests/test_x.py::test_plain",
+        "tests/test_x.py::test_sleeps",
         "tests/test_x.py::TestPerf::test_helper",
         "tests/test_x.py::TestPerf::test_method",
         "tests/test_x.py::TestPerf::test_value",
@@ -674,6 +677,7 @@ def test_tests_that_read_the_wall_clock_are_found_through_helpers(tmp_path):
     assert history.clock_tests(tmp_path, ids) == {
         "tests/test_x.py::test_direct",
         "tests/test_x.py::test_timeit",
+        "tests/test_x.py::test_sleeps",
         "tests/test_x.py::TestPerf::test_helper",
         "tests/test_x.py::TestPerf::test_method",
     }
