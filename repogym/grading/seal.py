@@ -44,7 +44,7 @@ import importlib
 import random
 import re
 import threading
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import PurePosixPath
 
 from repogym.grading.launcher import canon
@@ -1264,6 +1264,37 @@ def _is_parametrize(node: ast.expr, pytest_names: set[str]) -> bool:
     ) or (isinstance(mark, ast.Name) and mark.id == "mark" and "from:mark" in pytest_names)
 
 
+def _param_row(
+    node: ast.expr, pytest_names: Collection[str], width: int
+) -> tuple[list[ast.expr], str | None] | None:
+    """(cells, id) of a table row written ``pytest.param(a, b, id="name")`` (or ``param``
+    imported from pytest) with ``width`` cells and no keyword but a literal ``id``; None for
+    anything else (``marks=`` included: the planted table writes its rows as tuples)."""
+    if not isinstance(node, ast.Call):
+        return None
+    f = node.func
+    if not (
+        isinstance(f, ast.Attribute)
+        and f.attr == "param"
+        and isinstance(f.value, ast.Name)
+        and f.value.id in pytest_names
+        or isinstance(f, ast.Name)
+        and f.id == "param"
+        and "from:param" in pytest_names
+    ):
+        return None
+    if len(node.args) != width or any(isinstance(a, ast.Starred) for a in node.args):
+        return None
+    explicit = None
+    for kw in node.keywords:
+        if kw.arg != "id" or not isinstance(kw.value, ast.Constant):
+            return None
+        if not isinstance(kw.value.value, str) or not kw.value.value:
+            return None
+        explicit = kw.value.value
+    return list(node.args), explicit
+
+
 def _table_names(node: ast.expr) -> list[ast.Name] | None:
     """The names of a table argument that is a name or a sum of names (``A + B``)."""
     if isinstance(node, ast.Name):
@@ -1322,11 +1353,23 @@ _UNKNOWN = object()
 
 
 def _table_rows(
-    node: ast.expr, shared: dict[str, ast.expr], width: int
-) -> tuple[list[list[ast.expr]], tuple[str, ...], list[tuple[str, ast.expr, int, int]]] | None:
+    node: ast.expr,
+    shared: dict[str, ast.expr],
+    width: int,
+    pytest_names: Collection[str] = (),
+) -> (
+    tuple[
+        list[list[ast.expr]],
+        tuple[str, ...],
+        list[tuple[str, ast.expr, int, int]],
+        list[str | None],
+    ]
+    | None
+):
     """The rows of a parametrize table argument of ``width`` columns (a literal list, or
-    module constants and their sum), the constants it is made of and their spans; None
-    when it is neither or a row is not a literal row of that width."""
+    module constants and their sum), the constants it is made of, their spans, and each
+    row's own id (``pytest.param(..., id="name")``; None where it has none); None when it
+    is neither or a row is not a literal row of that width or a ``pytest.param`` of one."""
     consts: tuple[str, ...] = ()
     parts: list[tuple[str, ast.expr, int, int]] = []
     if (terms := _table_names(node)) and all(t.id in shared for t in terms):
@@ -1343,7 +1386,13 @@ def _table_rows(
     else:
         return None
     rows = []
+    explicit: list[str | None] = []
     for e in elts:
+        if (param := _param_row(e, pytest_names, width)) is not None:
+            rows.append(param[0])
+            explicit.append(param[1])
+            continue
+        explicit.append(None)
         if width == 1:
             rows.append([e])
         elif (
@@ -1354,7 +1403,7 @@ def _table_rows(
             rows.append(list(e.elts))
         else:
             return None
-    return (rows, consts, parts) if rows else None
+    return (rows, consts, parts, explicit) if rows else None
 
 
 def _table(
@@ -1394,22 +1443,26 @@ def _table(
     if (names := _argnames(decs[0].args[0])) is None:
         return None
     node = decs[0].args[1]
-    found = _table_rows(node, shared if combos == [""] else {}, len(names))
+    found = _table_rows(node, shared if combos == [""] else {}, len(names), pytest_names)
     if not names or found is None:
         return None
-    rows, consts, parts = found
+    rows, consts, parts, explicit = found
+    if any(explicit) and ids_node is not None:
+        return None  # a row's own id and the table's ``ids=``: leave it to pytest
     single = len(names) == 1
     values = []
     for row in rows:
         cells = [_value(c, ns, set()) for c in row]
         values.append([v if ok else _UNKNOWN for ok, v in cells])
     unknown = any(v is _UNKNOWN for row in values for v in row)
-    if unknown and ids_node is None and (not listed or combos != [""]):
+    if all(explicit):  # every row names itself (``pytest.param(..., id="touching")``)
+        ids = list(explicit) if len(set(explicit)) == len(explicit) else None
+    elif unknown and ids_node is None and (not listed or combos != [""]):
         return None
-    if unknown and ids_node is None:
-        ids = _matched_ids(names, values, single, listed)
+    elif unknown and ids_node is None:
+        ids = _matched_ids(names, values, single, listed, explicit)
     elif ids_node is None:
-        ids = _pytest_ids(names, values, single)
+        ids = _pytest_ids(names, values, single, explicit)
     else:  # the table names its rows itself
         ok, ids = _literal(ids_node)
         if (
@@ -1446,7 +1499,7 @@ def _input_ids(dec: ast.Call, ns: dict[str, object]) -> list[str] | None:
     if (names := _argnames(dec.args[0])) is None:
         return None
     found = _table_rows(dec.args[1], {}, len(names)) if names else None
-    if found is None:
+    if found is None or any(found[3]):
         return None
     if dec.keywords:
         ok, ids = _literal(dec.keywords[0].value)
@@ -1463,7 +1516,11 @@ def _input_ids(dec: ast.Call, ns: dict[str, object]) -> list[str] | None:
 
 
 def _matched_ids(
-    names: list[str], values: list[list[object]], single: bool, listed: Collection[str]
+    names: list[str],
+    values: list[list[object]],
+    single: bool,
+    listed: Collection[str],
+    explicit: Sequence[str | None] = (),
 ) -> list[str] | None:
     """Row ids for a table with cells the grader cannot compute, read from the ``listed``
     ids: pytest's id of each row with every unknown cell a wildcard, matched against them.
@@ -1473,7 +1530,7 @@ def _matched_ids(
         [f"RGCELL{r}x{c}Z" if v is _UNKNOWN else v for c, v in enumerate(row)]
         for r, row in enumerate(values)
     ]
-    ids = _pytest_ids(names, marks, single)
+    ids = _pytest_ids(names, marks, single, explicit)
     if ids is None:
         return None
     patterns = [
@@ -1501,8 +1558,14 @@ def _matched_ids(
     return [fits[r][0] if fits[r] else f"unlisted-{r}" for r in range(len(values))]
 
 
-def _pytest_ids(names: list[str], values: list[list[object]], single: bool) -> list[str] | None:
-    """The ids pytest gives the rows of a parametrize table (its own id maker)."""
+def _pytest_ids(
+    names: list[str],
+    values: list[list[object]],
+    single: bool,
+    explicit: Sequence[str | None] = (),
+) -> list[str] | None:
+    """The ids pytest gives the rows of a parametrize table (its own id maker), a row's
+    own id (``explicit``, from ``pytest.param(..., id=...)``) where it has one."""
     try:
         from _pytest.mark.structures import ParameterSet
         from _pytest.python import IdMaker
@@ -1510,6 +1573,10 @@ def _pytest_ids(names: list[str], values: list[list[object]], single: bool) -> l
         sets = [
             ParameterSet.extract_from(v[0] if single else tuple(v), force_tuple=single)
             for v in values
+        ]
+        sets = [
+            s._replace(id=e) if e else s
+            for s, e in zip(sets, list(explicit) or [None] * len(sets), strict=True)
         ]
         ids = IdMaker(names, sets, None, None, None, None).make_unique_parameterset_ids()
     except Exception:

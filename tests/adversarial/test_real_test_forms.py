@@ -859,6 +859,36 @@ def test_an_expectation_the_package_builds_from_literals_leaves_the_file(tmp_pat
     )
 
 
+#: portion's tables: rows written ``pytest.param(items, expected, id="touching")``, which
+#: name themselves (a row without an id gets pytest's, from its values).
+PARAM_ROWS = """\
+import pytest
+
+from mod import clamp
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [pytest.param(15, 10, id="over"), pytest.param(99, 10, id="far-over"), (12, 10)],
+)
+def test_upper(value, expected):
+    assert clamp(value, 0, 10) == expected
+
+
+def test_inside():
+    assert clamp(5, 0, 10) == 5
+"""
+
+
+def test_a_table_of_pytest_param_rows_loses_its_expectation_column(tmp_path):
+    src = PARAM_ROWS
+    text, out = sl.seal_file(src, ast.parse(src), "t.py", random.Random(0), set(), gold=True)
+    assert "pytest.param" not in text and "10)" not in text.split("def test_upper")[0]
+    assert sorted(out.case_ids.values()) == ["12-10", "far-over", "over"]
+    f2p = tuple(f"tests/test_mod.py::test_upper[{i}]" for i in ("over", "far-over", "12-10"))
+    _witnessed_and_unforgeable(tmp_path / "params", src, f2p, ("tests/test_mod.py::test_inside",))
+
+
 def test_a_method_two_bases_define_is_left_to_pytest():
     users = "from a import A\nfrom b import B\n\nclass XTest(A, B):\n    pass\n"
     both = "class {0}:\n    def test_x(self):\n        assert 1 == 1\n"
