@@ -541,13 +541,28 @@ def _is_pytest_attr(node: ast.expr, attr: str, pytest_names: set[str]) -> bool:
 
 
 def _pytest_names(tree: ast.Module) -> set[str]:
-    """How the file refers to pytest: its module aliases and ``from:<name>`` imports."""
+    """How the file refers to pytest: its module aliases, ``from:<name>`` imports, and
+    ``parametrize:<name>`` for a module-level alias of the parametrize mark (pydash's
+    ``parametrize = pytest.mark.parametrize``, then ``@parametrize(...)``)."""
     names: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.Import):
             names |= {a.asname or a.name for a in node.names if a.name == "pytest"}
         elif isinstance(node, ast.ImportFrom) and node.module == "pytest":
             names |= {f"from:{a.name}" for a in node.names if a.asname is None}
+    bound = [
+        n.targets[0].id
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Name)
+        and _is_parametrize(n.value, names)
+    ]
+    stores = [
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    ]
+    # an alias bound more than once (anywhere in the file) is not known to be the mark
+    names |= {f"parametrize:{b}" for b in bound if stores.count(b) == 1}
     return names
 
 
@@ -1252,7 +1267,10 @@ class _Table:
 
 
 def _is_parametrize(node: ast.expr, pytest_names: set[str]) -> bool:
-    """``pytest.mark.parametrize`` or ``mark.parametrize`` (``from pytest import mark``)."""
+    """``pytest.mark.parametrize``, ``mark.parametrize`` (``from pytest import mark``) or a
+    module-level alias of it (:func:`_pytest_names`)."""
+    if isinstance(node, ast.Name):
+        return f"parametrize:{node.id}" in pytest_names
     if not isinstance(node, ast.Attribute) or node.attr != "parametrize":
         return False
     mark = node.value

@@ -889,6 +889,37 @@ def test_a_table_of_pytest_param_rows_loses_its_expectation_column(tmp_path):
     _witnessed_and_unforgeable(tmp_path / "params", src, f2p, ("tests/test_mod.py::test_inside",))
 
 
+#: pydash's files: ``parametrize = pytest.mark.parametrize`` once, then ``@parametrize``.
+PARAMETRIZE_ALIAS = """\
+import pytest
+
+from mod import clamp
+
+parametrize = pytest.mark.parametrize
+
+
+@parametrize("case, expected", [((15, 0, 10), 10), ((99, 0, 7), 7)])
+def test_upper(case, expected):
+    assert clamp(*case) == expected
+
+
+def test_inside():
+    assert clamp(5, 0, 10) == 5
+"""
+
+
+def test_a_table_under_an_alias_of_the_parametrize_mark_is_sealed(tmp_path):
+    src = PARAMETRIZE_ALIAS
+    text, out = sl.seal_file(src, ast.parse(src), "t.py", random.Random(0), set(), gold=True)
+    assert "((15, 0, 10), None," in text and "((99, 0, 7), None," in text  # the column left
+    # an alias bound twice is not known to be the mark: its table is pytest's
+    twice = src + "\n\ndef helper():\n    parametrize = print\n"
+    text, _ = sl.seal_file(twice, ast.parse(twice), "t.py", random.Random(0), set(), gold=True)
+    assert "((15, 0, 10), 10)" in text
+    f2p = ("tests/test_mod.py::test_upper[case0-10]", "tests/test_mod.py::test_upper[case1-7]")
+    _witnessed_and_unforgeable(tmp_path / "alias", src, f2p, ("tests/test_mod.py::test_inside",))
+
+
 def test_a_method_two_bases_define_is_left_to_pytest():
     users = "from a import A\nfrom b import B\n\nclass XTest(A, B):\n    pass\n"
     both = "class {0}:\n    def test_x(self):\n        assert 1 == 1\n"
