@@ -1478,9 +1478,10 @@ def _table(
     elif unknown and ids_node is None and (not listed or combos != [""]):
         return None
     elif unknown and ids_node is None:
-        ids = _matched_ids(names, values, single, listed, explicit)
+        shown = [[ast.unparse(c) for c in row] for row in rows]
+        ids = _matched_ids(names, values, single, listed, explicit, shown)
     elif ids_node is None:
-        ids = _pytest_ids(names, values, single, explicit)
+        ids = _ids_like_listed(names, values, single, explicit, listed)
     else:  # the table names its rows itself
         ok, ids = _literal(ids_node)
         if (
@@ -1539,30 +1540,50 @@ def _matched_ids(
     single: bool,
     listed: Collection[str],
     explicit: Sequence[str | None] = (),
+    shown: Sequence[Sequence[str]] = (),
 ) -> list[str] | None:
     """Row ids for a table with cells the grader cannot compute, read from the ``listed``
     ids: pytest's id of each row with every unknown cell a wildcard, matched against them.
     Every listed id must be matched by exactly one row, and no row may match two (a row no
-    listed id matches gets a placeholder: no listed case is its). None otherwise."""
+    listed id matches gets a placeholder: no listed case is its). None otherwise. Where a
+    row's wildcards fit several listed ids, the one that spells each unknown cell as its
+    source does (``shown``: ``RenderingStyle.CLEAN``, as pytest names an enum member) is
+    its, if exactly one does."""
     marks = [
         [f"RGCELL{r}x{c}Z" if v is _UNKNOWN else v for c, v in enumerate(row)]
         for r, row in enumerate(values)
     ]
-    ids = _pytest_ids(names, marks, single, explicit)
-    if ids is None:
-        return None
-    patterns = [
-        re.compile(
-            "".join(
-                ".+?" if re.fullmatch(r"RGCELL\d+x\d+Z", part) else re.escape(part)
-                for part in re.split(r"(RGCELL\d+x\d+Z)", i)
-            )
-            + r"\Z"
-        )
-        for i in ids
-    ]
+    for way in _LONG_STRINGS:  # as the task's pytest names long string cells
+        ids = _pytest_ids(names, marks, single, explicit, way)
+        if ids is not None and (found := _matched(ids, listed, len(values), shown)) is not None:
+            return found
+    return None
+
+
+def _matched(
+    ids: list[str], listed: Collection[str], rows: int, shown: Sequence[Sequence[str]] = ()
+) -> list[str] | None:
+    """:func:`_matched_ids` for one way of naming the rows (``ids``, wildcards in them)."""
+
+    def pattern(i: str, exact: bool) -> re.Pattern[str]:
+        def part(p: str) -> str:
+            cell = re.fullmatch(r"RGCELL(\d+)x(\d+)Z", p)
+            if cell is None:
+                return re.escape(p)
+            r, c = int(cell[1]), int(cell[2])
+            if exact and r < len(shown) and c < len(shown[r]) and shown[r][c]:
+                return re.escape(shown[r][c])
+            return ".+?"
+
+        return re.compile("".join(part(p) for p in re.split(r"(RGCELL\d+x\d+Z)", i)) + r"\Z")
+
     listed = list(dict.fromkeys(listed))
-    fits = [[x for x in listed if p.match(x)] for p in patterns]
+    fits = []
+    for i in ids:
+        found = [x for x in listed if pattern(i, False).match(x)]
+        if len(found) > 1:  # the row that spells its unknown cells as written, if one does
+            found = [x for x in found if pattern(i, True).match(x)] or found
+        fits.append(found)
     taken: dict[str, int] = {}
     for r, found in enumerate(fits):
         if len(found) > 1:
@@ -1573,7 +1594,46 @@ def _matched_ids(
             taken[found[0]] = r
     if len(taken) != len(listed):
         return None
-    return [fits[r][0] if fits[r] else f"unlisted-{r}" for r in range(len(values))]
+    return [fits[r][0] if fits[r] else f"unlisted-{r}" for r in range(rows)]
+
+
+class _IdConfig:
+    """What pytest's id maker reads of its config, as a task's own pytest has it: how it
+    names a string cell over 100 characters (``long_strings``: pytest 8 writes it out,
+    ``legacy``; pytest 9 writes ``<argname><index>``, ``short``, so the host's pytest
+    alone cannot say), ids escaped, and no plugin's id hook."""
+
+    def __init__(self, long_strings: str) -> None:
+        self.long_strings = long_strings
+        self.hook = self
+
+    def getini(self, name: str) -> object:
+        return self.long_strings if name == "parametrize_long_str_id_strategy" else False
+
+    def pytest_make_parametrize_id(self, **_: object) -> None:
+        return None
+
+
+#: How pytest versions name a long string cell: the first is what pytest 8 does.
+_LONG_STRINGS = ("legacy", "short")
+
+
+def _ids_like_listed(
+    names: list[str],
+    values: list[list[object]],
+    single: bool,
+    explicit: Sequence[str | None],
+    listed: Collection[str],
+) -> list[str] | None:
+    """:func:`_pytest_ids` as the task's pytest gives them: the way of naming long string
+    cells whose ids hold every ``listed`` id of the function (pytest 8's without any)."""
+    first = None
+    for way in _LONG_STRINGS:
+        ids = _pytest_ids(names, values, single, explicit, way)
+        first = first or ids
+        if ids is not None and (not listed or set(listed) <= set(ids)):
+            return ids
+    return first
 
 
 def _pytest_ids(
@@ -1581,9 +1641,11 @@ def _pytest_ids(
     values: list[list[object]],
     single: bool,
     explicit: Sequence[str | None] = (),
+    long_strings: str = _LONG_STRINGS[0],
 ) -> list[str] | None:
-    """The ids pytest gives the rows of a parametrize table (its own id maker), a row's
-    own id (``explicit``, from ``pytest.param(..., id=...)``) where it has one."""
+    """The ids pytest gives the rows of a parametrize table (its own id maker, configured
+    as :class:`_IdConfig` says), a row's own id (``explicit``, from ``pytest.param(...,
+    id=...)``) where it has one."""
     try:
         from _pytest.mark.structures import ParameterSet
         from _pytest.python import IdMaker
@@ -1596,7 +1658,8 @@ def _pytest_ids(
             s._replace(id=e) if e else s
             for s, e in zip(sets, list(explicit) or [None] * len(sets), strict=True)
         ]
-        ids = IdMaker(names, sets, None, None, None, None).make_unique_parameterset_ids()
+        config = _IdConfig(long_strings)
+        ids = IdMaker(names, sets, None, None, config, None).make_unique_parameterset_ids()
     except Exception:
         return None
     return [str(i) for i in ids] if len(ids) == len(values) else None
