@@ -600,7 +600,8 @@ def check_conflicts(
             f"{what}: its environment installs {', '.join(clash)} (from {', '.join(dists)}), "
             f"which repo/ also provides; a grading run would test the installed copy. Fix: "
             f"add exclude = {_toml_list(dists)} to [environment] (or drop the requirement "
-            "that pulls it in)"
+            "that pulls it in: `repogym history`, `synth --pypi` and `suite build` take "
+            f"{' '.join('--no-requirement ' + d for d in dists)})"
         )
 
 
