@@ -28,6 +28,7 @@ environment that provides a top-level name the repository also has.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import functools
@@ -571,6 +572,35 @@ def _owner(site: Path, name: str) -> str:
     return name
 
 
+def _pulled_by(site: Path, dist: str, direct: Iterable[str]) -> list[str]:
+    """The ``direct`` requirements (names) whose dependencies, followed through the
+    installed distributions' metadata, install ``dist`` (itself, when it is one)."""
+    infos = _dist_infos(site)
+
+    def needs(name: str) -> set[str]:
+        info = infos.get(name)
+        out = set()
+        text = (info / "METADATA").read_text(errors="replace") if info else ""
+        for line in text.splitlines():
+            if line.startswith("Requires-Dist:"):
+                with contextlib.suppress(InvalidRequirement):
+                    out.add(canonicalize_name(Requirement(line.split(":", 1)[1]).name))
+        return out
+
+    target, found = canonicalize_name(dist), []
+    for req in direct:
+        with contextlib.suppress(InvalidRequirement):
+            name = canonicalize_name(Requirement(req).name)
+            seen, todo = {name}, [name]
+            while todo:
+                for n in needs(todo.pop()) - seen:
+                    seen.add(n)
+                    todo.append(n)
+            if target in seen:
+                found.append(name)
+    return sorted(set(found))
+
+
 def check_conflicts(
     env: BuiltDependencies, repo_dir: Path, paths: Iterable[str] = (), what: str = "the task"
 ) -> None:
@@ -596,12 +626,19 @@ def check_conflicts(
         _NO_CONFLICT.add(key)
     else:
         dists = sorted({_owner(env.site, n) for n in clash})
+        direct = env.info.get("requirements", ())
+        pulling = sorted({r for d in dists for r in _pulled_by(env.site, d, direct)})
+        drop = (
+            f": `repogym history`, `synth --pypi` and `suite build` take "
+            f"{' '.join('--no-requirement ' + r for r in pulling)}"
+            if pulling
+            else ""
+        )
         raise DependenciesUnavailable(
             f"{what}: its environment installs {', '.join(clash)} (from {', '.join(dists)}), "
             f"which repo/ also provides; a grading run would test the installed copy. Fix: "
             f"add exclude = {_toml_list(dists)} to [environment] (or drop the requirement "
-            "that pulls it in: `repogym history`, `synth --pypi` and `suite build` take "
-            f"{' '.join('--no-requirement ' + d for d in dists)})"
+            f"that pulls it in{drop})"
         )
 
 
