@@ -45,27 +45,24 @@ assert result == expected, f"shout('hello world') returned {result!r}, expected 
 '''
 
 
-def _task(root: Path, script: str = SCRIPT) -> Path:
+def _write(
+    root: Path,
+    code: tuple[str, str],
+    hidden: str,
+    script: str,
+    check: bug_reports.Check,
+    tests: tuple[str, str],
+) -> Path:
+    """A task of one module ``mod.py`` (``code``: buggy, fixed) with hidden tests (``tests``:
+    its fail_to_pass and pass_to_pass test), a gold patch and a report."""
+    (buggy, fixed), (f2p, p2p) = code, tests
     (root / "repo").mkdir(parents=True)
-    (root / "repo" / "mod.py").write_text(BUGGY)
+    (root / "repo" / "mod.py").write_text(buggy)
     (root / "tests").mkdir()
-    (root / "tests" / "test_mod.py").write_text(HIDDEN)
-    (root / "solution.patch").write_text(diff({"mod.py": BUGGY}, {"mod.py": FIXED}))
+    (root / "tests" / "test_mod.py").write_text(hidden)
+    (root / "solution.patch").write_text(diff({"mod.py": buggy}, {"mod.py": fixed}))
     (root / "reproduction.py").write_text(script)
-    statement = bug_reports.statement(
-        "mod",
-        [
-            bug_reports.Check(
-                (),
-                (),
-                "shout('hello world')",
-                "returns 'hello world!'",
-                "return 'HELLO WORLD!'",
-                "shout",
-            )
-        ],
-        script,
-    )
+    statement = bug_reports.statement("mod", [check], script)
     (root / "task.toml").write_text(
         textwrap.dedent(f"""\
         id = "{root.name}"
@@ -74,11 +71,35 @@ def _task(root: Path, script: str = SCRIPT) -> Path:
         tests_dest = "tests"
         command = "python -m pytest -q -p no:cacheprovider"
         timeout_s = 60
-        fail_to_pass = ["tests/test_mod.py::test_shout"]
-        pass_to_pass = ["tests/test_mod.py::test_empty"]
+        fail_to_pass = ["tests/test_mod.py::{f2p}"]
+        pass_to_pass = ["tests/test_mod.py::{p2p}"]
         """)
     )
     return root
+
+
+def _restated_and_working(task) -> restate.Restated:
+    """``task``'s report restated in a real sandbox: it states no hidden value, fails by
+    its own assertion without the fix and exits 0 with it."""
+    templates = TemplateCache()
+    try:
+        run = restate.sandbox_runner(task, templates)
+        got = restate.restate(task, run)
+        assert isinstance(got, restate.Restated), got
+        assert not restate.leaked_in(task, got.statement)
+        code, out = run(got.reproduction, False)
+        assert code != 0 and bug_reports.fails_itself(out), out
+        assert run(got.reproduction, True)[0] == 0
+        return got
+    finally:
+        templates.close()
+
+
+def _task(root: Path, script: str = SCRIPT) -> Path:
+    check = bug_reports.Check(
+        (), (), "shout('hello world')", "returns 'hello world!'", "return 'HELLO WORLD!'", "shout"
+    )
+    return _write(root, (BUGGY, FIXED), HIDDEN, script, check, ("test_shout", "test_empty"))
 
 
 def test_the_script_keeps_its_expected_values_and_renames_only_inputs():
@@ -108,20 +129,10 @@ def test_rebuild_takes_gold_values_and_refuses_what_is_no_literal():
 def test_a_report_that_states_the_hidden_value_is_restated_and_still_works(tmp_path):
     task = load_task(_task(tmp_path / "shout"))
     assert restate.leaked_in(task, task.statement)  # the scan sees the hidden value there
-    templates = TemplateCache()
-    try:
-        run = restate.sandbox_runner(task, templates)
-        got = restate.restate(task, run)
-        assert isinstance(got, restate.Restated), got
-        assert not restate.leaked_in(task, got.statement)
-        assert "HELLO WORLD!" not in got.statement and "hello world" not in got.reproduction
-        assert bug_reports.reproduction_of(got.statement).strip() == got.reproduction.strip()
-        code, out = run(got.reproduction, False)
-        assert code != 0 and bug_reports.fails_itself(out), out
-        assert run(got.reproduction, True)[0] == 0
-        assert got.statement.splitlines()[2].startswith("This code fails: ")
-    finally:
-        templates.close()
+    got = _restated_and_working(task)
+    assert "HELLO WORLD!" not in got.statement and "hello world" not in got.reproduction
+    assert bug_reports.reproduction_of(got.statement).strip() == got.reproduction.strip()
+    assert got.statement.splitlines()[2].startswith("This code fails: ")
 
 
 def test_a_report_without_a_hidden_value_is_left_alone(tmp_path):
@@ -370,18 +381,8 @@ def test_a_unittest_reproduction_is_restated_like_an_assert(tmp_path):
     assert rebuilt is not None and "self.assertEqual(shout('hello world'), 'FOO!')" in rebuilt
     task = load_task(_task(tmp_path / "unittest", UNITTEST_SCRIPT))
     assert restate.leaked_in(task, task.statement)
-    templates = TemplateCache()
-    try:
-        run = restate.sandbox_runner(task, templates)
-        got = restate.restate(task, run)
-        assert isinstance(got, restate.Restated), got
-        assert not restate.leaked_in(task, got.statement)
-        assert "HELLO WORLD!" not in got.statement and "self.assertEqual(" in got.reproduction
-        code, out = run(got.reproduction, False)
-        assert code != 0 and bug_reports.fails_itself(out), out
-        assert run(got.reproduction, True)[0] == 0
-    finally:
-        templates.close()
+    got = _restated_and_working(task)
+    assert "HELLO WORLD!" not in got.statement and "self.assertEqual(" in got.reproduction
 
 
 DATE_BUGGY = (
@@ -425,17 +426,11 @@ def test_an_expected_date_is_restated_as_a_date_in_the_scripts_own_spelling(tmp_
     two = [("datetime.date(2024, 2, 29)", True), ("datetime.date(2024, 3, 31)", True)]
     assert restate.rebuild(DATE_SCRIPT, {0: two}) is None
 
-    root = tmp_path / "dates"
-    (root / "repo").mkdir(parents=True)
-    (root / "repo" / "mod.py").write_text(DATE_BUGGY)
-    (root / "tests").mkdir()
-    (root / "tests" / "test_mod.py").write_text(
+    hidden = (
         "import datetime\nfrom mod import month_end\n\n\ndef test_january():\n"
         "    assert month_end(2024, 1) == datetime.date(2024, 1, 31)\n\n\n"
         "def test_february():\n    assert month_end(2023, 2) == datetime.date(2023, 2, 28)\n"
     )
-    (root / "solution.patch").write_text(diff({"mod.py": DATE_BUGGY}, {"mod.py": DATE_FIXED}))
-    (root / "reproduction.py").write_text(DATE_SCRIPT)
     check = bug_reports.Check(
         (),
         (),
@@ -444,31 +439,10 @@ def test_an_expected_date_is_restated_as_a_date_in_the_scripts_own_spelling(tmp_
         "return datetime.date(2024, 1, 31)",
         "month_end",
     )
-    statement = bug_reports.statement("mod", [check], DATE_SCRIPT)
-    (root / "task.toml").write_text(
-        textwrap.dedent(f"""\
-        id = "dates"
-        statement = {json.dumps(statement)}
-        [verifier]
-        tests_dest = "tests"
-        command = "python -m pytest -q -p no:cacheprovider"
-        timeout_s = 60
-        fail_to_pass = ["tests/test_mod.py::test_january"]
-        pass_to_pass = ["tests/test_mod.py::test_february"]
-        """)
-    )
+    tests = ("test_january", "test_february")
+    root = _write(tmp_path / "dates", (DATE_BUGGY, DATE_FIXED), hidden, DATE_SCRIPT, check, tests)
     task = load_task(root)
     assert restate.leaked_in(task, task.statement)  # the report states the hidden date
-    templates = TemplateCache()
-    try:
-        run = restate.sandbox_runner(task, templates)
-        got = restate.restate(task, run)
-        assert isinstance(got, restate.Restated), got
-        assert not restate.leaked_in(task, got.statement)
-        assert "date(2024, 1, 31)" not in got.reproduction, got.reproduction
-        assert re.search(r"== date\(\d+, \d+, \d+\)", got.reproduction), got.reproduction
-        code, out = run(got.reproduction, False)
-        assert code != 0 and bug_reports.fails_itself(out), out
-        assert run(got.reproduction, True)[0] == 0
-    finally:
-        templates.close()
+    got = _restated_and_working(task)
+    assert "date(2024, 1, 31)" not in got.reproduction, got.reproduction
+    assert re.search(r"== date\(\d+, \d+, \d+\)", got.reproduction), got.reproduction
