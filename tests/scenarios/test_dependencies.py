@@ -20,10 +20,12 @@ from repogym.sandbox import SandboxSpec, make_sandbox
 from repogym.sandbox.base import ENV_MOUNT, SandboxError
 from repogym.sandbox.workspace import TemplateCache
 from repogym.scenarios.dependencies import (
+    BuiltDependencies,
     DependenciesUnavailable,
     DependencySpec,
     build,
     built,
+    check_conflicts,
     envs_dir,
     parse_spec,
 )
@@ -299,3 +301,27 @@ def test_a_locked_spec_written_to_task_toml_finds_its_build():
     assert any(r.startswith("pytest==") for r in pinned.requirements)
     loaded = parse_spec(tomllib.loads(pinned.to_toml())["environment"], Path("."))
     assert loaded.key == pinned.key and built(loaded) is not None
+
+
+def test_a_conflict_names_the_requirement_that_pulls_the_clashing_package_in(tmp_path):
+    # isort's case: yarg, which pipreqs requires, installs a top-level `tests` package, and
+    # the repository has its own `tests/`. A miner drops a requirement with
+    # `--no-requirement NAME`, so the error names pipreqs, not yarg.
+    site = tmp_path / "env" / "site"
+    for name, needs in (("pipreqs", "yarg>=0.1"), ("yarg", None), ("six", None)):
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir(parents=True)
+        meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+        (info / "METADATA").write_text(meta + (f"Requires-Dist: {needs}\n" if needs else ""))
+        (info / "RECORD").write_text("tests/__init__.py,,\n" if name == "yarg" else "")
+    (site / "tests").mkdir()
+    (site / "tests" / "__init__.py").write_text("")
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "__init__.py").write_text("")
+    env = BuiltDependencies(tmp_path / "env", {"requirements": ["pipreqs>=0.4", "six"]})
+    with pytest.raises(DependenciesUnavailable) as e:
+        check_conflicts(env, repo, what="isort")
+    said = str(e.value)
+    assert "installs tests (from yarg)" in said and 'exclude = ["yarg"]' in said
+    assert "--no-requirement pipreqs" in said and "--no-requirement six" not in said
