@@ -520,6 +520,12 @@ def _value(node: ast.expr, ns: dict[str, object], local: set[str]) -> tuple[bool
     return True, value
 
 
+def expected_value(node: ast.expr, ns: dict[str, object]) -> tuple[bool, object]:
+    """(whether the grader can compute it, its value) of an expected-value expression, as
+    sealing computes one (:func:`_value`; ``ns``: names from :func:`value_names`)."""
+    return _value(node, ns, set())
+
+
 def _stores(fn: ast.FunctionDef) -> set[str]:
     """Names the function binds (arguments, assignments, loop and ``with`` targets)."""
     names = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
@@ -1580,9 +1586,11 @@ def _matched(
     listed = list(dict.fromkeys(listed))
     fits = []
     for i in ids:
-        found = [x for x in listed if pattern(i, False).match(x)]
+        loose = pattern(i, False)
+        found = [x for x in listed if loose.match(x)]
         if len(found) > 1:  # the row that spells its unknown cells as written, if one does
-            found = [x for x in found if pattern(i, True).match(x)] or found
+            exact = pattern(i, True)
+            found = [x for x in found if exact.match(x)] or found
         fits.append(found)
     taken: dict[str, int] = {}
     for r, found in enumerate(fits):

@@ -36,9 +36,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import datetime
-import decimal
-import fractions
 import json
 import re
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -142,14 +139,19 @@ def _compared(node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
 #: (``datetime(2024, 2, 29)``), by their repr's name: a value of exactly one of these types
 #: reads back from its repr (``datetime.datetime(2024, 2, 29, 0, 0)``) where the arguments
 #: are literals, so gold's value can be written in the script's own spelling.
-VALUE_TYPES: dict[str, type] = {
-    "datetime.datetime": datetime.datetime,
-    "datetime.date": datetime.date,
-    "datetime.time": datetime.time,
-    "datetime.timedelta": datetime.timedelta,
-    "Decimal": decimal.Decimal,
-    "Fraction": fractions.Fraction,
-}
+VALUE_TYPES = (
+    "datetime.datetime",
+    "datetime.date",
+    "datetime.time",
+    "datetime.timedelta",
+    "Decimal",
+    "Fraction",
+)
+#: What those reprs' names are bound to when the host reads one back (as sealing reads an
+#: expected value: :func:`repogym.grading.seal.expected_value`).
+_REPR_NAMES = sl.value_names(
+    ast.parse("import datetime\nfrom decimal import Decimal\nfrom fractions import Fraction")
+)
 
 
 def _callee(node: ast.expr) -> str | None:
@@ -185,18 +187,12 @@ def value_of(shown: str) -> tuple[object, str | None] | None:
         node = ast.parse(shown, mode="eval").body
     except SyntaxError:
         return None
-    if not isinstance(node, ast.Call) or (kind := VALUE_TYPES.get(ast.unparse(node.func))) is None:
+    if not (constructed(node) and ast.unparse(node.func) in VALUE_TYPES):
         return None
-    try:
-        args = [ast.literal_eval(a) for a in node.args]
-        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
-        if len(kwargs) != len(node.keywords):
-            return None
-        value = kind(*args, **kwargs)
-    except (ValueError, TypeError, SyntaxError, ArithmeticError, RecursionError):
+    ok, value = sl.expected_value(node, _REPR_NAMES)
+    if not ok:
         return None
-    inner = shown[shown.index("(") + 1 : shown.rindex(")")]
-    return value, inner
+    return value, shown[shown.index("(") + 1 : shown.rindex(")")]
 
 
 def _comparisons(tree: ast.Module) -> list[_Site]:

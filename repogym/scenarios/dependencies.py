@@ -572,12 +572,13 @@ def _owner(site: Path, name: str) -> str:
     return name
 
 
-def _pulled_by(site: Path, dist: str, direct: Iterable[str]) -> list[str]:
+def _pulled_by(site: Path, dists: Iterable[str], direct: Iterable[str]) -> list[str]:
     """The ``direct`` requirements (names) whose dependencies, followed through the
-    installed distributions' metadata, install ``dist`` (itself, when it is one)."""
+    installed distributions' metadata, install one of ``dists`` (or are one)."""
     infos = _dist_infos(site)
 
-    def needs(name: str) -> set[str]:
+    @functools.cache
+    def needs(name: str) -> frozenset[str]:
         info = infos.get(name)
         out = set()
         text = (info / "METADATA").read_text(errors="replace") if info else ""
@@ -585,9 +586,9 @@ def _pulled_by(site: Path, dist: str, direct: Iterable[str]) -> list[str]:
             if line.startswith("Requires-Dist:"):
                 with contextlib.suppress(InvalidRequirement):
                     out.add(canonicalize_name(Requirement(line.split(":", 1)[1]).name))
-        return out
+        return frozenset(out)
 
-    target, found = canonicalize_name(dist), []
+    targets, found = {canonicalize_name(d) for d in dists}, []
     for req in direct:
         with contextlib.suppress(InvalidRequirement):
             name = canonicalize_name(Requirement(req).name)
@@ -596,7 +597,7 @@ def _pulled_by(site: Path, dist: str, direct: Iterable[str]) -> list[str]:
                 for n in needs(todo.pop()) - seen:
                     seen.add(n)
                     todo.append(n)
-            if target in seen:
+            if targets & seen:
                 found.append(name)
     return sorted(set(found))
 
@@ -627,7 +628,7 @@ def check_conflicts(
     else:
         dists = sorted({_owner(env.site, n) for n in clash})
         direct = env.info.get("requirements", ())
-        pulling = sorted({r for d in dists for r in _pulled_by(env.site, d, direct)})
+        pulling = _pulled_by(env.site, dists, direct)
         drop = (
             f": `repogym history`, `synth --pypi` and `suite build` take "
             f"{' '.join('--no-requirement ' + r for r in pulling)}"
