@@ -26,7 +26,7 @@ import dataclasses
 import random
 import re
 import shutil
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from repogym.grading import seal as sl
@@ -279,7 +279,7 @@ def mask_test_file(
     also: Iterable[tuple[str, str]] = (),
     external: sl.Imported | None = None,
     exports: Iterable[str] = (),
-    foreign: Collection[str] | None = (),
+    links: sl.Links | None = None,
 ) -> tuple[str, Masked]:
     """``text`` masked: tests renamed (unless ``rename`` is False), assertions sealed (with
     ``seal``; :mod:`repogym.grading.seal`) and canaries added.
@@ -299,8 +299,8 @@ def mask_test_file(
     it, under ids the grader never planted). ``external`` are the expectation helpers the
     file imports from other installed files (:func:`repogym.grading.seal.imported_helpers`),
     ``exports`` the names of this file's helpers that other files' sealed calls use,
-    ``foreign`` the names other installed files read from this one
-    (:func:`repogym.grading.seal.foreign_reads`; None: any).
+    ``links`` what the other installed files mean for this one
+    (:func:`repogym.grading.seal.file_links`).
     """
     masked = Masked()
     try:
@@ -334,7 +334,7 @@ def mask_test_file(
             also=also,
             imported=external,
             exports=tuple(exports),
-            foreign=foreign,
+            links=links,
         )
         masked.seals, masked.checks_by_test, footer = (
             sealed.seals,
@@ -438,7 +438,6 @@ def plant(
     sources = _sources(files)
     inherited = _inherited(sources, node_ids)
     imports = {rel: sl.imported_helpers(sources, rel) for rel in holding}
-    foreign = sl.foreign_reads(sources)
     exports: dict[str, set[str]] = {}
     for found in imports.values():
         for drel, names in found.definers.items():
@@ -447,6 +446,7 @@ def plant(
     for definer in inherited.values():
         drel, cls, method = definer.split("::")
         mixins.setdefault(drel, set()).add((cls, method))
+    links = sl.file_links(sources, holding | set(mixins), mixins)
     out = Masked()
     mixin_seals: list[sl.Seal] = []
     for rel, src in files.items():
@@ -474,7 +474,7 @@ def plant(
             also=mixins.get(rel, ()),
             external=imports.get(rel),
             exports=exports.get(rel, ()),
-            foreign=foreign.get(rel, frozenset()),
+            links=links.get(rel),
         )
         target.write_text(text, encoding="utf-8", errors="surrogateescape")
         mixin_seals += [s for s in masked.seals if s.test in set(inherited.values())]

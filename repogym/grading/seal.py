@@ -1943,13 +1943,17 @@ def is_unittest_class(node: ast.ClassDef) -> bool:
     )
 
 
-def unittest_classes_of(tree: ast.Module) -> set[str]:
+def unittest_classes_of(tree: ast.Module, bases: Collection[str] = ()) -> set[str]:
     """The module-level classes of ``tree`` that are unittest classes: one that names a
-    ``TestCase`` among its bases (:func:`is_unittest_class`), or one of the file's classes
-    that are (croniter's ``class CroniterHashTest(CroniterHashBase)``, whose base derives
-    from ``base.TestCase``): pytest collects each whatever its name."""
+    ``TestCase`` among its bases (:func:`is_unittest_class`) or one of ``bases`` (the
+    unittest classes of other installed files, as this file names them:
+    ``test_es.Num2WordsESTest``; :func:`file_links`), or one of the file's classes that
+    are (croniter's ``class CroniterHashTest(CroniterHashBase)``, whose base derives from
+    ``base.TestCase``): pytest collects each whatever its name."""
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
-    found = {n.name for n in classes if is_unittest_class(n)}
+    found = {
+        n.name for n in classes if is_unittest_class(n) or any(_dotted(b) in bases for b in n.bases)
+    }
     grew = True
     while grew:
         grew = False
@@ -1963,13 +1967,17 @@ def unittest_classes_of(tree: ast.Module) -> set[str]:
 
 
 def _tests(
-    tree: ast.Module, rel: str, also: Collection[tuple[str, str]] = ()
+    tree: ast.Module,
+    rel: str,
+    also: Collection[tuple[str, str]] = (),
+    bases: Collection[str] = (),
 ) -> Iterator[tuple[str, ast.FunctionDef]]:
     """(node id, function) of every module-level test and method of a ``Test*`` or unittest
-    class, and of the methods ``also`` names (``(class, method)``: a mixin's tests, which
-    the classes that inherit them run; :func:`inherited_tests`)."""
+    class (``bases``: :func:`unittest_classes_of`), and of the methods ``also`` names
+    (``(class, method)``: a mixin's tests, which the classes that inherit them run;
+    :func:`inherited_tests`)."""
     also = set(also)
-    unittest_classes = unittest_classes_of(tree)
+    unittest_classes = unittest_classes_of(tree, bases)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
             "test"
@@ -2015,6 +2023,21 @@ def _dotted(node: ast.expr) -> str | None:
     return ".".join([node.id, *reversed(parts)])
 
 
+def _module_names(tree: ast.Module, rel: str) -> dict[str, list[str]]:
+    """A name the file at ``rel`` binds to a module (``import x``, ``from . import x``) ->
+    the workspace paths that module may be (:func:`_module_files`)."""
+    modules: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                modules[a.asname or a.name] = _module_files(rel, a.name, 0)
+        elif isinstance(node, ast.ImportFrom):
+            for a in node.names:
+                sub = f"{node.module}.{a.name}" if node.module else a.name
+                modules[a.asname or a.name] = _module_files(rel, sub, node.level)
+    return modules
+
+
 def foreign_reads(sources: dict[str, str]) -> dict[str, frozenset[str] | None]:
     """For each file of ``sources`` (workspace path -> text of the Python files grading
     installs), the names the other files read from it: those they import from it and the
@@ -2036,20 +2059,15 @@ def foreign_reads(sources: dict[str, str]) -> dict[str, frozenset[str] | None]:
             tree = parse(text)
         except (SyntaxError, ValueError):
             continue
-        modules: dict[str, list[str]] = {}  # a name the file binds to a module -> its files
+        modules = _module_names(tree, other)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    modules[a.asname or a.name] = _module_files(other, a.name, 0)
-            elif isinstance(node, ast.ImportFrom):
+            if isinstance(node, ast.ImportFrom):
                 for a in node.names:
                     note(
                         _module_files(other, node.module, node.level),
                         None if a.name == "*" else a.name,
                         other,
                     )
-                    sub = f"{node.module}.{a.name}" if node.module else a.name
-                    modules[a.asname or a.name] = _module_files(other, sub, node.level)
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and (d := _dotted(node.value)) in modules:
                 note(modules[d], node.attr, other)
@@ -2061,7 +2079,8 @@ def inherited_tests(  # noqa: C901 - a walk over bases, files and imports, in on
 ) -> dict[str, str]:
     """Listed test method -> the method it runs, where that is a mixin's: for
     ``rel::Class::test_x`` whose class does not define ``test_x``, the one class among its
-    bases (followed through the file and the test files it imports from, ``sources``:
+    bases (``Mixin`` or ``module.Mixin``, followed through the file and the test files it
+    imports from, ``sources``:
     workspace path -> text) that does, as ``defining_rel::Mixin::test_x``. A test whose
     method is found in no base, or in two, is left out (its verdict stays pytest's)."""
     trees: dict[str, ast.Module | None] = {}
@@ -2091,12 +2110,25 @@ def inherited_tests(  # noqa: C901 - a walk over bases, files and imports, in on
                                 return hit
         return None
 
+    def find_base(rel: str, base: ast.expr, depth: int) -> tuple[str, ast.ClassDef] | None:
+        """The class a base names: ``Mixin`` (:func:`find`) or ``test_es.Mixin``, a class
+        of a module the file imports."""
+        if isinstance(base, ast.Name):
+            return find(rel, base.id, depth)
+        tree = tree_of(rel)
+        if not isinstance(base, ast.Attribute) or tree is None:
+            return None
+        for path in _module_names(tree, rel).get(_dotted(base.value) or "", ()):
+            if path != rel and path in sources and (hit := find(path, base.attr, depth + 1)):
+                return hit
+        return None
+
     def definers(rel: str, cls: ast.ClassDef, method: str, depth: int = 0) -> set[str]:
         out: set[str] = set()
         if depth > 8:
             return out
         for base in cls.bases:
-            if not isinstance(base, ast.Name) or (found := find(rel, base.id)) is None:
+            if (found := find_base(rel, base, depth)) is None:
                 continue
             brel, bcls = found
             if any(
@@ -2289,9 +2321,10 @@ def _table_loops(
 
 def _hidden_columns(
     found: list[tuple[ast.For, str | None]], width: int, helpers: set[str]
-) -> set[int] | None:
-    """The columns of a table that the loops ``found`` over it read, each only as an
-    expected side (:func:`_expected_reads`); None when a loop reads its rows otherwise."""
+) -> tuple[set[int], set[int]] | None:
+    """The columns of a table that the loops ``found`` over it read only as an expected
+    side (:func:`_expected_reads`), if at all, and those they read; None when a loop reads
+    its rows otherwise."""
     columns = set(range(width))
     read: set[int] = set()
     seen: set[int] = set()
@@ -2308,7 +2341,52 @@ def _hidden_columns(
                 read.add(k)
                 if not {id(n) for n in nodes} <= expected[k]:
                     columns.discard(k)
-    return columns & read
+    return columns, read
+
+
+def _loops_at_top(fn: ast.FunctionDef) -> Iterator[ast.For]:
+    """The ``for`` statements at the top of a test that run their body to its end for
+    every item (no ``break``, ``continue`` or ``else``)."""
+    for stmt in fn.body:
+        if (
+            isinstance(stmt, ast.For)
+            and not stmt.orelse
+            and not any(isinstance(n, ast.Break | ast.Continue) for n in ast.walk(stmt))
+        ):
+            yield stmt
+
+
+def _remote_loops(
+    funcs: dict[str, ast.FunctionDef],
+    helpers: set[str],
+    self_names: dict[str, str | None],
+    remote: dict[str, tuple[int, int, frozenset[int]]],
+    out: LoopTables,
+) -> None:
+    """Loops over another file's table whose expected columns leave that file
+    (``for test in test_es.CASES``: :attr:`Links.remote`): each read of such a column is an
+    expected side, as for the file's own tables."""
+    for node_id, fn in funcs.items():
+        if not _sealable(fn):
+            continue
+        for loop in _loops_at_top(fn):
+            if (d := _dotted(loop.iter)) not in remote or not isinstance(loop.iter, ast.Attribute):
+                continue
+            rows, width, hidden = remote[d]
+            if (reads := _column_reads(loop, width)) is None:
+                continue
+            expected = _expected_reads(loop, reads, helpers, self_names.get(node_id))
+            if all({id(n) for n in reads[k]} <= expected[k] for k in hidden):
+                out.loops[id(loop)] = rows
+                out.expected |= {id(n) for k in hidden for n in reads[k]}
+
+
+def _loaded(tree: ast.Module, name: str) -> bool:
+    """Whether the module reads the name anywhere."""
+    return any(
+        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+        for n in ast.walk(tree)
+    )
 
 
 def loop_tables(
@@ -2316,31 +2394,48 @@ def loop_tables(
     funcs: dict[str, ast.FunctionDef],
     helpers: set[str],
     self_names: dict[str, str | None],
-    foreign: Collection[str] | None = (),
+    links: Links | None = None,
 ) -> LoopTables:
     """The module tables of literal rows whose expected columns can leave the file.
 
     A constant qualifies when every read of it is the iterable of a ``for`` statement at the
     top of a sealable test (no ``break``, ``continue`` or ``else``), which reads each row's
     cells by constant index or by unpacking, and no other installed file reads it
-    (``foreign``: the names other files read from this one; None: any name). A column
-    leaves the file when, in every loop that reads it, each read is the whole expected side
-    of an equality at the top of the loop's body (``assert f(row[0]) == row[1]``,
-    ``self.assertEqual(f(row[0]), row[1])``) whose other side calls code and does not read
-    that column: the check reports the computed side, judged against what gold computed
-    for the whole table (the run reaches it once per row)."""
+    (``links.foreign``: the names other files read from this one; None: any name) but
+    through such loops of their own (``links.shared``). A column leaves the file when, in
+    every loop that reads it, each read is the whole expected side of an equality at the top
+    of the loop's body (``assert f(row[0]) == row[1]``, ``self.assertEqual(f(row[0]),
+    row[1])``) whose other side calls code and does not read that column: the check reports
+    the computed side, judged against what gold computed for the whole table (the run
+    reaches it once per row). Loops over another file's such table (``links.remote``) are
+    sealed the same way."""
+    links = links or Links()
     out = LoopTables()
-    if foreign is None:
+    _remote_loops(funcs, helpers, self_names, dict(links.remote), out)
+    if links.foreign is None:
         return out
-    constants = {n: rows for n, rows in _row_constants(tree).items() if n not in foreign}
+    constants = {
+        n: rows
+        for n, rows in _row_constants(tree).items()
+        if n not in links.foreign or n in links.shared
+    }
     if not constants:
         return out
     loops = _table_loops(tree, funcs, constants, self_names)
+    for name in links.shared:  # a table only other files loop over
+        if name in constants and name not in loops and not _loaded(tree, name):
+            loops[name] = []
     for name, found in loops.items():
         rows = constants[name]
         width = len(rows[0])
         out.loops.update({id(loop): len(rows) for loop, _ in found})  # the lengths are known
-        hidden = _hidden_columns(found, width, helpers)
+        if (got := _hidden_columns(found, width, helpers)) is None:
+            continue
+        columns, read = got
+        if name in links.shared:  # what every file's loops agree on
+            hidden = set(links.shared[name]) if links.shared[name] <= columns else set()
+        else:
+            hidden = columns & read
         if not hidden or len(hidden) == width:
             continue  # nothing leaves, or a row of expectations alone (nothing computes them)
         out.tables[name] = _LoopTable(rows, hidden)
@@ -2348,6 +2443,183 @@ def loop_tables(
             for k, nodes in (_column_reads(loop, width) or {}).items():
                 out.expected |= {id(n) for n in nodes} if k in hidden else set()
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Links:
+    """What the other installed files mean for sealing one test file (:func:`file_links`)."""
+
+    #: The names other files read from this one (:func:`foreign_reads`; None: any name).
+    foreign: frozenset[str] | None = frozenset()
+    #: Bases of its classes that are unittest classes of other files, as this file names
+    #: them (``test_es.Num2WordsESTest``): its classes that name one are collected too.
+    bases: frozenset[str] = frozenset()
+    #: Its module tables that other files loop over too -> the columns that leave it (every
+    #: loop over the table, in any file, reads them only as expected sides).
+    shared: dict[str, frozenset[int]] = dataclasses.field(default_factory=dict)
+    #: Another file's such table as this file names it (``test_es.TEST_CASES``) -> (rows,
+    #: width, the columns that leave it).
+    remote: dict[str, tuple[int, int, frozenset[int]]] = dataclasses.field(default_factory=dict)
+
+
+def _self_name(node_id: str, fn: ast.FunctionDef) -> str | None:
+    """A test method's first argument (None for a module-level test)."""
+    args = fn.args.posonlyargs + fn.args.args
+    return args[0].arg if "::" in node_id.split("::", 1)[1] and args else None
+
+
+def _unittest_bases(
+    trees: dict[str, ast.Module], modules: dict[str, dict[str, list[str]]]
+) -> dict[str, frozenset[str]]:
+    """Each file's class bases that are unittest classes of another file
+    (:attr:`Links.bases`), followed through chains of files."""
+    candidates: dict[str, dict[str, list[tuple[str, str]]]] = {}
+    for rel, tree in trees.items():
+        imported: dict[str, list[tuple[str, str]]] = {}
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom):
+                for a in node.names:
+                    imported[a.asname or a.name] = [
+                        (f, a.name)
+                        for f in _module_files(rel, node.module, node.level)
+                        if f in trees and f != rel
+                    ]
+        found: dict[str, list[tuple[str, str]]] = {}
+        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+            for b in cls.bases:
+                if isinstance(b, ast.Name) and b.id in imported:
+                    found[b.id] = imported[b.id]
+                elif isinstance(b, ast.Attribute) and (m := _dotted(b.value)) in modules[rel]:
+                    found[f"{m}.{b.attr}"] = [
+                        (f, b.attr) for f in modules[rel][m] if f in trees and f != rel
+                    ]
+        candidates[rel] = found
+    bases: dict[str, frozenset[str]] = {rel: frozenset() for rel in trees}
+    for _ in range(8):  # a chain of files, one link a round
+        classes = {rel: unittest_classes_of(tree, bases[rel]) for rel, tree in trees.items()}
+        grown = {
+            rel: frozenset(
+                d
+                for d, targets in candidates[rel].items()
+                if any(c in classes[f] for f, c in targets)
+            )
+            for rel in trees
+        }
+        if grown == bases:
+            break
+        bases = grown
+    return bases
+
+
+_Readers = dict[tuple[str, str], list[tuple[str, ast.For, str | None]]]
+
+
+def _table_readers(
+    trees: dict[str, ast.Module],
+    modules: dict[str, dict[str, list[str]]],
+    constants: dict[str, dict[str, list[list[ast.expr]]]],
+    funcs_of: dict[str, dict[str, ast.FunctionDef]],
+    sealed: Collection[str],
+) -> _Readers:
+    """(file, table) -> the loops of other sealed files over it (with the reading file
+    and the test's ``self``), for the tables no other file reads any other way."""
+    readers: _Readers = {}
+    bad: set[tuple[str, str]] = set()
+    for rel, tree in trees.items():
+        loops = {
+            id(loop.iter): (loop, _self_name(i, fn))
+            for i, fn in funcs_of[rel].items()
+            if _sealable(fn)
+            for loop in _loops_at_top(fn)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                for f in _module_files(rel, node.module, node.level):
+                    for a in node.names if f != rel and f in constants else ():
+                        bad |= {(f, n) for n in constants[f] if a.name in ("*", n)}
+            elif isinstance(node, ast.Attribute) and (m := _dotted(node.value)) in modules[rel]:
+                for f in modules[rel][m]:
+                    if f != rel and node.attr in constants.get(f, {}):
+                        if id(node) in loops and rel in sealed:
+                            readers.setdefault((f, node.attr), []).append((rel, *loops[id(node)]))
+                        else:
+                            bad.add((f, node.attr))
+    return {k: v for k, v in readers.items() if k not in bad}
+
+
+def _shared_tables(
+    trees: dict[str, ast.Module],
+    modules: dict[str, dict[str, list[str]]],
+    sealed: Collection[str],
+    also: dict[str, Collection[tuple[str, str]]],
+    bases: dict[str, frozenset[str]],
+) -> tuple[
+    dict[str, dict[str, frozenset[int]]], dict[str, dict[str, tuple[int, int, frozenset[int]]]]
+]:
+    """:attr:`Links.shared` and :attr:`Links.remote` of every file: a table of a sealed file
+    that sealed files read only as the iterable of loops at the top of their sealable tests
+    (``for test in test_es.CASES``), never by import, whose columns every loop in any file
+    reads only as expected sides (:func:`loop_tables`)."""
+    constants = {rel: _row_constants(trees[rel]) for rel in sealed if rel in trees}
+    funcs_of = {
+        rel: dict(_tests(t, rel, also.get(rel, ()), bases[rel])) for rel, t in trees.items()
+    }
+    readers = _table_readers(trees, modules, constants, funcs_of, sealed)
+    shared: dict[str, dict[str, frozenset[int]]] = {}
+    remote: dict[str, dict[str, tuple[int, int, frozenset[int]]]] = {}
+    for (f, name), reading in readers.items():
+        rows = constants[f][name]
+        width = len(rows[0])
+        self_names = {i: _self_name(i, fn) for i, fn in funcs_of[f].items()}
+        own = _table_loops(trees[f], funcs_of[f], {name: rows}, self_names).get(name, [])
+        if not own and _loaded(trees[f], name):
+            continue  # its own file reads it otherwise
+        columns, read = set(range(width)), set()
+        groups = [(f, own)] + [(r, [(loop, s)]) for r, loop, s in reading]
+        for rel, found in groups:
+            helpers = equality_helpers(trees[rel]) | {
+                MEMBERSHIP + n for n in membership_helpers(trees[rel])
+            }
+            if (got := _hidden_columns(found, width, helpers)) is None:
+                break
+            columns &= got[0]
+            read |= got[1]
+        else:
+            hidden = frozenset(columns & read)
+            if hidden and len(hidden) < width:
+                shared.setdefault(f, {})[name] = hidden
+                for r, loop, _ in reading:
+                    remote.setdefault(r, {})[_dotted(loop.iter) or ""] = (len(rows), width, hidden)
+    return shared, remote
+
+
+def file_links(
+    sources: dict[str, str],
+    sealed: Collection[str] = (),
+    also: dict[str, Collection[tuple[str, str]]] | None = None,
+) -> dict[str, Links]:
+    """:class:`Links` of each file of ``sources`` (workspace path -> text of the Python
+    files grading installs), of which grading seals ``sealed`` (``also``: the mixin tests
+    each file defines for classes elsewhere, as :func:`seal_file` takes them)."""
+    trees: dict[str, ast.Module] = {}
+    for rel, text in sources.items():
+        try:
+            trees[rel] = parse(text)
+        except (SyntaxError, ValueError):
+            continue
+    modules = {rel: _module_names(tree, rel) for rel, tree in trees.items()}
+    foreign = foreign_reads(sources)
+    bases = _unittest_bases(trees, modules)
+    shared, remote = _shared_tables(trees, modules, set(sealed), also or {}, bases)
+    return {
+        rel: Links(
+            foreign.get(rel, frozenset()),
+            bases.get(rel, frozenset()),
+            shared.get(rel, {}),
+            remote.get(rel, {}),
+        )
+        for rel in sources
+    }
 
 
 @dataclasses.dataclass
@@ -2430,7 +2702,7 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     also: Collection[tuple[str, str]] = (),
     imported: Imported | None = None,
     exports: Collection[str] = (),
-    foreign: Collection[str] | None = (),
+    links: Links | None = None,
 ) -> tuple[str, Sealed]:
     """``text`` with its sealable assertions replaced by sealed checks.
 
@@ -2461,10 +2733,12 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
             (:func:`imported_helpers`): calls of them are sealed too.
         exports: Helpers of this file that other files' sealed calls hand handles
             (:func:`export_helpers`).
-        foreign: Names other installed files read from this one (:func:`foreign_reads`;
-            None: any name): a module table they read keeps its columns
-            (:func:`loop_tables`).
+        links: What the other installed files mean for this one (:func:`file_links`): a
+            module table they read keeps its columns unless they read it only in loops
+            that seal (:func:`loop_tables`); a class whose base is another file's unittest
+            class is collected.
     """
+    links = links or Links()
     listed = listed or {}
     pytest_names = _pytest_names(tree)
     helpers = (
@@ -2831,10 +3105,7 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
             for combo in table.combos:
                 out.case_ids[f"{node_id}[{token}{combo}]"] = original + combo
 
-    def self_of(node_id: str, fn: ast.FunctionDef) -> str | None:
-        args = fn.args.posonlyargs + fn.args.args
-        return args[0].arg if "::" in node_id.split("::", 1)[1] and args else None
-
+    self_of = _self_name
     # A module constant loses the columns that every test whose table it is (or is a term of)
     # only expects. A test that expects more columns than the others is sealed in a run of
     # its own (``focus``), where its constants lose every column it does not read as input.
@@ -2844,10 +3115,8 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     module_helpers = {**(imported.functions if imported else {}), **own_functions}
     helper_of_cid: dict[int, _Helper] = {}
     guards: dict[str, dict[int, str]] = {}
-    funcs = dict(_tests(tree, rel, also))
-    looped = loop_tables(
-        tree, funcs, helpers, {i: self_of(i, f) for i, f in funcs.items()}, foreign
-    )
+    funcs = dict(_tests(tree, rel, also, links.bases))
+    looped = loop_tables(tree, funcs, helpers, {i: self_of(i, f) for i, f in funcs.items()}, links)
     tables_of = {
         i: t
         for i, f in funcs.items()

@@ -1418,11 +1418,17 @@ def test_a_module_table_a_loop_reads_loses_its_expected_column():
     }
     assert ".check(" in text.split("def test_table")[1].split("def test_pairs")[0]
     kept, _ = sl.seal_file(
-        LOOPED, ast.parse(LOOPED), rel, random.Random(0), set(), gold=True, foreign={"CASES"}
+        LOOPED,
+        ast.parse(LOOPED),
+        rel,
+        random.Random(0),
+        set(),
+        gold=True,
+        links=sl.Links(foreign=frozenset({"CASES"})),
     )
     assert "(15, 10)" in kept and "(20, 7)" not in kept
     nothing, _ = sl.seal_file(
-        LOOPED, ast.parse(LOOPED), rel, random.Random(0), set(), gold=True, foreign=None
+        LOOPED, ast.parse(LOOPED), rel, random.Random(0), set(), gold=True, links=sl.Links(None)
     )
     assert "(15, 10)" in nothing and "(20, 7)" in nothing
 
@@ -1450,6 +1456,128 @@ def test_the_names_other_files_read_from_a_test_module_are_found():
 def test_loops_over_a_module_table_are_witnessed_and_the_forger_earns_nothing(tmp_path):
     f2p = ("tests/test_mod.py::ClampTest::test_table", "tests/test_mod.py::test_pairs")
     _witnessed_and_unforgeable(tmp_path / "looped", LOOPED, f2p, ("tests/test_mod.py::test_low",))
+
+
+#: num2words' regional test files: ``test_es_co.py`` derives its class from
+#: ``test_es.Num2WordsESTest`` and loops over ``test_es.TEST_CASES_CARDINAL``. Here
+#: ``test_mod.py`` is ``test_es.py`` and ``test_region.py`` reads its tables.
+DEFINER = """\
+import unittest
+
+from mod import clamp
+
+CASES = (
+    (15, 10),
+    (12, 10),
+    (5, 5),
+)
+PAIRS = ((20, 7), (3, 3))
+SEEN = ((30, 10), (1, 1))
+
+
+class ClampTest(unittest.TestCase):
+    def test_table(self):
+        for test in CASES:
+            self.assertEqual(clamp(test[0], 0, 10), test[1])
+
+    def test_inside(self):
+        self.assertEqual(clamp(4, 0, 10), 4)
+"""
+READER = """\
+from mod import clamp
+
+from . import test_mod
+from .test_mod import SEEN
+
+
+class RegionTest(test_mod.ClampTest):
+    def test_table(self):
+        for test in test_mod.CASES:
+            self.assertEqual(clamp(test[0] + 1, 1, 10), test[1])
+
+    def test_pairs(self):
+        for value, expected in test_mod.PAIRS:
+            assert clamp(value, 0, 7) == expected
+
+    def test_seen(self):
+        for test in test_mod.SEEN:
+            assert clamp(test[0], 0, 10) == test[1]
+"""
+
+
+def test_a_table_other_files_loop_over_loses_its_expected_column_in_every_file():
+    """A table that other test files read only as the iterable of such loops
+    (``for test in test_mod.CASES``) loses its expected column too: every loop over it, in
+    any file, is a gold check. One that another file imports by name (``SEEN``) keeps its
+    cells, and the loops over it stay pytest's. A class whose base is another file's
+    unittest class (``test_mod.ClampTest``) is collected, and its tests sealed."""
+    sources = {
+        "tests/__init__.py": "",
+        "tests/test_mod.py": DEFINER,
+        "tests/test_region.py": READER,
+    }
+    links = sl.file_links(sources, {"tests/test_mod.py", "tests/test_region.py"})
+    assert links["tests/test_mod.py"].shared == {"CASES": {1}, "PAIRS": {1}}
+    assert links["tests/test_region.py"].bases == {"test_mod.ClampTest"}
+    sealed = {}
+    for rel in ("tests/test_mod.py", "tests/test_region.py"):
+        text, out = sl.seal_file(
+            sources[rel],
+            ast.parse(sources[rel]),
+            rel,
+            random.Random(0),
+            set(),
+            gold=True,
+            links=links[rel],
+        )
+        assert len(text.splitlines()) == len(sources[rel].splitlines())
+        sealed[rel] = text, {s.test: s.times for s in out.seals if s.gold}
+    definer, gold_checks = sealed["tests/test_mod.py"]
+    assert "(15, (None))" in definer and "(20, (None))" in definer
+    assert "SEEN = ((30, 10), (1, 1))" in definer
+    assert gold_checks == {"tests/test_mod.py::ClampTest::test_table": 3}
+    reader, gold_checks = sealed["tests/test_region.py"]
+    assert gold_checks == {
+        "tests/test_region.py::RegionTest::test_table": 3,
+        "tests/test_region.py::RegionTest::test_pairs": 2,
+    }
+    assert "assert clamp(test[0], 0, 10) == test[1]" in reader  # SEEN: pytest's
+    # without the other file's word, each file keeps what it had
+    alone = sl.file_links(sources, {"tests/test_mod.py"})
+    assert alone["tests/test_mod.py"].shared == {} and alone["tests/test_region.py"].remote == {}
+
+
+def test_an_inherited_test_of_another_files_class_runs_its_checks():
+    sources = {
+        "tests/__init__.py": "",
+        "tests/test_mod.py": DEFINER,
+        "tests/test_region.py": READER,
+    }
+    found = sl.inherited_tests(sources, ["tests/test_region.py::RegionTest::test_inside"])
+    assert found == {
+        "tests/test_region.py::RegionTest::test_inside": "tests/test_mod.py::ClampTest::test_inside"
+    }
+
+
+def test_loops_over_another_files_table_are_witnessed_and_the_forger_earns_nothing(tmp_path):
+    f2p = (
+        "tests/test_mod.py::ClampTest::test_table",
+        "tests/test_region.py::RegionTest::test_table",
+        "tests/test_region.py::RegionTest::test_pairs",
+    )
+    p2p = (
+        "tests/test_mod.py::ClampTest::test_inside",
+        "tests/test_region.py::RegionTest::test_inside",
+    )
+    task = _task_with(
+        tmp_path / "region",
+        DEFINER,
+        f2p,
+        p2p,
+        {"__init__.py": "", "test_region.py": READER.replace("from .test_mod import SEEN\n", "")},
+    )
+    _forger_earns_nothing(task, f2p)
+    assert all(grader.value_sealed(task).values())
 
 
 def test_an_equality_helper_that_prints_its_arguments_first_is_still_one():
