@@ -552,7 +552,8 @@ def _restate(args: argparse.Namespace) -> int:
     leaking = sum(1 for v in found.values() if v != restate.NO_LEAK)
     print(
         f"{args.name}: {len(tasks)} tasks read, {leaking} state a hidden expected value, "
-        f"{len(done)} restated on other inputs "
+        f"{len(done)} restated ({sum(1 for v in done.values() if v.change == restate.CUT)} "
+        "of them by cutting the failures they list to what the code gave) "
         f"({', '.join(str(p) for p in written) or 'nothing written'}) "
         f"in {time.monotonic() - start:.0f}s; `repogym suite fetch {args.name}` validates them"
     )

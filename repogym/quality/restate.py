@@ -28,8 +28,15 @@ would write about the same bug from their own data: the same calls on other inpu
 
 A report that says what a call returned and should return (``replay``) or quotes the
 script's failure (``This code fails: ...``) gets the new script's failure; a changelog
-report keeps its quote. Reports of several bugs are left as they are. ``repogym suite
-restate`` runs it over a suite's fetched tasks and writes the manifests.
+report keeps its quote. Reports of several bugs are left as they are.
+
+4. **Or what the code gave.** A release-history report that lists the failing tests'
+   messages states each test's expected value there (``assert 'a ' == 'a'``). Where no
+   variant restates it and its script states no hidden value, each listed comparison is
+   cut to what the code gave (:func:`cut_failures`): the report a user writes who knows
+   the result is wrong before they know the right one.
+
+``repogym suite restate`` runs it over a suite's fetched tasks and writes the manifests.
 """
 
 from __future__ import annotations
@@ -78,6 +85,14 @@ _SAID = re.compile(
 _BULLET = re.compile(
     r"^(- (?:`[^\n]*` (?:returns|raises) [^\n]*; it should [^\n]*|This code fails[^\n]*))$", re.M
 )
+
+
+#: A failure a release-history report lists that compares what the code gave with what a
+#: test expects: pytest's ``assert GOT == EXPECTED`` and unittest's ``GOT != EXPECTED``,
+#: with the diff either prints after it.
+_COMPARED = re.compile(r"^- (?:(?P<error>\w+): )?(?:assert )?(?P<got>.+?) (?:==|!=) ")
+#: :attr:`Restated.change` of a report whose listed failures were cut (:func:`cut_failures`).
+CUT = "the failures it lists cut to what the code gave"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -752,8 +767,48 @@ def new_statement(statement: str, script: str, observed: list[str]) -> str | Non
     return out
 
 
+def cut_failures(task: Task, statement: str) -> str | None:
+    """``statement`` with each failure it lists (a release-history report that quotes the
+    failing tests' messages, :data:`repogym.scenarios.history.LISTED_FAILURES`) that
+    compares what the code gave with what a test expects cut to what the code gave, as a
+    user reports a wrong result before they know the right one; None when there is none to
+    cut, or the report still states a sealed expectation after (its script asserts one,
+    or a test writes the expected value first)."""
+    m = history.LISTED_FAILURES.search(statement)
+    if m is None:
+        return None
+    lines = []
+    for line in m[1].splitlines():
+        if c := _COMPARED.match(line):
+            error = c["error"] or "AssertionError"
+            line = f"- {error}: the result is {c['got']}, not what the tests expect"
+        lines.append(line)
+    out = statement[: m.start(1)] + "".join(x + "\n" for x in lines) + statement[m.end(1) :]
+    return None if out == statement or leaked_in(task, out) else out
+
+
 def restate(task: Task, run: Runner, *, max_variants: int = MAX_VARIANTS) -> Restated | str:
-    """The task's report restated on other inputs (see the module docstring), or why not."""
+    """The task's report restated on other inputs (see the module docstring), or why not.
+    A report no variant restates whose leak is in the failures it lists, not in its
+    script, has those failures cut to what the code gave (:func:`cut_failures`)."""
+    why = _on_other_inputs(task, run, max_variants)
+    if isinstance(why, Restated) or why == NO_LEAK or why == "no reproduction.py":
+        return why
+    if (cut := cut_failures(task, task.statement)) is not None:
+        gold = task.solution_patch.read_text()
+        buggy = [
+            (task.repo_dir / f).read_text(errors="replace")
+            for f in re.findall(r"^\+\+\+ b/(\S+)", gold, re.M)
+            if (task.repo_dir / f).is_file()
+        ]
+        if not bug_reports.leaks(cut, gold, buggy, task.test_spec.all_tests):
+            script = (task.path / "reproduction.py").read_text()
+            return Restated(task.id, cut, script, CUT)
+    return why
+
+
+def _on_other_inputs(task: Task, run: Runner, max_variants: int) -> Restated | str:
+    """:func:`restate` on other inputs alone."""
     script_path = task.path / "reproduction.py"
     if not script_path.is_file():
         return "no reproduction.py"
@@ -776,7 +831,7 @@ def restate(task: Task, run: Runner, *, max_variants: int = MAX_VARIANTS) -> Res
             break
         probe = instrument(variant)
         if probe is None:
-            return "the script asserts no expected value"
+            return "the script asserts no expected value"  # no variant will
         code, out = run(probe, True)
         seen = records(out)
         if code != 0 or seen is None:
@@ -908,7 +963,7 @@ def restate_valid(
                 found[task.id] = str(e)
                 say(f"{task.id}: its report states a hidden value and was not restated: {e}")
                 continue
-            say(f"{task.id}: report restated on other inputs ({got.change})")
+            say(f"{task.id}: report restated ({got.change})")
         elif got != NO_LEAK:
             say(f"{task.id}: its report states a hidden value and was not restated: {got}")
     return found

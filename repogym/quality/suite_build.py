@@ -504,7 +504,7 @@ def restated(
     for task, entry in zip(tasks, entries, strict=True):
         got = found.get(task.id)
         if isinstance(got, restate.Restated):
-            say(f"{entry.id}: report restated on other inputs ({got.change})")
+            say(f"{entry.id}: report restated ({got.change})")
             entry = dataclasses.replace(
                 entry, statement=got.statement, reproduction=got.reproduction
             )

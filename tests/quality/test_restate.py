@@ -288,7 +288,7 @@ def test_synthesis_restates_a_validated_report_in_its_folder_and_keeps_gold_valu
     said: list[str] = []
     found = restate_valid(folders, reports, sandbox="bwrap", workers=2, say=said.append)
     assert found["quiet"] == restate.NO_LEAK and len(said) == 2, said
-    assert said[0].startswith("shout: report restated on other inputs ('hello' renamed")
+    assert said[0].startswith("shout: report restated ('hello' renamed")
     # a statement written inside task.toml is not rewritten: the log says why
     assert said[1].startswith("inline: its report states a hidden value and was not restated")
     assert "statement_file" in said[1] and "HELLO WORLD!" in load_task(inline).statement
@@ -446,3 +446,50 @@ def test_an_expected_date_is_restated_as_a_date_in_the_scripts_own_spelling(tmp_
     got = _restated_and_working(task)
     assert "date(2024, 1, 31)" not in got.reproduction, got.reproduction
     assert re.search(r"== date\(\d+, \d+, \d+\)", got.reproduction), got.reproduction
+
+
+def test_failures_a_history_report_lists_are_cut_to_what_the_code_gave(tmp_path):
+    """A release-history report quotes the failing tests' messages, which state what each
+    test expects (``assert 'hello there world!' == 'HELLO THERE WORLD!'``). When no variant
+    of its script restates it (this script asserts no value to recompute), each listed
+    comparison is cut to what the code gave, and the script is kept as it is."""
+    hidden = HIDDEN.replace(
+        '"hello world") == "HELLO WORLD!"', '"hello there world") == "HELLO THERE WORLD!"'
+    )
+    script = (
+        "from mod import shout\n\nresult = shout('abc')\nassert result[:-1].isupper(), result\n"
+    )
+    statement = (
+        "`mod` returns the wrong text\nCode that uses `mod` fails with\n\n"
+        "- AssertionError: assert 'hello there world!' == 'HELLO THERE WORLD!' "
+        "- HELLO THERE WORLD! + hello there world!\n- AssertionError: 'x!' != 'X!'\n\n"
+        "Fix the library code; the hidden tests check this behaviour.\n\n"
+        f"Reproduction:\n\n```python\n{script}```\n"
+    )
+    check = bug_reports.Check((), (), "shout('abc')", "returns 'abc!'", "return 'ABC!'", "shout")
+    root = _write(
+        tmp_path / "cut", (BUGGY, FIXED), hidden, script, check, ("test_shout", "test_empty")
+    )
+    (root / "STATEMENT.md").write_text(statement)
+    toml = (root / "task.toml").read_text()
+    toml = re.sub(r"^statement = .*$", 'statement_file = "STATEMENT.md"', toml, flags=re.M)
+    (root / "task.toml").write_text(toml)
+    task = load_task(root)
+    assert restate.leaked_in(task, task.statement)
+    templates = TemplateCache()
+    try:
+        got = restate.restate(task, restate.sandbox_runner(task, templates))
+    finally:
+        templates.close()
+    assert isinstance(got, restate.Restated) and got.change == restate.CUT, got
+    assert got.reproduction == script and "HELLO THERE" not in got.statement
+    assert not restate.leaked_in(task, got.statement)
+    assert (
+        "- AssertionError: the result is 'hello there world!', not what the tests expect\n"
+        "- AssertionError: the result is 'x!', not what the tests expect\n"
+    ) in got.statement
+    # a report whose script states the value is not cut: it would still state it
+    leaky = statement.replace("shout('abc')", "shout('hello there world')").replace(
+        "result[:-1].isupper(), result", "result == 'HELLO THERE WORLD!'"
+    )
+    assert restate.cut_failures(task, leaky) is None
