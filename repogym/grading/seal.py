@@ -2043,7 +2043,20 @@ def foreign_reads(sources: dict[str, str]) -> dict[str, frozenset[str] | None]:
     installs), the names the other files read from it: those they import from it and the
     attributes they read of it as a module (``test_fr.TEST_CASES``); None for a file
     another one star-imports (it may read any name)."""
-    reads: dict[str, set[str] | None] = {rel: set() for rel in sources}
+    trees = {}
+    for rel, text in sources.items():
+        try:
+            trees[rel] = parse(text)
+        except (SyntaxError, ValueError):
+            continue
+    return _foreign_reads(list(sources), trees)
+
+
+def _foreign_reads(
+    files: Iterable[str], trees: dict[str, ast.Module]
+) -> dict[str, frozenset[str] | None]:
+    """:func:`foreign_reads` of ``files``, of which ``trees`` are those that parse."""
+    reads: dict[str, set[str] | None] = {rel: set() for rel in files}
 
     def note(files: Iterable[str], name: str | None, other: str) -> None:
         for f in files:
@@ -2054,11 +2067,7 @@ def foreign_reads(sources: dict[str, str]) -> dict[str, frozenset[str] | None]:
                 else:
                     found.add(name)
 
-    for other, text in sources.items():
-        try:
-            tree = parse(text)
-        except (SyntaxError, ValueError):
-            continue
+    for other, tree in trees.items():
         modules = _module_names(tree, other)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
@@ -2608,7 +2617,7 @@ def file_links(
         except (SyntaxError, ValueError):
             continue
     modules = {rel: _module_names(tree, rel) for rel, tree in trees.items()}
-    foreign = foreign_reads(sources)
+    foreign = _foreign_reads(list(sources), trees)
     bases = _unittest_bases(trees, modules)
     shared, remote = _shared_tables(trees, modules, set(sealed), also or {}, bases)
     return {
