@@ -403,9 +403,7 @@ def helpers_by_module(files: dict[str, Path]) -> dict[str, set[str]]:
                 tree = sl.parse(src.read_text(encoding="utf-8", errors="surrogateescape"))
             except (SyntaxError, ValueError):
                 continue
-            names = sl.equality_helpers(tree) | {
-                sl.MEMBERSHIP + n for n in sl.membership_helpers(tree)
-            }
+            names = sl.own_helpers(tree)
             if names:
                 found.setdefault(Path(rel).stem, set()).update(names)
     return found

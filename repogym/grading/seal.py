@@ -850,6 +850,12 @@ def _assert_helper(node: ast.stmt) -> str | None:
     return kind
 
 
+def own_helpers(tree: ast.Module) -> set[str]:
+    """The equality helpers (:func:`equality_helpers`) and membership helpers (``in:NAME``:
+    :func:`membership_helpers`) a file defines, as sealing names them."""
+    return equality_helpers(tree) | {MEMBERSHIP + n for n in membership_helpers(tree)}
+
+
 def equality_helpers(tree: ast.Module) -> set[str]:
     """Module-level functions of a test file that only assert their two first arguments
     are equal (``def eq_(a, b): assert a == b, msg``, nose's style), perhaps printing them
@@ -2119,6 +2125,8 @@ def inherited_tests(  # noqa: C901 - a walk over bases, files and imports, in on
                                 return hit
         return None
 
+    modules: dict[str, dict[str, list[str]]] = {}
+
     def find_base(rel: str, base: ast.expr, depth: int) -> tuple[str, ast.ClassDef] | None:
         """The class a base names: ``Mixin`` (:func:`find`) or ``test_es.Mixin``, a class
         of a module the file imports."""
@@ -2127,7 +2135,9 @@ def inherited_tests(  # noqa: C901 - a walk over bases, files and imports, in on
         tree = tree_of(rel)
         if not isinstance(base, ast.Attribute) or tree is None:
             return None
-        for path in _module_names(tree, rel).get(_dotted(base.value) or "", ()):
+        if rel not in modules:
+            modules[rel] = _module_names(tree, rel)
+        for path in modules[rel].get(_dotted(base.value) or "", ()):
             if path != rel and path in sources and (hit := find(path, base.attr, depth + 1)):
                 return hit
         return None
@@ -2302,14 +2312,8 @@ def _table_loops(
     for node_id, fn in funcs.items():
         if not _sealable(fn):
             continue
-        for stmt in fn.body:
-            if (
-                isinstance(stmt, ast.For)
-                and isinstance(stmt.iter, ast.Name)
-                and stmt.iter.id in constants
-                and not stmt.orelse
-                and not any(isinstance(n, ast.Break | ast.Continue) for n in ast.walk(stmt))
-            ):
+        for stmt in _loops_at_top(fn):
+            if isinstance(stmt.iter, ast.Name) and stmt.iter.id in constants:
                 loops.setdefault(stmt.iter.id, []).append((stmt, self_names.get(node_id)))
                 iters.add(id(stmt.iter))
     bindings = {
@@ -2379,7 +2383,7 @@ def _remote_loops(
         if not _sealable(fn):
             continue
         for loop in _loops_at_top(fn):
-            if (d := _dotted(loop.iter)) not in remote or not isinstance(loop.iter, ast.Attribute):
+            if (d := _dotted(loop.iter)) not in remote:  # keys are ``module.NAME``
                 continue
             rows, width, hidden = remote[d]
             if (reads := _column_reads(loop, width)) is None:
@@ -2420,7 +2424,7 @@ def loop_tables(
     sealed the same way."""
     links = links or Links()
     out = LoopTables()
-    _remote_loops(funcs, helpers, self_names, dict(links.remote), out)
+    _remote_loops(funcs, helpers, self_names, links.remote, out)
     if links.foreign is None:
         return out
     constants = {
@@ -2586,10 +2590,7 @@ def _shared_tables(
         columns, read = set(range(width)), set()
         groups = [(f, own)] + [(r, [(loop, s)]) for r, loop, s in reading]
         for rel, found in groups:
-            helpers = equality_helpers(trees[rel]) | {
-                MEMBERSHIP + n for n in membership_helpers(trees[rel])
-            }
-            if (got := _hidden_columns(found, width, helpers)) is None:
+            if (got := _hidden_columns(found, width, own_helpers(trees[rel]))) is None:
                 break
             columns &= got[0]
             read |= got[1]
@@ -2750,9 +2751,7 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     links = links or Links()
     listed = listed or {}
     pytest_names = _pytest_names(tree)
-    helpers = (
-        set(helpers) | equality_helpers(tree) | {MEMBERSHIP + n for n in membership_helpers(tree)}
-    )
+    helpers = set(helpers) | own_helpers(tree)
     ns = value_names(tree)
     raisers = _module_raisers(tree, pytest_names)
     src = _Text(text)
@@ -3114,7 +3113,6 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
             for combo in table.combos:
                 out.case_ids[f"{node_id}[{token}{combo}]"] = original + combo
 
-    self_of = _self_name
     # A module constant loses the columns that every test whose table it is (or is a term of)
     # only expects. A test that expects more columns than the others is sealed in a run of
     # its own (``focus``), where its constants lose every column it does not read as input.
@@ -3125,7 +3123,9 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     helper_of_cid: dict[int, _Helper] = {}
     guards: dict[str, dict[int, str]] = {}
     funcs = dict(_tests(tree, rel, also, links.bases))
-    looped = loop_tables(tree, funcs, helpers, {i: self_of(i, f) for i, f in funcs.items()}, links)
+    looped = loop_tables(
+        tree, funcs, helpers, {i: _self_name(i, f) for i, f in funcs.items()}, links
+    )
     tables_of = {
         i: t
         for i, f in funcs.items()
@@ -3134,7 +3134,7 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     users_of = {c: [i for i, t in tables_of.items() if c in t.shared] for c in shared}
     good = {c for c, us in users_of.items() if us and all(_sealable(funcs[i]) for i in us)}
     cols = {
-        i: seal_test(i, funcs[i], self_of(i, funcs[i]), dry=True)
+        i: seal_test(i, funcs[i], _self_name(i, funcs[i]), dry=True)
         for i, t in tables_of.items()
         if set(t.shared) <= good
     }
@@ -3176,7 +3176,7 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
     for node_id, fn in funcs.items():
         out.checks_by_test[node_id] = 0
         if _sealable(fn):
-            seal_test(node_id, fn, self_of(node_id, fn))
+            seal_test(node_id, fn, _self_name(node_id, fn))
     done: set[str] = set()
     for _, table in users:
         for name, node, start, stop in table.parts:

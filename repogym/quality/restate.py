@@ -69,6 +69,8 @@ if TYPE_CHECKING:
 MAX_VARIANTS = 24
 #: Why :func:`restate` leaves a report as it is that states no hidden value.
 NO_LEAK = "the statement states no sealed expectation"
+#: Why :func:`restate` leaves a task without a script as it is.
+NO_SCRIPT = "no reproduction.py"
 #: What the instrumented script prints before its records.
 _MARK = "RG-RESTATE-RECORDS "
 #: A word of a string: a run of letters, digits and ``_``; only one of letters alone is
@@ -792,38 +794,34 @@ def restate(task: Task, run: Runner, *, max_variants: int = MAX_VARIANTS) -> Res
     A report no variant restates whose leak is in the failures it lists, not in its
     script, has those failures cut to what the code gave (:func:`cut_failures`)."""
     why = _on_other_inputs(task, run, max_variants)
-    if isinstance(why, Restated) or why == NO_LEAK or why == "no reproduction.py":
+    if isinstance(why, Restated) or why in (NO_LEAK, NO_SCRIPT):
         return why
-    if (cut := cut_failures(task, task.statement)) is not None:
-        gold = task.solution_patch.read_text()
-        buggy = [
-            (task.repo_dir / f).read_text(errors="replace")
-            for f in re.findall(r"^\+\+\+ b/(\S+)", gold, re.M)
-            if (task.repo_dir / f).is_file()
-        ]
-        if not bug_reports.leaks(cut, gold, buggy, task.test_spec.all_tests):
-            script = (task.path / "reproduction.py").read_text()
-            return Restated(task.id, cut, script, CUT)
+    if (cut := cut_failures(task, task.statement)) is not None and not _shows_fix(task, cut):
+        return Restated(task.id, cut, (task.path / "reproduction.py").read_text(), CUT)
     return why
 
 
-def _on_other_inputs(task: Task, run: Runner, max_variants: int) -> Restated | str:
-    """:func:`restate` on other inputs alone."""
-    script_path = task.path / "reproduction.py"
-    if not script_path.is_file():
-        return "no reproduction.py"
-    script = script_path.read_text()
-    if not leaked_in(task, task.statement):
-        return NO_LEAK
+def _shows_fix(task: Task, statement: str) -> bool:
+    """Whether a new report states a line of the task's fix or a test's name
+    (:func:`repogym.scenarios.bug_reports.leaks`)."""
     gold = task.solution_patch.read_text()
     buggy = [
         (task.repo_dir / f).read_text(errors="replace")
         for f in re.findall(r"^\+\+\+ b/(\S+)", gold, re.M)
         if (task.repo_dir / f).is_file()
     ]
-    prefer = {
-        w for x in leaked_in(task, task.statement) for w in _WORD.findall(x.split(": ", 1)[1])
-    }
+    return bug_reports.leaks(statement, gold, buggy, task.test_spec.all_tests)
+
+
+def _on_other_inputs(task: Task, run: Runner, max_variants: int) -> Restated | str:
+    """:func:`restate` on other inputs alone."""
+    script_path = task.path / "reproduction.py"
+    if not script_path.is_file():
+        return NO_SCRIPT
+    script = script_path.read_text()
+    if not (leaked := leaked_in(task, task.statement)):
+        return NO_LEAK
+    prefer = {w for x in leaked for w in _WORD.findall(x.split(": ", 1)[1])}
     hidden = hidden_values(task)
     why = "no variant of the inputs"
     for n, (change, variant) in enumerate(variants(script, prefer, package_words(task.repo_dir))):
@@ -866,7 +864,7 @@ def _on_other_inputs(task: Task, run: Runner, max_variants: int) -> Restated | s
         if found := leaked_in(task, stmt):
             why = f"{change}: still states {found[0]}"
             continue
-        if bug_reports.leaks(stmt, gold, buggy, task.test_spec.all_tests):
+        if _shows_fix(task, stmt):
             why = f"{change}: states a line of the fix or a test's name"
             continue
         return Restated(task.id, stmt, rebuilt, change)
