@@ -31,7 +31,8 @@ so does a shell that ends.
 
 Containers carry the label ``repogym.sandbox`` (and the owner's host and pid) and are
 removed by ``close()``, on a failed start and on interrupt; ``repogym gc`` removes those
-a crashed process left behind. The engine must run on this machine (bind mounts).
+a crashed process left behind, and so does the next owner of its lease, at its first
+container start. The engine must run on this machine (bind mounts).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ from repogym.sandbox.base import (
     SandboxSpec,
 )
 from repogym.sandbox.docker_setup import DEFAULT_IMAGE, LABEL, client, default_base_url
-from repogym.sandbox.leases import SANDBOX_GID
+from repogym.sandbox.leases import SANDBOX_GID, lease_of
 from repogym.sandbox.owners import owner_gone
 from repogym.sandbox.persistent import (
     CONTROL_FD,
@@ -168,6 +169,7 @@ class DockerSandbox(Sandbox):
                     "python3", (ENV_MOUNT,), {"path": f"{ENV_MOUNT}/bin:{PATH}"}
                 )
             self._xfer = self._make_xfer()
+            remove_stale(lease_of(spec.template)[0], self._client)
             self._start_container(cpus)
             # Removed by close(), or at exit / on a fatal signal if close() never runs.
             self._cleanup = cleanup.register(self, _remove_container, self.base_url, self.name)
@@ -705,6 +707,43 @@ def _remove_container(base_url: str | None, name: str) -> None:
         pass
     finally:
         c.close()
+
+
+#: Lease folders (by inode) this process has cleared of stale containers.
+_swept: set[tuple[int, int]] = set()
+_swept_lock = threading.Lock()
+
+
+def remove_stale(folder: Path, c: Any) -> list[str]:
+    """Remove the containers a dead previous holder of the lease at ``folder`` left.
+
+    A killed owner cannot remove its containers; the next owner of its lease clears the
+    folder those containers mount, so they are dead weight that only ``repogym gc`` would
+    find. Run once per lease folder per process, at its first container start.
+
+    Returns:
+        The names of the containers removed.
+    """
+    st = folder.stat()
+    with _swept_lock:
+        if (st.st_dev, st.st_ino) in _swept:
+            return []
+        _swept.add((st.st_dev, st.st_ino))
+    prefix = f"{folder}/"
+    removed = []
+    try:
+        listed = c.api.containers(all=True, filters={"label": LABEL})
+    except _ENGINE_ERRORS:
+        return []  # the start that follows reports an engine that fails
+    for ctr in listed:
+        mounts = [str(m.get("Source", "")) for m in ctr.get("Mounts") or []]
+        if any(m.startswith(prefix) for m in mounts) and _owner_gone(ctr.get("Labels") or {}):
+            try:
+                c.api.remove_container(ctr["Id"], force=True, v=True)
+            except _ENGINE_ERRORS:
+                continue
+            removed.append((ctr.get("Names") or [ctr["Id"][:12]])[0].lstrip("/"))
+    return removed
 
 
 def _owner_gone(labels: dict[str, str]) -> bool:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import _thread
+import fcntl
+import os
 import signal
 import subprocess
 import sys
@@ -15,8 +17,10 @@ import pytest
 import repogym
 from repogym.cli import main as cli_main
 from repogym.sandbox import Limits, SandboxError, SandboxSpec, make_sandbox
+from repogym.sandbox.docker import owner_label, remove_stale
 from repogym.sandbox.docker_setup import LABEL, client
-from repogym.sandbox.leases import MAX_LEASES, UID_BASE
+from repogym.sandbox.leases import MAX_LEASES, UID_BASE, remove_tree, temp_root
+from repogym.sandbox.limits import remove_cgroups
 from repogym.sandbox.workspace import TemplateCache
 from tests.conftest import apply_patch_actions, call, env_shell, probe_network, scaled
 
@@ -243,14 +247,19 @@ def test_persistent_shell_state_restart_and_framing(docker_env):
         assert expect is None or expect in obs, (command, obs)
 
 
+def _ours() -> set[str]:
+    """Ids of the containers this process owns (other test workers make theirs)."""
+    return {c["Id"] for c in _containers(label=f"{LABEL}.owner={owner_label()}")}
+
+
 def test_nothing_left_after_close(docker_env):
-    before = {c["Id"] for c in _containers()}
+    before = _ours()
     env = docker_env()
     env.reset(seed=0)
     env.step(call("bash", command="sleep 3017 & echo started"))
     sb = env.unwrapped.session.sandbox
     paths = [sb.workspace.path, sb.workspace.path.parent]
-    assert _containers(name=sb.name)
+    assert _containers(name=sb.name) and sb.container_id in _ours()
     env.step(call("submit"))
     env.close()
     env.close()
@@ -262,7 +271,7 @@ def test_nothing_left_after_close(docker_env):
         ["ps", "-eo", "args="], check=False, capture_output=True, text=True
     ).stdout
     assert "sleep 3017" not in procs
-    assert {c["Id"] for c in _containers()} <= before  # the grader's containers are gone too
+    assert _ours() <= before  # the grader's containers are gone too
 
 
 # -- backend plumbing ----------------------------------------------------------------------------
@@ -353,17 +362,96 @@ time.sleep(600)
 """
 
 
-def test_gc_removes_containers_of_killed_processes(docker_engine, capsys):
+def _orphan() -> tuple[subprocess.Popen, str, Path]:
+    """A process holding a docker sandbox: (the process, its container, its workspace)."""
     proc = subprocess.Popen([sys.executable, "-c", _ORPHAN], stdout=subprocess.PIPE, text=True)
     try:
         name, ws = proc.stdout.readline().split()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc, name, Path(ws)
+
+
+def _remove_container(name: str) -> None:
+    c = client()
+    try:
+        c.api.remove_container(name, force=True, v=True)
+    except Exception:  # already gone
+        pass
     finally:
+        c.close()
+
+
+def _killed_orphan() -> tuple[str, Path, int]:
+    """A docker sandbox whose process was SIGKILLed, and its lease's lock, taken here.
+
+    Other processes (other test workers) take the lowest free lease at once and clear what
+    its dead holder left; holding the lock keeps the leftovers for the test. Returns the
+    container's name, the workspace and the lock's fd; tried again when another process
+    takes the lease first.
+    """
+    for _ in range(5):
+        proc, name, ws = _orphan()
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    assert _containers(name=name) and Path(ws).exists()
-    assert cli_main(["gc"]) == 0
-    assert not _containers(name=name) and not Path(ws).exists()
-    assert "removed" in capsys.readouterr().out
+        lock = temp_root() / ".locks" / ws.relative_to(temp_root()).parts[0]
+        fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return name, ws, fd
+        except BlockingIOError:
+            os.close(fd)
+            _remove_container(name)
+    pytest.fail("another process took a killed sandbox's lease first, five times in a row")
+
+
+def _gone(path: Path, wait_s: float = 30.0) -> bool:
+    """``path`` is gone, or goes within ``wait_s`` (a new holder of its lease clears it)."""
+    deadline = time.monotonic() + wait_s
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not path.exists()
+
+
+def test_gc_removes_containers_of_killed_processes(docker_engine, capsys):
+    name, ws, fd = _killed_orphan()
+    try:
+        assert _containers(name=name) and ws.exists()
+    finally:
+        os.close(fd)
+    try:
+        assert cli_main(["gc"]) == 0
+        assert not _containers(name=name) and _gone(ws)
+        assert "removed" in capsys.readouterr().out
+    finally:
+        _remove_container(name)
+
+
+def test_the_next_holder_of_a_lease_removes_its_dead_holders_containers(docker_engine):
+    name, ws, fd = _killed_orphan()
+    folder = temp_root() / ws.relative_to(temp_root()).parts[0]
+    live, live_name, live_ws = _orphan()
+    c = client()
+    try:
+        assert _containers(name=name)
+        # Sweeping another lease's folder touches neither: its live owner's container
+        # stays, and so does the dead owner's, which lies in another lease.
+        assert remove_stale(temp_root() / live_ws.relative_to(temp_root()).parts[0], c) == []
+        assert _containers(name=live_name) and _containers(name=name)
+        assert remove_stale(folder, c) == [name]
+        assert not _containers(name=name) and _containers(name=live_name)
+        assert remove_stale(folder, c) == []  # once per lease folder
+    finally:
+        c.close()
+        live.kill()
+        live.wait()
+        _remove_container(name)
+        _remove_container(live_name)
+        remove_tree(folder)
+        remove_cgroups(folder.name)
+        os.close(fd)
 
 
 def test_unreachable_engine_is_a_clear_error(tmp_path):
