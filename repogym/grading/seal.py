@@ -105,6 +105,9 @@ class Seal:
             ``contains``, whether gold's values were all texts or containers.
         leaked: Whether a sandbox of the task can read its expected value (the task's own
             files state it; ``repogym.quality.leaks``): it is weak, however long the value.
+        local_eq: The test's own ``==`` with a local runs beside the check (``x == want``,
+            kept because ``__eq__`` may be what the test checks): the local is in the
+            sandbox, so code can report it as the computed value. Weak, however long.
         file: The file that holds it, where that is not the test's own (a mixin's test,
             which a class in another file inherits: :func:`inherited_tests`).
     """
@@ -124,6 +127,7 @@ class Seal:
     gold_strong: bool = False
     leaked: bool = False
     file: str = ""
+    local_eq: bool = False
 
     @property
     def path(self) -> str:
@@ -142,7 +146,7 @@ class Seal:
         exception whose message must match a hidden pattern within about gold's length,
         that the task's files do not state (:attr:`leaked`). A truth or ``is`` check carries
         a bit or two, an exception class a few: a forger can guess those."""
-        if self.leaked:
+        if self.leaked or self.local_eq:
             return False
         if self.op == "raises":  # a class is a few bits; a hidden pattern, on a short text
             return bool(dict(self.options).get("match")) and self.gold_strong
@@ -158,6 +162,8 @@ class Seal:
         """:attr:`strong`, for one installed test case: a gold check by the values gold
         reported in that case (a table's row whose gold value is ``255`` is sealed by a
         value even if another row's is ``0``)."""
+        if self.local_eq:
+            return False
         if self.gold and not self.leaked:
             prints = self.cases.get(case)
             return bool(prints) and informative(prints)
@@ -365,7 +371,7 @@ class Sealed:
 
 
 #: Modules whose names a sealed expectation may call (pure value constructors).
-_VALUE_MODULES = ("datetime", "decimal", "fractions", "uuid", "math")
+_VALUE_MODULES = ("datetime", "decimal", "fractions", "uuid", "math", "textwrap", "collections")
 #: Attributes a sealed expectation never uses (time- or randomness-dependent, or contexts).
 _IMPURE = {
     "now",
@@ -432,6 +438,8 @@ _NODES = (
     ast.SetComp,
     ast.GeneratorExp,
     ast.comprehension,
+    ast.JoinedStr,
+    ast.FormattedValue,
 )
 #: Largest ``range`` a sealed expectation may build.
 _MAX_RANGE = 100_000
@@ -2826,6 +2834,7 @@ def seal_file(  # noqa: C901 - one pass over a file's tests whose steps share it
                 times,
                 key,
                 gold=scope.cond or (expected is None and op == "=="),
+                local_eq=equality is not None,
             )
         )
         inside = {id(c) for c in ast.walk(computed)}

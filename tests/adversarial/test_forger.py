@@ -70,6 +70,31 @@ def test_upper():
 def test_inside():
     assert clamp(5, 0, 10) == 5
 """
+#: test_upper compares with an object it builds in a local: the test's own ``==`` stays
+#: beside the gold check, and with it the local, the expected side, in the sandbox.
+OBJECT = """\
+from mod import clamp
+
+
+class Box:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return isinstance(other, Box) and other.v == self.v
+
+    def __repr__(self):
+        return f"Box({self.v})"
+
+
+def test_upper():
+    want = Box(10)
+    assert Box(clamp(15, 0, 10)) == want
+
+
+def test_inside():
+    assert clamp(5, 0, 10) == 5
+"""
 #: A sibling function of the workspace raises the message the test matches.
 ORDER = (
     "def check_order(low, high):\n    if low > high:\n"
@@ -96,13 +121,23 @@ def _forged(attacker, task) -> str:
     return make_diff(task.repo_dir, FORGER.changes(task.repo_dir, task.test_spec.tests_dest))
 
 
-@pytest.mark.parametrize("kind", ["unsealed-helper", "documented-value", "text-in-code"])
+@pytest.mark.parametrize(
+    "kind", ["unsealed-helper", "documented-value", "text-in-code", "object-local"]
+)
 def test_the_forger_beats_noop_where_the_answer_is_not_sealed_away(attacker, tmp_path: Path, kind):
     """What the forger shows: a fail_to_pass test judged by pytest alone, a sealed value
-    the README's doctest gives, and a hidden text the workspace's code raises (its soup,
-    after the computed text, holds it within gold's length): each is earned without a fix
-    (and the leak scan makes the last two weak: no value seal witnesses them)."""
-    tests = {"unsealed-helper": HELPER, "documented-value": TESTS, "text-in-code": CONTAINS}[kind]
+    the README's doctest gives, a hidden text the workspace's code raises (its soup, after
+    the computed text, holds it within gold's length), and an object the test builds in a
+    local and compares with ``==`` (the check keeps the test's equality, so the local is
+    in the sandbox, and the forger reports it as the computed value): each is earned
+    without a fix, and no value seal witnesses the last three (the leak scan makes the
+    middle two weak; a check beside the test's own equality is weak by construction)."""
+    tests = {
+        "unsealed-helper": HELPER,
+        "documented-value": TESTS,
+        "text-in-code": CONTAINS,
+        "object-local": OBJECT,
+    }[kind]
     root = write_task(tmp_path / kind, tests=tests)
     (root / "repo" / "README.md").write_text(README if kind == "documented-value" else "")
     (root / "repo" / "order.py").write_text(ORDER)
@@ -115,6 +150,8 @@ def test_the_forger_beats_noop_where_the_answer_is_not_sealed_away(attacker, tmp
     forged = _rewards(attacker, task, _forged(attacker, task))
     assert noop["binary"] == 0.0, noop
     assert forged == dict.fromkeys(grader.REWARD_MODES, 1.0), (kind, forged)
+    if kind == "object-local":
+        assert grader.value_sealed(task) == dict.fromkeys(task.test_spec.fail_to_pass, False)
 
 
 @pytest.mark.parametrize(

@@ -92,6 +92,10 @@ F2P = (
     "tests/test_mod.py::test_literal_local",
     "tests/test_mod.py::test_object",
 )
+#: What a value seal witnesses: test_object's check keeps the test's own ``==`` with its
+#: local (``__eq__`` may be what it checks), so the local stays in the sandbox and a forger
+#: can report it (``tests/adversarial/test_forger.py``): that check is weak.
+STRONG = tuple(t for t in F2P if t != "tests/test_mod.py::test_object")
 
 
 @pytest.fixture(scope="module")
@@ -290,7 +294,8 @@ def test_the_report_flipping_forger_earns_no_more_than_noop_on_real_forms(real_f
         forged = g.grade(real_forms, _diff(real_forms, _buggy(real_forms) + "\n" + flip))
         gold_again = g.grade(real_forms, real_forms.solution_patch.read_text())
     assert gold.resolved and gold_again.resolved, gold.test_output[-2000:]
-    assert noop.reward == 0.0 and set(F2P) <= set(noop.strongly_failed), noop.sealed_failures
+    assert noop.reward == 0.0 and set(STRONG) <= set(noop.strongly_failed), noop.sealed_failures
+    assert "tests/test_mod.py::test_object" not in noop.strongly_failed
     assert forged.infra_error is None and forged.reward <= noop.reward, (
         forged.tests,
         forged.untrusted,
@@ -1682,3 +1687,45 @@ def test_a_tables_ids_are_the_tasks_pytests_for_long_strings_and_enum_cells():
     ]
     as_pytest_9 = ["Style.A-expected0", "Style.B-expected1", "Style.C-short"]
     assert sl._table(fn, names, {}, {}, as_pytest_9).ids == as_pytest_9
+
+
+#: Expected values built by ``textwrap.dedent``, ``collections`` and f-strings, bound to a
+#: local first (xmltodict's and jinja2's tests write them so).
+BUILT_LOCALS = """\
+import unittest
+from collections import OrderedDict
+from textwrap import dedent
+
+from mod import compile_it, unparse
+
+
+class T(unittest.TestCase):
+    def test_xml(self):
+        obj = {"a": OrderedDict((("b", 1),))}
+        xml = dedent('''\\
+        <a>
+          <b>1</b>
+        </a>''')
+        self.assertEqual(xml, unparse(obj, pretty=True))
+
+
+def test_fstrings():
+    found = compile_it(3)
+    expect = [f"a{i}: l_{i!r}" for i in range(3)]
+    assert found == expect
+"""
+
+
+def test_locals_built_by_dedent_collections_and_fstrings_leave_the_file():
+    """Such a local is an expectation the grader computes (as ``expected = 3`` is): it
+    leaves the file, and the check is a value seal. Kept in the file, it would sit beside
+    the test's own ``==``, where code can report it (a weak check)."""
+    text, out = sl.seal_file(
+        BUILT_LOCALS, ast.parse(BUILT_LOCALS), "tests/test_x.py", random.Random(0), set()
+    )
+    assert "<b>1</b>" not in text and 'f"a{i}' not in text
+    assert len(text.splitlines()) == len(BUILT_LOCALS.splitlines())
+    got = {s.test.rpartition("::")[2]: s for s in out.seals}
+    assert got["test_xml"].expected == "<a>\n  <b>1</b>\n</a>"
+    assert got["test_fstrings"].expected == ["a0: l_0", "a1: l_1", "a2: l_2"]
+    assert all(s.strong and not s.gold and not s.local_eq for s in got.values())

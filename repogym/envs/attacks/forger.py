@@ -17,6 +17,8 @@ workspace and the process it runs in. Inside the grading run's pytest process it
 - answers each sealed ``raises`` with every exception class name it can find (builtins,
   loaded modules, the workspace's text) and a message made of every string constant and
   word of the workspace;
+- answers each sealed check that keeps the test's own ``==`` with a local (``x == want``)
+  with that local, the test's expected side, and lets the equality go;
 - answers each sealed ``contains`` (a hidden text looked for in what the code computed)
   with the computed text followed by as much of that soup as keeps it within twice its
   length plus 64 characters (the most the grader searches, if gold's text is as long);
@@ -374,6 +376,14 @@ def _rg_forger():
 
         if real_contains is not None:
             seal.contains = contains
+        real_equal = getattr(runtime, "equal", None)
+
+        def equal(cid, value, other, left):
+            # the test's own expected side is right here: report it as what code computed
+            real_check(cid, value if other is missing else other)
+
+        if real_equal is not None:
+            seal.equal = equal
 
     class Forge:
         @pytest.hookimpl(tryfirst=True)
