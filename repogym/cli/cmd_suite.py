@@ -553,7 +553,9 @@ def _restate(args: argparse.Namespace) -> int:
     print(
         f"{args.name}: {len(tasks)} tasks read, {leaking} state a hidden expected value, "
         f"{len(done)} restated ({sum(1 for v in done.values() if v.change == restate.CUT)} "
-        "of them by cutting the failures they list to what the code gave) "
+        "of them by cutting the failures they list to what the code gave, "
+        f"{sum(1 for v in done.values() if v.change == restate.CRASH)} by cutting their "
+        "scripts to the calls that crash) "
         f"({', '.join(str(p) for p in written) or 'nothing written'}) "
         f"in {time.monotonic() - start:.0f}s; `repogym suite fetch {args.name}` validates them"
     )

@@ -36,15 +36,23 @@ report keeps its quote. Reports of several bugs are left as they are.
    cut to what the code gave (:func:`cut_failures`): the report a user writes who knows
    the result is wrong before they know the right one.
 
+5. **Or the crash alone.** Where the script fails by an exception the code raises (a
+   ``TypeError`` inside the call, not its own assertion), the expected value is not what
+   shows the bug: each comparison is cut to its computed side, and the assignments no
+   longer read (the expected value a local held) go (:func:`crash_script`). The new script
+   must fail with the same error without the fix and exit 0 with it.
+
 ``repogym suite restate`` runs it over a suite's fetched tasks and writes the manifests.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import dataclasses
 import json
 import re
+import sys
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -95,6 +103,9 @@ _BULLET = re.compile(
 _COMPARED = re.compile(r"^- (?:(?P<error>\w+): )?(?:assert )?(?P<got>.+?) (?:==|!=) ")
 #: :attr:`Restated.change` of a report whose listed failures were cut (:func:`cut_failures`).
 CUT = "the failures it lists cut to what the code gave"
+#: :attr:`Restated.change` of a report whose script was cut to the calls that crash.
+CRASH = "the comparisons cut to the calls that crash"
+_CRASHED = re.compile(r"^(?!AssertionError\b)\w*(?:Error|Exception)\b")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -789,13 +800,104 @@ def cut_failures(task: Task, statement: str) -> str | None:
     return None if out == statement or leaked_in(task, out) else out
 
 
+def _stdlib_names(tree: ast.Module) -> set[str]:
+    """Names a script binds by importing the standard library (``dedent``, ``OrderedDict``)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            for a in node.names:
+                top = (module or a.name).split(".")[0]
+                if top in sys.stdlib_module_names and not getattr(node, "level", 0):
+                    out.add(a.asname or a.name.split(".")[0])
+    return out
+
+
+def _pure(node: ast.expr, names: set[str]) -> bool:
+    """Whether an expression calls nothing but builtins and the standard library's
+    ``names`` (so dropping it drops no call of the code)."""
+    return all(
+        not isinstance(n, ast.Call)
+        or (isinstance(n.func, ast.Name) and (n.func.id in names or hasattr(builtins, n.func.id)))
+        for n in ast.walk(node)
+    )
+
+
+def crash_script(script: str) -> str | None:
+    """``script`` with each comparison (``assert A == B``, ``self.assertEqual(A, B)``) cut
+    to the side that computes (the other is a name or a value written out), and each
+    assignment to a name no longer read whose value calls only builtins and the standard
+    library removed (the expected value it held); None when nothing is cut."""
+    try:
+        tree = ast.parse(script)
+    except SyntaxError:
+        return None
+    text, cut = _Text(script), 0
+    for node in ast.walk(tree):
+        if (pair := _compared(node)) is None:
+            continue
+        computes = [
+            side
+            for side in pair
+            if not (isinstance(side, ast.Name) or history.written_out(side) or constructed(side))
+        ]
+        if len(computes) == 1 and (segment := ast.get_source_segment(script, computes[0])):
+            text.replace(node, segment)
+            cut += 1
+    if not cut:
+        return None
+    new = text.result()
+    tree = ast.parse(new)
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    names, lines = _stdlib_names(tree), new.splitlines(keepends=True)
+    gone: set[int] = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign)
+            and all(isinstance(t, ast.Name) and t.id not in read for t in node.targets)
+            and _pure(node.value, names)
+            and not lines[node.lineno - 1][: node.col_offset].strip()
+            and not lines[node.end_lineno - 1][node.end_col_offset :].strip()
+        ):
+            gone |= set(range(node.lineno - 1, node.end_lineno))
+    return "".join(line for i, line in enumerate(lines) if i not in gone)
+
+
+def _crash_only(task: Task, run: Runner) -> Restated | str:
+    """The report with its script cut to the calls that crash (:func:`crash_script`), or
+    why not."""
+    script = (task.path / "reproduction.py").read_text()
+    code, out = run(script, False)
+    crashed = failures(out)
+    if code == 0 or not all(_CRASHED.match(f) for f in crashed):
+        return "the script fails by its own comparison, not by a crash"
+    new = crash_script(script)
+    if new is None:
+        return "the script crashes, and compares nothing to cut"
+    code, out = run(new, False)
+    if code == 0 or not bug_reports.fails_itself(out) or failures(out) != crashed:
+        return "the script cut to its calls does not crash the same way"
+    if run(new, True)[0] != 0:
+        return "the script cut to its calls fails with the fix"
+    statement = task.statement
+    if statement.count("```python") != 1 or not _FENCE.search(statement):
+        return "a report without one reproduction block"
+    stmt = _FENCE.sub(lambda m: m.group(1) + new.rstrip() + "\n" + m.group(3), statement)
+    if stmt == statement or leaked_in(task, stmt) or _shows_fix(task, stmt):
+        return "the script cut to its calls still states a hidden value"
+    return Restated(task.id, stmt, new, CRASH)
+
+
 def restate(task: Task, run: Runner, *, max_variants: int = MAX_VARIANTS) -> Restated | str:
     """The task's report restated on other inputs (see the module docstring), or why not.
-    A report no variant restates whose leak is in the failures it lists, not in its
-    script, has those failures cut to what the code gave (:func:`cut_failures`)."""
+    A report no variant restates whose script fails by a crash has its comparisons cut to
+    the calls (:func:`crash_script`); one whose leak is in the failures it lists, not in
+    its script, has those failures cut to what the code gave (:func:`cut_failures`)."""
     why = _on_other_inputs(task, run, max_variants)
     if isinstance(why, Restated) or why in (NO_LEAK, NO_SCRIPT):
         return why
+    if isinstance(crash := _crash_only(task, run), Restated):
+        return crash
     if (cut := cut_failures(task, task.statement)) is not None and not _shows_fix(task, cut):
         return Restated(task.id, cut, (task.path / "reproduction.py").read_text(), CUT)
     return why

@@ -493,3 +493,93 @@ def test_failures_a_history_report_lists_are_cut_to_what_the_code_gave(tmp_path)
         "result[:-1].isupper(), result", "result == 'HELLO THERE WORLD!'"
     )
     assert restate.cut_failures(task, leaky) is None
+
+
+#: Raises a TypeError for a text with a space: a crash, not a wrong value.
+CRASHES = (
+    'def shout(text):\n    """Loud."""\n    if " " in text:\n'
+    '        return text.upper() + b"!"\n    return text.upper() + "!"\n'
+)
+#: As a release-history report writes it: the expected value first, so no variant of the
+#: inputs can recompute it, and a crash turned into the script's own AssertionError.
+CRASH_SCRIPT = """\
+from mod import shout
+
+try:
+    expected = 'HELLO WORLD!'
+    assert expected == shout('hello world')
+except AssertionError:
+    raise
+except Exception as error:
+    raise AssertionError(f'{type(error).__name__}: {error}') from error
+"""
+
+
+def test_a_script_that_crashes_is_cut_to_the_calls_that_crash(tmp_path):
+    """A script whose bug is a crash needs no expected value to show it: when no variant
+    restates it, each comparison is cut to its computed side and the local that held the
+    expected value goes; the new script fails with the same error without the fix and
+    passes with it, and the report states no hidden value."""
+    check = bug_reports.Check(
+        (), (), "shout('hello world')", "raises TypeError", "return it loud", "shout"
+    )
+    root = _write(
+        tmp_path / "crash",
+        (CRASHES, FIXED),
+        HIDDEN,
+        CRASH_SCRIPT,
+        check,
+        ("test_shout", "test_empty"),
+    )
+    task = load_task(root)
+    assert restate.leaked_in(task, task.statement)
+    templates = TemplateCache()
+    try:
+        run = restate.sandbox_runner(task, templates)
+        got = restate.restate(task, run)
+        assert isinstance(got, restate.Restated) and got.change == restate.CRASH, got
+        assert got.reproduction == CRASH_SCRIPT.replace(
+            "    expected = 'HELLO WORLD!'\n    assert expected == shout('hello world')\n",
+            "    shout('hello world')\n",
+        )
+        assert "HELLO WORLD" not in got.statement and not restate.leaked_in(task, got.statement)
+        code, out = run(got.reproduction, False)
+        assert code != 0 and "TypeError: can only concatenate str" in out
+        assert run(got.reproduction, True)[0] == 0
+        # a wrong value, not a crash: cut to its call, the script would show no bug
+        wrong = _write(
+            tmp_path / "wrong",
+            (BUGGY, FIXED),
+            HIDDEN,
+            CRASH_SCRIPT,
+            check,
+            ("test_shout", "test_empty"),
+        )
+        why = restate.restate(load_task(wrong), restate.sandbox_runner(load_task(wrong), templates))
+        assert not isinstance(why, restate.Restated), why
+    finally:
+        templates.close()
+
+
+def test_crash_script_cuts_unittest_comparisons_and_drops_the_expected_local():
+    script = textwrap.dedent("""\
+        import unittest
+        from textwrap import dedent
+
+        from mod import unparse
+
+
+        class Case(unittest.TestCase):
+            def reproduce(self):
+                obj = {"a": 1}
+                xml = dedent('''
+                    <a>1</a>''')
+                self.assertEqual(xml, unparse(obj, pretty=True))
+                self.assertEqual(unparse(obj), "<a>1</a>")
+        """)
+    cut = restate.crash_script(script)
+    assert "<a>1</a>" not in cut and "xml" not in cut
+    assert "        unparse(obj, pretty=True)\n        unparse(obj)\n" in cut
+    assert 'obj = {"a": 1}' in cut  # read by the calls: kept
+    ast.parse(cut)
+    assert restate.crash_script("from mod import f\n\nf(1)\n") is None
