@@ -223,15 +223,24 @@ def value_of(shown: str) -> tuple[object, str | None] | None:
     return value, shown[shown.index("(") + 1 : shown.rindex(")")]
 
 
+def _expected_form(node: ast.expr) -> bool:
+    """Whether a side of a comparison reads as its expected value: a name, a literal or a
+    value type built from literals (:func:`constructed`)."""
+    return isinstance(node, ast.Name) or history.written_out(node) or constructed(node)
+
+
 def _comparisons(tree: ast.Module) -> list[_Site]:
-    """``assert A == B`` and ``self.assertEqual(A, B)`` statements whose ``B`` is a literal,
-    a name or a value type built from literals (:func:`constructed`), in file order."""
+    """``assert A == B`` and ``self.assertEqual(A, B)`` statements whose ``B`` reads as the
+    expected value (:func:`_expected_form`), or whose ``A`` does where ``B`` does not
+    (``self.assertEqual(expected, f(x))``: unittest takes either order), in file order."""
     out = []
     for node in ast.walk(tree):
-        if (pair := _compared(node)) and (
-            isinstance(pair[1], ast.Name) or history.written_out(pair[1]) or constructed(pair[1])
-        ):
+        if (pair := _compared(node)) is None:
+            continue
+        if _expected_form(pair[1]):
             out.append(_Site(node, *pair))
+        elif _expected_form(pair[0]):
+            out.append(_Site(node, pair[1], pair[0]))
     return sorted(out, key=lambda n: (n.stmt.lineno, n.stmt.col_offset))
 
 
@@ -836,11 +845,7 @@ def crash_script(script: str) -> str | None:
     for node in ast.walk(tree):
         if (pair := _compared(node)) is None:
             continue
-        computes = [
-            side
-            for side in pair
-            if not (isinstance(side, ast.Name) or history.written_out(side) or constructed(side))
-        ]
+        computes = [side for side in pair if not _expected_form(side)]
         if len(computes) == 1 and (segment := ast.get_source_segment(script, computes[0])):
             text.replace(node, segment)
             cut += 1

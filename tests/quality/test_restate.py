@@ -495,11 +495,13 @@ def test_failures_a_history_report_lists_are_cut_to_what_the_code_gave(tmp_path)
     assert restate.cut_failures(task, leaky) is None
 
 
-#: Raises a TypeError for a text with a space: a crash, not a wrong value.
+#: Raises a TypeError for one text: a crash, not a wrong value, that no other input shows.
 CRASHES = (
-    'def shout(text):\n    """Loud."""\n    if " " in text:\n'
+    'def shout(text):\n    """Loud."""\n    if text == "hello world":\n'
     '        return text.upper() + b"!"\n    return text.upper() + "!"\n'
 )
+#: Returns a wrong value for that same text: no crash, and no other input shows it either.
+WRONG_ONCE = CRASHES.replace('text.upper() + b"!"', 'text + "!"')
 #: As a release-history report writes it: the expected value first, so no variant of the
 #: inputs can recompute it, and a crash turned into the script's own AssertionError.
 CRASH_SCRIPT = """\
@@ -549,7 +551,7 @@ def test_a_script_that_crashes_is_cut_to_the_calls_that_crash(tmp_path):
         # a wrong value, not a crash: cut to its call, the script would show no bug
         wrong = _write(
             tmp_path / "wrong",
-            (BUGGY, FIXED),
+            (WRONG_ONCE, FIXED),
             HIDDEN,
             CRASH_SCRIPT,
             check,
@@ -583,3 +585,14 @@ def test_crash_script_cuts_unittest_comparisons_and_drops_the_expected_local():
     assert 'obj = {"a": 1}' in cut  # read by the calls: kept
     ast.parse(cut)
     assert restate.crash_script("from mod import f\n\nf(1)\n") is None
+
+
+def test_an_expected_value_written_first_is_recomputed_like_one_written_second():
+    """unittest takes ``assertEqual(expected, got)`` in either order: the side that reads as
+    an expected value (a name, a literal) is the one recomputed with the gold code."""
+    for line in (
+        "assert 'HELLO WORLD!' == shout('hello world')",
+        "self.assertEqual(expected, shout('hello world'))",
+    ):
+        probe = restate.instrument(f"from mod import shout\n\n{line}\n")
+        assert probe is not None and "_rg_record(0, (shout('hello world')))" in probe, probe
