@@ -2221,19 +2221,26 @@ def _row_constants(tree: ast.Module) -> dict[str, list[list[ast.expr]]]:
                         )
     out = {}
     for name, values in bound.items():
-        value = values[0]
-        if len(values) != 1 or not isinstance(value, ast.List | ast.Tuple) or not value.elts:
-            continue
-        rows = [
-            list(e.elts)
-            for e in value.elts
-            if isinstance(e, ast.Tuple | ast.List)
-            and not any(isinstance(x, ast.Starred) for x in e.elts)
-        ]
-        widths = {len(r) for r in rows}
-        if len(rows) == len(value.elts) and len(widths) == 1 and widths.pop() >= 2:
+        if len(values) == 1 and (rows := _literal_rows(values[0])) is not None:
             out[name] = rows
     return out
+
+
+def _literal_rows(value: ast.expr | None) -> list[list[ast.expr]] | None:
+    """The rows of a literal list or tuple of rows of one width (at least two columns),
+    else None."""
+    if not isinstance(value, ast.List | ast.Tuple) or not value.elts:
+        return None
+    rows = [
+        list(e.elts)
+        for e in value.elts
+        if isinstance(e, ast.Tuple | ast.List)
+        and not any(isinstance(x, ast.Starred) for x in e.elts)
+    ]
+    widths = {len(r) for r in rows}
+    if len(rows) == len(value.elts) and len(widths) == 1 and widths.pop() >= 2:
+        return rows
+    return None
 
 
 def _column_reads(loop: ast.For, width: int) -> dict[int, list[ast.expr]] | None:
@@ -2402,6 +2409,33 @@ def _remote_loops(
                 out.expected |= {id(n) for k in hidden for n in reads[k]}
 
 
+def _inline_loops(
+    funcs: dict[str, ast.FunctionDef],
+    helpers: set[str],
+    self_names: dict[str, str | None],
+    out: LoopTables,
+) -> None:
+    """Loops at the top of sealable tests over rows written in place (``for value, expected
+    in [(15, 10), (20, 10)]: assert clamp(value, 0, 10) == expected``): a table of the
+    loop's own, whose expected columns leave the file as a module table's do."""
+    for node_id, fn in funcs.items():
+        if not _sealable(fn):
+            continue
+        for loop in _loops_at_top(fn):
+            if id(loop) in out.loops or (rows := _literal_rows(loop.iter)) is None:
+                continue
+            width = len(rows[0])
+            if (got := _hidden_columns([(loop, self_names.get(node_id))], width, helpers)) is None:
+                continue
+            hidden = got[0] & got[1]
+            if not hidden or len(hidden) == width:
+                continue
+            out.tables[f"<rows at {node_id}:{loop.lineno}>"] = _LoopTable(rows, hidden)
+            out.loops[id(loop)] = len(rows)
+            for k, nodes in (_column_reads(loop, width) or {}).items():
+                out.expected |= {id(n) for n in nodes} if k in hidden else set()
+
+
 def _loaded(tree: ast.Module, name: str) -> bool:
     """Whether the module reads the name anywhere."""
     return any(
@@ -2433,6 +2467,7 @@ def loop_tables(
     links = links or Links()
     out = LoopTables()
     _remote_loops(funcs, helpers, self_names, links.remote, out)
+    _inline_loops(funcs, helpers, self_names, out)
     if links.foreign is None:
         return out
     constants = {

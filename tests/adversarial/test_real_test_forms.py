@@ -1729,3 +1729,36 @@ def test_locals_built_by_dedent_collections_and_fstrings_leave_the_file():
     assert got["test_xml"].expected == "<a>\n  <b>1</b>\n</a>"
     assert got["test_fstrings"].expected == ["a0: l_0", "a1: l_1", "a2: l_2"]
     assert all(s.strong and not s.gold and not s.local_eq for s in got.values())
+
+
+#: A loop over rows written in place, its expected column read only as an expected side.
+INLINE_ROWS = """\
+from mod import clamp
+
+
+def test_rows():
+    for value, expected in [(15, 10), (20, 10)]:
+        assert clamp(value, 0, 10) == expected
+
+
+def test_inside():
+    assert clamp(5, 0, 10) == 5
+"""
+
+
+def test_rows_written_in_the_loop_lose_their_expected_column(tmp_path):
+    """Rows written in place are a table of the loop's own: the expected cells leave the
+    file, each row's check is judged against gold, and no check sits beside the test's
+    ``==`` with ``expected`` (which would hand the value to the sandbox)."""
+    text, out = sl.seal_file(
+        INLINE_ROWS, ast.parse(INLINE_ROWS), "tests/test_mod.py", random.Random(0), set()
+    )
+    assert "[(15, (None)), (20, (None))]" in text and ".equal(" not in text
+    (seal,) = [s for s in out.seals if s.test.endswith("::test_rows")]
+    assert seal.gold and not seal.local_eq and seal.times == 2
+    _witnessed_and_unforgeable(
+        tmp_path / "rows",
+        INLINE_ROWS,
+        ("tests/test_mod.py::test_rows",),
+        ("tests/test_mod.py::test_inside",),
+    )
