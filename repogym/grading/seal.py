@@ -2422,18 +2422,31 @@ def _inline_loops(
         if not _sealable(fn):
             continue
         for loop in _loops_at_top(fn):
-            if id(loop) in out.loops or (rows := _literal_rows(loop.iter)) is None:
-                continue
-            width = len(rows[0])
-            if (got := _hidden_columns([(loop, self_names.get(node_id))], width, helpers)) is None:
-                continue
-            hidden = got[0] & got[1]
-            if not hidden or len(hidden) == width:
-                continue
-            out.tables[f"<rows at {node_id}:{loop.lineno}>"] = _LoopTable(rows, hidden)
-            out.loops[id(loop)] = len(rows)
-            for k, nodes in (_column_reads(loop, width) or {}).items():
-                out.expected |= {id(n) for n in nodes} if k in hidden else set()
+            if (rows := _literal_rows(loop.iter)) is None:
+                continue  # its length is :func:`_iterations`'
+            found = [(loop, self_names.get(node_id))]
+            if (got := _hidden_columns(found, len(rows[0]), helpers)) is not None:
+                _hide(out, f"<rows at {node_id}:{loop.lineno}>", rows, found, got[0] & got[1])
+
+
+def _hide(
+    out: LoopTables,
+    name: str,
+    rows: list[list[ast.expr]],
+    found: list[tuple[ast.For, str | None]],
+    hidden: set[int],
+) -> None:
+    """Record table ``name`` whose columns ``hidden`` leave the file, each read of them in
+    the loops ``found`` over it an expected side; nothing when no column leaves, or every
+    one would (a row of expectations alone: nothing computes them)."""
+    width = len(rows[0])
+    if not hidden or len(hidden) == width:
+        return
+    out.tables[name] = _LoopTable(rows, hidden)
+    for loop, _ in found:
+        for k, nodes in (_column_reads(loop, width) or {}).items():
+            if k in hidden:
+                out.expected |= {id(n) for n in nodes}
 
 
 def _loaded(tree: ast.Module, name: str) -> bool:
@@ -2492,12 +2505,7 @@ def loop_tables(
             hidden = set(links.shared[name]) if links.shared[name] <= columns else set()
         else:
             hidden = columns & read
-        if not hidden or len(hidden) == width:
-            continue  # nothing leaves, or a row of expectations alone (nothing computes them)
-        out.tables[name] = _LoopTable(rows, hidden)
-        for loop, _ in found:  # each read of a hidden column is an expected side
-            for k, nodes in (_column_reads(loop, width) or {}).items():
-                out.expected |= {id(n) for n in nodes} if k in hidden else set()
+        _hide(out, name, rows, found, hidden)
     return out
 
 

@@ -763,14 +763,20 @@ def leaked_in(task: Task, statement: str) -> list[str]:
     return [f"{x.test}: {x.text}" for x in found if x.test in f2p]
 
 
+def _with_script(statement: str, script: str) -> str | None:
+    """``statement`` with ``script`` as its reproduction; None when it has not exactly one."""
+    if statement.count("```python") != 1 or not _FENCE.search(statement):
+        return None
+    return _FENCE.sub(lambda m: m.group(1) + script.rstrip() + "\n" + m.group(3), statement)
+
+
 def new_statement(statement: str, script: str, observed: list[str]) -> str | None:
     """``statement`` with ``script`` as its reproduction and, for a replay or inline report,
     the failures ``observed`` as what it says (one sentence, or one bullet per check of a
     report of several; a release-history report that quotes the failing tests' messages
     quotes the new script's instead); None for a report it cannot restate."""
-    if statement.count("```python") != 1 or not _FENCE.search(statement):
+    if (out := _with_script(statement, script)) is None:
         return None
-    out = _FENCE.sub(lambda m: m.group(1) + script.rstrip() + "\n" + m.group(3), statement)
     said = _SAID.findall(out)
     bullets = _BULLET.findall(out)
     if bullets:
@@ -884,11 +890,9 @@ def _crash_only(task: Task, run: Runner) -> Restated | str:
         return "the script cut to its calls does not crash the same way"
     if run(new, True)[0] != 0:
         return "the script cut to its calls fails with the fix"
-    statement = task.statement
-    if statement.count("```python") != 1 or not _FENCE.search(statement):
+    if (stmt := _with_script(task.statement, new)) is None:
         return "a report without one reproduction block"
-    stmt = _FENCE.sub(lambda m: m.group(1) + new.rstrip() + "\n" + m.group(3), statement)
-    if stmt == statement or leaked_in(task, stmt) or _shows_fix(task, stmt):
+    if stmt == task.statement or leaked_in(task, stmt) or _shows_fix(task, stmt):
         return "the script cut to its calls still states a hidden value"
     return Restated(task.id, stmt, new, CRASH)
 

@@ -730,20 +730,17 @@ def remove_stale(folder: Path, c: Any) -> list[str]:
             return []
         _swept.add((st.st_dev, st.st_ino))
     prefix = f"{folder}/"
-    removed = []
     try:
         listed = c.api.containers(all=True, filters={"label": LABEL})
     except _ENGINE_ERRORS:
         return []  # the start that follows reports an engine that fails
-    for ctr in listed:
-        mounts = [str(m.get("Source", "")) for m in ctr.get("Mounts") or []]
-        if any(m.startswith(prefix) for m in mounts) and _owner_gone(ctr.get("Labels") or {}):
-            try:
-                c.api.remove_container(ctr["Id"], force=True, v=True)
-            except _ENGINE_ERRORS:
-                continue
-            removed.append((ctr.get("Names") or [ctr["Id"][:12]])[0].lstrip("/"))
-    return removed
+    stale = [
+        x
+        for x in listed
+        if any(str(m.get("Source", "")).startswith(prefix) for m in x.get("Mounts") or [])
+        and _owner_gone(x.get("Labels") or {})
+    ]
+    return _remove_each(c, stale, _ENGINE_ERRORS)
 
 
 def _owner_gone(labels: dict[str, str]) -> bool:
@@ -763,15 +760,25 @@ def remove_leftovers(everything: bool = False, base_url: str | None = None) -> l
         The names of the containers removed.
     """
     c = client(base_url)
-    removed = []
     try:
-        for ctr in c.api.containers(all=True, filters={"label": LABEL}):
-            if everything or _owner_gone(ctr.get("Labels") or {}):
-                try:
-                    c.api.remove_container(ctr["Id"], force=True, v=True)
-                except docker.errors.NotFound:
-                    continue
-                removed.append((ctr.get("Names") or [ctr["Id"][:12]])[0].lstrip("/"))
+        listed = c.api.containers(all=True, filters={"label": LABEL})
+        return _remove_each(
+            c,
+            [x for x in listed if everything or _owner_gone(x.get("Labels") or {})],
+            docker.errors.NotFound,
+        )
     finally:
         c.close()
+
+
+def _remove_each(c: Any, listed: list[dict], skip: Any) -> list[str]:
+    """Force-remove each listed container; one whose removal raises ``skip`` is left out
+    of the names returned."""
+    removed = []
+    for ctr in listed:
+        try:
+            c.api.remove_container(ctr["Id"], force=True, v=True)
+        except skip:
+            continue
+        removed.append((ctr.get("Names") or [ctr["Id"][:12]])[0].lstrip("/"))
     return removed
